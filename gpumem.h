@@ -1,0 +1,509 @@
+/* gpumem.h - core of gpumem: portability, atomics, back-off, status codes.
+ *
+ * gpumem is a header-only C library of lock-free queue and cache primitives
+ * that let many GPU (or CPU) threads drive NVMe storage by themselves.
+ * This header is included first by every other gpumem header.
+ *
+ * USAGE
+ *   #include "gpumem.h"
+ *
+ *   uint32_t counter = 0;                  // plain fixed-width field
+ *   uint32_t old = gpumem_atomic_fetch_add_u32(&counter, 1,
+ *                        GPUMEM_ORDER_ACQ_REL, GPUMEM_SCOPE_DEVICE);
+ *
+ *   gpumem_event ev = {0};                 // parking spot for host waiters
+ *   GPUMEM_WAIT_UNTIL(&ev, gpumem_atomic_load_u32(&flag, GPUMEM_ORDER_ACQUIRE,
+ *                                                 GPUMEM_SCOPE_SYSTEM) != 0);
+ *   ...                                    // (GPU: nanosleep back-off; CPU: spin, then futex)
+ *   gpumem_atomic_store_u32(&flag, 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+ *   gpumem_event_notify(&ev);              // in the thread that makes progress
+ *
+ *   puts(gpumem_status_str(GPUMEM_ERANGE));
+ *
+ * The same header compiles as C11, as C++17 and as CUDA C++ (nvcc). Shared
+ * state is always a plain struct of fixed-width integers; every concurrent
+ * access goes through the gpumem_atomic_* functions below, so host code, GPU
+ * threads and a host thread playing an NVMe controller all see one layout.
+ *
+ * CONFIGURATION (define before including)
+ *   GPUMEM_ASSERT(x)       assertion used on host and device paths
+ *                          (default: assert() on the host, nothing on the device)
+ *   GPUMEM_MALLOC(n)       host allocator for the optional host shims (default malloc)
+ *   GPUMEM_FREE(p)         matching free (default free)
+ *   GPUMEM_LOG(...)        printf-style log hook of the host shims
+ *                          (default: fprintf to stderr with a "gpumem: " prefix)
+ *   GPUMEM_PAD_BYTES       size every hot shared word is padded to, so that two
+ *                          unrelated words never share a cache line (default 64)
+ *   GPUMEM_SLOT_BYTES      size of one per-position record in a queue (default 32,
+ *                          a GPU L2 sector; a multiple of 16)
+ *   GPUMEM_BACKOFF_MAX_NS  cap of the device back-off sleep (default 256 ns,
+ *                          as measured best in the BaM dissertation's code)
+ *   GPUMEM_BACKOFF_SPINS   host: short pause bursts before parking (default 16)
+ *   GPUMEM_PARK_TIMEOUT_NS host: longest park on an event before re-checking
+ *                          (default 1 ms; only matters if a wake-up is missed)
+ *
+ * MEMORY ORDER AND SCOPE
+ *   Every atomic takes an explicit gpumem_order (relaxed/acquire/release/acq_rel/
+ *   seq_cst) and an explicit gpumem_scope. On the device the scope selects the
+ *   libcu++ cuda::atomic_ref thread scope: GPUMEM_SCOPE_DEVICE for counters only
+ *   GPU threads touch, GPUMEM_SCOPE_SYSTEM for words that a CPU thread or an NVMe
+ *   controller also reads or writes. On the host there is one scope and the
+ *   __atomic builtins are used.
+ */
+#ifndef GPUMEM_H
+#define GPUMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GPUMEM_VERSION_MAJOR 0
+#define GPUMEM_VERSION_MINOR 1
+#define GPUMEM_VERSION_PATCH 0
+#define GPUMEM_VERSION_STRING "0.1.0"
+
+/* ---- portability --------------------------------------------------------- */
+
+#if defined(__CUDACC__)
+#define GPUMEM_HD __host__ __device__
+#define GPUMEM_DEVICE __device__
+#else
+#define GPUMEM_HD
+#define GPUMEM_DEVICE
+#endif
+
+/* GPUMEM_ON_DEVICE is true only in the device pass of a CUDA compilation. */
+#if defined(__CUDA_ARCH__)
+#define GPUMEM_ON_DEVICE 1
+#include <cuda/atomic>
+#else
+#define GPUMEM_ON_DEVICE 0
+#endif
+
+#define GPUMEM_API static inline GPUMEM_HD
+
+#if defined(__cplusplus)
+#define GPUMEM_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define GPUMEM_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
+#ifndef GPUMEM_ASSERT
+#if GPUMEM_ON_DEVICE
+#define GPUMEM_ASSERT(x) ((void)0)
+#else
+#include <assert.h>
+#define GPUMEM_ASSERT(x) assert(x)
+#endif
+#endif
+
+#ifndef GPUMEM_PAD_BYTES
+#define GPUMEM_PAD_BYTES 64
+#endif
+#ifndef GPUMEM_SLOT_BYTES
+#define GPUMEM_SLOT_BYTES 32
+#endif
+#ifndef GPUMEM_BACKOFF_MAX_NS
+#define GPUMEM_BACKOFF_MAX_NS 256
+#endif
+#ifndef GPUMEM_BACKOFF_SPINS
+#define GPUMEM_BACKOFF_SPINS 16
+#endif
+
+
+GPUMEM_STATIC_ASSERT(GPUMEM_PAD_BYTES >= 8 && (GPUMEM_PAD_BYTES & (GPUMEM_PAD_BYTES - 1)) == 0,
+                     "GPUMEM_PAD_BYTES must be a power of two >= 8");
+GPUMEM_STATIC_ASSERT(GPUMEM_SLOT_BYTES >= 16 && GPUMEM_SLOT_BYTES % 16 == 0,
+                     "GPUMEM_SLOT_BYTES must be a multiple of 16");
+
+/* ---- status codes -------------------------------------------------------- */
+
+typedef enum gpumem_status {
+    GPUMEM_OK = 0,
+    GPUMEM_EINVAL,    /* an argument is out of its documented range */
+    GPUMEM_ENULL,     /* a required pointer is NULL */
+    GPUMEM_ERANGE,    /* an LBA range or index lies past the end of the data */
+    GPUMEM_EAGAIN,    /* not possible right now without waiting; retry later */
+    GPUMEM_ENOMEM,    /* an allocation failed or caller memory is too small */
+    GPUMEM_EIO,       /* the controller completed the command with an error status */
+    GPUMEM_ETIMEDOUT, /* a bounded wait ran out */
+    GPUMEM_EOVERFLOW, /* a counter would overflow its field */
+    GPUMEM_ENODEV,    /* no such device, or it is not usable */
+    GPUMEM_ESTATE,    /* the object is not in a state that allows the call */
+    GPUMEM_ESYS,      /* an operating-system call failed (see errno / the log) */
+    GPUMEM_STATUS_COUNT_
+} gpumem_status;
+
+GPUMEM_API const char *gpumem_status_str(gpumem_status s) {
+    switch (s) {
+    case GPUMEM_OK: return "ok";
+    case GPUMEM_EINVAL: return "invalid argument";
+    case GPUMEM_ENULL: return "NULL pointer argument";
+    case GPUMEM_ERANGE: return "out of range";
+    case GPUMEM_EAGAIN: return "resource busy, try again";
+    case GPUMEM_ENOMEM: return "out of memory";
+    case GPUMEM_EIO: return "I/O error reported by the controller";
+    case GPUMEM_ETIMEDOUT: return "timed out";
+    case GPUMEM_EOVERFLOW: return "counter overflow";
+    case GPUMEM_ENODEV: return "no such device";
+    case GPUMEM_ESTATE: return "invalid state for this operation";
+    case GPUMEM_ESYS: return "system call failed";
+    case GPUMEM_STATUS_COUNT_: break;
+    }
+    return "unknown status";
+}
+
+/* ---- atomics ------------------------------------------------------------- */
+
+typedef enum gpumem_order {
+    GPUMEM_ORDER_RELAXED,
+    GPUMEM_ORDER_ACQUIRE,
+    GPUMEM_ORDER_RELEASE,
+    GPUMEM_ORDER_ACQ_REL,
+    GPUMEM_ORDER_SEQ_CST
+} gpumem_order;
+
+typedef enum gpumem_scope {
+    GPUMEM_SCOPE_BLOCK,  /* threads of one CUDA block */
+    GPUMEM_SCOPE_DEVICE, /* threads of one GPU */
+    GPUMEM_SCOPE_SYSTEM  /* GPU threads, CPU threads and peer devices */
+} gpumem_scope;
+
+#if GPUMEM_ON_DEVICE
+
+static __forceinline__ GPUMEM_HD cuda::memory_order gpumem__cu_order(gpumem_order o) {
+    switch (o) {
+    case GPUMEM_ORDER_RELAXED: return cuda::memory_order_relaxed;
+    case GPUMEM_ORDER_ACQUIRE: return cuda::memory_order_acquire;
+    case GPUMEM_ORDER_RELEASE: return cuda::memory_order_release;
+    case GPUMEM_ORDER_ACQ_REL: return cuda::memory_order_acq_rel;
+    default: return cuda::memory_order_seq_cst;
+    }
+}
+/* A load may not carry release semantics and a store may not carry acquire;
+ * these map an acq_rel request onto the half that applies. */
+static __forceinline__ GPUMEM_HD cuda::memory_order gpumem__cu_load_order(gpumem_order o) {
+    return (o == GPUMEM_ORDER_RELEASE || o == GPUMEM_ORDER_ACQ_REL) ? cuda::memory_order_acquire
+                                                                    : gpumem__cu_order(o);
+}
+static __forceinline__ GPUMEM_HD cuda::memory_order gpumem__cu_store_order(gpumem_order o) {
+    return (o == GPUMEM_ORDER_ACQUIRE || o == GPUMEM_ORDER_ACQ_REL) ? cuda::memory_order_release
+                                                                    : gpumem__cu_order(o);
+}
+
+/* Run EXPR with `ref` bound to a cuda::atomic_ref of the requested scope. The
+ * scope is a template parameter in libcu++, so it is chosen by a switch that
+ * the compiler folds away (the scope argument is always a constant). */
+#define GPUMEM__CU_SCOPED(T, ptr, scope, EXPR)                                          \
+    do {                                                                                 \
+        if ((scope) == GPUMEM_SCOPE_SYSTEM) {                                            \
+            cuda::atomic_ref<T, cuda::thread_scope_system> ref(*(ptr));                  \
+            EXPR;                                                                        \
+        } else if ((scope) == GPUMEM_SCOPE_DEVICE) {                                     \
+            cuda::atomic_ref<T, cuda::thread_scope_device> ref(*(ptr));                  \
+            EXPR;                                                                        \
+        } else {                                                                         \
+            cuda::atomic_ref<T, cuda::thread_scope_block> ref(*(ptr));                   \
+            EXPR;                                                                        \
+        }                                                                                \
+    } while (0)
+
+#define GPUMEM__DEFINE_ATOMICS(T, SUF)                                                          \
+    static __forceinline__ GPUMEM_HD T gpumem_atomic_load_##SUF(T *p, gpumem_order o,          \
+                                                                 gpumem_scope s) {              \
+        T r;                                                                                    \
+        GPUMEM__CU_SCOPED(T, p, s, r = ref.load(gpumem__cu_load_order(o)));                     \
+        return r;                                                                               \
+    }                                                                                           \
+    static __forceinline__ GPUMEM_HD void gpumem_atomic_store_##SUF(T *p, T v, gpumem_order o, \
+                                                                     gpumem_scope s) {          \
+        GPUMEM__CU_SCOPED(T, p, s, ref.store(v, gpumem__cu_store_order(o)));                    \
+    }                                                                                           \
+    GPUMEM__DEFINE_RMW(T, SUF, fetch_add)                                                       \
+    GPUMEM__DEFINE_RMW(T, SUF, fetch_sub)                                                       \
+    GPUMEM__DEFINE_RMW(T, SUF, fetch_or)                                                        \
+    GPUMEM__DEFINE_RMW(T, SUF, fetch_and)                                                       \
+    GPUMEM__DEFINE_RMW(T, SUF, fetch_xor)                                                       \
+    GPUMEM__DEFINE_RMW(T, SUF, exchange)                                                        \
+    static __forceinline__ GPUMEM_HD int gpumem_atomic_cas_##SUF(                             \
+        T *p, T *expected, T desired, gpumem_order o, gpumem_scope s) {                        \
+        int ok;                                                                                \
+        GPUMEM__CU_SCOPED(T, p, s,                                                              \
+                          ok = ref.compare_exchange_strong(*expected, desired,                  \
+                                                           gpumem__cu_order(o),                 \
+                                                           gpumem__cu_load_order(o)));          \
+        return ok;                                                                              \
+    }
+
+#define GPUMEM__DEFINE_RMW(T, SUF, OP)                                                         \
+    static __forceinline__ GPUMEM_HD T gpumem_atomic_##OP##_##SUF(T *p, T v, gpumem_order o,  \
+                                                                   gpumem_scope s) {           \
+        T r;                                                                                   \
+        GPUMEM__CU_SCOPED(T, p, s, r = ref.OP(v, gpumem__cu_order(o)));                        \
+        return r;                                                                              \
+    }
+
+/* Full fence at the given scope (used where a store must be ordered before a
+ * later load, the one case acquire/release cannot express). */
+static __forceinline__ GPUMEM_HD void gpumem_atomic_fence(gpumem_order o, gpumem_scope s) {
+    if (s == GPUMEM_SCOPE_SYSTEM) cuda::atomic_thread_fence(gpumem__cu_order(o), cuda::thread_scope_system);
+    else if (s == GPUMEM_SCOPE_DEVICE) cuda::atomic_thread_fence(gpumem__cu_order(o), cuda::thread_scope_device);
+    else cuda::atomic_thread_fence(gpumem__cu_order(o), cuda::thread_scope_block);
+}
+
+#else /* host: the __atomic builtins of GCC and Clang */
+
+static inline int gpumem__gcc_order(gpumem_order o) {
+    switch (o) {
+    case GPUMEM_ORDER_RELAXED: return __ATOMIC_RELAXED;
+    case GPUMEM_ORDER_ACQUIRE: return __ATOMIC_ACQUIRE;
+    case GPUMEM_ORDER_RELEASE: return __ATOMIC_RELEASE;
+    case GPUMEM_ORDER_ACQ_REL: return __ATOMIC_ACQ_REL;
+    default: return __ATOMIC_SEQ_CST;
+    }
+}
+static inline int gpumem__gcc_load_order(gpumem_order o) {
+    return (o == GPUMEM_ORDER_RELEASE || o == GPUMEM_ORDER_ACQ_REL) ? __ATOMIC_ACQUIRE
+                                                                    : gpumem__gcc_order(o);
+}
+static inline int gpumem__gcc_store_order(gpumem_order o) {
+    return (o == GPUMEM_ORDER_ACQUIRE || o == GPUMEM_ORDER_ACQ_REL) ? __ATOMIC_RELEASE
+                                                                    : gpumem__gcc_order(o);
+}
+
+#define GPUMEM__DEFINE_RMW(T, SUF, OP, BUILTIN)                                               \
+    static inline GPUMEM_HD T gpumem_atomic_##OP##_##SUF(T *p, T v, gpumem_order o,           \
+                                                         gpumem_scope s) {                    \
+        (void)s;                                                                              \
+        return BUILTIN(p, v, gpumem__gcc_order(o));                                           \
+    }
+
+#define GPUMEM__DEFINE_ATOMICS(T, SUF)                                                        \
+    static inline GPUMEM_HD T gpumem_atomic_load_##SUF(T *p, gpumem_order o, gpumem_scope s) { \
+        (void)s;                                                                              \
+        return __atomic_load_n(p, gpumem__gcc_load_order(o));                                 \
+    }                                                                                         \
+    static inline GPUMEM_HD void gpumem_atomic_store_##SUF(T *p, T v, gpumem_order o,         \
+                                                           gpumem_scope s) {                  \
+        (void)s;                                                                              \
+        __atomic_store_n(p, v, gpumem__gcc_store_order(o));                                   \
+    }                                                                                         \
+    GPUMEM__DEFINE_RMW(T, SUF, fetch_add, __atomic_fetch_add)                                 \
+    GPUMEM__DEFINE_RMW(T, SUF, fetch_sub, __atomic_fetch_sub)                                 \
+    GPUMEM__DEFINE_RMW(T, SUF, fetch_or, __atomic_fetch_or)                                   \
+    GPUMEM__DEFINE_RMW(T, SUF, fetch_and, __atomic_fetch_and)                                 \
+    GPUMEM__DEFINE_RMW(T, SUF, fetch_xor, __atomic_fetch_xor)                                 \
+    GPUMEM__DEFINE_RMW(T, SUF, exchange, __atomic_exchange_n)                                 \
+    static inline GPUMEM_HD int gpumem_atomic_cas_##SUF(T *p, T *expected, T desired,         \
+                                                        gpumem_order o, gpumem_scope s) {     \
+        (void)s;                                                                              \
+        return __atomic_compare_exchange_n(p, expected, desired, 0, gpumem__gcc_order(o),     \
+                                           gpumem__gcc_load_order(o));                        \
+    }
+
+static inline GPUMEM_HD void gpumem_atomic_fence(gpumem_order o, gpumem_scope s) {
+    (void)s;
+    __atomic_thread_fence(gpumem__gcc_order(o));
+}
+
+#endif /* GPUMEM_ON_DEVICE */
+
+/* gpumem_atomic_{load,store,fetch_add,fetch_sub,fetch_or,fetch_and,fetch_xor,
+ * exchange,cas}_{u32,u64}. cas returns nonzero on success and otherwise writes
+ * the value it found to *expected (compare_exchange_strong semantics). */
+GPUMEM__DEFINE_ATOMICS(uint32_t, u32)
+GPUMEM__DEFINE_ATOMICS(uint64_t, u64)
+
+/* ---- back-off and parking for spin loops ---------------------------------- */
+
+/* A waiting GPU thread sleeps 8 ns, doubling up to GPUMEM_BACKOFF_MAX_NS, so
+ * that the warp scheduler can run the thread it waits for.
+ *
+ * A waiting host thread spins briefly with the pause instruction and then
+ * parks on an event (an eventcount on a Linux futex): with more threads than
+ * cores, the thread it waits for may be preempted, and neither spinning nor
+ * sched_yield (a near no-op under the EEVDF scheduler) gives that thread the
+ * core before the next timer tick. Whoever makes progress others may wait for
+ * calls gpumem_event_notify(), which costs one fence and one load unless
+ * somebody is parked. Parking has a timeout, so a missed notification costs
+ * time, never progress.
+ *
+ * Usage, where `cond` is re-evaluated each round:
+ *   GPUMEM_WAIT_UNTIL(&ev, cond);
+ */
+typedef struct gpumem_backoff {
+    uint32_t ns;    /* device: next sleep */
+    uint32_t spins; /* host: rounds so far */
+} gpumem_backoff;
+
+/* An eventcount: seq changes on every notification that found a waiter. */
+typedef struct gpumem_event {
+    uint32_t seq;
+    uint32_t waiters;
+    uint32_t pad_[GPUMEM_PAD_BYTES / 4 - 2];
+} gpumem_event;
+
+GPUMEM_API gpumem_backoff gpumem_backoff_start(void) {
+    gpumem_backoff b;
+    b.ns = 8;
+    b.spins = 0;
+    return b;
+}
+
+#if !GPUMEM_ON_DEVICE
+#include <sched.h>
+#include <time.h>
+#if defined(__linux__)
+#include <limits.h>
+#include <sys/syscall.h>
+#if defined(__cplusplus) || !defined(__STRICT_ANSI__) || defined(_DEFAULT_SOURCE) || defined(_GNU_SOURCE)
+#include <unistd.h>
+#else
+long syscall(long number, ...); /* strict C11 hides it; it is in every libc on Linux */
+#endif
+#endif
+#if defined(__STRICT_ANSI__) && !defined(_POSIX_C_SOURCE) && !defined(__cplusplus)
+int nanosleep(const struct timespec *req, struct timespec *rem); /* POSIX, hidden by strict C11 */
+#endif
+static inline void gpumem__cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+static inline void gpumem__host_sleep_ns(long ns) {
+    struct timespec ts;
+    ts.tv_sec = 0;
+    ts.tv_nsec = ns;
+    nanosleep(&ts, NULL);
+}
+#endif
+
+/* One round of waiting. Returns 1 while the caller should simply re-check
+ * (device: always; host: during the short spin), 0 when a host caller should
+ * park instead. */
+GPUMEM_API int gpumem_backoff_pause(gpumem_backoff *b) {
+#if GPUMEM_ON_DEVICE
+    __nanosleep(b->ns);
+    b->ns = b->ns * 2 > GPUMEM_BACKOFF_MAX_NS ? GPUMEM_BACKOFF_MAX_NS : b->ns * 2;
+    return 1;
+#else
+    if (b->spins < GPUMEM_BACKOFF_SPINS) {
+        uint32_t i, n = 1u << (b->spins < 4 ? b->spins : 4);
+        for (i = 0; i < n; i++) gpumem__cpu_relax();
+        b->spins++;
+        return 1;
+    }
+    return 0;
+#endif
+}
+
+/* Wake every parked waiter if there is one. Call after making a change that
+ * some thread may be waiting for. The seq_cst fence orders that change before
+ * the load of `waiters`; the waiter registers before re-checking its
+ * condition, so either we see it registered or it sees our change. */
+GPUMEM_API void gpumem_event_notify(gpumem_event *ev) {
+#if GPUMEM_ON_DEVICE
+    (void)ev;
+#else
+    if (!ev) return;
+    gpumem_atomic_fence(GPUMEM_ORDER_SEQ_CST, GPUMEM_SCOPE_SYSTEM);
+    if (gpumem_atomic_load_u32(&ev->waiters, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) == 0) return;
+    gpumem_atomic_fetch_add_u32(&ev->seq, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM_SCOPE_SYSTEM);
+#if defined(__linux__)
+    syscall(SYS_futex, &ev->seq, 1 /* FUTEX_WAKE */ | 128 /* PRIVATE */, INT_MAX, NULL, NULL, 0);
+#endif
+#endif
+}
+
+/* Park protocol, host only: begin (register, read seq), re-check the
+ * condition, sleep unless it holds or seq moved, end (unregister). */
+GPUMEM_API uint32_t gpumem__event_begin(gpumem_event *ev) {
+#if GPUMEM_ON_DEVICE
+    (void)ev;
+    return 0;
+#else
+    if (!ev) return 0;
+    gpumem_atomic_fetch_add_u32(&ev->waiters, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM_SCOPE_SYSTEM);
+    return gpumem_atomic_load_u32(&ev->seq, GPUMEM_ORDER_SEQ_CST, GPUMEM_SCOPE_SYSTEM);
+#endif
+}
+
+GPUMEM_API void gpumem__event_sleep(gpumem_event *ev, uint32_t seen, long timeout_ns) {
+#if GPUMEM_ON_DEVICE
+    (void)ev, (void)seen, (void)timeout_ns;
+#elif defined(__linux__)
+    struct timespec ts;
+    ts.tv_sec = timeout_ns / 1000000000L;
+    ts.tv_nsec = timeout_ns % 1000000000L;
+    if (!ev) {
+        gpumem__host_sleep_ns(timeout_ns < 20000 ? timeout_ns : 20000);
+        return;
+    }
+    syscall(SYS_futex, &ev->seq, 0 /* FUTEX_WAIT */ | 128 /* PRIVATE */, seen, &ts, NULL, 0);
+#else
+    (void)ev, (void)seen;
+    gpumem__host_sleep_ns(timeout_ns < 20000 ? timeout_ns : 20000);
+#endif
+}
+
+GPUMEM_API void gpumem__event_end(gpumem_event *ev) {
+#if !GPUMEM_ON_DEVICE
+    if (ev) gpumem_atomic_fetch_sub_u32(&ev->waiters, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
+#else
+    (void)ev;
+#endif
+}
+
+#ifndef GPUMEM_PARK_TIMEOUT_NS
+#define GPUMEM_PARK_TIMEOUT_NS 1000000L /* a missed wake-up costs at most 1 ms */
+#endif
+
+/* Wait until `cond` (an expression re-evaluated each round) is true. */
+#define GPUMEM_WAIT_UNTIL(ev, cond)                                                     \
+    do {                                                                                \
+        gpumem_backoff gpumem_b_ = gpumem_backoff_start();                              \
+        while (!(cond)) {                                                               \
+            if (gpumem_backoff_pause(&gpumem_b_)) continue;                             \
+            {                                                                           \
+                uint32_t gpumem_seen_ = gpumem__event_begin(ev);                        \
+                if (!(cond)) gpumem__event_sleep((ev), gpumem_seen_, GPUMEM_PARK_TIMEOUT_NS); \
+                gpumem__event_end(ev);                                                  \
+            }                                                                           \
+        }                                                                               \
+    } while (0)
+
+/* ---- small helpers ------------------------------------------------------- */
+
+GPUMEM_API int gpumem_is_pow2_u64(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
+
+GPUMEM_API uint32_t gpumem_log2_u64(uint64_t x) { /* x must be a power of two */
+    uint32_t r = 0;
+    while (x > 1) {
+        x >>= 1;
+        r++;
+    }
+    return r;
+}
+
+/* Signed distance a - b of two wrapping 32-bit counters: correct as long as the
+ * two are less than 2^31 apart, which every use in gpumem guarantees. */
+GPUMEM_API int32_t gpumem_wrap_diff_u32(uint32_t a, uint32_t b) { return (int32_t)(a - b); }
+
+#define GPUMEM_ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((size_t)(a) - 1))
+
+/* ---- host-only hooks ----------------------------------------------------- */
+
+#if !GPUMEM_ON_DEVICE
+#ifndef GPUMEM_MALLOC
+#include <stdlib.h>
+#define GPUMEM_MALLOC(n) malloc(n)
+#define GPUMEM_FREE(p) free(p)
+#endif
+#ifndef GPUMEM_LOG
+#include <stdio.h>
+#define GPUMEM_LOG(...) (fputs("gpumem: ", stderr), fprintf(stderr, __VA_ARGS__), fputc('\n', stderr))
+#endif
+#endif
+
+#endif /* GPUMEM_H */

@@ -1,0 +1,1398 @@
+/* gpumem_nvme.h - NVMe queue pairs that thousands of threads share without a lock
+ * on the fast path (BaM dissertation, Ch. 5), and a software NVMe controller to
+ * drive them.
+ *
+ * USAGE (host threads against the software controller)
+ *
+ *   #define _POSIX_C_SOURCE 200809L        // the host shim uses POSIX threads/clocks
+ *   #define GPUMEM_IMPLEMENTATION           // in exactly one .c file
+ *   #include "gpumem_nvme.h"
+ *
+ *   gpumem_swctl_config cfg = gpumem_swctl_config_default();
+ *   cfg.n_blocks = 1 << 20;                // 512 MiB of 512-byte blocks in RAM
+ *   gpumem_swctl *ctl;
+ *   gpumem_swctl_create(&cfg, &ctl);
+ *   gpumem_nvme_qp *qp;
+ *   gpumem_swctl_add_qp(ctl, 1024, &qp);    // depth 1024; as many pairs as you like
+ *   gpumem_swctl_start(ctl);
+ *
+ *   // any number of threads, each with its own buffer:
+ *   uint64_t prp1, prp2;
+ *   gpumem_nvme_prp_identity(buf, 4096, NULL, 0, &prp1, &prp2);
+ *   gpumem_nvme_cpl cpl;
+ *   gpumem_status st = gpumem_nvme_qp_read(qp, slba, 8, prp1, prp2, &cpl);
+ *   if (st == GPUMEM_EIO) puts(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)));
+ *
+ *   // asynchronous: submit now, poll later (never blocks on other threads' I/O)
+ *   gpumem_nvme_req req;
+ *   gpumem_nvme_cmd cmd;
+ *   gpumem_nvme_cmd_read(&cmd, &qp->ns, slba, 8, prp1, prp2);
+ *   while (gpumem_nvme_qp_submit(qp, &cmd, &req) == GPUMEM_EAGAIN) { reap some; }
+ *   ... gpumem_nvme_qp_poll(qp, &req) returns GPUMEM_EAGAIN until it is done ...
+ *
+ *   gpumem_swctl_stop(ctl);
+ *   gpumem_swctl_stats s; gpumem_swctl_get_stats(ctl, &s);   // s.violations == 0
+ *   gpumem_swctl_destroy(ctl);
+ *
+ * The queue-pair functions are __host__ __device__: the same struct in GPU memory
+ * is driven by GPU threads (pick a pair per SM with gpumem_nvme_qp_pick).
+ *
+ * DESIGN
+ *
+ * Submission (dissertation §5.1, §5.4). A thread takes a ticket with one
+ * fetch-add. position = ticket mod depth, lap = ticket / depth. Every position
+ * is occupied twice per lap - once when the thread's command is handed to the
+ * controller (increment #1, done by the submitter when it sees its tail marker
+ * reset) and once when the controller is known to have consumed it (increment
+ * #2, done by whoever moves the completion-queue head past a completion whose
+ * SQ-head field passed the position). So a thread waits until the position's
+ * turn counter equals 2 * lap. It then writes its 64-byte command, sets its
+ * tail marker, and either waits for a tail-lock holder to move the tail past it
+ * or takes the lock itself: the holder moves the tail over every consecutive
+ * ready entry, never leaving fewer than one free slot (an NVMe queue holds
+ * depth - 1 commands), and rings the doorbell once for the whole batch.
+ *
+ * Wrap past 2^32. Tickets are 32-bit and wrap; depth divides 2^32, so
+ * positions stay consistent. The turn counter grows by 2 per lap and wraps at
+ * 2^32, while 2 * lap wraps at 2^(33 - log2 depth); turns are therefore
+ * compared modulo 2^(33 - log2 depth), which divides both. (BaM's code compares
+ * them as plain 32-bit numbers and hangs after 2^32 submissions on a queue.)
+ *
+ * Completion (§5.2, §5.3). The owner scans the CQ from the head for its command
+ * ID with the expected phase (lap parity), without a lock. Having found it at
+ * virtual position v, it copies the completion, records "completed at v" in its
+ * command-ID word, and sets the head marker of v's position. Whoever holds the
+ * head lock moves the head over consecutive markers, applies the SQ-head field
+ * of the last completion it passed to the submission queue (stale-entry
+ * cleanup, §5.4: increment #2 of every SQ position passed), rings the CQ
+ * doorbell and publishes the new head. A command ID is handed out again only
+ * when the head has passed its recorded completion, so the next owner of that
+ * ID never mistakes the old completion for its own (§5.3).
+ *
+ * Departure from BaM: in BaM the owner waits, holding a per-position lock,
+ * until the head has passed its entry. An owner that has other completions not
+ * yet reaped (asynchronous I/O) then waits on itself. Here the owner never
+ * waits: the head-lock holder re-checks the marker at the new head after
+ * releasing the lock (a store-then-load handshake in sequentially consistent
+ * order), so a marker set while the lock was held is never stranded, and the
+ * command-ID word, not the owner, carries the "head must pass first" rule.
+ *
+ * Asynchronous submission is admitted only when the queue can take the command
+ * without waiting on any completion (ticket taken by compare-and-swap when the
+ * known SQ head leaves room), otherwise GPUMEM_EAGAIN: a thread that holds
+ * unreaped requests can thus never block on itself. Blocking calls take their
+ * ticket with fetch-add and wait; a thread must not make a blocking call on a
+ * pair while it holds unreaped asynchronous requests on that pair.
+ *
+ * Scopes. Rings (SQ entries, CQ entries) and doorbells are shared with the
+ * controller: system scope. Tickets, turns, markers, locks and command IDs are
+ * shared only by the threads that use the pair: device scope.
+ *
+ * Byte order: NVMe structures are little-endian, as are x86-64, AArch64 and
+ * NVIDIA GPUs; gpumem does not byte-swap.
+ */
+#ifndef GPUMEM_NVME_H
+#define GPUMEM_NVME_H
+
+#include "gpumem.h"
+
+/* ======================================================================== */
+/* Wire format                                                              */
+/* ======================================================================== */
+
+/* One submission-queue entry (NVMe base spec, Figure "Common Command Format"). */
+typedef struct gpumem_nvme_cmd {
+    uint32_t cdw0;  /* [7:0] opcode, [9:8] fused, [15:14] PSDT (0 = PRP), [31:16] command ID */
+    uint32_t nsid;
+    uint32_t cdw2;
+    uint32_t cdw3;
+    uint64_t mptr;
+    uint64_t prp1;
+    uint64_t prp2;
+    uint32_t cdw10; /* Read/Write: starting LBA, low 32 bits */
+    uint32_t cdw11; /* Read/Write: starting LBA, high 32 bits */
+    uint32_t cdw12; /* Read/Write: [15:0] number of blocks - 1 */
+    uint32_t cdw13;
+    uint32_t cdw14;
+    uint32_t cdw15;
+} gpumem_nvme_cmd;
+
+/* One completion-queue entry. dw3 is read and written as one 32-bit word so
+ * that the command ID and the phase tag are always seen together. */
+typedef struct gpumem_nvme_cpl {
+    uint32_t dw0; /* command specific */
+    uint32_t dw1; /* reserved */
+    uint32_t dw2; /* [15:0] SQ head pointer, [31:16] SQ identifier */
+    uint32_t dw3; /* [15:0] command ID, [16] phase tag, [31:17] status field */
+} gpumem_nvme_cpl;
+
+GPUMEM_STATIC_ASSERT(sizeof(gpumem_nvme_cmd) == 64, "NVMe command must be 64 bytes");
+GPUMEM_STATIC_ASSERT(sizeof(gpumem_nvme_cpl) == 16, "NVMe completion must be 16 bytes");
+GPUMEM_STATIC_ASSERT(offsetof(gpumem_nvme_cmd, prp1) == 24 && offsetof(gpumem_nvme_cmd, cdw10) == 40,
+                     "NVMe command layout");
+
+enum {
+    GPUMEM_NVME_OP_FLUSH = 0x00,
+    GPUMEM_NVME_OP_WRITE = 0x01,
+    GPUMEM_NVME_OP_READ = 0x02
+};
+
+#define GPUMEM_NVME_PAGE_BYTES 4096u   /* memory page size the PRPs use (CC.MPS = 0) */
+#define GPUMEM_NVME_MAX_DEPTH 65536u
+#define GPUMEM_NVME_MAX_CIDS 65536u
+
+/* The 15-bit status field of a completion (dw3 >> 17). */
+#define GPUMEM_NVME_SC(sf) ((sf) & 0xFFu)          /* status code */
+#define GPUMEM_NVME_SCT(sf) (((sf) >> 8) & 0x7u)   /* status code type */
+#define GPUMEM_NVME_DNR(sf) (((sf) >> 14) & 0x1u)  /* do not retry */
+#define GPUMEM_NVME_STATUS(sct, sc) ((uint16_t)((((sct) & 0x7u) << 8) | ((sc) & 0xFFu)))
+
+GPUMEM_API uint16_t gpumem_nvme_cpl_cid(const gpumem_nvme_cpl *c) { return (uint16_t)(c->dw3 & 0xFFFFu); }
+GPUMEM_API uint32_t gpumem_nvme_cpl_phase(const gpumem_nvme_cpl *c) { return (c->dw3 >> 16) & 1u; }
+GPUMEM_API uint16_t gpumem_nvme_cpl_status(const gpumem_nvme_cpl *c) { return (uint16_t)(c->dw3 >> 17); }
+GPUMEM_API uint16_t gpumem_nvme_cpl_sq_head(const gpumem_nvme_cpl *c) { return (uint16_t)(c->dw2 & 0xFFFFu); }
+GPUMEM_API uint16_t gpumem_nvme_cpl_sq_id(const gpumem_nvme_cpl *c) { return (uint16_t)(c->dw2 >> 16); }
+
+/* Words for a status field (SCT and SC; CRD/More/DNR are ignored). */
+GPUMEM_API const char *gpumem_nvme_status_str(uint16_t sf) {
+    uint32_t sct = GPUMEM_NVME_SCT(sf), sc = GPUMEM_NVME_SC(sf);
+    if (sct == 0) {
+        switch (sc) {
+        case 0x00: return "successful completion";
+        case 0x01: return "invalid command opcode";
+        case 0x02: return "invalid field in command";
+        case 0x03: return "command ID conflict";
+        case 0x04: return "data transfer error";
+        case 0x05: return "commands aborted due to power loss notification";
+        case 0x06: return "internal error";
+        case 0x07: return "command abort requested";
+        case 0x08: return "command aborted due to SQ deletion";
+        case 0x09: return "command aborted due to failed fused command";
+        case 0x0A: return "command aborted due to missing fused command";
+        case 0x0B: return "invalid namespace or format";
+        case 0x0C: return "command sequence error";
+        case 0x0D: return "invalid SGL segment descriptor";
+        case 0x0E: return "invalid number of SGL descriptors";
+        case 0x0F: return "data SGL length invalid";
+        case 0x10: return "metadata SGL length invalid";
+        case 0x11: return "SGL descriptor type invalid";
+        case 0x12: return "invalid use of controller memory buffer";
+        case 0x13: return "PRP offset invalid";
+        case 0x14: return "atomic write unit exceeded";
+        case 0x15: return "operation denied";
+        case 0x16: return "SGL offset invalid";
+        case 0x18: return "host identifier inconsistent format";
+        case 0x19: return "keep alive timer expired";
+        case 0x1A: return "keep alive timeout invalid";
+        case 0x1B: return "command aborted due to preempt and abort";
+        case 0x1C: return "sanitize failed";
+        case 0x1D: return "sanitize in progress";
+        case 0x1E: return "SGL data block granularity invalid";
+        case 0x1F: return "command not supported for queue in CMB";
+        case 0x20: return "namespace is write protected";
+        case 0x21: return "command interrupted";
+        case 0x22: return "transient transport error";
+        case 0x80: return "LBA out of range";
+        case 0x81: return "capacity exceeded";
+        case 0x82: return "namespace not ready";
+        case 0x83: return "reservation conflict";
+        case 0x84: return "format in progress";
+        default: return "unknown generic command status";
+        }
+    }
+    if (sct == 1) {
+        switch (sc) {
+        case 0x00: return "completion queue invalid";
+        case 0x01: return "invalid queue identifier";
+        case 0x02: return "invalid queue size";
+        case 0x03: return "abort command limit exceeded";
+        case 0x05: return "asynchronous event request limit exceeded";
+        case 0x06: return "invalid firmware slot";
+        case 0x07: return "invalid firmware image";
+        case 0x08: return "invalid interrupt vector";
+        case 0x09: return "invalid log page";
+        case 0x0A: return "invalid format";
+        case 0x0C: return "invalid queue deletion";
+        case 0x0D: return "feature identifier not saveable";
+        case 0x0E: return "feature not changeable";
+        case 0x0F: return "feature not namespace specific";
+        case 0x80: return "conflicting attributes";
+        case 0x81: return "invalid protection information";
+        case 0x82: return "attempted write to read only range";
+        default: return "unknown command specific status";
+        }
+    }
+    if (sct == 2) {
+        switch (sc) {
+        case 0x80: return "write fault";
+        case 0x81: return "unrecovered read error";
+        case 0x82: return "end-to-end guard check error";
+        case 0x83: return "end-to-end application tag check error";
+        case 0x84: return "end-to-end reference tag check error";
+        case 0x85: return "compare failure";
+        case 0x86: return "access denied";
+        case 0x87: return "deallocated or unwritten logical block";
+        default: return "unknown media or data integrity error";
+        }
+    }
+    if (sct == 3) {
+        switch (sc) {
+        case 0x00: return "internal path error";
+        case 0x60: return "asymmetric access persistent loss";
+        case 0x61: return "asymmetric access inaccessible";
+        case 0x62: return "asymmetric access transition";
+        case 0x70: return "controller pathing error";
+        case 0x71: return "host pathing error";
+        case 0x72: return "command aborted by host";
+        default: return "unknown path related status";
+        }
+    }
+    if (sct == 7) return "vendor specific status";
+    return "reserved status code type";
+}
+
+/* The namespace a queue pair addresses, used to check commands before they
+ * reach the controller. */
+typedef struct gpumem_nvme_ns {
+    uint32_t nsid;
+    uint32_t lba_shift;  /* log2 of the LBA size in bytes */
+    uint64_t n_blocks;   /* capacity in LBAs */
+    uint32_t max_blocks; /* most LBAs in one command (MDTS), at most 65536 */
+    uint32_t reserved_;
+} gpumem_nvme_ns;
+
+GPUMEM_API void gpumem__cmd_clear(gpumem_nvme_cmd *c) {
+    uint32_t *w = (uint32_t *)c;
+    int i;
+    for (i = 0; i < 16; i++) w[i] = 0;
+}
+
+/* Build a Read or Write. The LBA range is checked against the namespace:
+ * GPUMEM_ERANGE past its end, GPUMEM_EINVAL for zero blocks or more than
+ * max_blocks. The command ID is filled in at submission. */
+GPUMEM_API gpumem_status gpumem_nvme_cmd_rw(gpumem_nvme_cmd *c, uint8_t opcode, const gpumem_nvme_ns *ns,
+                                            uint64_t slba, uint32_t nlb, uint64_t prp1, uint64_t prp2) {
+    if (!c || !ns) return GPUMEM_ENULL;
+    if (nlb == 0 || nlb > ns->max_blocks || nlb > 65536u) return GPUMEM_EINVAL;
+    if (slba >= ns->n_blocks || nlb > ns->n_blocks - slba) return GPUMEM_ERANGE;
+    if (prp1 == 0) return GPUMEM_ENULL;
+    gpumem__cmd_clear(c);
+    c->cdw0 = opcode;
+    c->nsid = ns->nsid;
+    c->prp1 = prp1;
+    c->prp2 = prp2;
+    c->cdw10 = (uint32_t)slba;
+    c->cdw11 = (uint32_t)(slba >> 32);
+    c->cdw12 = nlb - 1;
+    return GPUMEM_OK;
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_cmd_read(gpumem_nvme_cmd *c, const gpumem_nvme_ns *ns, uint64_t slba,
+                                              uint32_t nlb, uint64_t prp1, uint64_t prp2) {
+    return gpumem_nvme_cmd_rw(c, GPUMEM_NVME_OP_READ, ns, slba, nlb, prp1, prp2);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_cmd_write(gpumem_nvme_cmd *c, const gpumem_nvme_ns *ns, uint64_t slba,
+                                               uint32_t nlb, uint64_t prp1, uint64_t prp2) {
+    return gpumem_nvme_cmd_rw(c, GPUMEM_NVME_OP_WRITE, ns, slba, nlb, prp1, prp2);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_cmd_flush(gpumem_nvme_cmd *c, const gpumem_nvme_ns *ns) {
+    if (!c || !ns) return GPUMEM_ENULL;
+    gpumem__cmd_clear(c);
+    c->cdw0 = GPUMEM_NVME_OP_FLUSH;
+    c->nsid = ns->nsid;
+    return GPUMEM_OK;
+}
+
+/* PRP1/PRP2 for `len` bytes starting at I/O address `iova`, contiguous in I/O
+ * address space (the software controller uses virtual addresses as I/O
+ * addresses; a real controller needs the physical address of each page).
+ * Up to two pages need no list. Longer transfers need a PRP list: `list` is
+ * where it is written (I/O address `list_iova`, page aligned), `list_entries`
+ * its capacity; lists longer than one page are chained through the last entry
+ * of each page, as the specification requires. */
+GPUMEM_API gpumem_status gpumem_nvme_prp_setup(uint64_t iova, uint64_t len, uint64_t *list, uint64_t list_iova,
+                                               uint32_t list_entries, uint64_t *prp1, uint64_t *prp2) {
+    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES, per_page = pg / 8;
+    uint64_t first, n_pages, page, k, slot;
+    if (!prp1 || !prp2) return GPUMEM_ENULL;
+    if (iova == 0) return GPUMEM_ENULL;
+    if ((iova & 3u) != 0 || len == 0) return GPUMEM_EINVAL; /* PRP1 must be dword aligned */
+    first = pg - (iova & (pg - 1));
+    n_pages = 1 + (len > first ? (len - first + pg - 1) / pg : 0);
+    *prp1 = iova;
+    *prp2 = 0;
+    if (n_pages == 1) return GPUMEM_OK;
+    page = (iova & ~(pg - 1)) + pg; /* second data page */
+    if (n_pages == 2) {
+        *prp2 = page;
+        return GPUMEM_OK;
+    }
+    if (!list) return GPUMEM_ENULL;
+    if ((list_iova & (pg - 1)) != 0) return GPUMEM_EINVAL;
+    /* Entries for n_pages - 1 data pages, plus one chain pointer per full list
+     * page that is followed by another. */
+    {
+        uint64_t data = n_pages - 1;
+        uint64_t needed = data + (data > per_page ? (data - 2) / (per_page - 1) : 0);
+        if (needed > list_entries) return GPUMEM_ENOMEM;
+    }
+    slot = 0;
+    for (k = 1; k < n_pages; k++, page += pg) {
+        uint64_t remaining = n_pages - k;
+        if (slot % per_page == per_page - 1 && remaining > 1) {
+            list[slot] = list_iova + (slot + 1) * 8; /* start of the next list page */
+            slot++;
+        }
+        list[slot++] = page;
+    }
+    *prp2 = list_iova;
+    return GPUMEM_OK;
+}
+
+/* The same for memory whose I/O address is its virtual address. */
+GPUMEM_API gpumem_status gpumem_nvme_prp_identity(const void *buf, uint64_t len, uint64_t *list,
+                                                  uint32_t list_entries, uint64_t *prp1, uint64_t *prp2) {
+    return gpumem_nvme_prp_setup((uint64_t)(uintptr_t)buf, len, list, (uint64_t)(uintptr_t)list, list_entries,
+                                 prp1, prp2);
+}
+
+/* ======================================================================== */
+/* Queue pair                                                               */
+/* ======================================================================== */
+
+/* Per-position record, shared by SQ position p and CQ position p (the two
+ * queues have the same depth). Padded to GPUMEM_SLOT_BYTES so that threads
+ * working on neighbouring positions do not share a sector. */
+typedef struct gpumem__nvme_slot {
+    uint32_t turn;      /* SQ: +2 per lap; a submitter of lap L waits for 2L */
+    uint32_t tail_mark; /* SQ: 1 = command written, tail not yet past it */
+    uint32_t head_mark; /* CQ: 1 = completion taken by its owner, head not yet past it */
+    uint32_t pad_[GPUMEM_SLOT_BYTES / 4 - 3];
+} gpumem__nvme_slot;
+
+/* A hot word alone on its cache line. */
+typedef struct gpumem__nvme_word {
+    uint32_t v;
+    uint32_t pad_[GPUMEM_PAD_BYTES / 4 - 1];
+} gpumem__nvme_word;
+
+/* Command-ID words (64-bit): free, in use, or "completed at CQ position v,
+ * reusable once the CQ head has passed v". */
+#define GPUMEM__CID_IN_USE (1ull << 63)
+#define GPUMEM__CID_COMPLETED (1ull << 62)
+
+typedef struct gpumem_nvme_qp {
+    /* set at init, read-only afterwards */
+    gpumem_nvme_cmd *sq;      /* depth entries, controller-visible */
+    gpumem_nvme_cpl *cq;      /* depth entries, controller-visible */
+    uint32_t *sq_doorbell;    /* SQ tail doorbell (MMIO for a real controller) */
+    uint32_t *cq_doorbell;    /* CQ head doorbell */
+    gpumem__nvme_slot *slots; /* depth records */
+    uint64_t *cids;           /* n_cids words */
+    gpumem_nvme_ns ns;
+    uint32_t depth;
+    uint32_t depth_log2;
+    uint32_t turn_mask; /* turns compare modulo 2^(33 - depth_log2) */
+    uint32_t n_cids;
+    uint32_t qid;
+    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 5];
+    /* hot words, one cache line each */
+    gpumem__nvme_word ticket;    /* next SQ ticket */
+    gpumem__nvme_word tail;      /* virtual SQ tail: entries handed to the controller */
+    gpumem__nvme_word tail_lock;
+    gpumem__nvme_word sq_head;   /* virtual SQ head: entries known consumed */
+    gpumem__nvme_word cq_head;   /* virtual CQ head */
+    gpumem__nvme_word head_lock;
+    gpumem__nvme_word cid_ticket;
+    gpumem__nvme_word sq_doorbell_writes; /* statistics: one per batch */
+    gpumem__nvme_word cq_doorbell_writes;
+    /* Host threads park here when they wait on other threads of the pair. */
+    gpumem_event event;
+    /* Notified after each doorbell write, so that a host-thread controller
+     * can park while idle (NULL: none). */
+    gpumem_event *doorbell_event;
+} gpumem_nvme_qp;
+
+/* Where a pair's memory lives. sq, cq and the doorbells are what the
+ * controller sees; state is private to the threads using the pair. */
+typedef struct gpumem_nvme_qp_desc {
+    uint32_t depth;  /* entries in each queue: a power of two, 2 .. 65536 */
+    uint32_t n_cids; /* command IDs: a power of two, 2 .. 65536 */
+    uint32_t qid;    /* I/O queue identifier (SQ ID reported in completions) */
+    uint32_t virtual_start; /* first ticket and CQ head: 0, or a multiple of 2*depth
+                               (tests start just below 2^32 to cross the wrap) */
+    gpumem_nvme_ns ns;
+    gpumem_nvme_cmd *sq;
+    gpumem_nvme_cpl *cq;
+    uint32_t *sq_doorbell;
+    uint32_t *cq_doorbell;
+    void *state;        /* gpumem_nvme_qp_state_bytes() bytes, 16-byte aligned */
+    size_t state_bytes;
+    gpumem_event *doorbell_event; /* optional, host controller's parking spot */
+} gpumem_nvme_qp_desc;
+
+/* Bytes of private state for a pair (slot records and command-ID words). */
+GPUMEM_API size_t gpumem_nvme_qp_state_bytes(uint32_t depth, uint32_t n_cids) {
+    return (size_t)depth * sizeof(gpumem__nvme_slot) + (size_t)n_cids * sizeof(uint64_t);
+}
+
+GPUMEM_API int gpumem__valid_count(uint32_t n, uint32_t max) { return n >= 2 && n <= max && gpumem_is_pow2_u64(n); }
+
+/* Initialise a pair (host, before any thread uses it). Zeroes the CQ. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nvme_qp_desc *d) {
+    uint32_t i, start_turn;
+    char *state;
+    if (!qp || !d || !d->sq || !d->cq || !d->sq_doorbell || !d->cq_doorbell || !d->state) return GPUMEM_ENULL;
+    if (!gpumem__valid_count(d->depth, GPUMEM_NVME_MAX_DEPTH)) return GPUMEM_EINVAL;
+    if (!gpumem__valid_count(d->n_cids, GPUMEM_NVME_MAX_CIDS)) return GPUMEM_EINVAL;
+    if (d->virtual_start % (2u * d->depth) != 0) return GPUMEM_EINVAL; /* CQ lap 0 at position 0 */
+    if (d->state_bytes < gpumem_nvme_qp_state_bytes(d->depth, d->n_cids)) return GPUMEM_ENOMEM;
+    if (((uintptr_t)d->state & 15u) != 0) return GPUMEM_EINVAL;
+    if (d->ns.lba_shift < 9 || d->ns.lba_shift > 16 || d->ns.n_blocks == 0 || d->ns.max_blocks == 0)
+        return GPUMEM_EINVAL;
+    if (d->qid > 0xFFFFu) return GPUMEM_EINVAL;
+
+    {   /* zero the whole struct, padding included */
+        unsigned char *b = (unsigned char *)qp;
+        size_t k;
+        for (k = 0; k < sizeof *qp; k++) b[k] = 0;
+    }
+    state = (char *)d->state;
+    qp->sq = d->sq;
+    qp->cq = d->cq;
+    qp->sq_doorbell = d->sq_doorbell;
+    qp->cq_doorbell = d->cq_doorbell;
+    qp->slots = (gpumem__nvme_slot *)state;
+    qp->cids = (uint64_t *)(state + (size_t)d->depth * sizeof(gpumem__nvme_slot));
+    qp->ns = d->ns;
+    qp->depth = d->depth;
+    qp->depth_log2 = gpumem_log2_u64(d->depth);
+    qp->turn_mask = (uint32_t)((2ull << (32 - qp->depth_log2)) - 1);
+    qp->n_cids = d->n_cids;
+    qp->qid = d->qid;
+    qp->doorbell_event = d->doorbell_event;
+    qp->ticket.v = qp->tail.v = qp->sq_head.v = qp->cq_head.v = d->virtual_start;
+    /* Every position's first ticket is virtual_start + p, of lap virtual_start/depth. */
+    start_turn = (d->virtual_start >> qp->depth_log2) * 2u;
+    for (i = 0; i < d->depth; i++) {
+        gpumem__nvme_slot *s = &qp->slots[i];
+        uint32_t j;
+        s->turn = start_turn;
+        s->tail_mark = 0;
+        s->head_mark = 0;
+        for (j = 0; j < GPUMEM_SLOT_BYTES / 4 - 3; j++) s->pad_[j] = 0;
+        d->cq[i].dw0 = d->cq[i].dw1 = d->cq[i].dw2 = d->cq[i].dw3 = 0;
+    }
+    for (i = 0; i < d->n_cids; i++) qp->cids[i] = 0;
+    *d->sq_doorbell = 0;
+    *d->cq_doorbell = 0;
+    return GPUMEM_OK;
+}
+
+/* ---- doorbells ------------------------------------------------------------ */
+
+/* Ring a doorbell. Everything this thread (and, through the locks, every
+ * thread it synchronised with) wrote before must be visible to the controller
+ * first: on the host a release store (a plain MOV on x86, which is also the
+ * correct MMIO write to an uncached BAR mapping); on the GPU a system-scope
+ * fence followed by the PTX st.mmio store, which the memory model defines for
+ * MMIO (PTX ISA 8.2+), or a relaxed system-scope store where it is missing. */
+GPUMEM_API void gpumem__doorbell_write(uint32_t *db, uint32_t value) {
+#if GPUMEM_ON_DEVICE
+    gpumem_atomic_fence(GPUMEM_ORDER_SEQ_CST, GPUMEM_SCOPE_SYSTEM);
+#if __CUDA_ARCH__ >= 700 && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 2))
+    asm volatile("st.mmio.relaxed.sys.global.u32 [%0], %1;" ::"l"(db), "r"(value) : "memory");
+#else
+    gpumem_atomic_store_u32(db, value, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
+#endif
+#else
+    gpumem_atomic_store_u32(db, value, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+#endif
+}
+
+/* Shorthands for the two scopes used below. */
+#define GPUMEM__DEV GPUMEM_SCOPE_DEVICE
+#define GPUMEM__SYS GPUMEM_SCOPE_SYSTEM
+
+/* ---- submission queue ----------------------------------------------------- */
+
+/* Move the tail over consecutive written entries; caller holds tail_lock.
+ * Stops at the first unwritten entry or when only one free slot would remain.
+ * Rings the doorbell once for the batch. */
+GPUMEM_API void gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
+    const uint32_t mask = qp->depth - 1;
+    /* The lock's acquire made the previous holder's tail store visible. */
+    uint32_t cur = gpumem_atomic_load_u32(&qp->tail.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    /* Acquire: pairs with the head mover's release of sq_head. A stale value
+     * only makes this batch shorter; the waiting submitters retry. */
+    uint32_t head = gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    uint32_t n = 0;
+    while (cur + n - head < qp->depth - 1) {
+        uint32_t *mark = &qp->slots[(cur + n) & mask].tail_mark;
+        /* Acquire: the submitter's release store of its mark published its
+         * command; the doorbell's release below passes that on to the
+         * controller. A mark here can only belong to ticket cur+n: the next
+         * lap's ticket cannot pass its turn before the head passes cur+n. */
+        if (gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) == 0) break;
+        gpumem_atomic_store_u32(mark, 0, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        n++;
+    }
+    if (n) {
+        gpumem__doorbell_write(qp->sq_doorbell, (cur + n) & mask);
+        gpumem_event_notify(qp->doorbell_event);
+        gpumem_atomic_store_u32(&qp->tail.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+        gpumem_atomic_fetch_add_u32(&qp->sq_doorbell_writes.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        gpumem_event_notify(&qp->event); /* submitters whose marks were cleared */
+    }
+}
+
+/* Returns 1 once *mark is clear; otherwise moves the tail if the tail lock
+ * is free, and says whether that cleared the mark. */
+GPUMEM_API int gpumem__sq_try_move_tail(gpumem_nvme_qp *qp, uint32_t *mark) {
+    if (gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) == 0) return 1;
+    if (gpumem_atomic_load_u32(&qp->tail_lock.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) != 0 ||
+        gpumem_atomic_exchange_u32(&qp->tail_lock.v, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) != 0)
+        return 0;
+    gpumem__sq_move_tail(qp);
+    gpumem_atomic_store_u32(&qp->tail_lock.v, 0, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+    return gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) == 0;
+}
+
+/* Enqueue `cmd` under `ticket`; returns when the controller can see it. */
+GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gpumem_nvme_cmd *cmd) {
+    const uint32_t pos = ticket & (qp->depth - 1);
+    const uint32_t want = (ticket >> qp->depth_log2) * 2u;
+    gpumem__nvme_slot *slot = &qp->slots[pos];
+    /* Acquire: pairs with the release increments of the previous occupant
+     * (submitted) and of the head mover (consumed by the controller), so the
+     * controller is done reading this position before we overwrite it. */
+    GPUMEM_WAIT_UNTIL(&qp->event,
+                      ((gpumem_atomic_load_u32(&slot->turn, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) - want) &
+                       qp->turn_mask) == 0);
+    qp->sq[pos] = *cmd;
+    /* Release: publishes the command to the tail mover. */
+    gpumem_atomic_store_u32(&slot->tail_mark, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+    /* Until a tail mover (maybe this thread) has passed our entry. */
+    GPUMEM_WAIT_UNTIL(&qp->event, gpumem__sq_try_move_tail(qp, &slot->tail_mark));
+    /* Increment #1: the command is with the controller. Release so that the
+     * next occupant sees our mark cleared before it sets its own. */
+    gpumem_atomic_fetch_add_u32(&slot->turn, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+    gpumem_event_notify(&qp->event);
+}
+
+/* ---- completion queue ----------------------------------------------------- */
+
+/* Scan the CQ once from the head for `cid`. On success copies the completion
+ * and returns 1 with its virtual position in *vpos. */
+GPUMEM_API int gpumem__cq_find(gpumem_nvme_qp *qp, uint16_t cid, uint32_t *vpos, gpumem_nvme_cpl *out) {
+    const uint32_t mask = qp->depth - 1;
+    uint32_t head = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    uint32_t i;
+    for (i = 0; i < qp->depth - 1; i++) {
+        uint32_t v = head + i;
+        gpumem_nvme_cpl *e = &qp->cq[v & mask];
+        /* The controller writes phase 1 on even laps, 0 on odd ones. Acquire:
+         * pairs with the controller's release store of dw3, after dw0..dw2. */
+        uint32_t dw3 = gpumem_atomic_load_u32(&e->dw3, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS);
+        if (((dw3 >> 16) & 1u) != (((v >> qp->depth_log2) & 1u) ^ 1u)) return 0; /* reached the tail */
+        if ((dw3 & 0xFFFFu) != cid) continue;
+        /* Our completion is posted and not yet passed by the head, so its true
+         * position lies in [head_now, head_now + depth). If this thread was
+         * delayed the head may have moved whole laps, making v the wrong lap;
+         * re-read the head (after the dw3 load, by acquire) and check. */
+        if (v - gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) >= qp->depth)
+            return 0; /* stale lap: rescan */
+        out->dw0 = e->dw0;
+        out->dw1 = e->dw1;
+        out->dw2 = e->dw2;
+        out->dw3 = dw3;
+        *vpos = v;
+        return 1;
+    }
+    return 0;
+}
+
+/* Move the CQ head over consecutive taken completions, if the head lock is
+ * free. The holder re-checks the marker at the new head after unlocking; the
+ * marker setter checks the lock after setting its marker. Both use seq_cst,
+ * so at least one of them sees the other (store-buffering handshake) and no
+ * marker is left without someone to move the head over it. */
+GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
+    const uint32_t mask = qp->depth - 1;
+    for (;;) {
+        uint32_t cur, n = 0;
+        if (gpumem_atomic_load_u32(&qp->head_lock.v, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0 ||
+            gpumem_atomic_exchange_u32(&qp->head_lock.v, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0)
+            return; /* the holder will see our marker */
+        cur = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        while (n < qp->depth - 1) {
+            uint32_t *mark = &qp->slots[(cur + n) & mask].head_mark;
+            /* Acquire: pairs with the owner's marker store, so the owner's
+             * reads of the entry (and the controller's writes) come before
+             * we hand the slot back. */
+            if (gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) == 0) break;
+            gpumem_atomic_store_u32(mark, 0, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+            n++;
+        }
+        if (n) {
+            /* Stale-entry cleanup (§5.4): the controller reported in the last
+             * passed completion how far it has consumed the SQ. Completions are
+             * passed in order, so this value only moves forward. Read it before
+             * the doorbell hands the entry back to the controller. */
+            const gpumem_nvme_cpl *last = &qp->cq[(cur + n - 1) & mask];
+            uint32_t sq_head = gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+            uint32_t advance = ((last->dw2 & 0xFFFFu) - sq_head) & mask;
+            uint32_t k;
+            for (k = 0; k < advance; k++) /* increment #2: consumed by the controller */
+                gpumem_atomic_fetch_add_u32(&qp->slots[(sq_head + k) & mask].turn, 1, GPUMEM_ORDER_RELEASE,
+                                            GPUMEM__DEV);
+            if (advance)
+                gpumem_atomic_store_u32(&qp->sq_head.v, sq_head + advance, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+            gpumem__doorbell_write(qp->cq_doorbell, (cur + n) & mask);
+            gpumem_event_notify(qp->doorbell_event); /* CQ space for a controller */
+            /* Release: a command-ID allocator that sees the new head also sees
+             * that the entries before it are no longer ours to read. */
+            gpumem_atomic_store_u32(&qp->cq_head.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+            gpumem_atomic_fetch_add_u32(&qp->cq_doorbell_writes.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+            gpumem_event_notify(&qp->event); /* turns and command IDs released */
+        }
+        gpumem_atomic_store_u32(&qp->head_lock.v, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+        if (gpumem_atomic_load_u32(&qp->slots[(cur + n) & mask].head_mark, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) == 0)
+            return;
+    }
+}
+
+/* The owner has copied its completion found at virtual position v. */
+GPUMEM_API void gpumem__cq_consume(gpumem_nvme_qp *qp, uint16_t cid, uint32_t v) {
+    /* Record where the completion was before the head can pass it. */
+    gpumem_atomic_store_u64(&qp->cids[cid & (qp->n_cids - 1)], GPUMEM__CID_COMPLETED | v, GPUMEM_ORDER_RELEASE,
+                            GPUMEM__DEV);
+    gpumem_atomic_store_u32(&qp->slots[v & (qp->depth - 1)].head_mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+    gpumem__cq_move_head(qp);
+}
+
+/* ---- command IDs ---------------------------------------------------------- */
+
+/* Try to take one command ID (one candidate from the round-robin ticket). */
+GPUMEM_API int gpumem__cid_try_take(gpumem_nvme_qp *qp, uint16_t *cid) {
+    uint32_t c = gpumem_atomic_fetch_add_u32(&qp->cid_ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) &
+                 (qp->n_cids - 1);
+    uint64_t w = gpumem_atomic_load_u64(&qp->cids[c], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    if (w & GPUMEM__CID_IN_USE) return 0;
+    if (w & GPUMEM__CID_COMPLETED) {
+        /* Reusable only once the head has passed the old completion, so that
+         * the next owner's scan (which starts at the head) cannot find it. The
+         * round-robin ticket revisits every ID within n_cids takes, far less
+         * than the 2^31 completions that would make this comparison wrap. */
+        uint32_t head = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+        if (gpumem_wrap_diff_u32(head, (uint32_t)w) <= 0) return 0;
+    }
+    if (!gpumem_atomic_cas_u64(&qp->cids[c], &w, GPUMEM__CID_IN_USE, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV)) return 0;
+    *cid = (uint16_t)c;
+    return 1;
+}
+
+GPUMEM_API void gpumem__cid_give_back(gpumem_nvme_qp *qp, uint16_t cid) {
+    gpumem_atomic_store_u64(&qp->cids[cid], 0, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+}
+
+/* ---- public I/O API ------------------------------------------------------- */
+
+/* An asynchronous request: submit fills it, poll completes it. */
+typedef struct gpumem_nvme_req {
+    gpumem_nvme_cpl cpl; /* the completion, valid once poll returned OK or EIO */
+    uint16_t cid;
+    uint16_t state; /* 0 idle, 1 submitted, 2 done */
+    uint32_t reserved_;
+} gpumem_nvme_req;
+
+enum { GPUMEM__REQ_IDLE = 0, GPUMEM__REQ_SUBMITTED = 1, GPUMEM__REQ_DONE = 2 };
+
+GPUMEM_API gpumem_status gpumem__cpl_result(const gpumem_nvme_cpl *c) {
+    return (c->dw3 >> 17) == 0 ? GPUMEM_OK : GPUMEM_EIO;
+}
+
+/* Submit without waiting on any completion. GPUMEM_EAGAIN when no command ID
+ * is free or the queue has no room: reap (poll) and retry. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
+                                               gpumem_nvme_req *req) {
+    gpumem_nvme_cmd c;
+    uint16_t cid = 0;
+    uint32_t t, tries;
+    if (!qp || !cmd || !req) return GPUMEM_ENULL;
+    for (tries = 0;; tries++) {
+        if (gpumem__cid_try_take(qp, &cid)) break;
+        if (tries >= 64 || tries >= qp->n_cids) return GPUMEM_EAGAIN;
+    }
+    /* Admission: take ticket t only if the known SQ head leaves room for it
+     * in the queue (t - head <= depth - 2), so that its turn and its tail
+     * move depend on no completion still to be reaped. */
+    t = gpumem_atomic_load_u32(&qp->ticket.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    for (;;) {
+        uint32_t head = gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+        if (gpumem_wrap_diff_u32(t, head) > (int32_t)(qp->depth - 2)) {
+            gpumem__cid_give_back(qp, cid);
+            return GPUMEM_EAGAIN;
+        }
+        if (gpumem_atomic_cas_u32(&qp->ticket.v, &t, t + 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV)) break;
+    }
+    c = *cmd;
+    c.cdw0 = (c.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
+    gpumem__sq_enqueue(qp, t, &c);
+    req->cid = cid;
+    req->state = GPUMEM__REQ_SUBMITTED;
+    return GPUMEM_OK;
+}
+
+/* One look for the request's completion: GPUMEM_EAGAIN while it is not there,
+ * GPUMEM_OK or GPUMEM_EIO (status in req->cpl) once it is. Never waits on
+ * other threads. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
+    uint32_t v;
+    if (!qp || !req) return GPUMEM_ENULL;
+    if (req->state == GPUMEM__REQ_DONE) return gpumem__cpl_result(&req->cpl);
+    if (req->state != GPUMEM__REQ_SUBMITTED) return GPUMEM_ESTATE;
+    if (!gpumem__cq_find(qp, req->cid, &v, &req->cpl)) return GPUMEM_EAGAIN;
+    gpumem__cq_consume(qp, req->cid, v);
+    req->state = GPUMEM__REQ_DONE;
+    return gpumem__cpl_result(&req->cpl);
+}
+
+/* Poll until done. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_wait(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
+    gpumem_status st;
+    if (!qp || !req) return GPUMEM_ENULL;
+    GPUMEM_WAIT_UNTIL(&qp->event, (st = gpumem_nvme_qp_poll(qp, req)) != GPUMEM_EAGAIN);
+    return st;
+}
+
+/* Blocking: submit with a fetch-add ticket, wait for the completion, and copy
+ * it to *cpl (may be NULL). GPUMEM_EIO if the controller reported an error. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_exec(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, gpumem_nvme_cpl *cpl) {
+    gpumem_nvme_cmd c;
+    gpumem_nvme_cpl got;
+    uint16_t cid = 0;
+    uint32_t v = 0;
+    if (!qp || !cmd) return GPUMEM_ENULL;
+    GPUMEM_WAIT_UNTIL(&qp->event, gpumem__cid_try_take(qp, &cid));
+    c = *cmd;
+    c.cdw0 = (c.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
+    gpumem__sq_enqueue(qp, gpumem_atomic_fetch_add_u32(&qp->ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV), &c);
+    GPUMEM_WAIT_UNTIL(&qp->event, gpumem__cq_find(qp, cid, &v, &got));
+    gpumem__cq_consume(qp, cid, v);
+    if (cpl) *cpl = got;
+    return gpumem__cpl_result(&got);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_read(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, uint64_t prp1,
+                                             uint64_t prp2, gpumem_nvme_cpl *cpl) {
+    gpumem_nvme_cmd c;
+    gpumem_status st;
+    if (!qp) return GPUMEM_ENULL;
+    if ((st = gpumem_nvme_cmd_read(&c, &qp->ns, slba, nlb, prp1, prp2)) != GPUMEM_OK) return st;
+    return gpumem_nvme_qp_exec(qp, &c, cpl);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_write(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, uint64_t prp1,
+                                              uint64_t prp2, gpumem_nvme_cpl *cpl) {
+    gpumem_nvme_cmd c;
+    gpumem_status st;
+    if (!qp) return GPUMEM_ENULL;
+    if ((st = gpumem_nvme_cmd_write(&c, &qp->ns, slba, nlb, prp1, prp2)) != GPUMEM_OK) return st;
+    return gpumem_nvme_qp_exec(qp, &c, cpl);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_flush(gpumem_nvme_qp *qp, gpumem_nvme_cpl *cpl) {
+    gpumem_nvme_cmd c;
+    if (!qp) return GPUMEM_ENULL;
+    gpumem_nvme_cmd_flush(&c, &qp->ns);
+    return gpumem_nvme_qp_exec(qp, &c, cpl);
+}
+
+/* The SM a device thread runs on; 0 on the host. */
+GPUMEM_API uint32_t gpumem_sm_id(void) {
+#if GPUMEM_ON_DEVICE
+    uint32_t id;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+    return id;
+#else
+    return 0;
+#endif
+}
+
+/* Pick one of n pairs for a caller identified by `key`: on the device pass
+ * gpumem_sm_id() (threads of one SM share a pair, as in BaM), on the host a
+ * thread index. */
+GPUMEM_API gpumem_nvme_qp *gpumem_nvme_qp_pick(gpumem_nvme_qp *pairs, uint32_t n, uint32_t key) {
+    if (!pairs || n == 0) return (gpumem_nvme_qp *)0;
+    return &pairs[key % n];
+}
+
+/* ======================================================================== */
+/* Host shim: the software NVMe controller                                  */
+/* ======================================================================== */
+/*
+ * A host thread that is an NVMe controller on the queue memory above: it
+ * watches the doorbells, fetches commands in order, serves Read/Write/Flush
+ * from RAM or from a file, and posts completions with phase tag, SQ head, SQ
+ * ID, command ID and status, never into a full CQ. Each command is completed
+ * no earlier than latency_ns after it was fetched and no sooner than 1/iops
+ * after the previous one (so throughput = in-flight / latency, up to iops).
+ * It can complete out of order and inject errors. It counts every protocol
+ * violation it sees; a correct host leaves all counts at zero.
+ *
+ * Needs POSIX: define _POSIX_C_SOURCE 200809L (or _GNU_SOURCE) before the
+ * first #include in the file that defines GPUMEM_IMPLEMENTATION, and link
+ * with -pthread.
+ */
+#if !GPUMEM_ON_DEVICE && !defined(GPUMEM_NO_HOST_SHIM)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gpumem_swctl gpumem_swctl;
+
+typedef struct gpumem_swctl_config {
+    uint32_t lba_bytes;    /* 512 or 4096 (any power of two 512..65536) */
+    uint64_t n_blocks;     /* namespace capacity */
+    void *ram;             /* backing store of n_blocks*lba_bytes, or NULL: */
+    int fd;                /*   ... a file (pread/pwrite), or -1 with ram NULL: allocate RAM */
+    uint32_t max_blocks;   /* most blocks per command (MDTS); default 256 */
+    uint64_t latency_ns;   /* service time per command; 0 = instant */
+    uint64_t iops;         /* completion rate cap; 0 = none */
+    uint32_t reorder;      /* 0 = in order; N>1 = pick randomly among the N oldest due */
+    uint32_t error_ppm;    /* injected error rate, parts per million */
+    uint16_t error_status; /* status field to inject, GPUMEM_NVME_STATUS(sct, sc) */
+    uint32_t max_pending;  /* fetched but not completed commands held; default 4096 */
+    uint64_t seed;         /* for reordering and injection */
+} gpumem_swctl_config;
+
+typedef struct gpumem_swctl_stats {
+    uint64_t commands, reads, writes, flushes;
+    uint64_t blocks_read, blocks_written;
+    uint64_t errors_injected; /* completions given error_status on purpose */
+    uint64_t errors_other;    /* completions with another error status */
+    /* protocol violations by the host */
+    uint64_t bad_doorbell;        /* doorbell value >= depth */
+    uint64_t doorbell_backwards;  /* SQ tail moved back, or past the fetched head */
+    uint64_t cq_head_past_posted; /* CQ head moved over entries never posted */
+    uint64_t cid_in_flight;       /* command ID reused before its completion was passed */
+    uint64_t bad_prp;             /* PRP null, misaligned, or list entry not page aligned */
+    uint64_t lba_out_of_range;
+    uint64_t bad_opcode;
+    uint64_t bad_nsid;
+    uint64_t violations; /* the sum of the eight counts above */
+} gpumem_swctl_stats;
+
+gpumem_swctl_config gpumem_swctl_config_default(void);
+gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl **out);
+/* Add a queue pair (only while stopped); the pair's memory belongs to the controller. */
+gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t n_cids, uint32_t virtual_start,
+                                     gpumem_nvme_qp **out);
+gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme_qp **out);
+gpumem_status gpumem_swctl_start(gpumem_swctl *ctl);
+gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl);
+void gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out);
+/* The namespace's bytes when backed by RAM (NULL for a file). */
+void *gpumem_swctl_ram(gpumem_swctl *ctl);
+gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl);
+void gpumem_swctl_destroy(gpumem_swctl *ctl);
+
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef GPUMEM_IMPLEMENTATION
+
+#if defined(__STRICT_ANSI__) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(__cplusplus)
+#error "gpumem host shim: define _POSIX_C_SOURCE 200809L before the first #include (see gpumem_nvme.h)"
+#endif
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct gpumem__sw_pending {
+    gpumem_nvme_cmd cmd;
+    uint64_t due_ns;
+} gpumem__sw_pending;
+
+typedef struct gpumem__sw_queue {
+    gpumem_nvme_qp qp; /* the host-side pair (first: qp pointers are handed out) */
+    void *mem;         /* rings, doorbells and pair state: one allocation, used from its first 4 KiB boundary */
+    uint32_t depth, mask;
+    uint32_t sq_head;   /* next SQ entry to fetch */
+    uint32_t sq_tail;   /* last accepted SQ doorbell */
+    uint32_t cq_tail;   /* next CQ entry to post */
+    uint32_t cq_phase;  /* phase to post with */
+    uint32_t cq_head;   /* last accepted CQ doorbell */
+    uint32_t cq_posted; /* posted, not yet passed by the host's head */
+    uint32_t sq_db_seen, cq_db_seen; /* raw doorbell values last judged (a bad one counts once) */
+    uint16_t *cq_cid;   /* command ID posted at each CQ position */
+    uint8_t *cid_state; /* 65536 entries: 0 free, 1 fetched, 2 posted */
+    gpumem__sw_pending *pend; /* ring of fetched commands, in fetch order */
+    uint32_t pend_head, pend_count;
+} gpumem__sw_queue;
+
+struct gpumem_swctl {
+    gpumem_swctl_config cfg;
+    gpumem_nvme_ns ns;
+    unsigned char *ram;
+    int own_ram;
+    gpumem__sw_queue **queues;
+    uint32_t n_queues;
+    pthread_t thread;
+    gpumem_event doorbell_event; /* the pairs notify it when they ring a doorbell */
+    int running;      /* accessed atomically */
+    int thread_alive;
+    uint64_t last_due_ns;
+    uint64_t rng;
+    gpumem_swctl_stats st; /* written by the controller thread only while running */
+};
+
+static uint64_t gpumem__now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t gpumem__rng_next(uint64_t *s) { /* xorshift64* */
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+gpumem_swctl_config gpumem_swctl_config_default(void) {
+    gpumem_swctl_config c;
+    memset(&c, 0, sizeof c);
+    c.lba_bytes = 512;
+    c.n_blocks = 1u << 16;
+    c.fd = -1;
+    c.max_blocks = 256;
+    c.max_pending = 4096;
+    c.seed = 0x9E3779B97F4A7C15ull;
+    return c;
+}
+
+gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl **out) {
+    gpumem_swctl *c;
+    if (!cfg || !out) return GPUMEM_ENULL;
+    *out = NULL;
+    if (cfg->lba_bytes < 512 || cfg->lba_bytes > 65536 || !gpumem_is_pow2_u64(cfg->lba_bytes)) {
+        GPUMEM_LOG("software controller: LBA size %u is not a power of two in 512..65536", cfg->lba_bytes);
+        return GPUMEM_EINVAL;
+    }
+    if (cfg->n_blocks == 0 || cfg->max_blocks == 0 || cfg->max_blocks > 65536 || cfg->max_pending == 0 ||
+        cfg->error_ppm > 1000000 || (cfg->reorder == 1)) {
+        GPUMEM_LOG("software controller: n_blocks, max_blocks (1..65536), max_pending, error_ppm (<=1e6) "
+                   "or reorder (0 or >1) out of range");
+        return GPUMEM_EINVAL;
+    }
+    if (cfg->n_blocks > (UINT64_MAX / cfg->lba_bytes)) return GPUMEM_EINVAL;
+    c = (gpumem_swctl *)GPUMEM_MALLOC(sizeof *c);
+    if (!c) return GPUMEM_ENOMEM;
+    memset(c, 0, sizeof *c);
+    c->cfg = *cfg;
+    c->ns.nsid = 1;
+    c->ns.lba_shift = gpumem_log2_u64(cfg->lba_bytes);
+    c->ns.n_blocks = cfg->n_blocks;
+    c->ns.max_blocks = cfg->max_blocks;
+    c->rng = cfg->seed ? cfg->seed : 1;
+    if (cfg->ram) {
+        c->ram = (unsigned char *)cfg->ram;
+    } else if (cfg->fd < 0) {
+        size_t bytes = (size_t)(cfg->n_blocks * cfg->lba_bytes);
+        c->ram = (unsigned char *)GPUMEM_MALLOC(bytes);
+        if (!c->ram) {
+            GPUMEM_LOG("software controller: cannot allocate %zu bytes of backing RAM", bytes);
+            GPUMEM_FREE(c);
+            return GPUMEM_ENOMEM;
+        }
+        memset(c->ram, 0, bytes);
+        c->own_ram = 1;
+    }
+    *out = c;
+    return GPUMEM_OK;
+}
+
+void *gpumem_swctl_ram(gpumem_swctl *ctl) { return ctl ? ctl->ram : NULL; }
+gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl) { return ctl->ns; }
+
+static void gpumem__sw_queue_free(gpumem__sw_queue *q) {
+    GPUMEM_FREE(q->mem);
+    GPUMEM_FREE(q->cq_cid);
+    GPUMEM_FREE(q->cid_state);
+    GPUMEM_FREE(q->pend);
+    GPUMEM_FREE(q);
+}
+
+gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t n_cids, uint32_t virtual_start,
+                                     gpumem_nvme_qp **out) {
+    gpumem__sw_queue *q, **grown;
+    unsigned char *raw;
+    gpumem_nvme_qp_desc d;
+    size_t ring_bytes, state_bytes, total;
+    unsigned char *mem;
+    gpumem_status st;
+    if (!ctl || !out) return GPUMEM_ENULL;
+    *out = NULL;
+    if (__atomic_load_n(&ctl->running, __ATOMIC_ACQUIRE)) return GPUMEM_ESTATE;
+    if (!gpumem__valid_count(depth, GPUMEM_NVME_MAX_DEPTH) || !gpumem__valid_count(n_cids, GPUMEM_NVME_MAX_CIDS))
+        return GPUMEM_EINVAL;
+    if (ctl->n_queues >= 65535) return GPUMEM_EINVAL;
+    q = (gpumem__sw_queue *)GPUMEM_MALLOC(sizeof *q);
+    if (!q) return GPUMEM_ENOMEM;
+    memset(q, 0, sizeof *q);
+    ring_bytes = (size_t)depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl));
+    state_bytes = gpumem_nvme_qp_state_bytes(depth, n_cids);
+    total = GPUMEM_ALIGN_UP(ring_bytes + 2 * GPUMEM_PAD_BYTES + state_bytes, 4096);
+    raw = (unsigned char *)GPUMEM_MALLOC(total + 4096);
+    mem = raw ? (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)raw, 4096) : NULL;
+    q->mem = raw;
+    q->cq_cid = (uint16_t *)GPUMEM_MALLOC((size_t)depth * sizeof(uint16_t));
+    q->cid_state = (uint8_t *)GPUMEM_MALLOC(65536);
+    q->pend = (gpumem__sw_pending *)GPUMEM_MALLOC((size_t)ctl->cfg.max_pending * sizeof(gpumem__sw_pending));
+    grown = (gpumem__sw_queue **)GPUMEM_MALLOC((ctl->n_queues + 1) * sizeof *grown);
+    if (!raw || !q->cq_cid || !q->cid_state || !q->pend || !grown) {
+        GPUMEM_FREE(grown);
+        gpumem__sw_queue_free(q);
+        return GPUMEM_ENOMEM;
+    }
+    memset(mem, 0, total);
+    memset(q->cid_state, 0, 65536);
+    memset(&d, 0, sizeof d);
+    d.depth = depth;
+    d.n_cids = n_cids;
+    d.qid = ctl->n_queues + 1;
+    d.virtual_start = virtual_start;
+    d.ns = ctl->ns;
+    d.sq = (gpumem_nvme_cmd *)mem;
+    d.cq = (gpumem_nvme_cpl *)(mem + (size_t)depth * sizeof(gpumem_nvme_cmd));
+    d.sq_doorbell = (uint32_t *)(mem + ring_bytes);
+    d.cq_doorbell = (uint32_t *)(mem + ring_bytes + GPUMEM_PAD_BYTES);
+    d.state = mem + ring_bytes + 2 * GPUMEM_PAD_BYTES;
+    d.state_bytes = state_bytes;
+    d.doorbell_event = &ctl->doorbell_event;
+    if ((st = gpumem_nvme_qp_init(&q->qp, &d)) != GPUMEM_OK) {
+        GPUMEM_FREE(grown);
+        gpumem__sw_queue_free(q);
+        return st;
+    }
+    if (ctl->n_queues) memcpy(grown, ctl->queues, ctl->n_queues * sizeof *grown);
+    GPUMEM_FREE(ctl->queues);
+    ctl->queues = grown;
+    q->depth = depth;
+    q->mask = depth - 1;
+    q->cq_phase = 1;
+    ctl->queues[ctl->n_queues++] = q;
+    *out = &q->qp;
+    return GPUMEM_OK;
+}
+
+gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme_qp **out) {
+    return gpumem_swctl_add_qp_ex(ctl, depth, GPUMEM_NVME_MAX_CIDS, 0, out);
+}
+
+/* Walk the PRPs of a transfer of `len` bytes and copy between the backing
+ * store at byte offset `off` and host memory. Returns 0 or an NVMe status. */
+static uint16_t gpumem__sw_transfer(gpumem_swctl *c, const gpumem_nvme_cmd *cmd, uint64_t off, uint64_t len,
+                                    int to_host) {
+    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES, per_page = pg / 8;
+    uint64_t done = 0, addr = cmd->prp1, seg, n_pages, first;
+    const uint64_t *list = NULL;
+    uint64_t list_left = 0, k;
+    if (cmd->prp1 == 0 || (cmd->prp1 & 3u)) goto bad_prp;
+    first = pg - (cmd->prp1 & (pg - 1));
+    n_pages = 1 + (len > first ? (len - first + pg - 1) / pg : 0);
+    if (n_pages == 2 && (cmd->prp2 == 0 || (cmd->prp2 & (pg - 1)))) goto bad_prp;
+    if (n_pages > 2) {
+        if (cmd->prp2 == 0 || (cmd->prp2 & 7u)) goto bad_prp;
+        list = (const uint64_t *)(uintptr_t)cmd->prp2;
+        list_left = (pg - (cmd->prp2 & (pg - 1))) / 8;
+    }
+    for (k = 0; k < n_pages; k++) {
+        if (k == 1 && n_pages == 2) {
+            addr = cmd->prp2;
+        } else if (k > 0) {
+            if (list_left == 1 && n_pages - k > 1) { /* last entry of a list page chains to the next */
+                uint64_t next = *list;
+                if (next == 0 || (next & 7u)) goto bad_prp;
+                list = (const uint64_t *)(uintptr_t)next;
+                list_left = per_page - ((next & (pg - 1)) / 8);
+            }
+            addr = *list++;
+            list_left--;
+        }
+        if (k > 0 && (addr == 0 || (addr & (pg - 1)))) goto bad_prp;
+        seg = pg - (addr & (pg - 1));
+        if (seg > len - done) seg = len - done;
+        if (c->ram) {
+            if (to_host) memcpy((void *)(uintptr_t)addr, c->ram + off + done, (size_t)seg);
+            else memcpy(c->ram + off + done, (const void *)(uintptr_t)addr, (size_t)seg);
+        } else {
+            ssize_t r = to_host ? pread(c->cfg.fd, (void *)(uintptr_t)addr, (size_t)seg, (off_t)(off + done))
+                                : pwrite(c->cfg.fd, (const void *)(uintptr_t)addr, (size_t)seg, (off_t)(off + done));
+            if (r != (ssize_t)seg) {
+                if (to_host && r >= 0) memset((char *)(uintptr_t)addr + r, 0, (size_t)(seg - (uint64_t)r));
+                else return to_host ? GPUMEM_NVME_STATUS(2, 0x81) : GPUMEM_NVME_STATUS(2, 0x80);
+            }
+        }
+        done += seg;
+    }
+    return 0;
+bad_prp:
+    c->st.bad_prp++;
+    return GPUMEM_NVME_STATUS(0, 0x13);
+}
+
+/* Execute one command; returns the status field to post. */
+static uint16_t gpumem__sw_execute(gpumem_swctl *c, const gpumem_nvme_cmd *cmd) {
+    uint32_t op = cmd->cdw0 & 0xFFu;
+    uint64_t slba, nlb;
+    if (op == GPUMEM_NVME_OP_FLUSH) {
+        if (cmd->nsid != c->ns.nsid && cmd->nsid != 0xFFFFFFFFu) {
+            c->st.bad_nsid++;
+            return GPUMEM_NVME_STATUS(0, 0x0B);
+        }
+        c->st.flushes++;
+        if (!c->ram && fsync(c->cfg.fd) != 0) return GPUMEM_NVME_STATUS(2, 0x80);
+        return 0;
+    }
+    if (op != GPUMEM_NVME_OP_READ && op != GPUMEM_NVME_OP_WRITE) {
+        c->st.bad_opcode++;
+        return GPUMEM_NVME_STATUS(0, 0x01);
+    }
+    if (cmd->nsid != c->ns.nsid) {
+        c->st.bad_nsid++;
+        return GPUMEM_NVME_STATUS(0, 0x0B);
+    }
+    slba = (uint64_t)cmd->cdw10 | ((uint64_t)cmd->cdw11 << 32);
+    nlb = (uint64_t)(cmd->cdw12 & 0xFFFFu) + 1;
+    if (slba >= c->ns.n_blocks || nlb > c->ns.n_blocks - slba) {
+        c->st.lba_out_of_range++;
+        return GPUMEM_NVME_STATUS(0, 0x80);
+    }
+    if (nlb > c->ns.max_blocks) return GPUMEM_NVME_STATUS(0, 0x02);
+    if (op == GPUMEM_NVME_OP_READ) {
+        c->st.reads++;
+        c->st.blocks_read += nlb;
+    } else {
+        c->st.writes++;
+        c->st.blocks_written += nlb;
+    }
+    return gpumem__sw_transfer(c, cmd, slba << c->ns.lba_shift, nlb << c->ns.lba_shift,
+                               op == GPUMEM_NVME_OP_READ);
+}
+
+/* Take doorbell values, fetch commands, post due completions. Returns the
+ * number of things done (0 = idle). */
+static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_t now) {
+    uint32_t work = 0;
+    uint32_t db, posted_before;
+
+    /* CQ head doorbell: frees CQ space and the command IDs passed. */
+    db = __atomic_load_n(q->qp.cq_doorbell, __ATOMIC_ACQUIRE);
+    if (db != q->cq_db_seen) {
+        q->cq_db_seen = db;
+        uint32_t adv = (db - q->cq_head) & q->mask;
+        if (db >= q->depth) {
+            c->st.bad_doorbell++;
+        } else if (adv > q->cq_posted) {
+            c->st.cq_head_past_posted++;
+        } else {
+            while (q->cq_head != db) {
+                q->cid_state[q->cq_cid[q->cq_head]] = 0;
+                q->cq_head = (q->cq_head + 1) & q->mask;
+            }
+            q->cq_posted -= adv;
+            work++;
+        }
+    }
+    /* SQ tail doorbell. Acquire: the commands it covers are visible. */
+    db = __atomic_load_n(q->qp.sq_doorbell, __ATOMIC_ACQUIRE);
+    if (db != q->sq_db_seen) {
+        q->sq_db_seen = db;
+        if (db >= q->depth) {
+            c->st.bad_doorbell++;
+        } else if (((db - q->sq_head) & q->mask) < ((q->sq_tail - q->sq_head) & q->mask)) {
+            c->st.doorbell_backwards++;
+        } else {
+            q->sq_tail = db;
+        }
+    }
+    /* Fetch in order while there is room to hold them. */
+    while (q->sq_head != q->sq_tail && q->pend_count < c->cfg.max_pending) {
+        gpumem__sw_pending *p = &q->pend[(q->pend_head + q->pend_count) % c->cfg.max_pending];
+        uint64_t due = now + c->cfg.latency_ns;
+        uint16_t cid;
+        p->cmd = q->qp.sq[q->sq_head];
+        q->sq_head = (q->sq_head + 1) & q->mask;
+        if (c->cfg.iops) {
+            uint64_t gap = 1000000000ull / c->cfg.iops;
+            if (due < c->last_due_ns + gap) due = c->last_due_ns + gap;
+        }
+        c->last_due_ns = due;
+        p->due_ns = due;
+        cid = (uint16_t)(p->cmd.cdw0 >> 16);
+        if (q->cid_state[cid] != 0) {
+            c->st.cid_in_flight++;
+            p->cmd.cdw0 |= 0x100u; /* remember: complete with "command ID conflict" */
+        } else {
+            q->cid_state[cid] = 1;
+        }
+        q->pend_count++;
+        work++;
+    }
+    /* Post completions that are due while the CQ has room (it holds depth-1). */
+    posted_before = q->cq_posted;
+    while (q->pend_count && q->cq_posted < q->depth - 1) {
+        uint32_t pick = 0;
+        gpumem__sw_pending e;
+        gpumem_nvme_cpl *cpl;
+        uint16_t status, cid;
+        if (q->pend[q->pend_head].due_ns > now) break;
+        if (c->cfg.reorder > 1) {
+            uint32_t window = q->pend_count < c->cfg.reorder ? q->pend_count : c->cfg.reorder;
+            pick = (uint32_t)(gpumem__rng_next(&c->rng) % window);
+            if (q->pend[(q->pend_head + pick) % c->cfg.max_pending].due_ns > now) pick = 0;
+        }
+        {   /* take entry `pick`, moving the oldest into its place */
+            uint32_t at = (q->pend_head + pick) % c->cfg.max_pending;
+            e = q->pend[at];
+            q->pend[at] = q->pend[q->pend_head];
+            q->pend_head = (q->pend_head + 1) % c->cfg.max_pending;
+            q->pend_count--;
+        }
+        cid = (uint16_t)(e.cmd.cdw0 >> 16);
+        if (e.cmd.cdw0 & 0x100u) {
+            status = GPUMEM_NVME_STATUS(0, 0x03);
+        } else if (c->cfg.error_ppm && gpumem__rng_next(&c->rng) % 1000000u < c->cfg.error_ppm) {
+            status = c->cfg.error_status; /* injected: the command is not executed */
+            c->st.errors_injected++;
+            q->cid_state[cid] = 2;
+        } else {
+            status = gpumem__sw_execute(c, &e.cmd);
+            if (status != 0) c->st.errors_other++;
+            q->cid_state[cid] = 2;
+        }
+        c->st.commands++;
+        cpl = &q->qp.cq[q->cq_tail];
+        cpl->dw0 = 0;
+        cpl->dw1 = 0;
+        cpl->dw2 = (q->sq_head & 0xFFFFu) | ((uint32_t)q->qp.qid << 16);
+        q->cq_cid[q->cq_tail] = cid;
+        /* Release: dw0..dw2 and the data transfer before the phase flips. */
+        __atomic_store_n(&cpl->dw3, (uint32_t)cid | (q->cq_phase << 16) | ((uint32_t)status << 17),
+                         __ATOMIC_RELEASE);
+        q->cq_tail = (q->cq_tail + 1) & q->mask;
+        if (q->cq_tail == 0) q->cq_phase ^= 1u;
+        q->cq_posted++;
+        work++;
+    }
+    if (posted_before != q->cq_posted) gpumem_event_notify(&q->qp.event); /* wake parked pollers */
+    return work;
+}
+
+/* Earliest due time among the queues' oldest pending commands (UINT64_MAX: none). */
+static uint64_t gpumem__sw_next_due(gpumem_swctl *c) {
+    uint64_t next = UINT64_MAX;
+    uint32_t i;
+    for (i = 0; i < c->n_queues; i++) {
+        gpumem__sw_queue *q = c->queues[i];
+        if (q->pend_count && q->pend[q->pend_head].due_ns < next) next = q->pend[q->pend_head].due_ns;
+    }
+    return next;
+}
+
+static void *gpumem__sw_main(void *arg) {
+    gpumem_swctl *c = (gpumem_swctl *)arg;
+    gpumem_backoff b = gpumem_backoff_start();
+    while (__atomic_load_n(&c->running, __ATOMIC_ACQUIRE)) {
+        uint64_t now = gpumem__now_ns(), next;
+        uint32_t i, work = 0, seen;
+        for (i = 0; i < c->n_queues; i++) work += gpumem__sw_service(c, c->queues[i], now);
+        if (work) {
+            b = gpumem_backoff_start();
+            continue;
+        }
+        if (gpumem_backoff_pause(&b)) continue;
+        /* Idle: park until a doorbell rings or the next command falls due
+         * (at most 1 ms, which also bounds how long stop() takes). */
+        seen = gpumem__event_begin(&c->doorbell_event);
+        for (i = 0; i < c->n_queues; i++) {
+            gpumem__sw_queue *q = c->queues[i];
+            if (__atomic_load_n(q->qp.sq_doorbell, __ATOMIC_ACQUIRE) != q->sq_db_seen ||
+                __atomic_load_n(q->qp.cq_doorbell, __ATOMIC_ACQUIRE) != q->cq_db_seen)
+                work++;
+        }
+        next = gpumem__sw_next_due(c);
+        now = gpumem__now_ns();
+        if (!work && next > now) {
+            uint64_t wait = next - now;
+            gpumem__event_sleep(&c->doorbell_event, seen, (long)(wait < 1000000ull ? wait : 1000000ull));
+        }
+        gpumem__event_end(&c->doorbell_event);
+    }
+    return NULL;
+}
+
+gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
+    int rc;
+    if (!ctl) return GPUMEM_ENULL;
+    if (ctl->thread_alive) return GPUMEM_ESTATE;
+    if (ctl->n_queues == 0) {
+        GPUMEM_LOG("software controller: start with no queue pairs");
+        return GPUMEM_ESTATE;
+    }
+    __atomic_store_n(&ctl->running, 1, __ATOMIC_RELEASE);
+    rc = pthread_create(&ctl->thread, NULL, gpumem__sw_main, ctl);
+    if (rc != 0) {
+        __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
+        GPUMEM_LOG("software controller: pthread_create failed: %s", strerror(rc));
+        return GPUMEM_ESYS;
+    }
+    ctl->thread_alive = 1;
+    return GPUMEM_OK;
+}
+
+gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl) {
+    if (!ctl) return GPUMEM_ENULL;
+    if (!ctl->thread_alive) return GPUMEM_ESTATE;
+    __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
+    pthread_join(ctl->thread, NULL);
+    ctl->thread_alive = 0;
+    return GPUMEM_OK;
+}
+
+/* Counts are exact once stopped; while running they are a recent snapshot. */
+void gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out) {
+    gpumem_swctl_stats s;
+    if (!ctl || !out) return;
+    s = ctl->st;
+    s.violations = s.bad_doorbell + s.doorbell_backwards + s.cq_head_past_posted + s.cid_in_flight + s.bad_prp +
+                   s.lba_out_of_range + s.bad_opcode + s.bad_nsid;
+    *out = s;
+}
+
+void gpumem_swctl_destroy(gpumem_swctl *ctl) {
+    uint32_t i;
+    if (!ctl) return;
+    if (ctl->thread_alive) gpumem_swctl_stop(ctl);
+    for (i = 0; i < ctl->n_queues; i++) gpumem__sw_queue_free(ctl->queues[i]);
+    GPUMEM_FREE(ctl->queues);
+    if (ctl->own_ram) GPUMEM_FREE(ctl->ram);
+    GPUMEM_FREE(ctl);
+}
+
+#endif /* GPUMEM_IMPLEMENTATION */
+#endif /* host shim */
+
+#endif /* GPUMEM_NVME_H */
