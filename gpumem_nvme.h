@@ -875,6 +875,7 @@ typedef struct gpumem_swctl_stats {
     uint64_t blocks_read, blocks_written;
     uint64_t errors_injected; /* completions given error_status on purpose */
     uint64_t errors_other;    /* completions with another error status */
+    uint64_t reordered;       /* completions posted ahead of an older due command */
     /* protocol violations by the host */
     uint64_t bad_doorbell;        /* doorbell value >= depth */
     uint64_t doorbell_backwards;  /* SQ tail moved back, or past the fetched head */
@@ -1263,6 +1264,7 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
             uint32_t window = q->pend_count < c->cfg.reorder ? q->pend_count : c->cfg.reorder;
             pick = (uint32_t)(gpumem__rng_next(&c->rng) % window);
             if (q->pend[(q->pend_head + pick) % c->cfg.max_pending].due_ns > now) pick = 0;
+            if (pick) c->st.reordered++;
         }
         {   /* take entry `pick`, moving the oldest into its place */
             uint32_t at = (q->pend_head + pick) % c->cfg.max_pending;

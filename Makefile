@@ -1,0 +1,89 @@
+# gpumem: header-only; this Makefile builds the tests, benchmarks and examples.
+#   make test       Criterion suite + every header as C11/C++17/CUDA + every CUDA source compiled
+#   make demo       the main job (examples/demo)
+#   make bench      Google Benchmark: lock-free queue vs mutex queue (writes bench/results/)
+#   make tsan/asan  the suite under ThreadSanitizer / AddressSanitizer+UBSan
+#   make gpu-test   CUDA tests (needs a GPU), gpu-bench likewise
+CC      ?= gcc
+CXX     ?= g++
+NVCC    ?= nvcc
+CUDA_ARCH ?= sm_90
+WARN    := -Wall -Wextra -Werror -pedantic
+CFLAGS  ?= -O2 -g
+BUILD   := build
+HEADERS := gpumem.h gpumem_nvme.h
+TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme
+CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu)
+CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
+export GPUMEM_TEST_SCALE
+HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
+
+.PHONY: all test headers cuda-compile run-tests demo bench tsan asan gpu-test gpu-bench clean
+
+all: test
+
+test: headers cuda-compile run-tests
+
+$(BUILD):
+	mkdir -p $(BUILD)
+
+# Every header alone, as C11 and C++17 (with the host shim implementation), and with nvcc.
+headers: | $(BUILD)
+	@for h in $(HEADERS); do \
+	  printf '#define _POSIX_C_SOURCE 200809L\n#define GPUMEM_IMPLEMENTATION\n#include "%s"\nint main(void){return 0;}\n' $$h > $(BUILD)/hdr_$$h.c; \
+	  cp $(BUILD)/hdr_$$h.c $(BUILD)/hdr_$$h.cpp; \
+	  $(CC) -std=c11 $(WARN) -I. -c $(BUILD)/hdr_$$h.c -o $(BUILD)/hdr_c.o || exit 1; \
+	  $(CC) -std=c11 $(WARN) -I. -O2 -c $(BUILD)/hdr_$$h.c -o $(BUILD)/hdr_c.o || exit 1; \
+	  $(CXX) -std=c++17 $(WARN) -I. -c $(BUILD)/hdr_$$h.cpp -o $(BUILD)/hdr_cpp.o || exit 1; \
+	  if [ -n "$(HAVE_NVCC)" ]; then cp $(BUILD)/hdr_$$h.c $(BUILD)/hdr_$$h.cu; \
+	    $(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -I. -c $(BUILD)/hdr_$$h.cu -o $(BUILD)/hdr_cu.o || exit 1; fi; \
+	  echo "header $$h: C11, C++17$(if $(HAVE_NVCC), and nvcc,) ok"; \
+	done
+
+cuda-compile: $(CUDA_OBJS)
+ifeq ($(HAVE_NVCC),)
+	@echo "nvcc not found: CUDA sources not compiled"
+endif
+
+$(BUILD)/cuda/%.o: %.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. -Xcompiler -Wall -c $< -o $@
+
+$(BUILD)/test_%: tests/test_%.c $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -lcriterion -pthread
+
+run-tests: $(TESTS)
+	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
+
+$(BUILD)/demo: examples/demo.c $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -I. $< -o $@ -pthread
+
+demo: $(BUILD)/demo
+	$(BUILD)/demo
+
+$(BUILD)/bench_queue: bench/bench_queue.cpp $(HEADERS) | $(BUILD)
+	$(CXX) -std=c++17 -O2 -g -I. $< -o $@ -lbenchmark -pthread
+
+bench: $(BUILD)/bench_queue
+	mkdir -p bench/results
+	$(BUILD)/bench_queue --benchmark_out=bench/results/queue-$$(hostname -s).json --benchmark_out_format=json
+	python3 bench/ratios.py bench/results/queue-$$(hostname -s).json > bench/results/queue-$$(hostname -s).md
+	cat bench/results/queue-$$(hostname -s).md
+
+# Sanitizers: a separate build tree, a smaller I/O count (the checks are the same).
+tsan:
+	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" run-tests \
+	  CRITERION_FLAGS="-j1" GPUMEM_TEST_SCALE=0.2
+asan:
+	$(MAKE) BUILD=build/asan CC=clang SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" \
+	  CFLAGS="-O1 -g" run-tests GPUMEM_TEST_SCALE=0.3
+
+gpu-test: cuda-compile
+	@if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpu-test: no GPU on this machine; CUDA tests compiled, not run"; exit 0; fi; \
+	for t in $(BUILD)/cuda/tests/cuda/*.bin; do echo "== $$t"; $$t || exit 1; done
+
+gpu-bench:
+	@echo "gpu-bench: no CUDA benchmarks yet (see README)"
+
+clean:
+	rm -rf build

@@ -1,0 +1,581 @@
+/* Criterion tests of gpumem_nvme.h against the software controller.
+ *
+ * Every I/O is counted and every byte read is checked by content: each block
+ * holds (lba, generation, a fill derived from both), so a read that returns
+ * another block, a stale generation or torn data fails.
+ * GPUMEM_TEST_SCALE (default 1) multiplies the per-thread I/O counts; the
+ * sanitizer builds run with a smaller scale. */
+#define _POSIX_C_SOURCE 200809L
+#define GPUMEM_IMPLEMENTATION
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpumem_nvme.h"
+
+#define LBA 512u
+
+static double test_scale(void) {
+    const char *s = getenv("GPUMEM_TEST_SCALE");
+    double v = s ? atof(s) : 1.0;
+    return v > 0 ? v : 1.0;
+}
+
+/* The content of block `lba` at write generation `gen`. */
+static void fill_block(unsigned char *b, uint64_t lba, uint32_t gen) {
+    uint32_t i;
+    memcpy(b, &lba, 8);
+    memcpy(b + 8, &gen, 4);
+    for (i = 12; i < LBA; i++) b[i] = (unsigned char)(lba * 31 + gen * 7 + i);
+}
+
+static int block_ok(const unsigned char *b, uint64_t lba, uint32_t gen) {
+    unsigned char want[LBA];
+    fill_block(want, lba, gen);
+    return memcmp(b, want, LBA) == 0;
+}
+
+static gpumem_swctl *make_ctl(uint64_t n_blocks, gpumem_swctl_config *tweak) {
+    gpumem_swctl_config c = tweak ? *tweak : gpumem_swctl_config_default();
+    gpumem_swctl *ctl = NULL;
+    c.lba_bytes = LBA;
+    c.n_blocks = n_blocks;
+    cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_OK);
+    return ctl;
+}
+
+static void stop_and_check_clean(gpumem_swctl *ctl, uint64_t expect_commands, gpumem_swctl_stats *out) {
+    gpumem_swctl_stats s;
+    cr_assert_eq(gpumem_swctl_stop(ctl), GPUMEM_OK);
+    gpumem_swctl_get_stats(ctl, &s);
+    cr_assert_eq(s.violations, 0, "protocol violations: doorbell %lu back %lu cqhead %lu cid %lu prp %lu lba %lu",
+                 (unsigned long)s.bad_doorbell, (unsigned long)s.doorbell_backwards,
+                 (unsigned long)s.cq_head_past_posted, (unsigned long)s.cid_in_flight, (unsigned long)s.bad_prp,
+                 (unsigned long)s.lba_out_of_range);
+    cr_assert_eq(s.commands, expect_commands, "controller completed %lu commands, host issued %lu",
+                 (unsigned long)s.commands, (unsigned long)expect_commands);
+    if (out) *out = s;
+}
+
+/* ---- wire format, builders, decoder -------------------------------------- */
+
+Test(nvme_wire, layout) {
+    gpumem_nvme_cmd c;
+    cr_assert_eq(sizeof(gpumem_nvme_cmd), 64u);
+    cr_assert_eq(sizeof(gpumem_nvme_cpl), 16u);
+    cr_assert_eq((char *)&c.nsid - (char *)&c, 4);
+    cr_assert_eq((char *)&c.prp2 - (char *)&c, 32);
+    cr_assert_eq((char *)&c.cdw12 - (char *)&c, 48);
+}
+
+Test(nvme_wire, read_builder_fields_and_bad_input) {
+    gpumem_nvme_ns ns = {1, 9, 1000, 64, 0};
+    gpumem_nvme_cmd c;
+    cr_assert_eq(gpumem_nvme_cmd_read(&c, &ns, 0x3E7ull - 7, 8, 0x1000, 0), GPUMEM_OK);
+    cr_assert_eq(c.cdw0 & 0xFF, GPUMEM_NVME_OP_READ);
+    cr_assert_eq(c.nsid, 1u);
+    cr_assert_eq(c.cdw10, 992u);
+    cr_assert_eq(c.cdw11, 0u);
+    cr_assert_eq(c.cdw12, 7u, "NLB is zero based");
+    cr_assert_eq(c.prp1, 0x1000u);
+    cr_assert_eq(gpumem_nvme_cmd_write(&c, &ns, 993, 8, 0x1000, 0), GPUMEM_ERANGE, "one block past the end");
+    cr_assert_eq(gpumem_nvme_cmd_write(&c, &ns, 1000, 1, 0x1000, 0), GPUMEM_ERANGE);
+    cr_assert_eq(gpumem_nvme_cmd_write(&c, &ns, UINT64_MAX, 2, 0x1000, 0), GPUMEM_ERANGE, "no wrap-around");
+    cr_assert_eq(gpumem_nvme_cmd_read(&c, &ns, 0, 0, 0x1000, 0), GPUMEM_EINVAL, "zero blocks");
+    cr_assert_eq(gpumem_nvme_cmd_read(&c, &ns, 0, 65, 0x1000, 0), GPUMEM_EINVAL, "more than MDTS");
+    cr_assert_eq(gpumem_nvme_cmd_read(NULL, &ns, 0, 1, 0x1000, 0), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_nvme_cmd_read(&c, NULL, 0, 1, 0x1000, 0), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_nvme_cmd_read(&c, &ns, 0, 1, 0, 0), GPUMEM_ENULL, "no data pointer");
+    {
+        gpumem_nvme_ns big = {1, 9, 1ull << 40, 64, 0};
+        cr_assert_eq(gpumem_nvme_cmd_read(&c, &big, (1ull << 33) + 5, 1, 0x1000, 0), GPUMEM_OK);
+        cr_assert_eq(c.cdw10, 5u);
+        cr_assert_eq(c.cdw11, 2u, "upper LBA bits in CDW11");
+    }
+}
+
+Test(nvme_wire, status_decoder) {
+    cr_assert_str_eq(gpumem_nvme_status_str(0), "successful completion");
+    cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(0, 0x80)), "LBA out of range");
+    cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(0, 0x01)), "invalid command opcode");
+    cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(1, 0x02)), "invalid queue size");
+    cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(2, 0x81)), "unrecovered read error");
+    cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(0, 0x7F)), "unknown generic command status");
+    cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(5, 0)), "reserved status code type");
+    cr_assert_str_eq(gpumem_nvme_status_str((uint16_t)(GPUMEM_NVME_STATUS(2, 0x81) | 0x4000)),
+                     "unrecovered read error", "DNR does not change the words");
+}
+
+Test(nvme_wire, prp_setup) {
+    static uint64_t list[1100] __attribute__((aligned(4096)));
+    uint64_t p1, p2, base = 0x100000;
+    uint32_t i;
+    cr_assert_eq(gpumem_nvme_prp_setup(base + 512, 512, NULL, 0, 0, &p1, &p2), GPUMEM_OK);
+    cr_assert(p1 == base + 512 && p2 == 0);
+    cr_assert_eq(gpumem_nvme_prp_setup(base + 512, 4096, NULL, 0, 0, &p1, &p2), GPUMEM_OK);
+    cr_assert_eq(p2, base + 4096, "second page");
+    cr_assert_eq(gpumem_nvme_prp_setup(base, 3 * 4096, NULL, 0, 0, &p1, &p2), GPUMEM_ENULL, "needs a list");
+    cr_assert_eq(gpumem_nvme_prp_setup(base, 3 * 4096, list, 0x5000, 1, &p1, &p2), GPUMEM_ENOMEM);
+    cr_assert_eq(gpumem_nvme_prp_setup(base, 3 * 4096, list, 0x5008, 8, &p1, &p2), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_nvme_prp_setup(base + 2, 512, NULL, 0, 0, &p1, &p2), GPUMEM_EINVAL, "dword aligned");
+    cr_assert_eq(gpumem_nvme_prp_setup(base, 3 * 4096, list, 0x5000, 8, &p1, &p2), GPUMEM_OK);
+    cr_assert(p2 == 0x5000 && list[0] == base + 4096 && list[1] == base + 8192);
+    /* 600 pages: 599 list entries, chained after 511 entries of the first page. */
+    cr_assert_eq(gpumem_nvme_prp_setup(base, 600 * 4096ull, list, 0x5000, 1100, &p1, &p2), GPUMEM_OK);
+    for (i = 0; i < 511; i++) cr_assert_eq(list[i], base + 4096ull * (i + 1));
+    cr_assert_eq(list[511], 0x5000u + 4096u, "chain pointer to the next list page");
+    cr_assert_eq(list[512], base + 4096ull * 512);
+    cr_assert_eq(list[599], base + 4096ull * 599);
+}
+
+/* ---- queue-pair setup: bad input ------------------------------------------ */
+
+Test(nvme_qp, init_rejects_bad_input) {
+    static gpumem_nvme_cmd sq[8];
+    static gpumem_nvme_cpl cq[8];
+    static uint32_t db[2];
+    static uint64_t state[4096];
+    gpumem_nvme_qp qp;
+    gpumem_nvme_qp_desc d;
+    memset(&d, 0, sizeof d);
+    d.depth = 8;
+    d.n_cids = 16;
+    d.ns.nsid = 1;
+    d.ns.lba_shift = 9;
+    d.ns.n_blocks = 100;
+    d.ns.max_blocks = 8;
+    d.sq = sq;
+    d.cq = cq;
+    d.sq_doorbell = &db[0];
+    d.cq_doorbell = &db[1];
+    d.state = state;
+    d.state_bytes = sizeof state;
+    cr_assert_eq(gpumem_nvme_qp_init(&qp, &d), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_qp_init(NULL, &d), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_nvme_qp_init(&qp, NULL), GPUMEM_ENULL);
+    {
+        gpumem_nvme_qp_desc e = d;
+        uint32_t bad_depths[] = {0, 1, 3, 12, 131072};
+        size_t i;
+        for (i = 0; i < sizeof bad_depths / sizeof *bad_depths; i++) {
+            e.depth = bad_depths[i];
+            cr_assert_eq(gpumem_nvme_qp_init(&qp, &e), GPUMEM_EINVAL, "depth %u", bad_depths[i]);
+        }
+        e = d;
+        e.n_cids = 1;
+        cr_assert_eq(gpumem_nvme_qp_init(&qp, &e), GPUMEM_EINVAL);
+        e = d;
+        e.virtual_start = 8; /* must be a multiple of 2 * depth */
+        cr_assert_eq(gpumem_nvme_qp_init(&qp, &e), GPUMEM_EINVAL);
+        e = d;
+        e.state_bytes = gpumem_nvme_qp_state_bytes(8, 16) - 1;
+        cr_assert_eq(gpumem_nvme_qp_init(&qp, &e), GPUMEM_ENOMEM);
+        e = d;
+        e.sq = NULL;
+        cr_assert_eq(gpumem_nvme_qp_init(&qp, &e), GPUMEM_ENULL);
+        e = d;
+        e.ns.lba_shift = 8;
+        cr_assert_eq(gpumem_nvme_qp_init(&qp, &e), GPUMEM_EINVAL);
+    }
+}
+
+Test(nvme_qp, controller_rejects_bad_config_and_late_pairs) {
+    gpumem_swctl_config c = gpumem_swctl_config_default();
+    gpumem_swctl *ctl;
+    gpumem_nvme_qp *qp;
+    c.lba_bytes = 1000;
+    cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL);
+    c = gpumem_swctl_config_default();
+    c.n_blocks = 0;
+    cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_swctl_create(NULL, &ctl), GPUMEM_ENULL);
+    ctl = make_ctl(64, NULL);
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_ESTATE, "no queue pairs yet");
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 6, &qp), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 4, &qp), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 4, &qp), GPUMEM_ESTATE, "pairs are added while stopped");
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_ESTATE);
+    cr_assert_eq(gpumem_swctl_stop(ctl), GPUMEM_OK);
+    gpumem_swctl_destroy(ctl);
+}
+
+Test(nvme_qp, io_rejects_bad_input) {
+    gpumem_swctl *ctl = make_ctl(64, NULL);
+    gpumem_nvme_qp *qp;
+    unsigned char buf[LBA];
+    gpumem_nvme_req req;
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 4, &qp), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_qp_read(qp, 64, 1, (uintptr_t)buf, 0, NULL), GPUMEM_ERANGE);
+    cr_assert_eq(gpumem_nvme_qp_write(qp, 60, 8, (uintptr_t)buf, 0, NULL), GPUMEM_ERANGE);
+    cr_assert_eq(gpumem_nvme_qp_read(NULL, 0, 1, (uintptr_t)buf, 0, NULL), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_nvme_qp_read(qp, 0, 1, 0, 0, NULL), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_nvme_qp_exec(qp, NULL, NULL), GPUMEM_ENULL);
+    memset(&req, 0, sizeof req);
+    cr_assert_eq(gpumem_nvme_qp_poll(qp, &req), GPUMEM_ESTATE, "poll of a request never submitted");
+    cr_assert_eq(gpumem_nvme_qp_submit(qp, NULL, &req), GPUMEM_ENULL);
+    stop_and_check_clean(ctl, 0, NULL);
+    gpumem_swctl_destroy(ctl);
+}
+
+/* ---- round trips ----------------------------------------------------------- */
+
+Test(nvme_io, single_thread_write_then_read_by_content) {
+    gpumem_swctl *ctl = make_ctl(256, NULL);
+    gpumem_nvme_qp *qp;
+    unsigned char w[8 * LBA], r[8 * LBA];
+    uint64_t p1, p2, q1, q2, lba;
+    gpumem_nvme_cpl cpl;
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 2, &qp), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    for (lba = 0; lba < 8; lba++) fill_block(w + lba * LBA, 100 + lba, 1);
+    cr_assert_eq(gpumem_nvme_prp_identity(w, sizeof w, NULL, 0, &p1, &p2), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_prp_identity(r, sizeof r, NULL, 0, &q1, &q2), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_qp_write(qp, 100, 8, p1, p2, &cpl), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_cpl_status(&cpl), 0);
+    cr_assert_eq(gpumem_nvme_cpl_sq_id(&cpl), qp->qid);
+    cr_assert_eq(gpumem_nvme_qp_flush(qp, NULL), GPUMEM_OK);
+    memset(r, 0, sizeof r);
+    cr_assert_eq(gpumem_nvme_qp_read(qp, 100, 8, q1, q2, NULL), GPUMEM_OK);
+    for (lba = 0; lba < 8; lba++) cr_assert(block_ok(r + lba * LBA, 100 + lba, 1), "block %lu", (unsigned long)lba);
+    cr_assert(memcmp((unsigned char *)gpumem_swctl_ram(ctl) + 100 * LBA, w, sizeof w) == 0, "backing store");
+    stop_and_check_clean(ctl, 3, NULL);
+    gpumem_swctl_destroy(ctl);
+}
+
+Test(nvme_io, long_transfer_through_a_prp_list) {
+    gpumem_swctl_config c = gpumem_swctl_config_default();
+    gpumem_swctl *ctl;
+    gpumem_nvme_qp *qp;
+    const uint32_t nlb = 256; /* 128 KiB, 33 pages with the offset below */
+    unsigned char *w = aligned_alloc(4096, nlb * LBA + 4096), *r = aligned_alloc(4096, nlb * LBA + 4096);
+    static uint64_t list[64] __attribute__((aligned(4096)));
+    uint64_t p1, p2, i;
+    c.max_blocks = nlb;
+    ctl = make_ctl(4096, &c);
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    for (i = 0; i < nlb; i++) fill_block(w + 1024 + i * LBA, 7 + i, 3);
+    cr_assert_eq(gpumem_nvme_prp_identity(w + 1024, nlb * LBA, list, 64, &p1, &p2), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_qp_write(qp, 7, nlb, p1, p2, NULL), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_prp_identity(r + 512, nlb * LBA, list, 64, &p1, &p2), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_qp_read(qp, 7, nlb, p1, p2, NULL), GPUMEM_OK);
+    for (i = 0; i < nlb; i++) cr_assert(block_ok(r + 512 + i * LBA, 7 + i, 3), "block %lu", (unsigned long)i);
+    stop_and_check_clean(ctl, 2, NULL);
+    gpumem_swctl_destroy(ctl);
+    free(w);
+    free(r);
+}
+
+Test(nvme_io, file_backed_namespace) {
+    char path[] = "/tmp/gpumem-test-XXXXXX";
+    int fd = mkstemp(path);
+    unsigned char blk[LBA], got[LBA];
+    gpumem_swctl_config c = gpumem_swctl_config_default();
+    gpumem_swctl *ctl;
+    gpumem_nvme_qp *qp;
+    uint64_t i;
+    cr_assert(fd >= 0);
+    unlink(path);
+    for (i = 0; i < 64; i++) {
+        fill_block(blk, i, 0);
+        cr_assert_eq(pwrite(fd, blk, LBA, (off_t)(i * LBA)), (ssize_t)LBA);
+    }
+    c.fd = fd;
+    ctl = make_ctl(64, &c);
+    cr_assert_null(gpumem_swctl_ram(ctl));
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 4, &qp), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_qp_read(qp, 17, 1, (uintptr_t)got, 0, NULL), GPUMEM_OK);
+    cr_assert(block_ok(got, 17, 0), "read from the file");
+    fill_block(blk, 33, 9);
+    cr_assert_eq(gpumem_nvme_qp_write(qp, 33, 1, (uintptr_t)blk, 0, NULL), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_qp_flush(qp, NULL), GPUMEM_OK);
+    stop_and_check_clean(ctl, 3, NULL);
+    cr_assert_eq(pread(fd, got, LBA, 33 * LBA), (ssize_t)LBA);
+    cr_assert(block_ok(got, 33, 9), "the write reached the file");
+    gpumem_swctl_destroy(ctl);
+    close(fd);
+}
+
+/* ---- many threads ------------------------------------------------------------ */
+
+typedef struct worker_args {
+    gpumem_nvme_qp **pairs;
+    uint32_t n_pairs;
+    uint32_t id;
+    uint32_t ios;        /* I/Os to do */
+    uint32_t region;     /* blocks owned by this thread */
+    uint32_t async_depth;/* outstanding async reads per thread (0 = blocking only) */
+    uint64_t issued;     /* commands this thread submitted */
+    uint64_t eio;        /* completions with an error */
+    uint64_t bad_data;   /* reads whose content was wrong */
+    uint64_t eio_wrong_words; /* EIO whose decoded status was not the injected one */
+    uint16_t expect_error;    /* injected status, 0 = none */
+    uint32_t *gen;       /* per-block generation last written successfully */
+} worker_args;
+
+
+/* Blocking writes and reads, mixed with batches of asynchronous reads; every
+ * read is checked against the generation this thread last wrote. */
+static void *io_worker(void *p) {
+    worker_args *a = (worker_args *)p;
+    unsigned char *buf = aligned_alloc(4096, (size_t)(a->async_depth + 1) * 4096);
+    gpumem_nvme_req *reqs = calloc(a->async_depth + 1, sizeof *reqs);
+    uint64_t *req_lba = calloc(a->async_depth + 1, sizeof *req_lba);
+    uint64_t rng = 0x9E3779B97F4A7C15ull * (a->id + 1);
+    uint64_t base = (uint64_t)a->id * a->region;
+    uint32_t done = 0;
+    gpumem_nvme_qp *qp = a->pairs[a->id % a->n_pairs]; /* a pair per thread index */
+    while (done < a->ios) {
+        uint64_t off = gpumem__rng_next(&rng) % a->region, lba = base + off;
+        uint32_t kind = (uint32_t)(gpumem__rng_next(&rng) % 4);
+        gpumem_nvme_cpl cpl;
+        gpumem_status st;
+        if (kind == 0 || a->async_depth == 0 || kind == 1) {
+            if (kind == 0) { /* blocking write of the next generation */
+                uint32_t g = a->gen[off] + 1;
+                fill_block(buf, lba, g);
+                st = gpumem_nvme_qp_write(qp, lba, 1, (uintptr_t)buf, 0, &cpl);
+                if (st == GPUMEM_OK) a->gen[off] = g;
+            } else { /* blocking read */
+                memset(buf, 0xEE, LBA);
+                st = gpumem_nvme_qp_read(qp, lba, 1, (uintptr_t)buf, 0, &cpl);
+                if (st == GPUMEM_OK && !block_ok(buf, lba, a->gen[off])) a->bad_data++;
+            }
+            a->issued++;
+            done++;
+            if (st == GPUMEM_EIO) {
+                a->eio++;
+                if (gpumem_nvme_cpl_status(&cpl) != a->expect_error) a->eio_wrong_words++;
+            } else {
+                cr_assert_eq(st, GPUMEM_OK);
+            }
+        } else { /* a batch of asynchronous reads, reaped in reverse order */
+            uint32_t n = 0, k;
+            while (n < a->async_depth && done + n < a->ios) {
+                gpumem_nvme_cmd cmd;
+                uint64_t o = gpumem__rng_next(&rng) % a->region;
+                unsigned char *b = buf + (size_t)(n + 1) * 4096;
+                memset(b, 0xEE, LBA);
+                cr_assert_eq(gpumem_nvme_cmd_read(&cmd, &qp->ns, base + o, 1, (uintptr_t)b, 0), GPUMEM_OK);
+                st = gpumem_nvme_qp_submit(qp, &cmd, &reqs[n]);
+                if (st == GPUMEM_EAGAIN) break; /* queue full: reap what we have */
+                cr_assert_eq(st, GPUMEM_OK);
+                req_lba[n++] = o;
+                a->issued++;
+            }
+            if (n == 0) {
+                /* Could not submit even one: nothing of ours is outstanding,
+                 * so a blocking read is safe and makes progress. */
+                st = gpumem_nvme_qp_read(qp, lba, 1, (uintptr_t)buf, 0, &cpl);
+                a->issued++;
+                done++;
+                if (st == GPUMEM_EIO) a->eio++;
+                else if (!block_ok(buf, lba, a->gen[off])) a->bad_data++;
+                continue;
+            }
+            for (k = n; k-- > 0;) {
+                st = gpumem_nvme_qp_wait(qp, &reqs[k]);
+                if (st == GPUMEM_EIO) {
+                    a->eio++;
+                    if (gpumem_nvme_cpl_status(&reqs[k].cpl) != a->expect_error) a->eio_wrong_words++;
+                } else {
+                    cr_assert_eq(st, GPUMEM_OK);
+                    if (!block_ok(buf + (size_t)(k + 1) * 4096, base + req_lba[k], a->gen[req_lba[k]]))
+                        a->bad_data++;
+                }
+                cr_assert_eq(gpumem_nvme_qp_poll(qp, &reqs[k]), st, "a finished request keeps its result");
+            }
+            done += n;
+        }
+    }
+    free(buf);
+    free(reqs);
+    free(req_lba);
+    return NULL;
+}
+
+typedef struct run_cfg {
+    uint32_t depth, threads, ios, async_depth, pairs, n_cids;
+    uint32_t virtual_start;
+    gpumem_swctl_config ctl;
+} run_cfg;
+
+/* Run `threads` workers; returns the controller's stats. Checks every count. */
+static gpumem_swctl_stats run_workers(const run_cfg *rc, uint64_t *eio_out) {
+    const uint32_t region = 64;
+    gpumem_swctl *ctl = make_ctl((uint64_t)rc->threads * region, (gpumem_swctl_config *)&rc->ctl);
+    gpumem_nvme_qp *pairs[16];
+    pthread_t *t = calloc(rc->threads, sizeof *t);
+    worker_args *a = calloc(rc->threads, sizeof *a);
+    uint64_t issued = 0, eio = 0, bad = 0, wrong = 0;
+    gpumem_swctl_stats s;
+    uint32_t i, j;
+    cr_assert(rc->pairs >= 1 && rc->pairs <= 16);
+    for (i = 0; i < rc->pairs; i++)
+        cr_assert_eq(gpumem_swctl_add_qp_ex(ctl, rc->depth, rc->n_cids ? rc->n_cids : 65536, rc->virtual_start,
+                                            &pairs[i]),
+                     GPUMEM_OK);
+    /* Initial content: generation 0 everywhere. */
+    for (i = 0; i < rc->threads * region; i++)
+        fill_block((unsigned char *)gpumem_swctl_ram(ctl) + (size_t)i * LBA, i, 0);
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    for (i = 0; i < rc->threads; i++) {
+        a[i].pairs = pairs;
+        a[i].n_pairs = rc->pairs;
+        a[i].id = i;
+        a[i].ios = rc->ios;
+        a[i].region = region;
+        a[i].async_depth = rc->async_depth;
+        a[i].expect_error = rc->ctl.error_status;
+        a[i].gen = calloc(region, sizeof(uint32_t));
+        cr_assert_eq(pthread_create(&t[i], NULL, io_worker, &a[i]), 0);
+    }
+    for (i = 0; i < rc->threads; i++) {
+        pthread_join(t[i], NULL);
+        issued += a[i].issued;
+        eio += a[i].eio;
+        bad += a[i].bad_data;
+        wrong += a[i].eio_wrong_words;
+    }
+    stop_and_check_clean(ctl, issued, &s);
+    cr_assert_eq(bad, 0, "%lu reads returned wrong content", (unsigned long)bad);
+    cr_assert_eq(wrong, 0, "%lu errors decoded to another status", (unsigned long)wrong);
+    cr_assert_eq(eio, s.errors_injected, "each injected error reached exactly one caller (%lu vs %lu)",
+                 (unsigned long)eio, (unsigned long)s.errors_injected);
+    cr_assert_eq(s.errors_other, 0);
+    /* The backing store holds exactly the last generation each thread wrote. */
+    for (i = 0; i < rc->threads; i++)
+        for (j = 0; j < region; j++) {
+            uint64_t lba = (uint64_t)i * region + j;
+            cr_assert(block_ok((unsigned char *)gpumem_swctl_ram(ctl) + lba * LBA, lba, a[i].gen[j]),
+                      "block %lu in the backing store", (unsigned long)lba);
+        }
+    for (i = 0; i < rc->pairs; i++) {
+        gpumem_nvme_qp *qp = pairs[i];
+        cr_assert_eq(qp->tail.v, qp->ticket.v, "every ticket reached the controller");
+        cr_assert_eq(qp->sq_head.v - rc->virtual_start <= qp->tail.v - rc->virtual_start, 1);
+    }
+    for (i = 0; i < rc->threads; i++) free(a[i].gen);
+    free(a);
+    free(t);
+    gpumem_swctl_destroy(ctl);
+    if (eio_out) *eio_out = eio;
+    return s;
+}
+
+static run_cfg base_run(uint32_t depth) {
+    run_cfg rc;
+    memset(&rc, 0, sizeof rc);
+    rc.depth = depth;
+    rc.threads = 64;
+    rc.ios = (uint32_t)(1000 * test_scale());
+    rc.async_depth = 4;
+    rc.pairs = 1;
+    rc.ctl = gpumem_swctl_config_default();
+    return rc;
+}
+
+Test(nvme_mt, depth_2_sixty_four_threads, .timeout = 600) {
+    run_cfg rc = base_run(2);
+    rc.ios = (uint32_t)(300 * test_scale()); /* one command in flight: every I/O is a handoff */
+    run_workers(&rc, NULL);
+}
+Test(nvme_mt, depth_4_sixty_four_threads, .timeout = 600) {
+    run_cfg rc = base_run(4);
+    rc.ios = (uint32_t)(500 * test_scale());
+    run_workers(&rc, NULL);
+}
+Test(nvme_mt, depth_64_sixty_four_threads, .timeout = 600) { run_cfg rc = base_run(64); run_workers(&rc, NULL); }
+Test(nvme_mt, depth_1024_sixty_four_threads, .timeout = 600) {
+    run_cfg rc = base_run(1024);
+    rc.ios = (uint32_t)(2000 * test_scale());
+    run_workers(&rc, NULL);
+}
+Test(nvme_mt, four_pairs_few_command_ids, .timeout = 600) {
+    run_cfg rc = base_run(16);
+    rc.pairs = 4;
+    rc.n_cids = 32; /* fewer IDs than threads per pair x async depth: IDs are reused constantly */
+    run_workers(&rc, NULL);
+}
+
+/* Tickets, turns and the CQ head start 64 laps below 2^32 and run through. */
+static void wrap_run(uint32_t depth, uint32_t threads, uint32_t ios) {
+    run_cfg rc = base_run(depth);
+    gpumem_swctl_stats s;
+    rc.threads = threads;
+    rc.ios = ios;
+    rc.virtual_start = 0u - 64u * depth;
+    s = run_workers(&rc, NULL);
+    cr_assert_gt(s.commands, 64u * depth, "enough commands to cross 2^32 (%lu)", (unsigned long)s.commands);
+}
+Test(nvme_wrap, depth_2, .timeout = 600) { wrap_run(2, 16, 100); }
+Test(nvme_wrap, depth_64, .timeout = 600) { wrap_run(64, 16, 400); }
+Test(nvme_wrap, depth_1024, .timeout = 600) { wrap_run(1024, 64, 1200); }
+
+Test(nvme_mt, out_of_order_completions, .timeout = 600) {
+    run_cfg rc = base_run(64);
+    gpumem_swctl_stats s;
+    rc.ctl.reorder = 16;
+    rc.ctl.latency_ns = 20000;
+    s = run_workers(&rc, NULL);
+    cr_assert_gt(s.reordered, 0, "the controller really completed out of order");
+}
+
+Test(nvme_mt, injected_errors_reach_their_caller, .timeout = 600) {
+    run_cfg rc = base_run(64);
+    uint64_t eio;
+    gpumem_swctl_stats s;
+    rc.ctl.error_ppm = 50000; /* 5 % */
+    rc.ctl.error_status = GPUMEM_NVME_STATUS(2, 0x81);
+    rc.ctl.reorder = 8;
+    s = run_workers(&rc, &eio);
+    cr_assert_gt(eio, 0, "errors were injected");
+    cr_assert_str_eq(gpumem_nvme_status_str(rc.ctl.error_status), "unrecovered read error");
+    (void)s;
+}
+
+/* ---- the controller's violation counters can fire ------------------------- */
+
+Test(nvme_ctl, counts_protocol_violations) {
+    gpumem_swctl *ctl = make_ctl(64, NULL);
+    gpumem_nvme_qp *qp;
+    gpumem_nvme_cmd cmd;
+    gpumem_nvme_cpl cpl;
+    gpumem_swctl_stats s;
+    unsigned char buf[LBA];
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 8, &qp), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    /* An LBA range past the namespace, built by hand around the checked builder. */
+    cr_assert_eq(gpumem_nvme_cmd_read(&cmd, &qp->ns, 0, 1, (uintptr_t)buf, 0), GPUMEM_OK);
+    cmd.cdw10 = 64;
+    cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_EIO);
+    cr_assert_str_eq(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)), "LBA out of range");
+    /* A misaligned PRP. */
+    cmd.cdw10 = 0;
+    cmd.prp1 = (uintptr_t)buf + 1;
+    cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_EIO);
+    cr_assert_str_eq(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)), "PRP offset invalid");
+    /* An unknown opcode. */
+    cmd.prp1 = (uintptr_t)buf;
+    cmd.cdw0 = 0x7F;
+    cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_EIO);
+    cr_assert_str_eq(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)), "invalid command opcode");
+    /* A doorbell value out of range, written behind the library's back. */
+    __atomic_store_n(qp->cq_doorbell, 9u, __ATOMIC_RELEASE);
+    { struct timespec ts = {0, 20000000}; nanosleep(&ts, NULL); }
+    cr_assert_eq(gpumem_swctl_stop(ctl), GPUMEM_OK);
+    gpumem_swctl_get_stats(ctl, &s);
+    cr_assert_eq(s.lba_out_of_range, 1);
+    cr_assert_eq(s.bad_prp, 1);
+    cr_assert_eq(s.bad_opcode, 1);
+    cr_assert_eq(s.bad_doorbell, 1, "counted once, not once per look");
+    cr_assert_eq(s.violations, 4);
+    gpumem_swctl_destroy(ctl);
+}
