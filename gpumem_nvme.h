@@ -23,7 +23,7 @@
  *   gpumem_status st = gpumem_nvme_qp_read(qp, slba, 8, prp1, prp2, &cpl);
  *   if (st == GPUMEM_EIO) puts(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)));
  *
- *   // asynchronous: submit now, poll later (never blocks on other threads' I/O)
+ *   // asynchronous: submit now, poll later (submit waits only for queue space)
  *   gpumem_nvme_req req;
  *   gpumem_nvme_cmd cmd;
  *   gpumem_nvme_cmd_read(&cmd, &qp->ns, slba, 8, prp1, prp2);
@@ -58,31 +58,29 @@
  * compared modulo 2^(33 - log2 depth), which divides both. (BaM's code compares
  * them as plain 32-bit numbers and hangs after 2^32 submissions on a queue.)
  *
- * Completion (§5.2, §5.3). The owner scans the CQ from the head for its command
- * ID with the expected phase (lap parity), without a lock. Having found it at
- * virtual position v, it copies the completion, records "completed at v" in its
- * command-ID word, and sets the head marker of v's position. Whoever holds the
- * head lock moves the head over consecutive markers, applies the SQ-head field
- * of the last completion it passed to the submission queue (stale-entry
- * cleanup, §5.4: increment #2 of every SQ position passed), rings the CQ
- * doorbell and publishes the new head. A command ID is handed out again only
- * when the head has passed its recorded completion, so the next owner of that
- * ID never mistakes the old completion for its own (§5.3).
+ * Completion (§5.2, §5.3). Any thread that looks for a completion scans the
+ * CQ from the head, lock-free, for entries with the expected phase (lap
+ * parity), and harvests every one it finds, not only its own: it claims the
+ * entry's head marker (compare-and-swap), copies status and dword 0 into the
+ * command ID's mailbox word, and marks the entry taken. Whoever holds the head
+ * lock moves the head over consecutive taken entries, applies the SQ-head
+ * field of the last one to the submission queue (stale-entry cleanup, §5.4:
+ * increment #2 of every SQ position passed), rings the CQ doorbell and
+ * publishes the head. The holder re-checks the marker at the new head after
+ * unlocking, and a harvester checks the lock after marking (a store-then-load
+ * handshake in seq_cst order), so no taken entry is left stranded. An owner
+ * finds its result in its mailbox with one load. A command ID is handed out
+ * again only when the head has passed its completion, so no scan can mistake
+ * the old completion for the new command's (§5.3).
  *
- * Departure from BaM: in BaM the owner waits, holding a per-position lock,
- * until the head has passed its entry. An owner that has other completions not
- * yet reaped (asynchronous I/O) then waits on itself. Here the owner never
- * waits: the head-lock holder re-checks the marker at the new head after
- * releasing the lock (a store-then-load handshake in sequentially consistent
- * order), so a marker set while the lock was held is never stranded, and the
- * command-ID word, not the owner, carries the "head must pass first" rule.
- *
- * Asynchronous submission is admitted only when the queue can take the command
- * without waiting on any completion (ticket taken by compare-and-swap when the
- * known SQ head leaves room), otherwise GPUMEM_EAGAIN: a thread that holds
- * unreaped requests can thus never block on itself. Blocking calls take their
- * ticket with fetch-add and wait; a thread must not make a blocking call on a
- * pair while it holds unreaped asynchronous requests on that pair.
+ * Departure from BaM: in BaM only the owner consumes its completion, and it
+ * waits (holding a per-position lock) until the head has passed it. The head
+ * moves in order, so a thread that waits on one request while holding
+ * another's unconsumed completion - any asynchronous caller with two requests
+ * out - stops the head; the CQ fills, and everything stalls. Here progress
+ * never depends on a particular thread: every waiting thread (for a turn, the
+ * tail, a command ID or a completion) harvests, and owners never wait on the
+ * head.
  *
  * Scopes. Rings (SQ entries, CQ entries) and doorbells are shared with the
  * controller: system scope. Tickets, turns, markers, locks and command IDs are
@@ -378,10 +376,14 @@ typedef struct gpumem__nvme_word {
     uint32_t pad_[GPUMEM_PAD_BYTES / 4 - 1];
 } gpumem__nvme_word;
 
-/* Command-ID words (64-bit): free, in use, or "completed at CQ position v,
- * reusable once the CQ head has passed v". */
+/* Command-ID words (64-bit), one per command ID, double as the completion
+ * mailbox:  IN_USE          held by a thread that has not yet seen its result
+ *           DONE | v        its completion was harvested from CQ position v
+ *           [46:32]         the completion's status field (with DONE)
+ * A word without IN_USE is free once it is 0, or once the CQ head has passed
+ * v, so that no scan can meet the old completion again. */
 #define GPUMEM__CID_IN_USE (1ull << 63)
-#define GPUMEM__CID_COMPLETED (1ull << 62)
+#define GPUMEM__CID_DONE (1ull << 62)
 
 typedef struct gpumem_nvme_qp {
     /* set at init, read-only afterwards */
@@ -390,14 +392,15 @@ typedef struct gpumem_nvme_qp {
     uint32_t *sq_doorbell;    /* SQ tail doorbell (MMIO for a real controller) */
     uint32_t *cq_doorbell;    /* CQ head doorbell */
     gpumem__nvme_slot *slots; /* depth records */
-    uint64_t *cids;           /* n_cids words */
+    uint64_t *cids;           /* n_cids words: command-ID state and completion mailbox */
+    uint32_t *cid_dw0;        /* n_cids words: the command-specific dword of each completion */
     gpumem_nvme_ns ns;
     uint32_t depth;
     uint32_t depth_log2;
     uint32_t turn_mask; /* turns compare modulo 2^(33 - depth_log2) */
     uint32_t n_cids;
     uint32_t qid;
-    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 5];
+    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 7];
     /* hot words, one cache line each */
     gpumem__nvme_word ticket;    /* next SQ ticket */
     gpumem__nvme_word tail;      /* virtual SQ tail: entries handed to the controller */
@@ -435,7 +438,7 @@ typedef struct gpumem_nvme_qp_desc {
 
 /* Bytes of private state for a pair (slot records and command-ID words). */
 GPUMEM_API size_t gpumem_nvme_qp_state_bytes(uint32_t depth, uint32_t n_cids) {
-    return (size_t)depth * sizeof(gpumem__nvme_slot) + (size_t)n_cids * sizeof(uint64_t);
+    return (size_t)depth * sizeof(gpumem__nvme_slot) + (size_t)n_cids * (sizeof(uint64_t) + sizeof(uint32_t));
 }
 
 GPUMEM_API int gpumem__valid_count(uint32_t n, uint32_t max) { return n >= 2 && n <= max && gpumem_is_pow2_u64(n); }
@@ -466,6 +469,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     qp->cq_doorbell = d->cq_doorbell;
     qp->slots = (gpumem__nvme_slot *)state;
     qp->cids = (uint64_t *)(state + (size_t)d->depth * sizeof(gpumem__nvme_slot));
+    qp->cid_dw0 = (uint32_t *)(qp->cids + d->n_cids);
     qp->ns = d->ns;
     qp->depth = d->depth;
     qp->depth_log2 = gpumem_log2_u64(d->depth);
@@ -485,7 +489,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
         for (j = 0; j < GPUMEM_SLOT_BYTES / 4 - 3; j++) s->pad_[j] = 0;
         d->cq[i].dw0 = d->cq[i].dw1 = d->cq[i].dw2 = d->cq[i].dw3 = 0;
     }
-    for (i = 0; i < d->n_cids; i++) qp->cids[i] = 0;
+    for (i = 0; i < d->n_cids; i++) qp->cids[i] = qp->cid_dw0[i] = 0;
     *d->sq_doorbell = 0;
     *d->cq_doorbell = 0;
     return GPUMEM_OK;
@@ -540,9 +544,11 @@ GPUMEM_API void gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
         n++;
     }
     if (n) {
+        /* Tail before doorbell, so that sq_head (learnt from completions of
+         * what the doorbell hands over) never runs ahead of tail. */
+        gpumem_atomic_store_u32(&qp->tail.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
         gpumem__doorbell_write(qp->sq_doorbell, (cur + n) & mask);
         gpumem_event_notify(qp->doorbell_event);
-        gpumem_atomic_store_u32(&qp->tail.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
         gpumem_atomic_fetch_add_u32(&qp->sq_doorbell_writes.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
         gpumem_event_notify(&qp->event); /* submitters whose marks were cleared */
     }
@@ -560,6 +566,8 @@ GPUMEM_API int gpumem__sq_try_move_tail(gpumem_nvme_qp *qp, uint32_t *mark) {
     return gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) == 0;
 }
 
+GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp);
+
 /* Enqueue `cmd` under `ticket`; returns when the controller can see it. */
 GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gpumem_nvme_cmd *cmd) {
     const uint32_t pos = ticket & (qp->depth - 1);
@@ -568,14 +576,16 @@ GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gp
     /* Acquire: pairs with the release increments of the previous occupant
      * (submitted) and of the head mover (consumed by the controller), so the
      * controller is done reading this position before we overwrite it. */
+    /* While waiting, harvest completions: the turn may wait on the CQ head. */
     GPUMEM_WAIT_UNTIL(&qp->event,
                       ((gpumem_atomic_load_u32(&slot->turn, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) - want) &
-                       qp->turn_mask) == 0);
+                       qp->turn_mask) == 0 ||
+                          (gpumem__cq_harvest(qp), 0));
     qp->sq[pos] = *cmd;
     /* Release: publishes the command to the tail mover. */
     gpumem_atomic_store_u32(&slot->tail_mark, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
     /* Until a tail mover (maybe this thread) has passed our entry. */
-    GPUMEM_WAIT_UNTIL(&qp->event, gpumem__sq_try_move_tail(qp, &slot->tail_mark));
+    GPUMEM_WAIT_UNTIL(&qp->event, gpumem__sq_try_move_tail(qp, &slot->tail_mark) || (gpumem__cq_harvest(qp), 0));
     /* Increment #1: the command is with the controller. Release so that the
      * next occupant sees our mark cleared before it sets its own. */
     gpumem_atomic_fetch_add_u32(&slot->turn, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
@@ -584,38 +594,8 @@ GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gp
 
 /* ---- completion queue ----------------------------------------------------- */
 
-/* Scan the CQ once from the head for `cid`. On success copies the completion
- * and returns 1 with its virtual position in *vpos. */
-GPUMEM_API int gpumem__cq_find(gpumem_nvme_qp *qp, uint16_t cid, uint32_t *vpos, gpumem_nvme_cpl *out) {
-    const uint32_t mask = qp->depth - 1;
-    uint32_t head = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
-    uint32_t i;
-    for (i = 0; i < qp->depth - 1; i++) {
-        uint32_t v = head + i;
-        gpumem_nvme_cpl *e = &qp->cq[v & mask];
-        /* The controller writes phase 1 on even laps, 0 on odd ones. Acquire:
-         * pairs with the controller's release store of dw3, after dw0..dw2. */
-        uint32_t dw3 = gpumem_atomic_load_u32(&e->dw3, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS);
-        if (((dw3 >> 16) & 1u) != (((v >> qp->depth_log2) & 1u) ^ 1u)) return 0; /* reached the tail */
-        if ((dw3 & 0xFFFFu) != cid) continue;
-        /* Our completion is posted and not yet passed by the head, so its true
-         * position lies in [head_now, head_now + depth). If this thread was
-         * delayed the head may have moved whole laps, making v the wrong lap;
-         * re-read the head (after the dw3 load, by acquire) and check. */
-        if (v - gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) >= qp->depth)
-            return 0; /* stale lap: rescan */
-        out->dw0 = e->dw0;
-        out->dw1 = e->dw1;
-        out->dw2 = e->dw2;
-        out->dw3 = dw3;
-        *vpos = v;
-        return 1;
-    }
-    return 0;
-}
-
-/* Move the CQ head over consecutive taken completions, if the head lock is
- * free. The holder re-checks the marker at the new head after unlocking; the
+/* Move the CQ head over consecutive harvested completions, if the head lock
+ * is free. The holder re-checks the marker at the new head after unlocking; the
  * marker setter checks the lock after setting its marker. Both use seq_cst,
  * so at least one of them sees the other (store-buffering handshake) and no
  * marker is left without someone to move the head over it. */
@@ -629,11 +609,10 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
         cur = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
         while (n < qp->depth - 1) {
             uint32_t *mark = &qp->slots[(cur + n) & mask].head_mark;
-            /* Acquire: pairs with the owner's marker store, so the owner's
-             * reads of the entry (and the controller's writes) come before
-             * we hand the slot back. */
-            if (gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) == 0) break;
-            gpumem_atomic_store_u32(mark, 0, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+            /* 1 = harvested (0 = not yet, 2 = being harvested). Acquire:
+             * pairs with the harvester's marker store, so its reads of the
+             * entry come before we hand the slot back. */
+            if (gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) != 1) break;
             n++;
         }
         if (n) {
@@ -645,32 +624,97 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
             uint32_t sq_head = gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
             uint32_t advance = ((last->dw2 & 0xFFFFu) - sq_head) & mask;
             uint32_t k;
+            /* The controller cannot have consumed entries we never handed it. */
+            GPUMEM_ASSERT(advance <= gpumem_atomic_load_u32(&qp->tail.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) - sq_head);
             for (k = 0; k < advance; k++) /* increment #2: consumed by the controller */
                 gpumem_atomic_fetch_add_u32(&qp->slots[(sq_head + k) & mask].turn, 1, GPUMEM_ORDER_RELEASE,
                                             GPUMEM__DEV);
             if (advance)
                 gpumem_atomic_store_u32(&qp->sq_head.v, sq_head + advance, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+            /* Publish the head, then clear the markers, then hand the slots to
+             * the controller. Head first: a harvester with a stale view that
+             * claims a just-cleared marker re-reads the head (the release
+             * clear pairs with its claim) and backs off, instead of taking an
+             * already-passed entry a second time. Doorbell last: the
+             * controller may overwrite a slot only once its marker is clear. */
+            gpumem_atomic_store_u32(&qp->cq_head.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+            for (k = 0; k < n; k++)
+                gpumem_atomic_store_u32(&qp->slots[(cur + k) & mask].head_mark, 0, GPUMEM_ORDER_RELEASE,
+                                        GPUMEM__DEV);
             gpumem__doorbell_write(qp->cq_doorbell, (cur + n) & mask);
             gpumem_event_notify(qp->doorbell_event); /* CQ space for a controller */
-            /* Release: a command-ID allocator that sees the new head also sees
-             * that the entries before it are no longer ours to read. */
-            gpumem_atomic_store_u32(&qp->cq_head.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
             gpumem_atomic_fetch_add_u32(&qp->cq_doorbell_writes.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
             gpumem_event_notify(&qp->event); /* turns and command IDs released */
         }
         gpumem_atomic_store_u32(&qp->head_lock.v, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
-        if (gpumem_atomic_load_u32(&qp->slots[(cur + n) & mask].head_mark, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) == 0)
+        if (gpumem_atomic_load_u32(&qp->slots[(cur + n) & mask].head_mark, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 1)
             return;
     }
 }
 
-/* The owner has copied its completion found at virtual position v. */
-GPUMEM_API void gpumem__cq_consume(gpumem_nvme_qp *qp, uint16_t cid, uint32_t v) {
-    /* Record where the completion was before the head can pass it. */
-    gpumem_atomic_store_u64(&qp->cids[cid & (qp->n_cids - 1)], GPUMEM__CID_COMPLETED | v, GPUMEM_ORDER_RELEASE,
-                            GPUMEM__DEV);
-    gpumem_atomic_store_u32(&qp->slots[v & (qp->depth - 1)].head_mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
-    gpumem__cq_move_head(qp);
+/* Harvest every completion the controller has posted and nobody has taken
+ * yet: copy it into its command ID's mailbox and mark it for the head mover.
+ * Any thread may do this for any command, so the CQ head never waits on one
+ * particular thread (an owner busy elsewhere, or waiting on another of its
+ * requests). Returns the number harvested. */
+GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
+    const uint32_t mask = qp->depth - 1;
+    uint32_t head = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    uint32_t i, got = 0;
+    for (i = 0; i < qp->depth - 1; i++) {
+        uint32_t v = head + i, expected = 0;
+        uint32_t want_phase = ((v >> qp->depth_log2) & 1u) ^ 1u; /* phase 1 on even laps */
+        gpumem_nvme_cpl *e = &qp->cq[v & mask];
+        uint32_t *mark = &qp->slots[v & mask].head_mark;
+        /* Acquire: pairs with the controller's release store of dw3, made
+         * after dw0..dw2. */
+        uint32_t dw3 = gpumem_atomic_load_u32(&e->dw3, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS), cid;
+        if (((dw3 >> 16) & 1u) != want_phase) break; /* reached the tail */
+        if (gpumem_atomic_load_u32(mark, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) != 0) continue;
+        /* Claim the entry (0 -> 2): one harvester per completion. */
+        if (!gpumem_atomic_cas_u32(mark, &expected, 2, GPUMEM_ORDER_ACQ_REL, GPUMEM__DEV)) continue;
+        /* Our head may be stale by whole laps. The entry is v only if the
+         * head has not passed v (so v is unconsumed and lies in the posted
+         * window) and the slot still carries v's phase; otherwise un-claim. */
+        if (v - gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) >= qp->depth ||
+            ((gpumem_atomic_load_u32(&e->dw3, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS) >> 16) & 1u) != want_phase) {
+            gpumem_atomic_store_u32(mark, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+            break;
+        }
+        dw3 = gpumem_atomic_load_u32(&e->dw3, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS);
+        cid = (dw3 & 0xFFFFu) & (qp->n_cids - 1);
+        qp->cid_dw0[cid] = e->dw0;
+        /* Release: dw0 before the owner can see DONE. */
+        gpumem_atomic_store_u64(&qp->cids[cid],
+                                GPUMEM__CID_IN_USE | GPUMEM__CID_DONE | ((uint64_t)(dw3 >> 17) << 32) | v,
+                                GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+        gpumem_atomic_store_u32(mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+        got++;
+    }
+    if (got) {
+        gpumem__cq_move_head(qp);
+        gpumem_event_notify(&qp->event); /* owners whose mailboxes were filled */
+    }
+    return got;
+}
+
+/* If `cid`'s completion has been harvested, copy it to *out, free the
+ * command ID and return 1. Otherwise harvest once and look again. */
+GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t cid, gpumem_nvme_cpl *out) {
+    uint64_t w = gpumem_atomic_load_u64(&qp->cids[cid], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    if (!(w & GPUMEM__CID_DONE)) {
+        gpumem__cq_harvest(qp);
+        w = gpumem_atomic_load_u64(&qp->cids[cid], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+        if (!(w & GPUMEM__CID_DONE)) return 0;
+    }
+    out->dw0 = qp->cid_dw0[cid];
+    out->dw1 = 0;
+    out->dw2 = qp->qid << 16; /* the SQ head it carried was consumed by the head mover */
+    out->dw3 = (uint32_t)cid | ((uint32_t)((w >> 32) & 0x7FFFu) << 17);
+    /* Release the ID, keeping where its completion was: reusable once the
+     * head has passed it. */
+    gpumem_atomic_store_u64(&qp->cids[cid], GPUMEM__CID_DONE | (uint32_t)w, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+    return 1;
 }
 
 /* ---- command IDs ---------------------------------------------------------- */
@@ -681,21 +725,17 @@ GPUMEM_API int gpumem__cid_try_take(gpumem_nvme_qp *qp, uint16_t *cid) {
                  (qp->n_cids - 1);
     uint64_t w = gpumem_atomic_load_u64(&qp->cids[c], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
     if (w & GPUMEM__CID_IN_USE) return 0;
-    if (w & GPUMEM__CID_COMPLETED) {
+    if (w & GPUMEM__CID_DONE) {
         /* Reusable only once the head has passed the old completion, so that
-         * the next owner's scan (which starts at the head) cannot find it. The
-         * round-robin ticket revisits every ID within n_cids takes, far less
-         * than the 2^31 completions that would make this comparison wrap. */
+         * no harvester can meet it again. The round-robin ticket revisits every
+         * ID within n_cids takes, far less than the 2^31 completions that
+         * would make this comparison wrap. */
         uint32_t head = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
         if (gpumem_wrap_diff_u32(head, (uint32_t)w) <= 0) return 0;
     }
     if (!gpumem_atomic_cas_u64(&qp->cids[c], &w, GPUMEM__CID_IN_USE, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV)) return 0;
     *cid = (uint16_t)c;
     return 1;
-}
-
-GPUMEM_API void gpumem__cid_give_back(gpumem_nvme_qp *qp, uint16_t cid) {
-    gpumem_atomic_store_u64(&qp->cids[cid], 0, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
 }
 
 /* ---- public I/O API ------------------------------------------------------- */
@@ -714,48 +754,40 @@ GPUMEM_API gpumem_status gpumem__cpl_result(const gpumem_nvme_cpl *c) {
     return (c->dw3 >> 17) == 0 ? GPUMEM_OK : GPUMEM_EIO;
 }
 
-/* Submit without waiting on any completion. GPUMEM_EAGAIN when no command ID
- * is free or the queue has no room: reap (poll) and retry. */
+/* Take a command ID and put `cmd` on the submission queue under it. */
+GPUMEM_API void gpumem__submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, uint16_t cid) {
+    gpumem_nvme_cmd c = *cmd;
+    c.cdw0 = (c.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
+    gpumem__sq_enqueue(qp, gpumem_atomic_fetch_add_u32(&qp->ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV), &c);
+}
+
+/* Submit and return once the controller can see the command. Waits only for
+ * queue space, which any waiting thread helps to free. GPUMEM_EAGAIN when no
+ * command ID is free (this thread may hold them all): reap and retry. */
 GPUMEM_API gpumem_status gpumem_nvme_qp_submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
                                                gpumem_nvme_req *req) {
-    gpumem_nvme_cmd c;
     uint16_t cid = 0;
-    uint32_t t, tries;
+    uint32_t tries;
     if (!qp || !cmd || !req) return GPUMEM_ENULL;
-    for (tries = 0;; tries++) {
-        if (gpumem__cid_try_take(qp, &cid)) break;
-        if (tries >= 64 || tries >= qp->n_cids) return GPUMEM_EAGAIN;
-    }
-    /* Admission: take ticket t only if the known SQ head leaves room for it
-     * in the queue (t - head <= depth - 2), so that its turn and its tail
-     * move depend on no completion still to be reaped. */
-    t = gpumem_atomic_load_u32(&qp->ticket.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-    for (;;) {
-        uint32_t head = gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
-        if (gpumem_wrap_diff_u32(t, head) > (int32_t)(qp->depth - 2)) {
-            gpumem__cid_give_back(qp, cid);
+    for (tries = 0; !gpumem__cid_try_take(qp, &cid); tries++) {
+        if (tries >= 64 || tries >= qp->n_cids) {
+            gpumem__cq_harvest(qp);
             return GPUMEM_EAGAIN;
         }
-        if (gpumem_atomic_cas_u32(&qp->ticket.v, &t, t + 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV)) break;
     }
-    c = *cmd;
-    c.cdw0 = (c.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
-    gpumem__sq_enqueue(qp, t, &c);
+    gpumem__submit(qp, cmd, cid);
     req->cid = cid;
     req->state = GPUMEM__REQ_SUBMITTED;
     return GPUMEM_OK;
 }
 
 /* One look for the request's completion: GPUMEM_EAGAIN while it is not there,
- * GPUMEM_OK or GPUMEM_EIO (status in req->cpl) once it is. Never waits on
- * other threads. */
+ * GPUMEM_OK or GPUMEM_EIO (status in req->cpl) once it is. Never waits. */
 GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
-    uint32_t v;
     if (!qp || !req) return GPUMEM_ENULL;
     if (req->state == GPUMEM__REQ_DONE) return gpumem__cpl_result(&req->cpl);
     if (req->state != GPUMEM__REQ_SUBMITTED) return GPUMEM_ESTATE;
-    if (!gpumem__cq_find(qp, req->cid, &v, &req->cpl)) return GPUMEM_EAGAIN;
-    gpumem__cq_consume(qp, req->cid, v);
+    if (!gpumem__cid_collect(qp, req->cid, &req->cpl)) return GPUMEM_EAGAIN;
     req->state = GPUMEM__REQ_DONE;
     return gpumem__cpl_result(&req->cpl);
 }
@@ -768,20 +800,15 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_wait(gpumem_nvme_qp *qp, gpumem_nvme_req
     return st;
 }
 
-/* Blocking: submit with a fetch-add ticket, wait for the completion, and copy
- * it to *cpl (may be NULL). GPUMEM_EIO if the controller reported an error. */
+/* Blocking: submit, wait for the completion, and copy it to *cpl (may be
+ * NULL). GPUMEM_EIO if the controller reported an error. */
 GPUMEM_API gpumem_status gpumem_nvme_qp_exec(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, gpumem_nvme_cpl *cpl) {
-    gpumem_nvme_cmd c;
     gpumem_nvme_cpl got;
     uint16_t cid = 0;
-    uint32_t v = 0;
     if (!qp || !cmd) return GPUMEM_ENULL;
-    GPUMEM_WAIT_UNTIL(&qp->event, gpumem__cid_try_take(qp, &cid));
-    c = *cmd;
-    c.cdw0 = (c.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
-    gpumem__sq_enqueue(qp, gpumem_atomic_fetch_add_u32(&qp->ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV), &c);
-    GPUMEM_WAIT_UNTIL(&qp->event, gpumem__cq_find(qp, cid, &v, &got));
-    gpumem__cq_consume(qp, cid, v);
+    GPUMEM_WAIT_UNTIL(&qp->event, gpumem__cid_try_take(qp, &cid) || (gpumem__cq_harvest(qp), 0));
+    gpumem__submit(qp, cmd, cid);
+    GPUMEM_WAIT_UNTIL(&qp->event, gpumem__cid_collect(qp, cid, &got));
     if (cpl) *cpl = got;
     return gpumem__cpl_result(&got);
 }

@@ -318,7 +318,17 @@ typedef struct worker_args {
     uint64_t eio_wrong_words; /* EIO whose decoded status was not the injected one */
     uint16_t expect_error;    /* injected status, 0 = none */
     uint32_t *gen;       /* per-block generation last written successfully */
+    uint64_t failures;   /* checks that failed in this thread (asserting off the main thread is not safe) */
+    int first_failure_line;
 } worker_args;
+
+#define WORKER_CHECK(a, cond)                                        \
+    do {                                                             \
+        if (!(cond)) {                                               \
+            (a)->failures++;                                         \
+            if (!(a)->first_failure_line) (a)->first_failure_line = __LINE__; \
+        }                                                            \
+    } while (0)
 
 
 /* Blocking writes and reads, mixed with batches of asynchronous reads; every
@@ -354,7 +364,7 @@ static void *io_worker(void *p) {
                 a->eio++;
                 if (gpumem_nvme_cpl_status(&cpl) != a->expect_error) a->eio_wrong_words++;
             } else {
-                cr_assert_eq(st, GPUMEM_OK);
+                WORKER_CHECK(a, (st) == (GPUMEM_OK));
             }
         } else { /* a batch of asynchronous reads, reaped in reverse order */
             uint32_t n = 0, k;
@@ -363,10 +373,10 @@ static void *io_worker(void *p) {
                 uint64_t o = gpumem__rng_next(&rng) % a->region;
                 unsigned char *b = buf + (size_t)(n + 1) * 4096;
                 memset(b, 0xEE, LBA);
-                cr_assert_eq(gpumem_nvme_cmd_read(&cmd, &qp->ns, base + o, 1, (uintptr_t)b, 0), GPUMEM_OK);
+                WORKER_CHECK(a, (gpumem_nvme_cmd_read(&cmd, &qp->ns, base + o, 1, (uintptr_t)b, 0)) == (GPUMEM_OK));
                 st = gpumem_nvme_qp_submit(qp, &cmd, &reqs[n]);
                 if (st == GPUMEM_EAGAIN) break; /* queue full: reap what we have */
-                cr_assert_eq(st, GPUMEM_OK);
+                WORKER_CHECK(a, (st) == (GPUMEM_OK));
                 req_lba[n++] = o;
                 a->issued++;
             }
@@ -386,11 +396,11 @@ static void *io_worker(void *p) {
                     a->eio++;
                     if (gpumem_nvme_cpl_status(&reqs[k].cpl) != a->expect_error) a->eio_wrong_words++;
                 } else {
-                    cr_assert_eq(st, GPUMEM_OK);
+                    WORKER_CHECK(a, (st) == (GPUMEM_OK));
                     if (!block_ok(buf + (size_t)(k + 1) * 4096, base + req_lba[k], a->gen[req_lba[k]]))
                         a->bad_data++;
                 }
-                cr_assert_eq(gpumem_nvme_qp_poll(qp, &reqs[k]), st, "a finished request keeps its result");
+                WORKER_CHECK(a, gpumem_nvme_qp_poll(qp, &reqs[k]) == st); /* a finished request keeps its result */
             }
             done += n;
         }
@@ -443,6 +453,8 @@ static gpumem_swctl_stats run_workers(const run_cfg *rc, uint64_t *eio_out) {
         eio += a[i].eio;
         bad += a[i].bad_data;
         wrong += a[i].eio_wrong_words;
+        cr_assert_eq(a[i].failures, 0, "thread %u: %lu failed checks, first at line %d", i,
+                     (unsigned long)a[i].failures, a[i].first_failure_line);
     }
     stop_and_check_clean(ctl, issued, &s);
     cr_assert_eq(bad, 0, "%lu reads returned wrong content", (unsigned long)bad);
