@@ -459,18 +459,23 @@ GPUMEM_API void gpumem__event_end(gpumem_event *ev) {
 #define GPUMEM_PARK_TIMEOUT_NS 1000000L /* a missed wake-up costs at most 1 ms */
 #endif
 
-/* Wait until `cond` (an expression re-evaluated each round) is true. */
-#define GPUMEM_WAIT_UNTIL(ev, cond)                                                     \
-    do {                                                                                \
-        gpumem_backoff gpumem_b_ = gpumem_backoff_start();                              \
-        while (!(cond)) {                                                               \
-            if (gpumem_backoff_pause(&gpumem_b_)) continue;                             \
-            {                                                                           \
-                uint32_t gpumem_seen_ = gpumem__event_begin(ev);                        \
-                if (!(cond)) gpumem__event_sleep((ev), gpumem_seen_, GPUMEM_PARK_TIMEOUT_NS); \
-                gpumem__event_end(ev);                                                  \
-            }                                                                           \
-        }                                                                               \
+/* Wait until `cond` is true. `cond` may have side effects (take a command
+ * ID, harvest completions): it is evaluated exactly once per round, and the
+ * loop ends on the first evaluation that is true. */
+#define GPUMEM_WAIT_UNTIL(ev, cond)                                                         \
+    do {                                                                                    \
+        gpumem_backoff gpumem_b_ = gpumem_backoff_start();                                  \
+        for (;;) {                                                                          \
+            int gpumem_done_;                                                               \
+            uint32_t gpumem_seen_;                                                          \
+            if (cond) break;                                                                \
+            if (gpumem_backoff_pause(&gpumem_b_)) continue;                                 \
+            gpumem_seen_ = gpumem__event_begin(ev); /* register, then re-check */           \
+            gpumem_done_ = (cond) ? 1 : 0;                                                  \
+            if (!gpumem_done_) gpumem__event_sleep((ev), gpumem_seen_, GPUMEM_PARK_TIMEOUT_NS); \
+            gpumem__event_end(ev);                                                          \
+            if (gpumem_done_) break;                                                        \
+        }                                                                                   \
     } while (0)
 
 /* ---- small helpers ------------------------------------------------------- */

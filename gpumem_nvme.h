@@ -407,6 +407,7 @@ typedef struct gpumem_nvme_qp {
     gpumem__nvme_word tail_lock;
     gpumem__nvme_word sq_head;   /* virtual SQ head: entries known consumed */
     gpumem__nvme_word cq_head;   /* virtual CQ head */
+    gpumem__nvme_word cq_released; /* virtual CQ head as last rung on the doorbell */
     gpumem__nvme_word head_lock;
     gpumem__nvme_word cid_ticket;
     gpumem__nvme_word sq_doorbell_writes; /* statistics: one per batch */
@@ -477,7 +478,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     qp->n_cids = d->n_cids;
     qp->qid = d->qid;
     qp->doorbell_event = d->doorbell_event;
-    qp->ticket.v = qp->tail.v = qp->sq_head.v = qp->cq_head.v = d->virtual_start;
+    qp->ticket.v = qp->tail.v = qp->sq_head.v = qp->cq_head.v = qp->cq_released.v = d->virtual_start;
     /* Every position's first ticket is virtual_start + p, of lap virtual_start/depth. */
     start_turn = (d->virtual_start >> qp->depth_log2) * 2u;
     for (i = 0; i < d->depth; i++) {
@@ -643,6 +644,9 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
                                         GPUMEM__DEV);
             gpumem__doorbell_write(qp->cq_doorbell, (cur + n) & mask);
             gpumem_event_notify(qp->doorbell_event); /* CQ space for a controller */
+            /* Command IDs whose completions lie before this may be reused: the
+             * controller has been told those completions are consumed. */
+            gpumem_atomic_store_u32(&qp->cq_released.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
             gpumem_atomic_fetch_add_u32(&qp->cq_doorbell_writes.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
             gpumem_event_notify(&qp->event); /* turns and command IDs released */
         }
@@ -726,11 +730,12 @@ GPUMEM_API int gpumem__cid_try_take(gpumem_nvme_qp *qp, uint16_t *cid) {
     uint64_t w = gpumem_atomic_load_u64(&qp->cids[c], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
     if (w & GPUMEM__CID_IN_USE) return 0;
     if (w & GPUMEM__CID_DONE) {
-        /* Reusable only once the head has passed the old completion, so that
-         * no harvester can meet it again. The round-robin ticket revisits every
-         * ID within n_cids takes, far less than the 2^31 completions that
-         * would make this comparison wrap. */
-        uint32_t head = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+        /* Reusable only once the head has passed the old completion and the
+         * doorbell has told the controller so: no harvester can meet it again,
+         * and the controller never sees the ID twice in flight. The
+         * round-robin ticket revisits every ID within n_cids takes, far less
+         * than the 2^31 completions that would make this comparison wrap. */
+        uint32_t head = gpumem_atomic_load_u32(&qp->cq_released.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
         if (gpumem_wrap_diff_u32(head, (uint32_t)w) <= 0) return 0;
     }
     if (!gpumem_atomic_cas_u64(&qp->cids[c], &w, GPUMEM__CID_IN_USE, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV)) return 0;
