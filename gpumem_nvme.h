@@ -1225,13 +1225,10 @@ static uint16_t gpumem__sw_execute(gpumem_swctl *c, const gpumem_nvme_cmd *cmd) 
                                op == GPUMEM_NVME_OP_READ);
 }
 
-/* Take doorbell values, fetch commands, post due completions. Returns the
- * number of things done (0 = idle). */
-static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_t now) {
-    uint32_t work = 0;
-    uint32_t db, posted_before;
-
-    /* CQ head doorbell: frees CQ space and the command IDs passed. */
+/* Take the CQ head doorbell: frees CQ space and the command IDs passed.
+ * Returns 1 if the head moved. */
+static uint32_t gpumem__sw_take_cq_doorbell(gpumem_swctl *c, gpumem__sw_queue *q) {
+    uint32_t work = 0, db;
     db = __atomic_load_n(q->qp.cq_doorbell, __ATOMIC_ACQUIRE);
     if (db != q->cq_db_seen) {
         q->cq_db_seen = db;
@@ -1249,6 +1246,16 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
             work++;
         }
     }
+    return work;
+}
+
+/* Take doorbell values, fetch commands, post due completions. Returns the
+ * number of things done (0 = idle). */
+static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_t now) {
+    uint32_t work = 0;
+    uint32_t db, posted_before;
+
+    work += gpumem__sw_take_cq_doorbell(c, q);
     /* SQ tail doorbell. Acquire: the commands it covers are visible. */
     db = __atomic_load_n(q->qp.sq_doorbell, __ATOMIC_ACQUIRE);
     if (db != q->sq_db_seen) {
@@ -1275,6 +1282,10 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
         c->last_due_ns = due;
         p->due_ns = due;
         cid = (uint16_t)(p->cmd.cdw0 >> 16);
+        /* A host may reuse an ID once it has rung the CQ doorbell past the
+         * old completion, and it rang that doorbell before this SQ doorbell:
+         * look at the CQ doorbell again before calling it a violation. */
+        if (q->cid_state[cid] == 2) gpumem__sw_take_cq_doorbell(c, q);
         if (q->cid_state[cid] != 0) {
             c->st.cid_in_flight++;
             p->cmd.cdw0 |= 0x100u; /* remember: complete with "command ID conflict" */
