@@ -6,7 +6,7 @@
 #   make gpu-test   CUDA tests (needs a GPU), gpu-bench likewise
 CC      ?= gcc
 CXX     ?= g++
-NVCC    ?= nvcc
+NVCC    ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 CUDA_ARCH ?= sm_90
 WARN    := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -g

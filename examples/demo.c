@@ -54,7 +54,7 @@ static void *worker(void *arg) {
     job *j = (job *)arg;
     gpumem_nvme_qp *qp = j->pairs[j->id % j->n_pairs];
     uint64_t *buf[2];
-    uint64_t list[2][CHUNK] __attribute__((aligned(4096)));
+    uint64_t list[2][GPUMEM_NVME_PAGE_BYTES / 8] __attribute__((aligned(4096))); /* one page per PRP list */
     uint64_t n_chunks = (j->n_blocks + CHUNK - 1) / CHUNK, c;
     int k;
     for (k = 0; k < 2; k++) buf[k] = aligned_alloc(4096, (size_t)CHUNK * BLOCK);
@@ -64,12 +64,15 @@ static void *worker(void *arg) {
         int in_flight = 0;
         for (k = 0; k < 2; k++) {
             uint32_t nlb;
-            uint64_t p1, p2;
+            uint64_t p1 = 0, p2 = 0;
             gpumem_nvme_cmd cmd;
             gpumem_status st;
             if (first[k] >= j->n_blocks) break;
             nlb = (uint32_t)(j->n_blocks - first[k] < CHUNK ? j->n_blocks - first[k] : CHUNK);
-            gpumem_nvme_prp_identity(buf[k], (uint64_t)nlb * BLOCK, list[k], CHUNK, &p1, &p2);
+            if (gpumem_nvme_prp_identity(buf[k], (uint64_t)nlb * BLOCK, list[k], CHUNK, &p1, &p2) != GPUMEM_OK) {
+                j->errors++;
+                continue;
+            }
             if (j->phase == 0) {
                 fill(buf[k], first[k], nlb);
                 gpumem_nvme_cmd_write(&cmd, &qp->ns, first[k], nlb, p1, p2);
