@@ -78,9 +78,14 @@ asan:
 	$(MAKE) BUILD=build/asan CC=clang SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" \
 	  CFLAGS="-O1 -g" run-tests GPUMEM_TEST_SCALE=0.3
 
-gpu-test: cuda-compile
+CUDA_TEST_BINS := $(patsubst tests/cuda/%.cu,$(BUILD)/cuda/%.bin,$(wildcard tests/cuda/*.cu))
+$(BUILD)/cuda/%.bin: tests/cuda/%.cu $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. $< -o $@ -lpthread
+
+gpu-test: cuda-compile $(CUDA_TEST_BINS)
 	@if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpu-test: no GPU on this machine; CUDA tests compiled, not run"; exit 0; fi; \
-	for t in $(BUILD)/cuda/tests/cuda/*.bin; do echo "== $$t"; $$t || exit 1; done
+	for t in $(CUDA_TEST_BINS); do echo "== $$t"; $$t || exit 1; done
 
 gpu-bench:
 	@echo "gpu-bench: no CUDA benchmarks yet (see README)"

@@ -879,7 +879,9 @@ GPUMEM_API gpumem_nvme_qp *gpumem_nvme_qp_pick(gpumem_nvme_qp *pairs, uint32_t n
  * first #include in the file that defines GPUMEM_IMPLEMENTATION, and link
  * with -pthread.
  */
-#if !GPUMEM_ON_DEVICE && !defined(GPUMEM_NO_HOST_SHIM)
+/* Declared in both CUDA passes (host code in a .cu file is parsed by both);
+ * implemented in the host pass only. */
+#if !defined(GPUMEM_NO_HOST_SHIM)
 
 #ifdef __cplusplus
 extern "C" {
@@ -938,7 +940,7 @@ void gpumem_swctl_destroy(gpumem_swctl *ctl);
 }
 #endif
 
-#ifdef GPUMEM_IMPLEMENTATION
+#if defined(GPUMEM_IMPLEMENTATION) && !GPUMEM_ON_DEVICE
 
 #if defined(__STRICT_ANSI__) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(__cplusplus)
 #error "gpumem host shim: define _POSIX_C_SOURCE 200809L before the first #include (see gpumem_nvme.h)"
