@@ -38,7 +38,7 @@
  *                          a GPU L2 sector; a multiple of 16)
  *   GPUMEM_BACKOFF_MAX_NS  cap of the device back-off sleep (default 256 ns,
  *                          as measured best in the BaM dissertation's code)
- *   GPUMEM_BACKOFF_SPINS   host: short pause bursts before parking (default 16)
+ *   GPUMEM_BACKOFF_SPINS   host: short pause bursts before parking (default 64)
  *   GPUMEM_PARK_TIMEOUT_NS host: longest park on an event before re-checking
  *                          (default 1 ms; only matters if a wake-up is missed)
  *
@@ -106,7 +106,7 @@
 #define GPUMEM_BACKOFF_MAX_NS 256
 #endif
 #ifndef GPUMEM_BACKOFF_SPINS
-#define GPUMEM_BACKOFF_SPINS 16
+#define GPUMEM_BACKOFF_SPINS 64
 #endif
 
 
