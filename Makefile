@@ -2,7 +2,8 @@
 #   make test       Criterion suite + every header as C11/C++17/CUDA + every CUDA source compiled
 #   make demo       the main job (examples/demo)
 #   make bench      Google Benchmark: lock-free queue vs mutex queue (writes bench/results/)
-#   make tsan/asan  the suite under ThreadSanitizer / AddressSanitizer+UBSan
+#   make tsan/asan  the concurrency workloads under ThreadSanitizer / ASan+UBSan (asan: the suite too)
+#   make stress     the concurrency workloads at 5x (soak)
 #   make gpu-test   CUDA tests (needs a GPU), gpu-bench likewise
 CC      ?= gcc
 CXX     ?= g++
@@ -18,7 +19,7 @@ CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 
-.PHONY: all test headers cuda-compile run-tests demo bench tsan asan gpu-test gpu-bench clean
+.PHONY: all test headers cuda-compile run-tests demo bench stress tsan asan gpu-test gpu-bench clean
 
 all: test
 
@@ -70,13 +71,23 @@ bench: $(BUILD)/bench_queue
 	python3 bench/ratios.py bench/results/queue-$$(hostname -s).json > bench/results/queue-$$(hostname -s).md
 	cat bench/results/queue-$$(hostname -s).md
 
-# Sanitizers: a separate build tree, a smaller I/O count (the checks are the same).
+$(BUILD)/stress_nvme: tests/stress_nvme.c tests/nvme_workload.h $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
+
+# Soak: the concurrency workloads at 5x the suite's I/O counts.
+stress: $(BUILD)/stress_nvme
+	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-5} $(BUILD)/stress_nvme
+
+# Sanitizers run the concurrency workloads through stress_nvme (Criterion's
+# fixed-address arena cannot start under ThreadSanitizer); ASan also runs the suite.
 tsan:
-	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" run-tests \
-	  CRITERION_FLAGS="-j1" GPUMEM_TEST_SCALE=0.2
+	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress_nvme
+	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.2} build/tsan/stress_nvme
 asan:
 	$(MAKE) BUILD=build/asan CC=clang SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" \
-	  CFLAGS="-O1 -g" run-tests GPUMEM_TEST_SCALE=0.3
+	  CFLAGS="-O1 -g" build/asan/stress_nvme build/asan/test_core build/asan/test_nvme
+	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} build/asan/stress_nvme
+	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} $(MAKE) BUILD=build/asan run-tests
 
 CUDA_TEST_BINS := $(patsubst tests/cuda/%.cu,$(BUILD)/cuda/%.bin,$(wildcard tests/cuda/*.cu))
 $(BUILD)/cuda/%.bin: tests/cuda/%.cu $(HEADERS)

@@ -818,22 +818,24 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_exec(gpumem_nvme_qp *qp, const gpumem_nv
     return gpumem__cpl_result(&got);
 }
 
-GPUMEM_API gpumem_status gpumem_nvme_qp_read(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, uint64_t prp1,
-                                             uint64_t prp2, gpumem_nvme_cpl *cpl) {
+/* Blocking Read or Write of nlb blocks at slba, checked against the namespace. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_rw(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
+                                           uint64_t prp1, uint64_t prp2, gpumem_nvme_cpl *cpl) {
     gpumem_nvme_cmd c;
     gpumem_status st;
     if (!qp) return GPUMEM_ENULL;
-    if ((st = gpumem_nvme_cmd_read(&c, &qp->ns, slba, nlb, prp1, prp2)) != GPUMEM_OK) return st;
+    if ((st = gpumem_nvme_cmd_rw(&c, opcode, &qp->ns, slba, nlb, prp1, prp2)) != GPUMEM_OK) return st;
     return gpumem_nvme_qp_exec(qp, &c, cpl);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_read(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, uint64_t prp1,
+                                             uint64_t prp2, gpumem_nvme_cpl *cpl) {
+    return gpumem_nvme_qp_rw(qp, GPUMEM_NVME_OP_READ, slba, nlb, prp1, prp2, cpl);
 }
 
 GPUMEM_API gpumem_status gpumem_nvme_qp_write(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, uint64_t prp1,
                                               uint64_t prp2, gpumem_nvme_cpl *cpl) {
-    gpumem_nvme_cmd c;
-    gpumem_status st;
-    if (!qp) return GPUMEM_ENULL;
-    if ((st = gpumem_nvme_cmd_write(&c, &qp->ns, slba, nlb, prp1, prp2)) != GPUMEM_OK) return st;
-    return gpumem_nvme_qp_exec(qp, &c, cpl);
+    return gpumem_nvme_qp_rw(qp, GPUMEM_NVME_OP_WRITE, slba, nlb, prp1, prp2, cpl);
 }
 
 GPUMEM_API gpumem_status gpumem_nvme_qp_flush(gpumem_nvme_qp *qp, gpumem_nvme_cpl *cpl) {

@@ -1,10 +1,5 @@
-/* Criterion tests of gpumem_nvme.h against the software controller.
- *
- * Every I/O is counted and every byte read is checked by content: each block
- * holds (lba, generation, a fill derived from both), so a read that returns
- * another block, a stale generation or torn data fails.
- * GPUMEM_TEST_SCALE (default 1) multiplies the per-thread I/O counts; the
- * sanitizer builds run with a smaller scale. */
+/* Criterion tests of gpumem_nvme.h against the software controller. Every I/O
+ * is counted and every byte read is checked by content (see nvme_workload.h). */
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
 #include <criterion/criterion.h>
@@ -16,28 +11,7 @@
 #include <unistd.h>
 
 #include "gpumem_nvme.h"
-
-#define LBA 512u
-
-static double test_scale(void) {
-    const char *s = getenv("GPUMEM_TEST_SCALE");
-    double v = s ? atof(s) : 1.0;
-    return v > 0 ? v : 1.0;
-}
-
-/* The content of block `lba` at write generation `gen`. */
-static void fill_block(unsigned char *b, uint64_t lba, uint32_t gen) {
-    uint32_t i;
-    memcpy(b, &lba, 8);
-    memcpy(b + 8, &gen, 4);
-    for (i = 12; i < LBA; i++) b[i] = (unsigned char)(lba * 31 + gen * 7 + i);
-}
-
-static int block_ok(const unsigned char *b, uint64_t lba, uint32_t gen) {
-    unsigned char want[LBA];
-    fill_block(want, lba, gen);
-    return memcmp(b, want, LBA) == 0;
-}
+#include "nvme_workload.h"
 
 static gpumem_swctl *make_ctl(uint64_t n_blocks, gpumem_swctl_config *tweak) {
     gpumem_swctl_config c = tweak ? *tweak : gpumem_swctl_config_default();
@@ -223,6 +197,15 @@ Test(nvme_qp, io_rejects_bad_input) {
     gpumem_swctl_destroy(ctl);
 }
 
+Test(nvme_qp, pick_a_pair_per_thread) {
+    gpumem_nvme_qp pairs[3];
+    cr_assert_eq(gpumem_nvme_qp_pick(pairs, 3, 7), &pairs[1]);
+    cr_assert_eq(gpumem_nvme_qp_pick(pairs, 3, 0), &pairs[0]);
+    cr_assert_null(gpumem_nvme_qp_pick(pairs, 0, 1), "no pairs: NULL, not a division by zero");
+    cr_assert_null(gpumem_nvme_qp_pick(NULL, 3, 1));
+    cr_assert_eq(gpumem_sm_id(), 0u, "host threads are SM 0");
+}
+
 /* ---- round trips ----------------------------------------------------------- */
 
 Test(nvme_io, single_thread_write_then_read_by_content) {
@@ -305,193 +288,15 @@ Test(nvme_io, file_backed_namespace) {
 
 /* ---- many threads ------------------------------------------------------------ */
 
-typedef struct worker_args {
-    gpumem_nvme_qp **pairs;
-    uint32_t n_pairs;
-    uint32_t id;
-    uint32_t ios;        /* I/Os to do */
-    uint32_t region;     /* blocks owned by this thread */
-    uint32_t async_depth;/* outstanding async reads per thread (0 = blocking only) */
-    uint64_t issued;     /* commands this thread submitted */
-    uint64_t eio;        /* completions with an error */
-    uint64_t bad_data;   /* reads whose content was wrong */
-    uint64_t eio_wrong_words; /* EIO whose decoded status was not the injected one */
-    uint16_t expect_error;    /* injected status, 0 = none */
-    uint32_t *gen;       /* per-block generation last written successfully */
-    uint64_t failures;   /* checks that failed in this thread (asserting off the main thread is not safe) */
-    int first_failure_line;
-} worker_args;
-
-#define WORKER_CHECK(a, cond)                                        \
-    do {                                                             \
-        if (!(cond)) {                                               \
-            (a)->failures++;                                         \
-            if (!(a)->first_failure_line) (a)->first_failure_line = __LINE__; \
-        }                                                            \
-    } while (0)
-
-
-/* Blocking writes and reads, mixed with batches of asynchronous reads; every
- * read is checked against the generation this thread last wrote. */
-static void *io_worker(void *p) {
-    worker_args *a = (worker_args *)p;
-    unsigned char *buf = aligned_alloc(4096, (size_t)(a->async_depth + 1) * 4096);
-    gpumem_nvme_req *reqs = calloc(a->async_depth + 1, sizeof *reqs);
-    uint64_t *req_lba = calloc(a->async_depth + 1, sizeof *req_lba);
-    uint64_t rng = 0x9E3779B97F4A7C15ull * (a->id + 1);
-    uint64_t base = (uint64_t)a->id * a->region;
-    uint32_t done = 0;
-    gpumem_nvme_qp *qp = a->pairs[a->id % a->n_pairs]; /* a pair per thread index */
-    while (done < a->ios) {
-        uint64_t off = gpumem__rng_next(&rng) % a->region, lba = base + off;
-        uint32_t kind = (uint32_t)(gpumem__rng_next(&rng) % 4);
-        gpumem_nvme_cpl cpl;
-        gpumem_status st;
-        if (kind == 0 || a->async_depth == 0 || kind == 1) {
-            if (kind == 0) { /* blocking write of the next generation */
-                uint32_t g = a->gen[off] + 1;
-                fill_block(buf, lba, g);
-                st = gpumem_nvme_qp_write(qp, lba, 1, (uintptr_t)buf, 0, &cpl);
-                if (st == GPUMEM_OK) a->gen[off] = g;
-            } else { /* blocking read */
-                memset(buf, 0xEE, LBA);
-                st = gpumem_nvme_qp_read(qp, lba, 1, (uintptr_t)buf, 0, &cpl);
-                if (st == GPUMEM_OK && !block_ok(buf, lba, a->gen[off])) a->bad_data++;
-            }
-            a->issued++;
-            done++;
-            if (st == GPUMEM_EIO) {
-                a->eio++;
-                if (gpumem_nvme_cpl_status(&cpl) != a->expect_error) a->eio_wrong_words++;
-            } else {
-                WORKER_CHECK(a, (st) == (GPUMEM_OK));
-            }
-        } else { /* a batch of asynchronous reads, reaped in reverse order */
-            uint32_t n = 0, k;
-            while (n < a->async_depth && done + n < a->ios) {
-                gpumem_nvme_cmd cmd;
-                uint64_t o = gpumem__rng_next(&rng) % a->region;
-                unsigned char *b = buf + (size_t)(n + 1) * 4096;
-                memset(b, 0xEE, LBA);
-                WORKER_CHECK(a, (gpumem_nvme_cmd_read(&cmd, &qp->ns, base + o, 1, (uintptr_t)b, 0)) == (GPUMEM_OK));
-                st = gpumem_nvme_qp_submit(qp, &cmd, &reqs[n]);
-                if (st == GPUMEM_EAGAIN) break; /* queue full: reap what we have */
-                WORKER_CHECK(a, (st) == (GPUMEM_OK));
-                req_lba[n++] = o;
-                a->issued++;
-            }
-            if (n == 0) {
-                /* Could not submit even one: nothing of ours is outstanding,
-                 * so a blocking read is safe and makes progress. */
-                st = gpumem_nvme_qp_read(qp, lba, 1, (uintptr_t)buf, 0, &cpl);
-                a->issued++;
-                done++;
-                if (st == GPUMEM_EIO) a->eio++;
-                else if (!block_ok(buf, lba, a->gen[off])) a->bad_data++;
-                continue;
-            }
-            for (k = n; k-- > 0;) {
-                st = gpumem_nvme_qp_wait(qp, &reqs[k]);
-                if (st == GPUMEM_EIO) {
-                    a->eio++;
-                    if (gpumem_nvme_cpl_status(&reqs[k].cpl) != a->expect_error) a->eio_wrong_words++;
-                } else {
-                    WORKER_CHECK(a, (st) == (GPUMEM_OK));
-                    if (!block_ok(buf + (size_t)(k + 1) * 4096, base + req_lba[k], a->gen[req_lba[k]]))
-                        a->bad_data++;
-                }
-                WORKER_CHECK(a, gpumem_nvme_qp_poll(qp, &reqs[k]) == st); /* a finished request keeps its result */
-            }
-            done += n;
-        }
-    }
-    free(buf);
-    free(reqs);
-    free(req_lba);
-    return NULL;
-}
-
-typedef struct run_cfg {
-    uint32_t depth, threads, ios, async_depth, pairs, n_cids;
-    uint32_t virtual_start;
-    gpumem_swctl_config ctl;
-} run_cfg;
-
-/* Run `threads` workers; returns the controller's stats. Checks every count. */
+/* Run the shared workload and require a clean result. */
 static gpumem_swctl_stats run_workers(const run_cfg *rc, uint64_t *eio_out) {
-    const uint32_t region = 64;
-    gpumem_swctl *ctl = make_ctl((uint64_t)rc->threads * region, (gpumem_swctl_config *)&rc->ctl);
-    gpumem_nvme_qp *pairs[16];
-    pthread_t *t = calloc(rc->threads, sizeof *t);
-    worker_args *a = calloc(rc->threads, sizeof *a);
-    uint64_t issued = 0, eio = 0, bad = 0, wrong = 0;
-    gpumem_swctl_stats s;
-    uint32_t i, j;
-    cr_assert(rc->pairs >= 1 && rc->pairs <= 16);
-    for (i = 0; i < rc->pairs; i++)
-        cr_assert_eq(gpumem_swctl_add_qp_ex(ctl, rc->depth, rc->n_cids ? rc->n_cids : 65536, rc->virtual_start,
-                                            &pairs[i]),
-                     GPUMEM_OK);
-    /* Initial content: generation 0 everywhere. */
-    for (i = 0; i < rc->threads * region; i++)
-        fill_block((unsigned char *)gpumem_swctl_ram(ctl) + (size_t)i * LBA, i, 0);
-    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
-    for (i = 0; i < rc->threads; i++) {
-        a[i].pairs = pairs;
-        a[i].n_pairs = rc->pairs;
-        a[i].id = i;
-        a[i].ios = rc->ios;
-        a[i].region = region;
-        a[i].async_depth = rc->async_depth;
-        a[i].expect_error = rc->ctl.error_status;
-        a[i].gen = calloc(region, sizeof(uint32_t));
-        cr_assert_eq(pthread_create(&t[i], NULL, io_worker, &a[i]), 0);
-    }
-    for (i = 0; i < rc->threads; i++) {
-        pthread_join(t[i], NULL);
-        issued += a[i].issued;
-        eio += a[i].eio;
-        bad += a[i].bad_data;
-        wrong += a[i].eio_wrong_words;
-        cr_expect_eq(a[i].failures, 0, "thread %u: %lu failed checks, first at line %d", i,
-                     (unsigned long)a[i].failures, a[i].first_failure_line);
-    }
-    stop_and_check_clean(ctl, issued, &s);
-    cr_expect_eq(bad, 0, "%lu reads returned wrong content", (unsigned long)bad);
-    cr_expect_eq(wrong, 0, "%lu errors decoded to another status", (unsigned long)wrong);
-    cr_expect_eq(eio, s.errors_injected, "each injected error reached exactly one caller (%lu vs %lu)",
-                 (unsigned long)eio, (unsigned long)s.errors_injected);
-    cr_expect_eq(s.errors_other, 0);
-    /* The backing store holds exactly the last generation each thread wrote. */
-    for (i = 0; i < rc->threads; i++)
-        for (j = 0; j < region; j++) {
-            uint64_t lba = (uint64_t)i * region + j;
-            cr_expect(block_ok((unsigned char *)gpumem_swctl_ram(ctl) + lba * LBA, lba, a[i].gen[j]),
-                      "block %lu in the backing store", (unsigned long)lba);
-        }
-    for (i = 0; i < rc->pairs; i++) {
-        gpumem_nvme_qp *qp = pairs[i];
-        cr_expect_eq(qp->tail.v, qp->ticket.v, "every ticket reached the controller");
-        cr_expect_eq(qp->sq_head.v - rc->virtual_start <= qp->tail.v - rc->virtual_start, 1);
-    }
-    for (i = 0; i < rc->threads; i++) free(a[i].gen);
-    free(a);
-    free(t);
-    gpumem_swctl_destroy(ctl);
-    if (eio_out) *eio_out = eio;
-    return s;
-}
-
-static run_cfg base_run(uint32_t depth) {
-    run_cfg rc;
-    memset(&rc, 0, sizeof rc);
-    rc.depth = depth;
-    rc.threads = 64;
-    rc.ios = (uint32_t)(1000 * test_scale());
-    rc.async_depth = 4;
-    rc.pairs = 1;
-    rc.ctl = gpumem_swctl_config_default();
-    return rc;
+    run_result r;
+    const char *problem;
+    run_workload(rc, &r);
+    problem = run_problem(&r);
+    cr_assert_null(problem, "%s", problem ? problem : "");
+    if (eio_out) *eio_out = r.eio;
+    return r.stats;
 }
 
 Test(nvme_mt, depth_2_sixty_four_threads, .timeout = 600) {

@@ -1,0 +1,268 @@
+/* The multi-threaded I/O workload shared by the Criterion suite (test_nvme.c)
+ * and the sanitizer driver (stress_nvme.c; Criterion cannot run under
+ * ThreadSanitizer here). No assertions: it counts, and the callers check.
+ *
+ * Each thread owns a region of blocks. It does blocking writes of the next
+ * generation, blocking reads, and batches of asynchronous reads, and checks
+ * every read by content: each block holds (lba, generation, a fill derived
+ * from both), so a read of another block, a stale generation or torn data is
+ * caught. Afterwards the backing store must hold each block's last
+ * generation. GPUMEM_TEST_SCALE (default 1) scales the per-thread I/O count. */
+#ifndef GPUMEM_TEST_NVME_WORKLOAD_H
+#define GPUMEM_TEST_NVME_WORKLOAD_H
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpumem_nvme.h"
+
+#define LBA 512u
+
+static double test_scale(void) {
+    const char *s = getenv("GPUMEM_TEST_SCALE");
+    double v = s ? atof(s) : 1.0;
+    return v > 0 ? v : 1.0;
+}
+
+/* The content of block `lba` at write generation `gen`. */
+static void fill_block(unsigned char *b, uint64_t lba, uint32_t gen) {
+    uint32_t i;
+    memcpy(b, &lba, 8);
+    memcpy(b + 8, &gen, 4);
+    for (i = 12; i < LBA; i++) b[i] = (unsigned char)(lba * 31 + gen * 7 + i);
+}
+
+static int block_ok(const unsigned char *b, uint64_t lba, uint32_t gen) {
+    unsigned char want[LBA];
+    fill_block(want, lba, gen);
+    return memcmp(b, want, LBA) == 0;
+}
+
+typedef struct worker_args {
+    gpumem_nvme_qp **pairs;
+    uint32_t n_pairs;
+    uint32_t id;
+    uint32_t ios;        /* I/Os to do */
+    uint32_t region;     /* blocks owned by this thread */
+    uint32_t async_depth;/* outstanding async reads per thread (0 = blocking only) */
+    uint64_t issued;     /* commands this thread submitted */
+    uint64_t eio;        /* completions with an error */
+    uint64_t bad_data;   /* reads whose content was wrong */
+    uint64_t eio_wrong_words; /* EIO whose decoded status was not the injected one */
+    uint16_t expect_error;    /* injected status, 0 = none */
+    uint32_t *gen;       /* per-block generation last written successfully */
+    uint64_t failures;   /* checks that failed in this thread (asserting off the main thread is not safe) */
+    int first_failure_line;
+} worker_args;
+
+#define WORKER_CHECK(a, cond)                                        \
+    do {                                                             \
+        if (!(cond)) {                                               \
+            (a)->failures++;                                         \
+            if (!(a)->first_failure_line) (a)->first_failure_line = __LINE__; \
+        }                                                            \
+    } while (0)
+
+
+/* Blocking writes and reads, mixed with batches of asynchronous reads; every
+ * read is checked against the generation this thread last wrote. */
+static void *io_worker(void *p) {
+    worker_args *a = (worker_args *)p;
+    unsigned char *buf = aligned_alloc(4096, (size_t)(a->async_depth + 1) * 4096);
+    gpumem_nvme_req *reqs = calloc(a->async_depth + 1, sizeof *reqs);
+    uint64_t *req_lba = calloc(a->async_depth + 1, sizeof *req_lba);
+    uint64_t rng = 0x9E3779B97F4A7C15ull * (a->id + 1);
+    uint64_t base = (uint64_t)a->id * a->region;
+    uint32_t done = 0;
+    gpumem_nvme_qp *qp = a->pairs[a->id % a->n_pairs]; /* a pair per thread index */
+    while (done < a->ios) {
+        uint64_t off = gpumem__rng_next(&rng) % a->region, lba = base + off;
+        uint32_t kind = (uint32_t)(gpumem__rng_next(&rng) % 4);
+        gpumem_nvme_cpl cpl;
+        gpumem_status st;
+        if (kind == 0 || a->async_depth == 0 || kind == 1) {
+            if (kind == 0) { /* blocking write of the next generation */
+                uint32_t g = a->gen[off] + 1;
+                fill_block(buf, lba, g);
+                st = gpumem_nvme_qp_write(qp, lba, 1, (uintptr_t)buf, 0, &cpl);
+                if (st == GPUMEM_OK) a->gen[off] = g;
+            } else { /* blocking read */
+                memset(buf, 0xEE, LBA);
+                st = gpumem_nvme_qp_read(qp, lba, 1, (uintptr_t)buf, 0, &cpl);
+                if (st == GPUMEM_OK && !block_ok(buf, lba, a->gen[off])) a->bad_data++;
+            }
+            a->issued++;
+            done++;
+            if (st == GPUMEM_EIO) {
+                a->eio++;
+                if (gpumem_nvme_cpl_status(&cpl) != a->expect_error) a->eio_wrong_words++;
+            } else {
+                WORKER_CHECK(a, (st) == (GPUMEM_OK));
+            }
+        } else { /* a batch of asynchronous reads, reaped in reverse order */
+            uint32_t n = 0, k;
+            while (n < a->async_depth && done + n < a->ios) {
+                gpumem_nvme_cmd cmd;
+                uint64_t o = gpumem__rng_next(&rng) % a->region;
+                unsigned char *b = buf + (size_t)(n + 1) * 4096;
+                memset(b, 0xEE, LBA);
+                WORKER_CHECK(a, (gpumem_nvme_cmd_read(&cmd, &qp->ns, base + o, 1, (uintptr_t)b, 0)) == (GPUMEM_OK));
+                st = gpumem_nvme_qp_submit(qp, &cmd, &reqs[n]);
+                if (st == GPUMEM_EAGAIN) break; /* queue full: reap what we have */
+                WORKER_CHECK(a, (st) == (GPUMEM_OK));
+                req_lba[n++] = o;
+                a->issued++;
+            }
+            if (n == 0) {
+                /* Could not submit even one: nothing of ours is outstanding,
+                 * so a blocking read is safe and makes progress. */
+                st = gpumem_nvme_qp_read(qp, lba, 1, (uintptr_t)buf, 0, &cpl);
+                a->issued++;
+                done++;
+                if (st == GPUMEM_EIO) a->eio++;
+                else if (!block_ok(buf, lba, a->gen[off])) a->bad_data++;
+                continue;
+            }
+            for (k = n; k-- > 0;) {
+                st = gpumem_nvme_qp_wait(qp, &reqs[k]);
+                if (st == GPUMEM_EIO) {
+                    a->eio++;
+                    if (gpumem_nvme_cpl_status(&reqs[k].cpl) != a->expect_error) a->eio_wrong_words++;
+                } else {
+                    WORKER_CHECK(a, (st) == (GPUMEM_OK));
+                    if (!block_ok(buf + (size_t)(k + 1) * 4096, base + req_lba[k], a->gen[req_lba[k]]))
+                        a->bad_data++;
+                }
+                WORKER_CHECK(a, gpumem_nvme_qp_poll(qp, &reqs[k]) == st); /* a finished request keeps its result */
+            }
+            done += n;
+        }
+    }
+    free(buf);
+    free(reqs);
+    free(req_lba);
+    return NULL;
+}
+
+typedef struct run_cfg {
+    uint32_t depth, threads, ios, async_depth, pairs, n_cids;
+    uint32_t virtual_start;
+    gpumem_swctl_config ctl;
+} run_cfg;
+
+typedef struct run_result {
+    gpumem_status setup; /* GPUMEM_OK unless the controller or a pair could not be set up */
+    uint64_t issued, eio, bad_data, eio_wrong_words, worker_failures, store_mismatches, unfinished_pairs;
+    int first_failure_line;
+    gpumem_swctl_stats stats; /* the controller's, after stop */
+} run_result;
+
+static run_cfg base_run(uint32_t depth) {
+    run_cfg rc;
+    memset(&rc, 0, sizeof rc);
+    rc.depth = depth;
+    rc.threads = 64;
+    rc.ios = (uint32_t)(1000 * test_scale());
+    rc.async_depth = 4;
+    rc.pairs = 1;
+    rc.ctl = gpumem_swctl_config_default();
+    return rc;
+}
+
+static void run_workload(const run_cfg *rc, run_result *r) {
+    const uint32_t region = 64;
+    gpumem_swctl_config cfg = rc->ctl;
+    gpumem_swctl *ctl = NULL;
+    gpumem_nvme_qp *pairs[16];
+    pthread_t *t;
+    worker_args *a;
+    uint32_t i, j;
+    memset(r, 0, sizeof *r);
+    cfg.lba_bytes = LBA;
+    cfg.n_blocks = (uint64_t)rc->threads * region;
+    if (rc->pairs < 1 || rc->pairs > 16) r->setup = GPUMEM_EINVAL;
+    if (!r->setup) r->setup = gpumem_swctl_create(&cfg, &ctl);
+    for (i = 0; !r->setup && i < rc->pairs; i++)
+        r->setup = gpumem_swctl_add_qp_ex(ctl, rc->depth, rc->n_cids ? rc->n_cids : 65536, rc->virtual_start,
+                                          &pairs[i]);
+    if (r->setup) {
+        gpumem_swctl_destroy(ctl);
+        return;
+    }
+    for (i = 0; i < rc->threads * region; i++) /* initial content: generation 0 */
+        fill_block((unsigned char *)gpumem_swctl_ram(ctl) + (size_t)i * LBA, i, 0);
+    gpumem_swctl_start(ctl);
+    t = calloc(rc->threads, sizeof *t);
+    a = calloc(rc->threads, sizeof *a);
+    for (i = 0; i < rc->threads; i++) {
+        a[i].pairs = pairs;
+        a[i].n_pairs = rc->pairs;
+        a[i].id = i;
+        a[i].ios = rc->ios;
+        a[i].region = region;
+        a[i].async_depth = rc->async_depth;
+        a[i].expect_error = rc->ctl.error_status;
+        a[i].gen = calloc(region, sizeof(uint32_t));
+        pthread_create(&t[i], NULL, io_worker, &a[i]);
+    }
+    for (i = 0; i < rc->threads; i++) {
+        pthread_join(t[i], NULL);
+        r->issued += a[i].issued;
+        r->eio += a[i].eio;
+        r->bad_data += a[i].bad_data;
+        r->eio_wrong_words += a[i].eio_wrong_words;
+        r->worker_failures += a[i].failures;
+        if (a[i].first_failure_line && !r->first_failure_line) r->first_failure_line = a[i].first_failure_line;
+    }
+    gpumem_swctl_stop(ctl);
+    gpumem_swctl_get_stats(ctl, &r->stats);
+    for (i = 0; i < rc->threads; i++)
+        for (j = 0; j < region; j++) {
+            uint64_t lba = (uint64_t)i * region + j;
+            if (!block_ok((unsigned char *)gpumem_swctl_ram(ctl) + lba * LBA, lba, a[i].gen[j])) r->store_mismatches++;
+        }
+    for (i = 0; i < rc->pairs; i++) /* every ticket reached the controller and came back */
+        if (pairs[i]->tail.v != pairs[i]->ticket.v || pairs[i]->sq_head.v != pairs[i]->tail.v ||
+            pairs[i]->cq_head.v - rc->virtual_start != pairs[i]->ticket.v - rc->virtual_start)
+            r->unfinished_pairs++;
+    for (i = 0; i < rc->threads; i++) free(a[i].gen);
+    free(a);
+    free(t);
+    gpumem_swctl_destroy(ctl);
+}
+
+/* NULL if the run was clean, else what was wrong. */
+static const char *run_problem(const run_result *r) {
+    static char msg[256];
+    if (r->setup) return gpumem_status_str(r->setup);
+    if (r->worker_failures)
+        snprintf(msg, sizeof msg, "%lu failed checks in workers, first at line %d", (unsigned long)r->worker_failures,
+                 r->first_failure_line);
+    else if (r->stats.violations)
+        snprintf(msg, sizeof msg, "%lu protocol violations (cid %lu, doorbell %lu/%lu, cq %lu, prp %lu, lba %lu)",
+                 (unsigned long)r->stats.violations, (unsigned long)r->stats.cid_in_flight,
+                 (unsigned long)r->stats.bad_doorbell, (unsigned long)r->stats.doorbell_backwards,
+                 (unsigned long)r->stats.cq_head_past_posted, (unsigned long)r->stats.bad_prp,
+                 (unsigned long)r->stats.lba_out_of_range);
+    else if (r->stats.commands != r->issued)
+        snprintf(msg, sizeof msg, "controller completed %lu commands, hosts issued %lu", (unsigned long)r->stats.commands,
+                 (unsigned long)r->issued);
+    else if (r->bad_data)
+        snprintf(msg, sizeof msg, "%lu reads returned wrong content", (unsigned long)r->bad_data);
+    else if (r->eio != r->stats.errors_injected || r->eio_wrong_words || r->stats.errors_other)
+        snprintf(msg, sizeof msg, "errors: %lu seen, %lu injected, %lu decoded wrongly, %lu not injected",
+                 (unsigned long)r->eio, (unsigned long)r->stats.errors_injected, (unsigned long)r->eio_wrong_words,
+                 (unsigned long)r->stats.errors_other);
+    else if (r->store_mismatches)
+        snprintf(msg, sizeof msg, "%lu blocks in the backing store differ from the last write",
+                 (unsigned long)r->store_mismatches);
+    else if (r->unfinished_pairs)
+        snprintf(msg, sizeof msg, "%lu pairs with tickets not all completed", (unsigned long)r->unfinished_pairs);
+    else
+        return NULL;
+    return msg;
+}
+
+#endif

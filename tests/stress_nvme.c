@@ -1,0 +1,66 @@
+/* The multi-threaded queue-pair workloads of the test suite, without
+ * Criterion, for the sanitizer builds (make tsan, make asan) and for longer
+ * soak runs (make stress). Prints one line per run; exits 1 on any problem.
+ * GPUMEM_TEST_SCALE scales the I/O counts. */
+#define _POSIX_C_SOURCE 200809L
+#define GPUMEM_IMPLEMENTATION
+#include <time.h>
+
+#include "gpumem_nvme.h"
+#include "nvme_workload.h"
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int main(void) {
+    struct {
+        const char *name;
+        run_cfg rc;
+    } runs[10];
+    int n = 0, i, failed = 0;
+    double scale = test_scale();
+    runs[n].name = "depth 2, 64 threads";
+    runs[n++].rc = base_run(2);
+    runs[n].name = "depth 4, 64 threads";
+    runs[n++].rc = base_run(4);
+    runs[n].name = "depth 64, 64 threads";
+    runs[n++].rc = base_run(64);
+    runs[n].name = "depth 1024, 64 threads";
+    runs[n++].rc = base_run(1024);
+    runs[n].name = "4 pairs, 32 command IDs";
+    runs[n].rc = base_run(16);
+    runs[n].rc.pairs = 4;
+    runs[n++].rc.n_cids = 32;
+    runs[n].name = "wrap past 2^32, depth 4";
+    runs[n].rc = base_run(4);
+    runs[n++].rc.virtual_start = 0u - 8u * 4u; /* 8 laps below 2^32: every scale crosses it */
+    runs[n].name = "wrap past 2^32, depth 1024";
+    runs[n].rc = base_run(1024);
+    runs[n++].rc.virtual_start = 0u - 8u * 1024u;
+    runs[n].name = "out of order, 20 us latency";
+    runs[n].rc = base_run(64);
+    runs[n].rc.ctl.reorder = 16;
+    runs[n++].rc.ctl.latency_ns = 20000;
+    runs[n].name = "5% injected errors";
+    runs[n].rc = base_run(64);
+    runs[n].rc.ctl.error_ppm = 50000;
+    runs[n].rc.ctl.error_status = GPUMEM_NVME_STATUS(2, 0x81);
+    runs[n++].rc.ctl.reorder = 8;
+    for (i = 0; i < n; i++) {
+        run_result r;
+        const char *problem;
+        double t0 = now_s();
+        if (runs[i].rc.depth <= 4) runs[i].rc.ios = (uint32_t)(300 * scale); /* every I/O is a handoff */
+        run_workload(&runs[i].rc, &r);
+        problem = run_problem(&r);
+        printf("%-30s %8lu commands %6.2f s  %s\n", runs[i].name, (unsigned long)r.issued, now_s() - t0,
+               problem ? problem : "ok");
+        fflush(stdout);
+        if (problem) failed++;
+    }
+    printf("stress_nvme: %d of %d runs clean\n", n - failed, n);
+    return failed ? 1 : 0;
+}
