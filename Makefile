@@ -83,11 +83,11 @@ stress: $(BUILD)/stress_nvme
 tsan:
 	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress_nvme
 	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.2} build/tsan/stress_nvme
+ASAN_VARS := BUILD=build/asan CC=clang SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" CFLAGS="-O1 -g"
 asan:
-	$(MAKE) BUILD=build/asan CC=clang SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" \
-	  CFLAGS="-O1 -g" build/asan/stress_nvme build/asan/test_core build/asan/test_nvme
+	$(MAKE) $(ASAN_VARS) build/asan/stress_nvme
 	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} build/asan/stress_nvme
-	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} $(MAKE) BUILD=build/asan run-tests
+	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} $(MAKE) $(ASAN_VARS) run-tests
 
 CUDA_TEST_BINS := $(patsubst tests/cuda/%.cu,$(BUILD)/cuda/%.bin,$(wildcard tests/cuda/*.cu))
 $(BUILD)/cuda/%.bin: tests/cuda/%.cu $(HEADERS)
