@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *pinned_alloc(size_t n) {
+static inline void *pinned_alloc(size_t n) {
     void *p = NULL;
     return cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess ? p : NULL;
 }
