@@ -12,10 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static inline void *pinned_alloc(size_t n) {
+#ifndef __CUDA_ARCH__ /* the host shim that uses it is compiled in the host pass only */
+static void *pinned_alloc(size_t n) {
     void *p = NULL;
     return cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess ? p : NULL;
 }
+#endif
 #define GPUMEM_MALLOC(n) pinned_alloc(n)
 #define GPUMEM_FREE(p) cudaFreeHost(p)
 #define GPUMEM_IMPLEMENTATION
