@@ -231,6 +231,24 @@ Test(nvme_io, single_thread_write_then_read_by_content) {
     gpumem_swctl_destroy(ctl);
 }
 
+Test(nvme_io, largest_depth_65536) {
+    gpumem_swctl *ctl = make_ctl(4096, NULL);
+    gpumem_nvme_qp *qp;
+    unsigned char b[LBA] __attribute__((aligned(LBA)));
+    uint64_t i;
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 65536, &qp), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    for (i = 0; i < 200; i++) {
+        fill_block(b, i, 5);
+        cr_assert_eq(gpumem_nvme_qp_write(qp, i, 1, (uintptr_t)b, 0, NULL), GPUMEM_OK);
+        memset(b, 0, LBA);
+        cr_assert_eq(gpumem_nvme_qp_read(qp, i, 1, (uintptr_t)b, 0, NULL), GPUMEM_OK);
+        cr_assert(block_ok(b, i, 5), "block %lu", (unsigned long)i);
+    }
+    stop_and_check_clean(ctl, 400, NULL);
+    gpumem_swctl_destroy(ctl);
+}
+
 Test(nvme_io, long_transfer_through_a_prp_list) {
     gpumem_swctl_config c = gpumem_swctl_config_default();
     gpumem_swctl *ctl;
