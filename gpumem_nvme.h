@@ -681,11 +681,11 @@ GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
          * head has not passed v (so v is unconsumed and lies in the posted
          * window) and the slot still carries v's phase; otherwise un-claim. */
         if (v - gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) >= qp->depth ||
-            ((gpumem_atomic_load_u32(&e->dw3, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS) >> 16) & 1u) != want_phase) {
+            (((dw3 = gpumem_atomic_load_u32(&e->dw3, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS)) >> 16) & 1u) !=
+                want_phase) {
             gpumem_atomic_store_u32(mark, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
             break;
         }
-        dw3 = gpumem_atomic_load_u32(&e->dw3, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS);
         cid = (dw3 & 0xFFFFu) & (qp->n_cids - 1);
         qp->cid_dw0[cid] = e->dw0;
         /* Release: dw0 before the owner can see DONE. */
