@@ -82,7 +82,7 @@ static void *io_worker(void *p) {
         uint32_t kind = (uint32_t)(gpumem__rng_next(&rng) % 4);
         gpumem_nvme_cpl cpl;
         gpumem_status st;
-        if (kind == 0 || a->async_depth == 0 || kind == 1) {
+        if (kind <= 1 || a->async_depth == 0) { /* 0: write, 1: read, 2-3: async batch */
             if (kind == 0) { /* blocking write of the next generation */
                 uint32_t g = a->gen[off] + 1;
                 fill_block(buf, lba, g);

@@ -22,6 +22,14 @@ static gpumem_swctl *make_ctl(uint64_t n_blocks, gpumem_swctl_config *tweak) {
     return ctl;
 }
 
+/* A started controller with one queue pair of `depth` entries. */
+static gpumem_swctl *started_ctl(uint64_t n_blocks, gpumem_swctl_config *tweak, uint32_t depth, gpumem_nvme_qp **qp) {
+    gpumem_swctl *ctl = make_ctl(n_blocks, tweak);
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, depth, qp), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    return ctl;
+}
+
 static void stop_and_check_clean(gpumem_swctl *ctl, uint64_t expect_commands, gpumem_swctl_stats *out) {
     gpumem_swctl_stats s;
     cr_assert_eq(gpumem_swctl_stop(ctl), GPUMEM_OK);
@@ -179,12 +187,11 @@ Test(nvme_qp, controller_rejects_bad_config_and_late_pairs) {
 }
 
 Test(nvme_qp, io_rejects_bad_input) {
-    gpumem_swctl *ctl = make_ctl(64, NULL);
+    gpumem_swctl *ctl;
     gpumem_nvme_qp *qp;
     unsigned char buf[LBA] __attribute__((aligned(LBA)));
     gpumem_nvme_req req;
-    cr_assert_eq(gpumem_swctl_add_qp(ctl, 4, &qp), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    ctl = started_ctl(64, NULL, 4, &qp);
     cr_assert_eq(gpumem_nvme_qp_read(qp, 64, 1, (uintptr_t)buf, 0, NULL), GPUMEM_ERANGE);
     cr_assert_eq(gpumem_nvme_qp_write(qp, 60, 8, (uintptr_t)buf, 0, NULL), GPUMEM_ERANGE);
     cr_assert_eq(gpumem_nvme_qp_read(NULL, 0, 1, (uintptr_t)buf, 0, NULL), GPUMEM_ENULL);
@@ -209,13 +216,12 @@ Test(nvme_qp, pick_a_pair_per_thread) {
 /* ---- round trips ----------------------------------------------------------- */
 
 Test(nvme_io, single_thread_write_then_read_by_content) {
-    gpumem_swctl *ctl = make_ctl(256, NULL);
+    gpumem_swctl *ctl;
     gpumem_nvme_qp *qp;
     unsigned char w[8 * LBA] __attribute__((aligned(4096))), r[8 * LBA] __attribute__((aligned(4096)));
     uint64_t p1, p2, q1, q2, lba;
     gpumem_nvme_cpl cpl;
-    cr_assert_eq(gpumem_swctl_add_qp(ctl, 2, &qp), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    ctl = started_ctl(256, NULL, 2, &qp);
     for (lba = 0; lba < 8; lba++) fill_block(w + lba * LBA, 100 + lba, 1);
     cr_assert_eq(gpumem_nvme_prp_identity(w, sizeof w, NULL, 0, &p1, &p2), GPUMEM_OK);
     cr_assert_eq(gpumem_nvme_prp_identity(r, sizeof r, NULL, 0, &q1, &q2), GPUMEM_OK);
@@ -232,12 +238,11 @@ Test(nvme_io, single_thread_write_then_read_by_content) {
 }
 
 Test(nvme_io, largest_depth_65536) {
-    gpumem_swctl *ctl = make_ctl(4096, NULL);
+    gpumem_swctl *ctl;
     gpumem_nvme_qp *qp;
     unsigned char b[LBA] __attribute__((aligned(LBA)));
     uint64_t i;
-    cr_assert_eq(gpumem_swctl_add_qp(ctl, 65536, &qp), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    ctl = started_ctl(4096, NULL, 65536, &qp);
     for (i = 0; i < 200; i++) {
         fill_block(b, i, 5);
         cr_assert_eq(gpumem_nvme_qp_write(qp, i, 1, (uintptr_t)b, 0, NULL), GPUMEM_OK);
@@ -258,9 +263,7 @@ Test(nvme_io, long_transfer_through_a_prp_list) {
     static uint64_t list[64] __attribute__((aligned(4096)));
     uint64_t p1, p2, i;
     c.max_blocks = nlb;
-    ctl = make_ctl(4096, &c);
-    cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    ctl = started_ctl(4096, &c, 16, &qp);
     for (i = 0; i < nlb; i++) fill_block(w + 1024 + i * LBA, 7 + i, 3);
     cr_assert_eq(gpumem_nvme_prp_identity(w + 1024, nlb * LBA, list, 64, &p1, &p2), GPUMEM_OK);
     cr_assert_eq(gpumem_nvme_qp_write(qp, 7, nlb, p1, p2, NULL), GPUMEM_OK);
@@ -288,10 +291,8 @@ Test(nvme_io, file_backed_namespace) {
         cr_assert_eq(pwrite(fd, blk, LBA, (off_t)(i * LBA)), (ssize_t)LBA);
     }
     c.fd = fd;
-    ctl = make_ctl(64, &c);
-    cr_assert_null(gpumem_swctl_ram(ctl));
-    cr_assert_eq(gpumem_swctl_add_qp(ctl, 4, &qp), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    ctl = started_ctl(64, &c, 4, &qp);
+    cr_assert_null(gpumem_swctl_ram(ctl), "a file-backed namespace has no RAM");
     cr_assert_eq(gpumem_nvme_qp_read(qp, 17, 1, (uintptr_t)got, 0, NULL), GPUMEM_OK);
     cr_assert(block_ok(got, 17, 0), "read from the file");
     fill_block(blk, 33, 9);
@@ -379,14 +380,13 @@ Test(nvme_mt, injected_errors_reach_their_caller, .timeout = 600) {
 /* ---- the controller's violation counters can fire ------------------------- */
 
 Test(nvme_ctl, counts_protocol_violations) {
-    gpumem_swctl *ctl = make_ctl(64, NULL);
+    gpumem_swctl *ctl;
     gpumem_nvme_qp *qp;
     gpumem_nvme_cmd cmd;
     gpumem_nvme_cpl cpl;
     gpumem_swctl_stats s;
     unsigned char buf[LBA] __attribute__((aligned(LBA)));
-    cr_assert_eq(gpumem_swctl_add_qp(ctl, 8, &qp), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    ctl = started_ctl(64, NULL, 8, &qp);
     /* An LBA range past the namespace, built by hand around the checked builder. */
     cr_assert_eq(gpumem_nvme_cmd_read(&cmd, &qp->ns, 0, 1, (uintptr_t)buf, 0), GPUMEM_OK);
     cmd.cdw10 = 64;
