@@ -12,8 +12,8 @@ CUDA_ARCH ?= sm_90
 WARN    := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -g
 BUILD   := build
-HEADERS := gpumem.h gpumem_nvme.h
-TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme
+HEADERS := gpumem.h gpumem_nvme.h gpumem_cache.h
+TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme $(BUILD)/test_cache
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -50,7 +50,7 @@ $(BUILD)/cuda/%.o: %.cu $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. -Xcompiler -Wall -c $< -o $@
 
-$(BUILD)/test_%: tests/test_%.c $(HEADERS) | $(BUILD)
+$(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -lcriterion -pthread
 
 run-tests: $(TESTS)

@@ -1,0 +1,1038 @@
+/* gpumem_cache.h - a software cache in fast memory in front of NVMe queues or
+ * plain memory, shared by thousands of threads: one fetch-add per hit, one
+ * I/O per missed line however many threads miss it together (BaM
+ * dissertation, Ch. 6-7).
+ *
+ * USAGE (host threads, memory or NVMe behind the cache)
+ *
+ *   #define _POSIX_C_SOURCE 200809L
+ *   #define GPUMEM_IMPLEMENTATION             // in exactly one .c file
+ *   #include "gpumem_cache.h"
+ *
+ *   gpumem_cache_desc d = gpumem_cache_desc_default();
+ *   d.n_lines    = data_bytes / 4096;          // lines of the data behind the cache
+ *   d.line_bytes = 4096;                       // a power of two, 512 B .. 2 MiB
+ *   d.n_slots    = 1024;                       // lines the cache holds (4 MiB here)
+ *   d.backing    = gpumem_cache_backing_nvme(pairs, 1, n_pairs, 0, GPUMEM_CACHE_STRIPE);
+ *   //   or      = gpumem_cache_backing_memory(data);   // plain memory
+ *   gpumem_cache *c;
+ *   gpumem_cache_create(&d, &c);               // host allocation; see gpumem_cache_init
+ *                                              // for memory you place yourself (GPU)
+ *   // any number of threads:
+ *   void *p;
+ *   if (gpumem_cache_acquire(c, line, 1, 0, &p) == GPUMEM_OK) {   // 0: read, 1: write
+ *       use(p);                                 // line_bytes bytes, pinned while held
+ *       gpumem_cache_release(c, line, 1);
+ *   }
+ *   // or element by element, keeping the current line between accesses:
+ *   gpumem_cache_array a = gpumem_cache_array_make(c, sizeof(double), 0, n);
+ *   gpumem_cache_ref r = gpumem_cache_ref_make(&a);
+ *   double x; gpumem_cache_ref_get(&r, i, &x); gpumem_cache_ref_put(&r, j, &x);
+ *   gpumem_cache_ref_drop(&r);                 // releases the line it keeps
+ *
+ *   gpumem_cache_flush(c, NULL);               // write back every dirty line, durably
+ *   gpumem_cache_stats s; gpumem_cache_get_stats(c, &s);
+ *   gpumem_cache_destroy(c);
+ *
+ * In device code use gpumem_cache_acquire_coalesced / _release_coalesced:
+ * lanes of a warp that want the same line elect a leader, which acquires once
+ * for the whole group (dissertation §7.2.1). The array reference uses them.
+ * C++ callers can use gpumem::cache_array_ref<T> (operator[] style) at the end.
+ *
+ * DESIGN
+ *
+ * Line state (§6.4, Table 6.1) is one 32-bit word per line of the data:
+ *     bit 31 VALID  the line is in a slot
+ *     bit 30 BUSY   being filled, evicted or written back: wait
+ *     bit 29 DIRTY  the slot's copy is newer than the backing
+ *     28..0  count  references (threads using or waiting for the line)
+ * Acquire is one fetch_add of the group's count, which both takes the
+ * reference and reads the state: t threads hitting one line cost exactly t
+ * atomics (a compare-and-swap count costs up to t(t+1)/2). A thread that
+ * found the line neither valid nor busy tries fetch_or(BUSY); the one that saw
+ * BUSY clear fills the line and ends with one fetch_xor(VALID|BUSY); every
+ * other thread keeps its counted reference and waits for BUSY to clear. So a
+ * burst of misses on one line costs one read. Release is one fetch_sub with
+ * release order, which publishes the thread's writes to the slot to whoever
+ * evicts the line next.
+ *
+ * Slots. Each slot has a lock word, a CLOCK reference bit and the tag (the
+ * line it holds, or EMPTY). A direct map from line to {state, slot} makes a
+ * lookup one load, with no search. The filler picks a victim slot through
+ * the replacement policy: cold (never used) slots first, then the CLOCK hand
+ * (a slot whose reference bit is set gets a second chance; the bit is set on
+ * every hit) or BaM's plain round-robin hand. A candidate is taken only if
+ * its line has count 0 and is not busy, checked before and again in the
+ * fetch_or(BUSY) that claims it: a thread that acquired the line in between
+ * either raised the count (the evictor backs off) or sees BUSY and waits, and
+ * is then the one that fills the line again. A dirty victim is written back
+ * before the slot is reused; if the write fails, the line stays cached and
+ * dirty and the acquire that needed the slot returns GPUMEM_EIO (no data is
+ * dropped).
+ *
+ * A full cache. When every slot holds a line in use, the filler sweeps the
+ * slots, waits (back-off on the GPU, parking on the host), and sweeps again,
+ * up to `full_sweeps` times; then it withdraws its reference and its BUSY
+ * claim and returns GPUMEM_EAGAIN. Its caller must release the lines it holds
+ * before retrying - a thread holding lines while it waits for a slot is how a
+ * too-small cache deadlocks, and the bound turns that into a status. The
+ * array reference below holds at most one line per thread and releases it
+ * before acquiring the next, so n_slots >= 1 always makes progress.
+ *
+ * Reference-count overflow. An acquire that finds the count at or above
+ * 2^28 undoes its add and returns GPUMEM_EOVERFLOW. Between that limit and
+ * the 29-bit field's end there is room for 2^28 / GPUMEM_CACHE_MAX_GROUP =
+ * 262144 simultaneous overshooting adds, so the count never carries into
+ * DIRTY.
+ *
+ * Backing. Memory (a copy) or NVMe queue pairs of one or several
+ * controllers, striped (line l on controller l mod n) or replicated (reads
+ * spread by line, writes to every controller). The kind is a switch on a
+ * field, not a function pointer, so device code pays no indirect call.
+ *
+ * Configuration: GPUMEM_CACHE_CHECK (default 0) adds a check on every hit
+ * that the slot still holds the line, counted in stats.violations.
+ */
+#ifndef GPUMEM_CACHE_H
+#define GPUMEM_CACHE_H
+
+#include "gpumem_nvme.h"
+#include <string.h>
+
+#ifndef GPUMEM_CACHE_CHECK
+#define GPUMEM_CACHE_CHECK 0
+#endif
+
+#define GPUMEM_CACHE_VALID 0x80000000u
+#define GPUMEM_CACHE_BUSY 0x40000000u
+#define GPUMEM_CACHE_DIRTY 0x20000000u
+#define GPUMEM_CACHE_COUNT_MASK 0x1FFFFFFFu
+#define GPUMEM_CACHE_COUNT_LIMIT 0x10000000u /* 2^28: acquire refuses above */
+#define GPUMEM_CACHE_MAX_GROUP 1024u         /* largest count one acquire may add */
+#define GPUMEM_CACHE_EMPTY UINT64_MAX        /* tag of a slot holding no line */
+#define GPUMEM_CACHE_MIN_LINE 512u
+#define GPUMEM_CACHE_MAX_LINE (2u << 20)     /* one 4 KiB PRP list page per slot suffices */
+#define GPUMEM_CACHE_DEFAULT_SWEEPS 256u
+#define GPUMEM_CACHE_STAT_SHARDS 16u         /* counters spread over lines so hits don't meet */
+
+enum { GPUMEM_CACHE_CLOCK = 0, GPUMEM_CACHE_ROUND_ROBIN = 1 };              /* replacement */
+enum { GPUMEM_CACHE_BACKING_MEMORY = 1, GPUMEM_CACHE_BACKING_NVME = 2 };    /* backing kind */
+enum { GPUMEM_CACHE_STRIPE = 0, GPUMEM_CACHE_REPLICATE = 1 };               /* NVMe layout */
+
+/* What is behind the cache. */
+typedef struct gpumem_cache_backing {
+    uint32_t kind;            /* GPUMEM_CACHE_BACKING_* */
+    uint32_t layout;          /* NVMe: GPUMEM_CACHE_STRIPE or GPUMEM_CACHE_REPLICATE */
+    unsigned char *mem;       /* memory: n_lines * line_bytes bytes */
+    gpumem_nvme_qp **pairs;   /* NVMe: n_ctrls * pairs_per_ctrl pairs, controller by controller */
+    uint32_t n_ctrls;
+    uint32_t pairs_per_ctrl;
+    uint64_t first_lba;       /* where the data starts on each controller */
+} gpumem_cache_backing;
+
+GPUMEM_API gpumem_cache_backing gpumem_cache_backing_memory(void *mem) {
+    gpumem_cache_backing b;
+    memset(&b, 0, sizeof b);
+    b.kind = GPUMEM_CACHE_BACKING_MEMORY;
+    b.mem = (unsigned char *)mem;
+    return b;
+}
+
+GPUMEM_API gpumem_cache_backing gpumem_cache_backing_nvme(gpumem_nvme_qp **pairs, uint32_t n_ctrls,
+                                                          uint32_t pairs_per_ctrl, uint64_t first_lba,
+                                                          uint32_t layout) {
+    gpumem_cache_backing b;
+    memset(&b, 0, sizeof b);
+    b.kind = GPUMEM_CACHE_BACKING_NVME;
+    b.layout = layout;
+    b.pairs = pairs;
+    b.n_ctrls = n_ctrls;
+    b.pairs_per_ctrl = pairs_per_ctrl;
+    b.first_lba = first_lba;
+    return b;
+}
+
+/* Everything gpumem_cache_init needs. gpumem_cache_create fills in the
+ * memory fields itself. */
+typedef struct gpumem_cache_desc {
+    uint64_t n_lines;      /* lines of the data behind the cache */
+    uint32_t line_bytes;   /* power of two, GPUMEM_CACHE_MIN_LINE .. GPUMEM_CACHE_MAX_LINE */
+    uint32_t n_slots;      /* lines the cache holds, >= 1 */
+    uint32_t policy;       /* GPUMEM_CACHE_CLOCK (default) or GPUMEM_CACHE_ROUND_ROBIN */
+    uint32_t full_sweeps;  /* sweeps of a full cache before GPUMEM_EAGAIN (0: default) */
+    gpumem_cache_backing backing;
+    /* memory the caller places (gpumem_cache_init only) */
+    void *meta;            /* gpumem_cache_meta_bytes() bytes, 8-byte aligned */
+    size_t meta_bytes;
+    void *data;            /* n_slots * line_bytes bytes, the slots themselves */
+    uint64_t data_iova;    /* I/O address of data, contiguous (0: its virtual address) */
+    uint64_t *prp_lists;   /* NVMe with lines > 8 KiB: gpumem_cache_prp_bytes() bytes */
+    uint64_t prp_lists_iova; /* their I/O address, page aligned (0: virtual address) */
+} gpumem_cache_desc;
+
+GPUMEM_API gpumem_cache_desc gpumem_cache_desc_default(void) {
+    gpumem_cache_desc d;
+    memset(&d, 0, sizeof d);
+    d.line_bytes = 4096;
+    d.policy = GPUMEM_CACHE_CLOCK;
+    return d;
+}
+
+/* Per line of the data: 8 bytes, so 1 TiB of 4 KiB lines needs 2 GiB. */
+typedef struct gpumem__cache_line {
+    uint32_t state; /* VALID | BUSY | DIRTY | count */
+    uint32_t slot;  /* where it is, while VALID */
+} gpumem__cache_line;
+
+typedef struct gpumem__cache_slot {
+    uint32_t lock;  /* 0 free, 1 held: taken to change the tag */
+    uint32_t ref;   /* CLOCK reference bit, set on every hit */
+    uint64_t tag;   /* line held, or GPUMEM_CACHE_EMPTY */
+} gpumem__cache_slot;
+
+/* Counters a user can read (summed over shards by gpumem_cache_get_stats). */
+typedef struct gpumem_cache_stats {
+    uint64_t hits;        /* acquires that found the line valid (each lane of a group counts) */
+    uint64_t misses;      /* acquires that waited for a fill, their own or another's */
+    uint64_t fills;       /* lines read from the backing */
+    uint64_t evictions;   /* valid lines dropped to reuse their slot */
+    uint64_t writebacks;  /* dirty lines written to the backing (eviction or flush) */
+    uint64_t reads;       /* read commands (or copies) issued to the backing */
+    uint64_t writes;      /* write commands issued (a replicated write-back counts n_ctrls) */
+    uint64_t bytes_read;  /* bytes read from the backing */
+    uint64_t io_errors;   /* backing reads or writes that failed */
+    uint64_t full;        /* acquires refused with GPUMEM_EAGAIN: every slot in use */
+    uint64_t violations;  /* broken invariants seen (always 0 unless there is a bug) */
+} gpumem_cache_stats;
+
+#define GPUMEM__CACHE_N_STATS (sizeof(gpumem_cache_stats) / sizeof(uint64_t))
+
+typedef struct gpumem__cache_shard {
+    uint64_t v[GPUMEM__CACHE_N_STATS];
+    uint64_t pad_[(GPUMEM_PAD_BYTES - (GPUMEM__CACHE_N_STATS * 8) % GPUMEM_PAD_BYTES) / 8];
+} gpumem__cache_shard;
+
+enum { /* indices into a shard, in gpumem_cache_stats order */
+    GPUMEM__ST_HITS, GPUMEM__ST_MISSES, GPUMEM__ST_FILLS, GPUMEM__ST_EVICTIONS, GPUMEM__ST_WRITEBACKS,
+    GPUMEM__ST_READS, GPUMEM__ST_WRITES, GPUMEM__ST_BYTES_READ, GPUMEM__ST_IO_ERRORS, GPUMEM__ST_FULL,
+    GPUMEM__ST_VIOLATIONS
+};
+
+typedef struct gpumem_cache {
+    /* set at init, read-only afterwards */
+    gpumem__cache_line *lines;
+    gpumem__cache_slot *slots;
+    unsigned char *data;
+    uint64_t data_iova;
+    uint64_t *prp_lists;
+    uint64_t prp_lists_iova;
+    gpumem_cache_backing backing;
+    uint64_t n_lines;
+    uint32_t n_slots;
+    uint32_t line_bytes;
+    uint32_t line_shift;
+    uint32_t policy;
+    uint32_t full_sweeps;
+    uint32_t blocks_per_line; /* NVMe: logical blocks per line */
+    void *owned_;             /* gpumem_cache_create's allocation, NULL after init */
+    /* hot words */
+    gpumem__nvme_word hand;   /* replacement hand (CLOCK / round robin) */
+    gpumem__nvme_word cold;   /* next never-used slot */
+    gpumem__cache_shard stats[GPUMEM_CACHE_STAT_SHARDS];
+    /* Host threads waiting for a busy line or a free slot park here; every
+     * fill, eviction and failed claim notifies. */
+    gpumem_event event;
+} gpumem_cache;
+
+/* Bytes of metadata (line map and slot table) for gpumem_cache_init. */
+GPUMEM_API size_t gpumem_cache_meta_bytes(uint64_t n_lines, uint32_t n_slots) {
+    return (size_t)n_lines * sizeof(gpumem__cache_line) + (size_t)n_slots * sizeof(gpumem__cache_slot);
+}
+
+/* Bytes of PRP-list memory: one list page per slot when a line spans more
+ * than two memory pages and the backing is NVMe; 0 otherwise. */
+GPUMEM_API size_t gpumem_cache_prp_bytes(uint32_t line_bytes, uint32_t n_slots, uint32_t backing_kind) {
+    if (backing_kind != GPUMEM_CACHE_BACKING_NVME || line_bytes <= 2 * GPUMEM_NVME_PAGE_BYTES) return 0;
+    return (size_t)n_slots * GPUMEM_NVME_PAGE_BYTES;
+}
+
+/* ---- internals ------------------------------------------------------------ */
+
+#define GPUMEM__CDEV GPUMEM_SCOPE_DEVICE
+
+GPUMEM_API void gpumem__cache_count(gpumem_cache *c, uint64_t key, uint32_t which, uint64_t n) {
+    gpumem_atomic_fetch_add_u64(&c->stats[key % GPUMEM_CACHE_STAT_SHARDS].v[which], n, GPUMEM_ORDER_RELAXED,
+                                GPUMEM__CDEV);
+}
+
+GPUMEM_API uint32_t *gpumem__line_state(gpumem_cache *c, uint64_t line) { return &c->lines[line].state; }
+
+GPUMEM_API unsigned char *gpumem__slot_data(const gpumem_cache *c, uint32_t slot) {
+    return c->data + ((size_t)slot << c->line_shift);
+}
+
+/* Move a line between slot `slot` and the backing (write = 0: read into the
+ * slot). The caller owns the slot for the duration: BUSY on the line it holds
+ * (fill) or the slot lock with BUSY on its line (write-back), so no two I/Os
+ * ever use one slot's data or PRP list at once. */
+GPUMEM_API gpumem_status gpumem__cache_io(gpumem_cache *c, int write, uint64_t line, uint32_t slot) {
+    const gpumem_cache_backing *b = &c->backing;
+    unsigned char *buf = gpumem__slot_data(c, slot);
+    gpumem_status st = GPUMEM_OK;
+    if (b->kind == GPUMEM_CACHE_BACKING_MEMORY) {
+        unsigned char *home = b->mem + ((size_t)line << c->line_shift);
+        if (write) memcpy(home, buf, c->line_bytes);
+        else memcpy(buf, home, c->line_bytes);
+        gpumem__cache_count(c, line, write ? GPUMEM__ST_WRITES : GPUMEM__ST_READS, 1);
+    } else {
+        uint64_t prp1, prp2, iova = c->data_iova + ((uint64_t)slot << c->line_shift);
+        uint64_t *list = c->prp_lists ? c->prp_lists + (size_t)slot * (GPUMEM_NVME_PAGE_BYTES / 8) : 0;
+        uint64_t list_iova = c->prp_lists_iova + (uint64_t)slot * GPUMEM_NVME_PAGE_BYTES;
+        uint32_t home = (uint32_t)(line % b->n_ctrls), k;
+        uint64_t index = b->layout == GPUMEM_CACHE_STRIPE ? line / b->n_ctrls : line;
+        uint64_t lba = b->first_lba + index * c->blocks_per_line;
+        /* Threads of one SM share a pair on the GPU (as in BaM); on the host,
+         * consecutive lines go to different pairs. */
+        uint32_t pick = (uint32_t)(line / b->n_ctrls) + gpumem_sm_id();
+        uint32_t first = home, last = home;
+        st = gpumem_nvme_prp_setup(iova, c->line_bytes, list, list_iova, GPUMEM_NVME_PAGE_BYTES / 8, &prp1, &prp2);
+        if (st != GPUMEM_OK) return st;
+        if (write && b->layout == GPUMEM_CACHE_REPLICATE) {
+            first = 0;
+            last = b->n_ctrls - 1;
+        }
+        for (k = first; k <= last && st == GPUMEM_OK; k++) {
+            gpumem_nvme_qp *qp = b->pairs[(size_t)k * b->pairs_per_ctrl + pick % b->pairs_per_ctrl];
+            st = gpumem_nvme_qp_rw(qp, write ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ, lba, c->blocks_per_line,
+                                   prp1, prp2, (gpumem_nvme_cpl *)0);
+            gpumem__cache_count(c, line, write ? GPUMEM__ST_WRITES : GPUMEM__ST_READS, 1);
+        }
+    }
+    if (st != GPUMEM_OK) gpumem__cache_count(c, line, GPUMEM__ST_IO_ERRORS, 1);
+    else if (!write) gpumem__cache_count(c, line, GPUMEM__ST_BYTES_READ, c->line_bytes);
+    return st;
+}
+
+GPUMEM_API int gpumem__slot_trylock(gpumem_cache *c, uint32_t k) {
+    uint32_t unlocked = 0;
+    return gpumem_atomic_cas_u32(&c->slots[k].lock, &unlocked, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
+}
+
+GPUMEM_API void gpumem__slot_unlock(gpumem_cache *c, uint32_t k) {
+    gpumem_atomic_store_u32(&c->slots[k].lock, 0, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+}
+
+/* Tags are read and written only under the slot lock (and by the line's
+ * filler while it holds BUSY); atomics keep the race detector quiet. */
+GPUMEM_API uint64_t gpumem__slot_tag(gpumem_cache *c, uint32_t k) {
+    return gpumem_atomic_load_u64(&c->slots[k].tag, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+}
+
+GPUMEM_API void gpumem__slot_set_tag(gpumem_cache *c, uint32_t k, uint64_t tag) {
+    gpumem_atomic_store_u64(&c->slots[k].tag, tag, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+}
+
+/* ---- replacement policy hooks (a switch, not a pointer: no indirect call) */
+
+/* A hit on slot k. The load first: most hits find the bit already set and
+ * write nothing, so hot slots are not bounced between caches. */
+GPUMEM_API void gpumem__policy_touch(gpumem_cache *c, uint32_t k) {
+    if (c->policy == GPUMEM_CACHE_CLOCK &&
+        gpumem_atomic_load_u32(&c->slots[k].ref, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) == 0)
+        gpumem_atomic_store_u32(&c->slots[k].ref, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+}
+
+/* The next slot to consider, or n_slots to skip this turn of the hand
+ * (CLOCK: the slot had its reference bit set, now cleared - a second
+ * chance). A fetch-add hand gives concurrent evictors distinct slots. */
+GPUMEM_API uint32_t gpumem__policy_candidate(gpumem_cache *c) {
+    uint32_t k = gpumem_atomic_fetch_add_u32(&c->hand.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) % c->n_slots;
+    if (c->policy == GPUMEM_CACHE_CLOCK &&
+        gpumem_atomic_load_u32(&c->slots[k].ref, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != 0) {
+        gpumem_atomic_store_u32(&c->slots[k].ref, 0, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+        return c->n_slots;
+    }
+    return k;
+}
+
+/* Candidates looked at in one sweep: CLOCK may pass every slot twice. */
+GPUMEM_API uint32_t gpumem__policy_sweep_len(const gpumem_cache *c) {
+    return c->policy == GPUMEM_CACHE_CLOCK ? 2 * c->n_slots : c->n_slots;
+}
+
+/* ---- eviction ------------------------------------------------------------- */
+
+enum { GPUMEM__TAKE_NO = 0, GPUMEM__TAKE_OK = 1, GPUMEM__TAKE_EIO = 2 };
+
+/* Claim slot k for `line`: empty, or holding a line nobody uses (written back
+ * first if dirty). On success the slot's tag is `line`. */
+GPUMEM_API int gpumem__slot_take(gpumem_cache *c, uint32_t k, uint64_t line) {
+    uint64_t victim;
+    if (!gpumem__slot_trylock(c, k)) return GPUMEM__TAKE_NO;
+    victim = gpumem__slot_tag(c, k);
+    if (victim != GPUMEM_CACHE_EMPTY) {
+        uint32_t *vs = gpumem__line_state(c, victim);
+        uint32_t s = gpumem_atomic_load_u32(vs, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV), prev;
+        /* First check: cheap, and keeps us from setting BUSY on lines in use. */
+        if ((s & (GPUMEM_CACHE_BUSY | GPUMEM_CACHE_COUNT_MASK)) != 0 || !(s & GPUMEM_CACHE_VALID)) {
+            gpumem__slot_unlock(c, k);
+            return GPUMEM__TAKE_NO;
+        }
+        /* Second check, in the claim itself. Acquire: if the count is 0 here,
+         * every holder's release (fetch_sub, release order) came before, so
+         * their writes to the slot are visible to the write-back below. */
+        prev = gpumem_atomic_fetch_or_u32(vs, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
+        if (prev & GPUMEM_CACHE_BUSY) { /* someone else's claim: leave it alone */
+            gpumem__slot_unlock(c, k);
+            return GPUMEM__TAKE_NO;
+        }
+        if (prev & GPUMEM_CACHE_COUNT_MASK) { /* acquired since the first check */
+            gpumem_atomic_fetch_and_u32(vs, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+            gpumem_event_notify(&c->event);
+            gpumem__slot_unlock(c, k);
+            return GPUMEM__TAKE_NO;
+        }
+        if (GPUMEM_CACHE_CHECK &&
+            gpumem_atomic_load_u32(&c->lines[victim].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != k)
+            gpumem__cache_count(c, victim, GPUMEM__ST_VIOLATIONS, 1);
+        if (prev & GPUMEM_CACHE_DIRTY) {
+            if (gpumem__cache_io(c, 1, victim, k) != GPUMEM_OK) {
+                /* Keep the only up-to-date copy: still valid, still dirty. */
+                gpumem_atomic_fetch_and_u32(vs, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+                gpumem_event_notify(&c->event);
+                gpumem__slot_unlock(c, k);
+                return GPUMEM__TAKE_EIO;
+            }
+            gpumem__cache_count(c, victim, GPUMEM__ST_WRITEBACKS, 1);
+        }
+        /* Clear VALID, BUSY and DIRTY, keep the count of threads that arrived
+         * since (they wait on BUSY and will refill the line). Release: our
+         * reads of the slot for the write-back are done before anyone can
+         * claim the line again. */
+        gpumem_atomic_fetch_and_u32(vs, GPUMEM_CACHE_COUNT_MASK, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+        gpumem_event_notify(&c->event);
+        gpumem__cache_count(c, victim, GPUMEM__ST_EVICTIONS, 1);
+    }
+    gpumem__slot_set_tag(c, k, line);
+    gpumem_atomic_store_u32(&c->slots[k].ref, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    gpumem__slot_unlock(c, k);
+    return GPUMEM__TAKE_OK;
+}
+
+/* One sweep for a slot: cold slots first, then the policy's hand. Returns
+ * OK with *slot set, EAGAIN if no candidate was free, EIO if a write-back
+ * failed. */
+GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint64_t line, uint32_t *slot) {
+    uint32_t i, n = gpumem__policy_sweep_len(c);
+    if (gpumem_atomic_load_u32(&c->cold.v, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) < c->n_slots) {
+        uint32_t k = gpumem_atomic_fetch_add_u32(&c->cold.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+        /* The hand may have taken this cold slot already: then it is not empty
+         * and slot_take treats it as any other candidate. */
+        if (k < c->n_slots && gpumem__slot_take(c, k, line) == GPUMEM__TAKE_OK) {
+            *slot = k;
+            return GPUMEM_OK;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        uint32_t k = gpumem__policy_candidate(c);
+        int r;
+        if (k == c->n_slots) continue;
+        r = gpumem__slot_take(c, k, line);
+        if (r == GPUMEM__TAKE_OK) {
+            *slot = k;
+            return GPUMEM_OK;
+        }
+        if (r == GPUMEM__TAKE_EIO) return GPUMEM_EIO;
+    }
+    return GPUMEM_EAGAIN;
+}
+
+/* Find a slot for `line`, waiting up to full_sweeps sweeps. */
+GPUMEM_API gpumem_status gpumem__cache_find_slot(gpumem_cache *c, uint64_t line, uint32_t *slot) {
+    gpumem_status st = GPUMEM_EAGAIN;
+    uint32_t sweeps = 0;
+    GPUMEM_WAIT_UNTIL(&c->event, (st = gpumem__cache_sweep(c, line, slot)) != GPUMEM_EAGAIN ||
+                                     ++sweeps >= c->full_sweeps);
+    return st;
+}
+
+/* The miss winner's job: find a slot, read the line into it, publish it.
+ * On failure the line goes back to "not cached" and the caller's reference
+ * is withdrawn, both in one fetch_sub (BUSY is known set and the count is
+ * known to include ours, so nothing borrows across fields). */
+GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint32_t count, int write,
+                                            uint32_t *slot_out) {
+    uint32_t *st_word = gpumem__line_state(c, line);
+    uint32_t k = 0;
+    gpumem_status st = gpumem__cache_find_slot(c, line, &k);
+    if (st == GPUMEM_OK) {
+        st = gpumem__cache_io(c, 0, line, k);
+        if (st != GPUMEM_OK) { /* give the slot back empty */
+            GPUMEM_WAIT_UNTIL(&c->event, gpumem__slot_trylock(c, k));
+            gpumem__slot_set_tag(c, k, GPUMEM_CACHE_EMPTY);
+            gpumem__slot_unlock(c, k);
+        }
+    }
+    if (st != GPUMEM_OK) {
+        if (st == GPUMEM_EAGAIN) gpumem__cache_count(c, line, GPUMEM__ST_FULL, 1);
+        gpumem_atomic_fetch_sub_u32(st_word, GPUMEM_CACHE_BUSY + count, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+        gpumem_event_notify(&c->event);
+        return st;
+    }
+    gpumem_atomic_store_u32(&c->lines[line].slot, k, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    /* VALID on, BUSY off (and DIRTY on for a writer: an invalid line is never
+     * dirty) in one step. Release: the slot data and the slot index are
+     * visible to every thread whose acquire reads VALID. */
+    gpumem_atomic_fetch_xor_u32(st_word, GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY | (write ? GPUMEM_CACHE_DIRTY : 0u),
+                                GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+    gpumem_event_notify(&c->event);
+    gpumem__cache_count(c, line, GPUMEM__ST_FILLS, 1);
+    *slot_out = k;
+    return GPUMEM_OK;
+}
+
+/* ---- public API ----------------------------------------------------------- */
+
+/* Take `count` references to `line` (count > 1: on behalf of a group of
+ * threads, see acquire_coalesced) and return its data in *data, filling it
+ * on a miss. write != 0 marks the line dirty. Every OK must be matched by a
+ * release of the same count. Statuses: ERANGE (no such line), EINVAL (count
+ * 0 or above GPUMEM_CACHE_MAX_GROUP), EOVERFLOW (too many references),
+ * EAGAIN (every slot in use: release what you hold, then retry), EIO (the
+ * backing failed). On any status but OK no reference is held. */
+GPUMEM_API gpumem_status gpumem_cache_acquire(gpumem_cache *c, uint64_t line, uint32_t count, int write,
+                                             void **data) {
+    uint32_t *st_word, s;
+    int missed = 0;
+    if (!c || !data) return GPUMEM_ENULL;
+    if (line >= c->n_lines) return GPUMEM_ERANGE;
+    if (count == 0 || count > GPUMEM_CACHE_MAX_GROUP) return GPUMEM_EINVAL;
+    st_word = gpumem__line_state(c, line);
+    /* The reference and the look at the state in one step. Acquire: if VALID
+     * is set, the filler's writes (data and slot index) are visible. */
+    s = gpumem_atomic_fetch_add_u32(st_word, count, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
+    if ((s & GPUMEM_CACHE_COUNT_MASK) >= GPUMEM_CACHE_COUNT_LIMIT) {
+        gpumem_atomic_fetch_sub_u32(st_word, count, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+        return GPUMEM_EOVERFLOW;
+    }
+    for (;;) {
+        if ((s & (GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY)) == GPUMEM_CACHE_VALID) { /* hit */
+            uint32_t k = gpumem_atomic_load_u32(&c->lines[line].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+            if (write && !(s & GPUMEM_CACHE_DIRTY))
+                gpumem_atomic_fetch_or_u32(st_word, GPUMEM_CACHE_DIRTY, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+            if (GPUMEM_CACHE_CHECK && gpumem__slot_tag(c, k) != line)
+                gpumem__cache_count(c, line, GPUMEM__ST_VIOLATIONS, 1);
+            gpumem__policy_touch(c, k);
+            gpumem__cache_count(c, line, missed ? GPUMEM__ST_MISSES : GPUMEM__ST_HITS, count);
+            *data = gpumem__slot_data(c, k);
+            return GPUMEM_OK;
+        }
+        missed = 1;
+        if (!(s & GPUMEM_CACHE_BUSY)) { /* not cached and nobody filling: try to be the one */
+            uint32_t prev = gpumem_atomic_fetch_or_u32(st_word, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
+            if (!(prev & GPUMEM_CACHE_BUSY)) {
+                uint32_t k = 0;
+                gpumem_status st;
+                if (prev & GPUMEM_CACHE_VALID) { /* filled meanwhile: undo, and it is a hit */
+                    s = gpumem_atomic_fetch_and_u32(st_word, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQ_REL, GPUMEM__CDEV) &
+                        ~GPUMEM_CACHE_BUSY;
+                    gpumem_event_notify(&c->event);
+                    continue;
+                }
+                st = gpumem__cache_fill(c, line, count, write, &k);
+                if (st != GPUMEM_OK) return st;
+                gpumem__cache_count(c, line, GPUMEM__ST_MISSES, count);
+                *data = gpumem__slot_data(c, k);
+                return GPUMEM_OK;
+            }
+        }
+        /* Busy: wait with our reference counted, so the line cannot be chosen
+         * as a victim once it is valid. */
+        GPUMEM_WAIT_UNTIL(&c->event, !((s = gpumem_atomic_load_u32(st_word, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV)) &
+                                       GPUMEM_CACHE_BUSY));
+    }
+}
+
+/* Drop `count` references. Release order: the caller's writes to the line
+ * happen before any eviction that finds the count at zero. */
+GPUMEM_API gpumem_status gpumem_cache_release(gpumem_cache *c, uint64_t line, uint32_t count) {
+    uint32_t prev;
+    if (!c) return GPUMEM_ENULL;
+    if (line >= c->n_lines) return GPUMEM_ERANGE;
+    if (count == 0 || count > GPUMEM_CACHE_MAX_GROUP) return GPUMEM_EINVAL;
+    prev = gpumem_atomic_fetch_sub_u32(gpumem__line_state(c, line), count, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+    if ((prev & GPUMEM_CACHE_COUNT_MASK) < count) { /* more releases than acquires: a caller bug */
+        gpumem_atomic_fetch_add_u32(gpumem__line_state(c, line), count, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+        gpumem__cache_count(c, line, GPUMEM__ST_VIOLATIONS, 1);
+        return GPUMEM_ESTATE;
+    }
+    return GPUMEM_OK;
+}
+
+/* Mark a line the caller holds as written (for callers that acquired it for
+ * reading and then decided to write). */
+GPUMEM_API void gpumem_cache_mark_dirty(gpumem_cache *c, uint64_t line) {
+    uint32_t *w = gpumem__line_state(c, line);
+    if (!(gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) & GPUMEM_CACHE_DIRTY))
+        gpumem_atomic_fetch_or_u32(w, GPUMEM_CACHE_DIRTY, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+}
+
+/* ---- warp coalescing (§7.2.1) ---------------------------------------------- */
+
+/* The thread's lane in its warp (any block shape); 0 on the host. */
+GPUMEM_API uint32_t gpumem_lane_id(void) {
+#if GPUMEM_ON_DEVICE
+    uint32_t id;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(id));
+    return id;
+#else
+    return 0;
+#endif
+}
+
+/* Acquire as a group: on the GPU, the active lanes of the warp that want the
+ * same line of the same cache elect their lowest lane as leader, which
+ * acquires once with the group's size and hands the data pointer and status
+ * to the others (up to 32x fewer atomics on the state word). Any writer in
+ * the group makes the acquire a write. On the host a thread is a group of
+ * one. Every lane that got OK must call gpumem_cache_release_coalesced. */
+GPUMEM_API gpumem_status gpumem_cache_acquire_coalesced(gpumem_cache *c, uint64_t line, int write, void **data) {
+#if GPUMEM_ON_DEVICE
+    const uint32_t active = __activemask();
+    const uint32_t same = __match_any_sync(active, (unsigned long long)line) &
+                          __match_any_sync(active, (unsigned long long)(uintptr_t)c);
+    const int leader = __ffs(same) - 1;
+    const int lane = (int)gpumem_lane_id();
+    const int any_write = __any_sync(same, write);
+    unsigned long long p = 0;
+    int st = GPUMEM_OK;
+    if (lane == leader) {
+        void *d = 0;
+        st = (int)gpumem_cache_acquire(c, line, (uint32_t)__popc(same), any_write, &d);
+        p = (unsigned long long)(uintptr_t)d;
+    }
+    p = __shfl_sync(same, p, leader);
+    st = __shfl_sync(same, st, leader);
+    *data = (void *)(uintptr_t)p;
+    return (gpumem_status)st;
+#else
+    return gpumem_cache_acquire(c, line, 1, write, data);
+#endif
+}
+
+/* Release as a group; every lane of the group has finished with the data
+ * (__syncwarp) before the leader lets the line go. */
+GPUMEM_API gpumem_status gpumem_cache_release_coalesced(gpumem_cache *c, uint64_t line) {
+#if GPUMEM_ON_DEVICE
+    const uint32_t active = __activemask();
+    const uint32_t same = __match_any_sync(active, (unsigned long long)line) &
+                          __match_any_sync(active, (unsigned long long)(uintptr_t)c);
+    int st = GPUMEM_OK;
+    __syncwarp(same);
+    if ((int)gpumem_lane_id() == __ffs(same) - 1) st = (int)gpumem_cache_release(c, line, (uint32_t)__popc(same));
+    return (gpumem_status)__shfl_sync(same, st, __ffs(same) - 1);
+#else
+    return gpumem_cache_release(c, line, 1);
+#endif
+}
+
+/* ---- write-back and invalidation -------------------------------------------- */
+
+/* Write back every dirty line in slots [first, end): the lines nobody holds
+ * become clean; a line still held is written and stays dirty (its holder may
+ * still be writing). Slots whose line is busy (being filled) hold nothing
+ * dirty and are skipped. *written (may be NULL) counts lines written. Device
+ * code can split the slots over threads; gpumem_cache_flush does all of them
+ * and makes the writes durable. */
+GPUMEM_API gpumem_status gpumem_cache_writeback(gpumem_cache *c, uint32_t first, uint32_t end, uint64_t *written) {
+    uint32_t k;
+    uint64_t n = 0;
+    gpumem_status result = GPUMEM_OK;
+    if (!c) return GPUMEM_ENULL;
+    if (first > end || end > c->n_slots) return GPUMEM_ERANGE;
+    for (k = first; k < end; k++) {
+        uint64_t line;
+        uint32_t *w, prev;
+        GPUMEM_WAIT_UNTIL(&c->event, gpumem__slot_trylock(c, k));
+        line = gpumem__slot_tag(c, k);
+        if (line == GPUMEM_CACHE_EMPTY ||
+            !(gpumem_atomic_load_u32(gpumem__line_state(c, line), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
+              GPUMEM_CACHE_DIRTY)) {
+            gpumem__slot_unlock(c, k);
+            continue;
+        }
+        w = gpumem__line_state(c, line);
+        prev = gpumem_atomic_fetch_or_u32(w, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
+        if (prev & GPUMEM_CACHE_BUSY) { /* a fill in progress: nothing dirty yet */
+            gpumem__slot_unlock(c, k);
+            continue;
+        }
+        if (gpumem__cache_io(c, 1, line, k) == GPUMEM_OK) {
+            n++;
+            gpumem__cache_count(c, line, GPUMEM__ST_WRITEBACKS, 1);
+            /* Unused: clean now. In use: keep DIRTY, later writes must not be lost. */
+            gpumem_atomic_fetch_and_u32(w, (prev & GPUMEM_CACHE_COUNT_MASK) ? ~GPUMEM_CACHE_BUSY
+                                                                           : ~(GPUMEM_CACHE_BUSY | GPUMEM_CACHE_DIRTY),
+                                        GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+        } else {
+            result = GPUMEM_EIO;
+            gpumem_atomic_fetch_and_u32(w, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+        }
+        gpumem_event_notify(&c->event);
+        gpumem__slot_unlock(c, k);
+    }
+    if (written) *written = n;
+    return result;
+}
+
+/* Write back every dirty line, then send each NVMe controller a Flush so the
+ * data is durable. */
+GPUMEM_API gpumem_status gpumem_cache_flush(gpumem_cache *c, uint64_t *written) {
+    gpumem_status st;
+    uint32_t j;
+    if (!c) return GPUMEM_ENULL;
+    st = gpumem_cache_writeback(c, 0, c->n_slots, written);
+    if (c->backing.kind == GPUMEM_CACHE_BACKING_NVME)
+        for (j = 0; j < c->backing.n_ctrls && st == GPUMEM_OK; j++)
+            st = gpumem_nvme_qp_flush(c->backing.pairs[(size_t)j * c->backing.pairs_per_ctrl], 0);
+    return st;
+}
+
+/* Drop the clean lines nobody holds in slots [first, end), so the next access
+ * reads the backing again. Dirty or held lines stay. *dropped (may be NULL)
+ * counts lines dropped. */
+GPUMEM_API gpumem_status gpumem_cache_invalidate(gpumem_cache *c, uint32_t first, uint32_t end, uint64_t *dropped) {
+    uint32_t k;
+    uint64_t n = 0;
+    if (!c) return GPUMEM_ENULL;
+    if (first > end || end > c->n_slots) return GPUMEM_ERANGE;
+    for (k = first; k < end; k++) {
+        uint64_t line;
+        uint32_t *w, prev;
+        GPUMEM_WAIT_UNTIL(&c->event, gpumem__slot_trylock(c, k));
+        line = gpumem__slot_tag(c, k);
+        if (line != GPUMEM_CACHE_EMPTY) {
+            w = gpumem__line_state(c, line);
+            prev = gpumem_atomic_fetch_or_u32(w, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
+            if (!(prev & GPUMEM_CACHE_BUSY)) {
+                if ((prev & (GPUMEM_CACHE_DIRTY | GPUMEM_CACHE_COUNT_MASK)) == 0 && (prev & GPUMEM_CACHE_VALID)) {
+                    gpumem_atomic_fetch_and_u32(w, GPUMEM_CACHE_COUNT_MASK, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+                    gpumem__slot_set_tag(c, k, GPUMEM_CACHE_EMPTY);
+                    n++;
+                } else {
+                    gpumem_atomic_fetch_and_u32(w, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+                }
+                gpumem_event_notify(&c->event);
+            }
+        }
+        gpumem__slot_unlock(c, k);
+    }
+    if (dropped) *dropped = n;
+    return GPUMEM_OK;
+}
+
+/* ---- setup ---------------------------------------------------------------- */
+
+/* Check the description against the backing (line size against the
+ * namespace's block size, transfer limit and capacity). */
+GPUMEM_API gpumem_status gpumem__cache_check_desc(const gpumem_cache_desc *d, uint32_t *blocks_per_line) {
+    const gpumem_cache_backing *b = &d->backing;
+    *blocks_per_line = 0;
+    if (d->line_bytes < GPUMEM_CACHE_MIN_LINE || d->line_bytes > GPUMEM_CACHE_MAX_LINE ||
+        !gpumem_is_pow2_u64(d->line_bytes))
+        return GPUMEM_EINVAL;
+    if (d->n_slots == 0 || d->n_lines == 0 || d->n_lines >= GPUMEM_CACHE_EMPTY) return GPUMEM_EINVAL;
+    if (d->policy != GPUMEM_CACHE_CLOCK && d->policy != GPUMEM_CACHE_ROUND_ROBIN) return GPUMEM_EINVAL;
+    if (b->kind == GPUMEM_CACHE_BACKING_MEMORY) return b->mem ? GPUMEM_OK : GPUMEM_ENULL;
+    if (b->kind != GPUMEM_CACHE_BACKING_NVME) return GPUMEM_EINVAL;
+    if (!b->pairs) return GPUMEM_ENULL;
+    if (b->n_ctrls == 0 || b->pairs_per_ctrl == 0 || b->layout > GPUMEM_CACHE_REPLICATE) return GPUMEM_EINVAL;
+    {
+        uint32_t j;
+        uint64_t per_ctrl = b->layout == GPUMEM_CACHE_STRIPE ? (d->n_lines + b->n_ctrls - 1) / b->n_ctrls
+                                                             : d->n_lines;
+        for (j = 0; j < b->n_ctrls * b->pairs_per_ctrl; j++) {
+            const gpumem_nvme_qp *qp = b->pairs[j];
+            uint32_t shift, bpl;
+            if (!qp) return GPUMEM_ENULL;
+            shift = qp->ns.lba_shift;
+            if ((1u << shift) > d->line_bytes) return GPUMEM_EINVAL; /* a line smaller than a block */
+            bpl = d->line_bytes >> shift;
+            if (*blocks_per_line && bpl != *blocks_per_line) return GPUMEM_EINVAL; /* mixed block sizes */
+            *blocks_per_line = bpl;
+            if (bpl > qp->ns.max_blocks) return GPUMEM_EINVAL; /* above the transfer limit (MDTS) */
+            if (b->first_lba + per_ctrl * bpl > qp->ns.n_blocks) return GPUMEM_ERANGE;
+        }
+    }
+    if (d->line_bytes > 2 * GPUMEM_NVME_PAGE_BYTES && !d->prp_lists) return GPUMEM_ENULL;
+    return GPUMEM_OK;
+}
+
+/* Initialise a cache in memory the caller placed (host, or unified memory
+ * the GPU will use). Every line starts not cached, every slot cold. */
+GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_desc *d) {
+    uint32_t bpl = 0, k;
+    uint64_t i;
+    gpumem_status st;
+    if (!c || !d || !d->meta || !d->data) return GPUMEM_ENULL;
+    if ((st = gpumem__cache_check_desc(d, &bpl)) != GPUMEM_OK) return st;
+    if (d->meta_bytes < gpumem_cache_meta_bytes(d->n_lines, d->n_slots)) return GPUMEM_ENOMEM;
+    if (((uintptr_t)d->meta & 7u) != 0) return GPUMEM_EINVAL;
+    if (d->backing.kind == GPUMEM_CACHE_BACKING_NVME) {
+        /* Lines of a page or more start on a page: then a line spans
+         * line_bytes / 4096 pages and its PRP list fits the slot's list page. */
+        uint64_t iova = d->data_iova ? d->data_iova : (uint64_t)(uintptr_t)d->data;
+        uint64_t align = d->line_bytes < GPUMEM_NVME_PAGE_BYTES ? d->line_bytes : GPUMEM_NVME_PAGE_BYTES;
+        if ((iova & (align - 1)) != 0) return GPUMEM_EINVAL;
+        if (d->prp_lists && ((d->prp_lists_iova ? d->prp_lists_iova : (uint64_t)(uintptr_t)d->prp_lists) &
+                             (GPUMEM_NVME_PAGE_BYTES - 1)) != 0)
+            return GPUMEM_EINVAL;
+    }
+    memset(c, 0, sizeof *c);
+    c->lines = (gpumem__cache_line *)d->meta;
+    c->slots = (gpumem__cache_slot *)(c->lines + d->n_lines);
+    c->data = (unsigned char *)d->data;
+    c->data_iova = d->data_iova ? d->data_iova : (uint64_t)(uintptr_t)d->data;
+    c->prp_lists = d->prp_lists;
+    c->prp_lists_iova = d->prp_lists_iova ? d->prp_lists_iova : (uint64_t)(uintptr_t)d->prp_lists;
+    c->backing = d->backing;
+    c->n_lines = d->n_lines;
+    c->n_slots = d->n_slots;
+    c->line_bytes = d->line_bytes;
+    c->line_shift = gpumem_log2_u64(d->line_bytes);
+    c->policy = d->policy;
+    c->full_sweeps = d->full_sweeps ? d->full_sweeps : GPUMEM_CACHE_DEFAULT_SWEEPS;
+    c->blocks_per_line = bpl;
+    for (i = 0; i < d->n_lines; i++) c->lines[i].state = c->lines[i].slot = 0;
+    for (k = 0; k < d->n_slots; k++) {
+        c->slots[k].lock = c->slots[k].ref = 0;
+        c->slots[k].tag = GPUMEM_CACHE_EMPTY;
+    }
+    return GPUMEM_OK;
+}
+
+/* Sum the counters (racy but monotonic while threads run). */
+GPUMEM_API void gpumem_cache_get_stats(gpumem_cache *c, gpumem_cache_stats *out) {
+    uint64_t *o = (uint64_t *)out;
+    uint32_t i, j;
+    for (j = 0; j < GPUMEM__CACHE_N_STATS; j++) o[j] = 0;
+    for (i = 0; i < GPUMEM_CACHE_STAT_SHARDS; i++)
+        for (j = 0; j < GPUMEM__CACHE_N_STATS; j++)
+            o[j] += gpumem_atomic_load_u64(&c->stats[i].v[j], GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+}
+
+/* Check the structure while no thread uses the cache: every tagged slot's
+ * line is valid and maps back to that slot (so no line is in two slots),
+ * every valid line's slot carries its tag, nothing is busy, no count is left,
+ * no slot lock is held. Returns the number of problems (0 is healthy). */
+GPUMEM_API uint64_t gpumem_cache_check_quiescent(const gpumem_cache *c) {
+    uint64_t bad = 0, i;
+    uint32_t k;
+    for (k = 0; k < c->n_slots; k++) {
+        uint64_t t = c->slots[k].tag;
+        if (c->slots[k].lock != 0) bad++;
+        if (t == GPUMEM_CACHE_EMPTY) continue;
+        if (t >= c->n_lines || !(c->lines[t].state & GPUMEM_CACHE_VALID) || c->lines[t].slot != k) bad++;
+    }
+    for (i = 0; i < c->n_lines; i++) {
+        uint32_t s = c->lines[i].state;
+        if (s & (GPUMEM_CACHE_BUSY | GPUMEM_CACHE_COUNT_MASK)) bad++;
+        if (!(s & GPUMEM_CACHE_VALID) && (s & GPUMEM_CACHE_DIRTY)) bad++;
+        if ((s & GPUMEM_CACHE_VALID) && (c->lines[i].slot >= c->n_slots || c->slots[c->lines[i].slot].tag != i)) bad++;
+    }
+    return bad;
+}
+
+/* ---- typed array view (§7.2.2) ------------------------------------------------ */
+
+/* n elements of elem_bytes bytes, element 0 at byte `offset` of the cached
+ * data. Elements never straddle lines: elem_bytes divides line_bytes and
+ * offset is a multiple of elem_bytes. */
+typedef struct gpumem_cache_array {
+    gpumem_cache *cache;
+    uint64_t offset;
+    uint64_t n;
+    uint32_t elem_bytes;
+    uint32_t valid; /* 1 if the shape was accepted by gpumem_cache_array_make */
+} gpumem_cache_array;
+
+GPUMEM_API gpumem_cache_array gpumem_cache_array_make(gpumem_cache *c, uint32_t elem_bytes, uint64_t offset,
+                                                      uint64_t n) {
+    gpumem_cache_array a;
+    a.cache = c;
+    a.offset = offset;
+    a.n = n;
+    a.elem_bytes = elem_bytes;
+    a.valid = c && elem_bytes && c->line_bytes % elem_bytes == 0 && offset % elem_bytes == 0 &&
+              offset <= ((uint64_t)c->n_lines << c->line_shift) &&
+              n <= (((uint64_t)c->n_lines << c->line_shift) - offset) / elem_bytes;
+    return a;
+}
+
+/* A thread's reference into an array: keeps the line it last used, so
+ * consecutive accesses to one line cost one acquire. Drop it (or move it
+ * elsewhere) before waiting on other threads: a held line cannot be evicted. */
+typedef struct gpumem_cache_ref {
+    const gpumem_cache_array *array;
+    uint64_t line;       /* held line, or GPUMEM_CACHE_EMPTY */
+    unsigned char *base; /* its data */
+    int dirty;           /* written through this reference */
+} gpumem_cache_ref;
+
+GPUMEM_API gpumem_cache_ref gpumem_cache_ref_make(const gpumem_cache_array *a) {
+    gpumem_cache_ref r;
+    r.array = a;
+    r.line = GPUMEM_CACHE_EMPTY;
+    r.base = 0;
+    r.dirty = 0;
+    return r;
+}
+
+/* Release the held line, if any. */
+GPUMEM_API gpumem_status gpumem_cache_ref_drop(gpumem_cache_ref *r) {
+    gpumem_status st = GPUMEM_OK;
+    if (!r) return GPUMEM_ENULL;
+    if (r->line != GPUMEM_CACHE_EMPTY) {
+        if (r->dirty) gpumem_cache_mark_dirty(r->array->cache, r->line);
+        st = gpumem_cache_release_coalesced(r->array->cache, r->line);
+    }
+    r->line = GPUMEM_CACHE_EMPTY;
+    r->base = 0;
+    r->dirty = 0;
+    return st;
+}
+
+/* Address of element i in the cache, valid until the reference moves to
+ * another line or is dropped. The held line is released before the next is
+ * acquired, so a thread never holds two lines here. */
+GPUMEM_API gpumem_status gpumem_cache_ref_at(gpumem_cache_ref *r, uint64_t i, int write, void **elem) {
+    const gpumem_cache_array *a;
+    uint64_t byte, line;
+    if (!r || !elem || !r->array) return GPUMEM_ENULL;
+    a = r->array;
+    if (!a->valid) return GPUMEM_EINVAL;
+    if (i >= a->n) return GPUMEM_ERANGE;
+    byte = a->offset + i * a->elem_bytes;
+    line = byte >> a->cache->line_shift;
+    if (line != r->line) {
+        void *p = 0;
+        gpumem_status st = gpumem_cache_ref_drop(r);
+        if (st != GPUMEM_OK) return st;
+        st = gpumem_cache_acquire_coalesced(a->cache, line, write, &p);
+        if (st != GPUMEM_OK) return st;
+        r->line = line;
+        r->base = (unsigned char *)p;
+    }
+    if (write) r->dirty = 1;
+    *elem = r->base + (byte & (a->cache->line_bytes - 1));
+    return GPUMEM_OK;
+}
+
+/* Copy element i out of / into the cache. */
+GPUMEM_API gpumem_status gpumem_cache_ref_get(gpumem_cache_ref *r, uint64_t i, void *out) {
+    void *p = 0;
+    gpumem_status st = gpumem_cache_ref_at(r, i, 0, &p);
+    if (st == GPUMEM_OK) memcpy(out, p, r->array->elem_bytes);
+    return st;
+}
+
+GPUMEM_API gpumem_status gpumem_cache_ref_put(gpumem_cache_ref *r, uint64_t i, const void *in) {
+    void *p = 0;
+    gpumem_status st = gpumem_cache_ref_at(r, i, 1, &p);
+    if (st == GPUMEM_OK) memcpy(p, in, r->array->elem_bytes);
+    return st;
+}
+
+/* ======================================================================== */
+/* Host convenience: allocate and initialise in one call                    */
+/* ======================================================================== */
+#if !defined(GPUMEM_NO_HOST_SHIM)
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Allocates the cache, its metadata, its slots (page aligned) and PRP lists
+ * with GPUMEM_MALLOC; the backing's memory or pairs stay the caller's. The
+ * slots' I/O addresses are their virtual addresses (right for the software
+ * controller; a real controller needs gpumem_cache_init with DMA memory). */
+gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out);
+void gpumem_cache_destroy(gpumem_cache *c);
+#ifdef __cplusplus
+}
+#endif
+
+#if defined(GPUMEM_IMPLEMENTATION) && !GPUMEM_ON_DEVICE
+gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out) {
+    const size_t pg = GPUMEM_NVME_PAGE_BYTES;
+    size_t meta, data, prp, total;
+    unsigned char *raw, *p;
+    gpumem_cache_desc e;
+    uint32_t bpl;
+    gpumem_status st;
+    if (!d || !out) return GPUMEM_ENULL;
+    *out = NULL;
+    if ((st = gpumem__cache_check_desc(d, &bpl)) != GPUMEM_OK && st != GPUMEM_ENULL) return st;
+    if (d->backing.kind == GPUMEM_CACHE_BACKING_MEMORY && !d->backing.mem) return GPUMEM_ENULL;
+    if (d->backing.kind == GPUMEM_CACHE_BACKING_NVME && !d->backing.pairs) return GPUMEM_ENULL;
+    if ((uint64_t)d->n_slots * d->line_bytes > (uint64_t)SIZE_MAX / 2) return GPUMEM_ENOMEM;
+    meta = GPUMEM_ALIGN_UP(gpumem_cache_meta_bytes(d->n_lines, d->n_slots), pg);
+    data = (size_t)d->n_slots * d->line_bytes;
+    prp = gpumem_cache_prp_bytes(d->line_bytes, d->n_slots, d->backing.kind);
+    total = GPUMEM_ALIGN_UP(sizeof(gpumem_cache), pg) + meta + GPUMEM_ALIGN_UP(data, pg) + prp + pg;
+    raw = (unsigned char *)GPUMEM_MALLOC(total);
+    if (!raw) return GPUMEM_ENOMEM;
+    p = (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)raw, pg);
+    e = *d;
+    e.meta = p + GPUMEM_ALIGN_UP(sizeof(gpumem_cache), pg);
+    e.meta_bytes = meta;
+    e.data = (unsigned char *)e.meta + meta;
+    e.data_iova = 0;
+    e.prp_lists = prp ? (uint64_t *)((unsigned char *)e.data + GPUMEM_ALIGN_UP(data, pg)) : NULL;
+    e.prp_lists_iova = 0;
+    if ((st = gpumem_cache_init((gpumem_cache *)p, &e)) != GPUMEM_OK) {
+        GPUMEM_FREE(raw);
+        return st;
+    }
+    ((gpumem_cache *)p)->owned_ = raw;
+    *out = (gpumem_cache *)p;
+    return GPUMEM_OK;
+}
+
+void gpumem_cache_destroy(gpumem_cache *c) {
+    if (c && c->owned_) GPUMEM_FREE(c->owned_);
+}
+#endif /* GPUMEM_IMPLEMENTATION */
+#endif /* GPUMEM_NO_HOST_SHIM */
+
+/* ======================================================================== */
+/* C++: a typed reference, operator[] style (dissertation Listing 7.8)      */
+/* ======================================================================== */
+#ifdef __cplusplus
+namespace gpumem {
+/* One per thread. Reads with get(i) or r[i]; writes with set(i, v). Errors
+ * (a full cache, the backing failing) are kept in status() and read as T();
+ * check status() where that matters. */
+template <typename T>
+struct cache_array_ref {
+    gpumem_cache_ref r;
+    gpumem_status st;
+    GPUMEM_HD explicit cache_array_ref(const gpumem_cache_array *a) : r(gpumem_cache_ref_make(a)), st(GPUMEM_OK) {}
+    GPUMEM_HD ~cache_array_ref() { gpumem_cache_ref_drop(&r); }
+    cache_array_ref(const cache_array_ref &) = delete;
+    cache_array_ref &operator=(const cache_array_ref &) = delete;
+    GPUMEM_HD T get(uint64_t i) {
+        void *p = 0;
+        if ((st = gpumem_cache_ref_at(&r, i, 0, &p)) != GPUMEM_OK) return T();
+        return *(const T *)p;
+    }
+    GPUMEM_HD T operator[](uint64_t i) { return get(i); }
+    GPUMEM_HD gpumem_status set(uint64_t i, const T &v) {
+        void *p = 0;
+        if ((st = gpumem_cache_ref_at(&r, i, 1, &p)) == GPUMEM_OK) *(T *)p = v;
+        return st;
+    }
+    GPUMEM_HD gpumem_status status() const { return st; }
+};
+} /* namespace gpumem */
+#endif
+
+#endif /* GPUMEM_CACHE_H */

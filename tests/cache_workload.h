@@ -1,0 +1,305 @@
+/* The multi-threaded cache workload shared by the Criterion suite
+ * (test_cache.c) and the sanitizer driver (stress_cache.c). No assertions: it
+ * counts, and the callers check.
+ *
+ * The data behind the cache is an array of 64-bit words; word w starts as
+ * initial_word(w), so a line read from the wrong place, a stale slot or torn
+ * data is caught by content. Threads do random operations:
+ *   - read a random line through gpumem_cache_acquire and check every word;
+ *     with hold_check, yield while still holding it and check it again (a
+ *     line in use must never be evicted and its slot never reused);
+ *   - with write_permille > 0, threads own the words w with w % threads ==
+ *     id and write new values into their own words only (many threads write
+ *     into each line); reads of own words must see the last value written.
+ *     After the run the caller flushes and compares the backing with
+ *     `expect` byte for byte;
+ *   - with use_ref, the same through gpumem_cache_ref, in runs of
+ *     consecutive words (the reference keeps its line between accesses).
+ * A full cache (GPUMEM_EAGAIN) is counted and retried after dropping what
+ * the thread holds; that is the documented rule. */
+#ifndef GPUMEM_TEST_CACHE_WORKLOAD_H
+#define GPUMEM_TEST_CACHE_WORKLOAD_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpumem_cache.h"
+
+static uint64_t initial_word(uint64_t w) { return w * 0x9E3779B97F4A7C15ull ^ 0x5bd1e995ull; }
+static uint64_t written_word(uint64_t w, uint64_t round) { return (w * 0xC2B2AE3D27D4EB4Full) ^ (round << 1) ^ 1; }
+
+static uint64_t rng_next(uint64_t *s) {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static double cache_test_scale(void) {
+    const char *s = getenv("GPUMEM_TEST_SCALE");
+    double v = s ? atof(s) : 1.0;
+    return v > 0 ? v : 1.0;
+}
+
+typedef struct cache_cfg {
+    uint32_t line_bytes;
+    uint64_t n_lines;
+    uint32_t n_slots;
+    uint32_t policy;
+    uint32_t threads;
+    uint32_t ops;            /* per thread */
+    uint32_t write_permille; /* share of writes (own words only) */
+    int hold_check;
+    int use_ref;
+    uint32_t full_sweeps;
+    /* NVMe backing (n_ctrls 0: memory) */
+    uint32_t n_ctrls;
+    uint32_t pairs_per_ctrl;
+    uint32_t layout;
+    uint32_t depth;
+    uint64_t latency_ns;
+} cache_cfg;
+
+typedef struct cache_result {
+    uint64_t ops, acquires, eagain, eio, other_status, bad_data, words_checked;
+    gpumem_cache_stats stats;
+    uint64_t quiescent_problems;
+    uint64_t flushed;
+    gpumem_status flush_status;
+    uint64_t backing_mismatches; /* words in the backing that differ from expect */
+    uint64_t ctl_violations, ctl_reads, ctl_writes;
+} cache_result;
+
+typedef struct cache_setup {
+    cache_cfg cfg;
+    gpumem_cache *cache;
+    unsigned char *mem;              /* memory backing */
+    gpumem_swctl *ctls[4];
+    gpumem_nvme_qp *pairs[64];
+    uint64_t *expect;                /* the data as it must end up */
+    uint64_t n_words;
+} cache_setup;
+
+typedef struct cache_worker {
+    cache_setup *s;
+    uint32_t id;
+    uint64_t ops, acquires, eagain, eio, other_status, bad_data, words_checked;
+    uint64_t round;
+} cache_worker;
+
+/* Where word w lives in the backing of controller/memory `which`. */
+static uint64_t *backing_word(cache_setup *s, uint32_t ctrl, uint64_t w) {
+    const cache_cfg *c = &s->cfg;
+    uint64_t words_per_line = c->line_bytes / 8, line = w / words_per_line;
+    if (c->n_ctrls == 0) return (uint64_t *)s->mem + w;
+    if (c->layout == GPUMEM_CACHE_STRIPE)
+        return (uint64_t *)gpumem_swctl_ram(s->ctls[line % c->n_ctrls]) +
+               (line / c->n_ctrls) * words_per_line + w % words_per_line;
+    return (uint64_t *)gpumem_swctl_ram(s->ctls[ctrl]) + w;
+}
+
+/* Build backing, content and cache. Returns a status (the caller asserts). */
+static gpumem_status cache_setup_make(cache_setup *s, const cache_cfg *cfg) {
+    gpumem_cache_desc d = gpumem_cache_desc_default();
+    uint64_t w, data_bytes = cfg->n_lines * cfg->line_bytes;
+    uint32_t j, k;
+    gpumem_status st;
+    memset(s, 0, sizeof *s);
+    s->cfg = *cfg;
+    s->n_words = data_bytes / 8;
+    s->expect = (uint64_t *)malloc(data_bytes);
+    if (!s->expect) return GPUMEM_ENOMEM;
+    for (w = 0; w < s->n_words; w++) s->expect[w] = initial_word(w);
+    d.n_lines = cfg->n_lines;
+    d.line_bytes = cfg->line_bytes;
+    d.n_slots = cfg->n_slots;
+    d.policy = cfg->policy;
+    d.full_sweeps = cfg->full_sweeps;
+    if (cfg->n_ctrls == 0) {
+        s->mem = (unsigned char *)malloc(data_bytes);
+        if (!s->mem) return GPUMEM_ENOMEM;
+        memcpy(s->mem, s->expect, data_bytes);
+        d.backing = gpumem_cache_backing_memory(s->mem);
+    } else {
+        uint64_t per_ctrl = cfg->layout == GPUMEM_CACHE_STRIPE ? data_bytes / cfg->n_ctrls + cfg->line_bytes
+                                                              : data_bytes;
+        for (j = 0; j < cfg->n_ctrls; j++) {
+            gpumem_swctl_config c = gpumem_swctl_config_default();
+            c.lba_bytes = 512;
+            c.n_blocks = per_ctrl / 512;
+            c.latency_ns = cfg->latency_ns;
+            c.reorder = 4;
+            c.seed = 7 + j;
+            if ((st = gpumem_swctl_create(&c, &s->ctls[j])) != GPUMEM_OK) return st;
+            for (k = 0; k < cfg->pairs_per_ctrl; k++)
+                if ((st = gpumem_swctl_add_qp(s->ctls[j], cfg->depth, &s->pairs[j * cfg->pairs_per_ctrl + k])) !=
+                    GPUMEM_OK)
+                    return st;
+        }
+        for (j = 0; j < cfg->n_ctrls; j++)
+            for (w = 0; w < s->n_words; w++)
+                if (cfg->layout == GPUMEM_CACHE_REPLICATE || (w / (cfg->line_bytes / 8)) % cfg->n_ctrls == j)
+                    *backing_word(s, j, w) = s->expect[w];
+        for (j = 0; j < cfg->n_ctrls; j++)
+            if ((st = gpumem_swctl_start(s->ctls[j])) != GPUMEM_OK) return st;
+        d.backing = gpumem_cache_backing_nvme(s->pairs, cfg->n_ctrls, cfg->pairs_per_ctrl, 0, cfg->layout);
+    }
+    return gpumem_cache_create(&d, &s->cache);
+}
+
+static void cache_setup_free(cache_setup *s) {
+    uint32_t j;
+    gpumem_cache_destroy(s->cache);
+    for (j = 0; j < 4; j++) gpumem_swctl_destroy(s->ctls[j]);
+    free(s->mem);
+    free(s->expect);
+}
+
+/* Check a whole line by content; own words must hold expect[], others either
+ * the initial value or any value their owner wrote (so only own words are
+ * compared when there are writers). */
+static void check_line(cache_worker *wk, uint64_t line, const uint64_t *data) {
+    cache_setup *s = wk->s;
+    uint64_t per = s->cfg.line_bytes / 8, i;
+    for (i = 0; i < per; i++) {
+        uint64_t w = line * per + i;
+        int own = w % s->cfg.threads == wk->id;
+        if (s->cfg.write_permille && !own) continue;
+        wk->words_checked++;
+        if (data[i] != s->expect[w]) wk->bad_data++;
+    }
+}
+
+static void count_status(cache_worker *wk, gpumem_status st) {
+    if (st == GPUMEM_EAGAIN) wk->eagain++;
+    else if (st == GPUMEM_EIO) wk->eio++;
+    else if (st != GPUMEM_OK) wk->other_status++;
+}
+
+/* One operation through acquire/release. */
+static void op_direct(cache_worker *wk, uint64_t *rng) {
+    cache_setup *s = wk->s;
+    uint64_t line = rng_next(rng) % s->cfg.n_lines, per = s->cfg.line_bytes / 8;
+    int write = s->cfg.write_permille && rng_next(rng) % 1000 < s->cfg.write_permille;
+    void *p = NULL;
+    gpumem_status st;
+    while ((st = gpumem_cache_acquire(s->cache, line, 1, write, &p)) == GPUMEM_EAGAIN) wk->eagain++;
+    if (st != GPUMEM_OK) {
+        count_status(wk, st);
+        return;
+    }
+    wk->acquires++;
+    if (write) { /* own words in this line */
+        uint64_t i, *d = (uint64_t *)p;
+        wk->round++;
+        for (i = 0; i < per; i++) {
+            uint64_t w = line * per + i;
+            if (w % s->cfg.threads != wk->id) continue;
+            s->expect[w] = written_word(w, wk->round);
+            d[i] = s->expect[w];
+        }
+    }
+    check_line(wk, line, (const uint64_t *)p);
+    if (s->cfg.hold_check) {
+        sched_yield();
+        check_line(wk, line, (const uint64_t *)p);
+    }
+    if (gpumem_cache_release(s->cache, line, 1) != GPUMEM_OK) wk->other_status++;
+}
+
+/* A run of consecutive words through a reference. */
+static void op_ref(cache_worker *wk, uint64_t *rng, const gpumem_cache_array *a) {
+    cache_setup *s = wk->s;
+    gpumem_cache_ref r = gpumem_cache_ref_make(a);
+    uint64_t start = rng_next(rng) % s->n_words, n = 1 + rng_next(rng) % 96, w;
+    int write = s->cfg.write_permille && rng_next(rng) % 1000 < s->cfg.write_permille;
+    wk->round++;
+    for (w = start; w < start + n && w < s->n_words; w++) {
+        uint64_t v = 0;
+        gpumem_status st;
+        int own = w % s->cfg.threads == wk->id;
+        if (s->cfg.write_permille && !own) continue;
+        if (write) {
+            uint64_t nv = written_word(w, wk->round);
+            while ((st = gpumem_cache_ref_put(&r, w, &nv)) == GPUMEM_EAGAIN) wk->eagain++;
+            if (st == GPUMEM_OK) s->expect[w] = nv;
+        } else {
+            while ((st = gpumem_cache_ref_get(&r, w, &v)) == GPUMEM_EAGAIN) wk->eagain++;
+            if (st == GPUMEM_OK) {
+                wk->words_checked++;
+                if (v != s->expect[w]) wk->bad_data++;
+            }
+        }
+        if (st != GPUMEM_OK) count_status(wk, st);
+    }
+    if (gpumem_cache_ref_drop(&r) != GPUMEM_OK) wk->other_status++;
+}
+
+static void *cache_worker_main(void *arg) {
+    cache_worker *wk = (cache_worker *)arg;
+    gpumem_cache_array a = gpumem_cache_array_make(wk->s->cache, 8, 0, wk->s->n_words);
+    uint64_t rng = 0x9E3779B97F4A7C15ull * (wk->id + 1), i;
+    for (i = 0; i < wk->s->cfg.ops; i++, wk->ops++) {
+        if (wk->s->cfg.use_ref) op_ref(wk, &rng, &a);
+        else op_direct(wk, &rng);
+    }
+    return NULL;
+}
+
+/* Run the workload, flush, and compare the backing with expect. */
+static gpumem_status cache_run(const cache_cfg *cfg, cache_result *res) {
+    cache_setup s;
+    cache_worker *wk;
+    pthread_t *th;
+    uint32_t t, j;
+    uint64_t w;
+    gpumem_status st = cache_setup_make(&s, cfg);
+    memset(res, 0, sizeof *res);
+    if (st != GPUMEM_OK) {
+        cache_setup_free(&s);
+        return st;
+    }
+    wk = (cache_worker *)calloc(cfg->threads, sizeof *wk);
+    th = (pthread_t *)calloc(cfg->threads, sizeof *th);
+    for (t = 0; t < cfg->threads; t++) {
+        wk[t].s = &s;
+        wk[t].id = t;
+        pthread_create(&th[t], NULL, cache_worker_main, &wk[t]);
+    }
+    for (t = 0; t < cfg->threads; t++) {
+        pthread_join(th[t], NULL);
+        res->ops += wk[t].ops;
+        res->acquires += wk[t].acquires;
+        res->eagain += wk[t].eagain;
+        res->eio += wk[t].eio;
+        res->other_status += wk[t].other_status;
+        res->bad_data += wk[t].bad_data;
+        res->words_checked += wk[t].words_checked;
+    }
+    res->quiescent_problems = gpumem_cache_check_quiescent(s.cache);
+    res->flush_status = gpumem_cache_flush(s.cache, &res->flushed);
+    res->quiescent_problems += gpumem_cache_check_quiescent(s.cache);
+    gpumem_cache_get_stats(s.cache, &res->stats);
+    for (j = 0; j < cfg->n_ctrls; j++) {
+        gpumem_swctl_stats cs;
+        gpumem_swctl_stop(s.ctls[j]);
+        gpumem_swctl_get_stats(s.ctls[j], &cs);
+        res->ctl_violations += cs.violations;
+        res->ctl_reads += cs.reads;
+        res->ctl_writes += cs.writes;
+    }
+    for (j = 0; j < (cfg->n_ctrls ? cfg->n_ctrls : 1); j++) {
+        if (cfg->n_ctrls && cfg->layout == GPUMEM_CACHE_STRIPE && j > 0) break; /* backing_word picks the owner */
+        for (w = 0; w < s.n_words; w++)
+            if (*backing_word(&s, j, w) != s.expect[w]) res->backing_mismatches++;
+    }
+    free(wk);
+    free(th);
+    cache_setup_free(&s);
+    return GPUMEM_OK;
+}
+
+#endif
