@@ -71,22 +71,22 @@ bench: $(BUILD)/bench_queue
 	python3 bench/ratios.py bench/results/queue-$$(hostname -s).json > bench/results/queue-$$(hostname -s).md
 	cat bench/results/queue-$$(hostname -s).md
 
-$(BUILD)/stress_nvme: tests/stress_nvme.c tests/nvme_workload.h $(HEADERS) | $(BUILD)
+$(BUILD)/stress: tests/stress.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
 
 # Soak: the concurrency workloads at 5x the suite's I/O counts.
-stress: $(BUILD)/stress_nvme
-	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-5} $(BUILD)/stress_nvme
+stress: $(BUILD)/stress
+	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-5} $(BUILD)/stress
 
-# Sanitizers run the concurrency workloads through stress_nvme (Criterion's
+# Sanitizers run the concurrency workloads through stress (Criterion's
 # fixed-address arena cannot start under ThreadSanitizer); ASan also runs the suite.
 tsan:
-	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress_nvme
-	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.2} build/tsan/stress_nvme
+	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress
+	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.2} build/tsan/stress
 ASAN_VARS := BUILD=build/asan CC=clang SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" CFLAGS="-O1 -g"
 asan:
-	$(MAKE) $(ASAN_VARS) build/asan/stress_nvme
-	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} build/asan/stress_nvme
+	$(MAKE) $(ASAN_VARS) build/asan/stress
+	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} build/asan/stress
 	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} $(MAKE) $(ASAN_VARS) run-tests
 
 CUDA_TEST_BINS := $(patsubst tests/cuda/%.cu,$(BUILD)/cuda/%.bin,$(wildcard tests/cuda/*.cu))

@@ -302,4 +302,120 @@ static gpumem_status cache_run(const cache_cfg *cfg, cache_result *res) {
     return GPUMEM_OK;
 }
 
+/* Every check a workload run must pass; NULL, or what failed (in buf). */
+static const char *cache_check(const cache_cfg *cfg, const cache_result *r, char *buf, size_t n) {
+#define CACHE_CHECK(cond, ...)                  \
+    do {                                        \
+        if (!(cond)) {                          \
+            snprintf(buf, n, __VA_ARGS__);      \
+            return buf;                         \
+        }                                       \
+    } while (0)
+    const gpumem_cache_stats *st = &r->stats;
+    CACHE_CHECK(r->ops == (uint64_t)cfg->threads * cfg->ops, "ran %llu of %llu operations",
+                (unsigned long long)r->ops, (unsigned long long)cfg->threads * cfg->ops);
+    CACHE_CHECK(r->words_checked > 0, "nothing was checked");
+    CACHE_CHECK(r->bad_data == 0, "%llu of %llu words read wrong", (unsigned long long)r->bad_data,
+                (unsigned long long)r->words_checked);
+    CACHE_CHECK(r->eio + r->other_status == 0, "statuses: %llu EIO, %llu other", (unsigned long long)r->eio,
+                (unsigned long long)r->other_status);
+    CACHE_CHECK(st->violations == 0, "%llu invariant violations", (unsigned long long)st->violations);
+    CACHE_CHECK(r->quiescent_problems == 0, "%llu structure problems after the run",
+                (unsigned long long)r->quiescent_problems);
+    CACHE_CHECK(r->flush_status == GPUMEM_OK, "flush: %s", gpumem_status_str(r->flush_status));
+    CACHE_CHECK(r->backing_mismatches == 0, "%llu words differ in the backing after flush",
+                (unsigned long long)r->backing_mismatches);
+    /* Every lane of every acquire is a hit or a miss; every fill is one read. */
+    CACHE_CHECK(cfg->use_ref || st->hits + st->misses == r->acquires, "hits %llu + misses %llu != acquires %llu",
+                (unsigned long long)st->hits, (unsigned long long)st->misses, (unsigned long long)r->acquires);
+    CACHE_CHECK(st->reads == st->fills && st->bytes_read == st->fills * cfg->line_bytes,
+                "reads %llu, bytes %llu for %llu fills", (unsigned long long)st->reads,
+                (unsigned long long)st->bytes_read, (unsigned long long)st->fills);
+    CACHE_CHECK(st->fills - st->evictions <= cfg->n_slots, "more lines resident than slots");
+    CACHE_CHECK(st->io_errors == 0, "%llu I/O errors", (unsigned long long)st->io_errors);
+    if (cfg->n_slots >= cfg->n_lines)
+        CACHE_CHECK(st->evictions == 0 && st->fills <= cfg->n_lines, "evictions %llu, fills %llu with room for all",
+                    (unsigned long long)st->evictions, (unsigned long long)st->fills);
+    else
+        CACHE_CHECK(st->evictions > 0, "the cache never had to evict");
+    if (cfg->write_permille) CACHE_CHECK(st->writebacks > 0, "nothing written back");
+    if (cfg->n_ctrls) {
+        uint64_t copies = cfg->layout == GPUMEM_CACHE_REPLICATE ? cfg->n_ctrls : 1;
+        CACHE_CHECK(r->ctl_violations == 0, "controller saw %llu protocol violations",
+                    (unsigned long long)r->ctl_violations);
+        CACHE_CHECK(r->ctl_reads == st->reads, "controller reads %llu, cache issued %llu",
+                    (unsigned long long)r->ctl_reads, (unsigned long long)st->reads);
+        CACHE_CHECK(r->ctl_writes == st->writes && st->writes == copies * st->writebacks,
+                    "controller writes %llu, cache writes %llu, write-backs %llu", (unsigned long long)r->ctl_writes,
+                    (unsigned long long)st->writes, (unsigned long long)st->writebacks);
+    }
+    return NULL;
+#undef CACHE_CHECK
+}
+
+/* The workloads, shared by the suite and the sanitizer driver. */
+typedef struct cache_workload {
+    const char *name;
+    cache_cfg cfg;
+} cache_workload;
+
+static cache_cfg cache_cfg_base(uint32_t line_bytes, uint64_t n_lines, uint32_t n_slots, uint32_t threads,
+                                uint32_t ops) {
+    cache_cfg c;
+    memset(&c, 0, sizeof c);
+    c.line_bytes = line_bytes;
+    c.n_lines = n_lines;
+    c.n_slots = n_slots;
+    c.threads = threads;
+    c.ops = (uint32_t)(ops * cache_test_scale());
+    c.depth = 64;
+    c.pairs_per_ctrl = 4;
+    c.layout = GPUMEM_CACHE_STRIPE;
+    return c;
+}
+
+/* Fills w[] (room for 20); returns the count. */
+static int cache_workloads(cache_workload *w) {
+    int n = 0;
+#define WL(nm) (w[n].name = (nm), &w[n++].cfg)
+    cache_cfg *c;
+    c = WL("reads, memory, 512 B lines, hold check");
+    *c = cache_cfg_base(512, 4096, 64, 32, 300), c->hold_check = 1;
+    c = WL("reads, memory, 4 KiB lines, round robin, hold check");
+    *c = cache_cfg_base(4096, 512, 32, 32, 300), c->policy = GPUMEM_CACHE_ROUND_ROBIN, c->hold_check = 1;
+    c = WL("reads, memory, 64 KiB lines");
+    *c = cache_cfg_base(65536, 64, 8, 16, 100);
+    c = WL("reads, NVMe, 4 KiB lines, hold check");
+    *c = cache_cfg_base(4096, 1024, 32, 32, 300), c->n_ctrls = 1, c->hold_check = 1;
+    c = WL("reads, NVMe, 512 B lines, array reference");
+    *c = cache_cfg_base(512, 2048, 32, 32, 300), c->n_ctrls = 1, c->use_ref = 1;
+    c = WL("reads, NVMe, 64 KiB lines (PRP lists)");
+    *c = cache_cfg_base(65536, 48, 6, 16, 60), c->n_ctrls = 1;
+    c = WL("writes, memory, 4 KiB lines, hold check");
+    *c = cache_cfg_base(4096, 256, 16, 32, 300), c->write_permille = 400, c->hold_check = 1;
+    c = WL("writes, NVMe, 512 B lines");
+    *c = cache_cfg_base(512, 2048, 48, 32, 300), c->n_ctrls = 1, c->write_permille = 300;
+    c = WL("writes, NVMe, 4 KiB lines, array reference");
+    *c = cache_cfg_base(4096, 512, 24, 32, 300), c->n_ctrls = 1, c->use_ref = 1, c->write_permille = 500;
+    c = WL("writes, NVMe, 64 KiB lines, round robin");
+    *c = cache_cfg_base(65536, 32, 5, 16, 60), c->n_ctrls = 1, c->write_permille = 500,
+    c->policy = GPUMEM_CACHE_ROUND_ROBIN;
+    c = WL("writes, two controllers striped");
+    *c = cache_cfg_base(4096, 512, 24, 32, 300), c->n_ctrls = 2, c->pairs_per_ctrl = 2, c->write_permille = 300;
+    c = WL("writes, two controllers replicated");
+    *c = cache_cfg_base(4096, 256, 24, 32, 300), c->n_ctrls = 2, c->pairs_per_ctrl = 2, c->write_permille = 300,
+    c->layout = GPUMEM_CACHE_REPLICATE;
+    c = WL("reads, cache larger than the data");
+    *c = cache_cfg_base(4096, 100, 256, 32, 400), c->n_ctrls = 1;
+    c = WL("writes, 2 slots, 64 threads, array reference (full cache retried)");
+    *c = cache_cfg_base(512, 512, 2, 64, 100), c->full_sweeps = 2, c->use_ref = 1, c->write_permille = 200;
+    /* Hot lines in a tiny cache: evictors race acquirers for the same lines
+     * all the time, so evicting a line a thread has just acquired (a missing
+     * re-check of the count in the claim) shows up in the hold check. */
+    c = WL("reads, 3 hot lines, 2 slots, hold check");
+    *c = cache_cfg_base(512, 3, 2, 32, 8000), c->hold_check = 1;
+#undef WL
+    return n;
+}
+
 #endif

@@ -6,6 +6,7 @@
 #define GPUMEM_IMPLEMENTATION
 #define GPUMEM_CACHE_CHECK 1
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,171 +14,21 @@
 #include "gpumem_cache.h"
 #include "cache_workload.h"
 
-static uint32_t scaled(uint32_t n) { return (uint32_t)(n * cache_test_scale()); }
+/* ---- the workloads: random reads and writes by 16-64 threads on 2 cores ---- */
 
-/* The checks every workload run must pass. */
-static void check_run(const cache_cfg *cfg, const cache_result *r) {
-    uint64_t expect_acquires = cfg->use_ref ? 0 : (uint64_t)cfg->threads * cfg->ops;
-    cr_assert_eq(r->ops, (uint64_t)cfg->threads * cfg->ops);
-    cr_assert_eq(r->bad_data, 0, "%lu of %lu words read wrong", (unsigned long)r->bad_data,
-                 (unsigned long)r->words_checked);
-    cr_assert_gt(r->words_checked, 0);
-    cr_assert_eq(r->eio + r->other_status, 0, "eio %lu other %lu", (unsigned long)r->eio,
-                 (unsigned long)r->other_status);
-    if (expect_acquires) cr_assert_eq(r->acquires, expect_acquires);
-    cr_assert_eq(r->stats.violations, 0, "invariant violations: %lu", (unsigned long)r->stats.violations);
-    cr_assert_eq(r->quiescent_problems, 0, "structure problems after the run: %lu",
-                 (unsigned long)r->quiescent_problems);
-    cr_assert_eq(r->flush_status, GPUMEM_OK);
-    cr_assert_eq(r->backing_mismatches, 0, "%lu words differ in the backing after flush",
-                 (unsigned long)r->backing_mismatches);
-    /* Every lane of every acquire is a hit or a miss; every fill is one read. */
-    if (!cfg->use_ref) cr_assert_eq(r->stats.hits + r->stats.misses, r->acquires);
-    cr_assert_eq(r->stats.reads, r->stats.fills);
-    cr_assert_eq(r->stats.bytes_read, r->stats.fills * cfg->line_bytes);
-    cr_assert_leq(r->stats.fills - r->stats.evictions, cfg->n_slots, "more lines resident than slots");
-    cr_assert_eq(r->stats.io_errors, 0);
-    if (cfg->n_ctrls) {
-        cr_assert_eq(r->ctl_violations, 0, "controller saw %lu protocol violations",
-                     (unsigned long)r->ctl_violations);
-        cr_assert_eq(r->ctl_reads, r->stats.reads, "controller reads %lu, cache issued %lu",
-                     (unsigned long)r->ctl_reads, (unsigned long)r->stats.reads);
-        cr_assert_eq(r->ctl_writes, r->stats.writes);
-    }
-    if (cfg->write_permille) cr_assert_gt(r->stats.writebacks, 0);
+ParameterizedTestParameters(cache, workload) {
+    static cache_workload w[20];
+    int n = cache_workloads(w);
+    return cr_make_param_array(cache_workload, w, (size_t)n);
 }
 
-static cache_cfg base_cfg(uint32_t line_bytes, uint64_t n_lines, uint32_t n_slots) {
-    cache_cfg c;
-    memset(&c, 0, sizeof c);
-    c.line_bytes = line_bytes;
-    c.n_lines = n_lines;
-    c.n_slots = n_slots;
-    c.threads = 32;
-    c.ops = scaled(300);
-    c.depth = 64;
-    c.pairs_per_ctrl = 4;
-    c.layout = GPUMEM_CACHE_STRIPE;
-    return c;
-}
-
-static void run_and_check(const cache_cfg *cfg) {
+ParameterizedTest(cache_workload *w, cache, workload) {
     cache_result r;
-    cr_assert_eq(cache_run(cfg, &r), GPUMEM_OK);
-    check_run(cfg, &r);
-    cr_assert_gt(r.stats.evictions + (cfg->n_slots >= cfg->n_lines), 0, "the cache never had to evict");
-}
-
-/* ---- random reads, cache much smaller than the data ----------------------- */
-
-Test(cache_reads, memory_512B_lines_hold_check) {
-    cache_cfg c = base_cfg(512, 4096, 64);
-    c.hold_check = 1;
-    run_and_check(&c);
-}
-
-Test(cache_reads, memory_4KiB_lines_round_robin) {
-    cache_cfg c = base_cfg(4096, 512, 32);
-    c.policy = GPUMEM_CACHE_ROUND_ROBIN;
-    c.hold_check = 1;
-    run_and_check(&c);
-}
-
-Test(cache_reads, memory_64KiB_lines) {
-    cache_cfg c = base_cfg(65536, 64, 8);
-    c.threads = 16;
-    c.ops = scaled(100);
-    run_and_check(&c);
-}
-
-Test(cache_reads, nvme_4KiB_lines_hold_check) {
-    cache_cfg c = base_cfg(4096, 1024, 32);
-    c.n_ctrls = 1;
-    c.hold_check = 1;
-    run_and_check(&c);
-}
-
-Test(cache_reads, nvme_512B_lines_through_array_ref) {
-    cache_cfg c = base_cfg(512, 2048, 32);
-    c.n_ctrls = 1;
-    c.use_ref = 1;
-    run_and_check(&c);
-}
-
-Test(cache_reads, nvme_64KiB_lines_prp_lists) {
-    cache_cfg c = base_cfg(65536, 48, 6);
-    c.n_ctrls = 1;
-    c.threads = 16;
-    c.ops = scaled(60);
-    run_and_check(&c);
-}
-
-/* ---- writers, flush, byte-for-byte comparison ----------------------------- */
-
-Test(cache_writes, memory_4KiB_disjoint_writers) {
-    cache_cfg c = base_cfg(4096, 256, 16);
-    c.write_permille = 400;
-    c.hold_check = 1;
-    run_and_check(&c);
-}
-
-Test(cache_writes, nvme_512B_disjoint_writers) {
-    cache_cfg c = base_cfg(512, 2048, 48);
-    c.n_ctrls = 1;
-    c.write_permille = 300;
-    run_and_check(&c);
-}
-
-Test(cache_writes, nvme_4KiB_writers_through_array_ref) {
-    cache_cfg c = base_cfg(4096, 512, 24);
-    c.n_ctrls = 1;
-    c.use_ref = 1;
-    c.write_permille = 500;
-    run_and_check(&c);
-}
-
-Test(cache_writes, nvme_64KiB_writers_round_robin) {
-    cache_cfg c = base_cfg(65536, 32, 5);
-    c.n_ctrls = 1;
-    c.threads = 16;
-    c.ops = scaled(60);
-    c.write_permille = 500;
-    c.policy = GPUMEM_CACHE_ROUND_ROBIN;
-    run_and_check(&c);
-}
-
-Test(cache_writes, two_controllers_striped) {
-    cache_cfg c = base_cfg(4096, 512, 24);
-    c.n_ctrls = 2;
-    c.pairs_per_ctrl = 2;
-    c.write_permille = 300;
-    run_and_check(&c);
-}
-
-Test(cache_writes, two_controllers_replicated) {
-    cache_cfg c = base_cfg(4096, 256, 24);
-    c.n_ctrls = 2;
-    c.pairs_per_ctrl = 2;
-    c.layout = GPUMEM_CACHE_REPLICATE;
-    c.write_permille = 300;
-    cache_result r;
-    cr_assert_eq(cache_run(&c, &r), GPUMEM_OK);
-    check_run(&c, &r); /* compares both controllers with the reference */
-    cr_assert_eq(r.stats.writes, 2 * r.stats.writebacks, "each write-back goes to both controllers");
-}
-
-/* ---- cache larger than the data --------------------------------------------- */
-
-Test(cache_sizes, larger_than_data_reads_each_line_once) {
-    cache_cfg c = base_cfg(4096, 100, 256);
-    c.n_ctrls = 1;
-    c.ops = scaled(400);
-    cache_result r;
-    cr_assert_eq(cache_run(&c, &r), GPUMEM_OK);
-    check_run(&c, &r);
-    cr_assert_eq(r.stats.evictions, 0);
-    cr_assert_leq(r.stats.fills, c.n_lines, "a line was read twice although nothing was evicted");
-    cr_assert_eq(r.stats.fills, c.n_lines, "12800 random accesses over 100 lines touch all of them");
+    char why[256];
+    const char *problem;
+    cr_assert_eq(cache_run(&w->cfg, &r), GPUMEM_OK, "%s: setup failed", w->name);
+    problem = cache_check(&w->cfg, &r, why, sizeof why);
+    cr_assert_null(problem, "%s: %s", w->name, problem);
 }
 
 /* ---- one read for a burst of misses ------------------------------------------- */
@@ -206,7 +57,7 @@ static void *burst_main(void *p) {
 
 Test(cache_miss, burst_on_one_line_is_one_read) {
     enum { T = 64 };
-    cache_cfg c = base_cfg(4096, 64, 8);
+    cache_cfg c = cache_cfg_base(4096, 64, 8, 1, 0);
     cache_setup s;
     pthread_t th[T];
     burst_arg a[T];
@@ -242,7 +93,7 @@ Test(cache_miss, burst_on_one_line_is_one_read) {
 /* ---- a full cache: the documented rule ---------------------------------------- */
 
 Test(cache_full, every_slot_in_use_answers_eagain_then_recovers) {
-    cache_cfg c = base_cfg(4096, 64, 4);
+    cache_cfg c = cache_cfg_base(4096, 64, 4, 1, 0);
     cache_setup s;
     gpumem_cache_stats st;
     void *d[5];
@@ -267,22 +118,10 @@ Test(cache_full, every_slot_in_use_answers_eagain_then_recovers) {
     cache_setup_free(&s);
 }
 
-Test(cache_full, two_slots_sixty_four_threads_all_finish) {
-    cache_cfg c = base_cfg(512, 512, 2);
-    c.threads = 64;
-    c.ops = scaled(100);
-    c.full_sweeps = 2;
-    c.use_ref = 1;
-    c.write_permille = 200;
-    cache_result r;
-    cr_assert_eq(cache_run(&c, &r), GPUMEM_OK);
-    check_run(&c, &r);
-}
-
 /* ---- the array reference keeps its line ---------------------------------------- */
 
 Test(cache_ref, sequential_scan_acquires_once_per_line) {
-    cache_cfg c = base_cfg(4096, 40, 4);
+    cache_cfg c = cache_cfg_base(4096, 40, 4, 1, 0);
     cache_setup s;
     gpumem_cache_stats st;
     gpumem_cache_array a;
@@ -379,7 +218,7 @@ Test(cache_errors, nvme_shapes_checked_against_the_namespace) {
 }
 
 Test(cache_errors, bad_calls_and_refcount_overflow) {
-    cache_cfg c = base_cfg(4096, 8, 4);
+    cache_cfg c = cache_cfg_base(4096, 8, 4, 1, 0);
     cache_setup s;
     void *d = NULL;
     uint32_t before;
@@ -409,7 +248,7 @@ Test(cache_errors, bad_calls_and_refcount_overflow) {
  * free; a failed write-back keeps the dirty line (nothing is lost), and it
  * reaches the backing once the controller works again. */
 Test(cache_errors, failing_backing_loses_nothing) {
-    cache_cfg c = base_cfg(4096, 16, 2);
+    cache_cfg c = cache_cfg_base(4096, 16, 2, 1, 0);
     cache_setup s;
     gpumem_cache_stats st;
     void *d = NULL;
@@ -458,3 +297,4 @@ Test(cache_errors, failing_backing_loses_nothing) {
     cr_assert_eq(st.violations, 0);
     cache_setup_free(&s);
 }
+

@@ -1,18 +1,39 @@
-/* The multi-threaded queue-pair workloads of the test suite, without
- * Criterion, for the sanitizer builds (make tsan, make asan) and for longer
+/* The multi-threaded queue-pair and cache workloads of the test suite,
+ * without Criterion, for the sanitizer builds (make tsan, make asan) and for longer
  * soak runs (make stress). Prints one line per run; exits 1 on any problem.
  * GPUMEM_TEST_SCALE scales the I/O counts. */
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
 #include <time.h>
 
-#include "gpumem_nvme.h"
+#include "gpumem_cache.h"
 #include "nvme_workload.h"
+#include "cache_workload.h"
 
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The cache workloads of test_cache.c; returns the number that failed. */
+static int cache_runs(void) {
+    cache_workload w[20];
+    int n = cache_workloads(w), i, failed = 0;
+    for (i = 0; i < n; i++) {
+        cache_result r;
+        char why[256];
+        const char *problem;
+        double t0 = now_s();
+        gpumem_status st = cache_run(&w[i].cfg, &r);
+        problem = st != GPUMEM_OK ? gpumem_status_str(st) : cache_check(&w[i].cfg, &r, why, sizeof why);
+        printf("%-66s %9lu ops %6.2f s  %s\n", w[i].name, (unsigned long)r.ops, now_s() - t0,
+               problem ? problem : "ok");
+        fflush(stdout);
+        if (problem) failed++;
+    }
+    printf("stress: %d of %d cache runs clean\n", n - failed, n);
+    return failed;
 }
 
 int main(void) {
@@ -61,6 +82,7 @@ int main(void) {
         fflush(stdout);
         if (problem) failed++;
     }
-    printf("stress_nvme: %d of %d runs clean\n", n - failed, n);
+    printf("stress: %d of %d queue runs clean\n", n - failed, n);
+    failed += cache_runs();
     return failed ? 1 : 0;
 }
