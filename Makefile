@@ -1,7 +1,8 @@
 # gpumem: header-only; this Makefile builds the tests, benchmarks and examples.
 #   make test       Criterion suite + every header as C11/C++17/CUDA + every CUDA source compiled
 #   make demo       the main job (examples/demo)
-#   make bench      Google Benchmark: lock-free queue vs mutex queue (writes bench/results/)
+#   make bench      Google Benchmark, each against its baseline: queue vs mutex queue, fetch-add vs
+#                   CAS reference count, cache misses vs direct reads (bench-queue, bench-cache)
 #   make tsan/asan  the concurrency workloads under ThreadSanitizer / ASan+UBSan (asan: the suite too)
 #   make stress     the concurrency workloads at 5x (soak)
 #   make gpu-test   CUDA tests (needs a GPU), gpu-bench likewise
@@ -19,7 +20,7 @@ CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 
-.PHONY: all test headers cuda-compile run-tests demo bench stress tsan asan gpu-test gpu-bench clean
+.PHONY: all test headers cuda-compile run-tests demo bench bench-queue bench-cache stress tsan asan gpu-test gpu-bench clean
 
 all: test
 
@@ -62,14 +63,22 @@ $(BUILD)/demo: examples/demo.c $(HEADERS) | $(BUILD)
 demo: $(BUILD)/demo
 	$(BUILD)/demo
 
-$(BUILD)/bench_queue: bench/bench_queue.cpp $(HEADERS) | $(BUILD)
+BENCH_OUT = bench/results/$(1)-$$(hostname -s)
+$(BUILD)/bench_%: bench/bench_%.cpp $(HEADERS) | $(BUILD)
 	$(CXX) -std=c++17 -O2 -g -I. $< -o $@ -lbenchmark -pthread
 
-bench: $(BUILD)/bench_queue
+# Each benchmark's JSON and a table of its ratios to the baseline of the same run.
+bench: bench-queue bench-cache
+bench-queue: $(BUILD)/bench_queue
 	mkdir -p bench/results
-	$(BUILD)/bench_queue --benchmark_out=bench/results/queue-$$(hostname -s).json --benchmark_out_format=json
-	python3 bench/ratios.py bench/results/queue-$$(hostname -s).json > bench/results/queue-$$(hostname -s).md
-	cat bench/results/queue-$$(hostname -s).md
+	$(BUILD)/bench_queue --benchmark_out=$(call BENCH_OUT,queue).json --benchmark_out_format=json
+	python3 bench/ratios.py $(call BENCH_OUT,queue).json "Queue pair: submissions per second (submit + complete), instant software controller" lockfree:mutex > $(call BENCH_OUT,queue).md
+	cat $(call BENCH_OUT,queue).md
+bench-cache: $(BUILD)/bench_cache
+	mkdir -p bench/results
+	$(BUILD)/bench_cache --benchmark_out=$(call BENCH_OUT,cache).json --benchmark_out_format=json
+	python3 bench/ratios.py $(call BENCH_OUT,cache).json "Cache: hits (fetch-add vs compare-and-swap reference count) and misses (through the cache vs direct reads)" hit_faa:hit_cas miss_cache:miss_direct > $(call BENCH_OUT,cache).md
+	cat $(call BENCH_OUT,cache).md
 
 $(BUILD)/stress: tests/stress.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread

@@ -1,21 +1,29 @@
 #!/usr/bin/env python3
-"""Turn a Google Benchmark JSON of bench_queue into a table of rates and ratios."""
+"""Turn a Google Benchmark JSON into a table of rates and ratios.
+
+usage: ratios.py RESULT.json "TITLE" NUM:DEN [NUM:DEN ...]
+
+Benchmarks are named VARIANT[/ARG]/.../threads:N. For each NUM:DEN pair, every
+(ARG, threads) measured for both variants gets a row: both rates
+(items_per_second) and NUM/DEN."""
 import json, re, sys
 
 data = json.load(open(sys.argv[1]))
+title, pairs = sys.argv[2], [p.split(":") for p in sys.argv[3:]]
 ctx = data["context"]
 rates = {}
 for b in data["benchmarks"]:
-    m = re.match(r"(\w+)/(?:min_time:[\d.]+/)?(?:real_time/)?threads:(\d+)", b["name"])
-    if m and "items_per_second" in b:
-        rates.setdefault(int(m.group(2)), {})[m.group(1)] = b["items_per_second"]
-print(f"# Queue pair: submissions per second (submit + complete), instant software controller\n")
+    m = re.match(r"([a-z_]+)((?:/\d+)*)/(?:min_time:[\d.]+/)?(?:real_time/)?threads:(\d+)", b["name"])
+    if m and "items_per_second" in b and not b.get("error_occurred"):
+        arg = m.group(2).lstrip("/") or "-"
+        rates.setdefault((m.group(1)), {})[(arg, int(m.group(3)))] = b["items_per_second"]
+print(f"# {title}\n")
 print(f"Machine: {ctx.get('host_name')}, {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz, "
-      f"run {ctx.get('date')}, library build type {ctx.get('library_build_type')}.\n")
-print("| threads | lock-free (ops/s) | mutex baseline (ops/s) | ratio |")
-print("|---:|---:|---:|---:|")
-for t in sorted(rates):
-    r = rates[t]
-    lf, mx = r.get("lockfree"), r.get("mutex")
-    ratio = f"{lf / mx:.2f}x" if lf and mx else "n/a"
-    print(f"| {t} | {lf:,.0f} | {mx:,.0f} | {ratio} |" if lf and mx else f"| {t} | {lf} | {mx} | n/a |")
+      f"run {ctx.get('date')}.\n")
+for num, den in pairs:
+    a, b = rates.get(num, {}), rates.get(den, {})
+    print(f"\n## {num} vs {den}\n")
+    print(f"| arg | threads | {num} (/s) | {den} (/s) | ratio |")
+    print("|---|---:|---:|---:|---:|")
+    for key in sorted(set(a) & set(b), key=lambda k: (int(k[0]) if k[0].isdigit() else 0, k[1])):
+        print(f"| {key[0]} | {key[1]} | {a[key]:,.0f} | {b[key]:,.0f} | {a[key] / b[key]:.2f}x |")
