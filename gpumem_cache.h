@@ -590,6 +590,24 @@ GPUMEM_API uint32_t gpumem_lane_id(void) {
 #endif
 }
 
+#if defined(__CUDACC__) /* both CUDA passes see it; only device code can call it */
+/* The active lanes of this warp that name the same line of the same cache:
+ * their mask, and the leader (the lowest lane). */
+typedef struct gpumem_warp_group {
+    uint32_t mask;
+    int leader;
+} gpumem_warp_group;
+
+__device__ static inline gpumem_warp_group gpumem_warp_group_of(const gpumem_cache *c, uint64_t line) {
+    gpumem_warp_group g;
+    const uint32_t active = __activemask();
+    g.mask = __match_any_sync(active, (unsigned long long)line) &
+             __match_any_sync(active, (unsigned long long)(uintptr_t)c);
+    g.leader = __ffs(g.mask) - 1;
+    return g;
+}
+#endif
+
 /* Acquire as a group: on the GPU, the active lanes of the warp that want the
  * same line of the same cache elect their lowest lane as leader, which
  * acquires once with the group's size and hands the data pointer and status
@@ -598,21 +616,17 @@ GPUMEM_API uint32_t gpumem_lane_id(void) {
  * one. Every lane that got OK must call gpumem_cache_release_coalesced. */
 GPUMEM_API gpumem_status gpumem_cache_acquire_coalesced(gpumem_cache *c, uint64_t line, int write, void **data) {
 #if GPUMEM_ON_DEVICE
-    const uint32_t active = __activemask();
-    const uint32_t same = __match_any_sync(active, (unsigned long long)line) &
-                          __match_any_sync(active, (unsigned long long)(uintptr_t)c);
-    const int leader = __ffs(same) - 1;
-    const int lane = (int)gpumem_lane_id();
-    const int any_write = __any_sync(same, write);
+    const gpumem_warp_group g = gpumem_warp_group_of(c, line);
+    const int any_write = __any_sync(g.mask, write);
     unsigned long long p = 0;
     int st = GPUMEM_OK;
-    if (lane == leader) {
+    if ((int)gpumem_lane_id() == g.leader) {
         void *d = 0;
-        st = (int)gpumem_cache_acquire(c, line, (uint32_t)__popc(same), any_write, &d);
+        st = (int)gpumem_cache_acquire(c, line, (uint32_t)__popc(g.mask), any_write, &d);
         p = (unsigned long long)(uintptr_t)d;
     }
-    p = __shfl_sync(same, p, leader);
-    st = __shfl_sync(same, st, leader);
+    p = __shfl_sync(g.mask, p, g.leader);
+    st = __shfl_sync(g.mask, st, g.leader);
     *data = (void *)(uintptr_t)p;
     return (gpumem_status)st;
 #else
@@ -624,13 +638,11 @@ GPUMEM_API gpumem_status gpumem_cache_acquire_coalesced(gpumem_cache *c, uint64_
  * (__syncwarp) before the leader lets the line go. */
 GPUMEM_API gpumem_status gpumem_cache_release_coalesced(gpumem_cache *c, uint64_t line) {
 #if GPUMEM_ON_DEVICE
-    const uint32_t active = __activemask();
-    const uint32_t same = __match_any_sync(active, (unsigned long long)line) &
-                          __match_any_sync(active, (unsigned long long)(uintptr_t)c);
+    const gpumem_warp_group g = gpumem_warp_group_of(c, line);
     int st = GPUMEM_OK;
-    __syncwarp(same);
-    if ((int)gpumem_lane_id() == __ffs(same) - 1) st = (int)gpumem_cache_release(c, line, (uint32_t)__popc(same));
-    return (gpumem_status)__shfl_sync(same, st, __ffs(same) - 1);
+    __syncwarp(g.mask);
+    if ((int)gpumem_lane_id() == g.leader) st = (int)gpumem_cache_release(c, line, (uint32_t)__popc(g.mask));
+    return (gpumem_status)__shfl_sync(g.mask, st, g.leader);
 #else
     return gpumem_cache_release(c, line, 1);
 #endif

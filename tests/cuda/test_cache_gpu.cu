@@ -1,0 +1,254 @@
+// GPU threads through gpumem's software cache, backed by memory. The cache's
+// metadata, slots and backing are managed memory, initialised on the host.
+//   1. warp grouping: lanes naming the same line (and cache) form one group
+//      with the lowest lane as leader; checked against the expected masks.
+//   2. coalesced reads: every thread reads its element through
+//      acquire_coalesced, checked by content; the hit+miss count equals the
+//      thread count, and each line is filled exactly once (cache > data).
+//   3. eviction under contention: a cache of 64 slots, 64K threads reading
+//      random lines through the array reference, every word checked.
+//   4. writes and flush: threads write their own elements through
+//      gpumem::cache_array_ref (a cache smaller than the data, so lines are
+//      evicted and written back), then the host flushes and compares the
+//      backing with the expected values.
+//
+//   make gpu-test        (runs where a GPU is present; compiled by make test)
+#define _POSIX_C_SOURCE 200809L
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GPUMEM_CACHE_CHECK 1
+#define GPUMEM_IMPLEMENTATION
+#include "gpumem_cache.h"
+
+#define CHECK(x)                                                                                \
+    do {                                                                                        \
+        cudaError_t e_ = (x);                                                                   \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                            \
+        }                                                                                       \
+    } while (0)
+
+static int failures = 0;
+#define EXPECT(cond, ...)                                   \
+    do {                                                    \
+        if (!(cond)) {                                      \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                   \
+            fputc('\n', stderr);                            \
+            failures++;                                     \
+        }                                                   \
+    } while (0)
+
+__host__ __device__ uint64_t initial_word(uint64_t w) { return w * 0x9E3779B97F4A7C15ull ^ 0x5bd1e995ull; }
+__host__ __device__ uint64_t written_word(uint64_t w) { return w * 0xC2B2AE3D27D4EB4Full ^ 1; }
+
+struct Counts {
+    unsigned long long ok, bad, eagain, other;
+};
+
+// A cache over `n_lines` lines of `line_bytes`, all in managed memory.
+struct Rig {
+    gpumem_cache *cache = nullptr;
+    uint64_t *backing = nullptr;
+    void *meta = nullptr, *slots = nullptr;
+    uint64_t n_words = 0;
+    Rig(uint32_t line_bytes, uint64_t n_lines, uint32_t n_slots) {
+        gpumem_cache_desc d = gpumem_cache_desc_default();
+        n_words = n_lines * line_bytes / 8;
+        CHECK(cudaMallocManaged(&backing, n_lines * line_bytes));
+        for (uint64_t w = 0; w < n_words; w++) backing[w] = initial_word(w);
+        d.n_lines = n_lines;
+        d.line_bytes = line_bytes;
+        d.n_slots = n_slots;
+        d.backing = gpumem_cache_backing_memory(backing);
+        d.meta_bytes = gpumem_cache_meta_bytes(n_lines, n_slots);
+        CHECK(cudaMallocManaged(&meta, d.meta_bytes));
+        CHECK(cudaMallocManaged(&slots, (size_t)n_slots * line_bytes));
+        CHECK(cudaMallocManaged(&cache, sizeof *cache));
+        d.meta = meta;
+        d.data = slots;
+        if (gpumem_cache_init(cache, &d) != GPUMEM_OK) {
+            fprintf(stderr, "cache init failed\n");
+            exit(1);
+        }
+    }
+    ~Rig() {
+        cudaFree(cache);
+        cudaFree(slots);
+        cudaFree(meta);
+        cudaFree(backing);
+    }
+};
+
+// ---- 1. warp grouping ------------------------------------------------------
+
+__global__ void grouping(gpumem_cache *a, gpumem_cache *b, uint32_t *mask, int *leader) {
+    uint32_t lane = threadIdx.x & 31u;
+    // lanes 0-7 line 5 of a, 8-15 line 5 of b, 16-31 line (lane & 1) of a;
+    // lanes 28-31 sit out (inactive)
+    if (lane >= 28) return;
+    gpumem_cache *c = lane >= 8 && lane < 16 ? b : a;
+    uint64_t line = lane < 16 ? 5 : (lane & 1);
+    gpumem_warp_group g = gpumem_warp_group_of(c, line);
+    mask[threadIdx.x] = g.mask;
+    leader[threadIdx.x] = g.leader;
+}
+
+static void test_grouping() {
+    Rig a(512, 64, 8), b(512, 64, 8);
+    uint32_t *mask;
+    int *leader;
+    CHECK(cudaMallocManaged(&mask, 32 * sizeof *mask));
+    CHECK(cudaMallocManaged(&leader, 32 * sizeof *leader));
+    grouping<<<1, 32>>>(a.cache, b.cache, mask, leader);
+    CHECK(cudaDeviceSynchronize());
+    for (uint32_t l = 0; l < 28; l++) {
+        uint32_t want = l < 8 ? 0x000000FFu : l < 16 ? 0x0000FF00u : (l & 1) ? 0x0AAA0000u : 0x05550000u;
+        EXPECT(mask[l] == want, "lane %u: group %08x, expected %08x", l, mask[l], want);
+        EXPECT(leader[l] == __builtin_ctz(want), "lane %u: leader %d", l, leader[l]);
+    }
+    cudaFree(mask);
+    cudaFree(leader);
+    printf("warp grouping: %s\n", failures ? "FAILED" : "ok");
+}
+
+// ---- 2. coalesced reads ----------------------------------------------------
+
+__global__ void coalesced_reads(gpumem_cache *c, uint64_t n_words, Counts *n) {
+    uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    if (t >= n_words) return;
+    uint64_t line = t * 8 >> c->line_shift;
+    void *p = nullptr;
+    gpumem_status st = gpumem_cache_acquire_coalesced(c, line, 0, &p);
+    if (st != GPUMEM_OK) {
+        atomicAdd(st == GPUMEM_EAGAIN ? &n->eagain : &n->other, 1ull);
+        return;
+    }
+    uint64_t v = ((const uint64_t *)p)[t % (c->line_bytes / 8)];
+    atomicAdd(v == initial_word(t) ? &n->ok : &n->bad, 1ull);
+    if (gpumem_cache_release_coalesced(c, line) != GPUMEM_OK) atomicAdd(&n->other, 1ull);
+}
+
+static void test_coalesced_reads() {
+    const uint32_t line = 4096;
+    const uint64_t n_lines = 1024;
+    Rig r(line, n_lines, n_lines);  // room for everything: each line filled once
+    Counts *n;
+    CHECK(cudaMallocManaged(&n, sizeof *n));
+    memset(n, 0, sizeof *n);
+    coalesced_reads<<<(unsigned)((r.n_words + 255) / 256), 256>>>(r.cache, r.n_words, n);
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    gpumem_cache_stats s;
+    gpumem_cache_get_stats(r.cache, &s);
+    EXPECT(n->ok == r.n_words && n->bad == 0 && n->eagain == 0 && n->other == 0,
+           "ok %llu bad %llu eagain %llu other %llu of %llu", n->ok, n->bad, n->eagain, n->other,
+           (unsigned long long)r.n_words);
+    EXPECT(s.hits + s.misses == r.n_words, "hits %llu + misses %llu", (unsigned long long)s.hits,
+           (unsigned long long)s.misses);
+    EXPECT(s.fills == n_lines && s.reads == n_lines, "fills %llu reads %llu for %llu lines",
+           (unsigned long long)s.fills, (unsigned long long)s.reads, (unsigned long long)n_lines);
+    EXPECT(s.violations == 0 && gpumem_cache_check_quiescent(r.cache) == 0, "invariants");
+    printf("coalesced reads: %llu threads, %llu fills, %s\n", (unsigned long long)r.n_words,
+           (unsigned long long)s.fills, failures ? "FAILED" : "ok");
+    cudaFree(n);
+}
+
+// ---- 3. eviction under contention, through the array reference ------------
+
+__global__ void random_reads(gpumem_cache_array *a, uint64_t n_words, uint32_t per_thread, Counts *n) {
+    uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    uint64_t rng = (t + 1) * 0x9E3779B97F4A7C15ull;
+    gpumem_cache_ref r = gpumem_cache_ref_make(a);
+    for (uint32_t k = 0; k < per_thread; k++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        uint64_t w = rng % n_words, v = 0;
+        gpumem_status st;
+        while ((st = gpumem_cache_ref_get(&r, w, &v)) == GPUMEM_EAGAIN) atomicAdd(&n->eagain, 1ull);
+        if (st != GPUMEM_OK) atomicAdd(&n->other, 1ull);
+        else atomicAdd(v == initial_word(w) ? &n->ok : &n->bad, 1ull);
+    }
+    if (gpumem_cache_ref_drop(&r) != GPUMEM_OK) atomicAdd(&n->other, 1ull);
+}
+
+static void test_eviction() {
+    Rig r(512, 16384, 64);
+    const uint32_t threads = 65536, per = 8;
+    gpumem_cache_array *a;
+    Counts *n;
+    CHECK(cudaMallocManaged(&a, sizeof *a));
+    CHECK(cudaMallocManaged(&n, sizeof *n));
+    *a = gpumem_cache_array_make(r.cache, 8, 0, r.n_words);
+    memset(n, 0, sizeof *n);
+    random_reads<<<threads / 256, 256>>>(a, r.n_words, per, n);
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    gpumem_cache_stats s;
+    gpumem_cache_get_stats(r.cache, &s);
+    EXPECT(n->ok == (unsigned long long)threads * per && n->bad == 0 && n->other == 0,
+           "ok %llu bad %llu other %llu", n->ok, n->bad, n->other);
+    EXPECT(s.evictions > 0 && s.violations == 0, "evictions %llu violations %llu", (unsigned long long)s.evictions,
+           (unsigned long long)s.violations);
+    EXPECT(gpumem_cache_check_quiescent(r.cache) == 0, "structure after the run");
+    printf("eviction under contention: %u threads x %u reads, %llu fills, %llu evictions, %llu EAGAIN retries, %s\n",
+           threads, per, (unsigned long long)s.fills, (unsigned long long)s.evictions, n->eagain,
+           failures ? "FAILED" : "ok");
+    cudaFree(a);
+    cudaFree(n);
+}
+
+// ---- 4. writes through cache_array_ref, then flush --------------------------
+
+__global__ void own_writes(gpumem_cache_array *a, uint64_t n_words, uint32_t stride, Counts *n) {
+    uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    gpumem::cache_array_ref<uint64_t> r(a);
+    for (uint64_t w = t; w < n_words; w += stride) {
+        gpumem_status st;
+        while ((st = r.set(w, written_word(w))) == GPUMEM_EAGAIN) atomicAdd(&n->eagain, 1ull);
+        atomicAdd(st == GPUMEM_OK ? &n->ok : &n->other, 1ull);
+    }
+}
+
+static void test_writes_flush() {
+    Rig r(4096, 2048, 256);  // 8 MiB of data, 1 MiB of cache
+    const uint32_t threads = 32768;
+    gpumem_cache_array *a;
+    Counts *n;
+    CHECK(cudaMallocManaged(&a, sizeof *a));
+    CHECK(cudaMallocManaged(&n, sizeof *n));
+    *a = gpumem_cache_array_make(r.cache, 8, 0, r.n_words);
+    memset(n, 0, sizeof *n);
+    own_writes<<<threads / 256, 256>>>(a, r.n_words, threads, n);
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    uint64_t written = 0, wrong = 0;
+    EXPECT(gpumem_cache_flush(r.cache, &written) == GPUMEM_OK, "flush");
+    for (uint64_t w = 0; w < r.n_words; w++) wrong += r.backing[w] != written_word(w);
+    gpumem_cache_stats s;
+    gpumem_cache_get_stats(r.cache, &s);
+    EXPECT(n->ok == r.n_words && n->other == 0, "writes ok %llu other %llu", n->ok, n->other);
+    EXPECT(wrong == 0, "%llu words differ in the backing", (unsigned long long)wrong);
+    EXPECT(s.violations == 0 && gpumem_cache_check_quiescent(r.cache) == 0, "invariants");
+    printf("writes and flush: %llu words, %llu write-backs (%llu at flush), %s\n", (unsigned long long)r.n_words,
+           (unsigned long long)s.writebacks, (unsigned long long)written, failures ? "FAILED" : "ok");
+    cudaFree(a);
+    cudaFree(n);
+}
+
+int main() {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        printf("test_cache_gpu: no GPU, nothing run\n");
+        return 0;
+    }
+    test_grouping();
+    test_coalesced_reads();
+    test_eviction();
+    test_writes_flush();
+    printf("test_cache_gpu: %s\n", failures ? "FAILED" : "all passed");
+    return failures ? 1 : 0;
+}
