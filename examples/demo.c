@@ -1,10 +1,14 @@
-/* gpumem demo: real data through NVMe queue pairs, end to end.
+/* gpumem demo: real data through NVMe queue pairs and the cache, end to end.
  *
  * A software NVMe controller (a host thread) serves a namespace backed by a
  * file. Many host threads, sharing a few queue pairs without locks, write a
  * data set of 64-bit values through the queues, flush, then read it all back
  * with a mix of blocking and asynchronous reads, check every block by content
  * and sum the values; the sum is compared with one computed in memory.
+ * Then the same threads sum the data again through a software cache an
+ * eighth of its size, in groups of 8 that share each line (as a warp's lanes
+ * would): every line is wanted by 8 threads at once, and the cache turns
+ * that into one read per line.
  *
  *   make demo                      (defaults below)
  *   build/demo [file] [MiB] [threads] [pairs] [depth]
@@ -21,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gpumem_nvme.h"
+#include "gpumem_cache.h"
 
 #define BLOCK 4096u /* LBA size */
 #define CHUNK 8u    /* blocks per command: 32 KiB, a PRP list of 8 pages */
@@ -30,7 +34,8 @@ typedef struct job {
     gpumem_nvme_qp **pairs;
     uint32_t n_pairs, id, n_threads;
     uint64_t n_blocks;
-    int phase; /* 0 = write, 1 = read and sum */
+    int phase; /* 0 = write, 1 = read and sum, 2 = sum through the cache */
+    gpumem_cache *cache;
     uint64_t sum, bad_blocks, ios, errors;
     uint64_t *progress; /* blocks done, all threads */
 } job;
@@ -48,10 +53,43 @@ static void fill(uint64_t *words, uint64_t first_block, uint32_t n_blocks) {
     for (i = 0; i < (uint64_t)n_blocks * per; i++) words[i] = value_at(first + i);
 }
 
+/* Phase 2, through the cache: threads form groups of SHARE; group g takes
+ * lines g, g + n_groups, ...; lane k of the group reads values k, k + SHARE,
+ * ... of each, so SHARE threads want each line at the same time. The
+ * reference keeps its line while the thread stays on it. Progress counts
+ * (line, thread) pairs. */
+#define SHARE 8u
+static void cache_sum(job *j) {
+    const uint64_t per_line = BLOCK / 8;
+    uint32_t share = j->n_threads % SHARE == 0 ? SHARE : 1, lane = j->id % share;
+    uint64_t n_groups = j->n_threads / share, line, w;
+    gpumem_cache_array a = gpumem_cache_array_make(j->cache, 8, 0, j->n_blocks * per_line);
+    gpumem_cache_ref r = gpumem_cache_ref_make(&a);
+    for (line = j->id / share; line < j->n_blocks; line += n_groups) {
+        for (w = line * per_line + lane; w < (line + 1) * per_line; w += share) {
+            uint64_t v = 0;
+            gpumem_status st;
+            while ((st = gpumem_cache_ref_get(&r, w, &v)) == GPUMEM_EAGAIN) {} /* full: nothing held, retry */
+            if (st != GPUMEM_OK) {
+                j->errors++;
+                continue;
+            }
+            if (v != value_at(w)) j->bad_blocks++;
+            j->sum += v;
+        }
+        __atomic_fetch_add(j->progress, 1, __ATOMIC_RELAXED);
+    }
+    if (gpumem_cache_ref_drop(&r) != GPUMEM_OK) j->errors++;
+}
+
 /* Thread `id` owns chunks id, id + n_threads, ... and alternates blocking and
  * asynchronous (two in flight) commands. */
 static void *worker(void *arg) {
     job *j = (job *)arg;
+    if (j->phase == 2) {
+        cache_sum(j);
+        return NULL;
+    }
     gpumem_nvme_qp *qp = j->pairs[j->id % j->n_pairs];
     uint64_t *buf[2];
     uint64_t list[2][GPUMEM_NVME_PAGE_BYTES / 8] __attribute__((aligned(4096))); /* one page per PRP list */
@@ -112,7 +150,8 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-static int run_phase(job *jobs, uint32_t n, int phase, const char *what, uint64_t n_blocks) {
+/* Run a phase on all threads; progress reaches `units` when it is done. */
+static int run_phase(job *jobs, uint32_t n, int phase, const char *what, uint64_t n_blocks, uint64_t units) {
     pthread_t *t = calloc(n, sizeof *t);
     uint64_t progress = 0, i;
     double t0 = now_s(), last = t0;
@@ -121,12 +160,12 @@ static int run_phase(job *jobs, uint32_t n, int phase, const char *what, uint64_
         jobs[i].progress = &progress;
         pthread_create(&t[i], NULL, worker, &jobs[i]);
     }
-    while (__atomic_load_n(&progress, __ATOMIC_RELAXED) < n_blocks) {
+    while (__atomic_load_n(&progress, __ATOMIC_RELAXED) < units) {
         struct timespec ts = {0, 50000000};
         nanosleep(&ts, NULL);
         if (now_s() - last > 0.5) {
             last = now_s();
-            printf("\r  %s: %5.1f %%", what, 100.0 * (double)progress / (double)n_blocks);
+            printf("\r  %s: %5.1f %%", what, 100.0 * (double)progress / (double)units);
             fflush(stdout);
         }
     }
@@ -151,6 +190,8 @@ int main(int argc, char **argv) {
     gpumem_swctl *ctl;
     gpumem_nvme_qp **pairs;
     gpumem_swctl_stats s;
+    gpumem_cache_stats cs;
+    gpumem_cache *cache;
     gpumem_status st;
     job *jobs;
     int fd;
@@ -190,10 +231,51 @@ int main(int argc, char **argv) {
         jobs[i].n_threads = threads;
         jobs[i].n_blocks = n_blocks;
     }
-    run_phase(jobs, threads, 0, "write", n_blocks);
+    run_phase(jobs, threads, 0, "write", n_blocks, n_blocks);
     if (gpumem_nvme_qp_flush(pairs[0], NULL) != GPUMEM_OK) errors++;
     for (i = 0; i < threads; i++) jobs[i].sum = 0;
-    run_phase(jobs, threads, 1, "read ", n_blocks);
+    run_phase(jobs, threads, 1, "read ", n_blocks, n_blocks);
+    for (i = 0; i < n_blocks * (BLOCK / 8); i++) expect += value_at(i);
+    {   /* the same data through a cache of an eighth of its size */
+        gpumem_cache_desc d = gpumem_cache_desc_default();
+        uint64_t cache_sum_total = 0, cache_bad = 0;
+        d.n_lines = n_blocks;
+        d.line_bytes = BLOCK;
+        d.n_slots = (uint32_t)(n_blocks / 8 > 0 ? n_blocks / 8 : 1);
+        d.backing = gpumem_cache_backing_nvme(pairs, 1, n_pairs, 0, GPUMEM_CACHE_STRIPE);
+        if ((st = gpumem_cache_create(&d, &cache)) != GPUMEM_OK) {
+            fprintf(stderr, "demo: cache: %s\n", gpumem_status_str(st));
+            return 1;
+        }
+        printf("  cache: %u slots of %u B (%.1f MiB, 1/8 of the data), CLOCK replacement\n", d.n_slots, BLOCK,
+               (double)d.n_slots * BLOCK / 1048576.0);
+        for (i = 0; i < threads; i++) {
+            jobs[i].cache = cache;
+            jobs[i].sum = jobs[i].bad_blocks = 0;
+        }
+        run_phase(jobs, threads, 2, "cache", n_blocks, n_blocks * (threads % SHARE == 0 ? SHARE : 1));
+        for (i = 0; i < threads; i++) {
+            cache_sum_total += jobs[i].sum;
+            cache_bad += jobs[i].bad_blocks;
+            errors += jobs[i].errors;
+            jobs[i].errors = 0;
+        }
+        gpumem_cache_get_stats(cache, &cs);
+        {
+            double acq = (double)(cs.hits + cs.misses);
+            printf("  cache: %lu acquires: %.1f %% hits, %.1f %% joined a read in flight, %.1f %% read the line\n",
+                   (unsigned long)(cs.hits + cs.misses), 100.0 * (double)cs.hits / acq,
+                   100.0 * (double)(cs.misses - cs.fills) / acq, 100.0 * (double)cs.fills / acq);
+            printf("  cache: %lu lines read, %lu evicted; I/O amplification %.3f (bytes read / bytes needed)\n",
+                   (unsigned long)cs.fills, (unsigned long)cs.evictions,
+                   (double)cs.bytes_read / ((double)n_blocks * BLOCK));
+        }
+        printf("  cache: values wrong: %lu; sum %016lx -> %s\n", (unsigned long)cache_bad,
+               (unsigned long)cache_sum_total, cache_sum_total == expect ? "match" : "MISMATCH");
+        if (cache_bad || cache_sum_total != expect || cs.violations || cs.io_errors) bad++;
+        ios += cs.reads;
+        gpumem_cache_destroy(cache);
+    }
     gpumem_swctl_stop(ctl);
     gpumem_swctl_get_stats(ctl, &s);
     for (i = 0; i < threads; i++) {
@@ -202,7 +284,6 @@ int main(int argc, char **argv) {
         ios += jobs[i].ios;
         errors += jobs[i].errors;
     }
-    for (i = 0; i < n_blocks * (BLOCK / 8); i++) expect += value_at(i);
     printf("  commands: %lu issued, %lu completed by the controller, %lu errors, %lu protocol violations\n",
            (unsigned long)(ios + 1), (unsigned long)s.commands, (unsigned long)errors, (unsigned long)s.violations);
     printf("  doorbells: ");
