@@ -303,50 +303,97 @@ GPUMEM_API gpumem_status gpumem_nvme_cmd_flush(gpumem_nvme_cmd *c, const gpumem_
     return GPUMEM_OK;
 }
 
-/* PRP1/PRP2 for `len` bytes starting at I/O address `iova`, contiguous in I/O
- * address space (the software controller uses virtual addresses as I/O
- * addresses; a real controller needs the physical address of each page).
- * Up to two pages need no list. Longer transfers need a PRP list: `list` is
- * where it is written (I/O address `list_iova`, page aligned), `list_entries`
- * its capacity; lists longer than one page are chained through the last entry
- * of each page, as the specification requires. */
-GPUMEM_API gpumem_status gpumem_nvme_prp_setup(uint64_t iova, uint64_t len, uint64_t *list, uint64_t list_iova,
-                                               uint32_t list_entries, uint64_t *prp1, uint64_t *prp2) {
+/* Where a buffer lies in I/O address space (what the controller's DMA uses).
+ * Either contiguous: byte k is at iova + k (pages == NULL); or page by page:
+ * byte k is at pages[(offset + k) / 4096] + (offset + k) % 4096, where
+ * pages[] holds the I/O address of each 4 KiB page the buffer touches (memory
+ * that is contiguous virtually but not physically, as ordinary pages of a
+ * user process are) and offset is where the buffer starts in its first page. */
+typedef struct gpumem_nvme_iomap {
+    uint64_t iova;         /* contiguous: I/O address of byte 0 */
+    const uint64_t *pages; /* or the I/O address of each page, NULL if contiguous */
+    uint64_t offset;       /* pages: byte 0's offset into pages[0] */
+} gpumem_nvme_iomap;
+
+GPUMEM_API gpumem_nvme_iomap gpumem_nvme_iomap_contiguous(uint64_t iova) {
+    gpumem_nvme_iomap m;
+    m.iova = iova;
+    m.pages = (const uint64_t *)0;
+    m.offset = 0;
+    return m;
+}
+
+/* The I/O address of byte `off` of the buffer. */
+GPUMEM_API uint64_t gpumem_nvme_iomap_at(const gpumem_nvme_iomap *m, uint64_t off) {
+    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
+    if (!m->pages) return m->iova + off;
+    off += m->offset;
+    return m->pages[off / pg] + (off & (pg - 1));
+}
+
+/* The same buffer starting `off` bytes later. */
+GPUMEM_API gpumem_nvme_iomap gpumem_nvme_iomap_sub(const gpumem_nvme_iomap *m, uint64_t off) {
+    gpumem_nvme_iomap r = *m;
+    if (r.pages) r.offset += off;
+    else r.iova += off;
+    return r;
+}
+
+/* PRP1/PRP2 for a transfer of `len` bytes from buffer `data`. Up to two
+ * pages need no list. Longer transfers need a PRP list: `list` is where it is
+ * written (its I/O addresses given by `list_map`, starting page aligned),
+ * `list_entries` its capacity; lists longer than one page are chained through
+ * the last entry of each page, as the specification requires. Each data page
+ * after the first is looked up separately, so the data need not be
+ * contiguous in I/O space; nor need the list's pages. */
+GPUMEM_API gpumem_status gpumem_nvme_prp_build(const gpumem_nvme_iomap *data, uint64_t len, uint64_t *list,
+                                               const gpumem_nvme_iomap *list_map, uint32_t list_entries,
+                                               uint64_t *prp1, uint64_t *prp2) {
     const uint64_t pg = GPUMEM_NVME_PAGE_BYTES, per_page = pg / 8;
-    uint64_t first, n_pages, page, k, slot;
-    if (!prp1 || !prp2) return GPUMEM_ENULL;
+    uint64_t iova, first, n_pages, k, slot;
+    if (!data || !prp1 || !prp2) return GPUMEM_ENULL;
+    iova = gpumem_nvme_iomap_at(data, 0);
     if (iova == 0) return GPUMEM_ENULL;
     if ((iova & 3u) != 0 || len == 0) return GPUMEM_EINVAL; /* PRP1 must be dword aligned */
-    first = pg - (iova & (pg - 1));
+    first = pg - (iova & (pg - 1)); /* bytes in the first page */
     n_pages = 1 + (len > first ? (len - first + pg - 1) / pg : 0);
     *prp1 = iova;
     *prp2 = 0;
     if (n_pages == 1) return GPUMEM_OK;
-    page = (iova & ~(pg - 1)) + pg; /* second data page */
     if (n_pages == 2) {
-        *prp2 = page;
+        *prp2 = gpumem_nvme_iomap_at(data, first);
         return GPUMEM_OK;
     }
-    if (!list) return GPUMEM_ENULL;
-    if ((list_iova & (pg - 1)) != 0) return GPUMEM_EINVAL;
+    if (!list || !list_map) return GPUMEM_ENULL;
+    if ((gpumem_nvme_iomap_at(list_map, 0) & (pg - 1)) != 0) return GPUMEM_EINVAL;
     /* Entries for n_pages - 1 data pages, plus one chain pointer per full list
      * page that is followed by another. */
     {
-        uint64_t data = n_pages - 1;
-        uint64_t needed = data + (data > per_page ? (data - 2) / (per_page - 1) : 0);
+        uint64_t pages_left = n_pages - 1;
+        uint64_t needed = pages_left + (pages_left > per_page ? (pages_left - 2) / (per_page - 1) : 0);
         if (needed > list_entries) return GPUMEM_ENOMEM;
     }
     slot = 0;
-    for (k = 1; k < n_pages; k++, page += pg) {
+    for (k = 1; k < n_pages; k++) {
         uint64_t remaining = n_pages - k;
         if (slot % per_page == per_page - 1 && remaining > 1) {
-            list[slot] = list_iova + (slot + 1) * 8; /* start of the next list page */
+            list[slot] = gpumem_nvme_iomap_at(list_map, (slot + 1) * 8); /* start of the next list page */
             slot++;
         }
-        list[slot++] = page;
+        list[slot++] = gpumem_nvme_iomap_at(data, first + (k - 1) * pg);
     }
-    *prp2 = list_iova;
+    *prp2 = gpumem_nvme_iomap_at(list_map, 0);
     return GPUMEM_OK;
+}
+
+/* PRP1/PRP2 for `len` bytes starting at I/O address `iova`, contiguous in I/O
+ * address space, with the list at I/O address `list_iova` (see
+ * gpumem_nvme_prp_build). The software controller uses virtual addresses as
+ * I/O addresses; a real controller needs physical ones (gpumem_nvmectl_dma). */
+GPUMEM_API gpumem_status gpumem_nvme_prp_setup(uint64_t iova, uint64_t len, uint64_t *list, uint64_t list_iova,
+                                               uint32_t list_entries, uint64_t *prp1, uint64_t *prp2) {
+    gpumem_nvme_iomap d = gpumem_nvme_iomap_contiguous(iova), l = gpumem_nvme_iomap_contiguous(list_iova);
+    return gpumem_nvme_prp_build(&d, len, list, &l, list_entries, prp1, prp2);
 }
 
 /* The same for memory whose I/O address is its virtual address. */
