@@ -50,7 +50,7 @@ $(BUILD)/cuda/%.o: %.cu $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. -Xcompiler -Wall -c $< -o $@
 
-$(BUILD)/test_%: tests/test_%.c $(HEADERS) | $(BUILD)
+$(BUILD)/test_%: tests/test_%.c tests/nvme_workload.h tests/block_content.h $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -lcriterion -pthread
 
 run-tests: $(TESTS)
@@ -71,7 +71,7 @@ bench: $(BUILD)/bench_queue
 	python3 bench/ratios.py bench/results/queue-$$(hostname -s).json > bench/results/queue-$$(hostname -s).md
 	cat bench/results/queue-$$(hostname -s).md
 
-$(BUILD)/stress_nvme: tests/stress_nvme.c tests/nvme_workload.h $(HEADERS) | $(BUILD)
+$(BUILD)/stress_nvme: tests/stress_nvme.c tests/nvme_workload.h tests/block_content.h $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
 
 # Soak: the concurrency workloads at 5x the suite's I/O counts.
