@@ -1,6 +1,6 @@
 /* gpumem_nvme.h - NVMe queue pairs that thousands of threads share without a lock
- * on the fast path (BaM dissertation, Ch. 5), and a software NVMe controller to
- * drive them.
+ * on the fast path (BaM dissertation, Ch. 5), a software NVMe controller to
+ * drive them, and the host-side bring-up of a real NVMe controller.
  *
  * USAGE (host threads against the software controller)
  *
@@ -36,6 +36,36 @@
  *
  * The queue-pair functions are __host__ __device__: the same struct in GPU memory
  * is driven by GPU threads (pick a pair per SM with gpumem_nvme_qp_pick).
+ *
+ * USAGE (host threads against a real NVMe controller; Linux, root, the device
+ * bound to uio_pci_generic or vfio-pci in no-IOMMU mode, see README.md)
+ *
+ *   gpumem_nvmectl_config cfg = gpumem_nvmectl_config_default();
+ *   cfg.pci_addr = "0000:00:04.0";          // as under /sys/bus/pci/devices
+ *   cfg.nsid = 1;
+ *   cfg.max_pairs = 4;                      // Set Features, Number of Queues
+ *   gpumem_nvmectl *ctl;
+ *   gpumem_status st = gpumem_nvmectl_open(&cfg, &ctl);  // reset, admin queue, Identify
+ *   if (st != GPUMEM_OK) return st;         // ENODEV, ETIMEDOUT, EIO, ...: message logged
+ *   const gpumem_nvmectl_info *in = gpumem_nvmectl_get_info(ctl);   // in->ns: LBA size, capacity
+ *   gpumem_nvme_qp *qp;
+ *   gpumem_nvmectl_add_qp(ctl, 1024, &qp);   // Create I/O CQ + SQ; queue IDs 1, 2, ...
+ *
+ *   gpumem_nvmectl_dma buf, list;            // locked memory with physical addresses
+ *   gpumem_nvmectl_dma_alloc(ctl, 1 << 20, 0, &buf);
+ *   gpumem_nvmectl_dma_alloc(ctl, 4096, 0, &list);
+ *   uint64_t prp1, prp2;                     // PRP list where a transfer spans > 2 pages
+ *   gpumem_nvmectl_prp(&buf, 0, 65536, &list, 0, &prp1, &prp2);
+ *   gpumem_nvme_cmd cmd; gpumem_nvme_req req;
+ *   gpumem_nvme_cmd_read(&cmd, &in->ns, slba, 65536 >> in->ns.lba_shift, prp1, prp2);
+ *   gpumem_nvme_qp_submit(qp, &cmd, &req);   // the same pair API as above
+ *   st = gpumem_nvmectl_wait(ctl, qp, &req, 5000);   // bounded, watches CSTS.CFS
+ *   if (st != GPUMEM_OK) puts(gpumem_nvmectl_error(ctl));
+ *
+ *   gpumem_nvmectl_close(ctl);               // delete queues, CC.SHN shutdown, disable
+ *   gpumem_nvmectl_dma_free(&buf); gpumem_nvmectl_dma_free(&list);
+ *
+ *   (gpumem_nvme_qp_read/write/flush work too, but wait without a time limit.)
  *
  * DESIGN
  *
@@ -1634,6 +1664,20 @@ gpumem_status gpumem_nvmectl_prp(const gpumem_nvmectl_dma *dma, size_t off, uint
 #define GPUMEM__MAP_HUGETLB 0x40000
 #endif
 
+#ifdef MAP_LOCKED
+#define GPUMEM__MAP_LOCKED MAP_LOCKED
+#else
+#define GPUMEM__MAP_LOCKED 0x2000
+#endif
+#ifdef MADV_NOHUGEPAGE
+#define GPUMEM__MADV_NOHUGEPAGE MADV_NOHUGEPAGE
+#else
+#define GPUMEM__MADV_NOHUGEPAGE 15 /* strict C11 hides it, and madvise() */
+#endif
+#if !defined(__cplusplus) && defined(__STRICT_ANSI__) && !defined(_DEFAULT_SOURCE) && !defined(_GNU_SOURCE)
+int madvise(void *addr, size_t length, int advice);
+#endif
+
 #define GPUMEM__HUGE_PAGE_BYTES (2u << 20)
 
 /* Controller registers (NVMe base specification, "Controller Registers"). */
@@ -1799,9 +1843,19 @@ gpumem_status gpumem_nvmectl_dma_alloc(gpumem_nvmectl *ctl, size_t bytes, uint32
     }
     if (va == MAP_FAILED) {
         out->mapped_bytes_ = GPUMEM_ALIGN_UP(bytes, pg);
-        va = mmap(NULL, out->mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | GPUMEM__MAP_ANONYMOUS, -1, 0);
+        va = mmap(NULL, out->mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | GPUMEM__MAP_ANONYMOUS |
+                  GPUMEM__MAP_LOCKED, -1, 0);
         if (va == MAP_FAILED)
             return gpumem__nvmectl_fail(ctl, GPUMEM_ENOMEM, "mmap of %zu bytes: %s", bytes, strerror(errno));
+        /* No transparent huge pages: khugepaged would copy these pages into
+         * a huge page, locked or not, and the controller would go on using
+         * the old physical addresses. Before the first touch, so no huge
+         * page is put there at fault time either. */
+        if (madvise(va, out->mapped_bytes_, GPUMEM__MADV_NOHUGEPAGE) != 0 && errno != EINVAL) {
+            int e = errno;
+            munmap(va, out->mapped_bytes_);
+            return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "madvise(MADV_NOHUGEPAGE): %s", strerror(e));
+        }
     }
     out->va = va;
     out->bytes = bytes;

@@ -117,9 +117,16 @@ static void finish(worker *w, gpumem_nvme_qp *qp, pending *p, gpumem_nvmectl_dma
         for (k = 0; k < p->nlb; k++) {
             const unsigned char *b = (const unsigned char *)buf->va + p->off + (size_t)k * LBA;
             if (!block_ok(b, p->lba + k, block_gen(sh, p->lba + k))) {
-                if (w->bad_blocks++ < 5)
-                    CHECK(0, "thread %u: block %llu read back wrong (want generation %u)", w->id,
-                          (unsigned long long)(p->lba + k), block_gen(sh, p->lba + k));
+                if (w->bad_blocks++ < 5) {
+                    uint64_t found_lba;
+                    uint32_t found_gen;
+                    memcpy(&found_lba, b, 8);
+                    memcpy(&found_gen, b + 8, 4);
+                    CHECK(0, "thread %u: block %llu (block %u of %u read on queue %u, command ID %u, buffer offset "
+                          "%zu) read back wrong: want generation %u, found block %llu generation %u", w->id,
+                          (unsigned long long)(p->lba + k), k, p->nlb, qp->qid, p->req.cid, p->off,
+                          block_gen(sh, p->lba + k), (unsigned long long)found_lba, found_gen);
+                }
             }
         }
         w->reads++;
@@ -148,9 +155,12 @@ static void submit(worker *w, gpumem_nvme_qp *qp, pending *batch, uint32_t *olde
     st = gpumem_nvme_cmd_rw(&cmd, p->is_write ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ, &w->sh->ns, p->lba,
                             p->nlb, prp1, prp2);
     CHECK(st == GPUMEM_OK, "command build: %s", gpumem_status_str(st));
-    while ((st = gpumem_nvme_qp_submit(qp, &cmd, &p->req)) == GPUMEM_EAGAIN) {
+    if ((st = gpumem_nvme_qp_submit(qp, &cmd, &p->req)) == GPUMEM_EAGAIN) {
         w->full_waits++;
-        if (*oldest < n) finish(w, qp, &batch[(*oldest)++], buf);
+        do { /* other threads hold the pair's IDs: free ours, or give them time */
+            if (*oldest < n) finish(w, qp, &batch[(*oldest)++], buf);
+            else nanosleep(&(struct timespec){0, 20000L}, NULL);
+        } while ((st = gpumem_nvme_qp_submit(qp, &cmd, &p->req)) == GPUMEM_EAGAIN);
     }
     CHECK(st == GPUMEM_OK, "submit: %s", gpumem_status_str(st));
 }
@@ -181,8 +191,8 @@ static void *worker_main(void *arg) {
             gpumem_nvme_cmd cmd;
             gpumem_nvme_req req;
             gpumem_nvme_cmd_flush(&cmd, &sh->ns);
-            while (gpumem_nvme_qp_submit(qp, &cmd, &req) == GPUMEM_EAGAIN) {
-            }
+            while (gpumem_nvme_qp_submit(qp, &cmd, &req) == GPUMEM_EAGAIN)
+                nanosleep(&(struct timespec){0, 20000L}, NULL);
             st = gpumem_nvmectl_wait(sh->ctl, qp, &req, IO_TIMEOUT_MS);
             CHECK(st == GPUMEM_OK, "flush: %s", gpumem_status_str(st));
             w->flushes++;
@@ -317,7 +327,7 @@ static int run(const char *addr, uint32_t n_threads, uint64_t n_commands) {
         printf("pair %u (depth %u): %u SQ doorbell writes, %u CQ doorbell writes\n", sh.pairs[i]->qid,
                sh.pairs[i]->depth, sh.pairs[i]->sq_doorbell_writes.v, sh.pairs[i]->cq_doorbell_writes.v);
     printf("commands: %llu (reads %llu, writes %llu, flushes %llu), %llu blocks, %.1f s, %.0f commands/s; "
-           "%llu submits found no free command ID\n",
+           "%llu submits found no free command ID at first\n",
            (unsigned long long)(reads + writes + flushes), (unsigned long long)reads, (unsigned long long)writes,
            (unsigned long long)flushes, (unsigned long long)blocks, t1 - t0, (reads + writes + flushes) / (t1 - t0),
            (unsigned long long)full);

@@ -80,6 +80,11 @@ finish() { echo "GPUMEM_GUEST_DONE"; poweroff -f; sleep 10; }
 [ "$MODE" = probe ] && { echo "GPUMEM_PROBE_OK"; finish; }
 echo 64 > /proc/sys/vm/nr_hugepages                     # 2 MiB pages for the queue rings
 echo 0 > /proc/sys/vm/compact_unevictable_allowed       # locked DMA pages stay put
+# Debian's kernel backs anonymous memory with transparent huge pages, and
+# khugepaged moves small pages into them, locked ones too. Scanning often makes
+# sure the shim's DMA memory is exempt (a moved page would receive no DMA).
+echo 100 > /sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs
+echo 100 > /sys/kernel/mm/transparent_hugepage/khugepaged/alloc_sleep_millisecs
 echo "guest: $(grep HugePages_Total /proc/meminfo)"
 insmod /lib/modules/uio.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod uio"; finish; }
 insmod /lib/modules/uio_pci_generic.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod uio_pci_generic"; finish; }
