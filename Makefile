@@ -6,6 +6,8 @@
 #   make tsan/asan  the concurrency workloads under ThreadSanitizer / ASan+UBSan (asan: the suite too)
 #   make stress     the concurrency workloads at 5x (soak)
 #   make gpu-test   CUDA tests (needs a GPU), gpu-bench likewise
+#   make qemu-test  the queue pairs drive QEMU's NVMe controller (tests/qemu; needs
+#                   qemu-system-x86, busybox-static, linux-image-amd64)
 CC      ?= gcc
 CXX     ?= g++
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -20,7 +22,7 @@ CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 
-.PHONY: all test headers cuda-compile run-tests demo bench bench-queue bench-cache stress tsan asan gpu-test gpu-bench clean
+.PHONY: all test headers cuda-compile run-tests demo bench bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean
 
 all: test
 
@@ -106,6 +108,17 @@ $(BUILD)/cuda/%.bin: tests/cuda/%.cu $(HEADERS)
 gpu-test: cuda-compile $(CUDA_TEST_BINS)
 	@if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpu-test: no GPU on this machine; CUDA tests compiled, not run"; exit 0; fi; \
 	for t in $(CUDA_TEST_BINS); do echo "== $$t"; $$t || exit 1; done
+
+# The real-controller conformance test: a static guest program run as init in
+# qemu-system-x86_64 (TCG) with an emulated NVMe disk; see tests/qemu/run.sh.
+$(BUILD)/guest_test: tests/qemu/guest_test.c tests/block_content.h $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -static -I. $< -o $@ -pthread
+
+$(BUILD)/image: tests/qemu/image.c tests/block_content.h | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@
+
+qemu-test: $(BUILD)/guest_test $(BUILD)/image
+	bash tests/qemu/run.sh $(BUILD)
 
 gpu-bench:
 	@echo "gpu-bench: no CUDA benchmarks yet (see README)"

@@ -1,6 +1,6 @@
 /* gpumem_nvme.h - NVMe queue pairs that thousands of threads share without a lock
- * on the fast path (BaM dissertation, Ch. 5), and a software NVMe controller to
- * drive them.
+ * on the fast path (BaM dissertation, Ch. 5), a software NVMe controller to
+ * drive them, and the host-side bring-up of a real NVMe controller.
  *
  * USAGE (host threads against the software controller)
  *
@@ -36,6 +36,36 @@
  *
  * The queue-pair functions are __host__ __device__: the same struct in GPU memory
  * is driven by GPU threads (pick a pair per SM with gpumem_nvme_qp_pick).
+ *
+ * USAGE (host threads against a real NVMe controller; Linux, root, the device
+ * bound to uio_pci_generic or vfio-pci in no-IOMMU mode, see README.md)
+ *
+ *   gpumem_nvmectl_config cfg = gpumem_nvmectl_config_default();
+ *   cfg.pci_addr = "0000:00:04.0";          // as under /sys/bus/pci/devices
+ *   cfg.nsid = 1;
+ *   cfg.max_pairs = 4;                      // Set Features, Number of Queues
+ *   gpumem_nvmectl *ctl;
+ *   gpumem_status st = gpumem_nvmectl_open(&cfg, &ctl);  // reset, admin queue, Identify
+ *   if (st != GPUMEM_OK) return st;         // ENODEV, ETIMEDOUT, EIO, ...: message logged
+ *   const gpumem_nvmectl_info *in = gpumem_nvmectl_get_info(ctl);   // in->ns: LBA size, capacity
+ *   gpumem_nvme_qp *qp;
+ *   gpumem_nvmectl_add_qp(ctl, 1024, &qp);   // Create I/O CQ + SQ; queue IDs 1, 2, ...
+ *
+ *   gpumem_nvmectl_dma buf, list;            // locked memory with physical addresses
+ *   gpumem_nvmectl_dma_alloc(ctl, 1 << 20, 0, &buf);
+ *   gpumem_nvmectl_dma_alloc(ctl, 4096, 0, &list);
+ *   uint64_t prp1, prp2;                     // PRP list where a transfer spans > 2 pages
+ *   gpumem_nvmectl_prp(&buf, 0, 65536, &list, 0, &prp1, &prp2);
+ *   gpumem_nvme_cmd cmd; gpumem_nvme_req req;
+ *   gpumem_nvme_cmd_read(&cmd, &in->ns, slba, 65536 >> in->ns.lba_shift, prp1, prp2);
+ *   gpumem_nvme_qp_submit(qp, &cmd, &req);   // the same pair API as above
+ *   st = gpumem_nvmectl_wait(ctl, qp, &req, 5000);   // bounded, watches CSTS.CFS
+ *   if (st != GPUMEM_OK) puts(gpumem_nvmectl_error(ctl));
+ *
+ *   gpumem_nvmectl_close(ctl);               // delete queues, CC.SHN shutdown, disable
+ *   gpumem_nvmectl_dma_free(&buf); gpumem_nvmectl_dma_free(&list);
+ *
+ *   (gpumem_nvme_qp_read/write/flush work too, but wait without a time limit.)
  *
  * DESIGN
  *
@@ -303,50 +333,97 @@ GPUMEM_API gpumem_status gpumem_nvme_cmd_flush(gpumem_nvme_cmd *c, const gpumem_
     return GPUMEM_OK;
 }
 
-/* PRP1/PRP2 for `len` bytes starting at I/O address `iova`, contiguous in I/O
- * address space (the software controller uses virtual addresses as I/O
- * addresses; a real controller needs the physical address of each page).
- * Up to two pages need no list. Longer transfers need a PRP list: `list` is
- * where it is written (I/O address `list_iova`, page aligned), `list_entries`
- * its capacity; lists longer than one page are chained through the last entry
- * of each page, as the specification requires. */
-GPUMEM_API gpumem_status gpumem_nvme_prp_setup(uint64_t iova, uint64_t len, uint64_t *list, uint64_t list_iova,
-                                               uint32_t list_entries, uint64_t *prp1, uint64_t *prp2) {
+/* Where a buffer lies in I/O address space (what the controller's DMA uses).
+ * Either contiguous: byte k is at iova + k (pages == NULL); or page by page:
+ * byte k is at pages[(offset + k) / 4096] + (offset + k) % 4096, where
+ * pages[] holds the I/O address of each 4 KiB page the buffer touches (memory
+ * that is contiguous virtually but not physically, as ordinary pages of a
+ * user process are) and offset is where the buffer starts in its first page. */
+typedef struct gpumem_nvme_iomap {
+    uint64_t iova;         /* contiguous: I/O address of byte 0 */
+    const uint64_t *pages; /* or the I/O address of each page, NULL if contiguous */
+    uint64_t offset;       /* pages: byte 0's offset into pages[0] */
+} gpumem_nvme_iomap;
+
+GPUMEM_API gpumem_nvme_iomap gpumem_nvme_iomap_contiguous(uint64_t iova) {
+    gpumem_nvme_iomap m;
+    m.iova = iova;
+    m.pages = (const uint64_t *)0;
+    m.offset = 0;
+    return m;
+}
+
+/* The I/O address of byte `off` of the buffer. */
+GPUMEM_API uint64_t gpumem_nvme_iomap_at(const gpumem_nvme_iomap *m, uint64_t off) {
+    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
+    if (!m->pages) return m->iova + off;
+    off += m->offset;
+    return m->pages[off / pg] + (off & (pg - 1));
+}
+
+/* The same buffer starting `off` bytes later. */
+GPUMEM_API gpumem_nvme_iomap gpumem_nvme_iomap_sub(const gpumem_nvme_iomap *m, uint64_t off) {
+    gpumem_nvme_iomap r = *m;
+    if (r.pages) r.offset += off;
+    else r.iova += off;
+    return r;
+}
+
+/* PRP1/PRP2 for a transfer of `len` bytes from buffer `data`. Up to two
+ * pages need no list. Longer transfers need a PRP list: `list` is where it is
+ * written (its I/O addresses given by `list_map`, starting page aligned),
+ * `list_entries` its capacity; lists longer than one page are chained through
+ * the last entry of each page, as the specification requires. Each data page
+ * after the first is looked up separately, so the data need not be
+ * contiguous in I/O space; nor need the list's pages. */
+GPUMEM_API gpumem_status gpumem_nvme_prp_build(const gpumem_nvme_iomap *data, uint64_t len, uint64_t *list,
+                                               const gpumem_nvme_iomap *list_map, uint32_t list_entries,
+                                               uint64_t *prp1, uint64_t *prp2) {
     const uint64_t pg = GPUMEM_NVME_PAGE_BYTES, per_page = pg / 8;
-    uint64_t first, n_pages, page, k, slot;
-    if (!prp1 || !prp2) return GPUMEM_ENULL;
+    uint64_t iova, first, n_pages, k, slot;
+    if (!data || !prp1 || !prp2) return GPUMEM_ENULL;
+    iova = gpumem_nvme_iomap_at(data, 0);
     if (iova == 0) return GPUMEM_ENULL;
     if ((iova & 3u) != 0 || len == 0) return GPUMEM_EINVAL; /* PRP1 must be dword aligned */
-    first = pg - (iova & (pg - 1));
+    first = pg - (iova & (pg - 1)); /* bytes in the first page */
     n_pages = 1 + (len > first ? (len - first + pg - 1) / pg : 0);
     *prp1 = iova;
     *prp2 = 0;
     if (n_pages == 1) return GPUMEM_OK;
-    page = (iova & ~(pg - 1)) + pg; /* second data page */
     if (n_pages == 2) {
-        *prp2 = page;
+        *prp2 = gpumem_nvme_iomap_at(data, first);
         return GPUMEM_OK;
     }
-    if (!list) return GPUMEM_ENULL;
-    if ((list_iova & (pg - 1)) != 0) return GPUMEM_EINVAL;
+    if (!list || !list_map) return GPUMEM_ENULL;
+    if ((gpumem_nvme_iomap_at(list_map, 0) & (pg - 1)) != 0) return GPUMEM_EINVAL;
     /* Entries for n_pages - 1 data pages, plus one chain pointer per full list
      * page that is followed by another. */
     {
-        uint64_t data = n_pages - 1;
-        uint64_t needed = data + (data > per_page ? (data - 2) / (per_page - 1) : 0);
+        uint64_t pages_left = n_pages - 1;
+        uint64_t needed = pages_left + (pages_left > per_page ? (pages_left - 2) / (per_page - 1) : 0);
         if (needed > list_entries) return GPUMEM_ENOMEM;
     }
     slot = 0;
-    for (k = 1; k < n_pages; k++, page += pg) {
+    for (k = 1; k < n_pages; k++) {
         uint64_t remaining = n_pages - k;
         if (slot % per_page == per_page - 1 && remaining > 1) {
-            list[slot] = list_iova + (slot + 1) * 8; /* start of the next list page */
+            list[slot] = gpumem_nvme_iomap_at(list_map, (slot + 1) * 8); /* start of the next list page */
             slot++;
         }
-        list[slot++] = page;
+        list[slot++] = gpumem_nvme_iomap_at(data, first + (k - 1) * pg);
     }
-    *prp2 = list_iova;
+    *prp2 = gpumem_nvme_iomap_at(list_map, 0);
     return GPUMEM_OK;
+}
+
+/* PRP1/PRP2 for `len` bytes starting at I/O address `iova`, contiguous in I/O
+ * address space, with the list at I/O address `list_iova` (see
+ * gpumem_nvme_prp_build). The software controller uses virtual addresses as
+ * I/O addresses; a real controller needs physical ones (gpumem_nvmectl_dma). */
+GPUMEM_API gpumem_status gpumem_nvme_prp_setup(uint64_t iova, uint64_t len, uint64_t *list, uint64_t list_iova,
+                                               uint32_t list_entries, uint64_t *prp1, uint64_t *prp2) {
+    gpumem_nvme_iomap d = gpumem_nvme_iomap_contiguous(iova), l = gpumem_nvme_iomap_contiguous(list_iova);
+    return gpumem_nvme_prp_build(&d, len, list, &l, list_entries, prp1, prp2);
 }
 
 /* The same for memory whose I/O address is its virtual address. */
@@ -1443,5 +1520,865 @@ void gpumem_swctl_destroy(gpumem_swctl *ctl) {
 
 #endif /* GPUMEM_IMPLEMENTATION */
 #endif /* host shim */
+
+/* ======================================================================== */
+/* Host shim: a real NVMe controller, driven from user space (Linux)        */
+/* ======================================================================== */
+/*
+ * Brings up a PCIe NVMe controller that is bound to uio_pci_generic (or to
+ * vfio-pci in no-IOMMU mode) and hands out gpumem_nvme_qp queue pairs that
+ * the controller serves: the same pairs, and the same submission and
+ * completion code, as with the software controller above. See USAGE at the
+ * top of this file.
+ *
+ *   open   sysfs: the device exists and is bound to a user-space driver;
+ *          PCI command register: memory space and bus mastering on;
+ *          BAR0 mapped through its sysfs resource file (uncached);
+ *          disable (CC.EN = 0, wait CSTS.RDY = 0), admin queues (AQA, ASQ,
+ *          ACQ), enable (wait CSTS.RDY = 1, at most CAP.TO), Identify
+ *          Controller, Identify Namespace, Set Features Number of Queues.
+ *   add_qp Create I/O Completion Queue, then Create I/O Submission Queue,
+ *          physically contiguous rings (CAP.CQR), interrupts off: the
+ *          library's threads poll the CQ.
+ *   close  Delete the I/O queues, shut down (CC.SHN = normal, wait
+ *          CSTS.SHST = complete), disable, bus mastering off, unmap.
+ *
+ * DMA memory (gpumem_nvmectl_dma_alloc) is locked anonymous memory whose
+ * physical addresses come from /proc/self/pagemap (root only). Without an
+ * IOMMU the physical address is the bus address. Queue rings must be
+ * physically contiguous, so rings larger than one 4 KiB page need huge
+ * pages (reserve them with /proc/sys/vm/nr_hugepages). Data buffers may
+ * be ordinary pages: the PRP builder looks up every page. Locked ordinary
+ * pages can still be migrated by memory compaction; set
+ * /proc/sys/vm/compact_unevictable_allowed to 0 (huge pages do not move).
+ *
+ * Every wait has a timeout, and every wait also watches CSTS: a controller
+ * that reports fatal status (CFS) or stops answering (registers read all
+ * ones) ends the wait with a status instead of a hang. Each failure returns
+ * a gpumem_status, logs a message through GPUMEM_LOG and keeps it for
+ * gpumem_nvmectl_error().
+ *
+ * Not thread-safe against itself except where noted: open, add_qp and close
+ * from one thread; admin commands are serialised by a lock; the queue pairs
+ * are for any number of threads, as always.
+ */
+#if !defined(GPUMEM_NO_HOST_SHIM) && defined(__linux__)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gpumem_nvmectl gpumem_nvmectl;
+
+typedef struct gpumem_nvmectl_config {
+    const char *pci_addr;  /* "0000:00:04.0", as under /sys/bus/pci/devices */
+    uint32_t nsid;         /* namespace the queue pairs address; default 1 */
+    uint32_t max_pairs;    /* I/O queue pairs to ask for (1..65535); default 16 */
+    uint32_t admin_depth;  /* admin queue entries, a power of two 2..64; default 32 */
+    uint32_t timeout_ms;   /* longest wait for one admin command; default 10000 */
+    int huge_pages;        /* 1 (default): rings in 2 MiB huge pages where there are any */
+} gpumem_nvmectl_config;
+
+/* What Identify and the capability register said. */
+typedef struct gpumem_nvmectl_info {
+    uint16_t vid, ssvid;        /* PCI vendor and subsystem vendor */
+    char serial[21], model[41], firmware[9];
+    uint32_t version;           /* VS: major << 16 | minor << 8 | tertiary */
+    uint32_t max_queue_entries; /* CAP.MQES + 1 */
+    uint32_t doorbell_stride;   /* bytes between doorbells: 4 << CAP.DSTRD */
+    uint32_t ready_timeout_ms;  /* CAP.TO * 500 */
+    uint64_t max_transfer_bytes;/* from MDTS; 0 = no limit reported */
+    uint32_t n_namespaces;      /* NN */
+    uint32_t pairs_granted;     /* I/O queue pairs allocated (Set Features), at most max_pairs */
+    gpumem_nvme_ns ns;          /* the opened namespace: LBA size, capacity, blocks per command */
+} gpumem_nvmectl_info;
+
+/* DMA memory: host virtual address and where the controller sees it. */
+typedef struct gpumem_nvmectl_dma {
+    void *va;
+    size_t bytes;
+    gpumem_nvme_iomap map; /* I/O (physical) address of every 4 KiB page */
+    int huge;              /* backed by huge pages */
+    size_t mapped_bytes_;
+    uint64_t *pages_;
+} gpumem_nvmectl_dma;
+
+enum {
+    GPUMEM_NVMECTL_DMA_CONTIGUOUS = 1, /* one range in I/O space (rings): needs huge pages above 4 KiB */
+    GPUMEM_NVMECTL_DMA_SMALL_PAGES = 2 /* ordinary 4 KiB pages even where huge pages exist */
+};
+
+gpumem_nvmectl_config gpumem_nvmectl_config_default(void);
+/* Open and bring up the controller. On failure *out is NULL, the status says
+ * what kind of failure, and the message went to GPUMEM_LOG. */
+gpumem_status gpumem_nvmectl_open(const gpumem_nvmectl_config *cfg, gpumem_nvmectl **out);
+const gpumem_nvmectl_info *gpumem_nvmectl_get_info(const gpumem_nvmectl *ctl);
+/* The last failure of this controller in words ("" if none). */
+const char *gpumem_nvmectl_error(const gpumem_nvmectl *ctl);
+/* Create the next I/O queue pair (qid 1, 2, ...) of `depth` entries (a power
+ * of two, at most max_queue_entries). The pair belongs to the controller. */
+gpumem_status gpumem_nvmectl_add_qp(gpumem_nvmectl *ctl, uint32_t depth, gpumem_nvme_qp **out);
+/* One admin command, waited for with the configured timeout (thread-safe).
+ * GPUMEM_EIO with the completion in *cpl when the controller refuses it. */
+gpumem_status gpumem_nvmectl_admin(gpumem_nvmectl *ctl, const gpumem_nvme_cmd *cmd, gpumem_nvme_cpl *cpl);
+/* Wait for an asynchronous request on one of this controller's pairs, at most
+ * timeout_ms, watching the controller's health (thread-safe). */
+gpumem_status gpumem_nvmectl_wait(gpumem_nvmectl *ctl, gpumem_nvme_qp *qp, gpumem_nvme_req *req,
+                                  uint32_t timeout_ms);
+/* GPUMEM_OK while the controller is ready; otherwise why not (thread-safe). */
+gpumem_status gpumem_nvmectl_check(gpumem_nvmectl *ctl);
+/* Delete the queues (no I/O may be outstanding), shut down, release. Returns
+ * the first failure on the way, but always releases everything. */
+gpumem_status gpumem_nvmectl_close(gpumem_nvmectl *ctl);
+
+/* DMA memory, zeroed and locked. ctl may be NULL (then errors are only logged). */
+gpumem_status gpumem_nvmectl_dma_alloc(gpumem_nvmectl *ctl, size_t bytes, uint32_t flags, gpumem_nvmectl_dma *out);
+void gpumem_nvmectl_dma_free(gpumem_nvmectl_dma *dma);
+/* PRP1/PRP2 for `len` bytes at byte `off` of `dma`; transfers over two pages
+ * put their PRP list at byte `list_off` (page aligned) of `list`, which may be
+ * NULL for short ones. */
+gpumem_status gpumem_nvmectl_prp(const gpumem_nvmectl_dma *dma, size_t off, uint64_t len,
+                                 const gpumem_nvmectl_dma *list, size_t list_off, uint64_t *prp1, uint64_t *prp2);
+
+#ifdef __cplusplus
+}
+#endif
+
+#if defined(GPUMEM_IMPLEMENTATION) && !GPUMEM_ON_DEVICE
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+/* Linux values that strict C11 hides behind _DEFAULT_SOURCE. */
+#ifdef MAP_ANONYMOUS
+#define GPUMEM__MAP_ANONYMOUS MAP_ANONYMOUS
+#else
+#define GPUMEM__MAP_ANONYMOUS 0x20
+#endif
+#ifdef MAP_HUGETLB
+#define GPUMEM__MAP_HUGETLB MAP_HUGETLB
+#else
+#define GPUMEM__MAP_HUGETLB 0x40000
+#endif
+
+#ifdef MAP_LOCKED
+#define GPUMEM__MAP_LOCKED MAP_LOCKED
+#else
+#define GPUMEM__MAP_LOCKED 0x2000
+#endif
+#ifdef MADV_NOHUGEPAGE
+#define GPUMEM__MADV_NOHUGEPAGE MADV_NOHUGEPAGE
+#else
+#define GPUMEM__MADV_NOHUGEPAGE 15 /* strict C11 hides it, and madvise() */
+#endif
+#if !defined(__cplusplus) && defined(__STRICT_ANSI__) && !defined(_DEFAULT_SOURCE) && !defined(_GNU_SOURCE)
+int madvise(void *addr, size_t length, int advice);
+#endif
+
+#define GPUMEM__HUGE_PAGE_BYTES (2u << 20)
+
+/* Controller registers (NVMe base specification, "Controller Registers"). */
+enum {
+    GPUMEM__REG_CAP = 0x00,  /* 64-bit capabilities */
+    GPUMEM__REG_VS = 0x08,
+    GPUMEM__REG_CC = 0x14,   /* configuration */
+    GPUMEM__REG_CSTS = 0x1C, /* status */
+    GPUMEM__REG_AQA = 0x24,  /* admin queue sizes */
+    GPUMEM__REG_ASQ = 0x28,  /* 64-bit admin SQ base */
+    GPUMEM__REG_ACQ = 0x30,  /* 64-bit admin CQ base */
+    GPUMEM__REG_DOORBELLS = 0x1000
+};
+#define GPUMEM__CC_EN 1u
+#define GPUMEM__CC_SHN_NORMAL (1u << 14)
+#define GPUMEM__CC_SHN_MASK (3u << 14)
+#define GPUMEM__CC_IOSQES(log2) ((uint32_t)(log2) << 16)
+#define GPUMEM__CC_IOCQES(log2) ((uint32_t)(log2) << 20)
+#define GPUMEM__CSTS_RDY 1u
+#define GPUMEM__CSTS_CFS 2u
+#define GPUMEM__CSTS_SHST(csts) (((csts) >> 2) & 3u)
+#define GPUMEM__CSTS_SHST_COMPLETE 2u
+
+/* Admin opcodes and feature identifiers used here. */
+enum {
+    GPUMEM__ADMIN_DELETE_SQ = 0x00,
+    GPUMEM__ADMIN_CREATE_SQ = 0x01,
+    GPUMEM__ADMIN_DELETE_CQ = 0x04,
+    GPUMEM__ADMIN_CREATE_CQ = 0x05,
+    GPUMEM__ADMIN_IDENTIFY = 0x06,
+    GPUMEM__ADMIN_SET_FEATURES = 0x09,
+    GPUMEM__FEATURE_NUM_QUEUES = 0x07,
+    GPUMEM__IDENTIFY_NAMESPACE = 0x00,
+    GPUMEM__IDENTIFY_CONTROLLER = 0x01
+};
+
+typedef struct gpumem__nvmectl_pair {
+    gpumem_nvme_qp qp; /* first: qp pointers are handed out */
+    gpumem_nvmectl_dma sq_mem, cq_mem;
+    void *state;
+} gpumem__nvmectl_pair;
+
+struct gpumem_nvmectl {
+    gpumem_nvmectl_config cfg;
+    char pci_addr[64];
+    char sysfs_dir[160];
+    gpumem_nvmectl_info info;
+    unsigned char *bar; /* BAR0, uncached mapping of the sysfs resource file */
+    size_t bar_bytes;
+    uint64_t cap;
+    int enabled;
+    gpumem_nvmectl_dma admin_sq, admin_cq, scratch; /* scratch: one page for Identify data */
+    void *admin_state;
+    gpumem_nvme_qp admin; /* the admin queue is a gpumem queue pair too (qid 0) */
+    pthread_mutex_t admin_lock;
+    gpumem__nvmectl_pair **pairs;
+    uint32_t n_pairs;
+    char error[320];
+};
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static gpumem_status gpumem__nvmectl_fail(gpumem_nvmectl *c, gpumem_status st, const char *fmt, ...) {
+    char msg[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    GPUMEM_LOG("nvme %s: %s (%s)", c ? c->pci_addr : "-", msg, gpumem_status_str(st));
+    if (c) memcpy(c->error, msg, sizeof msg);
+    return st;
+}
+
+/* ---- registers ----------------------------------------------------------- */
+
+/* MMIO: volatile accesses of the register's own width to the uncached BAR
+ * mapping; the CPU neither merges, splits, reorders nor caches them. On x86-64
+ * an uncached store is also ordered after every earlier store to ordinary
+ * memory, so ring contents written before a register write are visible to the
+ * controller's DMA first (the doorbells rely on the same, see
+ * gpumem__doorbell_write). 64-bit registers are accessed as two 32-bit
+ * halves, low first, which the specification allows and every controller
+ * supports. */
+static uint32_t gpumem__reg_read32(const gpumem_nvmectl *c, uint32_t off) {
+    return *(volatile const uint32_t *)(c->bar + off);
+}
+static void gpumem__reg_write32(gpumem_nvmectl *c, uint32_t off, uint32_t v) {
+    *(volatile uint32_t *)(c->bar + off) = v;
+}
+static uint64_t gpumem__reg_read64(const gpumem_nvmectl *c, uint32_t off) {
+    uint64_t lo = gpumem__reg_read32(c, off);
+    return lo | ((uint64_t)gpumem__reg_read32(c, off + 4) << 32);
+}
+static void gpumem__reg_write64(gpumem_nvmectl *c, uint32_t off, uint64_t v) {
+    gpumem__reg_write32(c, off, (uint32_t)v);
+    gpumem__reg_write32(c, off + 4, (uint32_t)(v >> 32));
+}
+
+/* Doorbell of queue `qid` (completion queue if is_cq), honouring CAP.DSTRD. */
+static uint32_t *gpumem__nvmectl_doorbell(gpumem_nvmectl *c, uint32_t qid, int is_cq) {
+    return (uint32_t *)(c->bar + GPUMEM__REG_DOORBELLS + (2u * qid + (is_cq ? 1u : 0u)) * c->info.doorbell_stride);
+}
+
+gpumem_status gpumem_nvmectl_check(gpumem_nvmectl *c) {
+    uint32_t csts;
+    if (!c) return GPUMEM_ENULL;
+    csts = gpumem__reg_read32(c, GPUMEM__REG_CSTS);
+    if (csts == 0xFFFFFFFFu)
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "controller does not answer (CSTS reads all ones: removed, "
+                                                       "or memory decoding off)");
+    if (csts & GPUMEM__CSTS_CFS) return gpumem__nvmectl_fail(c, GPUMEM_EIO, "controller fatal status (CSTS.CFS)");
+    if (c->enabled && !(csts & GPUMEM__CSTS_RDY))
+        return gpumem__nvmectl_fail(c, GPUMEM_ESTATE, "controller is no longer ready (CSTS 0x%x)", csts);
+    return GPUMEM_OK;
+}
+
+/* Wait until (CSTS & mask) == want, at most timeout_ms. A fatal status or an
+ * absent controller ends the wait early (what = for the message). */
+static gpumem_status gpumem__nvmectl_wait_csts(gpumem_nvmectl *c, uint32_t mask, uint32_t want,
+                                               uint32_t timeout_ms, const char *what) {
+    uint64_t deadline = gpumem__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        uint32_t csts = gpumem__reg_read32(c, GPUMEM__REG_CSTS);
+        if (csts == 0xFFFFFFFFu)
+            return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "%s: controller does not answer (CSTS all ones)", what);
+        if ((csts & mask) == want) return GPUMEM_OK;
+        if ((csts & GPUMEM__CSTS_CFS) && !(mask & GPUMEM__CSTS_CFS))
+            return gpumem__nvmectl_fail(c, GPUMEM_EIO, "%s: controller fatal status (CSTS 0x%x)", what, csts);
+        if (gpumem__now_ns() > deadline)
+            return gpumem__nvmectl_fail(c, GPUMEM_ETIMEDOUT, "%s: not done after %u ms (CSTS 0x%x)", what,
+                                        timeout_ms, csts);
+        gpumem__host_sleep_ns(1000000L);
+    }
+}
+
+/* ---- DMA memory ------------------------------------------------------------ */
+
+void gpumem_nvmectl_dma_free(gpumem_nvmectl_dma *d) {
+    if (!d) return;
+    if (d->va) munmap(d->va, d->mapped_bytes_);
+    GPUMEM_FREE(d->pages_);
+    memset(d, 0, sizeof *d);
+}
+
+gpumem_status gpumem_nvmectl_dma_alloc(gpumem_nvmectl *ctl, size_t bytes, uint32_t flags, gpumem_nvmectl_dma *out) {
+    const size_t pg = GPUMEM_NVME_PAGE_BYTES;
+    size_t n_pages, i;
+    void *va = MAP_FAILED;
+    int fd, huge = 0;
+    if (!out) return GPUMEM_ENULL;
+    memset(out, 0, sizeof *out);
+    if (bytes == 0) return GPUMEM_EINVAL;
+    if ((flags & GPUMEM_NVMECTL_DMA_CONTIGUOUS) && bytes > GPUMEM__HUGE_PAGE_BYTES)
+        return gpumem__nvmectl_fail(ctl, GPUMEM_EINVAL, "contiguous DMA memory of %zu bytes: at most one 2 MiB "
+                                                         "huge page", bytes);
+    if (!(flags & GPUMEM_NVMECTL_DMA_SMALL_PAGES) && (!ctl || ctl->cfg.huge_pages)) {
+        /* Huge pages do not move and are physically contiguous. */
+        out->mapped_bytes_ = GPUMEM_ALIGN_UP(bytes, GPUMEM__HUGE_PAGE_BYTES);
+        va = mmap(NULL, out->mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | GPUMEM__MAP_ANONYMOUS |
+                  GPUMEM__MAP_HUGETLB, -1, 0);
+        huge = va != MAP_FAILED;
+    }
+    if (va == MAP_FAILED) {
+        out->mapped_bytes_ = GPUMEM_ALIGN_UP(bytes, pg);
+        va = mmap(NULL, out->mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | GPUMEM__MAP_ANONYMOUS |
+                  GPUMEM__MAP_LOCKED, -1, 0);
+        if (va == MAP_FAILED)
+            return gpumem__nvmectl_fail(ctl, GPUMEM_ENOMEM, "mmap of %zu bytes: %s", bytes, strerror(errno));
+        /* No transparent huge pages: khugepaged would copy these pages into
+         * a huge page, locked or not, and the controller would go on using
+         * the old physical addresses. Before the first touch, so no huge
+         * page is put there at fault time either. */
+        if (madvise(va, out->mapped_bytes_, GPUMEM__MADV_NOHUGEPAGE) != 0 && errno != EINVAL) {
+            int e = errno;
+            munmap(va, out->mapped_bytes_);
+            return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "madvise(MADV_NOHUGEPAGE): %s", strerror(e));
+        }
+    }
+    out->va = va;
+    out->bytes = bytes;
+    out->huge = huge;
+    /* Touch every page (so each has a frame), then lock it in RAM: an
+     * unlocked page may be swapped out and come back at another address
+     * while the controller still writes to the old one. */
+    memset(va, 0, out->mapped_bytes_);
+    if (mlock(va, out->mapped_bytes_) != 0) {
+        int e = errno;
+        gpumem_nvmectl_dma_free(out);
+        return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "mlock of %zu bytes: %s", bytes, strerror(e));
+    }
+    n_pages = (bytes + pg - 1) / pg;
+    out->pages_ = (uint64_t *)GPUMEM_MALLOC(n_pages * sizeof(uint64_t));
+    if (!out->pages_) {
+        gpumem_nvmectl_dma_free(out);
+        return gpumem__nvmectl_fail(ctl, GPUMEM_ENOMEM, "page table of %zu pages", n_pages);
+    }
+    /* /proc/self/pagemap: one 64-bit word per virtual page, bit 63 =
+     * present, bits 54:0 = page frame number (0 unless CAP_SYS_ADMIN). */
+    fd = open("/proc/self/pagemap", O_RDONLY);
+    if (fd < 0) {
+        int e = errno;
+        gpumem_nvmectl_dma_free(out);
+        return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "open /proc/self/pagemap: %s", strerror(e));
+    }
+    for (i = 0; i < n_pages; i++) {
+        uint64_t entry = 0, pfn;
+        uintptr_t v = (uintptr_t)va + i * pg;
+        if (pread(fd, &entry, 8, (off_t)((v / pg) * 8)) != 8) {
+            int e = errno;
+            close(fd);
+            gpumem_nvmectl_dma_free(out);
+            return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "read /proc/self/pagemap: %s", strerror(e));
+        }
+        pfn = entry & ((1ull << 55) - 1);
+        if (!(entry >> 63) || pfn == 0) {
+            close(fd);
+            gpumem_nvmectl_dma_free(out);
+            return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "no physical address in /proc/self/pagemap (needs root, "
+                                                           "CAP_SYS_ADMIN)");
+        }
+        out->pages_[i] = pfn * pg;
+    }
+    close(fd);
+    out->map.iova = 0;
+    out->map.pages = out->pages_;
+    out->map.offset = 0;
+    if (flags & GPUMEM_NVMECTL_DMA_CONTIGUOUS) {
+        for (i = 1; i < n_pages; i++) {
+            if (out->pages_[i] != out->pages_[0] + i * pg) {
+                gpumem_nvmectl_dma_free(out);
+                return gpumem__nvmectl_fail(ctl, GPUMEM_ENOMEM, "%zu bytes of physically contiguous memory needed "
+                                                                 "and no huge page available (reserve some: echo 64 "
+                                                                 "> /proc/sys/vm/nr_hugepages)", bytes);
+            }
+        }
+        out->map = gpumem_nvme_iomap_contiguous(out->pages_[0]);
+    }
+    return GPUMEM_OK;
+}
+
+gpumem_status gpumem_nvmectl_prp(const gpumem_nvmectl_dma *dma, size_t off, uint64_t len,
+                                 const gpumem_nvmectl_dma *list, size_t list_off, uint64_t *prp1, uint64_t *prp2) {
+    gpumem_nvme_iomap data, lmap;
+    if (!dma) return GPUMEM_ENULL;
+    if (off + len > dma->bytes || (list && list_off >= list->bytes)) return GPUMEM_ERANGE;
+    data = gpumem_nvme_iomap_sub(&dma->map, off);
+    if (!list) return gpumem_nvme_prp_build(&data, len, NULL, NULL, 0, prp1, prp2);
+    lmap = gpumem_nvme_iomap_sub(&list->map, list_off);
+    return gpumem_nvme_prp_build(&data, len, (uint64_t *)((char *)list->va + list_off), &lmap,
+                                 (uint32_t)((list->bytes - list_off) / 8), prp1, prp2);
+}
+
+/* ---- commands -------------------------------------------------------------- */
+
+gpumem_status gpumem_nvmectl_wait(gpumem_nvmectl *c, gpumem_nvme_qp *qp, gpumem_nvme_req *req,
+                                  uint32_t timeout_ms) {
+    uint64_t start = gpumem__now_ns(), last_check = start;
+    gpumem_backoff b = gpumem_backoff_start();
+    if (!c || !qp || !req) return GPUMEM_ENULL;
+    for (;;) {
+        gpumem_status st = gpumem_nvme_qp_poll(qp, req);
+        uint64_t now;
+        if (st != GPUMEM_EAGAIN) return st;
+        if (gpumem_backoff_pause(&b)) continue;
+        /* Nobody notifies a waiter when the controller writes a completion
+         * by DMA, so sleep briefly rather than park. */
+        gpumem__host_sleep_ns(20000L);
+        now = gpumem__now_ns();
+        /* A register read costs a trip to the device (a VM exit under
+         * emulation), so look at CSTS once a millisecond, not every round. */
+        if (now - last_check > 1000000ull) {
+            last_check = now;
+            if ((st = gpumem_nvmectl_check(c)) != GPUMEM_OK) return st;
+            if (now - start > (uint64_t)timeout_ms * 1000000ull)
+                return gpumem__nvmectl_fail(c, GPUMEM_ETIMEDOUT, "queue %u: command %u not completed after %u ms",
+                                            qp->qid, req->cid, timeout_ms);
+        }
+    }
+}
+
+gpumem_status gpumem_nvmectl_admin(gpumem_nvmectl *c, const gpumem_nvme_cmd *cmd, gpumem_nvme_cpl *cpl) {
+    gpumem_nvme_req req;
+    gpumem_status st;
+    if (!c || !cmd) return GPUMEM_ENULL;
+    pthread_mutex_lock(&c->admin_lock);
+    /* One command at a time under the lock, so a command ID is always free. */
+    st = gpumem_nvme_qp_submit(&c->admin, cmd, &req);
+    if (st == GPUMEM_OK) st = gpumem_nvmectl_wait(c, &c->admin, &req, c->cfg.timeout_ms);
+    pthread_mutex_unlock(&c->admin_lock);
+    if (st == GPUMEM_EIO) {
+        uint16_t sf = gpumem_nvme_cpl_status(&req.cpl);
+        gpumem__nvmectl_fail(c, st, "admin opcode 0x%02x refused: %s (SCT %u SC 0x%02x)", cmd->cdw0 & 0xFFu,
+                             gpumem_nvme_status_str(sf), GPUMEM_NVME_SCT(sf), GPUMEM_NVME_SC(sf));
+    }
+    if (cpl && (st == GPUMEM_OK || st == GPUMEM_EIO)) *cpl = req.cpl;
+    return st;
+}
+
+/* An admin command with the fields these functions use. */
+static gpumem_nvme_cmd gpumem__admin_cmd(uint8_t opcode, uint32_t nsid, uint64_t prp1, uint32_t cdw10,
+                                         uint32_t cdw11) {
+    gpumem_nvme_cmd c;
+    gpumem__cmd_clear(&c);
+    c.cdw0 = opcode;
+    c.nsid = nsid;
+    c.prp1 = prp1;
+    c.cdw10 = cdw10;
+    c.cdw11 = cdw11;
+    return c;
+}
+
+/* Identify into the scratch page (4096 bytes, one page: PRP1 only). */
+static gpumem_status gpumem__nvmectl_identify(gpumem_nvmectl *c, uint32_t cns, uint32_t nsid) {
+    gpumem_nvme_cmd cmd = gpumem__admin_cmd(GPUMEM__ADMIN_IDENTIFY, nsid, gpumem_nvme_iomap_at(&c->scratch.map, 0),
+                                            cns, 0);
+    memset(c->scratch.va, 0, 4096);
+    return gpumem_nvmectl_admin(c, &cmd, NULL);
+}
+
+static void gpumem__copy_id_string(char *dst, const unsigned char *src, size_t n) {
+    memcpy(dst, src, n); /* space padded ASCII */
+    dst[n] = 0;
+    while (n > 0 && (dst[n - 1] == ' ' || dst[n - 1] == 0)) dst[--n] = 0;
+}
+
+static uint32_t gpumem__le32(const unsigned char *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+/* Identify Controller and Identify Namespace into c->info. */
+static gpumem_status gpumem__nvmectl_read_identity(gpumem_nvmectl *c) {
+    const unsigned char *id = (const unsigned char *)c->scratch.va;
+    gpumem_nvmectl_info *in = &c->info;
+    gpumem_status st;
+    uint64_t nsze, max_blocks;
+    uint32_t lbaf, lbads, ms, mdts;
+    if ((st = gpumem__nvmectl_identify(c, GPUMEM__IDENTIFY_CONTROLLER, 0)) != GPUMEM_OK) return st;
+    in->vid = (uint16_t)(id[0] | id[1] << 8);
+    in->ssvid = (uint16_t)(id[2] | id[3] << 8);
+    gpumem__copy_id_string(in->serial, id + 4, 20);
+    gpumem__copy_id_string(in->model, id + 24, 40);
+    gpumem__copy_id_string(in->firmware, id + 64, 8);
+    mdts = id[77]; /* 2^MDTS minimum-size (4 KiB, CAP.MPSMIN = 0) pages; 0 = no limit */
+    in->max_transfer_bytes = mdts ? (uint64_t)GPUMEM_NVME_PAGE_BYTES << mdts : 0;
+    in->n_namespaces = gpumem__le32(id + 516);
+    /* SQES/CQES: required (low nibble) and largest (high nibble) entry sizes. */
+    if ((id[512] && ((id[512] & 0xFu) > 6 || (id[512] >> 4) < 6)) ||
+        (id[513] && ((id[513] & 0xFu) > 4 || (id[513] >> 4) < 4)))
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "controller does not take 64-byte SQ / 16-byte CQ entries "
+                                                       "(SQES 0x%02x CQES 0x%02x)", id[512], id[513]);
+
+    if ((st = gpumem__nvmectl_identify(c, GPUMEM__IDENTIFY_NAMESPACE, c->cfg.nsid)) != GPUMEM_OK) return st;
+    nsze = (uint64_t)gpumem__le32(id) | ((uint64_t)gpumem__le32(id + 4) << 32);
+    if (nsze == 0) /* an inactive namespace ID identifies as all zeroes */
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "namespace %u is not active (Identify: size 0; the "
+                                                       "controller has %u namespace IDs)", c->cfg.nsid,
+                                    in->n_namespaces);
+    lbaf = gpumem__le32(id + 128 + 4 * (id[26] & 0xFu)); /* the format FLBAS selects */
+    ms = lbaf & 0xFFFFu;
+    lbads = (lbaf >> 16) & 0xFFu;
+    if (lbads < 9 || lbads > 16 || ms != 0)
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "namespace %u: LBA format of 2^%u bytes with %u metadata "
+                                                       "bytes is not supported (512 B..64 KiB, no metadata)",
+                                    c->cfg.nsid, lbads, ms);
+    max_blocks = in->max_transfer_bytes ? in->max_transfer_bytes >> lbads : 65536u;
+    if (max_blocks > 65536u) max_blocks = 65536u; /* the NLB field's limit */
+    if (max_blocks == 0)
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "MDTS of %llu bytes is less than one block",
+                                    (unsigned long long)in->max_transfer_bytes);
+    in->ns.nsid = c->cfg.nsid;
+    in->ns.lba_shift = lbads;
+    in->ns.n_blocks = nsze;
+    in->ns.max_blocks = (uint32_t)max_blocks;
+    return GPUMEM_OK;
+}
+
+/* Initialise a pair on controller memory. gpumem_nvme_qp_init zeroes the
+ * doorbells it is given, but a controller must not see a doorbell write for
+ * a queue it does not have yet (QEMU reports one as a guest error; a real
+ * controller may raise an asynchronous error), and a new queue's doorbells
+ * are zero anyway. So the pair is initialised on scratch words and then
+ * pointed at the registers, before any thread uses it. */
+static gpumem_status gpumem__nvmectl_qp_init(gpumem_nvmectl *c, gpumem_nvme_qp *qp, gpumem_nvme_qp_desc *d) {
+    uint32_t scratch_doorbells[2];
+    gpumem_status st;
+    d->sq_doorbell = &scratch_doorbells[0];
+    d->cq_doorbell = &scratch_doorbells[1];
+    if ((st = gpumem_nvme_qp_init(qp, d)) != GPUMEM_OK)
+        return gpumem__nvmectl_fail(c, st, "queue pair %u: init failed", d->qid);
+    qp->sq_doorbell = gpumem__nvmectl_doorbell(c, d->qid, 0);
+    qp->cq_doorbell = gpumem__nvmectl_doorbell(c, d->qid, 1);
+    return GPUMEM_OK;
+}
+
+/* Ring memory (contiguous) and private state for a pair of `depth` entries. */
+static gpumem_status gpumem__nvmectl_ring_alloc(gpumem_nvmectl *c, uint32_t depth, uint32_t n_cids,
+                                                gpumem_nvmectl_dma *sq, gpumem_nvmectl_dma *cq, void **state,
+                                                gpumem_nvme_qp_desc *d) {
+    gpumem_status st;
+    size_t state_bytes = gpumem_nvme_qp_state_bytes(depth, n_cids);
+    if ((st = gpumem_nvmectl_dma_alloc(c, (size_t)depth * sizeof(gpumem_nvme_cmd), GPUMEM_NVMECTL_DMA_CONTIGUOUS,
+                                       sq)) != GPUMEM_OK)
+        return st;
+    if ((st = gpumem_nvmectl_dma_alloc(c, (size_t)depth * sizeof(gpumem_nvme_cpl), GPUMEM_NVMECTL_DMA_CONTIGUOUS,
+                                       cq)) != GPUMEM_OK)
+        return st;
+    *state = GPUMEM_MALLOC(state_bytes + 16);
+    if (!*state) return gpumem__nvmectl_fail(c, GPUMEM_ENOMEM, "queue state of %zu bytes", state_bytes);
+    memset(d, 0, sizeof *d);
+    d->depth = depth;
+    d->n_cids = n_cids;
+    d->sq = (gpumem_nvme_cmd *)sq->va;
+    d->cq = (gpumem_nvme_cpl *)cq->va;
+    d->state = (void *)GPUMEM_ALIGN_UP((uintptr_t)*state, 16);
+    d->state_bytes = state_bytes;
+    return GPUMEM_OK;
+}
+
+/* PCI command register bits 1 (memory space) and 2 (bus master), through the
+ * device's sysfs config file. */
+static gpumem_status gpumem__nvmectl_pci_command(gpumem_nvmectl *c, uint16_t set, uint16_t clear) {
+    char path[200];
+    unsigned char cmd[2];
+    uint16_t v;
+    int fd;
+    snprintf(path, sizeof path, "%s/config", c->sysfs_dir);
+    fd = open(path, O_RDWR);
+    if (fd < 0) return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "open %s: %s", path, strerror(errno));
+    if (pread(fd, cmd, 2, 4) != 2) {
+        close(fd);
+        return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "read PCI command register: %s", strerror(errno));
+    }
+    v = (uint16_t)(((cmd[0] | cmd[1] << 8) | set) & ~clear);
+    cmd[0] = (unsigned char)v;
+    cmd[1] = (unsigned char)(v >> 8);
+    if (pwrite(fd, cmd, 2, 4) != 2) {
+        close(fd);
+        return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "write PCI command register: %s", strerror(errno));
+    }
+    close(fd);
+    return GPUMEM_OK;
+}
+
+/* The device exists, is bound to a user-space driver, and BAR0 is mapped. */
+static gpumem_status gpumem__nvmectl_map(gpumem_nvmectl *c) {
+    char path[200], link[200];
+    const char *driver;
+    struct stat sb;
+    ssize_t n;
+    int fd;
+    snprintf(c->sysfs_dir, sizeof c->sysfs_dir, "/sys/bus/pci/devices/%s", c->pci_addr);
+    if (stat(c->sysfs_dir, &sb) != 0)
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "no such PCI device (%s)", c->sysfs_dir);
+    snprintf(path, sizeof path, "%s/driver", c->sysfs_dir);
+    n = readlink(path, link, sizeof link - 1);
+    link[n > 0 ? n : 0] = 0;
+    driver = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
+    if (strcmp(driver, "uio_pci_generic") != 0 && strcmp(driver, "vfio-pci") != 0)
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "not bound to uio_pci_generic or vfio-pci (driver: %s); "
+                                                       "see README.md, Real NVMe controllers",
+                                    n > 0 ? driver : "none");
+    snprintf(path, sizeof path, "%s/resource0", c->sysfs_dir);
+    fd = open(path, O_RDWR | O_SYNC);
+    if (fd < 0) return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "open %s: %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0 || sb.st_size < 0x2000) {
+        close(fd);
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "BAR0 (%s) is too small for an NVMe controller", path);
+    }
+    c->bar_bytes = (size_t)sb.st_size;
+    c->bar = (unsigned char *)mmap(NULL, c->bar_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd); /* the mapping stays */
+    if (c->bar == (unsigned char *)MAP_FAILED) {
+        c->bar = NULL;
+        return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "mmap %s: %s", path, strerror(errno));
+    }
+    return GPUMEM_OK;
+}
+
+/* Reset, admin queues, enable. */
+static gpumem_status gpumem__nvmectl_enable(gpumem_nvmectl *c) {
+    gpumem_nvme_qp_desc d;
+    gpumem_status st;
+    uint32_t depth = c->cfg.admin_depth, cc;
+    c->cap = gpumem__reg_read64(c, GPUMEM__REG_CAP);
+    if (c->cap == ~0ull) return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "controller does not answer (CAP all ones)");
+    c->info.version = gpumem__reg_read32(c, GPUMEM__REG_VS);
+    c->info.max_queue_entries = (uint32_t)(c->cap & 0xFFFFu) + 1u;
+    c->info.doorbell_stride = 4u << ((c->cap >> 32) & 0xFu);
+    c->info.ready_timeout_ms = (uint32_t)((c->cap >> 24) & 0xFFu) * 500u;
+    if (c->info.ready_timeout_ms == 0) c->info.ready_timeout_ms = 500;
+    if (!((c->cap >> 37) & 1u))
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "controller lacks the NVM command set (CAP.CSS)");
+    if (((c->cap >> 48) & 0xFu) != 0)
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "controller's smallest page is over 4 KiB (CAP.MPSMIN %u)",
+                                    (unsigned)((c->cap >> 48) & 0xFu));
+    if (depth > c->info.max_queue_entries) depth = c->info.max_queue_entries;
+
+    /* Disable: clears every queue and any state a previous user left. */
+    cc = gpumem__reg_read32(c, GPUMEM__REG_CC);
+    if (cc & GPUMEM__CC_EN) gpumem__reg_write32(c, GPUMEM__REG_CC, cc & ~GPUMEM__CC_EN);
+    if ((st = gpumem__nvmectl_wait_csts(c, GPUMEM__CSTS_RDY, 0, c->info.ready_timeout_ms, "reset")) != GPUMEM_OK)
+        return st;
+
+    if ((st = gpumem__nvmectl_ring_alloc(c, depth, depth, &c->admin_sq, &c->admin_cq, &c->admin_state, &d)) !=
+        GPUMEM_OK)
+        return st;
+    d.qid = 0;
+    d.ns.nsid = 0; /* admin commands carry their own; the pair only needs a valid shape */
+    d.ns.lba_shift = 9;
+    d.ns.n_blocks = 1;
+    d.ns.max_blocks = 1;
+    if ((st = gpumem__nvmectl_qp_init(c, &c->admin, &d)) != GPUMEM_OK) return st;
+    if ((st = gpumem_nvmectl_dma_alloc(c, GPUMEM_NVME_PAGE_BYTES, GPUMEM_NVMECTL_DMA_SMALL_PAGES, &c->scratch)) !=
+        GPUMEM_OK)
+        return st;
+
+    /* Admin queue registers are written only while disabled. */
+    gpumem__reg_write32(c, GPUMEM__REG_AQA, ((depth - 1) << 16) | (depth - 1));
+    gpumem__reg_write64(c, GPUMEM__REG_ASQ, gpumem_nvme_iomap_at(&c->admin_sq.map, 0));
+    gpumem__reg_write64(c, GPUMEM__REG_ACQ, gpumem_nvme_iomap_at(&c->admin_cq.map, 0));
+    /* NVM command set, 4 KiB pages (MPS 0), round-robin arbitration,
+     * 64-byte SQ and 16-byte CQ entries. */
+    gpumem__reg_write32(c, GPUMEM__REG_CC, GPUMEM__CC_IOSQES(6) | GPUMEM__CC_IOCQES(4) | GPUMEM__CC_EN);
+    if ((st = gpumem__nvmectl_wait_csts(c, GPUMEM__CSTS_RDY, GPUMEM__CSTS_RDY, c->info.ready_timeout_ms,
+                                        "enable")) != GPUMEM_OK)
+        return st;
+    c->enabled = 1;
+    return GPUMEM_OK;
+}
+
+gpumem_nvmectl_config gpumem_nvmectl_config_default(void) {
+    gpumem_nvmectl_config c;
+    memset(&c, 0, sizeof c);
+    c.nsid = 1;
+    c.max_pairs = 16;
+    c.admin_depth = 32;
+    c.timeout_ms = 10000;
+    c.huge_pages = 1;
+    return c;
+}
+
+gpumem_status gpumem_nvmectl_open(const gpumem_nvmectl_config *cfg, gpumem_nvmectl **out) {
+    gpumem_nvmectl *c;
+    gpumem_nvme_cmd cmd;
+    gpumem_nvme_cpl cpl;
+    gpumem_status st;
+    uint32_t nsqa, ncqa;
+    if (!cfg || !out || !cfg->pci_addr) return GPUMEM_ENULL;
+    *out = NULL;
+    if (cfg->max_pairs == 0 || cfg->max_pairs > 65535 || !gpumem__valid_count(cfg->admin_depth, 64) ||
+        cfg->timeout_ms == 0 || strlen(cfg->pci_addr) >= 64)
+        return gpumem__nvmectl_fail(NULL, GPUMEM_EINVAL, "open %s: max_pairs (1..65535), admin_depth (power of two "
+                                                          "2..64) or timeout_ms out of range", cfg->pci_addr);
+    c = (gpumem_nvmectl *)GPUMEM_MALLOC(sizeof *c);
+    if (!c) return GPUMEM_ENOMEM;
+    memset(c, 0, sizeof *c);
+    c->cfg = *cfg;
+    strcpy(c->pci_addr, cfg->pci_addr);
+    c->cfg.pci_addr = c->pci_addr;
+    pthread_mutex_init(&c->admin_lock, NULL);
+    if ((st = gpumem__nvmectl_map(c)) != GPUMEM_OK) goto fail;
+    /* Memory space on (to reach BAR0), bus mastering on (for the controller's DMA). */
+    if ((st = gpumem__nvmectl_pci_command(c, 0x6, 0)) != GPUMEM_OK) goto fail;
+    if ((st = gpumem__nvmectl_enable(c)) != GPUMEM_OK) goto fail;
+    if ((st = gpumem__nvmectl_read_identity(c)) != GPUMEM_OK) goto fail;
+    /* Number of Queues, both counts zero based; the answer may differ either way. */
+    cmd = gpumem__admin_cmd(GPUMEM__ADMIN_SET_FEATURES, 0, 0, GPUMEM__FEATURE_NUM_QUEUES,
+                            ((cfg->max_pairs - 1) << 16) | (cfg->max_pairs - 1));
+    if ((st = gpumem_nvmectl_admin(c, &cmd, &cpl)) != GPUMEM_OK) goto fail;
+    nsqa = (cpl.dw0 & 0xFFFFu) + 1;
+    ncqa = (cpl.dw0 >> 16) + 1;
+    c->info.pairs_granted = nsqa < ncqa ? nsqa : ncqa;
+    if (c->info.pairs_granted > cfg->max_pairs) c->info.pairs_granted = cfg->max_pairs;
+    *out = c;
+    return GPUMEM_OK;
+fail:
+    gpumem_nvmectl_close(c);
+    return st;
+}
+
+const gpumem_nvmectl_info *gpumem_nvmectl_get_info(const gpumem_nvmectl *c) { return c ? &c->info : NULL; }
+const char *gpumem_nvmectl_error(const gpumem_nvmectl *c) { return c ? c->error : "no controller"; }
+
+static void gpumem__nvmectl_pair_free(gpumem__nvmectl_pair *p) {
+    gpumem_nvmectl_dma_free(&p->sq_mem);
+    gpumem_nvmectl_dma_free(&p->cq_mem);
+    GPUMEM_FREE(p->state);
+    GPUMEM_FREE(p);
+}
+
+gpumem_status gpumem_nvmectl_add_qp(gpumem_nvmectl *c, uint32_t depth, gpumem_nvme_qp **out) {
+    gpumem__nvmectl_pair *p, **grown;
+    gpumem_nvme_qp_desc d;
+    gpumem_nvme_cmd cmd;
+    gpumem_status st;
+    uint32_t qid, n_cids;
+    if (!c || !out) return GPUMEM_ENULL;
+    *out = NULL;
+    qid = c->n_pairs + 1;
+    if (!gpumem__valid_count(depth, GPUMEM_NVME_MAX_DEPTH) || depth > c->info.max_queue_entries)
+        return gpumem__nvmectl_fail(c, GPUMEM_EINVAL, "queue depth %u: must be a power of two, 2..%u (CAP.MQES)",
+                                    depth, c->info.max_queue_entries);
+    if (qid > c->info.pairs_granted)
+        return gpumem__nvmectl_fail(c, GPUMEM_ERANGE, "queue pair %u: the controller granted %u", qid,
+                                    c->info.pairs_granted);
+    if (GPUMEM__REG_DOORBELLS + (2u * qid + 2u) * c->info.doorbell_stride > c->bar_bytes)
+        return gpumem__nvmectl_fail(c, GPUMEM_ERANGE, "queue pair %u: its doorbells lie past BAR0", qid);
+    p = (gpumem__nvmectl_pair *)GPUMEM_MALLOC(sizeof *p);
+    grown = (gpumem__nvmectl_pair **)GPUMEM_MALLOC((c->n_pairs + 1) * sizeof *grown);
+    if (!p || !grown) {
+        GPUMEM_FREE(p);
+        GPUMEM_FREE(grown);
+        return gpumem__nvmectl_fail(c, GPUMEM_ENOMEM, "queue pair %u", qid);
+    }
+    memset(p, 0, sizeof *p);
+    /* Four command IDs per entry: an ID is reusable only after the CQ head
+     * has passed its completion, so a full queue never waits for IDs. */
+    n_cids = depth * 4 < GPUMEM_NVME_MAX_CIDS ? depth * 4 : GPUMEM_NVME_MAX_CIDS;
+    if ((st = gpumem__nvmectl_ring_alloc(c, depth, n_cids, &p->sq_mem, &p->cq_mem, &p->state, &d)) != GPUMEM_OK)
+        goto fail;
+    d.qid = qid;
+    d.ns = c->info.ns;
+    if ((st = gpumem__nvmectl_qp_init(c, &p->qp, &d)) != GPUMEM_OK) goto fail;
+    /* Physically contiguous (PC), interrupts off: the threads poll. */
+    cmd = gpumem__admin_cmd(GPUMEM__ADMIN_CREATE_CQ, 0, gpumem_nvme_iomap_at(&p->cq_mem.map, 0),
+                            ((depth - 1) << 16) | qid, 1u);
+    if ((st = gpumem_nvmectl_admin(c, &cmd, NULL)) != GPUMEM_OK) goto fail;
+    cmd = gpumem__admin_cmd(GPUMEM__ADMIN_CREATE_SQ, 0, gpumem_nvme_iomap_at(&p->sq_mem.map, 0),
+                            ((depth - 1) << 16) | qid, (qid << 16) | 1u);
+    if ((st = gpumem_nvmectl_admin(c, &cmd, NULL)) != GPUMEM_OK) {
+        gpumem_nvme_cmd del = gpumem__admin_cmd(GPUMEM__ADMIN_DELETE_CQ, 0, 0, qid, 0);
+        gpumem_nvmectl_admin(c, &del, NULL);
+        goto fail;
+    }
+    if (c->n_pairs) memcpy(grown, c->pairs, c->n_pairs * sizeof *grown);
+    GPUMEM_FREE(c->pairs);
+    c->pairs = grown;
+    c->pairs[c->n_pairs++] = p;
+    *out = &p->qp;
+    return GPUMEM_OK;
+fail:
+    gpumem__nvmectl_pair_free(p);
+    GPUMEM_FREE(grown);
+    return st;
+}
+
+gpumem_status gpumem_nvmectl_close(gpumem_nvmectl *c) {
+    gpumem_status first = GPUMEM_OK, st;
+    uint32_t i;
+    if (!c) return GPUMEM_ENULL;
+    if (c->bar && c->enabled && gpumem_nvmectl_check(c) == GPUMEM_OK) {
+        /* Submission queues first: a CQ may be deleted only once no SQ uses it. */
+        for (i = c->n_pairs; i-- > 0 && first == GPUMEM_OK;) {
+            gpumem_nvme_cmd cmd = gpumem__admin_cmd(GPUMEM__ADMIN_DELETE_SQ, 0, 0, c->pairs[i]->qp.qid, 0);
+            first = gpumem_nvmectl_admin(c, &cmd, NULL);
+        }
+        for (i = c->n_pairs; i-- > 0 && first == GPUMEM_OK;) {
+            gpumem_nvme_cmd cmd = gpumem__admin_cmd(GPUMEM__ADMIN_DELETE_CQ, 0, 0, c->pairs[i]->qp.qid, 0);
+            first = gpumem_nvmectl_admin(c, &cmd, NULL);
+        }
+    } else if (c->bar && c->enabled) {
+        first = gpumem_nvmectl_check(c);
+    }
+    if (c->bar && c->enabled) {
+        uint32_t csts = gpumem__reg_read32(c, GPUMEM__REG_CSTS);
+        /* Normal shutdown: the controller finishes its writes (a real SSD
+         * flushes its cache) and reports SHST = complete. Skipped when the
+         * controller is gone or has failed. */
+        if (csts != 0xFFFFFFFFu && !(csts & GPUMEM__CSTS_CFS)) {
+            uint32_t cc = gpumem__reg_read32(c, GPUMEM__REG_CC);
+            gpumem__reg_write32(c, GPUMEM__REG_CC, (cc & ~GPUMEM__CC_SHN_MASK) | GPUMEM__CC_SHN_NORMAL);
+            st = gpumem__nvmectl_wait_csts(c, 3u << 2, GPUMEM__CSTS_SHST_COMPLETE << 2, c->info.ready_timeout_ms,
+                                           "shutdown");
+            if (first == GPUMEM_OK) first = st;
+        }
+        c->enabled = 0;
+        /* Disable, so that it fetches nothing more from memory we free below. */
+        if (csts != 0xFFFFFFFFu) {
+            gpumem__reg_write32(c, GPUMEM__REG_CC, gpumem__reg_read32(c, GPUMEM__REG_CC) & ~GPUMEM__CC_EN);
+            st = gpumem__nvmectl_wait_csts(c, GPUMEM__CSTS_RDY, 0, c->info.ready_timeout_ms, "disable");
+            if (first == GPUMEM_OK) first = st;
+        }
+    }
+    if (c->bar) {
+        st = gpumem__nvmectl_pci_command(c, 0, 0x4); /* bus mastering off */
+        if (first == GPUMEM_OK) first = st;
+        munmap(c->bar, c->bar_bytes);
+    }
+    for (i = 0; i < c->n_pairs; i++) gpumem__nvmectl_pair_free(c->pairs[i]);
+    GPUMEM_FREE(c->pairs);
+    gpumem_nvmectl_dma_free(&c->admin_sq);
+    gpumem_nvmectl_dma_free(&c->admin_cq);
+    gpumem_nvmectl_dma_free(&c->scratch);
+    GPUMEM_FREE(c->admin_state);
+    pthread_mutex_destroy(&c->admin_lock);
+    GPUMEM_FREE(c);
+    return first;
+}
+
+#endif /* GPUMEM_IMPLEMENTATION */
+#endif /* host shim, Linux */
 
 #endif /* GPUMEM_NVME_H */

@@ -1,5 +1,5 @@
 /* The multi-threaded I/O workload shared by the Criterion suite (test_nvme.c)
- * and the sanitizer driver (stress_nvme.c; Criterion cannot run under
+ * and the sanitizer driver (stress.c; Criterion cannot run under
  * ThreadSanitizer here). No assertions: it counts, and the callers check.
  *
  * Each thread owns a region of blocks. It does blocking writes of the next
@@ -17,27 +17,12 @@
 #include <string.h>
 
 #include "gpumem_nvme.h"
-
-#define LBA 512u
+#include "block_content.h"
 
 static double test_scale(void) {
     const char *s = getenv("GPUMEM_TEST_SCALE");
     double v = s ? atof(s) : 1.0;
     return v > 0 ? v : 1.0;
-}
-
-/* The content of block `lba` at write generation `gen`. */
-static void fill_block(unsigned char *b, uint64_t lba, uint32_t gen) {
-    uint32_t i;
-    memcpy(b, &lba, 8);
-    memcpy(b + 8, &gen, 4);
-    for (i = 12; i < LBA; i++) b[i] = (unsigned char)(lba * 31 + gen * 7 + i);
-}
-
-static int block_ok(const unsigned char *b, uint64_t lba, uint32_t gen) {
-    unsigned char want[LBA];
-    fill_block(want, lba, gen);
-    return memcmp(b, want, LBA) == 0;
 }
 
 typedef struct worker_args {

@@ -114,6 +114,32 @@ Test(nvme_wire, prp_setup) {
     cr_assert_eq(list[599], base + 4096ull * 599);
 }
 
+/* Data and list pages scattered in I/O space, as a process's ordinary pages are. */
+Test(nvme_wire, prp_build_scattered_pages) {
+    static uint64_t list[1100] __attribute__((aligned(4096)));
+    static uint64_t data_pages[700], list_pages[3];
+    gpumem_nvme_iomap data, lmap;
+    uint64_t p1, p2;
+    uint32_t i;
+    for (i = 0; i < 700; i++) data_pages[i] = 0x40000000ull + (uint64_t)(699 - i) * 0x3000; /* descending, gaps */
+    for (i = 0; i < 3; i++) list_pages[i] = 0x9000000ull + (uint64_t)(2 - i) * 0x10000;
+    data.iova = 0, data.pages = data_pages, data.offset = 0x200; /* starts 512 bytes into its first page */
+    lmap.iova = 0, lmap.pages = list_pages, lmap.offset = 0;
+    cr_assert_eq(gpumem_nvme_prp_build(&data, 4096, list, &lmap, 1100, &p1, &p2), GPUMEM_OK);
+    cr_assert(p1 == data_pages[0] + 0x200 && p2 == data_pages[1], "two pages: PRP2 is the second page");
+    cr_assert_eq(gpumem_nvme_prp_build(&data, 600 * 4096ull, list, &lmap, 1100, &p1, &p2), GPUMEM_OK);
+    cr_assert_eq(p1, data_pages[0] + 0x200);
+    cr_assert_eq(p2, list_pages[0]);
+    for (i = 0; i < 511; i++) cr_assert_eq(list[i], data_pages[i + 1]);
+    cr_assert_eq(list[511], list_pages[1], "chain pointer: the next list page's own I/O address");
+    cr_assert_eq(list[512], data_pages[512]);
+    cr_assert_eq(list[600], data_pages[600], "600 pages touched from offset 512: 600 list entries");
+    {
+        gpumem_nvme_iomap sub = gpumem_nvme_iomap_sub(&data, 4096 - 0x200);
+        cr_assert_eq(gpumem_nvme_iomap_at(&sub, 0), data_pages[1]);
+    }
+}
+
 /* ---- queue-pair setup: bad input ------------------------------------------ */
 
 Test(nvme_qp, init_rejects_bad_input) {

@@ -1,0 +1,485 @@
+/* The QEMU conformance test, guest side: gpumem's queue pairs drive QEMU's
+ * NVMe controller through the real-controller shim (gpumem_nvmectl_*). Runs
+ * as root inside the guest that tests/qemu/run.sh boots; statically linked.
+ *
+ *   guest_test unbound ADDR       before the device is bound: open must fail
+ *   guest_test negative ADDR      controller refusals and a vanishing controller
+ *   guest_test run ADDR THREADS COMMANDS
+ *                                 the workload: several pairs of small and large
+ *                                 depth, THREADS threads, at least COMMANDS
+ *                                 commands, every read checked by content
+ *
+ * The disk holds block content (lba, generation 0) everywhere when the guest
+ * starts (tests/qemu/image.c wrote it). The last WRITE_BLOCKS blocks are
+ * split among the threads, each writes only its own part, and the generation
+ * table of that area is printed at the end ("GENS" lines) so that the host
+ * can check the image file after the guest has powered off.
+ *
+ * Prints "GPUMEM_QEMU_RESULT PASS ..." or "... FAIL ..."; the harness looks
+ * for the line. Counts and rates are figures, never pass conditions. */
+#define _POSIX_C_SOURCE 200809L
+#define GPUMEM_IMPLEMENTATION
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "gpumem_nvme.h"
+#include "../block_content.h"
+
+#define MAX_BATCH 32u       /* asynchronous commands a thread has out at once */
+#define MAX_NLB 64u         /* blocks per command: up to 32 KiB, 9 pages with an offset */
+#define SLOT_BYTES (36u * 1024u) /* data buffer per outstanding command */
+#define WRITE_BLOCKS 16384u /* the written area at the end of the disk */
+#define IO_TIMEOUT_MS 60000u
+
+static const uint32_t pair_depths[] = {2, 16, 256, 1024};
+#define N_PAIRS (sizeof pair_depths / sizeof pair_depths[0])
+
+static int failures;
+#define CHECK(cond, ...)                                                                \
+    do {                                                                                \
+        if (!(cond)) {                                                                  \
+            printf("CHECK FAILED line %d: %s: ", __LINE__, #cond);                      \
+            printf(__VA_ARGS__);                                                        \
+            printf("\n");                                                               \
+            __atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED);                         \
+        }                                                                               \
+    } while (0)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng_next(uint64_t *s) { /* xorshift64* */
+    uint64_t x = *s;
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* ---- the workload ------------------------------------------------------------ */
+
+typedef struct shared_state {
+    gpumem_nvmectl *ctl;
+    gpumem_nvme_qp *pairs[N_PAIRS];
+    gpumem_nvme_ns ns;
+    uint64_t write_base;   /* first block of the written area */
+    uint32_t region;       /* written blocks per thread */
+    uint64_t per_thread;   /* commands per thread */
+    uint32_t *gen;         /* generation of each block of the written area */
+    uint64_t done_total;   /* commands completed, all threads (progress) */
+} shared_state;
+
+typedef struct worker {
+    shared_state *sh;
+    uint32_t id;
+    pthread_t thread;
+    uint64_t reads, writes, flushes, blocks, bad_blocks, errors, full_waits;
+} worker;
+
+typedef struct pending {
+    gpumem_nvme_req req;
+    uint64_t lba;
+    uint32_t nlb;
+    uint32_t gen_or_write; /* reads: unused; writes: the generation written */
+    uint32_t is_write;
+    size_t off;            /* data offset in the thread's buffer */
+} pending;
+
+/* Generation a block should have now (only the owner writes its blocks). */
+static uint32_t block_gen(shared_state *sh, uint64_t lba) {
+    return lba >= sh->write_base ? sh->gen[lba - sh->write_base] : 0;
+}
+
+/* Wait for one pending command and check it. */
+static void finish(worker *w, gpumem_nvme_qp *qp, pending *p, gpumem_nvmectl_dma *buf) {
+    shared_state *sh = w->sh;
+    gpumem_status st = gpumem_nvmectl_wait(sh->ctl, qp, &p->req, IO_TIMEOUT_MS);
+    uint32_t k;
+    if (st != GPUMEM_OK) {
+        w->errors++;
+        CHECK(0, "thread %u: %s of %u blocks at %llu on queue %u: %s (%s)", w->id, p->is_write ? "write" : "read",
+              p->nlb, (unsigned long long)p->lba, qp->qid, gpumem_status_str(st),
+              st == GPUMEM_EIO ? gpumem_nvme_status_str(gpumem_nvme_cpl_status(&p->req.cpl))
+                               : gpumem_nvmectl_error(sh->ctl));
+        return;
+    }
+    if (p->is_write) {
+        for (k = 0; k < p->nlb; k++) sh->gen[p->lba + k - sh->write_base] = p->gen_or_write;
+        w->writes++;
+    } else {
+        for (k = 0; k < p->nlb; k++) {
+            const unsigned char *b = (const unsigned char *)buf->va + p->off + (size_t)k * LBA;
+            if (!block_ok(b, p->lba + k, block_gen(sh, p->lba + k))) {
+                if (w->bad_blocks++ < 5) {
+                    uint64_t found_lba;
+                    uint32_t found_gen;
+                    memcpy(&found_lba, b, 8);
+                    memcpy(&found_gen, b + 8, 4);
+                    CHECK(0, "thread %u: block %llu (block %u of %u read on queue %u, command ID %u, buffer offset "
+                          "%zu) read back wrong: want generation %u, found block %llu generation %u", w->id,
+                          (unsigned long long)(p->lba + k), k, p->nlb, qp->qid, p->req.cid, p->off,
+                          block_gen(sh, p->lba + k), (unsigned long long)found_lba, found_gen);
+                }
+            }
+        }
+        w->reads++;
+    }
+    w->blocks += p->nlb;
+    __atomic_fetch_add(&sh->done_total, 1, __ATOMIC_RELAXED);
+}
+
+/* Submit one read or write through `qp`; if the pair has no free command ID,
+ * finish the oldest outstanding command of this batch first. */
+static void submit(worker *w, gpumem_nvme_qp *qp, pending *batch, uint32_t *oldest, uint32_t n,
+                   gpumem_nvmectl_dma *buf, gpumem_nvmectl_dma *lists) {
+    pending *p = &batch[n];
+    gpumem_nvme_cmd cmd;
+    uint64_t prp1, prp2;
+    gpumem_status st;
+    uint32_t k;
+    if (p->is_write)
+        for (k = 0; k < p->nlb; k++)
+            fill_block((unsigned char *)buf->va + p->off + (size_t)k * LBA, p->lba + k, p->gen_or_write);
+    else
+        memset((char *)buf->va + p->off, 0xEE, (size_t)p->nlb * LBA);
+    st = gpumem_nvmectl_prp(buf, p->off, (uint64_t)p->nlb * LBA, lists, (size_t)n * GPUMEM_NVME_PAGE_BYTES, &prp1,
+                            &prp2);
+    CHECK(st == GPUMEM_OK, "PRP setup: %s", gpumem_status_str(st));
+    st = gpumem_nvme_cmd_rw(&cmd, p->is_write ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ, &w->sh->ns, p->lba,
+                            p->nlb, prp1, prp2);
+    CHECK(st == GPUMEM_OK, "command build: %s", gpumem_status_str(st));
+    if ((st = gpumem_nvme_qp_submit(qp, &cmd, &p->req)) == GPUMEM_EAGAIN) {
+        w->full_waits++;
+        do { /* other threads hold the pair's IDs: free ours, or give them time */
+            if (*oldest < n) finish(w, qp, &batch[(*oldest)++], buf);
+            else nanosleep(&(struct timespec){0, 20000L}, NULL);
+        } while ((st = gpumem_nvme_qp_submit(qp, &cmd, &p->req)) == GPUMEM_EAGAIN);
+    }
+    CHECK(st == GPUMEM_OK, "submit: %s", gpumem_status_str(st));
+}
+
+static void *worker_main(void *arg) {
+    worker *w = (worker *)arg;
+    shared_state *sh = w->sh;
+    gpumem_nvmectl_dma buf, lists;
+    pending batch[MAX_BATCH];
+    uint64_t rng = 0x9E3779B97F4A7C15ull * (w->id + 1), issued = 0, round = 0;
+    uint64_t own = sh->write_base + (uint64_t)w->id * sh->region;
+    gpumem_status st;
+    /* Ordinary 4 KiB pages, scattered in physical memory: every transfer
+     * over two pages goes through a PRP list of page-by-page addresses. */
+    st = gpumem_nvmectl_dma_alloc(sh->ctl, MAX_BATCH * SLOT_BYTES, GPUMEM_NVMECTL_DMA_SMALL_PAGES, &buf);
+    CHECK(st == GPUMEM_OK, "data buffer: %s", gpumem_status_str(st));
+    st = gpumem_nvmectl_dma_alloc(sh->ctl, MAX_BATCH * GPUMEM_NVME_PAGE_BYTES, GPUMEM_NVMECTL_DMA_SMALL_PAGES,
+                                  &lists);
+    CHECK(st == GPUMEM_OK, "PRP lists: %s", gpumem_status_str(st));
+    if (failures) return NULL;
+    while (issued < sh->per_thread && !__atomic_load_n(&failures, __ATOMIC_RELAXED)) {
+        /* Every batch on the next pair, so all threads share all pairs. */
+        gpumem_nvme_qp *qp = sh->pairs[(w->id + round) % N_PAIRS];
+        uint32_t n, oldest = 0, kind = (uint32_t)(rng_next(&rng) % 8);
+        uint32_t batch_n = 1 + (uint32_t)(rng_next(&rng) % MAX_BATCH);
+        round++;
+        if (kind == 0 && round % 4 == 0) { /* flush */
+            gpumem_nvme_cmd cmd;
+            gpumem_nvme_req req;
+            gpumem_nvme_cmd_flush(&cmd, &sh->ns);
+            while (gpumem_nvme_qp_submit(qp, &cmd, &req) == GPUMEM_EAGAIN)
+                nanosleep(&(struct timespec){0, 20000L}, NULL);
+            st = gpumem_nvmectl_wait(sh->ctl, qp, &req, IO_TIMEOUT_MS);
+            CHECK(st == GPUMEM_OK, "flush: %s", gpumem_status_str(st));
+            w->flushes++;
+            issued++;
+            __atomic_fetch_add(&sh->done_total, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        if (kind <= 2) { /* writes to own blocks, disjoint ranges, then read them all back */
+            uint64_t at = rng_next(&rng) % sh->region, left = sh->region;
+            for (n = 0; n < batch_n && left > 0; n++) {
+                pending *p = &batch[n];
+                uint32_t nlb = 1 + (uint32_t)(rng_next(&rng) % MAX_NLB);
+                if (nlb > left) nlb = (uint32_t)left;
+                if (at + nlb > sh->region) at = 0; /* keep each range inside the region */
+                p->lba = own + at;
+                p->nlb = nlb;
+                p->is_write = 1;
+                p->gen_or_write = block_gen(sh, p->lba) + 1; /* blocks of one range share a generation */
+                p->off = (size_t)n * SLOT_BYTES + (rng_next(&rng) % 8) * LBA;
+                submit(w, qp, batch, &oldest, n, &buf, &lists);
+                at += nlb;
+                left -= nlb;
+            }
+            while (oldest < n) finish(w, qp, &batch[oldest++], &buf);
+            issued += n;
+            oldest = 0;
+            for (uint32_t k = 0; k < n; k++) batch[k].is_write = 0; /* the same ranges, read back */
+            for (uint32_t k = 0; k < n; k++) submit(w, qp, batch, &oldest, k, &buf, &lists);
+            while (oldest < n) finish(w, qp, &batch[oldest++], &buf);
+            issued += n;
+            continue;
+        }
+        /* random reads anywhere: known content or this thread's own blocks */
+        for (n = 0; n < batch_n; n++) {
+            pending *p = &batch[n];
+            uint32_t nlb = 1 + (uint32_t)(rng_next(&rng) % MAX_NLB);
+            uint64_t lba;
+            if (rng_next(&rng) % 4 == 0) lba = own + rng_next(&rng) % (sh->region - nlb + 1);
+            else lba = rng_next(&rng) % (sh->write_base - nlb + 1);
+            p->lba = lba;
+            p->nlb = nlb;
+            p->is_write = 0;
+            p->off = (size_t)n * SLOT_BYTES + (rng_next(&rng) % 8) * LBA;
+            submit(w, qp, batch, &oldest, n, &buf, &lists);
+        }
+        while (oldest < n) finish(w, qp, &batch[oldest++], &buf);
+        issued += n;
+    }
+    gpumem_nvmectl_dma_free(&buf);
+    gpumem_nvmectl_dma_free(&lists);
+    return NULL;
+}
+
+static gpumem_nvmectl *open_ctl(const char *addr, uint32_t nsid, uint32_t max_pairs, gpumem_status *st) {
+    gpumem_nvmectl_config cfg = gpumem_nvmectl_config_default();
+    gpumem_nvmectl *ctl = NULL;
+    cfg.pci_addr = addr;
+    cfg.nsid = nsid;
+    cfg.max_pairs = max_pairs;
+    *st = gpumem_nvmectl_open(&cfg, &ctl);
+    return ctl;
+}
+
+static int run(const char *addr, uint32_t n_threads, uint64_t n_commands) {
+    shared_state sh;
+    worker *ws = (worker *)calloc(n_threads, sizeof *ws);
+    const gpumem_nvmectl_info *in;
+    gpumem_status st;
+    uint64_t last = 0, reads = 0, writes = 0, flushes = 0, blocks = 0, bad = 0, errors = 0, full = 0;
+    double t0, t1, tlast;
+    uint32_t i;
+    memset(&sh, 0, sizeof sh);
+    sh.ctl = open_ctl(addr, 1, N_PAIRS, &st);
+    if (st != GPUMEM_OK) {
+        printf("GPUMEM_QEMU_RESULT FAIL open: %s\n", gpumem_status_str(st));
+        return 1;
+    }
+    in = gpumem_nvmectl_get_info(sh.ctl);
+    printf("controller %04x \"%s\" serial \"%s\" firmware \"%s\" version %u.%u: MQES+1 %u, doorbell stride %u, "
+           "ready timeout %u ms, MDTS %llu bytes, %u namespace IDs, %u pairs granted\n",
+           in->vid, in->model, in->serial, in->firmware, in->version >> 16, (in->version >> 8) & 0xFF,
+           in->max_queue_entries, in->doorbell_stride, in->ready_timeout_ms,
+           (unsigned long long)in->max_transfer_bytes, in->n_namespaces, in->pairs_granted);
+    printf("namespace %u: %llu blocks of %u bytes, at most %u blocks per command\n", in->ns.nsid,
+           (unsigned long long)in->ns.n_blocks, 1u << in->ns.lba_shift, in->ns.max_blocks);
+    sh.ns = in->ns;
+    CHECK(in->ns.lba_shift == 9, "the test image uses 512-byte blocks");
+    CHECK(in->ns.n_blocks > 2 * WRITE_BLOCKS, "the disk is too small");
+    CHECK(in->ns.max_blocks >= MAX_NLB, "MDTS below %u blocks", MAX_NLB);
+    for (i = 0; i < N_PAIRS && !failures; i++) {
+        st = gpumem_nvmectl_add_qp(sh.ctl, pair_depths[i], &sh.pairs[i]);
+        CHECK(st == GPUMEM_OK, "queue pair %u of depth %u: %s: %s", i + 1, pair_depths[i], gpumem_status_str(st),
+              gpumem_nvmectl_error(sh.ctl));
+    }
+    if (failures) {
+        gpumem_nvmectl_close(sh.ctl);
+        printf("GPUMEM_QEMU_RESULT FAIL setup\n");
+        return 1;
+    }
+    sh.write_base = in->ns.n_blocks - WRITE_BLOCKS;
+    sh.region = WRITE_BLOCKS / n_threads;
+    sh.per_thread = (n_commands + n_threads - 1) / n_threads;
+    sh.gen = (uint32_t *)calloc(WRITE_BLOCKS, sizeof(uint32_t));
+    printf("%u threads, %zu pairs of depth 2, 16, 256, 1024, %llu commands each\n", n_threads, (size_t)N_PAIRS,
+           (unsigned long long)sh.per_thread);
+    fflush(stdout);
+    t0 = tlast = now_s();
+    for (i = 0; i < n_threads; i++) {
+        ws[i].sh = &sh;
+        ws[i].id = i;
+        pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]);
+    }
+    /* Progress every few seconds while the workers run. */
+    for (;;) {
+        uint64_t done = __atomic_load_n(&sh.done_total, __ATOMIC_RELAXED);
+        double t = now_s();
+        if (done >= sh.per_thread * n_threads || failures) break;
+        if (t - tlast >= 5.0) {
+            printf("progress: %llu commands, %.0f/s\n", (unsigned long long)done, (double)(done - last) / (t - tlast));
+            fflush(stdout);
+            last = done, tlast = t;
+        }
+        nanosleep(&(struct timespec){0, 100000000L}, NULL);
+    }
+    for (i = 0; i < n_threads; i++) pthread_join(ws[i].thread, NULL);
+    t1 = now_s();
+    for (i = 0; i < n_threads; i++) {
+        reads += ws[i].reads, writes += ws[i].writes, flushes += ws[i].flushes, blocks += ws[i].blocks;
+        bad += ws[i].bad_blocks, errors += ws[i].errors, full += ws[i].full_waits;
+    }
+    for (i = 0; i < N_PAIRS; i++)
+        printf("pair %u (depth %u): %u SQ doorbell writes, %u CQ doorbell writes\n", sh.pairs[i]->qid,
+               sh.pairs[i]->depth, sh.pairs[i]->sq_doorbell_writes.v, sh.pairs[i]->cq_doorbell_writes.v);
+    printf("commands: %llu (reads %llu, writes %llu, flushes %llu), %llu blocks, %.1f s, %.0f commands/s; "
+           "%llu submits found no free command ID at first\n",
+           (unsigned long long)(reads + writes + flushes), (unsigned long long)reads, (unsigned long long)writes,
+           (unsigned long long)flushes, (unsigned long long)blocks, t1 - t0, (reads + writes + flushes) / (t1 - t0),
+           (unsigned long long)full);
+    CHECK(bad == 0, "%llu blocks read back wrong", (unsigned long long)bad);
+    CHECK(errors == 0, "%llu commands failed", (unsigned long long)errors);
+    CHECK(reads + writes + flushes >= n_commands, "ran %llu of %llu commands",
+          (unsigned long long)(reads + writes + flushes), (unsigned long long)n_commands);
+    st = gpumem_nvmectl_close(sh.ctl);
+    CHECK(st == GPUMEM_OK, "close (delete queues, shutdown): %s", gpumem_status_str(st));
+    /* The generation of every written block, for the host's check of the image. */
+    for (i = 0; i < WRITE_BLOCKS; i += 64) {
+        uint32_t k;
+        printf("GENS %llu", (unsigned long long)(sh.write_base + i));
+        for (k = 0; k < 64 && i + k < WRITE_BLOCKS; k++) printf(" %x", sh.gen[i + k]);
+        printf("\n");
+    }
+    printf("GPUMEM_QEMU_RESULT %s commands=%llu reads=%llu writes=%llu flushes=%llu rate=%.0f/s failures=%d\n",
+           failures ? "FAIL" : "PASS", (unsigned long long)(reads + writes + flushes), (unsigned long long)reads,
+           (unsigned long long)writes, (unsigned long long)flushes, (reads + writes + flushes) / (t1 - t0), failures);
+    return failures ? 1 : 0;
+}
+
+/* ---- negative tests ------------------------------------------------------------ */
+
+#define EXPECT_STATUS(got, want, what)                                                                     \
+    do {                                                                                                   \
+        gpumem_status got_ = (got);                                                                        \
+        printf("negative: %-58s -> %s%s\n", what, gpumem_status_str(got_), got_ == (want) ? "" : "  (WRONG)"); \
+        CHECK(got_ == (want), "%s: want %s", what, gpumem_status_str(want));                              \
+    } while (0)
+
+static int unbound(const char *addr) {
+    gpumem_status st;
+    gpumem_nvmectl *ctl = open_ctl("0000:00:1f.7", 1, 1, &st);
+    EXPECT_STATUS(st, GPUMEM_ENODEV, "open a PCI address with no device");
+    CHECK(ctl == NULL, "no handle on failure");
+    ctl = open_ctl(addr, 1, 1, &st);
+    EXPECT_STATUS(st, GPUMEM_ENODEV, "open the controller before it is bound");
+    CHECK(ctl == NULL, "no handle on failure");
+    printf("GPUMEM_QEMU_RESULT %s unbound failures=%d\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
+
+/* The harness boots this with max_ioqpairs=2. */
+static int negative(const char *addr) {
+    gpumem_status st;
+    gpumem_nvmectl *ctl;
+    gpumem_nvme_qp *qp[3];
+    gpumem_nvme_cmd cmd;
+    gpumem_nvme_cpl cpl;
+    gpumem_nvme_req req;
+    gpumem_nvmectl_dma buf;
+    uint64_t prp1, prp2;
+
+    ctl = open_ctl(addr, 2, 2, &st);
+    EXPECT_STATUS(st, GPUMEM_ENODEV, "namespace 2 (a valid ID, not active)");
+    ctl = open_ctl(addr, 4096, 2, &st);
+    EXPECT_STATUS(st, GPUMEM_EIO, "namespace 4096 (controller refuses Identify)");
+
+    ctl = open_ctl(addr, 1, 4, &st);
+    EXPECT_STATUS(st, GPUMEM_OK, "open namespace 1 asking for 4 pairs");
+    if (!ctl) goto out;
+    printf("negative: pairs granted: %u\n", gpumem_nvmectl_get_info(ctl)->pairs_granted);
+    CHECK(gpumem_nvmectl_get_info(ctl)->pairs_granted == 2, "QEMU runs with max_ioqpairs=2");
+    EXPECT_STATUS(gpumem_nvmectl_add_qp(ctl, 3, &qp[0]), GPUMEM_EINVAL, "pair of depth 3");
+    EXPECT_STATUS(gpumem_nvmectl_add_qp(ctl, 1u << 16, &qp[0]), GPUMEM_EINVAL, "pair deeper than CAP.MQES");
+    EXPECT_STATUS(gpumem_nvmectl_add_qp(ctl, 16, &qp[0]), GPUMEM_OK, "pair 1");
+    EXPECT_STATUS(gpumem_nvmectl_add_qp(ctl, 16, &qp[1]), GPUMEM_OK, "pair 2");
+    EXPECT_STATUS(gpumem_nvmectl_add_qp(ctl, 16, &qp[2]), GPUMEM_ERANGE, "pair 3 (two granted)");
+
+    /* Queue creation the controller refuses (the shim's add_qp does not send these). */
+    {
+        gpumem_nvmectl_dma ring;
+        st = gpumem_nvmectl_dma_alloc(ctl, 4096, GPUMEM_NVMECTL_DMA_CONTIGUOUS, &ring);
+        CHECK(st == GPUMEM_OK, "ring: %s", gpumem_status_str(st));
+        gpumem__cmd_clear(&cmd);
+        cmd.cdw0 = 0x05; /* Create I/O CQ 3: past the controller's queues */
+        cmd.prp1 = gpumem_nvme_iomap_at(&ring.map, 0);
+        cmd.cdw10 = (15u << 16) | 3u;
+        cmd.cdw11 = 1;
+        EXPECT_STATUS(gpumem_nvmectl_admin(ctl, &cmd, &cpl), GPUMEM_EIO, "Create I/O CQ 3 (controller refuses)");
+        printf("negative:   status: %s\n", gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)));
+        CHECK(GPUMEM_NVME_SCT(gpumem_nvme_cpl_status(&cpl)) == 1 && GPUMEM_NVME_SC(gpumem_nvme_cpl_status(&cpl)) == 1,
+              "invalid queue identifier");
+        gpumem__cmd_clear(&cmd);
+        cmd.cdw0 = 0x01; /* Create I/O SQ 2 on CQ 9, which does not exist */
+        cmd.prp1 = gpumem_nvme_iomap_at(&ring.map, 0);
+        cmd.cdw10 = (15u << 16) | 2u;
+        cmd.cdw11 = (9u << 16) | 1u;
+        EXPECT_STATUS(gpumem_nvmectl_admin(ctl, &cmd, &cpl), GPUMEM_EIO, "Create I/O SQ on CQ 9 (refused)");
+        printf("negative:   status: %s\n", gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)));
+        CHECK(GPUMEM_NVME_SCT(gpumem_nvme_cpl_status(&cpl)) == 1 && GPUMEM_NVME_SC(gpumem_nvme_cpl_status(&cpl)) == 0,
+              "completion queue invalid");
+        gpumem_nvmectl_dma_free(&ring);
+    }
+
+    /* An I/O command the controller completes with an error: a read past the
+     * namespace's end (the command builder would refuse it, so widen its view). */
+    st = gpumem_nvmectl_dma_alloc(ctl, 4096, GPUMEM_NVMECTL_DMA_SMALL_PAGES, &buf);
+    CHECK(st == GPUMEM_OK, "buffer: %s", gpumem_status_str(st));
+    {
+        gpumem_nvme_ns wide = qp[0]->ns;
+        wide.n_blocks += 100;
+        gpumem_nvmectl_prp(&buf, 0, LBA, NULL, 0, &prp1, &prp2);
+        gpumem_nvme_cmd_read(&cmd, &wide, qp[0]->ns.n_blocks + 10, 1, prp1, prp2);
+        CHECK(gpumem_nvme_qp_submit(qp[0], &cmd, &req) == GPUMEM_OK, "submit");
+        EXPECT_STATUS(gpumem_nvmectl_wait(ctl, qp[0], &req, 10000), GPUMEM_EIO, "read past the namespace's end");
+        printf("negative:   status: %s\n", gpumem_nvme_status_str(gpumem_nvme_cpl_status(&req.cpl)));
+        CHECK(GPUMEM_NVME_SCT(gpumem_nvme_cpl_status(&req.cpl)) == 0 && GPUMEM_NVME_SC(gpumem_nvme_cpl_status(&req.cpl)) == 0x80,
+              "LBA out of range");
+        /* and the pair still works */
+        gpumem_nvme_cmd_read(&cmd, &qp[0]->ns, 0, 1, prp1, prp2);
+        CHECK(gpumem_nvme_qp_submit(qp[0], &cmd, &req) == GPUMEM_OK, "submit");
+        EXPECT_STATUS(gpumem_nvmectl_wait(ctl, qp[0], &req, 10000), GPUMEM_OK, "read block 0 after the error");
+        CHECK(block_ok((unsigned char *)buf.va, 0, 0), "block 0 content");
+    }
+
+    /* The controller vanishes from the bus's point of view: bus mastering off,
+     * so it cannot fetch the next command. QEMU's controller then reports
+     * fatal status; the wait must end with a status, not hang. */
+    {
+        char path[128];
+        unsigned char c2[2];
+        int fd;
+        snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/config", addr);
+        fd = open(path, O_RDWR);
+        CHECK(fd >= 0 && pread(fd, c2, 2, 4) == 2, "read PCI command register");
+        c2[0] &= (unsigned char)~0x4;
+        CHECK(pwrite(fd, c2, 2, 4) == 2, "clear bus master");
+        close(fd);
+        gpumem_nvme_cmd_read(&cmd, &qp[1]->ns, 0, 1, prp1, prp2);
+        CHECK(gpumem_nvme_qp_submit(qp[1], &cmd, &req) == GPUMEM_OK, "submit");
+        st = gpumem_nvmectl_wait(ctl, qp[1], &req, 5000);
+        printf("negative: %-58s -> %s (%s)\n", "read after bus mastering was turned off", gpumem_status_str(st),
+               gpumem_nvmectl_error(ctl));
+        CHECK(st == GPUMEM_EIO || st == GPUMEM_ETIMEDOUT || st == GPUMEM_ENODEV, "a failure status");
+        EXPECT_STATUS(gpumem_nvmectl_check(ctl), st == GPUMEM_ETIMEDOUT ? GPUMEM_OK : st, "controller check");
+    }
+    gpumem_nvmectl_dma_free(&buf);
+    st = gpumem_nvmectl_close(ctl);
+    printf("negative: %-58s -> %s\n", "close the failed controller (returns, no hang)", gpumem_status_str(st));
+out:
+    printf("GPUMEM_QEMU_RESULT %s negative failures=%d\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc >= 3 && strcmp(argv[1], "unbound") == 0) return unbound(argv[2]);
+    if (argc >= 3 && strcmp(argv[1], "negative") == 0) return negative(argv[2]);
+    if (argc >= 5 && strcmp(argv[1], "run") == 0)
+        return run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10));
+    fprintf(stderr, "usage: guest_test unbound|negative ADDR | run ADDR THREADS COMMANDS\n");
+    return 2;
+}

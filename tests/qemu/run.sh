@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# The QEMU conformance test: gpumem's queue pairs drive QEMU's NVMe controller.
+#
+#   tests/qemu/run.sh BUILD_DIR        (make qemu-test builds the programs first)
+#
+# Builds an initramfs (busybox-static, the static guest program, Debian's uio
+# modules), boots Debian's kernel in qemu-system-x86_64 with an emulated NVMe
+# disk backed by an image of known content, and runs the guest program as
+# init. Two boots:
+#   1. negative: max_ioqpairs=2; open before binding, absent and inactive
+#      namespaces, queues the controller refuses, a read past the end, and a
+#      controller that loses bus mastering. The NVMe errors QEMU reports here
+#      are provoked on purpose; the ones the test expects must appear.
+#   2. run: the workload (GPUMEM_QEMU_THREADS threads on as many vCPUs,
+#      GPUMEM_QEMU_COMMANDS commands). Any NVMe guest error QEMU reports fails
+#      the test. Afterwards the image file must hold every write.
+# Environment: GPUMEM_QEMU_ACCEL=tcg (default) | kvm | auto (kvm if a probe
+# boot reaches init), GPUMEM_QEMU_COMMANDS (default 120000),
+# GPUMEM_QEMU_THREADS (default 4), GPUMEM_QEMU_TIMEOUT (seconds per boot, 480).
+set -euo pipefail
+
+BUILD=${1:?usage: run.sh BUILD_DIR}
+WORK="$BUILD/qemu"
+COMMANDS=${GPUMEM_QEMU_COMMANDS:-120000}
+THREADS=${GPUMEM_QEMU_THREADS:-4}
+BOOT_TIMEOUT=${GPUMEM_QEMU_TIMEOUT:-480}
+ACCEL=${GPUMEM_QEMU_ACCEL:-tcg}
+DISK_BLOCKS=131072 # 64 MiB of 512-byte blocks
+
+die() { echo "qemu-test: FAIL: $*" >&2; exit 1; }
+say() { echo "qemu-test: $*"; }
+
+# ---- what the host must have ------------------------------------------------
+QEMU=$(command -v qemu-system-x86_64) || die "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
+BUSYBOX=""
+for b in /bin/busybox /usr/bin/busybox; do
+    if [ -x "$b" ] && ! ldd "$b" >/dev/null 2>&1; then BUSYBOX=$b; break; fi
+done
+[ -n "$BUSYBOX" ] || die "no statically linked busybox (apt-get install busybox-static)"
+KERNEL=$(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V | tail -n 1 || true)
+[ -n "$KERNEL" ] || die "no kernel in /boot/vmlinuz-* (apt-get install linux-image-amd64)"
+[ -r "$KERNEL" ] || die "$KERNEL is not readable"
+KVER=${KERNEL#/boot/vmlinuz-}
+MODDIR=/lib/modules/$KVER
+[ -d "$MODDIR" ] || die "no modules for $KVER in $MODDIR"
+command -v cpio >/dev/null || die "cpio not found (apt-get install cpio)"
+for prog in guest_test image; do [ -x "$BUILD/$prog" ] || die "$BUILD/$prog not built (make qemu-test)"; done
+
+# ---- initramfs ------------------------------------------------------------------
+rm -rf "$WORK"
+mkdir -p "$WORK/root"/{bin,dev,proc,sys,mnt,lib/modules}
+ROOT="$WORK/root"
+cp "$BUSYBOX" "$ROOT/bin/busybox"
+for applet in sh mount insmod echo cat ls sleep poweroff readlink grep; do ln -s busybox "$ROOT/bin/$applet"; done
+cp "$BUILD/guest_test" "$ROOT/bin/guest_test"
+
+# uio and uio_pci_generic, decompressed here if the kernel ships them compressed
+for m in uio uio_pci_generic; do
+    src=$(find "$MODDIR" -name "$m.ko" -o -name "$m.ko.xz" -o -name "$m.ko.zst" -o -name "$m.ko.gz" | head -n 1)
+    [ -n "$src" ] || die "module $m not found under $MODDIR"
+    case "$src" in
+        *.ko) cp "$src" "$ROOT/lib/modules/$m.ko" ;;
+        *.xz) xz -dc "$src" > "$ROOT/lib/modules/$m.ko" || die "cannot decompress $src (xz-utils)" ;;
+        *.zst) zstd -dc "$src" > "$ROOT/lib/modules/$m.ko" || die "cannot decompress $src (zstd)" ;;
+        *.gz) gzip -dc "$src" > "$ROOT/lib/modules/$m.ko" ;;
+    esac
+done
+
+cat > "$ROOT/init" <<'EOF'
+#!/bin/sh
+# gpumem QEMU conformance test: init of the guest.
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+MODE=$(cat /proc/cmdline | grep -o 'gpumem_mode=[a-z]*' | cut -d= -f2 2>/dev/null)
+MODE=${MODE#gpumem_mode=}
+ARGS=$(cat /proc/cmdline | grep -o 'gpumem_args=[0-9,]*')
+ARGS=${ARGS#gpumem_args=}
+finish() { echo "GPUMEM_GUEST_DONE"; poweroff -f; sleep 10; }
+[ "$MODE" = probe ] && { echo "GPUMEM_PROBE_OK"; finish; }
+echo 64 > /proc/sys/vm/nr_hugepages                     # 2 MiB pages for the queue rings
+echo 0 > /proc/sys/vm/compact_unevictable_allowed       # locked DMA pages stay put
+# Debian's kernel backs anonymous memory with transparent huge pages, and
+# khugepaged moves small pages into them, locked ones too. Scanning often makes
+# sure the shim's DMA memory is exempt (a moved page would receive no DMA).
+echo 100 > /sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs
+echo 100 > /sys/kernel/mm/transparent_hugepage/khugepaged/alloc_sleep_millisecs
+echo "guest: $(grep HugePages_Total /proc/meminfo)"
+insmod /lib/modules/uio.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod uio"; finish; }
+insmod /lib/modules/uio_pci_generic.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod uio_pci_generic"; finish; }
+ADDR=""
+for d in /sys/bus/pci/devices/*; do
+    if [ "$(cat $d/vendor)" = 0x1b36 ] && [ "$(cat $d/device)" = 0x0010 ]; then ADDR=${d##*/}; fi
+done
+[ -n "$ADDR" ] || { echo "GPUMEM_QEMU_RESULT FAIL no QEMU NVMe device (1b36:0010) on the PCI bus"; finish; }
+echo "guest: NVMe controller at $ADDR, driver: $(readlink /sys/bus/pci/devices/$ADDR/driver || echo none)"
+[ "$MODE" = negative ] && guest_test unbound "$ADDR"
+# uio_pci_generic takes the device (Debian's nvme driver is a module that is not here)
+echo "1b36 0010" > /sys/bus/pci/drivers/uio_pci_generic/new_id
+sleep 1
+echo "guest: driver now: $(readlink /sys/bus/pci/devices/$ADDR/driver)"
+if [ "$MODE" = negative ]; then
+    guest_test negative "$ADDR"
+else
+    guest_test run "$ADDR" ${ARGS%%,*} ${ARGS#*,}
+fi
+echo "guest: guest_test exited with $?"
+finish
+EOF
+chmod +x "$ROOT/init"
+ln -s busybox "$ROOT/bin/cut"
+(cd "$ROOT" && find . | cpio -o -H newc --quiet) | gzip -1 > "$WORK/initramfs.gz"
+say "kernel $KERNEL, initramfs $(du -h "$WORK/initramfs.gz" | cut -f1)"
+
+# ---- booting -----------------------------------------------------------------------
+# boot NAME MODE ACCEL EXTRA_DEVICE_OPTIONS: console to $WORK/NAME.console, QEMU's
+# guest-error and NVMe error trace log to $WORK/NAME.qemu.log.
+boot() {
+    local name=$1 mode=$2 accel=$3 devopts=$4 limit=${5:-$BOOT_TIMEOUT} accel_opt
+    if [ "$accel" = kvm ]; then accel_opt="-accel kvm"; else accel_opt="-accel tcg,thread=multi"; fi
+    say "boot '$name' ($accel, $THREADS vCPUs, limit ${limit}s)"
+    set +e
+    timeout --foreground -k 10 "$limit" "$QEMU" $accel_opt -m 1024 -smp "$THREADS" \
+        -kernel "$KERNEL" -initrd "$WORK/initramfs.gz" \
+        -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init gpumem_mode=$mode gpumem_args=$THREADS,$COMMANDS" \
+        -display none -serial stdio -monitor none -no-reboot -nodefaults \
+        -drive file="$WORK/disk.img",if=none,id=nvm,format=raw,cache=writeback \
+        -device "nvme,serial=gpumem0,drive=nvm$devopts" \
+        -D "$WORK/$name.qemu.log" -d guest_errors -trace 'pci_nvme_err*' -trace 'pci_nvme_ub*' \
+        < /dev/null 2>&1 | tee "$WORK/$name.console" | grep --line-buffered -v '^GENS '
+    local rc=${PIPESTATUS[0]}
+    set -e
+    [ "$rc" = 124 ] || [ "$rc" = 137 ] && die "boot '$name' ran past ${limit}s (console: $WORK/$name.console)"
+    grep -q GPUMEM_GUEST_DONE "$WORK/$name.console" || die "boot '$name': the guest did not finish (rc $rc)"
+    return 0
+}
+
+if [ "$ACCEL" = auto ]; then
+    ACCEL=tcg
+    if [ -w /dev/kvm ]; then
+        "$BUILD/image" create "$WORK/disk.img" 2048 >/dev/null
+        if (boot probe probe kvm "" 60) >/dev/null 2>&1 && grep -q GPUMEM_PROBE_OK "$WORK/probe.console"; then
+            ACCEL=kvm
+        fi
+        say "KVM probe: using $ACCEL"
+    fi
+fi
+
+nvme_errors() { grep -E 'pci_nvme_(err|ub)|nvme' "$1" 2>/dev/null || true; }
+
+# 1. negative tests, errors on purpose
+"$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
+boot negative negative "$ACCEL" ",max_ioqpairs=2"
+grep -q "GPUMEM_QEMU_RESULT PASS unbound" "$WORK/negative.console" || die "unbound-device tests failed"
+grep -q "GPUMEM_QEMU_RESULT PASS negative" "$WORK/negative.console" || die "negative tests failed"
+for expected in pci_nvme_err_invalid_create_cq_cqid pci_nvme_err_invalid_create_sq_cqid \
+                pci_nvme_err_invalid_lba_range; do
+    grep -q "$expected" "$WORK/negative.qemu.log" || die "QEMU did not report $expected in the negative boot"
+done
+say "negative boot: QEMU reported $(nvme_errors "$WORK/negative.qemu.log" | wc -l) NVMe errors, provoked on purpose:"
+nvme_errors "$WORK/negative.qemu.log" | sed 's/^/    /' | cut -c1-160
+
+# 2. the workload, strict
+"$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
+boot run run "$ACCEL" ""
+ERRS=$(nvme_errors "$WORK/run.qemu.log")
+if [ -n "$ERRS" ]; then
+    echo "$ERRS" | head -n 20 >&2
+    die "QEMU reported $(echo "$ERRS" | wc -l) NVMe guest errors in the workload boot"
+fi
+say "workload boot: 0 NVMe guest errors reported by QEMU"
+RESULT=$(grep -a 'GPUMEM_QEMU_RESULT' "$WORK/run.console" | tail -n 1)
+echo "$RESULT" | grep -q PASS || die "workload: ${RESULT:-no result line}"
+"$BUILD/image" check "$WORK/disk.img" "$WORK/run.console" || die "the image file does not hold the guest's writes"
+say "PASS: $RESULT"
