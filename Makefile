@@ -49,7 +49,7 @@ ifeq ($(HAVE_NVCC),)
 	@echo "nvcc not found: CUDA sources not compiled"
 endif
 
-$(BUILD)/cuda/%.o: %.cu $(HEADERS)
+$(BUILD)/cuda/%.o: %.cu $(HEADERS) $(wildcard tests/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. -Xcompiler -Wall -c $< -o $@
 
@@ -101,7 +101,7 @@ asan:
 	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} $(MAKE) $(ASAN_VARS) run-tests
 
 CUDA_TEST_BINS := $(patsubst tests/cuda/%.cu,$(BUILD)/cuda/%.bin,$(wildcard tests/cuda/*.cu))
-$(BUILD)/cuda/%.bin: tests/cuda/%.cu $(HEADERS)
+$(BUILD)/cuda/%.bin: tests/cuda/%.cu $(HEADERS) $(wildcard tests/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. $< -o $@ -lpthread
 

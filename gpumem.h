@@ -480,6 +480,22 @@ GPUMEM_API void gpumem__event_end(gpumem_event *ev) {
 
 /* ---- small helpers ------------------------------------------------------- */
 
+/* Where a device thread runs, read from a PTX special register; 0 on the
+ * host (a host thread is lane 0 of SM 0). */
+#if GPUMEM_ON_DEVICE
+#define GPUMEM__SPECIAL_REG(name, reg)                    \
+    GPUMEM_API uint32_t name(void) {                      \
+        uint32_t v;                                       \
+        asm volatile("mov.u32 %0, %%" reg ";" : "=r"(v)); \
+        return v;                                         \
+    }
+#else
+#define GPUMEM__SPECIAL_REG(name, reg) \
+    GPUMEM_API uint32_t name(void) { return 0; }
+#endif
+GPUMEM__SPECIAL_REG(gpumem_sm_id, "smid")     /* the SM */
+GPUMEM__SPECIAL_REG(gpumem_lane_id, "laneid") /* the lane in its warp, any block shape */
+
 GPUMEM_API int gpumem_is_pow2_u64(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 GPUMEM_API uint32_t gpumem_log2_u64(uint64_t x) { /* x must be a power of two */

@@ -332,6 +332,12 @@ GPUMEM_API void gpumem__slot_set_tag(gpumem_cache *c, uint32_t k, uint64_t tag) 
     gpumem_atomic_store_u64(&c->slots[k].tag, tag, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
 }
 
+/* Lock slot k, waiting for it (holders keep it briefly), and return its tag. */
+GPUMEM_API uint64_t gpumem__slot_lock(gpumem_cache *c, uint32_t k) {
+    GPUMEM_WAIT_UNTIL(&c->event, gpumem__slot_trylock(c, k));
+    return gpumem__slot_tag(c, k);
+}
+
 /* ---- replacement policy hooks (a switch, not a pointer: no indirect call) */
 
 /* A hit on slot k. The load first: most hits find the bit already set and
@@ -468,7 +474,7 @@ GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint
     if (st == GPUMEM_OK) {
         st = gpumem__cache_io(c, 0, line, k);
         if (st != GPUMEM_OK) { /* give the slot back empty */
-            GPUMEM_WAIT_UNTIL(&c->event, gpumem__slot_trylock(c, k));
+            gpumem__slot_lock(c, k);
             gpumem__slot_set_tag(c, k, GPUMEM_CACHE_EMPTY);
             gpumem__slot_unlock(c, k);
         }
@@ -579,17 +585,6 @@ GPUMEM_API void gpumem_cache_mark_dirty(gpumem_cache *c, uint64_t line) {
 
 /* ---- warp coalescing (§7.2.1) ---------------------------------------------- */
 
-/* The thread's lane in its warp (any block shape); 0 on the host. */
-GPUMEM_API uint32_t gpumem_lane_id(void) {
-#if GPUMEM_ON_DEVICE
-    uint32_t id;
-    asm volatile("mov.u32 %0, %%laneid;" : "=r"(id));
-    return id;
-#else
-    return 0;
-#endif
-}
-
 #if defined(__CUDACC__) /* both CUDA passes see it; only device code can call it */
 /* The active lanes of this warp that name the same line of the same cache:
  * their mask, and the leader (the lowest lane). */
@@ -665,8 +660,7 @@ GPUMEM_API gpumem_status gpumem_cache_writeback(gpumem_cache *c, uint32_t first,
     for (k = first; k < end; k++) {
         uint64_t line;
         uint32_t *w, prev;
-        GPUMEM_WAIT_UNTIL(&c->event, gpumem__slot_trylock(c, k));
-        line = gpumem__slot_tag(c, k);
+        line = gpumem__slot_lock(c, k);
         if (line == GPUMEM_CACHE_EMPTY ||
             !(gpumem_atomic_load_u32(gpumem__line_state(c, line), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
               GPUMEM_CACHE_DIRTY)) {
@@ -721,8 +715,7 @@ GPUMEM_API gpumem_status gpumem_cache_invalidate(gpumem_cache *c, uint32_t first
     for (k = first; k < end; k++) {
         uint64_t line;
         uint32_t *w, prev;
-        GPUMEM_WAIT_UNTIL(&c->event, gpumem__slot_trylock(c, k));
-        line = gpumem__slot_tag(c, k);
+        line = gpumem__slot_lock(c, k);
         if (line != GPUMEM_CACHE_EMPTY) {
             w = gpumem__line_state(c, line);
             prev = gpumem_atomic_fetch_or_u32(w, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);

@@ -922,17 +922,6 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_flush(gpumem_nvme_qp *qp, gpumem_nvme_cp
     return gpumem_nvme_qp_exec(qp, &c, cpl);
 }
 
-/* The SM a device thread runs on; 0 on the host. */
-GPUMEM_API uint32_t gpumem_sm_id(void) {
-#if GPUMEM_ON_DEVICE
-    uint32_t id;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
-    return id;
-#else
-    return 0;
-#endif
-}
-
 /* Pick one of n pairs for a caller identified by `key`: on the device pass
  * gpumem_sm_id() (threads of one SM share a pair, as in BaM), on the host a
  * thread index. */

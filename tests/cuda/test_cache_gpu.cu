@@ -23,14 +23,7 @@
 #define GPUMEM_IMPLEMENTATION
 #include "gpumem_cache.h"
 
-#define CHECK(x)                                                                                \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
+#include "cuda_check.h"
 
 static int failures = 0;
 #define EXPECT(cond, ...)                                   \

@@ -24,14 +24,7 @@ static void *pinned_alloc(size_t n) {
 #include "gpumem_nvme.h"
 
 #define LBA 512u
-#define CHECK(x)                                                                           \
-    do {                                                                                   \
-        cudaError_t e_ = (x);                                                              \
-        if (e_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                       \
-        }                                                                                  \
-    } while (0)
+#include "cuda_check.h"
 
 __device__ uint32_t pattern(uint32_t lba, uint32_t word) { return lba * 2654435761u ^ word; }
 
