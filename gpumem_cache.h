@@ -30,7 +30,8 @@
  *   double x; gpumem_cache_ref_get(&r, i, &x); gpumem_cache_ref_put(&r, j, &x);
  *   gpumem_cache_ref_drop(&r);                 // releases the line it keeps
  *
- *   gpumem_cache_flush(c, NULL);               // write back every dirty line, durably
+ *   gpumem_cache_flush(c, NULL);               // write back the dirty lines, durably
+ *                                              // (EAGAIN: some were still held)
  *   gpumem_cache_stats s; gpumem_cache_get_stats(c, &s);
  *   gpumem_cache_destroy(c);
  *
@@ -89,6 +90,14 @@
  * controllers, striped (line l on controller l mod n) or replicated (reads
  * spread by line, writes to every controller). The kind is a switch on a
  * field, not a function pointer, so device code pays no indirect call.
+ *
+ * Scope. The cache's own atomics are device scope: one cache is used by GPU
+ * threads or by host threads, not by both at the same time (flush from the
+ * host after the kernel has finished, as the CUDA test does). Slot data that
+ * a real SSD writes by DMA into GPU memory would also need BaM's GPUDirect
+ * ordering fix (a read through the same path before publishing VALID,
+ * dissertation §8.2.1); it is not implemented, so such slots must be host
+ * memory for now.
  *
  * Configuration: GPUMEM_CACHE_CHECK (default 0) adds a check on every hit
  * that the slot still holds the line, counted in stats.violations.
@@ -196,6 +205,7 @@ typedef struct gpumem_cache_stats {
     uint64_t misses;      /* acquires that waited for a fill, their own or another's */
     uint64_t fills;       /* lines read from the backing */
     uint64_t evictions;   /* valid lines dropped to reuse their slot */
+    uint64_t invalidations; /* clean lines dropped by gpumem_cache_invalidate */
     uint64_t writebacks;  /* dirty lines written to the backing (eviction or flush) */
     uint64_t reads;       /* read commands (or copies) issued to the backing */
     uint64_t writes;      /* write commands issued (a replicated write-back counts n_ctrls) */
@@ -213,7 +223,8 @@ typedef struct gpumem__cache_shard {
 } gpumem__cache_shard;
 
 enum { /* indices into a shard, in gpumem_cache_stats order */
-    GPUMEM__ST_HITS, GPUMEM__ST_MISSES, GPUMEM__ST_FILLS, GPUMEM__ST_EVICTIONS, GPUMEM__ST_WRITEBACKS,
+    GPUMEM__ST_HITS, GPUMEM__ST_MISSES, GPUMEM__ST_FILLS, GPUMEM__ST_EVICTIONS, GPUMEM__ST_INVALIDATIONS,
+    GPUMEM__ST_WRITEBACKS,
     GPUMEM__ST_READS, GPUMEM__ST_WRITES, GPUMEM__ST_BYTES_READ, GPUMEM__ST_IO_ERRORS, GPUMEM__ST_FULL,
     GPUMEM__ST_VIOLATIONS
 };
@@ -486,11 +497,11 @@ GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint
         return st;
     }
     gpumem_atomic_store_u32(&c->lines[line].slot, k, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
-    /* VALID on, BUSY off (and DIRTY on for a writer: an invalid line is never
-     * dirty) in one step. Release: the slot data and the slot index are
-     * visible to every thread whose acquire reads VALID. */
-    gpumem_atomic_fetch_xor_u32(st_word, GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY | (write ? GPUMEM_CACHE_DIRTY : 0u),
-                                GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+    /* A writer's DIRTY is set (not toggled) while BUSY still keeps everyone
+     * out, then VALID on and BUSY off in one step. Release: the slot data and
+     * the slot index are visible to every thread whose acquire reads VALID. */
+    if (write) gpumem_atomic_fetch_or_u32(st_word, GPUMEM_CACHE_DIRTY, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    gpumem_atomic_fetch_xor_u32(st_word, GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
     gpumem_event_notify(&c->event);
     gpumem__cache_count(c, line, GPUMEM__ST_FILLS, 1);
     *slot_out = k;
@@ -560,43 +571,52 @@ GPUMEM_API gpumem_status gpumem_cache_acquire(gpumem_cache *c, uint64_t line, ui
 }
 
 /* Drop `count` references. Release order: the caller's writes to the line
- * happen before any eviction that finds the count at zero. */
+ * happen before any eviction that finds the count at zero. A release of more
+ * than is held is refused (GPUMEM_ESTATE) when the count shows it; one that
+ * races with other threads' releases cannot be seen and is undefined. */
 GPUMEM_API gpumem_status gpumem_cache_release(gpumem_cache *c, uint64_t line, uint32_t count) {
-    uint32_t prev;
+    uint32_t *w;
     if (!c) return GPUMEM_ENULL;
     if (line >= c->n_lines) return GPUMEM_ERANGE;
     if (count == 0 || count > GPUMEM_CACHE_MAX_GROUP) return GPUMEM_EINVAL;
-    prev = gpumem_atomic_fetch_sub_u32(gpumem__line_state(c, line), count, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
-    if ((prev & GPUMEM_CACHE_COUNT_MASK) < count) { /* more releases than acquires: a caller bug */
-        gpumem_atomic_fetch_add_u32(gpumem__line_state(c, line), count, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    w = gpumem__line_state(c, line);
+    if ((gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) & GPUMEM_CACHE_COUNT_MASK) < count) {
         gpumem__cache_count(c, line, GPUMEM__ST_VIOLATIONS, 1);
         return GPUMEM_ESTATE;
     }
+    gpumem_atomic_fetch_sub_u32(w, count, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
     return GPUMEM_OK;
 }
 
 /* Mark a line the caller holds as written (for callers that acquired it for
- * reading and then decided to write). */
-GPUMEM_API void gpumem_cache_mark_dirty(gpumem_cache *c, uint64_t line) {
-    uint32_t *w = gpumem__line_state(c, line);
-    if (!(gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) & GPUMEM_CACHE_DIRTY))
-        gpumem_atomic_fetch_or_u32(w, GPUMEM_CACHE_DIRTY, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+ * reading and then decided to write). ESTATE if the line is not cached. */
+GPUMEM_API gpumem_status gpumem_cache_mark_dirty(gpumem_cache *c, uint64_t line) {
+    uint32_t *w, s;
+    if (!c) return GPUMEM_ENULL;
+    if (line >= c->n_lines) return GPUMEM_ERANGE;
+    w = gpumem__line_state(c, line);
+    s = gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    if (!(s & GPUMEM_CACHE_VALID) || !(s & GPUMEM_CACHE_COUNT_MASK)) return GPUMEM_ESTATE;
+    if (!(s & GPUMEM_CACHE_DIRTY)) gpumem_atomic_fetch_or_u32(w, GPUMEM_CACHE_DIRTY, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    return GPUMEM_OK;
 }
 
 /* ---- warp coalescing (§7.2.1) ---------------------------------------------- */
 
 #if defined(__CUDACC__) /* both CUDA passes see it; only device code can call it */
-/* The active lanes of this warp that name the same line of the same cache:
- * their mask, and the leader (the lowest lane). */
+/* The active lanes of this warp that do the same operation (`op`: 0
+ * acquire, 1 release) on the same line of the same cache: their mask, and the
+ * leader (the lowest lane). The op keeps lanes that meet at different call
+ * sites from forming one group. */
 typedef struct gpumem_warp_group {
     uint32_t mask;
     int leader;
 } gpumem_warp_group;
 
-__device__ static inline gpumem_warp_group gpumem_warp_group_of(const gpumem_cache *c, uint64_t line) {
+__device__ static inline gpumem_warp_group gpumem_warp_group_of(const gpumem_cache *c, uint64_t line, int op) {
     gpumem_warp_group g;
     const uint32_t active = __activemask();
-    g.mask = __match_any_sync(active, (unsigned long long)line) &
+    g.mask = __match_any_sync(active, (unsigned long long)(line << 1 | (uint64_t)(op & 1))) &
              __match_any_sync(active, (unsigned long long)(uintptr_t)c);
     g.leader = __ffs(g.mask) - 1;
     return g;
@@ -610,8 +630,9 @@ __device__ static inline gpumem_warp_group gpumem_warp_group_of(const gpumem_cac
  * the group makes the acquire a write. On the host a thread is a group of
  * one. Every lane that got OK must call gpumem_cache_release_coalesced. */
 GPUMEM_API gpumem_status gpumem_cache_acquire_coalesced(gpumem_cache *c, uint64_t line, int write, void **data) {
+    if (!c || !data) return GPUMEM_ENULL; /* before the group forms: such lanes take no part */
 #if GPUMEM_ON_DEVICE
-    const gpumem_warp_group g = gpumem_warp_group_of(c, line);
+    const gpumem_warp_group g = gpumem_warp_group_of(c, line, 0);
     const int any_write = __any_sync(g.mask, write);
     unsigned long long p = 0;
     int st = GPUMEM_OK;
@@ -620,6 +641,10 @@ GPUMEM_API gpumem_status gpumem_cache_acquire_coalesced(gpumem_cache *c, uint64_
         st = (int)gpumem_cache_acquire(c, line, (uint32_t)__popc(g.mask), any_write, &d);
         p = (unsigned long long)(uintptr_t)d;
     }
+    /* The leader's acquire ordered the slot data for the leader only; the
+     * barrier extends that order to the group (a shuffle carries no memory
+     * order). */
+    __syncwarp(g.mask);
     p = __shfl_sync(g.mask, p, g.leader);
     st = __shfl_sync(g.mask, st, g.leader);
     *data = (void *)(uintptr_t)p;
@@ -633,7 +658,7 @@ GPUMEM_API gpumem_status gpumem_cache_acquire_coalesced(gpumem_cache *c, uint64_
  * (__syncwarp) before the leader lets the line go. */
 GPUMEM_API gpumem_status gpumem_cache_release_coalesced(gpumem_cache *c, uint64_t line) {
 #if GPUMEM_ON_DEVICE
-    const gpumem_warp_group g = gpumem_warp_group_of(c, line);
+    const gpumem_warp_group g = gpumem_warp_group_of(c, line, 1);
     int st = GPUMEM_OK;
     __syncwarp(g.mask);
     if ((int)gpumem_lane_id() == g.leader) st = (int)gpumem_cache_release(c, line, (uint32_t)__popc(g.mask));
@@ -645,12 +670,15 @@ GPUMEM_API gpumem_status gpumem_cache_release_coalesced(gpumem_cache *c, uint64_
 
 /* ---- write-back and invalidation -------------------------------------------- */
 
-/* Write back every dirty line in slots [first, end): the lines nobody holds
- * become clean; a line still held is written and stays dirty (its holder may
- * still be writing). Slots whose line is busy (being filled) hold nothing
- * dirty and are skipped. *written (may be NULL) counts lines written. Device
- * code can split the slots over threads; gpumem_cache_flush does all of them
- * and makes the writes durable. */
+/* Write back every dirty line in slots [first, end) that nobody holds, and
+ * mark it clean. A line still held is skipped and stays dirty: its holder
+ * may be writing it, and copying it meanwhile would be a data race. Slots
+ * whose line is being filled hold nothing dirty. Returns OK when every dirty
+ * line was written, EAGAIN when some were held (call again once their holders
+ * have released them), EIO when a write failed (the line stays dirty).
+ * *written (may be NULL) counts lines written. Device code can split the
+ * slots over threads; gpumem_cache_flush does all of them and makes the
+ * writes durable. */
 GPUMEM_API gpumem_status gpumem_cache_writeback(gpumem_cache *c, uint32_t first, uint32_t end, uint64_t *written) {
     uint32_t k;
     uint64_t n = 0;
@@ -668,18 +696,29 @@ GPUMEM_API gpumem_status gpumem_cache_writeback(gpumem_cache *c, uint32_t first,
             continue;
         }
         w = gpumem__line_state(c, line);
-        prev = gpumem_atomic_fetch_or_u32(w, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
-        if (prev & GPUMEM_CACHE_BUSY) { /* a fill in progress: nothing dirty yet */
+        /* BUSY on a valid line, while we hold the slot lock that eviction,
+         * write-back and invalidation need, can only be an acquirer's brief
+         * claim that it undoes at once: wait it out. BUSY on an invalid line
+         * is a fill in progress, which holds nothing dirty yet. */
+        while ((prev = gpumem_atomic_fetch_or_u32(w, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV)) &
+                   GPUMEM_CACHE_BUSY &&
+               prev & GPUMEM_CACHE_VALID)
+            GPUMEM_WAIT_UNTIL(&c->event,
+                              !(gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) & GPUMEM_CACHE_BUSY));
+        if (prev & GPUMEM_CACHE_BUSY) {
             gpumem__slot_unlock(c, k);
             continue;
         }
-        if (gpumem__cache_io(c, 1, line, k) == GPUMEM_OK) {
+        if (prev & GPUMEM_CACHE_COUNT_MASK) { /* held: leave it dirty */
+            if (result == GPUMEM_OK) result = GPUMEM_EAGAIN;
+            gpumem_atomic_fetch_and_u32(w, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+        } else if (gpumem__cache_io(c, 1, line, k) == GPUMEM_OK) {
+            /* Nobody holds it and BUSY keeps newcomers waiting, so no write
+             * can slip in between the copy and the clean mark. */
             n++;
             gpumem__cache_count(c, line, GPUMEM__ST_WRITEBACKS, 1);
-            /* Unused: clean now. In use: keep DIRTY, later writes must not be lost. */
-            gpumem_atomic_fetch_and_u32(w, (prev & GPUMEM_CACHE_COUNT_MASK) ? ~GPUMEM_CACHE_BUSY
-                                                                           : ~(GPUMEM_CACHE_BUSY | GPUMEM_CACHE_DIRTY),
-                                        GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+            gpumem_atomic_fetch_and_u32(w, ~(GPUMEM_CACHE_BUSY | GPUMEM_CACHE_DIRTY), GPUMEM_ORDER_RELEASE,
+                                        GPUMEM__CDEV);
         } else {
             result = GPUMEM_EIO;
             gpumem_atomic_fetch_and_u32(w, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
@@ -691,8 +730,9 @@ GPUMEM_API gpumem_status gpumem_cache_writeback(gpumem_cache *c, uint32_t first,
     return result;
 }
 
-/* Write back every dirty line, then send each NVMe controller a Flush so the
- * data is durable. */
+/* Write back every dirty line nobody holds, then send each NVMe controller a
+ * Flush so the data is durable. Statuses as gpumem_cache_writeback; the
+ * Flush commands are sent only when it returns OK. */
 GPUMEM_API gpumem_status gpumem_cache_flush(gpumem_cache *c, uint64_t *written) {
     gpumem_status st;
     uint32_t j;
@@ -723,6 +763,7 @@ GPUMEM_API gpumem_status gpumem_cache_invalidate(gpumem_cache *c, uint32_t first
                 if ((prev & (GPUMEM_CACHE_DIRTY | GPUMEM_CACHE_COUNT_MASK)) == 0 && (prev & GPUMEM_CACHE_VALID)) {
                     gpumem_atomic_fetch_and_u32(w, GPUMEM_CACHE_COUNT_MASK, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
                     gpumem__slot_set_tag(c, k, GPUMEM_CACHE_EMPTY);
+                    gpumem__cache_count(c, line, GPUMEM__ST_INVALIDATIONS, 1);
                     n++;
                 } else {
                     gpumem_atomic_fetch_and_u32(w, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
@@ -746,7 +787,12 @@ GPUMEM_API gpumem_status gpumem__cache_check_desc(const gpumem_cache_desc *d, ui
     if (d->line_bytes < GPUMEM_CACHE_MIN_LINE || d->line_bytes > GPUMEM_CACHE_MAX_LINE ||
         !gpumem_is_pow2_u64(d->line_bytes))
         return GPUMEM_EINVAL;
-    if (d->n_slots == 0 || d->n_lines == 0 || d->n_lines >= GPUMEM_CACHE_EMPTY) return GPUMEM_EINVAL;
+    if (d->n_slots == 0 || d->n_lines == 0) return GPUMEM_EINVAL;
+    /* sizes in bytes must not wrap: metadata, the data behind, the slots */
+    if (d->n_lines > ((uint64_t)SIZE_MAX - (uint64_t)d->n_slots * sizeof(gpumem__cache_slot)) /
+                         sizeof(gpumem__cache_line) ||
+        d->n_lines > UINT64_MAX / d->line_bytes || (uint64_t)d->n_slots * d->line_bytes > (uint64_t)SIZE_MAX / 2)
+        return GPUMEM_ERANGE;
     if (d->policy != GPUMEM_CACHE_CLOCK && d->policy != GPUMEM_CACHE_ROUND_ROBIN) return GPUMEM_EINVAL;
     if (b->kind == GPUMEM_CACHE_BACKING_MEMORY) return b->mem ? GPUMEM_OK : GPUMEM_ENULL;
     if (b->kind != GPUMEM_CACHE_BACKING_NVME) return GPUMEM_EINVAL;
@@ -756,6 +802,7 @@ GPUMEM_API gpumem_status gpumem__cache_check_desc(const gpumem_cache_desc *d, ui
         uint32_t j;
         uint64_t per_ctrl = b->layout == GPUMEM_CACHE_STRIPE ? (d->n_lines + b->n_ctrls - 1) / b->n_ctrls
                                                              : d->n_lines;
+        if ((uint64_t)b->n_ctrls * b->pairs_per_ctrl > 65536) return GPUMEM_EINVAL;
         for (j = 0; j < b->n_ctrls * b->pairs_per_ctrl; j++) {
             const gpumem_nvme_qp *qp = b->pairs[j];
             uint32_t shift, bpl;
@@ -820,6 +867,7 @@ GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_d
 GPUMEM_API void gpumem_cache_get_stats(gpumem_cache *c, gpumem_cache_stats *out) {
     uint64_t *o = (uint64_t *)out;
     uint32_t i, j;
+    if (!c || !out) return;
     for (j = 0; j < GPUMEM__CACHE_N_STATS; j++) o[j] = 0;
     for (i = 0; i < GPUMEM_CACHE_STAT_SHARDS; i++)
         for (j = 0; j < GPUMEM__CACHE_N_STATS; j++)
@@ -833,6 +881,7 @@ GPUMEM_API void gpumem_cache_get_stats(gpumem_cache *c, gpumem_cache_stats *out)
 GPUMEM_API uint64_t gpumem_cache_check_quiescent(const gpumem_cache *c) {
     uint64_t bad = 0, i;
     uint32_t k;
+    if (!c) return 1;
     for (k = 0; k < c->n_slots; k++) {
         uint64_t t = c->slots[k].tag;
         if (c->slots[k].lock != 0) bad++;
@@ -898,7 +947,7 @@ GPUMEM_API gpumem_status gpumem_cache_ref_drop(gpumem_cache_ref *r) {
     gpumem_status st = GPUMEM_OK;
     if (!r) return GPUMEM_ENULL;
     if (r->line != GPUMEM_CACHE_EMPTY) {
-        if (r->dirty) gpumem_cache_mark_dirty(r->array->cache, r->line);
+        if (r->dirty) (void)gpumem_cache_mark_dirty(r->array->cache, r->line); /* held: cannot fail */
         st = gpumem_cache_release_coalesced(r->array->cache, r->line);
     }
     r->line = GPUMEM_CACHE_EMPTY;
@@ -936,14 +985,14 @@ GPUMEM_API gpumem_status gpumem_cache_ref_at(gpumem_cache_ref *r, uint64_t i, in
 /* Copy element i out of / into the cache. */
 GPUMEM_API gpumem_status gpumem_cache_ref_get(gpumem_cache_ref *r, uint64_t i, void *out) {
     void *p = 0;
-    gpumem_status st = gpumem_cache_ref_at(r, i, 0, &p);
+    gpumem_status st = out ? gpumem_cache_ref_at(r, i, 0, &p) : GPUMEM_ENULL;
     if (st == GPUMEM_OK) memcpy(out, p, r->array->elem_bytes);
     return st;
 }
 
 GPUMEM_API gpumem_status gpumem_cache_ref_put(gpumem_cache_ref *r, uint64_t i, const void *in) {
     void *p = 0;
-    gpumem_status st = gpumem_cache_ref_at(r, i, 1, &p);
+    gpumem_status st = in ? gpumem_cache_ref_at(r, i, 1, &p) : GPUMEM_ENULL;
     if (st == GPUMEM_OK) memcpy(p, in, r->array->elem_bytes);
     return st;
 }
@@ -978,7 +1027,6 @@ gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out
     if ((st = gpumem__cache_check_desc(d, &bpl)) != GPUMEM_OK && st != GPUMEM_ENULL) return st;
     if (d->backing.kind == GPUMEM_CACHE_BACKING_MEMORY && !d->backing.mem) return GPUMEM_ENULL;
     if (d->backing.kind == GPUMEM_CACHE_BACKING_NVME && !d->backing.pairs) return GPUMEM_ENULL;
-    if ((uint64_t)d->n_slots * d->line_bytes > (uint64_t)SIZE_MAX / 2) return GPUMEM_ENOMEM;
     meta = GPUMEM_ALIGN_UP(gpumem_cache_meta_bytes(d->n_lines, d->n_slots), pg);
     data = (size_t)d->n_slots * d->line_bytes;
     prp = gpumem_cache_prp_bytes(d->line_bytes, d->n_slots, d->backing.kind);

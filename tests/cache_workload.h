@@ -54,6 +54,7 @@ typedef struct cache_cfg {
     uint32_t write_permille; /* share of writes (own words only) */
     int hold_check;
     int use_ref;
+    int flusher;             /* one more thread writes back and invalidates all the time */
     uint32_t full_sweeps;
     /* NVMe backing (n_ctrls 0: memory) */
     uint32_t n_ctrls;
@@ -71,6 +72,7 @@ typedef struct cache_result {
     gpumem_status flush_status;
     uint64_t backing_mismatches; /* words in the backing that differ from expect */
     uint64_t ctl_violations, ctl_reads, ctl_writes;
+    uint64_t flusher_rounds, flusher_errors;
 } cache_result;
 
 typedef struct cache_setup {
@@ -238,6 +240,25 @@ static void op_ref(cache_worker *wk, uint64_t *rng, const gpumem_cache_array *a)
     if (gpumem_cache_ref_drop(&r) != GPUMEM_OK) wk->other_status++;
 }
 
+/* The flusher: write back and invalidate every slot, over and over, while
+ * the workers run (lines in use, being filled and being evicted meanwhile). */
+typedef struct cache_flusher {
+    gpumem_cache *cache;
+    int stop; /* set by the main thread, atomically */
+    uint64_t rounds, errors;
+} cache_flusher;
+
+static void *cache_flusher_main(void *arg) {
+    cache_flusher *f = (cache_flusher *)arg;
+    while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
+        gpumem_status st = gpumem_cache_writeback(f->cache, 0, f->cache->n_slots, NULL);
+        if (st != GPUMEM_OK && st != GPUMEM_EAGAIN) f->errors++; /* EAGAIN: lines in use were left */
+        if (gpumem_cache_invalidate(f->cache, 0, f->cache->n_slots, NULL) != GPUMEM_OK) f->errors++;
+        f->rounds++;
+    }
+    return NULL;
+}
+
 static void *cache_worker_main(void *arg) {
     cache_worker *wk = (cache_worker *)arg;
     gpumem_cache_array a = gpumem_cache_array_make(wk->s->cache, 8, 0, wk->s->n_words);
@@ -253,7 +274,8 @@ static void *cache_worker_main(void *arg) {
 static gpumem_status cache_run(const cache_cfg *cfg, cache_result *res) {
     cache_setup s;
     cache_worker *wk;
-    pthread_t *th;
+    cache_flusher fl;
+    pthread_t *th, flusher;
     uint32_t t, j;
     uint64_t w;
     gpumem_status st = cache_setup_make(&s, cfg);
@@ -264,6 +286,9 @@ static gpumem_status cache_run(const cache_cfg *cfg, cache_result *res) {
     }
     wk = (cache_worker *)calloc(cfg->threads, sizeof *wk);
     th = (pthread_t *)calloc(cfg->threads, sizeof *th);
+    memset(&fl, 0, sizeof fl);
+    fl.cache = s.cache;
+    if (cfg->flusher) pthread_create(&flusher, NULL, cache_flusher_main, &fl);
     for (t = 0; t < cfg->threads; t++) {
         wk[t].s = &s;
         wk[t].id = t;
@@ -278,6 +303,12 @@ static gpumem_status cache_run(const cache_cfg *cfg, cache_result *res) {
         res->other_status += wk[t].other_status;
         res->bad_data += wk[t].bad_data;
         res->words_checked += wk[t].words_checked;
+    }
+    if (cfg->flusher) {
+        __atomic_store_n(&fl.stop, 1, __ATOMIC_RELEASE);
+        pthread_join(flusher, NULL);
+        res->flusher_rounds = fl.rounds;
+        res->flusher_errors = fl.errors;
     }
     res->quiescent_problems = gpumem_cache_check_quiescent(s.cache);
     res->flush_status = gpumem_cache_flush(s.cache, &res->flushed);
@@ -331,9 +362,12 @@ static const char *cache_check(const cache_cfg *cfg, const cache_result *r, char
     CACHE_CHECK(st->reads == st->fills && st->bytes_read == st->fills * cfg->line_bytes,
                 "reads %llu, bytes %llu for %llu fills", (unsigned long long)st->reads,
                 (unsigned long long)st->bytes_read, (unsigned long long)st->fills);
-    CACHE_CHECK(st->fills - st->evictions <= cfg->n_slots, "more lines resident than slots");
+    CACHE_CHECK(st->fills - st->evictions - st->invalidations <= cfg->n_slots, "more lines resident than slots");
     CACHE_CHECK(st->io_errors == 0, "%llu I/O errors", (unsigned long long)st->io_errors);
-    if (cfg->n_slots >= cfg->n_lines)
+    if (cfg->flusher)
+        CACHE_CHECK(r->flusher_rounds > 0 && r->flusher_errors == 0, "flusher: %llu rounds, %llu errors",
+                    (unsigned long long)r->flusher_rounds, (unsigned long long)r->flusher_errors);
+    if (cfg->n_slots >= cfg->n_lines && !cfg->flusher)
         CACHE_CHECK(st->evictions == 0 && st->fills <= cfg->n_lines, "evictions %llu, fills %llu with room for all",
                     (unsigned long long)st->evictions, (unsigned long long)st->fills);
     else
@@ -405,6 +439,13 @@ static int cache_workloads(cache_workload *w) {
     c = WL("writes, two controllers replicated");
     *c = cache_cfg_base(4096, 256, 24, 32, 300), c->n_ctrls = 2, c->pairs_per_ctrl = 2, c->write_permille = 300,
     c->layout = GPUMEM_CACHE_REPLICATE;
+    /* Write-back and invalidation racing the writers: a held line must stay
+     * dirty after it is written back, and no write may be skipped. */
+    c = WL("writes, memory, 4 KiB lines, concurrent flusher");
+    *c = cache_cfg_base(4096, 128, 32, 32, 300), c->write_permille = 500, c->flusher = 1;
+    c = WL("writes, NVMe, 512 B lines, array reference, concurrent flusher");
+    *c = cache_cfg_base(512, 1024, 48, 32, 200), c->n_ctrls = 1, c->use_ref = 1, c->write_permille = 500,
+    c->flusher = 1;
     c = WL("reads, cache larger than the data");
     *c = cache_cfg_base(4096, 100, 256, 32, 400), c->n_ctrls = 1;
     c = WL("writes, 2 slots, 64 threads, array reference (full cache retried)");

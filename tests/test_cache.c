@@ -14,6 +14,13 @@
 #include "gpumem_cache.h"
 #include "cache_workload.h"
 
+/* A hang fails its test instead of stalling the run. */
+TestSuite(cache, .timeout = 300);
+TestSuite(cache_miss, .timeout = 60);
+TestSuite(cache_full, .timeout = 60);
+TestSuite(cache_ref, .timeout = 60);
+TestSuite(cache_errors, .timeout = 60);
+
 /* ---- the workloads: random reads and writes by 16-64 threads on 2 cores ---- */
 
 ParameterizedTestParameters(cache, workload) {
@@ -118,6 +125,29 @@ Test(cache_full, every_slot_in_use_answers_eagain_then_recovers) {
     cache_setup_free(&s);
 }
 
+/* A dirty line still held is left for later (EAGAIN), then written once free. */
+Test(cache_full, flush_leaves_held_lines_dirty_then_writes_them) {
+    cache_cfg c = cache_cfg_base(4096, 8, 4, 1, 0);
+    cache_setup s;
+    void *d = NULL;
+    uint64_t written = 99;
+    c.n_ctrls = 1;
+    cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_acquire(s.cache, 3, 1, 1, &d), GPUMEM_OK);
+    ((uint64_t *)d)[0] = 0x5EED;
+    cr_assert_eq(gpumem_cache_flush(s.cache, &written), GPUMEM_EAGAIN);
+    cr_assert_eq(written, 0);
+    cr_assert_eq(*backing_word(&s, 0, 3 * 512), initial_word(3 * 512), "nothing written while held");
+    cr_assert(s.cache->lines[3].state & GPUMEM_CACHE_DIRTY, "still dirty");
+    cr_assert_eq(gpumem_cache_release(s.cache, 3, 1), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_flush(s.cache, &written), GPUMEM_OK);
+    cr_assert_eq(written, 1);
+    cr_assert_eq(*backing_word(&s, 0, 3 * 512), 0x5EED);
+    cr_assert_eq(s.cache->lines[3].state, GPUMEM_CACHE_VALID, "clean after the flush");
+    cr_assert_eq(gpumem_cache_check_quiescent(s.cache), 0);
+    cache_setup_free(&s);
+}
+
 /* ---- the array reference keeps its line ---------------------------------------- */
 
 Test(cache_ref, sequential_scan_acquires_once_per_line) {
@@ -136,6 +166,7 @@ Test(cache_ref, sequential_scan_acquires_once_per_line) {
         cr_assert_eq(v, initial_word(w));
     }
     cr_assert_eq(gpumem_cache_ref_get(&r, s.n_words, &v), GPUMEM_ERANGE);
+    cr_assert_eq(gpumem_cache_ref_get(&r, 0, NULL), GPUMEM_ENULL);
     cr_assert_eq(gpumem_cache_ref_drop(&r), GPUMEM_OK);
     gpumem_cache_get_stats(s.cache, &st);
     cr_assert_eq(st.hits + st.misses, c.n_lines, "%lu acquires for %lu lines",
@@ -174,6 +205,11 @@ Test(cache_errors, bad_descriptions) {
     d.backing.mem = NULL;
     cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_ENULL);
     cr_assert_eq(gpumem_cache_create(NULL, &c), GPUMEM_ENULL);
+    d.backing.mem = mem;
+    d.n_lines = 1ull << 61; /* 2^61 lines of metadata do not fit any size_t */
+    cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_ERANGE, "sizes that wrap are refused");
+    d.n_lines = 2;
+    d.backing.mem = NULL;
     cr_assert_null(c);
     {   /* init with too little metadata */
         gpumem_cache cc;
@@ -228,6 +264,9 @@ Test(cache_errors, bad_calls_and_refcount_overflow) {
     cr_assert_eq(gpumem_cache_acquire(s.cache, 0, GPUMEM_CACHE_MAX_GROUP + 1, 0, &d), GPUMEM_EINVAL);
     cr_assert_eq(gpumem_cache_acquire(NULL, 0, 1, 0, &d), GPUMEM_ENULL);
     cr_assert_eq(gpumem_cache_release(s.cache, 1, 1), GPUMEM_ESTATE, "release without acquire");
+    cr_assert_eq(gpumem_cache_mark_dirty(s.cache, 1), GPUMEM_ESTATE, "not held, not cached");
+    cr_assert_eq(gpumem_cache_mark_dirty(s.cache, 8), GPUMEM_ERANGE);
+    cr_assert_eq(gpumem_cache_mark_dirty(NULL, 0), GPUMEM_ENULL);
     cr_assert_eq(s.cache->lines[1].state, 0u, "the bad release left the state word alone");
     /* As if 2^28 references were held: the next acquire is refused, and the
      * state word is exactly what it was. */
