@@ -86,7 +86,7 @@ __global__ void grouping(gpumem_cache *a, gpumem_cache *b, uint32_t *mask, int *
     if (lane >= 28) return;
     gpumem_cache *c = lane >= 8 && lane < 16 ? b : a;
     uint64_t line = lane < 16 ? 5 : (lane & 1);
-    gpumem_warp_group g = gpumem_warp_group_of(c, line);
+    gpumem_warp_group g = gpumem_warp_group_of(c, line, 0);
     mask[threadIdx.x] = g.mask;
     leader[threadIdx.x] = g.leader;
 }
