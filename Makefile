@@ -98,7 +98,7 @@ ASAN_VARS := BUILD=build/asan CC=clang SANITIZE="-fsanitize=address,undefined -f
 asan:
 	$(MAKE) $(ASAN_VARS) build/asan/stress
 	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} build/asan/stress
-	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} $(MAKE) $(ASAN_VARS) run-tests
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} $(MAKE) $(ASAN_VARS) run-tests
 
 CUDA_TEST_BINS := $(patsubst tests/cuda/%.cu,$(BUILD)/cuda/%.bin,$(wildcard tests/cuda/*.cu))
 $(BUILD)/cuda/%.bin: tests/cuda/%.cu $(HEADERS) $(wildcard tests/cuda/*.h)
