@@ -349,6 +349,15 @@ GPUMEM_API uint64_t gpumem__slot_lock(gpumem_cache *c, uint32_t k) {
     return gpumem__slot_tag(c, k);
 }
 
+/* End a BUSY claim on a line: keep only the bits in `keep` (~BUSY to give
+ * the line back as it was; fewer to also drop DIRTY or VALID). Release: what
+ * the claimer did to the slot is visible to whoever sees BUSY clear, and the
+ * threads parked on it are woken. */
+GPUMEM_API void gpumem__line_end_claim(gpumem_cache *c, uint32_t *state, uint32_t keep) {
+    gpumem_atomic_fetch_and_u32(state, keep, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+    gpumem_event_notify(&c->event);
+}
+
 /* ---- replacement policy hooks (a switch, not a pointer: no indirect call) */
 
 /* A hit on slot k. The load first: most hits find the bit already set and
@@ -404,8 +413,7 @@ GPUMEM_API int gpumem__slot_take(gpumem_cache *c, uint32_t k, uint64_t line) {
             return GPUMEM__TAKE_NO;
         }
         if (prev & GPUMEM_CACHE_COUNT_MASK) { /* acquired since the first check */
-            gpumem_atomic_fetch_and_u32(vs, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
-            gpumem_event_notify(&c->event);
+            gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);
             gpumem__slot_unlock(c, k);
             return GPUMEM__TAKE_NO;
         }
@@ -415,8 +423,7 @@ GPUMEM_API int gpumem__slot_take(gpumem_cache *c, uint32_t k, uint64_t line) {
         if (prev & GPUMEM_CACHE_DIRTY) {
             if (gpumem__cache_io(c, 1, victim, k) != GPUMEM_OK) {
                 /* Keep the only up-to-date copy: still valid, still dirty. */
-                gpumem_atomic_fetch_and_u32(vs, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
-                gpumem_event_notify(&c->event);
+                gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);
                 gpumem__slot_unlock(c, k);
                 return GPUMEM__TAKE_EIO;
             }
@@ -426,8 +433,7 @@ GPUMEM_API int gpumem__slot_take(gpumem_cache *c, uint32_t k, uint64_t line) {
          * since (they wait on BUSY and will refill the line). Release: our
          * reads of the slot for the write-back are done before anyone can
          * claim the line again. */
-        gpumem_atomic_fetch_and_u32(vs, GPUMEM_CACHE_COUNT_MASK, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
-        gpumem_event_notify(&c->event);
+        gpumem__line_end_claim(c, vs, GPUMEM_CACHE_COUNT_MASK);
         gpumem__cache_count(c, victim, GPUMEM__ST_EVICTIONS, 1);
     }
     gpumem__slot_set_tag(c, k, line);
@@ -711,19 +717,17 @@ GPUMEM_API gpumem_status gpumem_cache_writeback(gpumem_cache *c, uint32_t first,
         }
         if (prev & GPUMEM_CACHE_COUNT_MASK) { /* held: leave it dirty */
             if (result == GPUMEM_OK) result = GPUMEM_EAGAIN;
-            gpumem_atomic_fetch_and_u32(w, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+            gpumem__line_end_claim(c, w, ~GPUMEM_CACHE_BUSY);
         } else if (gpumem__cache_io(c, 1, line, k) == GPUMEM_OK) {
             /* Nobody holds it and BUSY keeps newcomers waiting, so no write
              * can slip in between the copy and the clean mark. */
             n++;
             gpumem__cache_count(c, line, GPUMEM__ST_WRITEBACKS, 1);
-            gpumem_atomic_fetch_and_u32(w, ~(GPUMEM_CACHE_BUSY | GPUMEM_CACHE_DIRTY), GPUMEM_ORDER_RELEASE,
-                                        GPUMEM__CDEV);
+            gpumem__line_end_claim(c, w, ~(GPUMEM_CACHE_BUSY | GPUMEM_CACHE_DIRTY));
         } else {
             result = GPUMEM_EIO;
-            gpumem_atomic_fetch_and_u32(w, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+            gpumem__line_end_claim(c, w, ~GPUMEM_CACHE_BUSY);
         }
-        gpumem_event_notify(&c->event);
         gpumem__slot_unlock(c, k);
     }
     if (written) *written = n;
@@ -761,14 +765,13 @@ GPUMEM_API gpumem_status gpumem_cache_invalidate(gpumem_cache *c, uint32_t first
             prev = gpumem_atomic_fetch_or_u32(w, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
             if (!(prev & GPUMEM_CACHE_BUSY)) {
                 if ((prev & (GPUMEM_CACHE_DIRTY | GPUMEM_CACHE_COUNT_MASK)) == 0 && (prev & GPUMEM_CACHE_VALID)) {
-                    gpumem_atomic_fetch_and_u32(w, GPUMEM_CACHE_COUNT_MASK, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+                    gpumem__line_end_claim(c, w, GPUMEM_CACHE_COUNT_MASK);
                     gpumem__slot_set_tag(c, k, GPUMEM_CACHE_EMPTY);
                     gpumem__cache_count(c, line, GPUMEM__ST_INVALIDATIONS, 1);
                     n++;
                 } else {
-                    gpumem_atomic_fetch_and_u32(w, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+                    gpumem__line_end_claim(c, w, ~GPUMEM_CACHE_BUSY);
                 }
-                gpumem_event_notify(&c->event);
             }
         }
         gpumem__slot_unlock(c, k);
