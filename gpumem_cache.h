@@ -782,8 +782,10 @@ GPUMEM_API gpumem_status gpumem_cache_invalidate(gpumem_cache *c, uint32_t first
 
 /* ---- setup ---------------------------------------------------------------- */
 
-/* Check the description against the backing (line size against the
- * namespace's block size, transfer limit and capacity). */
+/* Check the description's shape against the backing (line size against the
+ * namespace's block size, transfer limit and capacity). The memory the
+ * caller places is checked by gpumem_cache_init; gpumem_cache_create checks
+ * the shape before it allocates. */
 GPUMEM_API gpumem_status gpumem__cache_check_desc(const gpumem_cache_desc *d, uint32_t *blocks_per_line) {
     const gpumem_cache_backing *b = &d->backing;
     *blocks_per_line = 0;
@@ -819,7 +821,6 @@ GPUMEM_API gpumem_status gpumem__cache_check_desc(const gpumem_cache_desc *d, ui
             if (b->first_lba + per_ctrl * bpl > qp->ns.n_blocks) return GPUMEM_ERANGE;
         }
     }
-    if (d->line_bytes > 2 * GPUMEM_NVME_PAGE_BYTES && !d->prp_lists) return GPUMEM_ENULL;
     return GPUMEM_OK;
 }
 
@@ -827,29 +828,29 @@ GPUMEM_API gpumem_status gpumem__cache_check_desc(const gpumem_cache_desc *d, ui
  * the GPU will use). Every line starts not cached, every slot cold. */
 GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_desc *d) {
     uint32_t bpl = 0, k;
-    uint64_t i;
+    uint64_t i, data_iova, prp_iova;
     gpumem_status st;
     if (!c || !d || !d->meta || !d->data) return GPUMEM_ENULL;
     if ((st = gpumem__cache_check_desc(d, &bpl)) != GPUMEM_OK) return st;
     if (d->meta_bytes < gpumem_cache_meta_bytes(d->n_lines, d->n_slots)) return GPUMEM_ENOMEM;
     if (((uintptr_t)d->meta & 7u) != 0) return GPUMEM_EINVAL;
+    data_iova = d->data_iova ? d->data_iova : (uint64_t)(uintptr_t)d->data;
+    prp_iova = d->prp_lists_iova ? d->prp_lists_iova : (uint64_t)(uintptr_t)d->prp_lists;
     if (d->backing.kind == GPUMEM_CACHE_BACKING_NVME) {
         /* Lines of a page or more start on a page: then a line spans
          * line_bytes / 4096 pages and its PRP list fits the slot's list page. */
-        uint64_t iova = d->data_iova ? d->data_iova : (uint64_t)(uintptr_t)d->data;
         uint64_t align = d->line_bytes < GPUMEM_NVME_PAGE_BYTES ? d->line_bytes : GPUMEM_NVME_PAGE_BYTES;
-        if ((iova & (align - 1)) != 0) return GPUMEM_EINVAL;
-        if (d->prp_lists && ((d->prp_lists_iova ? d->prp_lists_iova : (uint64_t)(uintptr_t)d->prp_lists) &
-                             (GPUMEM_NVME_PAGE_BYTES - 1)) != 0)
-            return GPUMEM_EINVAL;
+        if ((data_iova & (align - 1)) != 0) return GPUMEM_EINVAL;
+        if (d->line_bytes > 2 * GPUMEM_NVME_PAGE_BYTES && !d->prp_lists) return GPUMEM_ENULL;
+        if (d->prp_lists && (prp_iova & (GPUMEM_NVME_PAGE_BYTES - 1)) != 0) return GPUMEM_EINVAL;
     }
     memset(c, 0, sizeof *c);
     c->lines = (gpumem__cache_line *)d->meta;
     c->slots = (gpumem__cache_slot *)(c->lines + d->n_lines);
     c->data = (unsigned char *)d->data;
-    c->data_iova = d->data_iova ? d->data_iova : (uint64_t)(uintptr_t)d->data;
+    c->data_iova = data_iova;
     c->prp_lists = d->prp_lists;
-    c->prp_lists_iova = d->prp_lists_iova ? d->prp_lists_iova : (uint64_t)(uintptr_t)d->prp_lists;
+    c->prp_lists_iova = prp_iova;
     c->backing = d->backing;
     c->n_lines = d->n_lines;
     c->n_slots = d->n_slots;
@@ -1027,9 +1028,7 @@ gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out
     gpumem_status st;
     if (!d || !out) return GPUMEM_ENULL;
     *out = NULL;
-    if ((st = gpumem__cache_check_desc(d, &bpl)) != GPUMEM_OK && st != GPUMEM_ENULL) return st;
-    if (d->backing.kind == GPUMEM_CACHE_BACKING_MEMORY && !d->backing.mem) return GPUMEM_ENULL;
-    if (d->backing.kind == GPUMEM_CACHE_BACKING_NVME && !d->backing.pairs) return GPUMEM_ENULL;
+    if ((st = gpumem__cache_check_desc(d, &bpl)) != GPUMEM_OK) return st; /* before sizes are computed */
     meta = GPUMEM_ALIGN_UP(gpumem_cache_meta_bytes(d->n_lines, d->n_slots), pg);
     data = (size_t)d->n_slots * d->line_bytes;
     prp = gpumem_cache_prp_bytes(d->line_bytes, d->n_slots, d->backing.kind);
