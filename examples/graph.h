@@ -1,0 +1,622 @@
+/* examples/graph.h - graphs in CSR files read through the gpumem cache.
+ *
+ *   1. The file format: a 4 KiB header, the offsets (n_nodes + 1 uint64) and
+ *      the edges (n_edges uint32, every undirected edge stored both ways),
+ *      each starting on a 4 KiB boundary, with a hash of the header and one
+ *      of the data so that a damaged file is refused, not traversed.
+ *   2. A Kronecker generator with GAP-kron's parameters (Graph500's initiator
+ *      A = 0.57, B = C = 0.19, D = 0.05, 16 edges per vertex, vertex labels
+ *      randomly permuted, self-loops and duplicate edges removed).
+ *   3. In-memory references: a serial BFS and union-find connected
+ *      components, independent of the code under test.
+ *   4. The graph store: the file as a namespace of the software NVMe
+ *      controller, queue pairs, and a cache in front of them.
+ *   5. The steps the traversals are made of (expand one BFS vertex, push one
+ *      vertex's component label), written once for host threads and CUDA
+ *      threads alike: they read the graph only through gpumem_cache_ref.
+ *
+ * Used by examples/graph.c (host threads) and examples/cuda/graph.cu.
+ * Define GPUMEM_IMPLEMENTATION in the one file that includes this one.
+ */
+#ifndef GPUMEM_EXAMPLES_GRAPH_H
+#define GPUMEM_EXAMPLES_GRAPH_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gpumem_cache.h"
+
+#define GRAPH_MAGIC "GPUMEMG1"
+#define GRAPH_PAGE 4096u
+#define GRAPH_NONE 0xFFFFFFFFu /* no level / no label; also the largest vertex count + 1 */
+#define GRAPH_LINE 4096u       /* cache line: BaM's graph runs used 4 KiB lines */
+
+/* ======================================================================== */
+/* 1. File format                                                           */
+/* ======================================================================== */
+
+typedef struct graph_header {
+    char magic[8];
+    uint64_t n_nodes;
+    uint64_t n_edges;     /* directed entries: twice the undirected edges */
+    uint64_t offsets_at;  /* byte offset of offsets[0] */
+    uint64_t edges_at;    /* byte offset of edges[0] */
+    uint64_t file_bytes;  /* a multiple of 4 KiB */
+    uint32_t scale, edge_factor;
+    uint64_t seed;
+    uint64_t data_hash;   /* graph_hash over offsets, then edges */
+    uint64_t header_hash; /* graph_hash over every field above */
+} graph_header;
+
+/* A graph in memory (the reference side). */
+typedef struct graph_csr {
+    graph_header h;
+    uint64_t *offsets;
+    uint32_t *edges;
+} graph_csr;
+
+/* Word-wise multiply-xorshift hash; cheap enough to check a whole file. */
+static uint64_t graph_hash(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    size_t i;
+    for (i = 0; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = ((h ^ b[i]) * 0x100000001B3ull) ^ (h >> 31);
+    return h;
+}
+
+static uint64_t graph_header_hash(const graph_header *h) {
+    return graph_hash(0x6772617068ull, h, offsetof(graph_header, header_hash));
+}
+
+/* Header layout for a graph of n nodes and m edges. */
+static void graph_layout(graph_header *h, uint64_t n, uint64_t m) {
+    memcpy(h->magic, GRAPH_MAGIC, 8);
+    h->n_nodes = n;
+    h->n_edges = m;
+    h->offsets_at = GRAPH_PAGE;
+    h->edges_at = GPUMEM_ALIGN_UP(h->offsets_at + (n + 1) * 8, GRAPH_PAGE);
+    h->file_bytes = GPUMEM_ALIGN_UP(h->edges_at + m * 4, GRAPH_PAGE);
+}
+
+/* Every error message goes to `err` (when not NULL) and the status says
+ * which kind: ENODEV missing file, EINVAL not a graph or damaged, EIO I/O. */
+static gpumem_status graph_fail(char *err, size_t len, gpumem_status st, const char *fmt, ...) {
+    if (err && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, len, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+/* Read and check the header of an open file (its size included). */
+static gpumem_status graph_read_header(int fd, const char *path, graph_header *h, char *err, size_t len) {
+    graph_header want;
+    struct stat sb;
+    ssize_t got = pread(fd, h, sizeof *h, 0);
+    if (got < 0) return graph_fail(err, len, GPUMEM_EIO, "%s: %s", path, strerror(errno));
+    if (got != (ssize_t)sizeof *h || memcmp(h->magic, GRAPH_MAGIC, 8) != 0)
+        return graph_fail(err, len, GPUMEM_EINVAL, "%s: not a gpumem graph file (no %s header)", path, GRAPH_MAGIC);
+    if (h->header_hash != graph_header_hash(h))
+        return graph_fail(err, len, GPUMEM_EINVAL, "%s: header damaged (its hash does not match)", path);
+    if (h->n_nodes == 0 || h->n_nodes >= GRAPH_NONE || h->n_edges > (1ull << 40))
+        return graph_fail(err, len, GPUMEM_EINVAL, "%s: %llu nodes and %llu edges are outside what the examples take",
+                          path, (unsigned long long)h->n_nodes, (unsigned long long)h->n_edges);
+    graph_layout(&want, h->n_nodes, h->n_edges);
+    if (want.offsets_at != h->offsets_at || want.edges_at != h->edges_at || want.file_bytes != h->file_bytes)
+        return graph_fail(err, len, GPUMEM_EINVAL, "%s: header layout inconsistent with its sizes", path);
+    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != h->file_bytes)
+        return graph_fail(err, len, GPUMEM_EINVAL, "%s: file is %llu bytes, header says %llu (truncated?)", path,
+                          (unsigned long long)sb.st_size, (unsigned long long)h->file_bytes);
+    return GPUMEM_OK;
+}
+
+static gpumem_status graph_pread_all(int fd, void *buf, uint64_t bytes, uint64_t at) {
+    unsigned char *p = (unsigned char *)buf;
+    while (bytes) {
+        ssize_t got = pread(fd, p, bytes > (1u << 30) ? (1u << 30) : (size_t)bytes, (off_t)at);
+        if (got <= 0) return GPUMEM_EIO;
+        p += got;
+        at += (uint64_t)got;
+        bytes -= (uint64_t)got;
+    }
+    return GPUMEM_OK;
+}
+
+static void graph_free(graph_csr *g) {
+    free(g->offsets);
+    free(g->edges);
+    g->offsets = NULL;
+    g->edges = NULL;
+}
+
+/* Load the whole graph into memory, checking the data hash and the CSR
+ * structure (offsets rising from 0 to n_edges, every edge a vertex). */
+static gpumem_status graph_load(const char *path, graph_csr *g, char *err, size_t len) {
+    uint64_t n, m, v, i;
+    gpumem_status st;
+    int fd = open(path, O_RDONLY);
+    memset(g, 0, sizeof *g);
+    if (fd < 0)
+        return graph_fail(err, len, errno == ENOENT ? GPUMEM_ENODEV : GPUMEM_EIO, "%s: %s", path, strerror(errno));
+    if ((st = graph_read_header(fd, path, &g->h, err, len)) != GPUMEM_OK) {
+        close(fd);
+        return st;
+    }
+    n = g->h.n_nodes;
+    m = g->h.n_edges;
+    g->offsets = (uint64_t *)malloc((n + 1) * 8);
+    g->edges = (uint32_t *)malloc(m ? m * 4 : 4);
+    if (!g->offsets || !g->edges) {
+        close(fd);
+        graph_free(g);
+        return graph_fail(err, len, GPUMEM_ENOMEM, "%s: no memory for the in-memory reference copy", path);
+    }
+    st = graph_pread_all(fd, g->offsets, (n + 1) * 8, g->h.offsets_at);
+    if (st == GPUMEM_OK) st = graph_pread_all(fd, g->edges, m * 4, g->h.edges_at);
+    close(fd);
+    if (st != GPUMEM_OK) {
+        graph_free(g);
+        return graph_fail(err, len, st, "%s: read failed", path);
+    }
+    if (graph_hash(graph_hash(0, g->offsets, (n + 1) * 8), g->edges, m * 4) != g->h.data_hash) {
+        graph_free(g);
+        return graph_fail(err, len, GPUMEM_EINVAL, "%s: data damaged (its hash does not match the header's)", path);
+    }
+    for (v = 0; v < n; v++)
+        if (g->offsets[v] > g->offsets[v + 1]) break;
+    if (g->offsets[0] != 0 || v < n || g->offsets[n] != m) {
+        graph_free(g);
+        return graph_fail(err, len, GPUMEM_EINVAL, "%s: offsets are not a CSR index", path);
+    }
+    for (i = 0; i < m; i++)
+        if (g->edges[i] >= n) {
+            graph_free(g);
+            return graph_fail(err, len, GPUMEM_EINVAL, "%s: edge %llu names vertex %u of %llu", path,
+                              (unsigned long long)i, g->edges[i], (unsigned long long)n);
+        }
+    return GPUMEM_OK;
+}
+
+/* Write through a temporary name and rename, so an interrupted write never
+ * leaves a file that looks complete. */
+static gpumem_status graph_write(const char *path, graph_csr *g, char *err, size_t len) {
+    char tmp[4096];
+    unsigned char page[GRAPH_PAGE];
+    uint64_t n = g->h.n_nodes, m = g->h.n_edges;
+    int fd, ok;
+    graph_layout(&g->h, n, m);
+    g->h.data_hash = graph_hash(graph_hash(0, g->offsets, (n + 1) * 8), g->edges, m * 4);
+    g->h.header_hash = graph_header_hash(&g->h);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return graph_fail(err, len, GPUMEM_EIO, "%s: %s", tmp, strerror(errno));
+    memset(page, 0, sizeof page);
+    memcpy(page, &g->h, sizeof g->h);
+    ok = pwrite(fd, page, sizeof page, 0) == (ssize_t)sizeof page;
+    ok = ok && pwrite(fd, g->offsets, (n + 1) * 8, (off_t)g->h.offsets_at) == (ssize_t)((n + 1) * 8);
+    ok = ok && pwrite(fd, g->edges, m * 4, (off_t)g->h.edges_at) == (ssize_t)(m * 4);
+    ok = ok && ftruncate(fd, (off_t)g->h.file_bytes) == 0;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return graph_fail(err, len, GPUMEM_EIO, "%s: write failed: %s", path, strerror(errno));
+    }
+    return GPUMEM_OK;
+}
+
+/* ======================================================================== */
+/* 2. Kronecker generator (GAP-kron / Graph500 parameters)                  */
+/* ======================================================================== */
+
+static uint64_t graph_splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void graph_sort_u32(uint32_t *a, uint64_t n);
+
+/* 2^scale vertices, edge_factor * 2^scale sampled edges. Each edge descends
+ * `scale` levels of the 2x2 initiator, picking a quadrant with probability
+ * A, B, C or D; labels are then permuted so that the high-degree vertices
+ * are not all at small IDs (as GAP does). Self-loops and repeated edges are
+ * dropped and every edge is stored in both directions, sorted. `say`, when
+ * not NULL, gets progress lines. */
+static gpumem_status graph_generate_kron(uint32_t scale, uint32_t edge_factor, uint64_t seed, graph_csr *g,
+                                         void (*say)(const char *what, double frac)) {
+    const uint32_t a = (uint32_t)(0.57 * 4294967296.0), ab = (uint32_t)(0.76 * 4294967296.0),
+                   abc = (uint32_t)(0.95 * 4294967296.0);
+    uint64_t n = 1ull << scale, samples = (uint64_t)edge_factor << scale, k, v, i, kept;
+    uint32_t *perm, *pairs;
+    uint64_t *fill;
+    memset(g, 0, sizeof *g);
+    if (scale < 1 || scale > 30 || edge_factor < 1 || edge_factor > 64) return GPUMEM_EINVAL;
+    perm = (uint32_t *)malloc(n * 4);
+    pairs = (uint32_t *)malloc(samples * 8);
+    g->offsets = (uint64_t *)calloc(n + 1, 8);
+    fill = (uint64_t *)malloc((n + 1) * 8);
+    if (!perm || !pairs || !g->offsets || !fill) {
+        free(perm);
+        free(pairs);
+        free(fill);
+        graph_free(g);
+        return GPUMEM_ENOMEM;
+    }
+    {   /* a random permutation of the labels (Fisher-Yates) */
+        uint64_t s = seed ^ 0x7065726Dull;
+        for (v = 0; v < n; v++) perm[v] = (uint32_t)v;
+        for (v = n - 1; v > 0; v--) {
+            uint64_t j = graph_splitmix(&s) % (v + 1);
+            uint32_t t = perm[v];
+            perm[v] = perm[j];
+            perm[j] = t;
+        }
+    }
+    for (k = 0; k < samples; k++) {
+        uint64_t s = seed * 0x2545F4914F6CDD1Dull + k, r = 0;
+        uint32_t u = 0, w = 0, lvl;
+        for (lvl = 0; lvl < scale; lvl++) {
+            uint32_t x;
+            if ((lvl & 1) == 0) r = graph_splitmix(&s);
+            x = (uint32_t)(lvl & 1 ? r >> 32 : r);
+            u = (u << 1) | (x >= ab);                  /* C or D: lower half */
+            w = (w << 1) | ((x >= a && x < ab) || x >= abc); /* B or D: right half */
+        }
+        pairs[2 * k] = perm[u];
+        pairs[2 * k + 1] = perm[w];
+        if (say && (k & ((1u << 22) - 1)) == 0) say("sampling edges", (double)k / (double)samples);
+    }
+    free(perm);
+    for (k = 0; k < samples; k++)
+        if (pairs[2 * k] != pairs[2 * k + 1]) {
+            g->offsets[pairs[2 * k] + 1]++;
+            g->offsets[pairs[2 * k + 1] + 1]++;
+        }
+    for (v = 0; v < n; v++) g->offsets[v + 1] += g->offsets[v];
+    g->edges = (uint32_t *)malloc(g->offsets[n] ? g->offsets[n] * 4 : 4);
+    if (!g->edges) {
+        free(pairs);
+        free(fill);
+        graph_free(g);
+        return GPUMEM_ENOMEM;
+    }
+    memcpy(fill, g->offsets, (n + 1) * 8);
+    for (k = 0; k < samples; k++) {
+        uint32_t u = pairs[2 * k], w = pairs[2 * k + 1];
+        if (u == w) continue;
+        g->edges[fill[u]++] = w;
+        g->edges[fill[w]++] = u;
+    }
+    free(pairs);
+    free(fill);
+    if (say) say("sorting adjacency lists", 0.5);
+    /* sort each list and drop repeats, compacting in place */
+    kept = 0;
+    for (v = 0; v < n; v++) {
+        uint64_t b = g->offsets[v], e = g->offsets[v + 1], first = kept;
+        graph_sort_u32(g->edges + b, e - b);
+        for (i = b; i < e; i++)
+            if (i == b || g->edges[i] != g->edges[i - 1]) g->edges[kept++] = g->edges[i];
+        g->offsets[v] = first;
+    }
+    g->offsets[n] = kept;
+    memset(&g->h, 0, sizeof g->h);
+    graph_layout(&g->h, n, kept);
+    g->h.scale = scale;
+    g->h.edge_factor = edge_factor;
+    g->h.seed = seed;
+    return GPUMEM_OK;
+}
+
+static int graph_cmp_u32(const void *x, const void *y) {
+    uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Most Kronecker lists are short: insertion sort them, qsort the rest. */
+static void graph_sort_u32(uint32_t *a, uint64_t n) {
+    uint64_t i, j;
+    if (n > 32) {
+        qsort(a, n, 4, graph_cmp_u32);
+        return;
+    }
+    for (i = 1; i < n; i++) {
+        uint32_t x = a[i];
+        for (j = i; j > 0 && a[j - 1] > x; j--) a[j] = a[j - 1];
+        a[j] = x;
+    }
+}
+
+/* ======================================================================== */
+/* 3. In-memory references                                                  */
+/* ======================================================================== */
+
+/* Serial level-synchronous BFS: levels[v] = hops from src, GRAPH_NONE if unreached. */
+static void graph_reference_bfs(const graph_csr *g, uint32_t src, uint32_t *levels) {
+    uint64_t n = g->h.n_nodes, head = 0, tail = 0, i;
+    uint32_t *queue = (uint32_t *)malloc(n * 4);
+    for (i = 0; i < n; i++) levels[i] = GRAPH_NONE;
+    levels[src] = 0;
+    queue[tail++] = src;
+    while (head < tail) {
+        uint32_t v = queue[head++];
+        for (i = g->offsets[v]; i < g->offsets[v + 1]; i++) {
+            uint32_t u = g->edges[i];
+            if (levels[u] == GRAPH_NONE) {
+                levels[u] = levels[v] + 1;
+                queue[tail++] = u;
+            }
+        }
+    }
+    free(queue);
+}
+
+static uint32_t graph_uf_find(uint32_t *parent, uint32_t v) {
+    while (parent[v] != v) {
+        parent[v] = parent[parent[v]]; /* path halving */
+        v = parent[v];
+    }
+    return v;
+}
+
+/* Union-find components, labelled as the traversal labels them: by the
+ * smallest vertex of each component (union by smaller root keeps it the root). */
+static void graph_reference_cc(const graph_csr *g, uint32_t *comp) {
+    uint64_t n = g->h.n_nodes, v, i;
+    for (v = 0; v < n; v++) comp[v] = (uint32_t)v;
+    for (v = 0; v < n; v++)
+        for (i = g->offsets[v]; i < g->offsets[v + 1]; i++) {
+            uint32_t a = graph_uf_find(comp, (uint32_t)v), b = graph_uf_find(comp, g->edges[i]);
+            if (a < b) comp[b] = a;
+            else if (b < a) comp[a] = b;
+        }
+    for (v = 0; v < n; v++) comp[v] = graph_uf_find(comp, (uint32_t)v);
+}
+
+/* ======================================================================== */
+/* 4. The graph store: file -> software controller -> queue pairs -> cache  */
+/* ======================================================================== */
+
+#define GRAPH_MAX_PAIRS 64u
+
+typedef struct graph_store_config {
+    uint32_t n_pairs;     /* queue pairs the cache spreads its reads over */
+    uint32_t depth;       /* their depth */
+    uint64_t cache_bytes; /* rounded down to whole lines */
+    uint64_t iops;        /* the controller's completion-rate cap, 0 = none */
+    uint64_t latency_ns;  /* and its service time per command */
+} graph_store_config;
+
+typedef struct graph_store {
+    graph_header h;
+    int fd;
+    gpumem_swctl *ctl;
+    gpumem_nvme_qp *pairs[GRAPH_MAX_PAIRS];
+    gpumem_cache *cache;
+    gpumem_cache_array offsets, edges; /* the graph's two arrays, views into the cache */
+    uint32_t n_slots;
+} graph_store;
+
+static void graph_store_close(graph_store *s) {
+    if (s->ctl) {
+        gpumem_swctl_stop(s->ctl);
+        gpumem_swctl_destroy(s->ctl);
+    }
+    if (s->cache) gpumem_cache_destroy(s->cache);
+    if (s->fd >= 0) close(s->fd);
+    s->ctl = NULL;
+    s->cache = NULL;
+    s->fd = -1;
+}
+
+/* Open `path` (header checked), serve it read-only from a software
+ * controller, and put a cache of cfg->cache_bytes in front. */
+static gpumem_status graph_store_open(graph_store *s, const char *path, const graph_store_config *cfg, char *err,
+                                      size_t len) {
+    gpumem_swctl_config cc = gpumem_swctl_config_default();
+    gpumem_cache_desc d = gpumem_cache_desc_default();
+    gpumem_status st;
+    uint32_t i;
+    memset(s, 0, sizeof *s);
+    s->fd = open(path, O_RDONLY);
+    if (s->fd < 0)
+        return graph_fail(err, len, errno == ENOENT ? GPUMEM_ENODEV : GPUMEM_EIO, "%s: %s", path, strerror(errno));
+    if ((st = graph_read_header(s->fd, path, &s->h, err, len)) != GPUMEM_OK) goto fail;
+    if (cfg->n_pairs < 1 || cfg->n_pairs > GRAPH_MAX_PAIRS) {
+        st = graph_fail(err, len, GPUMEM_EINVAL, "queue pairs: %u, want 1..%u", cfg->n_pairs, GRAPH_MAX_PAIRS);
+        goto fail;
+    }
+    if (cfg->cache_bytes / GRAPH_LINE < 1 || cfg->cache_bytes / GRAPH_LINE > 0xFFFFFFFFull) {
+        st = graph_fail(err, len, GPUMEM_EINVAL, "cache of %llu bytes: want at least one %u-byte line",
+                        (unsigned long long)cfg->cache_bytes, GRAPH_LINE);
+        goto fail;
+    }
+    cc.lba_bytes = GRAPH_LINE;
+    cc.n_blocks = s->h.file_bytes / GRAPH_LINE;
+    cc.fd = s->fd;
+    cc.max_blocks = 1;
+    cc.iops = cfg->iops;
+    cc.latency_ns = cfg->latency_ns;
+    if ((st = gpumem_swctl_create(&cc, &s->ctl)) != GPUMEM_OK) {
+        graph_fail(err, len, st, "software controller: %s", gpumem_status_str(st));
+        goto fail;
+    }
+    for (i = 0; i < cfg->n_pairs; i++)
+        if ((st = gpumem_swctl_add_qp(s->ctl, cfg->depth, &s->pairs[i])) != GPUMEM_OK) {
+            graph_fail(err, len, st, "queue pair of depth %u: %s", cfg->depth, gpumem_status_str(st));
+            goto fail;
+        }
+    s->n_slots = (uint32_t)(cfg->cache_bytes / GRAPH_LINE);
+    d.n_lines = s->h.file_bytes / GRAPH_LINE;
+    d.line_bytes = GRAPH_LINE;
+    d.n_slots = s->n_slots;
+    d.backing = gpumem_cache_backing_nvme(s->pairs, 1, cfg->n_pairs, 0, GPUMEM_CACHE_STRIPE);
+    if ((st = gpumem_cache_create(&d, &s->cache)) != GPUMEM_OK) {
+        graph_fail(err, len, st, "cache of %u lines: %s", s->n_slots, gpumem_status_str(st));
+        goto fail;
+    }
+    s->offsets = gpumem_cache_array_make(s->cache, 8, s->h.offsets_at, s->h.n_nodes + 1);
+    s->edges = gpumem_cache_array_make(s->cache, 4, s->h.edges_at, s->h.n_edges);
+    if ((st = gpumem_swctl_start(s->ctl)) != GPUMEM_OK) {
+        graph_fail(err, len, st, "software controller start: %s", gpumem_status_str(st));
+        goto fail;
+    }
+    return GPUMEM_OK;
+fail:
+    graph_store_close(s);
+    return st;
+}
+
+/* ======================================================================== */
+/* 5. Traversal steps, host and device                                      */
+/* ======================================================================== */
+
+/* What one thread did; summed after each run. bytes_needed counts the bytes
+ * the algorithm itself needed: for each vertex it expanded, its offset (8
+ * bytes: the end of its list is the next vertex's offset, counted there) and
+ * its neighbour list (4 bytes an edge). It is the denominator of the I/O
+ * amplification. */
+typedef struct graph_counts {
+    unsigned long long vertices, edges, bytes_needed, updates;
+    unsigned long long full_retries; /* acquires refused by a full cache, then retried */
+    unsigned long long errors;       /* statuses other than OK (first one kept below) */
+    int first_error;
+} graph_counts;
+
+/* A thread's two references: one into the offsets, one into the edges.
+ * Each keeps its line between accesses, so a thread holds at most two. */
+typedef struct graph_refs {
+    gpumem_cache_ref off, adj;
+    uint32_t n_nodes;
+    uint64_t n_edges;
+} graph_refs;
+
+GPUMEM_API graph_refs graph_refs_make(const gpumem_cache_array *offsets, const gpumem_cache_array *edges,
+                                      uint32_t n_nodes, uint64_t n_edges) {
+    graph_refs r;
+    r.off = gpumem_cache_ref_make(offsets);
+    r.adj = gpumem_cache_ref_make(edges);
+    r.n_nodes = n_nodes;
+    r.n_edges = n_edges;
+    return r;
+}
+
+GPUMEM_API void graph_refs_drop(graph_refs *r) {
+    (void)gpumem_cache_ref_drop(&r->off);
+    (void)gpumem_cache_ref_drop(&r->adj);
+}
+
+#ifndef GRAPH_FULL_RETRIES
+#define GRAPH_FULL_RETRIES 100000u /* a cache refusing this often in a row is too small to make progress */
+#endif
+
+/* Element i through `ref`. A full cache (EAGAIN) is the one status worth
+ * retrying, and only after letting go of the other line this thread holds:
+ * holding lines while waiting for a slot is how a small cache deadlocks. */
+GPUMEM_API gpumem_status graph_get(gpumem_cache_ref *ref, gpumem_cache_ref *other, uint64_t i, void *out,
+                                   graph_counts *c) {
+    gpumem_backoff b = gpumem_backoff_start();
+    uint32_t tries = 0;
+    gpumem_status st;
+    while ((st = gpumem_cache_ref_get(ref, i, out)) == GPUMEM_EAGAIN && ++tries < GRAPH_FULL_RETRIES) {
+        (void)gpumem_cache_ref_drop(other);
+        c->full_retries++;
+        if (!gpumem_backoff_pause(&b)) {
+#if !GPUMEM_ON_DEVICE
+            sched_yield();
+#endif
+        }
+    }
+    return st;
+}
+
+GPUMEM_API gpumem_status graph_fail_count(graph_counts *c, gpumem_status st) {
+    if (c->errors++ == 0) c->first_error = (int)st;
+    return st;
+}
+
+/* The neighbour range [*begin, *end) of v, checked against the graph's size
+ * (a damaged file must not send a thread out of range). */
+GPUMEM_API gpumem_status graph_neighbours(graph_refs *r, uint32_t v, uint64_t *begin, uint64_t *end,
+                                          graph_counts *c) {
+    gpumem_status st = graph_get(&r->off, &r->adj, v, begin, c);
+    if (st == GPUMEM_OK) st = graph_get(&r->off, &r->adj, (uint64_t)v + 1, end, c);
+    if (st == GPUMEM_OK && (*begin > *end || *end > r->n_edges)) st = GPUMEM_ERANGE;
+    if (st != GPUMEM_OK) return graph_fail_count(c, st);
+    c->vertices++;
+    c->bytes_needed += 8 + 4 * (*end - *begin);
+    return GPUMEM_OK;
+}
+
+GPUMEM_API gpumem_status graph_neighbour(graph_refs *r, uint64_t i, uint32_t *u, graph_counts *c) {
+    gpumem_status st = graph_get(&r->adj, &r->off, i, u, c);
+    if (st == GPUMEM_OK && *u >= r->n_nodes) st = GPUMEM_ERANGE;
+    if (st != GPUMEM_OK) return graph_fail_count(c, st);
+    c->edges++;
+    return GPUMEM_OK;
+}
+
+/* BFS, top down: expand frontier vertex v. Each unvisited neighbour is
+ * claimed by one compare-and-swap of its level (exactly one thread wins it)
+ * and appended to the next frontier. Levels are only read and claimed by the
+ * traversal's own threads, so relaxed order suffices: the next level starts
+ * after a barrier (thread join or kernel boundary). */
+GPUMEM_API gpumem_status graph_bfs_expand(graph_refs *r, uint32_t v, uint32_t next_level, uint32_t *levels,
+                                          uint32_t *next, uint32_t *next_count, graph_counts *c) {
+    uint64_t b, e, i;
+    gpumem_status st = graph_neighbours(r, v, &b, &e, c);
+    for (i = b; st == GPUMEM_OK && i < e; i++) {
+        uint32_t u, seen;
+        if ((st = graph_neighbour(r, i, &u, c)) != GPUMEM_OK) break;
+        seen = gpumem_atomic_load_u32(&levels[u], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+        if (seen == GRAPH_NONE &&
+            gpumem_atomic_cas_u32(&levels[u], &seen, next_level, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE)) {
+            uint32_t at = gpumem_atomic_fetch_add_u32(next_count, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+            next[at] = u;
+            c->updates++;
+        }
+    }
+    return st;
+}
+
+/* Connected components by label propagation: push v's label to each
+ * neighbour whose label is larger (an atomic minimum by compare-and-swap),
+ * and mark every lowered neighbour active for the next round. Labels only
+ * fall, so the rounds end with every vertex holding the smallest vertex of
+ * its component, whatever the interleaving. */
+GPUMEM_API gpumem_status graph_cc_push(graph_refs *r, uint32_t v, uint32_t *comp, uint32_t *next_active,
+                                       uint32_t *changed, graph_counts *c) {
+    uint64_t b, e, i;
+    uint32_t label = gpumem_atomic_load_u32(&comp[v], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+    gpumem_status st = graph_neighbours(r, v, &b, &e, c);
+    for (i = b; st == GPUMEM_OK && i < e; i++) {
+        uint32_t u, cur;
+        if ((st = graph_neighbour(r, i, &u, c)) != GPUMEM_OK) break;
+        cur = gpumem_atomic_load_u32(&comp[u], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+        while (label < cur) {
+            if (gpumem_atomic_cas_u32(&comp[u], &cur, label, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE)) {
+                gpumem_atomic_store_u32(&next_active[u], 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+                gpumem_atomic_store_u32(changed, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+                c->updates++;
+                break;
+            }
+        }
+    }
+    return st;
+}
+
+#endif /* GPUMEM_EXAMPLES_GRAPH_H */
