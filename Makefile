@@ -1,6 +1,7 @@
 # gpumem: header-only; this Makefile builds the tests, benchmarks and examples.
 #   make test       Criterion suite + every header as C11/C++17/CUDA + every CUDA source compiled
-#   make demo       the main job (examples/demo)
+#   make demo       the main job: BFS and CC over a Kronecker graph file through cache and queues
+#   make examples   the example programs (examples/*.c; examples/cuda/*.cu with nvcc)
 #   make bench      Google Benchmark, each against its baseline: queue vs mutex queue, fetch-add vs
 #                   CAS reference count, cache misses vs direct reads (bench-queue, bench-cache)
 #   make tsan/asan  the concurrency workloads under ThreadSanitizer / ASan+UBSan (asan: the suite too)
@@ -16,17 +17,17 @@ WARN    := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -g
 BUILD   := build
 HEADERS := gpumem.h gpumem_nvme.h gpumem_cache.h
-TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme $(BUILD)/test_cache
-CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu)
+TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme $(BUILD)/test_cache $(BUILD)/test_graph
+CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 
-.PHONY: all test headers cuda-compile run-tests demo bench bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean
+.PHONY: all test headers cuda-compile run-tests demo examples bench bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean
 
 all: test
 
-test: headers cuda-compile run-tests
+test: headers cuda-compile examples run-tests
 
 $(BUILD):
 	mkdir -p $(BUILD)
@@ -54,16 +55,23 @@ $(BUILD)/cuda/%.o: %.cu $(HEADERS) $(wildcard tests/cuda/*.h)
 	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. -Xcompiler -Wall -c $< -o $@
 
 $(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
-	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -lcriterion -pthread
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DGPUMEM_BUILD_DIR='"$(BUILD)"' -I. $< -o $@ -lcriterion -pthread
+
+# The graph test runs the graph program as well as including its header.
+$(BUILD)/test_graph: examples/graph.h $(BUILD)/graph
 
 run-tests: $(TESTS)
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
 
-$(BUILD)/demo: examples/demo.c $(HEADERS) | $(BUILD)
-	$(CC) -std=c11 $(WARN) $(CFLAGS) -I. $< -o $@ -pthread
+EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph
+$(BUILD)/%: examples/%.c $(HEADERS) $(wildcard examples/*.h) | $(BUILD)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
 
-demo: $(BUILD)/demo
-	$(BUILD)/demo
+examples: $(EXAMPLES)
+
+# The main job: generates build/kron.graph (scale 20, 128 MiB) on first use.
+demo: $(BUILD)/graph
+	$(BUILD)/graph demo $(BUILD)/kron.graph
 
 BENCH_OUT = bench/results/$(1)-$$(hostname -s)
 $(BUILD)/bench_%: bench/bench_%.cpp $(HEADERS) | $(BUILD)

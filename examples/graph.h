@@ -36,6 +36,7 @@
 #define GRAPH_PAGE 4096u
 #define GRAPH_NONE 0xFFFFFFFFu /* no level / no label; also the largest vertex count + 1 */
 #define GRAPH_LINE 4096u       /* cache line: BaM's graph runs used 4 KiB lines */
+#define GRAPH_API static inline /* host-only helpers; the traversal steps are GPUMEM_API */
 
 /* ======================================================================== */
 /* 1. File format                                                           */
@@ -62,7 +63,7 @@ typedef struct graph_csr {
 } graph_csr;
 
 /* Word-wise multiply-xorshift hash; cheap enough to check a whole file. */
-static uint64_t graph_hash(uint64_t h, const void *p, size_t n) {
+GRAPH_API uint64_t graph_hash(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = (const unsigned char *)p;
     size_t i;
     for (i = 0; i + 8 <= n; i += 8) {
@@ -75,12 +76,12 @@ static uint64_t graph_hash(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
-static uint64_t graph_header_hash(const graph_header *h) {
+GRAPH_API uint64_t graph_header_hash(const graph_header *h) {
     return graph_hash(0x6772617068ull, h, offsetof(graph_header, header_hash));
 }
 
 /* Header layout for a graph of n nodes and m edges. */
-static void graph_layout(graph_header *h, uint64_t n, uint64_t m) {
+GRAPH_API void graph_layout(graph_header *h, uint64_t n, uint64_t m) {
     memcpy(h->magic, GRAPH_MAGIC, 8);
     h->n_nodes = n;
     h->n_edges = m;
@@ -91,7 +92,7 @@ static void graph_layout(graph_header *h, uint64_t n, uint64_t m) {
 
 /* Every error message goes to `err` (when not NULL) and the status says
  * which kind: ENODEV missing file, EINVAL not a graph or damaged, EIO I/O. */
-static gpumem_status graph_fail(char *err, size_t len, gpumem_status st, const char *fmt, ...) {
+GRAPH_API gpumem_status graph_fail(char *err, size_t len, gpumem_status st, const char *fmt, ...) {
     if (err && len) {
         va_list ap;
         va_start(ap, fmt);
@@ -102,7 +103,7 @@ static gpumem_status graph_fail(char *err, size_t len, gpumem_status st, const c
 }
 
 /* Read and check the header of an open file (its size included). */
-static gpumem_status graph_read_header(int fd, const char *path, graph_header *h, char *err, size_t len) {
+GRAPH_API gpumem_status graph_read_header(int fd, const char *path, graph_header *h, char *err, size_t len) {
     graph_header want;
     struct stat sb;
     ssize_t got = pread(fd, h, sizeof *h, 0);
@@ -123,7 +124,7 @@ static gpumem_status graph_read_header(int fd, const char *path, graph_header *h
     return GPUMEM_OK;
 }
 
-static gpumem_status graph_pread_all(int fd, void *buf, uint64_t bytes, uint64_t at) {
+GRAPH_API gpumem_status graph_pread_all(int fd, void *buf, uint64_t bytes, uint64_t at) {
     unsigned char *p = (unsigned char *)buf;
     while (bytes) {
         ssize_t got = pread(fd, p, bytes > (1u << 30) ? (1u << 30) : (size_t)bytes, (off_t)at);
@@ -135,7 +136,7 @@ static gpumem_status graph_pread_all(int fd, void *buf, uint64_t bytes, uint64_t
     return GPUMEM_OK;
 }
 
-static void graph_free(graph_csr *g) {
+GRAPH_API void graph_free(graph_csr *g) {
     free(g->offsets);
     free(g->edges);
     g->offsets = NULL;
@@ -144,7 +145,7 @@ static void graph_free(graph_csr *g) {
 
 /* Load the whole graph into memory, checking the data hash and the CSR
  * structure (offsets rising from 0 to n_edges, every edge a vertex). */
-static gpumem_status graph_load(const char *path, graph_csr *g, char *err, size_t len) {
+GRAPH_API gpumem_status graph_load(const char *path, graph_csr *g, char *err, size_t len) {
     uint64_t n, m, v, i;
     gpumem_status st;
     int fd = open(path, O_RDONLY);
@@ -192,7 +193,7 @@ static gpumem_status graph_load(const char *path, graph_csr *g, char *err, size_
 
 /* Write through a temporary name and rename, so an interrupted write never
  * leaves a file that looks complete. */
-static gpumem_status graph_write(const char *path, graph_csr *g, char *err, size_t len) {
+GRAPH_API gpumem_status graph_write(const char *path, graph_csr *g, char *err, size_t len) {
     char tmp[4096];
     unsigned char page[GRAPH_PAGE];
     uint64_t n = g->h.n_nodes, m = g->h.n_edges;
@@ -221,14 +222,14 @@ static gpumem_status graph_write(const char *path, graph_csr *g, char *err, size
 /* 2. Kronecker generator (GAP-kron / Graph500 parameters)                  */
 /* ======================================================================== */
 
-static uint64_t graph_splitmix(uint64_t *s) {
+GRAPH_API uint64_t graph_splitmix(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 
-static void graph_sort_u32(uint32_t *a, uint64_t n);
+GRAPH_API void graph_sort_u32(uint32_t *a, uint64_t n);
 
 /* 2^scale vertices, edge_factor * 2^scale sampled edges. Each edge descends
  * `scale` levels of the 2x2 initiator, picking a quadrant with probability
@@ -236,7 +237,7 @@ static void graph_sort_u32(uint32_t *a, uint64_t n);
  * are not all at small IDs (as GAP does). Self-loops and repeated edges are
  * dropped and every edge is stored in both directions, sorted. `say`, when
  * not NULL, gets progress lines. */
-static gpumem_status graph_generate_kron(uint32_t scale, uint32_t edge_factor, uint64_t seed, graph_csr *g,
+GRAPH_API gpumem_status graph_generate_kron(uint32_t scale, uint32_t edge_factor, uint64_t seed, graph_csr *g,
                                          void (*say)(const char *what, double frac)) {
     const uint32_t a = (uint32_t)(0.57 * 4294967296.0), ab = (uint32_t)(0.76 * 4294967296.0),
                    abc = (uint32_t)(0.95 * 4294967296.0);
@@ -322,13 +323,13 @@ static gpumem_status graph_generate_kron(uint32_t scale, uint32_t edge_factor, u
     return GPUMEM_OK;
 }
 
-static int graph_cmp_u32(const void *x, const void *y) {
+GRAPH_API int graph_cmp_u32(const void *x, const void *y) {
     uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
     return (a > b) - (a < b);
 }
 
 /* Most Kronecker lists are short: insertion sort them, qsort the rest. */
-static void graph_sort_u32(uint32_t *a, uint64_t n) {
+GRAPH_API void graph_sort_u32(uint32_t *a, uint64_t n) {
     uint64_t i, j;
     if (n > 32) {
         qsort(a, n, 4, graph_cmp_u32);
@@ -346,7 +347,7 @@ static void graph_sort_u32(uint32_t *a, uint64_t n) {
 /* ======================================================================== */
 
 /* Serial level-synchronous BFS: levels[v] = hops from src, GRAPH_NONE if unreached. */
-static void graph_reference_bfs(const graph_csr *g, uint32_t src, uint32_t *levels) {
+GRAPH_API void graph_reference_bfs(const graph_csr *g, uint32_t src, uint32_t *levels) {
     uint64_t n = g->h.n_nodes, head = 0, tail = 0, i;
     uint32_t *queue = (uint32_t *)malloc(n * 4);
     for (i = 0; i < n; i++) levels[i] = GRAPH_NONE;
@@ -365,7 +366,7 @@ static void graph_reference_bfs(const graph_csr *g, uint32_t src, uint32_t *leve
     free(queue);
 }
 
-static uint32_t graph_uf_find(uint32_t *parent, uint32_t v) {
+GRAPH_API uint32_t graph_uf_find(uint32_t *parent, uint32_t v) {
     while (parent[v] != v) {
         parent[v] = parent[parent[v]]; /* path halving */
         v = parent[v];
@@ -375,7 +376,7 @@ static uint32_t graph_uf_find(uint32_t *parent, uint32_t v) {
 
 /* Union-find components, labelled as the traversal labels them: by the
  * smallest vertex of each component (union by smaller root keeps it the root). */
-static void graph_reference_cc(const graph_csr *g, uint32_t *comp) {
+GRAPH_API void graph_reference_cc(const graph_csr *g, uint32_t *comp) {
     uint64_t n = g->h.n_nodes, v, i;
     for (v = 0; v < n; v++) comp[v] = (uint32_t)v;
     for (v = 0; v < n; v++)
@@ -411,7 +412,7 @@ typedef struct graph_store {
     uint32_t n_slots;
 } graph_store;
 
-static void graph_store_close(graph_store *s) {
+GRAPH_API void graph_store_close(graph_store *s) {
     if (s->ctl) {
         gpumem_swctl_stop(s->ctl);
         gpumem_swctl_destroy(s->ctl);
@@ -425,7 +426,7 @@ static void graph_store_close(graph_store *s) {
 
 /* Open `path` (header checked), serve it read-only from a software
  * controller, and put a cache of cfg->cache_bytes in front. */
-static gpumem_status graph_store_open(graph_store *s, const char *path, const graph_store_config *cfg, char *err,
+GRAPH_API gpumem_status graph_store_open(graph_store *s, const char *path, const graph_store_config *cfg, char *err,
                                       size_t len) {
     gpumem_swctl_config cc = gpumem_swctl_config_default();
     gpumem_cache_desc d = gpumem_cache_desc_default();

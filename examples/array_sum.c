@@ -1,4 +1,5 @@
-/* gpumem demo: real data through NVMe queue pairs and the cache, end to end.
+/* array_sum: a data set several times larger than the cache, written and
+ * read through NVMe queue pairs, then summed through the cache.
  *
  * A software NVMe controller (a host thread) serves a namespace backed by a
  * file. Many host threads, sharing a few queue pairs without locks, write a
@@ -10,8 +11,8 @@
  * would): every line is wanted by 8 threads at once, and the cache turns
  * that into one read per line.
  *
- *   make demo                      (defaults below)
- *   build/demo [file] [MiB] [threads] [pairs] [depth]
+ *   make examples && build/array_sum        (defaults below)
+ *   build/array_sum [file] [MiB] [threads] [pairs] [depth]
  *
  * Exit status 0 only if every check passed. */
 #define _POSIX_C_SOURCE 200809L
@@ -180,7 +181,7 @@ static int run_phase(job *jobs, uint32_t n, int phase, const char *what, uint64_
 }
 
 int main(int argc, char **argv) {
-    const char *path = argc > 1 ? argv[1] : "build/demo-namespace.img";
+    const char *path = argc > 1 ? argv[1] : "build/array_sum.img";
     uint64_t mib = argc > 2 ? strtoull(argv[2], NULL, 10) : 256;
     uint32_t threads = argc > 3 ? (uint32_t)atoi(argv[3]) : 64;
     uint32_t n_pairs = argc > 4 ? (uint32_t)atoi(argv[4]) : 4;
@@ -203,7 +204,7 @@ int main(int argc, char **argv) {
     }
     fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
     if (fd < 0 || ftruncate(fd, (off_t)(n_blocks * BLOCK)) != 0) {
-        fprintf(stderr, "demo: cannot create %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "array_sum: cannot create %s: %s\n", path, strerror(errno));
         return 1;
     }
     cfg.lba_bytes = BLOCK;
@@ -211,17 +212,17 @@ int main(int argc, char **argv) {
     cfg.fd = fd;
     cfg.max_blocks = CHUNK;
     if ((st = gpumem_swctl_create(&cfg, &ctl)) != GPUMEM_OK) {
-        fprintf(stderr, "demo: controller: %s\n", gpumem_status_str(st));
+        fprintf(stderr, "array_sum: controller: %s\n", gpumem_status_str(st));
         return 1;
     }
     pairs = calloc(n_pairs, sizeof *pairs);
     for (i = 0; i < n_pairs; i++)
         if ((st = gpumem_swctl_add_qp(ctl, depth, &pairs[i])) != GPUMEM_OK) {
-            fprintf(stderr, "demo: queue pair of depth %u: %s\n", depth, gpumem_status_str(st));
+            fprintf(stderr, "array_sum: queue pair of depth %u: %s\n", depth, gpumem_status_str(st));
             return 2;
         }
     gpumem_swctl_start(ctl);
-    printf("gpumem %s demo: %lu MiB file-backed namespace (%s), %u threads, %u queue pairs of depth %u\n",
+    printf("gpumem %s array_sum: %lu MiB file-backed namespace (%s), %u threads, %u queue pairs of depth %u\n",
            GPUMEM_VERSION_STRING, (unsigned long)mib, path, threads, n_pairs, depth);
     jobs = calloc(threads, sizeof *jobs);
     for (i = 0; i < threads; i++) {
@@ -244,7 +245,7 @@ int main(int argc, char **argv) {
         d.n_slots = (uint32_t)(n_blocks / 8 > 0 ? n_blocks / 8 : 1);
         d.backing = gpumem_cache_backing_nvme(pairs, 1, n_pairs, 0, GPUMEM_CACHE_STRIPE);
         if ((st = gpumem_cache_create(&d, &cache)) != GPUMEM_OK) {
-            fprintf(stderr, "demo: cache: %s\n", gpumem_status_str(st));
+            fprintf(stderr, "array_sum: cache: %s\n", gpumem_status_str(st));
             return 1;
         }
         printf("  cache: %u slots of %u B (%.1f MiB, 1/8 of the data), CLOCK replacement\n", d.n_slots, BLOCK,
@@ -299,9 +300,9 @@ int main(int argc, char **argv) {
     free(jobs);
     free(pairs);
     if (bad || errors || s.violations || sum != expect || s.commands != ios + 1) {
-        fprintf(stderr, "demo: FAILED\n");
+        fprintf(stderr, "array_sum: FAILED\n");
         return 1;
     }
-    printf("demo: ok\n");
+    printf("array_sum: ok\n");
     return 0;
 }
