@@ -23,7 +23,7 @@ CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 
-.PHONY: all test headers cuda-compile run-tests demo examples bench bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean
+.PHONY: all test headers cuda-compile run-tests demo examples gpu-examples bench bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean
 
 all: test
 
@@ -112,6 +112,16 @@ CUDA_TEST_BINS := $(patsubst tests/cuda/%.cu,$(BUILD)/cuda/%.bin,$(wildcard test
 $(BUILD)/cuda/%.bin: tests/cuda/%.cu $(HEADERS) $(wildcard tests/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. $< -o $@ -lpthread
+
+# The CUDA examples as programs; run where a GPU is present.
+CUDA_EXAMPLE_BINS := $(patsubst examples/cuda/%.cu,$(BUILD)/cuda/examples/%,$(wildcard examples/cuda/*.cu))
+$(BUILD)/cuda/examples/%: examples/cuda/%.cu $(HEADERS) $(wildcard examples/*.h examples/cuda/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. $< -o $@ -lpthread
+gpu-examples: $(CUDA_EXAMPLE_BINS) $(BUILD)/graph
+	@if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpu-examples: no GPU on this machine; CUDA examples built, not run"; exit 0; fi; \
+	test -f $(BUILD)/kron.graph || $(BUILD)/graph gen $(BUILD)/kron.graph; \
+	$(BUILD)/cuda/examples/hello && $(BUILD)/cuda/examples/array_sum 256 && $(BUILD)/cuda/examples/graph $(BUILD)/kron.graph
 
 gpu-test: cuda-compile $(CUDA_TEST_BINS)
 	@if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpu-test: no GPU on this machine; CUDA tests compiled, not run"; exit 0; fi; \

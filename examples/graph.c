@@ -173,17 +173,6 @@ static void print_result(const result *x) {
         printf("    %llu acquires found the cache full and were retried\n", x->counts.full_retries);
 }
 
-/* A vertex with more than 2 neighbours, picked pseudo-randomly (BaM's BFS
- * sources have more than 2), or the caller's choice. */
-static uint32_t pick_source(const graph_csr *g, uint64_t seed) {
-    uint64_t s = seed, tries;
-    for (tries = 0; tries < 1000000; tries++) {
-        uint32_t v = (uint32_t)(graph_splitmix(&s) % g->h.n_nodes);
-        if (g->offsets[v + 1] - g->offsets[v] > 2) return v;
-    }
-    return 0;
-}
-
 static int store_failed(graph_store *s, const graph_counts *c, const char *what) {
     if (c->first_error == GPUMEM_EAGAIN)
         fprintf(stderr, "graph: %s: the cache (%u lines) is too small to make progress: it stayed full for %u"
@@ -429,7 +418,7 @@ static int load_reference(const options *o, graph_csr *g) {
 }
 
 static uint32_t source_of(const options *o, const graph_csr *g) {
-    return o->have_source ? (uint32_t)o->source : pick_source(g, o->seed ^ 0x73726Cull);
+    return o->have_source ? (uint32_t)o->source : graph_pick_source(g, o->seed);
 }
 
 #define DEMO_RUNS 4
@@ -500,7 +489,7 @@ int main(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.scale = 20;
     o.edge_factor = 16;
-    o.seed = 27491095;
+    o.seed = GRAPH_SEED;
     o.threads = 16;
     o.pairs = 4;
     o.depth = 256;

@@ -36,6 +36,7 @@
 #define GRAPH_PAGE 4096u
 #define GRAPH_NONE 0xFFFFFFFFu /* no level / no label; also the largest vertex count + 1 */
 #define GRAPH_LINE 4096u       /* cache line: BaM's graph runs used 4 KiB lines */
+#define GRAPH_SEED 27491095u /* the examples' default generator seed */
 #define GRAPH_API static inline /* host-only helpers; the traversal steps are GPUMEM_API */
 
 /* ======================================================================== */
@@ -364,6 +365,17 @@ GRAPH_API void graph_reference_bfs(const graph_csr *g, uint32_t src, uint32_t *l
         }
     }
     free(queue);
+}
+
+/* A vertex with more than 2 neighbours, picked pseudo-randomly (BaM's BFS
+ * sources have more than 2), or the caller's choice. */
+GRAPH_API uint32_t graph_pick_source(const graph_csr *g, uint64_t seed) {
+    uint64_t s = seed ^ 0x736F75726365ull, tries;
+    for (tries = 0; tries < 1000000; tries++) {
+        uint32_t v = (uint32_t)(graph_splitmix(&s) % g->h.n_nodes);
+        if (g->offsets[v + 1] - g->offsets[v] > 2) return v;
+    }
+    return 0;
 }
 
 GRAPH_API uint32_t graph_uf_find(uint32_t *parent, uint32_t v) {
