@@ -3,7 +3,8 @@
 #   make demo       the main job: BFS and CC over a Kronecker graph file through cache and queues
 #   make examples   the example programs (examples/*.c; examples/cuda/*.cu with nvcc)
 #   make bench      Google Benchmark, each against its baseline: queue vs mutex queue, fetch-add vs
-#                   CAS reference count, cache misses vs direct reads (bench-queue, bench-cache)
+#                   CAS reference count, cache misses vs direct reads (bench-queue, bench-cache),
+#                   then `make plot` (gnuplot) draws them into bench/results/bench-<host>.png
 #   make tsan/asan  the concurrency workloads under ThreadSanitizer / ASan+UBSan (asan: the suite too)
 #   make stress     the concurrency workloads at 5x (soak)
 #   make gpu-test   CUDA tests (needs a GPU), gpu-bench likewise
@@ -23,7 +24,7 @@ CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 
-.PHONY: all test headers cuda-compile run-tests demo examples gpu-examples bench bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean
+.PHONY: all test headers cuda-compile run-tests demo examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean
 
 all: test
 
@@ -77,8 +78,12 @@ BENCH_OUT = bench/results/$(1)-$$(hostname -s)
 $(BUILD)/bench_%: bench/bench_%.cpp $(HEADERS) | $(BUILD)
 	$(CXX) -std=c++17 -O2 -g -I. $< -o $@ -lbenchmark -pthread
 
-# Each benchmark's JSON and a table of its ratios to the baseline of the same run.
+# Each benchmark's JSON and a table of its ratios to the baseline of the same run,
+# then one plot of both (gnuplot).
 bench: bench-queue bench-cache
+	$(MAKE) plot
+plot:
+	python3 bench/plot.py $(call BENCH_OUT,queue).json $(call BENCH_OUT,cache).json $(call BENCH_OUT,bench).png
 bench-queue: $(BUILD)/bench_queue
 	mkdir -p bench/results
 	$(BUILD)/bench_queue --benchmark_out=$(call BENCH_OUT,queue).json --benchmark_out_format=json
