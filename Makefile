@@ -24,7 +24,7 @@ CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 
-.PHONY: all test headers cuda-compile run-tests demo examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean
+.PHONY: all test headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean
 
 all: test
 
@@ -73,6 +73,12 @@ examples: $(EXAMPLES)
 # The main job: generates build/kron.graph (scale 20, 128 MiB) on first use.
 demo: $(BUILD)/graph
 	$(BUILD)/graph demo $(BUILD)/kron.graph
+
+# I/O amplification and hit rate against cache size (about 2 minutes), plotted.
+graph-sweep: $(BUILD)/graph
+	test -f $(BUILD)/kron.graph || $(BUILD)/graph gen $(BUILD)/kron.graph
+	$(BUILD)/graph sweep $(BUILD)/kron.graph $(call BENCH_OUT,graph-sweep).tsv
+	gnuplot -e "in='$(call BENCH_OUT,graph-sweep).tsv'; out='$(call BENCH_OUT,graph-sweep).png'" bench/graph_sweep.gp
 
 BENCH_OUT = bench/results/$(1)-$$(hostname -s)
 $(BUILD)/bench_%: bench/bench_%.cpp $(HEADERS) | $(BUILD)

@@ -10,6 +10,8 @@
  *   build/graph bfs FILE [options]        one BFS (source: --source V, or a
  *                                         vertex with more than 2 neighbours)
  *   build/graph cc FILE [options]
+ *   build/graph sweep FILE OUT.tsv [options]  I/O amplification against cache
+ *                                         size (make graph-sweep plots it)
  *   options: --cache-mib M  --threads T  --pairs P  --depth D  --iops N
  *            --ordered (BFS: expand each level in vertex order)
  *
@@ -326,6 +328,7 @@ static int usage(const char *msg) {
     fprintf(stderr,
             "usage: graph demo [FILE] [--scale S]\n"
             "       graph gen FILE [--scale S] [--edge-factor E] [--seed X]\n"
+            "       graph sweep FILE OUT.tsv [options]\n"
             "       graph bfs|cc FILE [--source V] [--cache-mib M] [--threads T] [--pairs P] [--depth D] [--iops N]\n"
             "                         [--ordered]\n");
     return 2;
@@ -481,6 +484,51 @@ static int demo(options *o) {
     return rc;
 }
 
+/* I/O amplification against cache size: BFS in both frontier orders and CC
+ * with caches from 1/32 of the graph to all of it, one row per size, as
+ * tab-separated values for bench/graph_sweep.gp. */
+static int sweep(options *o, const char *tsv) {
+    static const double fractions[] = {1.0 / 32, 1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1.0};
+    graph_csr g;
+    FILE *f;
+    uint32_t source;
+    size_t i;
+    int rc, k;
+    if ((rc = load_reference(o, &g)) != 0) return rc;
+    if (!(f = fopen(tsv, "w"))) {
+        fprintf(stderr, "graph: %s: %s\n", tsv, strerror(errno));
+        graph_free(&g);
+        return 1;
+    }
+    source = source_of(o, &g);
+    fprintf(f, "# %s: %llu vertices, %llu edges, %.1f MiB; %u threads; BFS from %u\n", o->path,
+            (unsigned long long)g.h.n_nodes, (unsigned long long)g.h.n_edges, (double)g.h.file_bytes / 1048576.0,
+            o->threads, source);
+    fprintf(f, "# cache_fraction\tbfs_amplification\tbfs_ordered_amplification\tcc_amplification"
+               "\tbfs_hit_rate\tbfs_ordered_hit_rate\tcc_hit_rate\n");
+    for (i = 0; i < sizeof fractions / sizeof fractions[0] && rc == 0; i++) {
+        result x[3];
+        o->cache_bytes = GPUMEM_ALIGN_UP((uint64_t)((double)g.h.file_bytes * fractions[i]), GRAPH_LINE);
+        printf("== cache %.1f MiB (1/%.0f of the graph)\n", (double)o->cache_bytes / 1048576.0, 1.0 / fractions[i]);
+        for (k = 0; k < 3 && rc == 0; k++) {
+            o->ordered = k == 1;
+            rc = traverse(o, &g, k < 2 ? RUN_BFS : RUN_CC, source, k == 0 ? "BFS" : k == 1 ? "BFS ordered" : "CC",
+                          &x[k]);
+        }
+        if (rc) break;
+        fprintf(f, "%.5f", fractions[i]);
+        for (k = 0; k < 3; k++) fprintf(f, "\t%.4f", (double)x[k].cs.bytes_read / (double)x[k].counts.bytes_needed);
+        for (k = 0; k < 3; k++)
+            fprintf(f, "\t%.4f", (double)x[k].cs.hits / (double)(x[k].cs.hits + x[k].cs.misses));
+        fprintf(f, "\n");
+        fflush(f);
+    }
+    fclose(f);
+    graph_free(&g);
+    if (rc == 0) printf("graph sweep: wrote %s\n", tsv);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     options o;
     graph_csr g;
@@ -495,6 +543,13 @@ int main(int argc, char **argv) {
     o.depth = 256;
     o.cache_bytes = 16u << 20;
     if (argc < 2) return usage(NULL);
+    if (!strcmp(argv[1], "sweep")) { /* two files named: the graph and the table */
+        if (argc < 4 || argv[2][0] == '-' || argv[3][0] == '-')
+            return usage("sweep: name the graph file, then the output file");
+        if ((rc = parse(argc, argv, 4, &o)) != 0) return rc;
+        o.path = argv[2];
+        return sweep(&o, argv[3]);
+    }
     if ((rc = parse(argc, argv, 2, &o)) != 0) return rc;
     if (!strcmp(argv[1], "demo")) {
         if (!o.path) o.path = "build/kron.graph";

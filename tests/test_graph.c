@@ -214,6 +214,8 @@ Test(graph, program_bad_input_gives_message_and_exit_2) {
     cr_assert_eq(run_graph(args, out, sizeof out), 2, "%s", out);
     cr_assert_eq(run_graph("bfs", out, sizeof out), 2, "%s", out);
     cr_assert_eq(run_graph("walk x", out, sizeof out), 2, "%s", out);
+    cr_assert_eq(run_graph("sweep x", out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "name the graph file, then the output file"), "%s", out);
     fd = open(path, O_RDWR);
     cr_assert_eq(pwrite(fd, "\x01", 1, 8192), 1); /* damage the offsets */
     close(fd);
