@@ -440,3 +440,118 @@ Test(nvme_ctl, counts_protocol_violations) {
     cr_assert_eq(s.violations, 4);
     gpumem_swctl_destroy(ctl);
 }
+
+/* ---- the GPU-resident controller's loop, run by host threads --------------- */
+/* gpumem_nvme_gpuctl_serve is GPUMEM_API: here host threads play the GPU's
+ * serving threads, so the code the GPU runs is tested on every machine. */
+
+Test(nvme_gpuctl, sixty_four_threads_four_pairs_two_servers, .timeout = 600) {
+    run_cfg rc = base_run(64);
+    rc.pairs = 4;
+    rc.n_cids = 64;
+    rc.gpuctl_servers = 2;
+    run_workers(&rc, NULL);
+}
+
+Test(nvme_gpuctl, depth_4_more_servers_than_pairs, .timeout = 600) {
+    run_cfg rc = base_run(4);
+    rc.pairs = 2;
+    rc.n_cids = 8;
+    rc.gpuctl_servers = 3; /* one server has no pair and just idles */
+    rc.ios = (uint32_t)(300 * test_scale());
+    run_workers(&rc, NULL);
+}
+
+Test(nvme_gpuctl, init_rejects_bad_input) {
+    gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
+    uint32_t control[2];
+    static unsigned char ram[64 * LBA];
+    void *mem;
+    size_t bytes;
+    d.n_blocks = 64;
+    d.ram = ram;
+    d.control = control;
+    bytes = gpumem_nvme_gpuctl_bytes(&d);
+    mem = aligned_alloc(4096, GPUMEM_ALIGN_UP(bytes, 4096));
+    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes - 1, &d), GPUMEM_ENOMEM);
+    cr_assert_eq(gpumem_nvme_gpuctl_init((char *)mem + 8, bytes, &d), GPUMEM_EINVAL, "64-byte alignment");
+    d.depth = 6;
+    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_EINVAL);
+    d.depth = 1024;
+    d.control = NULL;
+    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_ENULL);
+    d.control = control;
+    d.lba_bytes = 1000;
+    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_EINVAL);
+    d.lba_bytes = LBA;
+    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_OK);
+    cr_assert_eq((void *)gpumem_nvme_gpuctl_pair(mem, 0), (void *)((gpumem_nvme_gpuctl *)mem)->pairs);
+    free(mem);
+}
+
+/* The same violations as counts_protocol_violations, against the GPU loop. */
+Test(nvme_gpuctl, counts_protocol_violations) {
+    run_cfg rc = base_run(8);
+    gpuctl_rig g;
+    gpumem_nvme_qp *qp;
+    gpumem_nvme_cmd cmd;
+    gpumem_nvme_cpl cpl;
+    gpumem_nvme_sw_stats s;
+    unsigned char buf[LBA] __attribute__((aligned(LBA)));
+    rc.gpuctl_servers = 1;
+    cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
+    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
+    gpuctl_rig_start(&g);
+    cr_assert_eq(gpumem_nvme_cmd_read(&cmd, &qp->ns, 0, 1, (uintptr_t)buf, 0), GPUMEM_OK);
+    cmd.cdw10 = 64;
+    cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_EIO);
+    cr_assert_str_eq(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)), "LBA out of range");
+    cmd.cdw10 = 0;
+    cmd.prp1 = (uintptr_t)buf + 1;
+    cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_EIO);
+    cr_assert_str_eq(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)), "PRP offset invalid");
+    cmd.prp1 = (uintptr_t)buf;
+    cmd.cdw0 = 0x7F;
+    cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_EIO);
+    cr_assert_str_eq(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)), "invalid command opcode");
+    cmd.cdw0 = GPUMEM_NVME_OP_READ;
+    cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_OK, "a good command still works");
+    __atomic_store_n(qp->cq_doorbell, 9u, __ATOMIC_RELEASE);
+    { struct timespec ts = {0, 20000000}; nanosleep(&ts, NULL); }
+    gpuctl_rig_stop(&g, &s);
+    cr_assert_eq(s.lba_out_of_range, 1);
+    cr_assert_eq(s.bad_prp, 1);
+    cr_assert_eq(s.bad_opcode, 1);
+    cr_assert_eq(s.bad_doorbell, 1, "counted once, not once per look");
+    cr_assert_eq(s.violations, 4);
+    cr_assert_eq(s.commands, 4);
+    cr_assert_eq(s.reads, 2, "the bad-PRP read passed the checks before its PRP was walked");
+    gpuctl_rig_free(&g);
+}
+
+/* The IOPS cap spaces completions: 2000 commands at 20K IOPS take at least
+ * (2000 - the 33-command burst) / 20K s. A lower bound only. */
+Test(nvme_gpuctl, iops_cap_spaces_completions, .timeout = 60) {
+    run_cfg rc = base_run(64);
+    gpuctl_rig g;
+    gpumem_nvme_qp *qp;
+    gpumem_nvme_sw_stats s;
+    unsigned char buf[LBA] __attribute__((aligned(LBA)));
+    struct timespec t0, t1;
+    double secs;
+    uint32_t i;
+    rc.gpuctl_servers = 1;
+    cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
+    ((gpumem_nvme_gpuctl *)g.mem)->iops = 20000;
+    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
+    gpuctl_rig_start(&g);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (i = 0; i < 2000; i++) cr_assert_eq(gpumem_nvme_qp_read(qp, i % 64, 1, (uintptr_t)buf, 0, NULL), GPUMEM_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    gpuctl_rig_stop(&g, &s);
+    secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    cr_assert_geq(secs, (2000.0 - 33.0) / 20000.0 * 0.99, "2000 commands took %.3f s", secs);
+    cr_assert_eq(s.commands, 2000);
+    cr_assert_eq(s.violations, 0);
+    gpuctl_rig_free(&g);
+}
