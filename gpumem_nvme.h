@@ -1525,14 +1525,16 @@ __global__ void gpumem__gpuctl_stats_kernel(const gpumem_nvme_gpuctl *c, gpumem_
     gpumem_nvme_gpuctl_get_stats(c, out);
 }
 
-/* Initialise a controller in GPU memory with a one-thread kernel. GPUMEM_ESYS
- * if CUDA failed (cudaGetLastError() says why). */
+/* Initialise a controller in GPU memory with a one-thread kernel, before
+ * its loop starts. GPUMEM_ESYS if CUDA failed. */
 static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes, const gpumem_nvme_gpuctl_desc *d) {
     gpumem_status *dst = NULL, st = GPUMEM_ESYS;
     if (!d) return GPUMEM_ENULL;
     if (cudaMalloc((void **)&dst, sizeof *dst) != cudaSuccess) return GPUMEM_ESYS;
     gpumem__gpuctl_init_kernel<<<1, 1>>>(mem, bytes, *d, dst);
-    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(&st, dst, sizeof st, cudaMemcpyDeviceToHost) != cudaSuccess)
+    /* cudaMemcpy on the legacy stream waits for the kernel (and for nothing
+     * on non-blocking streams, such as a running controller). */
+    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(&st, dst, sizeof st, cudaMemcpyDeviceToHost) != cudaSuccess)
         st = GPUMEM_ESYS;
     cudaFree(dst);
     return st;
@@ -1556,13 +1558,15 @@ static inline gpumem_status gpumem_nvme_gpuctl_wait_running(const gpumem_nvme_gp
     return GPUMEM_OK;
 }
 
-/* The stats of a controller in GPU memory, summed by a one-thread kernel. */
+/* The stats of a controller in GPU memory, summed by a one-thread kernel
+ * (exact once the controller has stopped; cudaMalloc and cudaFree may wait
+ * for the whole device, so call it after the controller's kernel ended). */
 static inline gpumem_status gpumem_nvme_gpuctl_get_stats_cuda(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
     gpumem_nvme_sw_stats *dst = NULL;
     gpumem_status st = GPUMEM_OK;
     if (cudaMalloc((void **)&dst, sizeof *dst) != cudaSuccess) return GPUMEM_ESYS;
     gpumem__gpuctl_stats_kernel<<<1, 1>>>(c, dst);
-    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(out, dst, sizeof *out, cudaMemcpyDeviceToHost) != cudaSuccess)
+    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(out, dst, sizeof *out, cudaMemcpyDeviceToHost) != cudaSuccess)
         st = GPUMEM_ESYS;
     cudaFree(dst);
     return st;
