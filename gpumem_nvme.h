@@ -37,6 +37,19 @@
  * The queue-pair functions are __host__ __device__: the same struct in GPU memory
  * is driven by GPU threads (pick a pair per SM with gpumem_nvme_qp_pick).
  *
+ * USAGE (GPU threads against a controller)
+ *
+ *   - the host-thread controller above, with the pairs and the namespace in
+ *     pinned, mapped host memory: set cfg.alloc / cfg.free to cudaHostAlloc
+ *     (cudaHostAllocMapped) / cudaFreeHost, and pass the gpumem_nvme_qp
+ *     pointers to kernels as they are (unified addressing);
+ *   - or the GPU-resident controller, gpumem_nvme_gpuctl: a persistent block
+ *     that serves pairs in GPU memory, from a namespace in GPU memory or in
+ *     pinned host memory; see "GPU-resident software controller" below.
+ *
+ *   Both run the same per-queue controller code (gpumem_nvme_sw_*), with
+ *   the same completions and violation counters.
+ *
  * USAGE (host threads against a real NVMe controller; Linux, root, the device
  * bound to uio_pci_generic or vfio-pci in no-IOMMU mode, see README.md)
  *
@@ -1465,11 +1478,14 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
     /* Release is not needed (nothing is published), but the host polls this
      * word: system scope. */
     gpumem_atomic_fetch_add_u32(&c->control[1], 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
-    /* Acquire, system scope: pairs with the host's release store of stop;
-     * nothing is read after it but the loop ends, so relaxed would do, but
-     * acquire costs nothing on this path. */
-    while (gpumem_atomic_load_u32(&c->control[0], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) == 0) {
-        uint32_t work = 0;
+    for (uint32_t round = 0, work = 0;; round++) {
+        /* The stop word may sit across PCIe (a microsecond a look): look
+         * when idle, and every 64th busy round. Relaxed is enough: nothing
+         * is read after it, the loop just ends. */
+        if ((work == 0 || (round & 63u) == 0) &&
+            gpumem_atomic_load_u32(&c->control[0], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) != 0)
+            break;
+        work = 0;
         for (i = t; i < c->n_pairs; i += n) {
             uint32_t budget = 0;
             uint64_t now = 0, before;
