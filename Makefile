@@ -50,7 +50,7 @@ ifeq ($(HAVE_NVCC),)
 	@echo "nvcc not found: CUDA sources not compiled"
 endif
 
-$(BUILD)/cuda/%.o: %.cu $(HEADERS) $(wildcard tests/cuda/*.h)
+$(BUILD)/cuda/%.o: %.cu $(HEADERS) $(wildcard tests/cuda/*.h bench/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. -Xcompiler -Wall -c $< -o $@
 
@@ -143,7 +143,7 @@ qemu-test: $(BUILD)/guest_test $(BUILD)/image
 # CUDA benchmarks: each writes bench/results/<name>-<gpu>.{json,md} with ratios
 # to the baseline measured in the same run.
 CUDA_BENCH_BINS := $(patsubst bench/cuda/%.cu,$(BUILD)/cuda/%.bin,$(wildcard bench/cuda/*.cu))
-$(BUILD)/cuda/%.bin: bench/cuda/%.cu $(HEADERS) $(wildcard tests/cuda/*.h)
+$(BUILD)/cuda/%.bin: bench/cuda/%.cu $(HEADERS) $(wildcard tests/cuda/*.h bench/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O3 -arch=$(CUDA_ARCH) -I. -Itests/cuda $< -o $@ -lpthread
 

@@ -405,14 +405,13 @@ Test(nvme_mt, injected_errors_reach_their_caller, .timeout = 600) {
 
 /* ---- the controller's violation counters can fire ------------------------- */
 
-Test(nvme_ctl, counts_protocol_violations) {
-    gpumem_swctl *ctl;
-    gpumem_nvme_qp *qp;
+/* Provoke each kind of violation once on `qp` (and one good command); the
+ * caller then stops its controller and checks the counts with
+ * expect_provoked_violations. */
+static void provoke_violations(gpumem_nvme_qp *qp) {
     gpumem_nvme_cmd cmd;
     gpumem_nvme_cpl cpl;
-    gpumem_swctl_stats s;
-    unsigned char buf[LBA] __attribute__((aligned(LBA)));
-    ctl = started_ctl(64, NULL, 8, &qp);
+    static unsigned char buf[LBA] __attribute__((aligned(LBA)));
     /* An LBA range past the namespace, built by hand around the checked builder. */
     cr_assert_eq(gpumem_nvme_cmd_read(&cmd, &qp->ns, 0, 1, (uintptr_t)buf, 0), GPUMEM_OK);
     cmd.cdw10 = 64;
@@ -428,16 +427,32 @@ Test(nvme_ctl, counts_protocol_violations) {
     cmd.cdw0 = 0x7F;
     cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_EIO);
     cr_assert_str_eq(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)), "invalid command opcode");
+    cmd.cdw0 = GPUMEM_NVME_OP_READ;
+    cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_OK, "a good command still works");
     /* A doorbell value out of range, written behind the library's back. */
     __atomic_store_n(qp->cq_doorbell, 9u, __ATOMIC_RELEASE);
     { struct timespec ts = {0, 20000000}; nanosleep(&ts, NULL); }
+}
+
+static void expect_provoked_violations(const gpumem_swctl_stats *s) {
+    cr_assert_eq(s->lba_out_of_range, 1);
+    cr_assert_eq(s->bad_prp, 1);
+    cr_assert_eq(s->bad_opcode, 1);
+    cr_assert_eq(s->bad_doorbell, 1, "counted once, not once per look");
+    cr_assert_eq(s->violations, 4);
+    cr_assert_eq(s->commands, 4);
+    cr_assert_eq(s->reads, 2, "the bad-PRP read passed the checks before its PRP was walked");
+}
+
+Test(nvme_ctl, counts_protocol_violations) {
+    gpumem_swctl *ctl;
+    gpumem_nvme_qp *qp;
+    gpumem_swctl_stats s;
+    ctl = started_ctl(64, NULL, 8, &qp);
+    provoke_violations(qp);
     cr_assert_eq(gpumem_swctl_stop(ctl), GPUMEM_OK);
     gpumem_swctl_get_stats(ctl, &s);
-    cr_assert_eq(s.lba_out_of_range, 1);
-    cr_assert_eq(s.bad_prp, 1);
-    cr_assert_eq(s.bad_opcode, 1);
-    cr_assert_eq(s.bad_doorbell, 1, "counted once, not once per look");
-    cr_assert_eq(s.violations, 4);
+    expect_provoked_violations(&s);
     gpumem_swctl_destroy(ctl);
 }
 
@@ -493,39 +508,13 @@ Test(nvme_gpuctl, init_rejects_bad_input) {
 Test(nvme_gpuctl, counts_protocol_violations) {
     run_cfg rc = base_run(8);
     gpuctl_rig g;
-    gpumem_nvme_qp *qp;
-    gpumem_nvme_cmd cmd;
-    gpumem_nvme_cpl cpl;
     gpumem_nvme_sw_stats s;
-    unsigned char buf[LBA] __attribute__((aligned(LBA)));
     rc.gpuctl_servers = 1;
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
-    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
     gpuctl_rig_start(&g);
-    cr_assert_eq(gpumem_nvme_cmd_read(&cmd, &qp->ns, 0, 1, (uintptr_t)buf, 0), GPUMEM_OK);
-    cmd.cdw10 = 64;
-    cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_EIO);
-    cr_assert_str_eq(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)), "LBA out of range");
-    cmd.cdw10 = 0;
-    cmd.prp1 = (uintptr_t)buf + 1;
-    cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_EIO);
-    cr_assert_str_eq(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)), "PRP offset invalid");
-    cmd.prp1 = (uintptr_t)buf;
-    cmd.cdw0 = 0x7F;
-    cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_EIO);
-    cr_assert_str_eq(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)), "invalid command opcode");
-    cmd.cdw0 = GPUMEM_NVME_OP_READ;
-    cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_OK, "a good command still works");
-    __atomic_store_n(qp->cq_doorbell, 9u, __ATOMIC_RELEASE);
-    { struct timespec ts = {0, 20000000}; nanosleep(&ts, NULL); }
+    provoke_violations(gpumem_nvme_gpuctl_pair(g.mem, 0));
     gpuctl_rig_stop(&g, &s);
-    cr_assert_eq(s.lba_out_of_range, 1);
-    cr_assert_eq(s.bad_prp, 1);
-    cr_assert_eq(s.bad_opcode, 1);
-    cr_assert_eq(s.bad_doorbell, 1, "counted once, not once per look");
-    cr_assert_eq(s.violations, 4);
-    cr_assert_eq(s.commands, 4);
-    cr_assert_eq(s.reads, 2, "the bad-PRP read passed the checks before its PRP was walked");
+    expect_provoked_violations(&s);
     gpuctl_rig_free(&g);
 }
 

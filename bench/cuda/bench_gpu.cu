@@ -32,6 +32,7 @@
 #include "gpumem_cache.h"
 #include "../cas_baseline.h"
 #include "../../tests/cuda/cuda_check.h"
+#include "../../tests/cuda/cache_rig.h"
 
 // ---- results ------------------------------------------------------------------
 
@@ -74,11 +75,13 @@ struct Ctl {
     void *mem = nullptr;
     void *ns = nullptr;
     uint32_t *control = nullptr;
-    gpumem_nvme_qp **pairs = nullptr; // device array of the pairs' addresses
+    gpumem_nvme_qp **pairs = nullptr; // the pairs' addresses (managed array)
     cudaStream_t stream;
     uint32_t servers = 0;
 
-    Ctl(uint32_t n_pairs, uint32_t depth, uint64_t ns_bytes, uint32_t max_blocks) {
+    // managed: the pairs in managed memory, so that the host can read them
+    // (gpumem_cache_init checks the pairs' namespace); else GPU memory.
+    Ctl(uint32_t n_pairs, uint32_t depth, uint64_t ns_bytes, uint32_t max_blocks, bool managed = false) {
         d = gpumem_nvme_gpuctl_desc_default();
         d.n_pairs = n_pairs;
         d.depth = depth;
@@ -91,12 +94,10 @@ struct Ctl {
         CHECK(cudaMemset(ns, 0x5A, ns_bytes));
         d.ram = ns;
         d.control = control;
-        CHECK(cudaMalloc(&mem, gpumem_nvme_gpuctl_bytes(&d)));
-        CHECK(cudaMalloc((void **)&pairs, n_pairs * sizeof *pairs));
-        gpumem_nvme_qp **host = (gpumem_nvme_qp **)malloc(n_pairs * sizeof *host);
-        for (uint32_t i = 0; i < n_pairs; i++) host[i] = gpumem_nvme_gpuctl_pair(mem, i);
-        CHECK(cudaMemcpy(pairs, host, n_pairs * sizeof *pairs, cudaMemcpyHostToDevice));
-        free(host);
+        if (managed) CHECK(cudaMallocManaged(&mem, gpumem_nvme_gpuctl_bytes(&d)));
+        else CHECK(cudaMalloc(&mem, gpumem_nvme_gpuctl_bytes(&d)));
+        CHECK(cudaMallocManaged((void **)&pairs, n_pairs * sizeof *pairs));
+        for (uint32_t i = 0; i < n_pairs; i++) pairs[i] = gpumem_nvme_gpuctl_pair(mem, i);
         CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     }
     // (Re)initialise and start the persistent block.
@@ -291,36 +292,6 @@ static void bench_queue(bool quick) {
 
 // ---- cache hits ------------------------------------------------------------------
 
-struct HitCache {
-    gpumem_cache *cache;
-    uint64_t *data;
-    void *meta, *slots;
-    uint64_t n_words;
-    HitCache(uint32_t line_bytes, uint64_t bytes) {
-        gpumem_cache_desc d = gpumem_cache_desc_default();
-        n_words = bytes / 8;
-        CHECK(cudaMallocManaged(&data, bytes));
-        for (uint64_t w = 0; w < n_words; w++) data[w] = w * 2654435761ull;
-        d.n_lines = bytes / line_bytes;
-        d.line_bytes = line_bytes;
-        d.n_slots = (uint32_t)d.n_lines;
-        d.backing = gpumem_cache_backing_memory(data);
-        d.meta_bytes = gpumem_cache_meta_bytes(d.n_lines, d.n_slots);
-        CHECK(cudaMallocManaged(&meta, d.meta_bytes));
-        CHECK(cudaMallocManaged(&slots, bytes));
-        CHECK(cudaMallocManaged(&cache, sizeof *cache));
-        d.meta = meta;
-        d.data = slots;
-        if (gpumem_cache_init(cache, &d) != GPUMEM_OK) exit(1);
-    }
-    ~HitCache() {
-        cudaFree(cache);
-        cudaFree(slots);
-        cudaFree(meta);
-        cudaFree(data);
-    }
-};
-
 enum { HIT_COALESCED = 0, HIT_FAA = 1, HIT_CAS = 2 };
 
 // Thread t reads element i*T + t: neighbouring threads share a line.
@@ -338,7 +309,7 @@ __global__ void hits(gpumem_cache *c, uint64_t n_words, uint32_t per, int kind, 
             continue;
         }
         uint64_t v = ((const uint64_t *)p)[e % (c->line_bytes / 8)];
-        if (v != e * 2654435761ull) atomicAdd(bad, 1ull);
+        if (v != initial_word(e)) atomicAdd(bad, 1ull);
         sum += v;
         if (kind == HIT_COALESCED) gpumem_cache_release_coalesced(c, line);
         else gpumem_cache_release(c, line, 1);
@@ -350,7 +321,7 @@ __global__ void direct_sum(const uint64_t *a, uint64_t n, unsigned long long *ba
     uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x, T = (uint64_t)gridDim.x * blockDim.x, sum = 0;
     for (uint64_t e = t; e < n; e += T) {
         uint64_t v = a[e];
-        if (v != e * 2654435761ull) atomicAdd(bad, 1ull);
+        if (v != initial_word(e)) atomicAdd(bad, 1ull);
         sum += v;
     }
     if (sum == 42) atomicAdd(bad, 0ull);
@@ -361,7 +332,7 @@ __global__ void array_sum(const gpumem_cache_array *a, uint64_t n, unsigned long
     gpumem_cache_ref r = gpumem_cache_ref_make(a);
     for (uint64_t e = t; e < n; e += T) {
         uint64_t v = 0;
-        if (gpumem_cache_ref_get(&r, e, &v) != GPUMEM_OK || v != e * 2654435761ull) atomicAdd(bad, 1ull);
+        if (gpumem_cache_ref_get(&r, e, &v) != GPUMEM_OK || v != initial_word(e)) atomicAdd(bad, 1ull);
         sum += v;
     }
     gpumem_cache_ref_drop(&r);
@@ -374,7 +345,7 @@ static void bench_hits(bool quick) {
     unsigned long long *bad;
     CHECK(cudaMalloc((void **)&bad, sizeof *bad));
     for (uint32_t lb : lines) {
-        HitCache h(lb, 4u << 20);
+        Rig h(lb, (4u << 20) / lb, (4u << 20) / lb); // every line fits
         hits<<<h.n_words / 256, 256>>>(h.cache, h.n_words, 1, HIT_FAA, bad); // warm: every line resident
         CHECK(cudaDeviceSynchronize());
         const char *names[] = {"faa_coalesced", "faa", "cas"};
@@ -393,7 +364,7 @@ static void bench_hits(bool quick) {
     // The array view against direct loads: 256 MiB, every line resident.
     {
         const uint64_t bytes = quick ? (32u << 20) : (256u << 20);
-        HitCache h(4096, bytes);
+        Rig h(4096, bytes / 4096, (uint32_t)(bytes / 4096));
         gpumem_cache_array *a;
         CHECK(cudaMallocManaged(&a, sizeof *a));
         *a = gpumem_cache_array_make(h.cache, 8, 0, h.n_words);
@@ -402,7 +373,7 @@ static void bench_hits(bool quick) {
         CHECK(cudaDeviceSynchronize());
         CHECK(cudaMemset(bad, 0, sizeof *bad));
         double sc = timed([&](cudaStream_t st) { array_sum<<<blocks, 256, 0, st>>>(a, h.n_words, bad); });
-        double sd = timed([&](cudaStream_t st) { direct_sum<<<blocks, 256, 0, st>>>(h.data, h.n_words, bad); });
+        double sd = timed([&](cudaStream_t st) { direct_sum<<<blocks, 256, 0, st>>>(h.backing, h.n_words, bad); });
         unsigned long long b;
         CHECK(cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost));
         record("array", "cache", blocks * 256, 0, (uint32_t)(bytes >> 20), h.n_words / sc, "elem/s", b == 0);
@@ -437,34 +408,13 @@ static void bench_misses(bool quick) {
     const uint64_t ns_bytes = 1u << 30, n_lines = ns_bytes / line;
     unsigned long long *bad;
     CHECK(cudaMalloc((void **)&bad, sizeof *bad));
-    Ctl ctl(pairs, 1024, ns_bytes, line / 512);
+    Ctl ctl(pairs, 1024, ns_bytes, line / 512, true);
     for (uint64_t cap : caps) {
-        gpumem_nvme_qp **list;
-        void *meta, *data;
-        gpumem_cache *c;
-        CHECK(cudaMallocManaged(&list, pairs * sizeof *list));
-        for (uint32_t i = 0; i < pairs; i++) list[i] = gpumem_nvme_gpuctl_pair(ctl.mem, i);
-        gpumem_cache_desc d = gpumem_cache_desc_default();
-        d.n_lines = n_lines;
-        d.line_bytes = line;
-        d.n_slots = slots;
-        d.backing = gpumem_cache_backing_nvme(list, 1, pairs, 0, GPUMEM_CACHE_STRIPE);
-        d.meta_bytes = gpumem_cache_meta_bytes(n_lines, slots);
-        CHECK(cudaMallocManaged(&meta, d.meta_bytes));
-        CHECK(cudaMalloc(&data, (size_t)slots * line));
-        CHECK(cudaMallocManaged(&c, sizeof *c));
-        d.meta = meta;
-        d.data = data;
-        // The cache reads each pair's namespace when it checks its shape; the
-        // pairs are in GPU memory, so hand it a host copy of the first one's.
-        // (All pairs share one namespace.)
-        gpumem_nvme_qp host_qp;
-        CHECK(cudaMemcpy(&host_qp, list[0], sizeof host_qp, cudaMemcpyDeviceToHost));
-        gpumem_nvme_qp *host_list[1] = {&host_qp};
-        gpumem_cache_desc check = d;
-        check.backing = gpumem_cache_backing_nvme(host_list, 1, 1, 0, GPUMEM_CACHE_STRIPE);
-        if (gpumem_cache_init(c, &check) != GPUMEM_OK) exit(1);
-        c->backing = d.backing; // then the real pairs
+        // The pairs initialised before the cache reads their namespace.
+        if (gpumem_nvme_gpuctl_init_cuda(ctl.mem, gpumem_nvme_gpuctl_bytes(&ctl.d), &ctl.d) != GPUMEM_OK) exit(1);
+        gpumem_cache_backing backing = gpumem_cache_backing_nvme(ctl.pairs, 1, pairs, 0, GPUMEM_CACHE_STRIPE);
+        Rig r(line, n_lines, slots, &backing);
+        gpumem_cache *c = r.cache;
         CHECK(cudaMemset(bad, 0, sizeof *bad));
         ctl.start(cap);
         double s = timed([&](cudaStream_t st) { miss_reads<<<threads / 256, 256, 0, st>>>(c, n_lines, per, bad); });
@@ -476,10 +426,6 @@ static void bench_misses(bool quick) {
         record("misses", "cache_fills", threads, pairs, (uint32_t)(cap / 1000), cst.fills / s, "fill/s",
                b == 0 && cs.violations == 0 && cs.reads == cst.reads);
         if (cap) record("misses", "iops_cap", threads, pairs, (uint32_t)(cap / 1000), (double)cap, "cmd/s", true);
-        cudaFree(c);
-        cudaFree(data);
-        cudaFree(meta);
-        cudaFree(list);
     }
     cudaFree(bad);
 }
