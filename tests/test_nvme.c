@@ -544,3 +544,58 @@ Test(nvme_gpuctl, iops_cap_spaces_completions, .timeout = 60) {
     cr_assert_eq(s.violations, 0);
     gpuctl_rig_free(&g);
 }
+
+/* ---- allocator callbacks (pinned, mapped memory for GPU clients) ------------ */
+
+typedef struct counting_alloc {
+    int allocs, frees;
+    void *blocks[8];
+    size_t sizes[8];
+} counting_alloc;
+
+static void *count_alloc(void *ctx, size_t n) {
+    counting_alloc *a = (counting_alloc *)ctx;
+    void *p = malloc(n);
+    if (a->allocs < 8) a->blocks[a->allocs] = p, a->sizes[a->allocs] = n;
+    a->allocs++;
+    return p;
+}
+static void count_free(void *ctx, void *p) {
+    ((counting_alloc *)ctx)->frees++;
+    free(p);
+}
+
+static int inside(const counting_alloc *a, const void *p) {
+    for (int i = 0; i < a->allocs && i < 8; i++)
+        if ((const char *)p >= (const char *)a->blocks[i] && (const char *)p < (const char *)a->blocks[i] + a->sizes[i])
+            return 1;
+    return 0;
+}
+
+Test(nvme_ctl, allocator_callbacks_place_what_clients_touch) {
+    counting_alloc a;
+    gpumem_swctl_config c = gpumem_swctl_config_default();
+    gpumem_swctl *ctl;
+    gpumem_nvme_qp *qp;
+    unsigned char w[LBA] __attribute__((aligned(LBA))), r[LBA] __attribute__((aligned(LBA)));
+    memset(&a, 0, sizeof a);
+    c.alloc = count_alloc;
+    cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL, "alloc without free");
+    c.free = count_free;
+    c.alloc_ctx = &a;
+    c.n_blocks = 64;
+    cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
+    cr_assert_eq(a.allocs, 2, "the namespace and the pair's memory");
+    cr_assert(inside(&a, gpumem_swctl_ram(ctl)) && inside(&a, qp) && inside(&a, qp->sq) && inside(&a, qp->cq) &&
+                  inside(&a, qp->sq_doorbell) && inside(&a, qp->cq_doorbell) && inside(&a, qp->cids),
+              "everything a client touches comes from the callback");
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    fill_block(w, 7, 1);
+    cr_assert_eq(gpumem_nvme_qp_write(qp, 7, 1, (uintptr_t)w, 0, NULL), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_qp_read(qp, 7, 1, (uintptr_t)r, 0, NULL), GPUMEM_OK);
+    cr_assert(block_ok(r, 7, 1));
+    stop_and_check_clean(ctl, 2, NULL);
+    gpumem_swctl_destroy(ctl);
+    cr_assert_eq(a.frees, 2, "each freed through the callback");
+}
