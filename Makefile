@@ -7,7 +7,8 @@
 #                   then `make plot` (gnuplot) draws them into bench/results/bench-<host>.png
 #   make tsan/asan  the concurrency workloads under ThreadSanitizer / ASan+UBSan (asan: the suite too)
 #   make stress     the concurrency workloads at 5x (soak)
-#   make gpu-test   CUDA tests (needs a GPU), gpu-bench likewise
+#   make gpu-test   CUDA tests, then under compute-sanitizer memcheck/racecheck (needs a GPU;
+#                   without one it compiles them and says so); gpu-bench likewise for bench/cuda
 #   make qemu-test  the queue pairs drive QEMU's NVMe controller (tests/qemu; needs
 #                   qemu-system-x86, busybox-static, linux-image-amd64)
 CC      ?= gcc
@@ -51,7 +52,7 @@ ifeq ($(HAVE_NVCC),)
 	@echo "nvcc not found: CUDA sources not compiled"
 endif
 
-$(BUILD)/cuda/%.o: %.cu $(HEADERS) $(wildcard tests/cuda/*.h)
+$(BUILD)/cuda/%.o: %.cu $(HEADERS) $(wildcard tests/cuda/*.h bench/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. -Xcompiler -Wall -c $< -o $@
 
@@ -126,7 +127,7 @@ $(BUILD)/cuda/%.bin: tests/cuda/%.cu $(HEADERS) $(wildcard tests/cuda/*.h)
 
 # The CUDA examples as programs; run where a GPU is present.
 CUDA_EXAMPLE_BINS := $(patsubst examples/cuda/%.cu,$(BUILD)/cuda/examples/%,$(wildcard examples/cuda/*.cu))
-$(BUILD)/cuda/examples/%: examples/cuda/%.cu $(HEADERS) $(wildcard examples/*.h examples/cuda/*.h)
+$(BUILD)/cuda/examples/%: examples/cuda/%.cu $(HEADERS) $(wildcard examples/*.h examples/cuda/*.h) tests/cuda/cuda_check.h
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. $< -o $@ -lpthread
 gpu-examples: $(CUDA_EXAMPLE_BINS) $(BUILD)/graph
@@ -134,9 +135,28 @@ gpu-examples: $(CUDA_EXAMPLE_BINS) $(BUILD)/graph
 	test -f $(BUILD)/kron.graph || $(BUILD)/graph gen $(BUILD)/kron.graph; \
 	$(BUILD)/cuda/examples/hello && $(BUILD)/cuda/examples/array_sum 256 && $(BUILD)/cuda/examples/graph $(BUILD)/kron.graph
 
+# compute-sanitizer: on PATH, or next to nvcc (bin/ or the toolkit's compute-sanitizer/).
+COMPUTE_SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || for d in $(dir $(NVCC)) $(dir $(NVCC))../compute-sanitizer; do [ -x $$d/compute-sanitizer ] && echo $$d/compute-sanitizer && break; done)
+# Arguments for the sanitizer runs: fewer threads; the queue test runs the GPU
+# controller in block 0 of a cooperative launch (co-resident by construction).
+SANITIZE_ARGS_test_nvme_gpu := --small --fused
+SANITIZE_ARGS_test_cache_gpu := --small
+GPU_SANITIZE ?= 1
+
+# Run every CUDA test; then each under compute-sanitizer memcheck and racecheck.
 gpu-test: cuda-compile $(CUDA_TEST_BINS)
-	@if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpu-test: no GPU on this machine; CUDA tests compiled, not run"; exit 0; fi; \
-	for t in $(CUDA_TEST_BINS); do echo "== $$t"; $$t || exit 1; done
+	@if ! nvidia-smi -L >/dev/null 2>&1; then \
+	  echo "gpu-test: NO GPU on this machine: the CUDA tests were compiled, NOT run"; exit 0; fi; \
+	for t in $(CUDA_TEST_BINS); do echo "== $$t"; $$t || exit 1; done; \
+	if [ "$(GPU_SANITIZE)" = 0 ]; then echo "gpu-test: sanitizer runs skipped (GPU_SANITIZE=0)"; exit 0; fi; \
+	if [ -z "$(COMPUTE_SANITIZER)" ]; then \
+	  echo "gpu-test: compute-sanitizer not found (PATH, next to nvcc): sanitizer runs NOT done; GPU_SANITIZE=0 skips them"; exit 1; fi; \
+	for tool in memcheck racecheck; do for t in $(CUDA_TEST_BINS); do \
+	  n=$$(basename $$t .bin); \
+	  case $$n in test_nvme_gpu) a="$(SANITIZE_ARGS_test_nvme_gpu)";; test_cache_gpu) a="$(SANITIZE_ARGS_test_cache_gpu)";; *) a="--small";; esac; \
+	  echo "== compute-sanitizer --tool $$tool $$t $$a"; \
+	  $(COMPUTE_SANITIZER) --tool $$tool --error-exitcode=1 $$t $$a || exit 1; \
+	done; done; echo "gpu-test: all CUDA tests passed, and under memcheck and racecheck"
 
 # The real-controller conformance test: a static guest program run as init in
 # qemu-system-x86_64 (TCG) with an emulated NVMe disk; see tests/qemu/run.sh.
@@ -149,8 +169,18 @@ $(BUILD)/image: tests/qemu/image.c tests/block_content.h | $(BUILD)
 qemu-test: $(BUILD)/guest_test $(BUILD)/image
 	bash tests/qemu/run.sh $(BUILD)
 
-gpu-bench:
-	@echo "gpu-bench: no CUDA benchmarks yet (see README)"
+# CUDA benchmarks: each writes bench/results/<name>-<gpu>.{json,md} with ratios
+# to the baseline measured in the same run.
+CUDA_BENCH_BINS := $(patsubst bench/cuda/%.cu,$(BUILD)/cuda/%.bin,$(wildcard bench/cuda/*.cu))
+$(BUILD)/cuda/%.bin: bench/cuda/%.cu $(HEADERS) $(wildcard tests/cuda/*.h bench/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O3 -arch=$(CUDA_ARCH) -I. -Itests/cuda $< -o $@ -lpthread
+
+gpu-bench: cuda-compile $(CUDA_BENCH_BINS)
+	@if ! nvidia-smi -L >/dev/null 2>&1; then \
+	  echo "gpu-bench: NO GPU on this machine: the CUDA benchmarks were compiled, NOT run"; exit 0; fi; \
+	mkdir -p bench/results; \
+	for b in $(CUDA_BENCH_BINS); do echo "== $$b"; $$b bench/results || exit 1; done
 
 clean:
 	rm -rf build

@@ -37,6 +37,19 @@
  * The queue-pair functions are __host__ __device__: the same struct in GPU memory
  * is driven by GPU threads (pick a pair per SM with gpumem_nvme_qp_pick).
  *
+ * USAGE (GPU threads against a controller)
+ *
+ *   - the host-thread controller above, with the pairs and the namespace in
+ *     pinned, mapped host memory: set cfg.alloc / cfg.free to cudaHostAlloc
+ *     (cudaHostAllocMapped) / cudaFreeHost, and pass the gpumem_nvme_qp
+ *     pointers to kernels as they are (unified addressing);
+ *   - or the GPU-resident controller, gpumem_nvme_gpuctl: a persistent block
+ *     that serves pairs in GPU memory, from a namespace in GPU memory or in
+ *     pinned host memory; see "GPU-resident software controller" below.
+ *
+ *   Both run the same per-queue controller code (gpumem_nvme_sw_*), with
+ *   the same completions and violation counters.
+ *
  * USAGE (host threads against a real NVMe controller; Linux, root, the device
  * bound to uio_pci_generic or vfio-pci in no-IOMMU mode, see README.md)
  *
@@ -931,6 +944,652 @@ GPUMEM_API gpumem_nvme_qp *gpumem_nvme_qp_pick(gpumem_nvme_qp *pairs, uint32_t n
 }
 
 /* ======================================================================== */
+/* Software controller core (host and device)                               */
+/* ======================================================================== */
+/*
+ * The controller's side of the protocol on one queue pair, as plain functions
+ * on a plain struct: take the doorbells (and judge them), fetch commands in
+ * order, check them (opcode, namespace, LBA range, PRPs, command-ID reuse),
+ * execute them against a namespace in memory, and post completions with the
+ * phase tag. The host-thread controller (gpumem_swctl) and the GPU-resident
+ * controller (gpumem_nvme_gpuctl) both run these, so the host test suite
+ * tests the code that the GPU runs.
+ *
+ * One thread serves a queue at a time. The gpumem_nvme_swq fields and the
+ * stats passed in are that thread's own (plain loads and stores); only the
+ * rings and doorbells are shared with the queue's users, at system scope.
+ */
+
+typedef struct gpumem_nvme_sw_stats {
+    uint64_t commands, reads, writes, flushes;
+    uint64_t blocks_read, blocks_written;
+    uint64_t errors_injected; /* completions given an injected error status (host controller) */
+    uint64_t errors_other;    /* completions with another error status */
+    uint64_t reordered;       /* completions posted ahead of an older due command (host controller) */
+    /* protocol violations by the host */
+    uint64_t bad_doorbell;        /* doorbell value >= depth */
+    uint64_t doorbell_backwards;  /* SQ tail moved back, or past the fetched head */
+    uint64_t cq_head_past_posted; /* CQ head moved over entries never posted */
+    uint64_t cid_in_flight;       /* command ID reused before its completion was passed */
+    uint64_t bad_prp;             /* PRP null, misaligned, or list entry not page aligned */
+    uint64_t lba_out_of_range;
+    uint64_t bad_opcode;
+    uint64_t bad_nsid;
+    uint64_t violations; /* the sum of the eight counts above (set by gpumem_nvme_sw_stats_add) */
+} gpumem_nvme_sw_stats;
+
+/* out += in, field by field, and out->violations = the sum of out's eight
+ * violation counts. */
+GPUMEM_API void gpumem_nvme_sw_stats_add(gpumem_nvme_sw_stats *out, const gpumem_nvme_sw_stats *in) {
+    uint64_t *o = (uint64_t *)out;
+    const uint64_t *i = (const uint64_t *)in;
+    size_t k;
+    for (k = 0; k < sizeof *out / sizeof(uint64_t); k++) o[k] += i[k];
+    out->violations = out->bad_doorbell + out->doorbell_backwards + out->cq_head_past_posted +
+                      out->cid_in_flight + out->bad_prp + out->lba_out_of_range + out->bad_opcode + out->bad_nsid;
+}
+
+/* The controller's view of one queue pair. */
+typedef struct gpumem_nvme_swq {
+    gpumem_nvme_cmd *sq;   /* the rings and doorbells, shared with the pair's users */
+    gpumem_nvme_cpl *cq;
+    uint32_t *sq_doorbell;
+    uint32_t *cq_doorbell;
+    uint16_t *cq_cid;      /* depth entries: the command ID posted at each CQ position */
+    uint8_t *cid_state;    /* 65536 entries: 0 free, 1 fetched, 2 posted */
+    uint32_t depth, mask, qid;
+    uint32_t sq_head;      /* next SQ entry to fetch */
+    uint32_t sq_tail;      /* last accepted SQ doorbell */
+    uint32_t cq_tail;      /* next CQ entry to post */
+    uint32_t cq_phase;     /* phase to post with */
+    uint32_t cq_head;      /* last accepted CQ doorbell */
+    uint32_t cq_posted;    /* posted, not yet passed by the host's head */
+    uint32_t sq_db_seen, cq_db_seen; /* raw doorbell values last judged (a bad one counts once) */
+} gpumem_nvme_swq;
+
+/* A fetched command whose ID was still in flight carries this mark in cdw0
+ * (bit 8, the first FUSE bit, which gpumem never sends) until it completes
+ * with "command ID conflict". */
+#define GPUMEM_NVME_SW_CID_CONFLICT 0x100u
+
+/* Bytes of controller-private memory for one queue (cq_cid and cid_state). */
+GPUMEM_API size_t gpumem_nvme_swq_mem_bytes(uint32_t depth) { return (size_t)depth * sizeof(uint16_t) + 65536u; }
+
+/* Bind a controller-side queue to the rings and doorbells of `qp` (right
+ * after gpumem_nvme_qp_init, before either side runs). `mem` holds
+ * gpumem_nvme_swq_mem_bytes(depth) bytes, 2-byte aligned. */
+GPUMEM_API gpumem_status gpumem_nvme_swq_init(gpumem_nvme_swq *q, const gpumem_nvme_qp *qp, void *mem,
+                                              size_t bytes) {
+    size_t k;
+    if (!q || !qp || !mem) return GPUMEM_ENULL;
+    if (bytes < gpumem_nvme_swq_mem_bytes(qp->depth) || ((uintptr_t)mem & 1u)) return GPUMEM_ENOMEM;
+    q->sq = qp->sq;
+    q->cq = qp->cq;
+    q->sq_doorbell = qp->sq_doorbell;
+    q->cq_doorbell = qp->cq_doorbell;
+    q->cq_cid = (uint16_t *)mem;
+    q->cid_state = (uint8_t *)mem + (size_t)qp->depth * sizeof(uint16_t);
+    for (k = 0; k < qp->depth; k++) q->cq_cid[k] = 0;
+    for (k = 0; k < 65536u; k++) q->cid_state[k] = 0;
+    q->depth = qp->depth;
+    q->mask = qp->depth - 1;
+    q->qid = qp->qid;
+    q->sq_head = q->sq_tail = q->cq_tail = q->cq_head = q->cq_posted = 0;
+    q->sq_db_seen = q->cq_db_seen = 0; /* gpumem_nvme_qp_init zeroed both doorbells */
+    q->cq_phase = 1;
+    return GPUMEM_OK;
+}
+
+/* Take the CQ head doorbell: frees CQ space and the command IDs passed.
+ * Returns 1 if the head moved. */
+GPUMEM_API uint32_t gpumem_nvme_sw_take_cq_doorbell(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st) {
+    /* Acquire: pairs with the head mover's doorbell write (a release store on
+     * the host, fence + MMIO store on the GPU); whatever it read of the CQ
+     * entries it passed happened before we overwrite them. */
+    uint32_t db = gpumem_atomic_load_u32(q->cq_doorbell, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM), adv;
+    if (db == q->cq_db_seen) return 0;
+    q->cq_db_seen = db;
+    adv = (db - q->cq_head) & q->mask;
+    if (db >= q->depth) {
+        st->bad_doorbell++;
+        return 0;
+    }
+    if (adv > q->cq_posted) {
+        st->cq_head_past_posted++;
+        return 0;
+    }
+    while (q->cq_head != db) {
+        q->cid_state[q->cq_cid[q->cq_head]] = 0;
+        q->cq_head = (q->cq_head + 1) & q->mask;
+    }
+    q->cq_posted -= adv;
+    return 1;
+}
+
+/* Take the SQ tail doorbell. Returns 1 if the tail moved. */
+GPUMEM_API uint32_t gpumem_nvme_sw_take_sq_doorbell(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st) {
+    /* Acquire: pairs with the tail mover's doorbell write, which it made after
+     * the submitters' commands were written: the entries up to the new tail
+     * are visible to our plain loads in gpumem_nvme_sw_fetch. */
+    uint32_t db = gpumem_atomic_load_u32(q->sq_doorbell, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM);
+    if (db == q->sq_db_seen) return 0;
+    q->sq_db_seen = db;
+    if (db >= q->depth) {
+        st->bad_doorbell++;
+    } else if (((db - q->sq_head) & q->mask) < ((q->sq_tail - q->sq_head) & q->mask)) {
+        st->doorbell_backwards++;
+    } else {
+        q->sq_tail = db;
+        return 1;
+    }
+    return 0;
+}
+
+/* Fetch the next command (in order) into *cmd. Returns 0 when the SQ is
+ * empty. A command whose ID is still in flight is marked
+ * GPUMEM_NVME_SW_CID_CONFLICT and counted. */
+GPUMEM_API int gpumem_nvme_sw_fetch(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, gpumem_nvme_cmd *cmd) {
+    uint16_t cid;
+    if (q->sq_head == q->sq_tail) return 0;
+    *cmd = q->sq[q->sq_head];
+    q->sq_head = (q->sq_head + 1) & q->mask;
+    cid = (uint16_t)(cmd->cdw0 >> 16);
+    /* A host may reuse an ID once it has rung the CQ doorbell past the old
+     * completion, and it rang that doorbell before the SQ doorbell that
+     * brought this command: look at the CQ doorbell again before calling it
+     * a violation. */
+    if (q->cid_state[cid] == 2) gpumem_nvme_sw_take_cq_doorbell(q, st);
+    if (q->cid_state[cid] != 0) {
+        st->cid_in_flight++;
+        cmd->cdw0 |= GPUMEM_NVME_SW_CID_CONFLICT;
+    } else {
+        q->cid_state[cid] = 1;
+    }
+    return 1;
+}
+
+/* Check a fetched command against the namespace and count it. Returns 0 and
+ * the byte range it transfers (*len 0 for Flush), or the status to complete
+ * it with. */
+GPUMEM_API uint16_t gpumem_nvme_sw_check(gpumem_nvme_sw_stats *st, const gpumem_nvme_ns *ns,
+                                         const gpumem_nvme_cmd *cmd, uint64_t *off, uint64_t *len) {
+    uint32_t op = cmd->cdw0 & 0xFFu;
+    uint64_t slba, nlb;
+    *off = *len = 0;
+    if (op == GPUMEM_NVME_OP_FLUSH) {
+        if (cmd->nsid != ns->nsid && cmd->nsid != 0xFFFFFFFFu) {
+            st->bad_nsid++;
+            return GPUMEM_NVME_STATUS(0, 0x0B);
+        }
+        st->flushes++;
+        return 0;
+    }
+    if (op != GPUMEM_NVME_OP_READ && op != GPUMEM_NVME_OP_WRITE) {
+        st->bad_opcode++;
+        return GPUMEM_NVME_STATUS(0, 0x01);
+    }
+    if (cmd->nsid != ns->nsid) {
+        st->bad_nsid++;
+        return GPUMEM_NVME_STATUS(0, 0x0B);
+    }
+    slba = (uint64_t)cmd->cdw10 | ((uint64_t)cmd->cdw11 << 32);
+    nlb = (uint64_t)(cmd->cdw12 & 0xFFFFu) + 1;
+    if (slba >= ns->n_blocks || nlb > ns->n_blocks - slba) {
+        st->lba_out_of_range++;
+        return GPUMEM_NVME_STATUS(0, 0x80);
+    }
+    if (nlb > ns->max_blocks) return GPUMEM_NVME_STATUS(0, 0x02);
+    if (op == GPUMEM_NVME_OP_READ) {
+        st->reads++;
+        st->blocks_read += nlb;
+    } else {
+        st->writes++;
+        st->blocks_written += nlb;
+    }
+    *off = slba << ns->lba_shift;
+    *len = nlb << ns->lba_shift;
+    return 0;
+}
+
+/* Walk the PRPs of a transfer, one memory page (segment) at a time. */
+typedef struct gpumem_nvme_prp_walk {
+    uint64_t prp1, prp2, len, done, k, n_pages;
+    const uint64_t *list; /* next PRP list entry */
+    uint64_t list_left;   /* entries left on the current list page */
+} gpumem_nvme_prp_walk;
+
+/* Start a walk of `len` (> 0) bytes. Returns 0, or -1 for a bad PRP. */
+GPUMEM_API int gpumem_nvme_prp_walk_start(gpumem_nvme_prp_walk *w, const gpumem_nvme_cmd *cmd, uint64_t len) {
+    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
+    uint64_t first;
+    w->prp1 = cmd->prp1;
+    w->prp2 = cmd->prp2;
+    w->len = len;
+    w->done = w->k = 0;
+    w->list = (const uint64_t *)0;
+    w->list_left = 0;
+    if (cmd->prp1 == 0 || (cmd->prp1 & 3u)) return -1;
+    first = pg - (cmd->prp1 & (pg - 1));
+    w->n_pages = 1 + (len > first ? (len - first + pg - 1) / pg : 0);
+    if (w->n_pages == 2 && (cmd->prp2 == 0 || (cmd->prp2 & (pg - 1)))) return -1;
+    if (w->n_pages > 2) {
+        if (cmd->prp2 == 0 || (cmd->prp2 & 7u)) return -1;
+        w->list = (const uint64_t *)(uintptr_t)cmd->prp2;
+        w->list_left = (pg - (cmd->prp2 & (pg - 1))) / 8;
+    }
+    return 0;
+}
+
+/* The next segment: 1 with its address and length, 0 at the end, -1 for a
+ * bad PRP (null, misaligned, or a list entry not page aligned). */
+GPUMEM_API int gpumem_nvme_prp_walk_next(gpumem_nvme_prp_walk *w, uint64_t *addr, uint64_t *seg) {
+    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
+    uint64_t a = w->prp1;
+    if (w->k >= w->n_pages) return 0;
+    if (w->k == 1 && w->n_pages == 2) {
+        a = w->prp2;
+    } else if (w->k > 0) {
+        if (w->list_left == 1 && w->n_pages - w->k > 1) { /* last entry of a list page chains to the next */
+            uint64_t next = *w->list;
+            if (next == 0 || (next & 7u)) return -1;
+            w->list = (const uint64_t *)(uintptr_t)next;
+            w->list_left = pg / 8 - ((next & (pg - 1)) / 8);
+        }
+        a = *w->list++;
+        w->list_left--;
+    }
+    if (w->k > 0 && (a == 0 || (a & (pg - 1)))) return -1;
+    *addr = a;
+    *seg = pg - (a & (pg - 1));
+    if (*seg > w->len - w->done) *seg = w->len - w->done;
+    w->done += *seg;
+    w->k++;
+    return 1;
+}
+
+/* Copy n bytes: 8 at a time where both sides allow it. The device pass has
+ * no libc; the host pass has memcpy, which does the same, faster. */
+GPUMEM_API void gpumem__copy(void *dst, const void *src, uint64_t n) {
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    uint64_t i = 0;
+    if ((((uintptr_t)d | (uintptr_t)s) & 7u) == 0)
+        for (; i + 8 <= n; i += 8) *(uint64_t *)(d + i) = *(const uint64_t *)(s + i);
+    for (; i < n; i++) d[i] = s[i];
+}
+
+/* Execute a checked command against a namespace held in memory (`ram`,
+ * addressable by the serving thread; PRPs are addresses in that thread's
+ * address space). Returns the status to post. */
+GPUMEM_API uint16_t gpumem_nvme_sw_execute_ram(gpumem_nvme_sw_stats *st, const gpumem_nvme_ns *ns,
+                                               unsigned char *ram, const gpumem_nvme_cmd *cmd) {
+    uint64_t off, len, addr, seg;
+    gpumem_nvme_prp_walk w;
+    int to_host = (cmd->cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, r;
+    uint16_t status = gpumem_nvme_sw_check(st, ns, cmd, &off, &len);
+    if (status || len == 0) return status;
+    if (gpumem_nvme_prp_walk_start(&w, cmd, len) != 0) goto bad_prp;
+    while ((r = gpumem_nvme_prp_walk_next(&w, &addr, &seg)) == 1) {
+        unsigned char *at = ram + off + (w.done - seg);
+        if (to_host) gpumem__copy((void *)(uintptr_t)addr, at, seg);
+        else gpumem__copy(at, (const void *)(uintptr_t)addr, seg);
+    }
+    if (r == 0) return 0;
+bad_prp:
+    st->bad_prp++;
+    return GPUMEM_NVME_STATUS(0, 0x13);
+}
+
+/* Post the completion of `cmd` with `status` (a conflict-marked command
+ * gets "command ID conflict" instead and leaves its ID as it was). The
+ * caller has checked that the CQ has room (cq_posted < depth - 1). */
+GPUMEM_API void gpumem_nvme_sw_post(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, const gpumem_nvme_cmd *cmd,
+                                    uint16_t status) {
+    uint16_t cid = (uint16_t)(cmd->cdw0 >> 16);
+    gpumem_nvme_cpl *cpl = &q->cq[q->cq_tail];
+    if (cmd->cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) status = GPUMEM_NVME_STATUS(0, 0x03);
+    else q->cid_state[cid] = 2;
+    st->commands++;
+    cpl->dw0 = 0;
+    cpl->dw1 = 0;
+    cpl->dw2 = (q->sq_head & 0xFFFFu) | ((uint32_t)q->qid << 16);
+    q->cq_cid[q->cq_tail] = cid;
+    /* Release, system scope: dw0..dw2, and the data this command moved into
+     * the host's buffer, before the phase flips; pairs with the harvester's
+     * acquire load of dw3 (gpumem__cq_harvest). */
+    gpumem_atomic_store_u32(&cpl->dw3, (uint32_t)cid | (q->cq_phase << 16) | ((uint32_t)status << 17),
+                            GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+    q->cq_tail = (q->cq_tail + 1) & q->mask;
+    if (q->cq_tail == 0) q->cq_phase ^= 1u;
+    q->cq_posted++;
+}
+
+/* Serve one queue with instant completion from a namespace in memory: take
+ * both doorbells, then fetch, execute and post while the CQ has room, at
+ * most `budget` commands (0: no limit). Returns the things done (0: idle). */
+GPUMEM_API uint32_t gpumem_nvme_sw_serve_ram(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, const gpumem_nvme_ns *ns,
+                                             unsigned char *ram, uint32_t budget) {
+    uint32_t work = gpumem_nvme_sw_take_cq_doorbell(q, st) + gpumem_nvme_sw_take_sq_doorbell(q, st), n = 0;
+    gpumem_nvme_cmd cmd;
+    while ((budget == 0 || n < budget) && q->cq_posted < q->depth - 1 && gpumem_nvme_sw_fetch(q, st, &cmd)) {
+        uint16_t status = 0;
+        if (!(cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) && (status = gpumem_nvme_sw_execute_ram(st, ns, ram, &cmd)) != 0)
+            st->errors_other++;
+        gpumem_nvme_sw_post(q, st, &cmd, status);
+        n++;
+    }
+    return work + n;
+}
+
+/* ======================================================================== */
+/* GPU-resident software controller                                         */
+/* ======================================================================== */
+/*
+ * A persistent block of GPU threads that is an NVMe controller on queue pairs
+ * in memory the caller places: the pairs, rings and controller state in GPU
+ * memory (cudaMalloc) or in mapped pinned host memory (cudaHostAlloc with
+ * cudaHostAllocMapped), the namespace either in GPU memory or in mapped
+ * pinned host memory (then every transfer crosses PCIe). It runs the same
+ * core as the host-thread controller (gpumem_nvme_sw_*), so completions
+ * carry the same phase, SQ head, SQ ID, command ID and status, and it counts
+ * the same protocol violations.
+ *
+ * It supports a subset of the host controller: instant completion, in order,
+ * from a namespace in memory, with an optional IOPS cap (completions spaced
+ * by the GPU's global timer, the cap split evenly over the serving threads
+ * that have pairs). No file backing, latency model, reordering or error
+ * injection: those stay with gpumem_swctl.
+ *
+ * Thread t of n serves pairs t, t+n, t+2n, ...; each pair has one server, so
+ * the controller-side state needs no atomics. The loop ends when the stop
+ * word is set. Everything is GPUMEM_API: the host test suite runs the same
+ * loop from a POSIX thread against host threads.
+ *
+ *   gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
+ *   d.n_pairs = 8; d.depth = 1024; d.n_blocks = 1 << 20; d.ram = ns_bytes;
+ *   d.control = flags;                      // 2 words, mapped pinned host memory
+ *   size_t bytes = gpumem_nvme_gpuctl_bytes(&d);
+ *   void *mem;  cudaMalloc(&mem, bytes);
+ *   gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d);          // a 1-thread kernel inits it
+ *   gpumem_nvme_gpuctl *ctl = (gpumem_nvme_gpuctl *)mem;   // device pointers from here
+ *   gpumem_nvme_gpuctl_launch(ctl, 128, stream);           // the persistent block
+ *   gpumem_nvme_gpuctl_wait_running(&d, 128);              // before clients launch
+ *   ... kernels use gpumem_nvme_gpuctl_pair(mem, i) like any other pair ...
+ *   gpumem_nvme_gpuctl_stop(&d); cudaStreamSynchronize(stream);
+ *   gpumem_nvme_sw_stats s; gpumem_nvme_gpuctl_get_stats_cuda(ctl, &s);   // s.violations == 0
+ *
+ * Launch the controller on its own non-blocking stream before its clients,
+ * and wait until it runs: clients that fill the GPU first would keep it from
+ * ever being scheduled. Or run it in block 0 of a cooperative launch that
+ * also holds the clients (the device tests do both).
+ */
+
+typedef struct gpumem_nvme_gpuctl_desc {
+    uint32_t n_pairs;    /* 1 .. 65535 */
+    uint32_t depth;      /* entries per queue: a power of two, 2 .. 65536 */
+    uint32_t n_cids;     /* command IDs per pair: a power of two, 2 .. 65536 */
+    uint32_t lba_bytes;  /* a power of two, 512 .. 65536 */
+    uint64_t n_blocks;   /* namespace capacity */
+    uint32_t max_blocks; /* most blocks per command (MDTS), 1 .. 65536 */
+    uint32_t reserved_;
+    uint64_t iops;       /* completion rate cap; 0 = none */
+    void *ram;           /* n_blocks * lba_bytes bytes, addressable by the serving threads */
+    uint32_t *control;   /* 2 words, zeroed by init: [0] stop (nonzero ends the loop),
+                            [1] serving threads running; host-visible memory */
+} gpumem_nvme_gpuctl_desc;
+
+typedef struct gpumem_nvme_gpuctl {
+    gpumem_nvme_ns ns;
+    unsigned char *ram;
+    gpumem_nvme_qp *pairs;         /* n_pairs: what the pairs' users are handed */
+    gpumem_nvme_swq *queues;       /* n_pairs: the controller's side of each */
+    gpumem_nvme_sw_stats *stats;   /* n_pairs: written by each pair's server */
+    uint32_t *control;
+    uint32_t n_pairs;
+    uint32_t reserved_;
+    uint64_t iops;
+} gpumem_nvme_gpuctl;
+
+GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
+    gpumem_nvme_gpuctl_desc d;
+    unsigned char *b = (unsigned char *)&d;
+    size_t k;
+    for (k = 0; k < sizeof d; k++) b[k] = 0;
+    d.n_pairs = 1;
+    d.depth = 1024;
+    d.n_cids = 1024;
+    d.lba_bytes = 512;
+    d.max_blocks = 256;
+    return d;
+}
+
+/* Layout in the caller's memory: the controller, then the pairs, queues and
+ * stats arrays, then each pair's block (4 KiB aligned from the base):
+ * SQ ring, CQ ring, two doorbells on lines of their own, pair state,
+ * controller-side queue memory. */
+#define GPUMEM__GPUCTL_PAIRS_OFF GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_gpuctl), 64)
+
+GPUMEM_API size_t gpumem__gpuctl_pair_block(const gpumem_nvme_gpuctl_desc *d) {
+    return GPUMEM_ALIGN_UP((size_t)d->depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl)) +
+                               2 * GPUMEM_PAD_BYTES + gpumem_nvme_qp_state_bytes(d->depth, d->n_cids) +
+                               gpumem_nvme_swq_mem_bytes(d->depth),
+                           4096);
+}
+
+GPUMEM_API size_t gpumem__gpuctl_first_block(uint32_t n_pairs) {
+    return GPUMEM_ALIGN_UP(GPUMEM__GPUCTL_PAIRS_OFF +
+                               (size_t)n_pairs * (sizeof(gpumem_nvme_qp) + sizeof(gpumem_nvme_swq) +
+                                                  sizeof(gpumem_nvme_sw_stats)),
+                           4096);
+}
+
+/* Bytes of memory the controller needs for its pairs (not the namespace). */
+GPUMEM_API size_t gpumem_nvme_gpuctl_bytes(const gpumem_nvme_gpuctl_desc *d) {
+    if (!d) return 0;
+    return gpumem__gpuctl_first_block(d->n_pairs) + (size_t)d->n_pairs * gpumem__gpuctl_pair_block(d);
+}
+
+/* Pair i, computed from the base without touching the memory (so the host
+ * can hand device pointers to kernels). */
+GPUMEM_API gpumem_nvme_qp *gpumem_nvme_gpuctl_pair(void *mem, uint32_t i) {
+    return (gpumem_nvme_qp *)((unsigned char *)mem + GPUMEM__GPUCTL_PAIRS_OFF) + i;
+}
+
+/* Lay the controller out in `mem` (64-byte aligned, gpumem_nvme_gpuctl_bytes
+ * bytes) and initialise it and its pairs; `mem` is then the controller.
+ * Runs where the memory can be written: on the host for host-visible memory,
+ * in a one-thread kernel for GPU memory (gpumem_nvme_gpuctl_init_cuda). */
+GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const gpumem_nvme_gpuctl_desc *d) {
+    gpumem_nvme_gpuctl *c = (gpumem_nvme_gpuctl *)mem;
+    unsigned char *base = (unsigned char *)mem;
+    size_t block, first, k;
+    uint32_t i;
+    gpumem_status st;
+    if (!mem || !d || !d->ram || !d->control) return GPUMEM_ENULL;
+    if (((uintptr_t)mem & 63u) != 0) return GPUMEM_EINVAL;
+    if (d->n_pairs == 0 || d->n_pairs > 65535 || d->max_blocks == 0 || d->max_blocks > 65536 ||
+        d->lba_bytes < 512 || d->lba_bytes > 65536 || !gpumem_is_pow2_u64(d->lba_bytes) || d->n_blocks == 0 ||
+        !gpumem__valid_count(d->depth, GPUMEM_NVME_MAX_DEPTH) || !gpumem__valid_count(d->n_cids, GPUMEM_NVME_MAX_CIDS))
+        return GPUMEM_EINVAL;
+    if (bytes < gpumem_nvme_gpuctl_bytes(d)) return GPUMEM_ENOMEM;
+    block = gpumem__gpuctl_pair_block(d);
+    first = gpumem__gpuctl_first_block(d->n_pairs);
+    for (k = 0; k < first; k++) base[k] = 0;
+    c->ns.nsid = 1;
+    c->ns.lba_shift = gpumem_log2_u64(d->lba_bytes);
+    c->ns.n_blocks = d->n_blocks;
+    c->ns.max_blocks = d->max_blocks;
+    c->ram = (unsigned char *)d->ram;
+    c->pairs = gpumem_nvme_gpuctl_pair(mem, 0);
+    c->queues = (gpumem_nvme_swq *)(c->pairs + d->n_pairs);
+    c->stats = (gpumem_nvme_sw_stats *)(c->queues + d->n_pairs);
+    c->control = d->control;
+    c->n_pairs = d->n_pairs;
+    c->iops = d->iops;
+    for (i = 0; i < d->n_pairs; i++) {
+        unsigned char *p = base + first + (size_t)i * block;
+        size_t rings = (size_t)d->depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl));
+        size_t state = gpumem_nvme_qp_state_bytes(d->depth, d->n_cids);
+        gpumem_nvme_qp_desc q;
+        unsigned char *qb = (unsigned char *)&q;
+        for (k = 0; k < sizeof q; k++) qb[k] = 0;
+        q.depth = d->depth;
+        q.n_cids = d->n_cids;
+        q.qid = i + 1;
+        q.ns = c->ns;
+        q.sq = (gpumem_nvme_cmd *)p;
+        q.cq = (gpumem_nvme_cpl *)(p + (size_t)d->depth * sizeof(gpumem_nvme_cmd));
+        q.sq_doorbell = (uint32_t *)(p + rings);
+        q.cq_doorbell = (uint32_t *)(p + rings + GPUMEM_PAD_BYTES);
+        q.state = p + rings + 2 * GPUMEM_PAD_BYTES;
+        q.state_bytes = state;
+        if ((st = gpumem_nvme_qp_init(&c->pairs[i], &q)) != GPUMEM_OK) return st;
+        if ((st = gpumem_nvme_swq_init(&c->queues[i], &c->pairs[i], p + rings + 2 * GPUMEM_PAD_BYTES + state,
+                                       gpumem_nvme_swq_mem_bytes(d->depth))) != GPUMEM_OK)
+            return st;
+    }
+    d->control[0] = d->control[1] = 0;
+    return GPUMEM_OK;
+}
+
+/* A clock in nanoseconds for the IOPS cap: the GPU's global timer on the
+ * device, the C11 clock on the host. */
+GPUMEM_API uint64_t gpumem__clock_ns(void) {
+#if GPUMEM_ON_DEVICE
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+#else
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+/* The serving loop of thread t of n: serves pairs t, t+n, ... until the stop
+ * word is set. Call it from every thread of a persistent block (the kernel
+ * gpumem_nvme_gpuctl_kernel does), or from a host thread. */
+GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint32_t n) {
+    uint32_t servers = n < c->n_pairs ? n : c->n_pairs, i;
+    /* With a cap, this thread may complete one command every `gap` ns, with
+     * bursts of at most 32 after an idle spell. */
+    uint64_t gap = c->iops ? (1000000000ull * servers + c->iops - 1) / c->iops : 0, next = 0;
+    gpumem_backoff b = gpumem_backoff_start();
+    /* Release is not needed (nothing is published), but the host polls this
+     * word: system scope. */
+    gpumem_atomic_fetch_add_u32(&c->control[1], 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
+    for (uint32_t round = 0, work = 0;; round++) {
+        /* The stop word may sit across PCIe (a microsecond a look): look
+         * when idle, and every 64th busy round. Relaxed is enough: nothing
+         * is read after it, the loop just ends. */
+        if ((work == 0 || (round & 63u) == 0) &&
+            gpumem_atomic_load_u32(&c->control[0], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) != 0)
+            break;
+        work = 0;
+        for (i = t; i < c->n_pairs; i += n) {
+            uint32_t budget = 0;
+            uint64_t now = 0, before;
+            if (gap) {
+                now = gpumem__clock_ns();
+                if (next + 32 * gap < now) next = now - 32 * gap;
+                if (next > now) continue;
+                budget = (uint32_t)((now - next) / gap) + 1;
+            }
+            before = c->stats[i].commands;
+            work += gpumem_nvme_sw_serve_ram(&c->queues[i], &c->stats[i], &c->ns, c->ram, budget);
+            next += gap * (c->stats[i].commands - before);
+        }
+        if (work) {
+            b = gpumem_backoff_start();
+        } else if (!gpumem_backoff_pause(&b)) {
+#if !GPUMEM_ON_DEVICE
+            gpumem__host_sleep_ns(2000); /* a host thread playing the GPU controller (tests) */
+#endif
+        }
+    }
+}
+
+/* The sum of every pair's counts (exact once the loop has ended). Runs
+ * where the controller's memory can be read. */
+GPUMEM_API void gpumem_nvme_gpuctl_get_stats(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
+    uint32_t i;
+    unsigned char *b = (unsigned char *)out;
+    size_t k;
+    for (k = 0; k < sizeof *out; k++) b[k] = 0;
+    for (i = 0; i < c->n_pairs; i++) gpumem_nvme_sw_stats_add(out, &c->stats[i]);
+}
+
+/* Stop the loop: a release store, so that it is seen after anything the
+ * caller wrote before (system scope: the caller may be the host). */
+GPUMEM_API void gpumem_nvme_gpuctl_stop(const gpumem_nvme_gpuctl_desc *d) {
+    gpumem_atomic_store_u32(&d->control[0], 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+}
+
+#if defined(__CUDACC__)
+/* CUDA helpers for the host side of a .cu file. Templates, so that a header
+ * included in several translation units defines each kernel once. */
+template <typename gpumem_unused_ = void>
+__global__ void gpumem_nvme_gpuctl_kernel(gpumem_nvme_gpuctl *c) {
+    gpumem_nvme_gpuctl_serve(c, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+}
+template <typename gpumem_unused_ = void>
+__global__ void gpumem__gpuctl_init_kernel(void *mem, size_t bytes, gpumem_nvme_gpuctl_desc d, gpumem_status *out) {
+    *out = gpumem_nvme_gpuctl_init(mem, bytes, &d);
+}
+template <typename gpumem_unused_ = void>
+__global__ void gpumem__gpuctl_stats_kernel(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
+    gpumem_nvme_gpuctl_get_stats(c, out);
+}
+
+/* Initialise a controller in GPU memory with a one-thread kernel, before
+ * its loop starts. GPUMEM_ESYS if CUDA failed. */
+static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes, const gpumem_nvme_gpuctl_desc *d) {
+    gpumem_status *dst = NULL, st = GPUMEM_ESYS;
+    if (!d) return GPUMEM_ENULL;
+    if (cudaMalloc((void **)&dst, sizeof *dst) != cudaSuccess) return GPUMEM_ESYS;
+    gpumem__gpuctl_init_kernel<<<1, 1>>>(mem, bytes, *d, dst);
+    /* cudaMemcpy on the legacy stream waits for the kernel (and for nothing
+     * on non-blocking streams, such as a running controller). */
+    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(&st, dst, sizeof st, cudaMemcpyDeviceToHost) != cudaSuccess)
+        st = GPUMEM_ESYS;
+    cudaFree(dst);
+    return st;
+}
+
+/* Start the persistent block of `threads` threads on `stream` (make it a
+ * cudaStreamNonBlocking stream, so that work on the legacy stream does not
+ * wait for the controller). */
+static inline cudaError_t gpumem_nvme_gpuctl_launch(gpumem_nvme_gpuctl *c, uint32_t threads, cudaStream_t stream) {
+    gpumem_nvme_gpuctl_kernel<<<1, threads, 0, stream>>>(c);
+    return cudaGetLastError();
+}
+
+/* Wait until `threads` serving threads run (control words in host-visible
+ * memory). GPUMEM_ETIMEDOUT after about timeout_ms. */
+static inline gpumem_status gpumem_nvme_gpuctl_wait_running(const gpumem_nvme_gpuctl_desc *d, uint32_t threads,
+                                                            uint32_t timeout_ms) {
+    uint64_t end = gpumem__clock_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while (gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) < threads)
+        if (gpumem__clock_ns() > end) return GPUMEM_ETIMEDOUT;
+    return GPUMEM_OK;
+}
+
+/* The stats of a controller in GPU memory, summed by a one-thread kernel
+ * (exact once the controller has stopped; cudaMalloc and cudaFree may wait
+ * for the whole device, so call it after the controller's kernel ended). */
+static inline gpumem_status gpumem_nvme_gpuctl_get_stats_cuda(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
+    gpumem_nvme_sw_stats *dst = NULL;
+    gpumem_status st = GPUMEM_OK;
+    if (cudaMalloc((void **)&dst, sizeof *dst) != cudaSuccess) return GPUMEM_ESYS;
+    gpumem__gpuctl_stats_kernel<<<1, 1>>>(c, dst);
+    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(out, dst, sizeof *out, cudaMemcpyDeviceToHost) != cudaSuccess)
+        st = GPUMEM_ESYS;
+    cudaFree(dst);
+    return st;
+}
+#endif /* __CUDACC__ */
+
+/* ======================================================================== */
 /* Host shim: the software NVMe controller                                  */
 /* ======================================================================== */
 /*
@@ -970,25 +1629,19 @@ typedef struct gpumem_swctl_config {
     uint16_t error_status; /* status field to inject, GPUMEM_NVME_STATUS(sct, sc) */
     uint32_t max_pending;  /* fetched but not completed commands held; default 4096 */
     uint64_t seed;         /* for reordering and injection */
+    /* Where the memory the pairs' users touch comes from: each pair's struct,
+     * rings, doorbells and state, and the namespace RAM when the controller
+     * allocates it. NULL: GPUMEM_MALLOC / GPUMEM_FREE. For GPU threads
+     * against this host-thread controller, return mapped pinned memory
+     * (cudaHostAlloc with cudaHostAllocMapped): with unified addressing its
+     * host pointers are valid on the GPU too (tests/cuda/test_nvme_gpu.cu). */
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*free)(void *ctx, void *p);
+    void *alloc_ctx;
 } gpumem_swctl_config;
 
-typedef struct gpumem_swctl_stats {
-    uint64_t commands, reads, writes, flushes;
-    uint64_t blocks_read, blocks_written;
-    uint64_t errors_injected; /* completions given error_status on purpose */
-    uint64_t errors_other;    /* completions with another error status */
-    uint64_t reordered;       /* completions posted ahead of an older due command */
-    /* protocol violations by the host */
-    uint64_t bad_doorbell;        /* doorbell value >= depth */
-    uint64_t doorbell_backwards;  /* SQ tail moved back, or past the fetched head */
-    uint64_t cq_head_past_posted; /* CQ head moved over entries never posted */
-    uint64_t cid_in_flight;       /* command ID reused before its completion was passed */
-    uint64_t bad_prp;             /* PRP null, misaligned, or list entry not page aligned */
-    uint64_t lba_out_of_range;
-    uint64_t bad_opcode;
-    uint64_t bad_nsid;
-    uint64_t violations; /* the sum of the eight counts above */
-} gpumem_swctl_stats;
+/* The counts of gpumem_nvme_sw_stats (the core above), for the whole controller. */
+typedef gpumem_nvme_sw_stats gpumem_swctl_stats;
 
 gpumem_swctl_config gpumem_swctl_config_default(void);
 gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl **out);
@@ -1026,18 +1679,10 @@ typedef struct gpumem__sw_pending {
 } gpumem__sw_pending;
 
 typedef struct gpumem__sw_queue {
-    gpumem_nvme_qp qp; /* the host-side pair (first: qp pointers are handed out) */
-    void *mem;         /* rings, doorbells and pair state: one allocation, used from its first 4 KiB boundary */
-    uint32_t depth, mask;
-    uint32_t sq_head;   /* next SQ entry to fetch */
-    uint32_t sq_tail;   /* last accepted SQ doorbell */
-    uint32_t cq_tail;   /* next CQ entry to post */
-    uint32_t cq_phase;  /* phase to post with */
-    uint32_t cq_head;   /* last accepted CQ doorbell */
-    uint32_t cq_posted; /* posted, not yet passed by the host's head */
-    uint32_t sq_db_seen, cq_db_seen; /* raw doorbell values last judged (a bad one counts once) */
-    uint16_t *cq_cid;   /* command ID posted at each CQ position */
-    uint8_t *cid_state; /* 65536 entries: 0 free, 1 fetched, 2 posted */
+    gpumem_nvme_qp *qp; /* the pair its users are handed: at the start of mem */
+    void *mem;          /* pair, rings, doorbells, pair state and the controller's
+                           queue memory: one allocation, used from its first 4 KiB boundary */
+    gpumem_nvme_swq sw; /* the controller's side (core above) */
     gpumem__sw_pending *pend; /* ring of fetched commands, in fetch order */
     uint32_t pend_head, pend_count;
 } gpumem__sw_queue;
@@ -1057,6 +1702,15 @@ struct gpumem_swctl {
     uint64_t rng;
     gpumem_swctl_stats st; /* written by the controller thread only while running */
 };
+
+static void *gpumem__sw_alloc(const gpumem_swctl_config *cfg, size_t n) {
+    return cfg->alloc ? cfg->alloc(cfg->alloc_ctx, n) : GPUMEM_MALLOC(n);
+}
+static void gpumem__sw_free(const gpumem_swctl_config *cfg, void *p) {
+    if (!p) return;
+    if (cfg->free) cfg->free(cfg->alloc_ctx, p);
+    else GPUMEM_FREE(p);
+}
 
 static uint64_t gpumem__now_ns(void) {
     struct timespec ts;
@@ -1100,6 +1754,7 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
         return GPUMEM_EINVAL;
     }
     if (cfg->n_blocks > (UINT64_MAX / cfg->lba_bytes)) return GPUMEM_EINVAL;
+    if (!cfg->alloc != !cfg->free) return GPUMEM_EINVAL; /* both callbacks or neither */
     c = (gpumem_swctl *)GPUMEM_MALLOC(sizeof *c);
     if (!c) return GPUMEM_ENOMEM;
     memset(c, 0, sizeof *c);
@@ -1113,7 +1768,7 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
         c->ram = (unsigned char *)cfg->ram;
     } else if (cfg->fd < 0) {
         size_t bytes = (size_t)(cfg->n_blocks * cfg->lba_bytes);
-        c->ram = (unsigned char *)GPUMEM_MALLOC(bytes);
+        c->ram = (unsigned char *)gpumem__sw_alloc(cfg, bytes);
         if (!c->ram) {
             GPUMEM_LOG("software controller: cannot allocate %zu bytes of backing RAM", bytes);
             GPUMEM_FREE(c);
@@ -1129,10 +1784,8 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
 void *gpumem_swctl_ram(gpumem_swctl *ctl) { return ctl ? ctl->ram : NULL; }
 gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl) { return ctl->ns; }
 
-static void gpumem__sw_queue_free(gpumem__sw_queue *q) {
-    GPUMEM_FREE(q->mem);
-    GPUMEM_FREE(q->cq_cid);
-    GPUMEM_FREE(q->cid_state);
+static void gpumem__sw_queue_free(const gpumem_swctl_config *cfg, gpumem__sw_queue *q) {
+    gpumem__sw_free(cfg, q->mem);
     GPUMEM_FREE(q->pend);
     GPUMEM_FREE(q);
 }
@@ -1142,8 +1795,8 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
     gpumem__sw_queue *q, **grown;
     unsigned char *raw;
     gpumem_nvme_qp_desc d;
-    size_t ring_bytes, state_bytes, total;
-    unsigned char *mem;
+    size_t pair_bytes = GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 4096), ring_bytes, state_bytes, sw_bytes, total;
+    unsigned char *mem, *rings;
     gpumem_status st;
     if (!ctl || !out) return GPUMEM_ENULL;
     *out = NULL;
@@ -1156,47 +1809,45 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
     memset(q, 0, sizeof *q);
     ring_bytes = (size_t)depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl));
     state_bytes = gpumem_nvme_qp_state_bytes(depth, n_cids);
-    total = GPUMEM_ALIGN_UP(ring_bytes + 2 * GPUMEM_PAD_BYTES + state_bytes, 4096);
-    raw = (unsigned char *)GPUMEM_MALLOC(total + 4096);
+    sw_bytes = gpumem_nvme_swq_mem_bytes(depth);
+    total = pair_bytes + GPUMEM_ALIGN_UP(ring_bytes + 2 * GPUMEM_PAD_BYTES + state_bytes + sw_bytes, 4096);
+    raw = (unsigned char *)gpumem__sw_alloc(&ctl->cfg, total + 4096);
     mem = raw ? (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)raw, 4096) : NULL;
     q->mem = raw;
-    q->cq_cid = (uint16_t *)GPUMEM_MALLOC((size_t)depth * sizeof(uint16_t));
-    q->cid_state = (uint8_t *)GPUMEM_MALLOC(65536);
     q->pend = (gpumem__sw_pending *)GPUMEM_MALLOC((size_t)ctl->cfg.max_pending * sizeof(gpumem__sw_pending));
     grown = (gpumem__sw_queue **)GPUMEM_MALLOC((ctl->n_queues + 1) * sizeof *grown);
-    if (!raw || !q->cq_cid || !q->cid_state || !q->pend || !grown) {
+    if (!raw || !q->pend || !grown) {
         GPUMEM_FREE(grown);
-        gpumem__sw_queue_free(q);
+        gpumem__sw_queue_free(&ctl->cfg, q);
         return GPUMEM_ENOMEM;
     }
     memset(mem, 0, total);
-    memset(q->cid_state, 0, 65536);
+    q->qp = (gpumem_nvme_qp *)mem;
+    rings = mem + pair_bytes;
     memset(&d, 0, sizeof d);
     d.depth = depth;
     d.n_cids = n_cids;
     d.qid = ctl->n_queues + 1;
     d.virtual_start = virtual_start;
     d.ns = ctl->ns;
-    d.sq = (gpumem_nvme_cmd *)mem;
-    d.cq = (gpumem_nvme_cpl *)(mem + (size_t)depth * sizeof(gpumem_nvme_cmd));
-    d.sq_doorbell = (uint32_t *)(mem + ring_bytes);
-    d.cq_doorbell = (uint32_t *)(mem + ring_bytes + GPUMEM_PAD_BYTES);
-    d.state = mem + ring_bytes + 2 * GPUMEM_PAD_BYTES;
+    d.sq = (gpumem_nvme_cmd *)rings;
+    d.cq = (gpumem_nvme_cpl *)(rings + (size_t)depth * sizeof(gpumem_nvme_cmd));
+    d.sq_doorbell = (uint32_t *)(rings + ring_bytes);
+    d.cq_doorbell = (uint32_t *)(rings + ring_bytes + GPUMEM_PAD_BYTES);
+    d.state = rings + ring_bytes + 2 * GPUMEM_PAD_BYTES;
     d.state_bytes = state_bytes;
     d.doorbell_event = &ctl->doorbell_event;
-    if ((st = gpumem_nvme_qp_init(&q->qp, &d)) != GPUMEM_OK) {
+    if ((st = gpumem_nvme_qp_init(q->qp, &d)) != GPUMEM_OK ||
+        (st = gpumem_nvme_swq_init(&q->sw, q->qp, (unsigned char *)d.state + state_bytes, sw_bytes)) != GPUMEM_OK) {
         GPUMEM_FREE(grown);
-        gpumem__sw_queue_free(q);
+        gpumem__sw_queue_free(&ctl->cfg, q);
         return st;
     }
     if (ctl->n_queues) memcpy(grown, ctl->queues, ctl->n_queues * sizeof *grown);
     GPUMEM_FREE(ctl->queues);
     ctl->queues = grown;
-    q->depth = depth;
-    q->mask = depth - 1;
-    q->cq_phase = 1;
     ctl->queues[ctl->n_queues++] = q;
-    *out = &q->qp;
+    *out = q->qp;
     return GPUMEM_OK;
 }
 
@@ -1204,174 +1855,61 @@ gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme
     return gpumem_swctl_add_qp_ex(ctl, depth, GPUMEM_NVME_MAX_CIDS, 0, out);
 }
 
-/* Walk the PRPs of a transfer of `len` bytes and copy between the backing
- * store at byte offset `off` and host memory. Returns 0 or an NVMe status. */
-static uint16_t gpumem__sw_transfer(gpumem_swctl *c, const gpumem_nvme_cmd *cmd, uint64_t off, uint64_t len,
-                                    int to_host) {
-    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES, per_page = pg / 8;
-    uint64_t done = 0, addr = cmd->prp1, seg, n_pages, first;
-    const uint64_t *list = NULL;
-    uint64_t list_left = 0, k;
-    if (cmd->prp1 == 0 || (cmd->prp1 & 3u)) goto bad_prp;
-    first = pg - (cmd->prp1 & (pg - 1));
-    n_pages = 1 + (len > first ? (len - first + pg - 1) / pg : 0);
-    if (n_pages == 2 && (cmd->prp2 == 0 || (cmd->prp2 & (pg - 1)))) goto bad_prp;
-    if (n_pages > 2) {
-        if (cmd->prp2 == 0 || (cmd->prp2 & 7u)) goto bad_prp;
-        list = (const uint64_t *)(uintptr_t)cmd->prp2;
-        list_left = (pg - (cmd->prp2 & (pg - 1))) / 8;
-    }
-    for (k = 0; k < n_pages; k++) {
-        if (k == 1 && n_pages == 2) {
-            addr = cmd->prp2;
-        } else if (k > 0) {
-            if (list_left == 1 && n_pages - k > 1) { /* last entry of a list page chains to the next */
-                uint64_t next = *list;
-                if (next == 0 || (next & 7u)) goto bad_prp;
-                list = (const uint64_t *)(uintptr_t)next;
-                list_left = per_page - ((next & (pg - 1)) / 8);
-            }
-            addr = *list++;
-            list_left--;
+/* Execute one command; returns the status field to post. A namespace in
+ * RAM is the core's gpumem_nvme_sw_execute_ram; a file is read and written
+ * here, segment by segment along the same PRP walk. */
+static uint16_t gpumem__sw_execute(gpumem_swctl *c, const gpumem_nvme_cmd *cmd) {
+    uint64_t off, len, addr, seg;
+    gpumem_nvme_prp_walk w;
+    int to_host = (cmd->cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, r;
+    uint16_t status;
+    if (c->ram) return gpumem_nvme_sw_execute_ram(&c->st, &c->ns, c->ram, cmd);
+    if ((status = gpumem_nvme_sw_check(&c->st, &c->ns, cmd, &off, &len)) != 0) return status;
+    if (len == 0) return fsync(c->cfg.fd) == 0 ? 0 : GPUMEM_NVME_STATUS(2, 0x80); /* Flush */
+    if (gpumem_nvme_prp_walk_start(&w, cmd, len) != 0) goto bad_prp;
+    while ((r = gpumem_nvme_prp_walk_next(&w, &addr, &seg)) == 1) {
+        off_t at = (off_t)(off + w.done - seg);
+        ssize_t got = to_host ? pread(c->cfg.fd, (void *)(uintptr_t)addr, (size_t)seg, at)
+                              : pwrite(c->cfg.fd, (const void *)(uintptr_t)addr, (size_t)seg, at);
+        if (got != (ssize_t)seg) {
+            if (to_host && got >= 0) memset((char *)(uintptr_t)addr + got, 0, (size_t)(seg - (uint64_t)got));
+            else return to_host ? GPUMEM_NVME_STATUS(2, 0x81) : GPUMEM_NVME_STATUS(2, 0x80);
         }
-        if (k > 0 && (addr == 0 || (addr & (pg - 1)))) goto bad_prp;
-        seg = pg - (addr & (pg - 1));
-        if (seg > len - done) seg = len - done;
-        if (c->ram) {
-            if (to_host) memcpy((void *)(uintptr_t)addr, c->ram + off + done, (size_t)seg);
-            else memcpy(c->ram + off + done, (const void *)(uintptr_t)addr, (size_t)seg);
-        } else {
-            ssize_t r = to_host ? pread(c->cfg.fd, (void *)(uintptr_t)addr, (size_t)seg, (off_t)(off + done))
-                                : pwrite(c->cfg.fd, (const void *)(uintptr_t)addr, (size_t)seg, (off_t)(off + done));
-            if (r != (ssize_t)seg) {
-                if (to_host && r >= 0) memset((char *)(uintptr_t)addr + r, 0, (size_t)(seg - (uint64_t)r));
-                else return to_host ? GPUMEM_NVME_STATUS(2, 0x81) : GPUMEM_NVME_STATUS(2, 0x80);
-            }
-        }
-        done += seg;
     }
-    return 0;
+    if (r == 0) return 0;
 bad_prp:
     c->st.bad_prp++;
     return GPUMEM_NVME_STATUS(0, 0x13);
 }
 
-/* Execute one command; returns the status field to post. */
-static uint16_t gpumem__sw_execute(gpumem_swctl *c, const gpumem_nvme_cmd *cmd) {
-    uint32_t op = cmd->cdw0 & 0xFFu;
-    uint64_t slba, nlb;
-    if (op == GPUMEM_NVME_OP_FLUSH) {
-        if (cmd->nsid != c->ns.nsid && cmd->nsid != 0xFFFFFFFFu) {
-            c->st.bad_nsid++;
-            return GPUMEM_NVME_STATUS(0, 0x0B);
-        }
-        c->st.flushes++;
-        if (!c->ram && fsync(c->cfg.fd) != 0) return GPUMEM_NVME_STATUS(2, 0x80);
-        return 0;
-    }
-    if (op != GPUMEM_NVME_OP_READ && op != GPUMEM_NVME_OP_WRITE) {
-        c->st.bad_opcode++;
-        return GPUMEM_NVME_STATUS(0, 0x01);
-    }
-    if (cmd->nsid != c->ns.nsid) {
-        c->st.bad_nsid++;
-        return GPUMEM_NVME_STATUS(0, 0x0B);
-    }
-    slba = (uint64_t)cmd->cdw10 | ((uint64_t)cmd->cdw11 << 32);
-    nlb = (uint64_t)(cmd->cdw12 & 0xFFFFu) + 1;
-    if (slba >= c->ns.n_blocks || nlb > c->ns.n_blocks - slba) {
-        c->st.lba_out_of_range++;
-        return GPUMEM_NVME_STATUS(0, 0x80);
-    }
-    if (nlb > c->ns.max_blocks) return GPUMEM_NVME_STATUS(0, 0x02);
-    if (op == GPUMEM_NVME_OP_READ) {
-        c->st.reads++;
-        c->st.blocks_read += nlb;
-    } else {
-        c->st.writes++;
-        c->st.blocks_written += nlb;
-    }
-    return gpumem__sw_transfer(c, cmd, slba << c->ns.lba_shift, nlb << c->ns.lba_shift,
-                               op == GPUMEM_NVME_OP_READ);
-}
-
-/* Take the CQ head doorbell: frees CQ space and the command IDs passed.
- * Returns 1 if the head moved. */
-static uint32_t gpumem__sw_take_cq_doorbell(gpumem_swctl *c, gpumem__sw_queue *q) {
-    uint32_t work = 0, db;
-    db = __atomic_load_n(q->qp.cq_doorbell, __ATOMIC_ACQUIRE);
-    if (db != q->cq_db_seen) {
-        q->cq_db_seen = db;
-        uint32_t adv = (db - q->cq_head) & q->mask;
-        if (db >= q->depth) {
-            c->st.bad_doorbell++;
-        } else if (adv > q->cq_posted) {
-            c->st.cq_head_past_posted++;
-        } else {
-            while (q->cq_head != db) {
-                q->cid_state[q->cq_cid[q->cq_head]] = 0;
-                q->cq_head = (q->cq_head + 1) & q->mask;
-            }
-            q->cq_posted -= adv;
-            work++;
-        }
-    }
-    return work;
-}
-
 /* Take doorbell values, fetch commands, post due completions. Returns the
  * number of things done (0 = idle). */
 static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_t now) {
-    uint32_t work = 0;
-    uint32_t db, posted_before;
+    gpumem_nvme_swq *sw = &q->sw;
+    uint32_t work = 0, posted_before;
 
-    work += gpumem__sw_take_cq_doorbell(c, q);
-    /* SQ tail doorbell. Acquire: the commands it covers are visible. */
-    db = __atomic_load_n(q->qp.sq_doorbell, __ATOMIC_ACQUIRE);
-    if (db != q->sq_db_seen) {
-        q->sq_db_seen = db;
-        if (db >= q->depth) {
-            c->st.bad_doorbell++;
-        } else if (((db - q->sq_head) & q->mask) < ((q->sq_tail - q->sq_head) & q->mask)) {
-            c->st.doorbell_backwards++;
-        } else {
-            q->sq_tail = db;
-        }
-    }
+    work += gpumem_nvme_sw_take_cq_doorbell(sw, &c->st);
+    work += gpumem_nvme_sw_take_sq_doorbell(sw, &c->st);
     /* Fetch in order while there is room to hold them. */
-    while (q->sq_head != q->sq_tail && q->pend_count < c->cfg.max_pending) {
+    while (q->pend_count < c->cfg.max_pending) {
         gpumem__sw_pending *p = &q->pend[(q->pend_head + q->pend_count) % c->cfg.max_pending];
         uint64_t due = now + c->cfg.latency_ns;
-        uint16_t cid;
-        p->cmd = q->qp.sq[q->sq_head];
-        q->sq_head = (q->sq_head + 1) & q->mask;
+        if (!gpumem_nvme_sw_fetch(sw, &c->st, &p->cmd)) break;
         if (c->cfg.iops) {
             uint64_t gap = 1000000000ull / c->cfg.iops;
             if (due < c->last_due_ns + gap) due = c->last_due_ns + gap;
         }
         c->last_due_ns = due;
         p->due_ns = due;
-        cid = (uint16_t)(p->cmd.cdw0 >> 16);
-        /* A host may reuse an ID once it has rung the CQ doorbell past the
-         * old completion, and it rang that doorbell before this SQ doorbell:
-         * look at the CQ doorbell again before calling it a violation. */
-        if (q->cid_state[cid] == 2) gpumem__sw_take_cq_doorbell(c, q);
-        if (q->cid_state[cid] != 0) {
-            c->st.cid_in_flight++;
-            p->cmd.cdw0 |= 0x100u; /* remember: complete with "command ID conflict" */
-        } else {
-            q->cid_state[cid] = 1;
-        }
         q->pend_count++;
         work++;
     }
     /* Post completions that are due while the CQ has room (it holds depth-1). */
-    posted_before = q->cq_posted;
-    while (q->pend_count && q->cq_posted < q->depth - 1) {
+    posted_before = sw->cq_posted;
+    while (q->pend_count && sw->cq_posted < sw->depth - 1) {
         uint32_t pick = 0;
         gpumem__sw_pending e;
-        gpumem_nvme_cpl *cpl;
-        uint16_t status, cid;
+        uint16_t status = 0;
         if (q->pend[q->pend_head].due_ns > now) break;
         if (c->cfg.reorder > 1) {
             uint32_t window = q->pend_count < c->cfg.reorder ? q->pend_count : c->cfg.reorder;
@@ -1386,33 +1924,18 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
             q->pend_head = (q->pend_head + 1) % c->cfg.max_pending;
             q->pend_count--;
         }
-        cid = (uint16_t)(e.cmd.cdw0 >> 16);
-        if (e.cmd.cdw0 & 0x100u) {
-            status = GPUMEM_NVME_STATUS(0, 0x03);
+        if (e.cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) {
+            /* completes with "command ID conflict" (gpumem_nvme_sw_post) */
         } else if (c->cfg.error_ppm && gpumem__rng_next(&c->rng) % 1000000u < c->cfg.error_ppm) {
             status = c->cfg.error_status; /* injected: the command is not executed */
             c->st.errors_injected++;
-            q->cid_state[cid] = 2;
-        } else {
-            status = gpumem__sw_execute(c, &e.cmd);
-            if (status != 0) c->st.errors_other++;
-            q->cid_state[cid] = 2;
+        } else if ((status = gpumem__sw_execute(c, &e.cmd)) != 0) {
+            c->st.errors_other++;
         }
-        c->st.commands++;
-        cpl = &q->qp.cq[q->cq_tail];
-        cpl->dw0 = 0;
-        cpl->dw1 = 0;
-        cpl->dw2 = (q->sq_head & 0xFFFFu) | ((uint32_t)q->qp.qid << 16);
-        q->cq_cid[q->cq_tail] = cid;
-        /* Release: dw0..dw2 and the data transfer before the phase flips. */
-        __atomic_store_n(&cpl->dw3, (uint32_t)cid | (q->cq_phase << 16) | ((uint32_t)status << 17),
-                         __ATOMIC_RELEASE);
-        q->cq_tail = (q->cq_tail + 1) & q->mask;
-        if (q->cq_tail == 0) q->cq_phase ^= 1u;
-        q->cq_posted++;
+        gpumem_nvme_sw_post(sw, &c->st, &e.cmd, status);
         work++;
     }
-    if (posted_before != q->cq_posted) gpumem_event_notify(&q->qp.event); /* wake parked pollers */
+    if (posted_before != sw->cq_posted) gpumem_event_notify(&q->qp->event); /* wake parked pollers */
     return work;
 }
 
@@ -1444,8 +1967,8 @@ static void *gpumem__sw_main(void *arg) {
         seen = gpumem__event_begin(&c->doorbell_event);
         for (i = 0; i < c->n_queues; i++) {
             gpumem__sw_queue *q = c->queues[i];
-            if (__atomic_load_n(q->qp.sq_doorbell, __ATOMIC_ACQUIRE) != q->sq_db_seen ||
-                __atomic_load_n(q->qp.cq_doorbell, __ATOMIC_ACQUIRE) != q->cq_db_seen)
+            if (__atomic_load_n(q->sw.sq_doorbell, __ATOMIC_ACQUIRE) != q->sw.sq_db_seen ||
+                __atomic_load_n(q->sw.cq_doorbell, __ATOMIC_ACQUIRE) != q->sw.cq_db_seen)
                 work++;
         }
         next = gpumem__sw_next_due(c);
@@ -1489,21 +2012,18 @@ gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl) {
 
 /* Counts are exact once stopped; while running they are a recent snapshot. */
 void gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out) {
-    gpumem_swctl_stats s;
     if (!ctl || !out) return;
-    s = ctl->st;
-    s.violations = s.bad_doorbell + s.doorbell_backwards + s.cq_head_past_posted + s.cid_in_flight + s.bad_prp +
-                   s.lba_out_of_range + s.bad_opcode + s.bad_nsid;
-    *out = s;
+    memset(out, 0, sizeof *out);
+    gpumem_nvme_sw_stats_add(out, &ctl->st);
 }
 
 void gpumem_swctl_destroy(gpumem_swctl *ctl) {
     uint32_t i;
     if (!ctl) return;
     if (ctl->thread_alive) gpumem_swctl_stop(ctl);
-    for (i = 0; i < ctl->n_queues; i++) gpumem__sw_queue_free(ctl->queues[i]);
+    for (i = 0; i < ctl->n_queues; i++) gpumem__sw_queue_free(&ctl->cfg, ctl->queues[i]);
     GPUMEM_FREE(ctl->queues);
-    if (ctl->own_ram) GPUMEM_FREE(ctl->ram);
+    if (ctl->own_ram) gpumem__sw_free(&ctl->cfg, ctl->ram);
     GPUMEM_FREE(ctl);
 }
 

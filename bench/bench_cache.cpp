@@ -21,26 +21,11 @@
 #include <vector>
 
 #include "gpumem_cache.h"
+#include "cas_baseline.h"
 
 namespace {
 
 constexpr uint64_t kHitBytes = 4u << 20;  // resident data of the hit benchmarks
-
-// The compare-and-swap baseline: the hit path with the state word taken by a
-// CAS loop (VALID -> VALID + 1, retried on any change) instead of one
-// fetch-add. It does the same bookkeeping as gpumem_cache_acquire's hit path.
-void *cas_acquire(gpumem_cache *c, uint64_t line) {
-    uint32_t *w = &c->lines[line].state;
-    for (;;) {
-        uint32_t s = gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
-        if ((s & (GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY)) != GPUMEM_CACHE_VALID) abort();  // all resident
-        if (gpumem_atomic_cas_u32(w, &s, s + 1, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_DEVICE)) break;
-    }
-    uint32_t k = c->lines[line].slot;
-    gpumem__policy_touch(c, k);
-    gpumem__cache_count(c, line, GPUMEM__ST_HITS, 1);
-    return gpumem__slot_data(c, k);
-}
 
 struct HitRig {
     std::vector<unsigned char> mem;
@@ -79,7 +64,7 @@ void BM_Hit(benchmark::State &state) {
                 break;
             }
         } else {
-            p = cas_acquire(g_hit->cache, line);
+            if (!(p = cas_acquire(g_hit->cache, line))) abort();  // all resident
         }
         uint64_t v;
         memcpy(&v, (unsigned char *)p + (e * 8) % line_bytes, 8);

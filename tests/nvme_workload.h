@@ -135,6 +135,11 @@ typedef struct run_cfg {
     uint32_t depth, threads, ios, async_depth, pairs, n_cids;
     uint32_t virtual_start;
     gpumem_swctl_config ctl;
+    /* 0: the host-thread controller (ctl above). N > 0: the GPU-resident
+     * controller's serving loop (gpumem_nvme_gpuctl_serve) run by N host
+     * threads, with instant completion (ctl's latency, reordering and error
+     * injection do not apply; virtual_start must be 0). */
+    uint32_t gpuctl_servers;
 } run_cfg;
 
 typedef struct run_result {
@@ -156,29 +161,101 @@ static run_cfg base_run(uint32_t depth) {
     return rc;
 }
 
+/* The GPU-resident controller, served by host threads. */
+typedef struct gpuctl_rig {
+    gpumem_nvme_gpuctl_desc d;
+    void *mem;
+    uint32_t control[2];
+    uint32_t servers;
+    pthread_t thread[16];
+    uint32_t index[16];
+} gpuctl_rig;
+
+static gpuctl_rig *gpuctl_rig_now; /* the rig the server threads serve */
+
+static void *gpuctl_server(void *p) {
+    uint32_t t = *(const uint32_t *)p;
+    gpumem_nvme_gpuctl_serve((gpumem_nvme_gpuctl *)gpuctl_rig_now->mem, t, gpuctl_rig_now->servers);
+    return NULL;
+}
+
+/* Lay out a GPU controller in host memory and initialise it (not started). */
+static gpumem_status gpuctl_rig_init(gpuctl_rig *g, const run_cfg *rc, uint64_t n_blocks) {
+    size_t bytes;
+    memset(g, 0, sizeof *g);
+    g->d = gpumem_nvme_gpuctl_desc_default();
+    g->d.n_pairs = rc->pairs;
+    g->d.depth = rc->depth;
+    g->d.n_cids = rc->n_cids ? rc->n_cids : 1024;
+    g->d.lba_bytes = LBA;
+    g->d.n_blocks = n_blocks;
+    g->d.max_blocks = rc->ctl.max_blocks;
+    g->d.ram = calloc(n_blocks, LBA);
+    g->d.control = g->control;
+    bytes = gpumem_nvme_gpuctl_bytes(&g->d);
+    g->mem = aligned_alloc(4096, GPUMEM_ALIGN_UP(bytes, 4096));
+    g->servers = rc->gpuctl_servers > 16 ? 16 : rc->gpuctl_servers;
+    if (!g->d.ram || !g->mem) return GPUMEM_ENOMEM;
+    if (rc->virtual_start) return GPUMEM_EINVAL;
+    return gpumem_nvme_gpuctl_init(g->mem, bytes, &g->d);
+}
+
+static void gpuctl_rig_start(gpuctl_rig *g) {
+    uint32_t i;
+    gpuctl_rig_now = g;
+    for (i = 0; i < g->servers; i++) {
+        g->index[i] = i;
+        pthread_create(&g->thread[i], NULL, gpuctl_server, &g->index[i]);
+    }
+    while (__atomic_load_n(&g->control[1], __ATOMIC_ACQUIRE) < g->servers) sched_yield();
+}
+
+static void gpuctl_rig_stop(gpuctl_rig *g, gpumem_nvme_sw_stats *s) {
+    uint32_t i;
+    gpumem_nvme_gpuctl_stop(&g->d);
+    for (i = 0; i < g->servers; i++) pthread_join(g->thread[i], NULL);
+    gpumem_nvme_gpuctl_get_stats((gpumem_nvme_gpuctl *)g->mem, s);
+}
+
+static void gpuctl_rig_free(gpuctl_rig *g) {
+    free(g->mem);
+    free(g->d.ram);
+}
+
 static void run_workload(const run_cfg *rc, run_result *r) {
     const uint32_t region = 64;
     gpumem_swctl_config cfg = rc->ctl;
     gpumem_swctl *ctl = NULL;
+    gpuctl_rig g;
     gpumem_nvme_qp *pairs[16];
+    unsigned char *ram;
     pthread_t *t;
     worker_args *a;
     uint32_t i, j;
     memset(r, 0, sizeof *r);
+    memset(&g, 0, sizeof g);
     cfg.lba_bytes = LBA;
     cfg.n_blocks = (uint64_t)rc->threads * region;
     if (rc->pairs < 1 || rc->pairs > 16) r->setup = GPUMEM_EINVAL;
-    if (!r->setup) r->setup = gpumem_swctl_create(&cfg, &ctl);
-    for (i = 0; !r->setup && i < rc->pairs; i++)
-        r->setup = gpumem_swctl_add_qp_ex(ctl, rc->depth, rc->n_cids ? rc->n_cids : 65536, rc->virtual_start,
-                                          &pairs[i]);
+    if (rc->gpuctl_servers) {
+        if (!r->setup) r->setup = gpuctl_rig_init(&g, rc, cfg.n_blocks);
+        for (i = 0; !r->setup && i < rc->pairs; i++) pairs[i] = gpumem_nvme_gpuctl_pair(g.mem, i);
+    } else {
+        if (!r->setup) r->setup = gpumem_swctl_create(&cfg, &ctl);
+        for (i = 0; !r->setup && i < rc->pairs; i++)
+            r->setup = gpumem_swctl_add_qp_ex(ctl, rc->depth, rc->n_cids ? rc->n_cids : 65536, rc->virtual_start,
+                                              &pairs[i]);
+    }
     if (r->setup) {
         gpumem_swctl_destroy(ctl);
+        gpuctl_rig_free(&g);
         return;
     }
+    ram = rc->gpuctl_servers ? (unsigned char *)g.d.ram : (unsigned char *)gpumem_swctl_ram(ctl);
     for (i = 0; i < rc->threads * region; i++) /* initial content: generation 0 */
-        fill_block((unsigned char *)gpumem_swctl_ram(ctl) + (size_t)i * LBA, i, 0);
-    gpumem_swctl_start(ctl);
+        fill_block(ram + (size_t)i * LBA, i, 0);
+    if (rc->gpuctl_servers) gpuctl_rig_start(&g);
+    else gpumem_swctl_start(ctl);
     t = calloc(rc->threads, sizeof *t);
     a = calloc(rc->threads, sizeof *a);
     for (i = 0; i < rc->threads; i++) {
@@ -201,12 +278,16 @@ static void run_workload(const run_cfg *rc, run_result *r) {
         r->worker_failures += a[i].failures;
         if (a[i].first_failure_line && !r->first_failure_line) r->first_failure_line = a[i].first_failure_line;
     }
-    gpumem_swctl_stop(ctl);
-    gpumem_swctl_get_stats(ctl, &r->stats);
+    if (rc->gpuctl_servers) {
+        gpuctl_rig_stop(&g, &r->stats);
+    } else {
+        gpumem_swctl_stop(ctl);
+        gpumem_swctl_get_stats(ctl, &r->stats);
+    }
     for (i = 0; i < rc->threads; i++)
         for (j = 0; j < region; j++) {
             uint64_t lba = (uint64_t)i * region + j;
-            if (!block_ok((unsigned char *)gpumem_swctl_ram(ctl) + lba * LBA, lba, a[i].gen[j])) r->store_mismatches++;
+            if (!block_ok(ram + lba * LBA, lba, a[i].gen[j])) r->store_mismatches++;
         }
     for (i = 0; i < rc->pairs; i++) /* every ticket reached the controller and came back */
         if (pairs[i]->tail.v != pairs[i]->ticket.v || pairs[i]->sq_head.v != pairs[i]->tail.v ||
@@ -216,6 +297,7 @@ static void run_workload(const run_cfg *rc, run_result *r) {
     free(a);
     free(t);
     gpumem_swctl_destroy(ctl);
+    gpuctl_rig_free(&g);
 }
 
 /* NULL if the run was clean, else what was wrong. */

@@ -40,7 +40,7 @@ int main(void) {
     struct {
         const char *name;
         run_cfg rc;
-    } runs[10];
+    } runs[11];
     int n = 0, i, failed = 0;
     double scale = test_scale();
     runs[n].name = "depth 2, 64 threads";
@@ -70,6 +70,11 @@ int main(void) {
     runs[n].rc.ctl.error_ppm = 50000;
     runs[n].rc.ctl.error_status = GPUMEM_NVME_STATUS(2, 0x81);
     runs[n++].rc.ctl.reorder = 8;
+    runs[n].name = "GPU controller loop, 4 pairs";
+    runs[n].rc = base_run(64);
+    runs[n].rc.pairs = 4;
+    runs[n].rc.n_cids = 64;
+    runs[n++].rc.gpuctl_servers = 2;
     for (i = 0; i < n; i++) {
         run_result r;
         const char *problem;

@@ -405,14 +405,13 @@ Test(nvme_mt, injected_errors_reach_their_caller, .timeout = 600) {
 
 /* ---- the controller's violation counters can fire ------------------------- */
 
-Test(nvme_ctl, counts_protocol_violations) {
-    gpumem_swctl *ctl;
-    gpumem_nvme_qp *qp;
+/* Provoke each kind of violation once on `qp` (and one good command); the
+ * caller then stops its controller and checks the counts with
+ * expect_provoked_violations. */
+static void provoke_violations(gpumem_nvme_qp *qp) {
     gpumem_nvme_cmd cmd;
     gpumem_nvme_cpl cpl;
-    gpumem_swctl_stats s;
-    unsigned char buf[LBA] __attribute__((aligned(LBA)));
-    ctl = started_ctl(64, NULL, 8, &qp);
+    static unsigned char buf[LBA] __attribute__((aligned(LBA)));
     /* An LBA range past the namespace, built by hand around the checked builder. */
     cr_assert_eq(gpumem_nvme_cmd_read(&cmd, &qp->ns, 0, 1, (uintptr_t)buf, 0), GPUMEM_OK);
     cmd.cdw10 = 64;
@@ -428,15 +427,175 @@ Test(nvme_ctl, counts_protocol_violations) {
     cmd.cdw0 = 0x7F;
     cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_EIO);
     cr_assert_str_eq(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)), "invalid command opcode");
+    cmd.cdw0 = GPUMEM_NVME_OP_READ;
+    cr_assert_eq(gpumem_nvme_qp_exec(qp, &cmd, &cpl), GPUMEM_OK, "a good command still works");
     /* A doorbell value out of range, written behind the library's back. */
     __atomic_store_n(qp->cq_doorbell, 9u, __ATOMIC_RELEASE);
     { struct timespec ts = {0, 20000000}; nanosleep(&ts, NULL); }
+}
+
+static void expect_provoked_violations(const gpumem_swctl_stats *s) {
+    cr_assert_eq(s->lba_out_of_range, 1);
+    cr_assert_eq(s->bad_prp, 1);
+    cr_assert_eq(s->bad_opcode, 1);
+    cr_assert_eq(s->bad_doorbell, 1, "counted once, not once per look");
+    cr_assert_eq(s->violations, 4);
+    cr_assert_eq(s->commands, 4);
+    cr_assert_eq(s->reads, 2, "the bad-PRP read passed the checks before its PRP was walked");
+}
+
+Test(nvme_ctl, counts_protocol_violations) {
+    gpumem_swctl *ctl;
+    gpumem_nvme_qp *qp;
+    gpumem_swctl_stats s;
+    ctl = started_ctl(64, NULL, 8, &qp);
+    provoke_violations(qp);
     cr_assert_eq(gpumem_swctl_stop(ctl), GPUMEM_OK);
     gpumem_swctl_get_stats(ctl, &s);
-    cr_assert_eq(s.lba_out_of_range, 1);
-    cr_assert_eq(s.bad_prp, 1);
-    cr_assert_eq(s.bad_opcode, 1);
-    cr_assert_eq(s.bad_doorbell, 1, "counted once, not once per look");
-    cr_assert_eq(s.violations, 4);
+    expect_provoked_violations(&s);
     gpumem_swctl_destroy(ctl);
+}
+
+/* ---- the GPU-resident controller's loop, run by host threads --------------- */
+/* gpumem_nvme_gpuctl_serve is GPUMEM_API: here host threads play the GPU's
+ * serving threads, so the code the GPU runs is tested on every machine. */
+
+Test(nvme_gpuctl, sixty_four_threads_four_pairs_two_servers, .timeout = 600) {
+    run_cfg rc = base_run(64);
+    rc.pairs = 4;
+    rc.n_cids = 64;
+    rc.gpuctl_servers = 2;
+    run_workers(&rc, NULL);
+}
+
+Test(nvme_gpuctl, depth_4_more_servers_than_pairs, .timeout = 600) {
+    run_cfg rc = base_run(4);
+    rc.pairs = 2;
+    rc.n_cids = 8;
+    rc.gpuctl_servers = 3; /* one server has no pair and just idles */
+    rc.ios = (uint32_t)(300 * test_scale());
+    run_workers(&rc, NULL);
+}
+
+Test(nvme_gpuctl, init_rejects_bad_input) {
+    gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
+    uint32_t control[2];
+    static unsigned char ram[64 * LBA];
+    void *mem;
+    size_t bytes;
+    d.n_blocks = 64;
+    d.ram = ram;
+    d.control = control;
+    bytes = gpumem_nvme_gpuctl_bytes(&d);
+    mem = aligned_alloc(4096, GPUMEM_ALIGN_UP(bytes, 4096));
+    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes - 1, &d), GPUMEM_ENOMEM);
+    cr_assert_eq(gpumem_nvme_gpuctl_init((char *)mem + 8, bytes, &d), GPUMEM_EINVAL, "64-byte alignment");
+    d.depth = 6;
+    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_EINVAL);
+    d.depth = 1024;
+    d.control = NULL;
+    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_ENULL);
+    d.control = control;
+    d.lba_bytes = 1000;
+    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_EINVAL);
+    d.lba_bytes = LBA;
+    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_OK);
+    cr_assert_eq((void *)gpumem_nvme_gpuctl_pair(mem, 0), (void *)((gpumem_nvme_gpuctl *)mem)->pairs);
+    free(mem);
+}
+
+/* The same violations as counts_protocol_violations, against the GPU loop. */
+Test(nvme_gpuctl, counts_protocol_violations) {
+    run_cfg rc = base_run(8);
+    gpuctl_rig g;
+    gpumem_nvme_sw_stats s;
+    rc.gpuctl_servers = 1;
+    cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
+    gpuctl_rig_start(&g);
+    provoke_violations(gpumem_nvme_gpuctl_pair(g.mem, 0));
+    gpuctl_rig_stop(&g, &s);
+    expect_provoked_violations(&s);
+    gpuctl_rig_free(&g);
+}
+
+/* The IOPS cap spaces completions: 2000 commands at 20K IOPS take at least
+ * (2000 - the 33-command burst) / 20K s. A lower bound only. */
+Test(nvme_gpuctl, iops_cap_spaces_completions, .timeout = 60) {
+    run_cfg rc = base_run(64);
+    gpuctl_rig g;
+    gpumem_nvme_qp *qp;
+    gpumem_nvme_sw_stats s;
+    unsigned char buf[LBA] __attribute__((aligned(LBA)));
+    struct timespec t0, t1;
+    double secs;
+    uint32_t i;
+    rc.gpuctl_servers = 1;
+    cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
+    ((gpumem_nvme_gpuctl *)g.mem)->iops = 20000;
+    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
+    gpuctl_rig_start(&g);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (i = 0; i < 2000; i++) cr_assert_eq(gpumem_nvme_qp_read(qp, i % 64, 1, (uintptr_t)buf, 0, NULL), GPUMEM_OK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    gpuctl_rig_stop(&g, &s);
+    secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    cr_assert_geq(secs, (2000.0 - 33.0) / 20000.0 * 0.99, "2000 commands took %.3f s", secs);
+    cr_assert_eq(s.commands, 2000);
+    cr_assert_eq(s.violations, 0);
+    gpuctl_rig_free(&g);
+}
+
+/* ---- allocator callbacks (pinned, mapped memory for GPU clients) ------------ */
+
+typedef struct counting_alloc {
+    int allocs, frees;
+    void *blocks[8];
+    size_t sizes[8];
+} counting_alloc;
+
+static void *count_alloc(void *ctx, size_t n) {
+    counting_alloc *a = (counting_alloc *)ctx;
+    void *p = malloc(n);
+    if (a->allocs < 8) a->blocks[a->allocs] = p, a->sizes[a->allocs] = n;
+    a->allocs++;
+    return p;
+}
+static void count_free(void *ctx, void *p) {
+    ((counting_alloc *)ctx)->frees++;
+    free(p);
+}
+
+static int inside(const counting_alloc *a, const void *p) {
+    for (int i = 0; i < a->allocs && i < 8; i++)
+        if ((const char *)p >= (const char *)a->blocks[i] && (const char *)p < (const char *)a->blocks[i] + a->sizes[i])
+            return 1;
+    return 0;
+}
+
+Test(nvme_ctl, allocator_callbacks_place_what_clients_touch) {
+    counting_alloc a;
+    gpumem_swctl_config c = gpumem_swctl_config_default();
+    gpumem_swctl *ctl;
+    gpumem_nvme_qp *qp;
+    unsigned char w[LBA] __attribute__((aligned(LBA))), r[LBA] __attribute__((aligned(LBA)));
+    memset(&a, 0, sizeof a);
+    c.alloc = count_alloc;
+    cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL, "alloc without free");
+    c.free = count_free;
+    c.alloc_ctx = &a;
+    c.n_blocks = 64;
+    cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
+    cr_assert_eq(a.allocs, 2, "the namespace and the pair's memory");
+    cr_assert(inside(&a, gpumem_swctl_ram(ctl)) && inside(&a, qp) && inside(&a, qp->sq) && inside(&a, qp->cq) &&
+                  inside(&a, qp->sq_doorbell) && inside(&a, qp->cq_doorbell) && inside(&a, qp->cids),
+              "everything a client touches comes from the callback");
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    fill_block(w, 7, 1);
+    cr_assert_eq(gpumem_nvme_qp_write(qp, 7, 1, (uintptr_t)w, 0, NULL), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_qp_read(qp, 7, 1, (uintptr_t)r, 0, NULL), GPUMEM_OK);
+    cr_assert(block_ok(r, 7, 1));
+    stop_and_check_clean(ctl, 2, NULL);
+    gpumem_swctl_destroy(ctl);
+    cr_assert_eq(a.frees, 2, "each freed through the callback");
 }

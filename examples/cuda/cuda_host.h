@@ -22,14 +22,7 @@ static void *pinned_alloc(size_t n) {
 #define GPUMEM_MALLOC(n) pinned_alloc(n)
 #define GPUMEM_FREE(p) cudaFreeHost(p)
 
-#define CHECK(x)                                                                                \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
+#include "tests/cuda/cuda_check.h" // CHECK(cudaCall): exit with the call and its error
 
 // Exit with a plain message where there is no GPU; set up mapped memory.
 static void need_gpu(const char *program) {

@@ -11,6 +11,13 @@
 //      gpumem::cache_array_ref (a cache smaller than the data, so lines are
 //      evicted and written back), then the host flushes and compares the
 //      backing with the expected values.
+//   5. warm hits: a second pass over a cache that holds everything is all
+//      hits, no fills.
+//   6. the cache in front of NVMe queue pairs served by the GPU-resident
+//      controller (in managed memory): random reads with eviction, then writes of every word,
+//      a flush from a GPU thread, and the namespace checked by content; the
+//      controller's command counts must equal the cache's I/O counts.
+// Each test prints one PASS/FAIL line; the exit status is non-zero if any failed.
 //
 //   make gpu-test        (runs where a GPU is present; compiled by make test)
 #define _POSIX_C_SOURCE 200809L
@@ -24,58 +31,12 @@
 #include "gpumem_cache.h"
 
 #include "cuda_check.h"
-
-static int failures = 0;
-#define EXPECT(cond, ...)                                   \
-    do {                                                    \
-        if (!(cond)) {                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                   \
-            fputc('\n', stderr);                            \
-            failures++;                                     \
-        }                                                   \
-    } while (0)
-
-__host__ __device__ uint64_t initial_word(uint64_t w) { return w * 0x9E3779B97F4A7C15ull ^ 0x5bd1e995ull; }
-__host__ __device__ uint64_t written_word(uint64_t w) { return w * 0xC2B2AE3D27D4EB4Full ^ 1; }
+#include "cache_rig.h"
 
 struct Counts {
     unsigned long long ok, bad, eagain, other;
 };
 
-// A cache over `n_lines` lines of `line_bytes`, all in managed memory.
-struct Rig {
-    gpumem_cache *cache = nullptr;
-    uint64_t *backing = nullptr;
-    void *meta = nullptr, *slots = nullptr;
-    uint64_t n_words = 0;
-    Rig(uint32_t line_bytes, uint64_t n_lines, uint32_t n_slots) {
-        gpumem_cache_desc d = gpumem_cache_desc_default();
-        n_words = n_lines * line_bytes / 8;
-        CHECK(cudaMallocManaged(&backing, n_lines * line_bytes));
-        for (uint64_t w = 0; w < n_words; w++) backing[w] = initial_word(w);
-        d.n_lines = n_lines;
-        d.line_bytes = line_bytes;
-        d.n_slots = n_slots;
-        d.backing = gpumem_cache_backing_memory(backing);
-        d.meta_bytes = gpumem_cache_meta_bytes(n_lines, n_slots);
-        CHECK(cudaMallocManaged(&meta, d.meta_bytes));
-        CHECK(cudaMallocManaged(&slots, (size_t)n_slots * line_bytes));
-        CHECK(cudaMallocManaged(&cache, sizeof *cache));
-        d.meta = meta;
-        d.data = slots;
-        if (gpumem_cache_init(cache, &d) != GPUMEM_OK) {
-            fprintf(stderr, "cache init failed\n");
-            exit(1);
-        }
-    }
-    ~Rig() {
-        cudaFree(cache);
-        cudaFree(slots);
-        cudaFree(meta);
-        cudaFree(backing);
-    }
-};
 
 // ---- 1. warp grouping ------------------------------------------------------
 
@@ -92,6 +53,7 @@ __global__ void grouping(gpumem_cache *a, gpumem_cache *b, uint32_t *mask, int *
 }
 
 static void test_grouping() {
+    test_begin();
     Rig a(512, 64, 8), b(512, 64, 8);
     uint32_t *mask;
     int *leader;
@@ -106,7 +68,7 @@ static void test_grouping() {
     }
     cudaFree(mask);
     cudaFree(leader);
-    printf("warp grouping: %s\n", failures ? "FAILED" : "ok");
+    test_end("warp grouping", "28 lanes, 3 cache/line groups");
 }
 
 // ---- 2. coalesced reads ----------------------------------------------------
@@ -127,6 +89,7 @@ __global__ void coalesced_reads(gpumem_cache *c, uint64_t n_words, Counts *n) {
 }
 
 static void test_coalesced_reads() {
+    test_begin();
     const uint32_t line = 4096;
     const uint64_t n_lines = 1024;
     Rig r(line, n_lines, n_lines);  // room for everything: each line filled once
@@ -146,8 +109,26 @@ static void test_coalesced_reads() {
     EXPECT(s.fills == n_lines && s.reads == n_lines, "fills %llu reads %llu for %llu lines",
            (unsigned long long)s.fills, (unsigned long long)s.reads, (unsigned long long)n_lines);
     EXPECT(s.violations == 0 && gpumem_cache_check_quiescent(r.cache) == 0, "invariants");
-    printf("coalesced reads: %llu threads, %llu fills, %s\n", (unsigned long long)r.n_words,
-           (unsigned long long)s.fills, failures ? "FAILED" : "ok");
+    char detail[160];
+    snprintf(detail, sizeof detail, "%llu threads, %llu lines, %llu fills", (unsigned long long)r.n_words,
+             (unsigned long long)n_lines, (unsigned long long)s.fills);
+    test_end("coalesced misses (one fill per line)", detail);
+
+    // 5. The same pass again: the cache holds every line, so all hits.
+    test_begin();
+    memset(n, 0, sizeof *n);
+    coalesced_reads<<<(unsigned)((r.n_words + 255) / 256), 256>>>(r.cache, r.n_words, n);
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    gpumem_cache_stats s2;
+    gpumem_cache_get_stats(r.cache, &s2);
+    EXPECT(n->ok == r.n_words && n->bad == 0 && n->eagain == 0 && n->other == 0, "second pass: ok %llu bad %llu",
+           n->ok, n->bad);
+    EXPECT(s2.hits - s.hits == r.n_words && s2.misses == s.misses && s2.fills == s.fills,
+           "second pass: %llu hits, %llu new misses, %llu new fills", (unsigned long long)(s2.hits - s.hits),
+           (unsigned long long)(s2.misses - s.misses), (unsigned long long)(s2.fills - s.fills));
+    snprintf(detail, sizeof detail, "%llu hits, 0 fills", (unsigned long long)(s2.hits - s.hits));
+    test_end("warm hits", detail);
     cudaFree(n);
 }
 
@@ -169,6 +150,7 @@ __global__ void random_reads(gpumem_cache_array *a, uint64_t n_words, uint32_t p
 }
 
 static void test_eviction() {
+    test_begin();
     Rig r(512, 16384, 64);
     const uint32_t threads = 65536, per = 8;
     gpumem_cache_array *a;
@@ -187,9 +169,10 @@ static void test_eviction() {
     EXPECT(s.evictions > 0 && s.violations == 0, "evictions %llu violations %llu", (unsigned long long)s.evictions,
            (unsigned long long)s.violations);
     EXPECT(gpumem_cache_check_quiescent(r.cache) == 0, "structure after the run");
-    printf("eviction under contention: %u threads x %u reads, %llu fills, %llu evictions, %llu EAGAIN retries, %s\n",
-           threads, per, (unsigned long long)s.fills, (unsigned long long)s.evictions, n->eagain,
-           failures ? "FAILED" : "ok");
+    char detail[160];
+    snprintf(detail, sizeof detail, "%u threads x %u reads, %llu fills, %llu evictions, %llu EAGAIN retries", threads,
+             per, (unsigned long long)s.fills, (unsigned long long)s.evictions, n->eagain);
+    test_end("eviction under contention (array reference)", detail);
     cudaFree(a);
     cudaFree(n);
 }
@@ -207,6 +190,7 @@ __global__ void own_writes(gpumem_cache_array *a, uint64_t n_words, uint32_t str
 }
 
 static void test_writes_flush() {
+    test_begin();
     Rig r(4096, 2048, 256);  // 8 MiB of data, 1 MiB of cache
     const uint32_t threads = 32768;
     gpumem_cache_array *a;
@@ -226,22 +210,127 @@ static void test_writes_flush() {
     EXPECT(n->ok == r.n_words && n->other == 0, "writes ok %llu other %llu", n->ok, n->other);
     EXPECT(wrong == 0, "%llu words differ in the backing", (unsigned long long)wrong);
     EXPECT(s.violations == 0 && gpumem_cache_check_quiescent(r.cache) == 0, "invariants");
-    printf("writes and flush: %llu words, %llu write-backs (%llu at flush), %s\n", (unsigned long long)r.n_words,
-           (unsigned long long)s.writebacks, (unsigned long long)written, failures ? "FAILED" : "ok");
+    char detail[160];
+    snprintf(detail, sizeof detail, "%llu words, %llu write-backs (%llu at flush)", (unsigned long long)r.n_words,
+             (unsigned long long)s.writebacks, (unsigned long long)written);
+    test_end("writes and flush (cache_array_ref)", detail);
     cudaFree(a);
     cudaFree(n);
 }
 
-int main() {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-        printf("test_cache_gpu: no GPU, nothing run\n");
-        return 0;
-    }
+// ---- 6. the cache in front of the GPU-resident controller --------------------
+
+__global__ void flush_on_gpu(gpumem_cache *c, gpumem_status *st, uint64_t *written) { *st = gpumem_cache_flush(c, written); }
+
+__global__ void fill_words(uint64_t *ns, uint64_t n_words) {
+    for (uint64_t w = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; w < n_words; w += (uint64_t)gridDim.x * blockDim.x)
+        ns[w] = initial_word(w);
+}
+
+static void test_over_gpu_controller(bool small) {
+    test_begin();
+    const uint32_t line = 4096, n_lines = 2048, slots = 256, pairs = 4;
+    const uint64_t data_bytes = (uint64_t)line * n_lines;
+    gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
+    uint32_t *control;
+    uint64_t *ns;
+    void *mem;
+    gpumem_nvme_qp **pair_list;
+    CHECK(cudaHostAlloc((void **)&control, 2 * sizeof *control, cudaHostAllocMapped));
+    CHECK(cudaMalloc((void **)&ns, data_bytes));
+    fill_words<<<256, 256>>>(ns, data_bytes / 8);
+    CHECK(cudaGetLastError());
+    d.n_pairs = pairs;
+    d.depth = 256;
+    d.n_cids = 256;
+    d.lba_bytes = 512;
+    d.n_blocks = data_bytes / 512;
+    d.max_blocks = line / 512;
+    d.ram = ns;
+    d.control = control;
+    // The controller and its pairs in managed memory, initialised on the
+    // host: gpumem_cache_init reads each pair's namespace from the host.
+    size_t bytes = gpumem_nvme_gpuctl_bytes(&d);
+    CHECK(cudaMallocManaged(&mem, bytes));
+    EXPECT(gpumem_nvme_gpuctl_init(mem, bytes, &d) == GPUMEM_OK, "controller init");
+    CHECK(cudaMallocManaged(&pair_list, pairs * sizeof *pair_list));
+    for (uint32_t i = 0; i < pairs; i++) pair_list[i] = gpumem_nvme_gpuctl_pair(mem, i);
+    gpumem_cache_backing b = gpumem_cache_backing_nvme(pair_list, 1, pairs, 0, GPUMEM_CACHE_STRIPE);
+    Rig r(line, n_lines, slots, &b);
+    gpumem_cache_array *a;
+    Counts *n;
+    gpumem_status *fst;
+    uint64_t *written;
+    CHECK(cudaMallocManaged(&a, sizeof *a));
+    CHECK(cudaMallocManaged(&n, sizeof *n));
+    CHECK(cudaMallocManaged(&fst, sizeof *fst));
+    CHECK(cudaMallocManaged(&written, sizeof *written));
+    *a = gpumem_cache_array_make(r.cache, 8, 0, r.n_words);
+    memset(n, 0, sizeof *n);
+    cudaStream_t ctl_stream, work;
+    CHECK(cudaStreamCreateWithFlags(&ctl_stream, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking));
+    CHECK(cudaDeviceSynchronize());
+    CHECK(gpumem_nvme_gpuctl_launch((gpumem_nvme_gpuctl *)mem, 64, ctl_stream));
+    EXPECT(gpumem_nvme_gpuctl_wait_running(&d, 64, 10000) == GPUMEM_OK, "controller started");
+    const uint32_t threads = small ? 2048 : 65536, per = 8;
+    random_reads<<<threads / 256, 256, 0, work>>>(a, r.n_words, per, n);
+    CHECK(cudaGetLastError());
+    wait_stream(work, 300, "cache over the GPU controller: reads");
+    EXPECT(n->ok == (unsigned long long)threads * per && n->bad == 0 && n->other == 0, "reads: ok %llu bad %llu other %llu",
+           n->ok, n->bad, n->other);
+    memset(n, 0, sizeof *n);
+    own_writes<<<threads / 256, 256, 0, work>>>(a, r.n_words, threads, n);
+    CHECK(cudaGetLastError());
+    flush_on_gpu<<<1, 1, 0, work>>>(r.cache, fst, written);
+    CHECK(cudaGetLastError());
+    wait_stream(work, 300, "cache over the GPU controller: writes and flush");
+    gpumem_nvme_gpuctl_stop(&d);
+    wait_stream(ctl_stream, 30, "controller stop");
+    EXPECT(*fst == GPUMEM_OK, "flush on the GPU: %s", gpumem_status_str(*fst));
+    EXPECT(n->ok == r.n_words && n->other == 0, "writes ok %llu other %llu", n->ok, n->other);
+    gpumem_nvme_sw_stats cs;
+    gpumem_cache_stats s;
+    EXPECT(gpumem_nvme_gpuctl_get_stats_cuda((gpumem_nvme_gpuctl *)mem, &cs) == GPUMEM_OK, "controller stats");
+    gpumem_cache_get_stats(r.cache, &s);
+    uint64_t *host = (uint64_t *)malloc(data_bytes), wrong = 0;
+    CHECK(cudaMemcpy(host, ns, data_bytes, cudaMemcpyDeviceToHost));
+    for (uint64_t w = 0; w < r.n_words; w++) wrong += host[w] != written_word(w);
+    EXPECT(wrong == 0, "%llu words of the namespace differ", (unsigned long long)wrong);
+    EXPECT(cs.violations == 0 && cs.errors_other == 0, "controller: %llu violations, %llu errors",
+           (unsigned long long)cs.violations, (unsigned long long)cs.errors_other);
+    EXPECT(cs.reads == s.reads && cs.writes == s.writes && cs.flushes >= 1,
+           "controller %llu reads, %llu writes, %llu flushes; cache %llu reads, %llu writes",
+           (unsigned long long)cs.reads, (unsigned long long)cs.writes, (unsigned long long)cs.flushes,
+           (unsigned long long)s.reads, (unsigned long long)s.writes);
+    EXPECT(s.violations == 0 && s.io_errors == 0 && gpumem_cache_check_quiescent(r.cache) == 0, "cache invariants");
+    char detail[200];
+    snprintf(detail, sizeof detail, "%u threads, %llu fills, %llu evictions, %llu write-backs, %llu NVMe commands",
+             threads, (unsigned long long)s.fills, (unsigned long long)s.evictions, (unsigned long long)s.writebacks,
+             (unsigned long long)cs.commands);
+    test_end("cache over NVMe pairs served by the GPU-resident controller", detail);
+    free(host);
+    cudaStreamDestroy(ctl_stream);
+    cudaStreamDestroy(work);
+    cudaFree(a);
+    cudaFree(n);
+    cudaFree(fst);
+    cudaFree(written);
+    cudaFree(pair_list);
+    cudaFree(mem);
+    cudaFree(ns);
+    cudaFreeHost(control);
+}
+
+int main(int argc, char **argv) {
+    bool small = argc > 1 && !strcmp(argv[1], "--small");
+    if (no_gpu("test_cache_gpu")) return 0;
+    CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
     test_grouping();
     test_coalesced_reads();
     test_eviction();
     test_writes_flush();
-    printf("test_cache_gpu: %s\n", failures ? "FAILED" : "all passed");
-    return failures ? 1 : 0;
+    test_over_gpu_controller(small);
+    printf("test_cache_gpu: %s\n", tests_failed ? "FAILED" : "all passed");
+    return tests_failed ? 1 : 0;
 }

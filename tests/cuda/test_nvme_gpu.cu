@@ -1,10 +1,22 @@
-// GPU threads drive a gpumem queue pair against the host-thread software
-// controller. Every allocation of the controller (queue memory, namespace RAM)
-// is pinned, mapped host memory, through the GPUMEM_MALLOC hook, so the same
-// pointers work on both sides (unified virtual addressing). Each thread writes
-// one block with its own pattern, reads it back and checks it by content;
-// the host then checks the namespace and the controller's violation count.
+// GPU threads drive gpumem queue pairs against three controllers:
+//   1. the host-thread software controller (gpumem_swctl), its queue memory
+//      and namespace in pinned, mapped host memory through the allocator
+//      callbacks (with unified addressing those pointers work on both sides);
+//   2. the GPU-resident controller (gpumem_nvme_gpuctl) in GPU memory with the
+//      namespace in GPU memory, as a persistent block on its own stream;
+//   3. the same with the namespace in pinned host memory (every transfer
+//      crosses PCIe), run in block 0 of a cooperative launch that also holds
+//      the clients (co-residency guaranteed);
+//   4. a million client threads on 16 pairs of the GPU controller.
+// Every client writes its own block with its own pattern, reads it back
+// (blocking), reads it again asynchronously together with an asynchronous
+// Flush, and checks both reads word by word. Every operation is counted; the
+// controller's command counts and violation counters must match exactly, and
+// the namespace is checked by content afterwards.
 //
+//   build/cuda/test_nvme_gpu.bin [--small] [--fused]
+//     --small  fewer threads (for compute-sanitizer)
+//     --fused  run every GPU-controller test as a cooperative launch
 //   make gpu-test        (runs where a GPU is present; compiled by make test)
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
@@ -12,72 +24,274 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef __CUDA_ARCH__ /* the host shim that uses it is compiled in the host pass only */
-static void *pinned_alloc(size_t n) {
-    void *p = NULL;
-    return cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess ? p : NULL;
-}
-#endif
-#define GPUMEM_MALLOC(n) pinned_alloc(n)
-#define GPUMEM_FREE(p) cudaFreeHost(p)
 #define GPUMEM_IMPLEMENTATION
 #include "gpumem_nvme.h"
 
-#define LBA 512u
 #include "cuda_check.h"
 
-__device__ uint32_t pattern(uint32_t lba, uint32_t word) { return lba * 2654435761u ^ word; }
+#define LBA 512u
+#define WORDS (LBA / 4)
 
-__global__ void write_read(gpumem_nvme_qp *qp, uint32_t *bufs, uint32_t n, unsigned long long *ok,
-                           unsigned long long *failed) {
-    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x, w;
-    uint32_t *mine = bufs + (size_t)t * (LBA / 4);
-    int good = 1;
-    if (t >= n) return;
-    for (w = 0; w < LBA / 4; w++) mine[w] = pattern(t, w);
-    __threadfence_system(); /* the data before the command that carries it */
-    if (gpumem_nvme_qp_write(qp, t, 1, (uint64_t)(uintptr_t)mine, 0, NULL) != GPUMEM_OK) good = 0;
-    for (w = 0; w < LBA / 4; w++) mine[w] = 0;
+__host__ __device__ static uint32_t pattern(uint32_t lba, uint32_t word) { return (lba + 1) * 2654435761u ^ word; }
+
+struct Counts {
+    unsigned long long ok;     // operations that completed and checked out
+    unsigned long long failed; // operations with a bad status or content
+};
+
+struct Clients {
+    gpumem_nvme_qp **pairs; // n_pairs pairs
+    uint32_t n_pairs;
+    uint32_t n;            // clients; client t owns block t
+    uint32_t *bufs;        // 2 blocks per client, reachable by the controller
+    Counts *counts;
+};
+
+// One client: 4 commands, 4 counted operations.
+__device__ static void client_io(const Clients &a, uint32_t t) {
+    gpumem_nvme_qp *qp = a.pairs[(t >> 5) % a.n_pairs]; // a warp shares a pair
+    uint32_t *b0 = a.bufs + (size_t)t * 2 * WORDS, *b1 = b0 + WORDS, w;
+    unsigned long long ok = 0, failed = 0;
+    int good;
+    for (w = 0; w < WORDS; w++) b0[w] = pattern(t, w);
+    // The data before the command that carries it; the doorbell write fences
+    // too, but another thread may ring it, and this makes the test's intent plain.
     __threadfence_system();
-    if (gpumem_nvme_qp_read(qp, t, 1, (uint64_t)(uintptr_t)mine, 0, NULL) != GPUMEM_OK) good = 0;
-    for (w = 0; w < LBA / 4; w++) good &= (((volatile uint32_t *)mine)[w] == pattern(t, w));
-    atomicAdd(good ? ok : failed, 1ull);
+    if (gpumem_nvme_qp_write(qp, t, 1, (uint64_t)(uintptr_t)b0, 0, NULL) == GPUMEM_OK) ok++;
+    else failed++;
+    for (w = 0; w < WORDS; w++) b0[w] = b1[w] = 0;
+    __threadfence_system();
+    good = gpumem_nvme_qp_read(qp, t, 1, (uint64_t)(uintptr_t)b0, 0, NULL) == GPUMEM_OK;
+    for (w = 0; w < WORDS; w++) good &= ((volatile uint32_t *)b0)[w] == pattern(t, w);
+    good ? ok++ : failed++;
+    // Asynchronous: a read and a flush out together, reaped in reverse order.
+    gpumem_nvme_cmd rd, fl;
+    gpumem_nvme_req r0, r1;
+    gpumem_nvme_cmd_read(&rd, &qp->ns, t, 1, (uint64_t)(uintptr_t)b1, 0);
+    gpumem_nvme_cmd_flush(&fl, &qp->ns);
+    gpumem_status s0, s1;
+    // No command ID free: the IDs may all be held by threads like this one,
+    // each with its first request out, so collect ours while we wait (a
+    // finished request keeps its result, and its ID goes back).
+    while ((s0 = gpumem_nvme_qp_submit(qp, &rd, &r0)) == GPUMEM_EAGAIN) {}
+    while ((s1 = gpumem_nvme_qp_submit(qp, &fl, &r1)) == GPUMEM_EAGAIN)
+        if (s0 == GPUMEM_OK) gpumem_nvme_qp_poll(qp, &r0);
+    if (s1 == GPUMEM_OK) s1 = gpumem_nvme_qp_wait(qp, &r1);
+    if (s0 == GPUMEM_OK) s0 = gpumem_nvme_qp_wait(qp, &r0);
+    s1 == GPUMEM_OK ? ok++ : failed++;
+    good = s0 == GPUMEM_OK;
+    for (w = 0; w < WORDS; w++) good &= ((volatile uint32_t *)b1)[w] == pattern(t, w);
+    good ? ok++ : failed++;
+    atomicAdd(&a.counts->ok, ok);
+    if (failed) atomicAdd(&a.counts->failed, failed);
 }
 
-int main(int argc, char **argv) {
-    uint32_t n = argc > 1 ? (uint32_t)atoi(argv[1]) : 16384, depth = 1024, i, w, bad = 0;
-    int devices = 0;
-    gpumem_swctl_config cfg = gpumem_swctl_config_default();
-    gpumem_swctl *ctl;
-    gpumem_nvme_qp *qp;
-    gpumem_swctl_stats s;
-    uint32_t *bufs;
-    unsigned long long *counts;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-        printf("test_nvme_gpu: no CUDA device; skipped\n");
-        return 0;
+__global__ void clients_kernel(Clients a) {
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < a.n) client_io(a, t);
+}
+
+// Block 0 is the controller; the other blocks run the clients, grid-striding
+// when there are more clients than threads; the last one out stops block 0.
+__global__ void fused_kernel(gpumem_nvme_gpuctl *ctl, Clients a, uint32_t *finished) {
+    if (blockIdx.x == 0) {
+        gpumem_nvme_gpuctl_serve(ctl, threadIdx.x, blockDim.x);
+        return;
     }
-    CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
-    cfg.lba_bytes = LBA;
-    cfg.n_blocks = n;
-    if (gpumem_swctl_create(&cfg, &ctl) != GPUMEM_OK || gpumem_swctl_add_qp(ctl, depth, &qp) != GPUMEM_OK) return 1;
-    CHECK(cudaHostAlloc((void **)&bufs, (size_t)n * LBA, cudaHostAllocMapped));
-    CHECK(cudaHostAlloc((void **)&counts, 2 * sizeof *counts, cudaHostAllocMapped));
-    counts[0] = counts[1] = 0;
-    gpumem_swctl_start(ctl);
-    write_read<<<(n + 255) / 256, 256>>>(qp, bufs, n, &counts[0], &counts[1]);
-    CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
-    gpumem_swctl_stop(ctl);
-    gpumem_swctl_get_stats(ctl, &s);
-    for (i = 0; i < n; i++)
-        for (w = 0; w < LBA / 4; w++)
-            if (((uint32_t *)gpumem_swctl_ram(ctl))[(size_t)i * (LBA / 4) + w] != (i * 2654435761u ^ w)) {
+    uint32_t workers = (gridDim.x - 1) * blockDim.x;
+    for (uint32_t t = (blockIdx.x - 1) * blockDim.x + threadIdx.x; t < a.n; t += workers) client_io(a, t);
+    if (atomicAdd(finished, 1u) + 1 == workers)
+        gpumem_atomic_store_u32(&ctl->control[0], 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+}
+
+static int small_run = 0, fused_only = 0;
+
+static void *pinned(void *, size_t n) {
+    void *p = NULL;
+    return cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess ? p : NULL;
+}
+static void pinned_free(void *, void *p) { cudaFreeHost(p); }
+
+// Check the controller's counts and the namespace against n clients.
+static void expect_clean(const gpumem_nvme_sw_stats &s, const Counts &c, uint32_t n, const uint32_t *ns) {
+    uint32_t bad = 0;
+    EXPECT(c.ok == 4ull * n && c.failed == 0, "clients: %llu ok, %llu failed of %llu", c.ok, c.failed, 4ull * n);
+    EXPECT(s.commands == 4ull * n && s.writes == n && s.reads == 2ull * n && s.flushes == n,
+           "controller: %llu commands, %llu writes, %llu reads, %llu flushes", (unsigned long long)s.commands,
+           (unsigned long long)s.writes, (unsigned long long)s.reads, (unsigned long long)s.flushes);
+    EXPECT(s.violations == 0 && s.errors_other == 0, "%llu violations (cid %llu, doorbell %llu/%llu, cq %llu), %llu errors",
+           (unsigned long long)s.violations, (unsigned long long)s.cid_in_flight, (unsigned long long)s.bad_doorbell,
+           (unsigned long long)s.doorbell_backwards, (unsigned long long)s.cq_head_past_posted,
+           (unsigned long long)s.errors_other);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t w = 0; w < WORDS; w++)
+            if (ns[(size_t)i * WORDS + w] != pattern(i, w)) {
                 bad++;
                 break;
             }
-    printf("test_nvme_gpu: %u GPU threads, %llu ok, %llu failed, %lu commands, %lu violations, %u bad blocks\n", n,
-           counts[0], counts[1], (unsigned long)s.commands, (unsigned long)s.violations, bad);
+    EXPECT(bad == 0, "%u blocks of the namespace differ", bad);
+}
+
+// ---- 1. host-thread controller, pinned mapped queues -----------------------
+
+static void test_host_controller() {
+    const uint32_t n = small_run ? 512 : 16384, pairs = 4;
+    gpumem_swctl_config cfg = gpumem_swctl_config_default();
+    gpumem_swctl *ctl = NULL;
+    gpumem_swctl_stats s;
+    Clients a;
+    char detail[160];
+    test_begin();
+    cfg.lba_bytes = LBA;
+    cfg.n_blocks = n;
+    cfg.alloc = pinned; // pairs, rings, doorbells and namespace: pinned, mapped
+    cfg.free = pinned_free;
+    if (gpumem_swctl_create(&cfg, &ctl) != GPUMEM_OK) exit(1);
+    CHECK(cudaHostAlloc((void **)&a.pairs, pairs * sizeof *a.pairs, cudaHostAllocMapped));
+    for (uint32_t i = 0; i < pairs; i++)
+        if (gpumem_swctl_add_qp_ex(ctl, 256, 1024, 0, &a.pairs[i]) != GPUMEM_OK) exit(1);
+    a.n_pairs = pairs;
+    a.n = n;
+    CHECK(cudaHostAlloc((void **)&a.bufs, (size_t)n * 2 * LBA, cudaHostAllocMapped));
+    CHECK(cudaHostAlloc((void **)&a.counts, sizeof *a.counts, cudaHostAllocMapped));
+    memset(a.counts, 0, sizeof *a.counts);
+    if (gpumem_swctl_start(ctl) != GPUMEM_OK) exit(1);
+    clients_kernel<<<(n + 255) / 256, 256>>>(a);
+    CHECK(cudaGetLastError());
+    wait_stream(0, 120, "host controller, pinned queues");
+    gpumem_swctl_stop(ctl);
+    gpumem_swctl_get_stats(ctl, &s);
+    expect_clean(s, *a.counts, n, (const uint32_t *)gpumem_swctl_ram(ctl));
+    snprintf(detail, sizeof detail, "%u GPU threads, %u pairs of 256, %llu commands, %llu violations", n, pairs,
+             (unsigned long long)s.commands, (unsigned long long)s.violations);
+    test_end("host-thread controller, queues in pinned mapped memory", detail);
     gpumem_swctl_destroy(ctl);
-    return (counts[0] == n && counts[1] == 0 && s.commands == 2ull * n && s.violations == 0 && bad == 0) ? 0 : 1;
+    cudaFreeHost(a.bufs);
+    cudaFreeHost(a.counts);
+    cudaFreeHost(a.pairs);
+}
+
+// ---- 2-4. the GPU-resident controller ----------------------------------------
+
+struct GpuRun {
+    const char *name;
+    uint32_t clients, pairs, depth, servers;
+    bool pinned_ns; // namespace in pinned host memory
+    bool fused;     // cooperative launch, controller in block 0
+};
+
+__global__ void fill_namespace(uint32_t *ns, uint32_t n_blocks) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)n_blocks * WORDS;
+         i += (size_t)gridDim.x * blockDim.x)
+        ns[i] = 0xDEADBEEFu;
+}
+
+static void run_gpu_controller(const GpuRun &r) {
+    gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
+    uint32_t *control, *ns, *finished;
+    void *mem;
+    Clients a;
+    gpumem_nvme_sw_stats s;
+    cudaStream_t ctl_stream, client_stream;
+    char detail[200];
+    bool fused = r.fused || fused_only;
+    double t0;
+    test_begin();
+    CHECK(cudaHostAlloc((void **)&control, 2 * sizeof *control, cudaHostAllocMapped));
+    if (r.pinned_ns) CHECK(cudaHostAlloc((void **)&ns, (size_t)r.clients * LBA, cudaHostAllocMapped));
+    else CHECK(cudaMalloc((void **)&ns, (size_t)r.clients * LBA));
+    fill_namespace<<<256, 256>>>(ns, r.clients);
+    CHECK(cudaGetLastError());
+    d.n_pairs = r.pairs;
+    d.depth = r.depth;
+    d.n_cids = r.depth;
+    d.lba_bytes = LBA;
+    d.n_blocks = r.clients;
+    d.ram = ns;
+    d.control = control;
+    size_t bytes = gpumem_nvme_gpuctl_bytes(&d);
+    CHECK(cudaMalloc(&mem, bytes));
+    EXPECT(gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d) == GPUMEM_OK, "controller init");
+    gpumem_nvme_gpuctl *ctl = (gpumem_nvme_gpuctl *)mem;
+    {   // device addresses of the pairs, computed from the base
+        gpumem_nvme_qp *host_list[256];
+        for (uint32_t i = 0; i < r.pairs; i++) host_list[i] = gpumem_nvme_gpuctl_pair(mem, i);
+        CHECK(cudaMalloc((void **)&a.pairs, r.pairs * sizeof *a.pairs));
+        CHECK(cudaMemcpy(a.pairs, host_list, r.pairs * sizeof *a.pairs, cudaMemcpyHostToDevice));
+    }
+    a.n_pairs = r.pairs;
+    a.n = r.clients;
+    CHECK(cudaMalloc((void **)&a.bufs, (size_t)r.clients * 2 * LBA));
+    CHECK(cudaMalloc((void **)&a.counts, sizeof *a.counts));
+    CHECK(cudaMemset(a.counts, 0, sizeof *a.counts));
+    CHECK(cudaMalloc((void **)&finished, sizeof *finished));
+    CHECK(cudaMemset(finished, 0, sizeof *finished));
+    CHECK(cudaStreamCreateWithFlags(&ctl_stream, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&client_stream, cudaStreamNonBlocking));
+    CHECK(cudaDeviceSynchronize());
+    t0 = wall_s();
+    if (fused) {
+        int per_sm = 0, dev = 0, sms = 0, coop = 0;
+        CHECK(cudaGetDevice(&dev));
+        CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
+        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel, 256, 0));
+        unsigned grid = (unsigned)(per_sm * sms), need = 1 + (r.clients + 255) / 256;
+        if (grid > need) grid = need;
+        EXPECT(coop && grid >= 2, "cooperative launch (supported %d, grid %u)", coop, grid);
+        void *args[] = {&ctl, &a, &finished};
+        if (coop && grid >= 2)
+            CHECK(cudaLaunchCooperativeKernel((void *)fused_kernel, grid, 256, args, 0, client_stream));
+        wait_stream(client_stream, 300, r.name);
+    } else {
+        CHECK(gpumem_nvme_gpuctl_launch(ctl, r.servers, ctl_stream));
+        EXPECT(gpumem_nvme_gpuctl_wait_running(&d, r.servers, 10000) == GPUMEM_OK, "controller started");
+        clients_kernel<<<(r.clients + 255) / 256, 256, 0, client_stream>>>(a);
+        CHECK(cudaGetLastError());
+        wait_stream(client_stream, 300, r.name);
+        gpumem_nvme_gpuctl_stop(&d);
+        wait_stream(ctl_stream, 30, "controller stop");
+    }
+    double secs = wall_s() - t0;
+    Counts c;
+    CHECK(cudaMemcpy(&c, a.counts, sizeof c, cudaMemcpyDeviceToHost));
+    EXPECT(gpumem_nvme_gpuctl_get_stats_cuda(ctl, &s) == GPUMEM_OK, "stats");
+    uint32_t *host_ns = (uint32_t *)malloc((size_t)r.clients * LBA);
+    CHECK(cudaMemcpy(host_ns, ns, (size_t)r.clients * LBA, cudaMemcpyDefault));
+    expect_clean(s, c, r.clients, host_ns);
+    snprintf(detail, sizeof detail, "%u threads, %u pairs of %u, %s, %llu commands in %.2f s, %llu violations",
+             r.clients, r.pairs, r.depth, fused ? "cooperative launch" : "own stream",
+             (unsigned long long)s.commands, secs, (unsigned long long)s.violations);
+    test_end(r.name, detail);
+    free(host_ns);
+    cudaStreamDestroy(ctl_stream);
+    cudaStreamDestroy(client_stream);
+    cudaFree(finished);
+    cudaFree(a.counts);
+    cudaFree(a.bufs);
+    cudaFree(a.pairs);
+    cudaFree(mem);
+    if (r.pinned_ns) cudaFreeHost(ns);
+    else cudaFree(ns);
+    cudaFreeHost(control);
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--small")) small_run = 1;
+        else if (!strcmp(argv[i], "--fused")) fused_only = 1;
+    }
+    if (no_gpu("test_nvme_gpu")) return 0;
+    CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
+    test_host_controller();
+    const uint32_t k = small_run ? 64 : 1;
+    GpuRun runs[] = {
+        {"GPU controller in GPU memory, namespace in GPU memory", 65536 / k, 4, 1024, 128, false, false},
+        {"GPU controller, namespace in pinned host memory, cooperative launch", 16384 / k, 2, 256, 64, true, true},
+        {"GPU controller, depth 2 (every command a handoff)", 4096 / k, 1, 2, 32, false, false},
+        {"GPU controller, a million client threads on 16 pairs", (1u << 20) / (k * k), 16, 1024, 128, false, false},
+    };
+    for (const GpuRun &r : runs) run_gpu_controller(r);
+    printf("test_nvme_gpu: %s\n", tests_failed ? "FAILED" : "all passed");
+    return tests_failed ? 1 : 0;
 }

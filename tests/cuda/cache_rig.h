@@ -1,0 +1,49 @@
+// A gpumem cache in managed memory for the CUDA tests and benchmarks, and the
+// content its data starts with (initial_word) or is written with (written_word).
+#ifndef GPUMEM_TEST_CACHE_RIG_H
+#define GPUMEM_TEST_CACHE_RIG_H
+#include "gpumem_cache.h"
+#include "cuda_check.h"
+
+__host__ __device__ static inline uint64_t initial_word(uint64_t w) { return w * 0x9E3779B97F4A7C15ull ^ 0x5bd1e995ull; }
+__host__ __device__ static inline uint64_t written_word(uint64_t w) { return w * 0xC2B2AE3D27D4EB4Full ^ 1; }
+
+// A cache over `n_lines` lines of `line_bytes`, all in managed memory.
+struct Rig {
+    gpumem_cache *cache = nullptr;
+    uint64_t *backing = nullptr;
+    void *meta = nullptr, *slots = nullptr;
+    uint64_t n_words = 0;
+    // Backed by memory, or (nvme non-NULL) by those queue pairs.
+    Rig(uint32_t line_bytes, uint64_t n_lines, uint32_t n_slots, const gpumem_cache_backing *nvme = nullptr) {
+        gpumem_cache_desc d = gpumem_cache_desc_default();
+        n_words = n_lines * line_bytes / 8;
+        d.n_lines = n_lines;
+        d.line_bytes = line_bytes;
+        d.n_slots = n_slots;
+        if (nvme) {
+            d.backing = *nvme;
+        } else {
+            CHECK(cudaMallocManaged(&backing, n_lines * line_bytes));
+            for (uint64_t w = 0; w < n_words; w++) backing[w] = initial_word(w);
+            d.backing = gpumem_cache_backing_memory(backing);
+        }
+        d.meta_bytes = gpumem_cache_meta_bytes(n_lines, n_slots);
+        CHECK(cudaMallocManaged(&meta, d.meta_bytes));
+        CHECK(cudaMallocManaged(&slots, (size_t)n_slots * line_bytes));
+        CHECK(cudaMallocManaged(&cache, sizeof *cache));
+        d.meta = meta;
+        d.data = slots;
+        if (gpumem_cache_init(cache, &d) != GPUMEM_OK) {
+            fprintf(stderr, "cache init failed\n");
+            exit(1);
+        }
+    }
+    ~Rig() {
+        cudaFree(cache);
+        cudaFree(slots);
+        cudaFree(meta);
+        cudaFree(backing);
+    }
+};
+#endif
