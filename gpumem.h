@@ -57,9 +57,9 @@
 #include <stdint.h>
 
 #define GPUMEM_VERSION_MAJOR 0
-#define GPUMEM_VERSION_MINOR 1
+#define GPUMEM_VERSION_MINOR 3
 #define GPUMEM_VERSION_PATCH 0
-#define GPUMEM_VERSION_STRING "0.1.0"
+#define GPUMEM_VERSION_STRING "0.3.0"
 
 /* ---- portability --------------------------------------------------------- */
 
