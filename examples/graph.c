@@ -22,7 +22,6 @@
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
 #include <pthread.h>
-#include <time.h>
 
 #include "graph.h"
 
@@ -33,12 +32,6 @@ typedef struct options {
     int have_source, have_cache;
     int ordered; /* BFS: expand each level's frontier in vertex order */
 } options;
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void say(const char *what, double frac) {
     printf("  generating: %-24s %3.0f %%\n", what, 100.0 * frac);
@@ -100,7 +93,7 @@ static void *worker(void *p) {
 static int run_round(run *r, const char *what) {
     pthread_t t[1024];
     worker_arg args[1024];
-    double t0 = now_s(), last = t0;
+    double t0 = graph_now_s(), last = t0;
     int ticker = isatty(1);
     uint32_t i, started = 0;
     r->cursor = r->done = 0;
@@ -116,8 +109,8 @@ static int run_round(run *r, const char *what) {
         for (i = 0; i < r->n_threads; i++) errs += __atomic_load_n(&r->counts[i].errors, __ATOMIC_RELAXED) != 0;
         if (errs) break;
         nanosleep(&ts, NULL);
-        if (ticker && now_s() - last > 0.5) {
-            last = now_s();
+        if (ticker && graph_now_s() - last > 0.5) {
+            last = graph_now_s();
             printf("\r    %s: %5.1f %%", what, 100.0 * (double)r->done / (double)r->n_items);
             fflush(stdout);
         }
@@ -187,16 +180,44 @@ static int store_failed(graph_store *s, const graph_counts *c, const char *what)
     return 1;
 }
 
+/* The in-memory answers, each computed once and shared by every run that
+ * needs it (the demo and the sweep run BFS from one source many times). */
+typedef struct reference {
+    const graph_csr *g;
+    uint32_t *levels, levels_source; /* BFS from levels_source, or NULL */
+    uint32_t *labels;                /* CC, or NULL */
+} reference;
+
+static const uint32_t *reference_answer(reference *r, int kind, uint32_t source) {
+    uint32_t **answer = kind == RUN_BFS ? &r->levels : &r->labels;
+    if (*answer && (kind != RUN_BFS || r->levels_source == source)) return *answer;
+    if (!*answer) *answer = (uint32_t *)malloc(r->g->h.n_nodes * 4);
+    if (kind == RUN_BFS) {
+        graph_reference_bfs(r->g, source, *answer);
+        r->levels_source = source;
+    } else {
+        graph_reference_cc(r->g, *answer);
+    }
+    return *answer;
+}
+
+static void reference_free(reference *r) {
+    free(r->levels);
+    free(r->labels);
+    r->levels = r->labels = NULL;
+}
+
 /* Runs BFS (kind RUN_BFS, from `source`) or CC over a fresh store and checks
  * it. Returns 0 ok, 1 failed or wrong, 2 unusable arguments. */
-static int traverse(const options *o, const graph_csr *ref, int kind, uint32_t source, const char *name,
+static int traverse(const options *o, reference *answers, int kind, uint32_t source, const char *name,
                     result *x) {
     graph_store_config sc;
     graph_store s;
     run r;
     char err[512];
+    const graph_csr *ref = answers->g;
+    const uint32_t *expect;
     uint64_t n = ref->h.n_nodes, v;
-    uint32_t *expect = (uint32_t *)malloc(n * 4);
     double t0;
     int rc = 0;
     memset(x, 0, sizeof *x);
@@ -212,12 +233,10 @@ static int traverse(const options *o, const graph_csr *ref, int kind, uint32_t s
                         " 2 lines each: give it at least %u lines (--cache-mib %.2f) or use fewer threads\n",
                 (unsigned long long)(o->cache_bytes / GRAPH_LINE), o->threads, 2 * o->threads,
                 2.0 * o->threads * GRAPH_LINE / 1048576.0);
-        free(expect);
         return 2;
     }
     if (graph_store_open(&s, o->path, &sc, err, sizeof err) != GPUMEM_OK) {
         fprintf(stderr, "graph: %s\n", err);
-        free(expect);
         return 2;
     }
     x->cache_mib = (double)s.n_slots * GRAPH_LINE / 1048576.0;
@@ -226,7 +245,7 @@ static int traverse(const options *o, const graph_csr *ref, int kind, uint32_t s
     r.kind = kind;
     r.n_threads = o->threads;
     r.counts = (graph_counts *)calloc(o->threads, sizeof *r.counts);
-    t0 = now_s();
+    t0 = graph_now_s();
     if (kind == RUN_BFS) {
         uint32_t *tmp;
         r.levels = (uint32_t *)malloc(n * 4);
@@ -240,7 +259,7 @@ static int traverse(const options *o, const graph_csr *ref, int kind, uint32_t s
                " frontier %s\n", name, source, (unsigned long long)(ref->offsets[source + 1] - ref->offsets[source]),
                x->cache_mib, o->threads, o->pairs, o->depth, o->ordered ? "in vertex order" : "in discovery order");
         while (r.n_items > 0) {
-            double tr = now_s();
+            double tr = graph_now_s();
             char what[64];
             snprintf(what, sizeof what, "level %u", r.level);
             r.next_count = 0;
@@ -248,7 +267,7 @@ static int traverse(const options *o, const graph_csr *ref, int kind, uint32_t s
             x->counts = sum_counts(r.counts, o->threads);
             if (rc || x->counts.errors) break;
             printf("    level %2u: %9llu vertices expanded, %9u found  (%.2f s)\n", r.level,
-                   (unsigned long long)r.n_items, r.next_count, now_s() - tr);
+                   (unsigned long long)r.n_items, r.next_count, graph_now_s() - tr);
             fflush(stdout);
             tmp = r.frontier;
             r.frontier = r.next;
@@ -260,7 +279,7 @@ static int traverse(const options *o, const graph_csr *ref, int kind, uint32_t s
             r.level++;
             x->rounds++;
         }
-        graph_reference_bfs(ref, source, expect);
+        expect = reference_answer(answers, RUN_BFS, source);
         for (v = 0; v < n; v++) x->wrong += r.levels[v] != expect[v];
         free(r.levels);
         free(r.frontier);
@@ -278,7 +297,7 @@ static int traverse(const options *o, const graph_csr *ref, int kind, uint32_t s
         printf("  %s: label propagation, cache %.1f MiB, %u threads, %u queue pairs of depth %u\n", name,
                x->cache_mib, o->threads, o->pairs, o->depth);
         do {
-            double tr = now_s();
+            double tr = graph_now_s();
             unsigned long long before = x->counts.vertices, upd = x->counts.updates;
             char what[64];
             snprintf(what, sizeof what, "round %llu", (unsigned long long)x->rounds);
@@ -288,20 +307,20 @@ static int traverse(const options *o, const graph_csr *ref, int kind, uint32_t s
             if (rc || x->counts.errors) break;
             printf("    round %2llu: %9llu vertices pushed, %9llu labels lowered  (%.2f s)\n",
                    (unsigned long long)x->rounds, x->counts.vertices - before, x->counts.updates - upd,
-                   now_s() - tr);
+                   graph_now_s() - tr);
             fflush(stdout);
             tmp = r.active;
             r.active = r.next_active;
             r.next_active = tmp; /* all zero again: worker cleared each active flag it used */
             x->rounds++;
         } while (r.changed);
-        graph_reference_cc(ref, expect);
+        expect = reference_answer(answers, RUN_CC, 0);
         for (v = 0; v < n; v++) x->wrong += r.comp[v] != expect[v];
         free(r.comp);
         free(r.active);
         free(r.next_active);
     }
-    x->seconds = now_s() - t0;
+    x->seconds = graph_now_s() - t0;
     gpumem_cache_get_stats(s.cache, &x->cs);
     if (gpumem_cache_check_quiescent(s.cache) != GPUMEM_OK) {
         fprintf(stderr, "graph: %s: the cache is not quiescent after the run\n", name);
@@ -312,7 +331,6 @@ static int traverse(const options *o, const graph_csr *ref, int kind, uint32_t s
     if (!rc && x->counts.errors) rc = store_failed(&s, &x->counts, name);
     graph_store_close(&s);
     free(r.counts);
-    free(expect);
     x->ok = rc == 0 && x->wrong == 0 && x->counts.errors == 0 && x->ctl.violations == 0 && x->cs.violations == 0 &&
             x->ctl.reads == x->cs.reads;
     if (rc == 0 || x->rounds) print_result(x);
@@ -390,7 +408,7 @@ static int parse(int argc, char **argv, int first, options *o) {
 static int generate(const options *o) {
     graph_csr g;
     char err[512];
-    double t0 = now_s();
+    double t0 = graph_now_s();
     gpumem_status st;
     printf("  generating a Kronecker graph: scale %u (%llu vertices), edge factor %u, A=0.57 B=C=0.19 (GAP-kron)\n",
            o->scale, 1ull << o->scale, o->edge_factor);
@@ -406,7 +424,7 @@ static int generate(const options *o) {
     }
     printf("  wrote %s: %llu vertices, %llu directed edges, %.1f MiB, in %.1f s\n", o->path,
            (unsigned long long)g.h.n_nodes, (unsigned long long)g.h.n_edges, (double)g.h.file_bytes / 1048576.0,
-           now_s() - t0);
+           graph_now_s() - t0);
     graph_free(&g);
     return 0;
 }
@@ -427,11 +445,12 @@ static uint32_t source_of(const options *o, const graph_csr *g) {
 #define DEMO_RUNS 4
 static int demo(options *o) {
     graph_csr g;
+    reference answers = {&g, NULL, 0, NULL};
     result x[DEMO_RUNS];
     uint64_t graph_bytes, small;
     uint32_t source;
     int rc = 0, i, n_runs = 0;
-    double t0 = now_s();
+    double t0 = graph_now_s();
     printf("gpumem %s graph demo: BFS and connected components through cache, queue pairs and the software NVMe"
            " controller\n", GPUMEM_VERSION_STRING);
     if (access(o->path, F_OK) != 0) {
@@ -461,9 +480,10 @@ static int demo(options *o) {
         for (i = 0; i < DEMO_RUNS && rc < 2; i++, n_runs++) {
             o->ordered = plan[i].ordered;
             o->cache_bytes = plan[i].cache;
-            rc |= traverse(o, &g, plan[i].kind, source, plan[i].name, &x[i]);
+            rc |= traverse(o, &answers, plan[i].kind, source, plan[i].name, &x[i]);
         }
     }
+    reference_free(&answers);
     graph_free(&g);
     if (n_runs == DEMO_RUNS) {
         printf("\n  %-24s %6s %7s %9s %8s %14s %10s\n", "run", "cache", "hits", "read MiB", "amplif.",
@@ -480,7 +500,7 @@ static int demo(options *o) {
                " served by each\n  line read from storage (without a cache each would be a request; BaM's cache cut"
                " requests 308x for BFS\n  and 493x for CC on GAP-kron, 8 GB cache for 31.5 GB).\n");
     }
-    printf("graph demo: %s (%.1f s)\n", rc ? "FAILED" : "ok", now_s() - t0);
+    printf("graph demo: %s (%.1f s)\n", rc ? "FAILED" : "ok", graph_now_s() - t0);
     return rc;
 }
 
@@ -490,6 +510,7 @@ static int demo(options *o) {
 static int sweep(options *o, const char *tsv) {
     static const double fractions[] = {1.0 / 32, 1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1.0};
     graph_csr g;
+    reference answers = {&g, NULL, 0, NULL};
     FILE *f;
     uint32_t source;
     size_t i;
@@ -512,7 +533,7 @@ static int sweep(options *o, const char *tsv) {
         printf("== cache %.1f MiB (1/%.0f of the graph)\n", (double)o->cache_bytes / 1048576.0, 1.0 / fractions[i]);
         for (k = 0; k < 3 && rc == 0; k++) {
             o->ordered = k == 1;
-            rc = traverse(o, &g, k < 2 ? RUN_BFS : RUN_CC, source, k == 0 ? "BFS" : k == 1 ? "BFS ordered" : "CC",
+            rc = traverse(o, &answers, k < 2 ? RUN_BFS : RUN_CC, source, k == 0 ? "BFS" : k == 1 ? "BFS ordered" : "CC",
                           &x[k]);
         }
         if (rc) break;
@@ -524,6 +545,7 @@ static int sweep(options *o, const char *tsv) {
         fflush(f);
     }
     fclose(f);
+    reference_free(&answers);
     graph_free(&g);
     if (rc == 0) printf("graph sweep: wrote %s\n", tsv);
     return rc;
@@ -532,6 +554,7 @@ static int sweep(options *o, const char *tsv) {
 int main(int argc, char **argv) {
     options o;
     graph_csr g;
+    reference answers = {&g, NULL, 0, NULL};
     result x;
     int rc;
     memset(&o, 0, sizeof o);
@@ -563,8 +586,9 @@ int main(int argc, char **argv) {
         graph_free(&g);
         return usage("--source: no such vertex");
     }
-    if (!strcmp(argv[1], "bfs")) rc = traverse(&o, &g, RUN_BFS, source_of(&o, &g), "BFS", &x);
-    else rc = traverse(&o, &g, RUN_CC, 0, "CC", &x);
+    if (!strcmp(argv[1], "bfs")) rc = traverse(&o, &answers, RUN_BFS, source_of(&o, &g), "BFS", &x);
+    else rc = traverse(&o, &answers, RUN_CC, 0, "CC", &x);
+    reference_free(&answers);
     graph_free(&g);
     return rc;
 }

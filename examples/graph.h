@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpumem_cache.h"
@@ -89,6 +90,13 @@ GRAPH_API void graph_layout(graph_header *h, uint64_t n, uint64_t m) {
     h->offsets_at = GRAPH_PAGE;
     h->edges_at = GPUMEM_ALIGN_UP(h->offsets_at + (n + 1) * 8, GRAPH_PAGE);
     h->file_bytes = GPUMEM_ALIGN_UP(h->edges_at + m * 4, GRAPH_PAGE);
+}
+
+/* Monotonic seconds, for the examples' timings. */
+GRAPH_API double graph_now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 /* Every error message goes to `err` (when not NULL) and the status says

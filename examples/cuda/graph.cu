@@ -11,7 +11,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cuda_host.h"
 #define GPUMEM_IMPLEMENTATION
-#include <time.h>
 
 #include "../graph.h"
 
@@ -55,12 +54,6 @@ __global__ void cc_round(const gpumem_cache_array *arrays, uint32_t n_nodes, uin
     add_counts(total, &c);
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 // Opens a fresh store, runs BFS (source given) or CC (source GRAPH_NONE), checks.
 static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uint32_t source) {
     graph_store_config sc = {8, 1024, cache_bytes, 0, 0};
@@ -94,7 +87,7 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
     CHECK(cudaMallocManaged(&b, n * 4));
     CHECK(cudaMallocManaged(&c, n * 4));
     CHECK(cudaMallocManaged(&flag, 4));
-    t0 = now_s();
+    t0 = graph_now_s();
     if (source != GRAPH_NONE) { // a = levels, b = frontier, c = next
         uint64_t n_items = 1;
         for (v = 0; v < n; v++) a[v] = GRAPH_NONE;
@@ -137,7 +130,7 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
         graph_reference_cc(ref, expect);
     }
     for (v = 0; v < n; v++) wrong += a[v] != expect[v];
-    t0 = now_s() - t0;
+    t0 = graph_now_s() - t0;
     gpumem_cache_get_stats(s.cache, &cs);
     gpumem_swctl_stop(s.ctl);
     gpumem_swctl_get_stats(s.ctl, &ctl);
