@@ -130,6 +130,9 @@ typedef enum gpumem_status {
     GPUMEM_ENODEV,    /* no such device, or it is not usable */
     GPUMEM_ESTATE,    /* the object is not in a state that allows the call */
     GPUMEM_ESYS,      /* an operating-system call failed (see errno / the log) */
+    GPUMEM_EALIGN,    /* a buffer's address breaks an alignment rule (NVMe: data dword aligned) */
+    GPUMEM_E2BIG,     /* a transfer is longer than one command may carry (MDTS, PRP list) */
+    GPUMEM_EBUSY,     /* the object still has waiters or outstanding work */
     GPUMEM_STATUS_COUNT_
 } gpumem_status;
 
@@ -147,6 +150,9 @@ GPUMEM_API const char *gpumem_status_str(gpumem_status s) {
     case GPUMEM_ENODEV: return "no such device";
     case GPUMEM_ESTATE: return "invalid state for this operation";
     case GPUMEM_ESYS: return "system call failed";
+    case GPUMEM_EALIGN: return "buffer misaligned: NVMe data buffers must be 4-byte (dword) aligned";
+    case GPUMEM_E2BIG: return "transfer too long for one command (namespace MDTS or the command's PRP list)";
+    case GPUMEM_EBUSY: return "busy: waiters or outstanding commands remain";
     case GPUMEM_STATUS_COUNT_: break;
     }
     return "unknown status";
