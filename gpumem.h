@@ -465,16 +465,22 @@ GPUMEM_API void gpumem__event_end(gpumem_event *ev) {
 #define GPUMEM_PARK_TIMEOUT_NS 1000000L /* a missed wake-up costs at most 1 ms */
 #endif
 
-/* Wait until `cond` is true. `cond` may have side effects (take a command
- * ID, harvest completions): it is evaluated exactly once per round, and the
- * loop ends on the first evaluation that is true. */
-#define GPUMEM_WAIT_UNTIL(ev, cond)                                                         \
+/* Wait until `cond` is true, or until `give_up` is: the bounded form. `cond`
+ * may have side effects (take a command ID, harvest completions): it is
+ * evaluated exactly once per round, and the loop ends on the first evaluation
+ * that is true. `give_up` (a deadline passed, the controller stopped) is
+ * evaluated only after `cond` was false; the caller tells the two endings
+ * apart by what they set. A waker that notifies the event after making
+ * `give_up` true (stopping a controller) ends parked waits at once; a
+ * deadline is noticed within GPUMEM_PARK_TIMEOUT_NS. */
+#define GPUMEM_WAIT_UNTIL_OR(ev, cond, give_up)                                             \
     do {                                                                                    \
         gpumem_backoff gpumem_b_ = gpumem_backoff_start();                                  \
         for (;;) {                                                                          \
             int gpumem_done_;                                                               \
             uint32_t gpumem_seen_;                                                          \
             if (cond) break;                                                                \
+            if (give_up) break;                                                             \
             if (gpumem_backoff_pause(&gpumem_b_)) continue;                                 \
             gpumem_seen_ = gpumem__event_begin(ev); /* register, then re-check */           \
             gpumem_done_ = (cond) ? 1 : 0;                                                  \
@@ -483,6 +489,45 @@ GPUMEM_API void gpumem__event_end(gpumem_event *ev) {
             if (gpumem_done_) break;                                                        \
         }                                                                                   \
     } while (0)
+
+/* Wait until `cond` is true, without a bound. */
+#define GPUMEM_WAIT_UNTIL(ev, cond) GPUMEM_WAIT_UNTIL_OR(ev, cond, 0)
+
+/* A clock in nanoseconds for deadlines: the GPU's global timer on the
+ * device; on the host CLOCK_MONOTONIC where <time.h> offers it (POSIX),
+ * else the C11 calendar clock. */
+GPUMEM_API uint64_t gpumem_clock_ns(void) {
+#if GPUMEM_ON_DEVICE
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+#else
+    struct timespec ts;
+#if defined(CLOCK_MONOTONIC)
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+#else
+    timespec_get(&ts, TIME_UTC);
+#endif
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+/* No time limit, for the *_timed functions. */
+#define GPUMEM_NO_TIMEOUT UINT64_MAX
+
+/* The deadline `timeout_ns` from now (GPUMEM_NO_TIMEOUT stays that, and a
+ * sum past 2^64 saturates to it). */
+GPUMEM_API uint64_t gpumem_deadline_ns(uint64_t timeout_ns) {
+    uint64_t now;
+    if (timeout_ns == GPUMEM_NO_TIMEOUT) return GPUMEM_NO_TIMEOUT;
+    now = gpumem_clock_ns();
+    return timeout_ns > GPUMEM_NO_TIMEOUT - now ? GPUMEM_NO_TIMEOUT : now + timeout_ns;
+}
+
+/* Whether a deadline has passed (never for GPUMEM_NO_TIMEOUT, which reads no clock). */
+GPUMEM_API int gpumem_deadline_passed(uint64_t deadline_ns) {
+    return deadline_ns != GPUMEM_NO_TIMEOUT && gpumem_clock_ns() >= deadline_ns;
+}
 
 /* ---- small helpers ------------------------------------------------------- */
 

@@ -737,15 +737,21 @@ GPUMEM_API gpumem_status gpumem_cache_writeback(gpumem_cache *c, uint32_t first,
 /* Write back every dirty line nobody holds, then send each NVMe controller a
  * Flush so the data is durable. Statuses as gpumem_cache_writeback; the
  * Flush commands are sent only when it returns OK. */
-GPUMEM_API gpumem_status gpumem_cache_flush(gpumem_cache *c, uint64_t *written) {
+GPUMEM_API gpumem_status gpumem__cache_flush(gpumem_cache *c, uint64_t *written, int only_if_written) {
     gpumem_status st;
+    uint64_t n = 0;
     uint32_t j;
     if (!c) return GPUMEM_ENULL;
-    st = gpumem_cache_writeback(c, 0, c->n_slots, written);
-    if (c->backing.kind == GPUMEM_CACHE_BACKING_NVME)
+    st = gpumem_cache_writeback(c, 0, c->n_slots, &n);
+    if (written) *written = n;
+    if (c->backing.kind == GPUMEM_CACHE_BACKING_NVME && (n || !only_if_written))
         for (j = 0; j < c->backing.n_ctrls && st == GPUMEM_OK; j++)
             st = gpumem_nvme_qp_flush(c->backing.pairs[(size_t)j * c->backing.pairs_per_ctrl], 0);
     return st;
+}
+
+GPUMEM_API gpumem_status gpumem_cache_flush(gpumem_cache *c, uint64_t *written) {
+    return gpumem__cache_flush(c, written, 0);
 }
 
 /* Drop the clean lines nobody holds in slots [first, end), so the next access
@@ -818,7 +824,12 @@ GPUMEM_API gpumem_status gpumem__cache_check_desc(const gpumem_cache_desc *d, ui
             if (*blocks_per_line && bpl != *blocks_per_line) return GPUMEM_EINVAL; /* mixed block sizes */
             *blocks_per_line = bpl;
             if (bpl > qp->ns.max_blocks) return GPUMEM_EINVAL; /* above the transfer limit (MDTS) */
-            if (b->first_lba + per_ctrl * bpl > qp->ns.n_blocks) return GPUMEM_ERANGE;
+            /* The data spans per_ctrl * bpl blocks from first_lba; checked
+             * without a sum or product that could wrap, so every LBA an I/O
+             * computes later (first_lba + index * bpl) is in the namespace. */
+            if (per_ctrl > qp->ns.n_blocks / bpl || b->first_lba > qp->ns.n_blocks ||
+                per_ctrl * bpl > qp->ns.n_blocks - b->first_lba)
+                return GPUMEM_ERANGE;
         }
     }
     return GPUMEM_OK;
@@ -867,15 +878,17 @@ GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_d
     return GPUMEM_OK;
 }
 
-/* Sum the counters (racy but monotonic while threads run). */
-GPUMEM_API void gpumem_cache_get_stats(gpumem_cache *c, gpumem_cache_stats *out) {
+/* Sum the counters: atomic loads, so safe while threads run (each count is
+ * monotonic; together they are a recent snapshot, not one instant). */
+GPUMEM_API gpumem_status gpumem_cache_get_stats(gpumem_cache *c, gpumem_cache_stats *out) {
     uint64_t *o = (uint64_t *)out;
     uint32_t i, j;
-    if (!c || !out) return;
+    if (!c || !out) return GPUMEM_ENULL;
     for (j = 0; j < GPUMEM__CACHE_N_STATS; j++) o[j] = 0;
     for (i = 0; i < GPUMEM_CACHE_STAT_SHARDS; i++)
         for (j = 0; j < GPUMEM__CACHE_N_STATS; j++)
             o[j] += gpumem_atomic_load_u64(&c->stats[i].v[j], GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    return GPUMEM_OK;
 }
 
 /* Check the structure while no thread uses the cache: every tagged slot's
@@ -1013,7 +1026,16 @@ extern "C" {
  * slots' I/O addresses are their virtual addresses (right for the software
  * controller; a real controller needs gpumem_cache_init with DMA memory). */
 gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out);
-void gpumem_cache_destroy(gpumem_cache *c);
+/* Free a cache made by gpumem_cache_create, never losing a write: dirty
+ * lines are written back first (and, if there were any, made durable with a
+ * Flush to each NVMe controller). Refuses, freeing nothing, with
+ * GPUMEM_EBUSY while any line is held or busy (a thread still uses the
+ * cache), or with the write-back's failure (GPUMEM_EIO, GPUMEM_ENODEV when
+ * the controller was stopped first; the dirty lines stay, retry once the
+ * backing works). So destroy caches before stopping their controllers.
+ * GPUMEM_EINVAL for a cache set up with gpumem_cache_init (its memory is
+ * the caller's: flush it, then free that). */
+gpumem_status gpumem_cache_destroy(gpumem_cache *c);
 #ifdef __cplusplus
 }
 #endif
@@ -1052,8 +1074,21 @@ gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out
     return GPUMEM_OK;
 }
 
-void gpumem_cache_destroy(gpumem_cache *c) {
-    if (c && c->owned_) GPUMEM_FREE(c->owned_);
+gpumem_status gpumem_cache_destroy(gpumem_cache *c) {
+    uint64_t i;
+    gpumem_status st;
+    if (!c) return GPUMEM_ENULL;
+    if (!c->owned_) return GPUMEM_EINVAL;
+    for (i = 0; i < c->n_lines; i++) /* acquire: the holders' releases are done before we free */
+        if (gpumem_atomic_load_u32(gpumem__line_state(c, i), GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV) &
+            (GPUMEM_CACHE_BUSY | GPUMEM_CACHE_COUNT_MASK))
+            return GPUMEM_EBUSY;
+    /* Nobody holds a line, so write-back skips none (no EAGAIN); a clean
+     * cache sends no command, so it can be destroyed after its controllers
+     * stopped. */
+    if ((st = gpumem__cache_flush(c, NULL, 1)) != GPUMEM_OK) return st;
+    GPUMEM_FREE(c->owned_);
+    return GPUMEM_OK;
 }
 #endif /* GPUMEM_IMPLEMENTATION */
 #endif /* GPUMEM_NO_HOST_SHIM */

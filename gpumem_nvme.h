@@ -125,6 +125,31 @@
  * tail, a command ID or a completion) harvests, and owners never wait on the
  * head.
  *
+ * Budget: no wait is forever (issue 13). A command holds its ID from submission
+ * until its owner collects the result; a blocking caller collects by itself,
+ * but an asynchronous owner may be blocked elsewhere (in a blocking call that
+ * waits for an ID), so asynchronous requests alone could hold every ID and
+ * nobody would ever poll them. Hence one counter, `inflight`, of IDs taken:
+ * blocking calls take one while inflight < cid_limit = min(n_cids, depth - 1),
+ * asynchronous submissions only while inflight < async_limit (cid_limit less
+ * a quarter, at least one). Asynchronous requests thus never hold more than
+ * async_limit IDs, the rest cycle among blocking calls, each of which ends
+ * once the controller answers: no mix of threads, depth, IDs and outstanding
+ * requests deadlocks; an asynchronous submit that finds no budget returns
+ * GPUMEM_EAGAIN. And with at most depth - 1 tickets beyond the known SQ head,
+ * a submitter's turn and tail wait only on other threads' steps (a ticket
+ * depth before it belongs to a command whose ID was given back, so its
+ * completion was harvested, and passing it moves the SQ head), never on the
+ * controller; so a stopped controller strands nobody inside the queue.
+ *
+ * Bounded waits and shutdown. Every wait for an ID or a completion ends on a
+ * deadline (the *_timed forms, GPUMEM_ETIMEDOUT) or when the pair's `stopped`
+ * word is set (GPUMEM_ENODEV; the software controllers set it when they stop,
+ * and notify the pair's event). A caller that stops waiting for a command
+ * already submitted leaves its ID ORPHAN: the command may still complete (and
+ * its data move) while the controller runs; whoever harvests the completion
+ * frees the ID.
+ *
  * Scopes. Rings (SQ entries, CQ entries) and doorbells are shared with the
  * controller: system scope. Tickets, turns, markers, locks and command IDs are
  * shared only by the threads that use the pair: device scope.
@@ -474,6 +499,9 @@ typedef struct gpumem__nvme_word {
  * v, so that no scan can meet the old completion again. */
 #define GPUMEM__CID_IN_USE (1ull << 63)
 #define GPUMEM__CID_DONE (1ull << 62)
+/* With IN_USE: its owner gave up waiting (timed out, or the controller
+ * stopped); whoever harvests the completion frees the ID. */
+#define GPUMEM__CID_ORPHAN (1ull << 61)
 
 typedef struct gpumem_nvme_qp {
     /* set at init, read-only afterwards */
@@ -490,7 +518,9 @@ typedef struct gpumem_nvme_qp {
     uint32_t turn_mask; /* turns compare modulo 2^(33 - depth_log2) */
     uint32_t n_cids;
     uint32_t qid;
-    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 7];
+    uint32_t cid_limit;   /* most commands in flight: min(n_cids, depth - 1) */
+    uint32_t async_limit; /* most of them asynchronous: the rest is kept for blocking calls */
+    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 9];
     /* hot words, one cache line each */
     gpumem__nvme_word ticket;    /* next SQ ticket */
     gpumem__nvme_word tail;      /* virtual SQ tail: entries handed to the controller */
@@ -502,6 +532,9 @@ typedef struct gpumem_nvme_qp {
     gpumem__nvme_word cid_ticket;
     gpumem__nvme_word sq_doorbell_writes; /* statistics: one per batch */
     gpumem__nvme_word cq_doorbell_writes;
+    gpumem__nvme_word inflight; /* command IDs taken and not yet given back (the budget) */
+    gpumem__nvme_word waiters;  /* threads waiting for an ID inside a pair call */
+    gpumem__nvme_word stopped;  /* nonzero: its controller stopped; waits end with GPUMEM_ENODEV */
     /* Host threads park here when they wait on other threads of the pair. */
     gpumem_event event;
     /* Notified after each doorbell write, so that a host-thread controller
@@ -544,8 +577,10 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     if (d->virtual_start % (2u * d->depth) != 0) return GPUMEM_EINVAL; /* CQ lap 0 at position 0 */
     if (d->state_bytes < gpumem_nvme_qp_state_bytes(d->depth, d->n_cids)) return GPUMEM_ENOMEM;
     if (((uintptr_t)d->state & 15u) != 0) return GPUMEM_EINVAL;
-    if (d->ns.lba_shift < 9 || d->ns.lba_shift > 16 || d->ns.n_blocks == 0 || d->ns.max_blocks == 0)
+    if (d->ns.lba_shift < 9 || d->ns.lba_shift > 16 || d->ns.n_blocks == 0 || d->ns.max_blocks == 0 ||
+        d->ns.max_blocks > 65536u)
         return GPUMEM_EINVAL;
+    if (d->ns.n_blocks > (UINT64_MAX >> d->ns.lba_shift)) return GPUMEM_ERANGE; /* byte offsets must not wrap */
     if (d->qid > 0xFFFFu) return GPUMEM_EINVAL;
 
     {   /* zero the whole struct, padding included */
@@ -567,6 +602,14 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     qp->turn_mask = (uint32_t)((2ull << (32 - qp->depth_log2)) - 1);
     qp->n_cids = d->n_cids;
     qp->qid = d->qid;
+    /* At most depth - 1 commands in flight: then a submitter's turn never
+     * waits on the controller, only on other threads (see "Budget" above),
+     * so every wait can end when the controller stops. A quarter of them
+     * (at least one) only blocking calls may take: an asynchronous request
+     * holds its ID until its owner polls, and owners blocked in a blocking
+     * call never poll; blocking calls give their IDs back by themselves. */
+    qp->cid_limit = d->n_cids < d->depth - 1 ? d->n_cids : d->depth - 1;
+    qp->async_limit = qp->cid_limit - (qp->cid_limit / 4 > 1 ? qp->cid_limit / 4 : 1);
     qp->doorbell_event = d->doorbell_event;
     qp->ticket.v = qp->tail.v = qp->sq_head.v = qp->cq_head.v = qp->cq_released.v = d->virtual_start;
     /* Every position's first ticket is virtual_start + p, of lap virtual_start/depth. */
@@ -683,6 +726,24 @@ GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gp
     gpumem_event_notify(&qp->event);
 }
 
+/* ---- command-ID budget (see "Budget" above) --------------------------------- */
+
+/* Take one unit of the budget if fewer than `limit` are taken. Relaxed: the
+ * count only bounds how many commands are in flight; what they touch is
+ * ordered by the ID words, turns and markers. An add that overshoots is
+ * undone, so a racing taker may fail spuriously and retry, never pass. */
+GPUMEM_API int gpumem__budget_take(gpumem_nvme_qp *qp, uint32_t limit) {
+    if (gpumem_atomic_fetch_add_u32(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) < limit) return 1;
+    gpumem_atomic_fetch_sub_u32(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    return 0;
+}
+
+/* Give one unit back; waiters for an ID may go on. */
+GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) {
+    gpumem_atomic_fetch_sub_u32(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    gpumem_event_notify(&qp->event);
+}
+
 /* ---- completion queue ----------------------------------------------------- */
 
 /* Move the CQ head over consecutive harvested completions, if the head lock
@@ -778,10 +839,18 @@ GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
         }
         cid = (dw3 & 0xFFFFu) & (qp->n_cids - 1);
         qp->cid_dw0[cid] = e->dw0;
-        /* Release: dw0 before the owner can see DONE. */
-        gpumem_atomic_store_u64(&qp->cids[cid],
-                                GPUMEM__CID_IN_USE | GPUMEM__CID_DONE | ((uint64_t)(dw3 >> 17) << 32) | v,
-                                GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+        {   /* Fill the mailbox, or free the ID if its owner gave up (ORPHAN):
+             * a compare-and-swap, because the owner may set ORPHAN meanwhile
+             * (gpumem__cid_orphan); exactly one of the two wins. Release:
+             * dw0 before the owner can see DONE. */
+            uint64_t old = gpumem_atomic_load_u64(&qp->cids[cid], GPUMEM_ORDER_RELAXED, GPUMEM__DEV), nw;
+            do {
+                nw = (old & GPUMEM__CID_ORPHAN)
+                         ? GPUMEM__CID_DONE | v
+                         : GPUMEM__CID_IN_USE | GPUMEM__CID_DONE | ((uint64_t)(dw3 >> 17) << 32) | v;
+            } while (!gpumem_atomic_cas_u64(&qp->cids[cid], &old, nw, GPUMEM_ORDER_RELEASE, GPUMEM__DEV));
+            if (old & GPUMEM__CID_ORPHAN) gpumem__budget_put(qp);
+        }
         gpumem_atomic_store_u32(mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
         got++;
     }
@@ -808,6 +877,33 @@ GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t cid, gpumem_nvme
     /* Release the ID, keeping where its completion was: reusable once the
      * head has passed it. */
     gpumem_atomic_store_u64(&qp->cids[cid], GPUMEM__CID_DONE | (uint32_t)w, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+    gpumem__budget_put(qp);
+    return 1;
+}
+
+/* The owner of `cid` stops waiting for it: mark it ORPHAN so that the
+ * harvester frees it. Returns 0 if the completion was harvested first (then
+ * the owner collects it as usual). */
+GPUMEM_API int gpumem__cid_orphan(gpumem_nvme_qp *qp, uint16_t cid) {
+    uint64_t w = GPUMEM__CID_IN_USE;
+    /* Relaxed: nothing is published; the harvester's compare-and-swap sees
+     * either this mark or the plain IN_USE word. */
+    return gpumem_atomic_cas_u64(&qp->cids[cid], &w, GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN, GPUMEM_ORDER_RELAXED,
+                                 GPUMEM__DEV);
+}
+
+/* Whether the pair's controller has stopped. Acquire: pairs with the
+ * controller's release store, made after its last completion was posted. */
+GPUMEM_API int gpumem__qp_stopped(gpumem_nvme_qp *qp) {
+    return gpumem_atomic_load_u32(&qp->stopped.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS) != 0;
+}
+
+/* Why a wait should end, or 0: the controller stopped (ENODEV), or the
+ * deadline passed (ETIMEDOUT). Stores the reason in *st. */
+GPUMEM_API int gpumem__qp_give_up(gpumem_nvme_qp *qp, uint64_t deadline, gpumem_status *st) {
+    if (gpumem__qp_stopped(qp)) *st = GPUMEM_ENODEV;
+    else if (gpumem_deadline_passed(deadline)) *st = GPUMEM_ETIMEDOUT;
+    else return 0;
     return 1;
 }
 
@@ -839,36 +935,50 @@ GPUMEM_API int gpumem__cid_try_take(gpumem_nvme_qp *qp, uint16_t *cid) {
 typedef struct gpumem_nvme_req {
     gpumem_nvme_cpl cpl; /* the completion, valid once poll returned OK or EIO */
     uint16_t cid;
-    uint16_t state; /* 0 idle, 1 submitted, 2 done */
+    uint16_t state; /* 0 idle, 1 submitted, 2 done, 3 abandoned (the controller stopped) */
     uint32_t reserved_;
 } gpumem_nvme_req;
 
-enum { GPUMEM__REQ_IDLE = 0, GPUMEM__REQ_SUBMITTED = 1, GPUMEM__REQ_DONE = 2 };
+enum { GPUMEM__REQ_IDLE = 0, GPUMEM__REQ_SUBMITTED = 1, GPUMEM__REQ_DONE = 2, GPUMEM__REQ_ABANDONED = 3 };
 
 GPUMEM_API gpumem_status gpumem__cpl_result(const gpumem_nvme_cpl *c) {
     return (c->dw3 >> 17) == 0 ? GPUMEM_OK : GPUMEM_EIO;
 }
 
-/* Take a command ID and put `cmd` on the submission queue under it. */
+/* Take a unit of the budget (below `limit`) and a free command ID with it,
+ * or neither. */
+GPUMEM_API int gpumem__cid_take(gpumem_nvme_qp *qp, uint32_t limit, uint16_t *cid) {
+    uint32_t tries;
+    if (!gpumem__budget_take(qp, limit)) return 0;
+    /* Within the budget an ID is free unless completions wait for the head
+     * to pass them (other threads' steps): look at up to 64 candidates. */
+    for (tries = 0; tries < 64 && tries < qp->n_cids; tries++)
+        if (gpumem__cid_try_take(qp, cid)) return 1;
+    gpumem__budget_put(qp);
+    return 0;
+}
+
+/* Put `cmd` on the submission queue under command ID `cid`. */
 GPUMEM_API void gpumem__submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, uint16_t cid) {
     gpumem_nvme_cmd c = *cmd;
     c.cdw0 = (c.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
     gpumem__sq_enqueue(qp, gpumem_atomic_fetch_add_u32(&qp->ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV), &c);
 }
 
-/* Submit and return once the controller can see the command. Waits only for
- * queue space, which any waiting thread helps to free. GPUMEM_EAGAIN when no
- * command ID is free (this thread may hold them all): reap and retry. */
+/* Submit and return once the controller can see the command; the request
+ * holds a command ID until poll (or wait) has returned its result. Never
+ * waits on the controller (see "Budget"). GPUMEM_EAGAIN when the pair's
+ * asynchronous budget (async_limit IDs) is used up or no ID is free: poll
+ * or wait for requests of yours, then retry. GPUMEM_ENODEV once the pair's
+ * controller has stopped. */
 GPUMEM_API gpumem_status gpumem_nvme_qp_submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
                                                gpumem_nvme_req *req) {
     uint16_t cid = 0;
-    uint32_t tries;
     if (!qp || !cmd || !req) return GPUMEM_ENULL;
-    for (tries = 0; !gpumem__cid_try_take(qp, &cid); tries++) {
-        if (tries >= 64 || tries >= qp->n_cids) {
-            gpumem__cq_harvest(qp);
-            return GPUMEM_EAGAIN;
-        }
+    if (gpumem__qp_stopped(qp)) return GPUMEM_ENODEV;
+    if (!gpumem__cid_take(qp, qp->async_limit, &cid)) {
+        gpumem__cq_harvest(qp);
+        return GPUMEM_EAGAIN;
     }
     gpumem__submit(qp, cmd, cid);
     req->cid = cid;
@@ -877,45 +987,102 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_submit(gpumem_nvme_qp *qp, const gpumem_
 }
 
 /* One look for the request's completion: GPUMEM_EAGAIN while it is not there,
- * GPUMEM_OK or GPUMEM_EIO (status in req->cpl) once it is. Never waits. */
+ * GPUMEM_OK or GPUMEM_EIO (status in req->cpl) once it is. Never waits. Once
+ * the controller has stopped without answering, GPUMEM_ENODEV: the request
+ * is abandoned (its ID is freed if the command ever completes, and until then
+ * its buffer may still be written should the controller be started again). */
 GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
     if (!qp || !req) return GPUMEM_ENULL;
     if (req->state == GPUMEM__REQ_DONE) return gpumem__cpl_result(&req->cpl);
-    if (req->state != GPUMEM__REQ_SUBMITTED) return GPUMEM_ESTATE;
-    if (!gpumem__cid_collect(qp, req->cid, &req->cpl)) return GPUMEM_EAGAIN;
+    if (req->state == GPUMEM__REQ_ABANDONED) return GPUMEM_ENODEV;
+    if (req->state != GPUMEM__REQ_SUBMITTED || req->cid >= qp->n_cids) return GPUMEM_ESTATE;
+    if (!gpumem__cid_collect(qp, req->cid, &req->cpl)) {
+        if (!gpumem__qp_stopped(qp)) return GPUMEM_EAGAIN;
+        if (gpumem__cid_orphan(qp, req->cid)) {
+            req->state = GPUMEM__REQ_ABANDONED;
+            return GPUMEM_ENODEV;
+        }
+        gpumem__cid_collect(qp, req->cid, &req->cpl); /* it completed just before */
+    }
     req->state = GPUMEM__REQ_DONE;
     return gpumem__cpl_result(&req->cpl);
 }
 
-/* Poll until done. */
-GPUMEM_API gpumem_status gpumem_nvme_qp_wait(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
-    gpumem_status st;
+/* Poll until done, at most timeout_ns (GPUMEM_NO_TIMEOUT: no limit).
+ * GPUMEM_ETIMEDOUT leaves the request submitted: wait or poll again later.
+ * GPUMEM_ENODEV as gpumem_nvme_qp_poll. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_wait_timed(gpumem_nvme_qp *qp, gpumem_nvme_req *req, uint64_t timeout_ns) {
+    gpumem_status st = GPUMEM_OK, why = GPUMEM_OK;
+    uint64_t deadline;
     if (!qp || !req) return GPUMEM_ENULL;
-    GPUMEM_WAIT_UNTIL(&qp->event, (st = gpumem_nvme_qp_poll(qp, req)) != GPUMEM_EAGAIN);
-    return st;
+    deadline = gpumem_deadline_ns(timeout_ns);
+    /* poll itself ends the wait when the controller stops */
+    GPUMEM_WAIT_UNTIL_OR(&qp->event, (st = gpumem_nvme_qp_poll(qp, req)) != GPUMEM_EAGAIN,
+                         gpumem_deadline_passed(deadline) && (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK);
+    return why != GPUMEM_OK ? why : st;
 }
 
-/* Blocking: submit, wait for the completion, and copy it to *cpl (may be
- * NULL). GPUMEM_EIO if the controller reported an error. */
-GPUMEM_API gpumem_status gpumem_nvme_qp_exec(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, gpumem_nvme_cpl *cpl) {
+/* Poll until done. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_wait(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
+    return gpumem_nvme_qp_wait_timed(qp, req, GPUMEM_NO_TIMEOUT);
+}
+
+/* Blocking, at most timeout_ns (GPUMEM_NO_TIMEOUT: no limit): take a command
+ * ID, submit, wait for the completion and copy it to *cpl (may be NULL).
+ * GPUMEM_EIO if the controller reported an error. GPUMEM_ETIMEDOUT or
+ * GPUMEM_ENODEV (the controller stopped) before an ID was had: nothing was
+ * submitted. After submission: the command was abandoned and may still be
+ * carried out (its buffer read or written) until it completes; its ID is
+ * freed then. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
+                                                   gpumem_nvme_cpl *cpl, uint64_t timeout_ns) {
     gpumem_nvme_cpl got;
+    gpumem_status why = GPUMEM_OK;
+    uint64_t deadline;
     uint16_t cid = 0;
     if (!qp || !cmd) return GPUMEM_ENULL;
-    GPUMEM_WAIT_UNTIL(&qp->event, gpumem__cid_try_take(qp, &cid) || (gpumem__cq_harvest(qp), 0));
+    if (gpumem__qp_stopped(qp)) return GPUMEM_ENODEV;
+    deadline = gpumem_deadline_ns(timeout_ns);
+    if (!gpumem__cid_take(qp, qp->cid_limit, &cid)) {
+        /* Counted while waiting, so that destroying the pair meanwhile is
+         * refused (GPUMEM_EBUSY); a thread that holds an ID is seen by it. */
+        gpumem_atomic_fetch_add_u32(&qp->waiters.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        GPUMEM_WAIT_UNTIL_OR(&qp->event, gpumem__cid_take(qp, qp->cid_limit, &cid) || (gpumem__cq_harvest(qp), 0),
+                             gpumem__qp_give_up(qp, deadline, &why));
+        gpumem_atomic_fetch_sub_u32(&qp->waiters.v, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+        if (why != GPUMEM_OK) return why;
+    }
     gpumem__submit(qp, cmd, cid);
-    GPUMEM_WAIT_UNTIL(&qp->event, gpumem__cid_collect(qp, cid, &got));
+    GPUMEM_WAIT_UNTIL_OR(&qp->event, gpumem__cid_collect(qp, cid, &got), gpumem__qp_give_up(qp, deadline, &why));
+    if (why != GPUMEM_OK) {
+        if (gpumem__cid_orphan(qp, cid)) return why;
+        gpumem__cid_collect(qp, cid, &got); /* harvested just before: take it */
+    }
     if (cpl) *cpl = got;
     return gpumem__cpl_result(&got);
 }
 
-/* Blocking Read or Write of nlb blocks at slba, checked against the namespace. */
-GPUMEM_API gpumem_status gpumem_nvme_qp_rw(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
-                                           uint64_t prp1, uint64_t prp2, gpumem_nvme_cpl *cpl) {
+/* Blocking: as gpumem_nvme_qp_exec_timed without a time limit. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_exec(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, gpumem_nvme_cpl *cpl) {
+    return gpumem_nvme_qp_exec_timed(qp, cmd, cpl, GPUMEM_NO_TIMEOUT);
+}
+
+/* Blocking Read or Write of nlb blocks at slba, checked against the
+ * namespace, at most timeout_ns (see gpumem_nvme_qp_exec_timed). */
+GPUMEM_API gpumem_status gpumem_nvme_qp_rw_timed(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
+                                                 uint64_t prp1, uint64_t prp2, gpumem_nvme_cpl *cpl,
+                                                 uint64_t timeout_ns) {
     gpumem_nvme_cmd c;
     gpumem_status st;
     if (!qp) return GPUMEM_ENULL;
     if ((st = gpumem_nvme_cmd_rw(&c, opcode, &qp->ns, slba, nlb, prp1, prp2)) != GPUMEM_OK) return st;
-    return gpumem_nvme_qp_exec(qp, &c, cpl);
+    return gpumem_nvme_qp_exec_timed(qp, &c, cpl, timeout_ns);
+}
+
+/* Blocking Read or Write without a time limit. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_rw(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
+                                           uint64_t prp1, uint64_t prp2, gpumem_nvme_cpl *cpl) {
+    return gpumem_nvme_qp_rw_timed(qp, opcode, slba, nlb, prp1, prp2, cpl, GPUMEM_NO_TIMEOUT);
 }
 
 GPUMEM_API gpumem_status gpumem_nvme_qp_read(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, uint64_t prp1,
@@ -933,6 +1100,35 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_flush(gpumem_nvme_qp *qp, gpumem_nvme_cp
     if (!qp) return GPUMEM_ENULL;
     gpumem_nvme_cmd_flush(&c, &qp->ns);
     return gpumem_nvme_qp_exec(qp, &c, cpl);
+}
+
+/* Mark the pair's controller stopped (stopped != 0) or running again, for a
+ * controller's owner: while stopped, waits for an ID or a completion end
+ * with GPUMEM_ENODEV, and so do new calls. Release: the controller's last
+ * completions are visible to whoever sees the mark; the notification wakes
+ * parked waiters at once. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_set_stopped(gpumem_nvme_qp *qp, int stopped) {
+    if (!qp) return GPUMEM_ENULL;
+    gpumem_atomic_store_u32(&qp->stopped.v, stopped ? 1u : 0u, GPUMEM_ORDER_RELEASE, GPUMEM__SYS);
+    gpumem_event_notify(&qp->event);
+    return GPUMEM_OK;
+}
+
+/* GPUMEM_OK if nothing needs the pair any more: no thread waits in it for an
+ * ID, and no command ID is held by a request whose owner will still look at
+ * it (abandoned ones do not count). GPUMEM_EBUSY otherwise. Destroying a
+ * pair's memory is safe only when this says OK and no thread is about to
+ * call into the pair. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_check_idle(gpumem_nvme_qp *qp) {
+    uint32_t i;
+    if (!qp) return GPUMEM_ENULL;
+    /* Acquire: pairs with the waiters' release decrement on leaving. */
+    if (gpumem_atomic_load_u32(&qp->waiters.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) != 0) return GPUMEM_EBUSY;
+    for (i = 0; i < qp->n_cids; i++) {
+        uint64_t w = gpumem_atomic_load_u64(&qp->cids[i], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+        if ((w & GPUMEM__CID_IN_USE) && !(w & GPUMEM__CID_ORPHAN)) return GPUMEM_EBUSY;
+    }
+    return GPUMEM_OK;
 }
 
 /* Pick one of n pairs for a caller identified by `key`: on the device pass
@@ -1452,19 +1648,8 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
     return GPUMEM_OK;
 }
 
-/* A clock in nanoseconds for the IOPS cap: the GPU's global timer on the
- * device, the C11 clock on the host. */
-GPUMEM_API uint64_t gpumem__clock_ns(void) {
-#if GPUMEM_ON_DEVICE
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-#else
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-#endif
-}
+/* The clock of the IOPS cap (gpumem_clock_ns). */
+GPUMEM_API uint64_t gpumem__clock_ns(void) { return gpumem_clock_ns(); }
 
 /* The serving loop of thread t of n: serves pairs t, t+n, ... until the stop
  * word is set. Call it from every thread of a persistent block (the kernel
@@ -1507,6 +1692,8 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
 #endif
         }
     }
+    /* Its pairs will not be served again: their waiters end with ENODEV. */
+    for (i = t; i < c->n_pairs; i += n) gpumem_nvme_qp_set_stopped(&c->pairs[i], 1);
 }
 
 /* The sum of every pair's counts (exact once the loop has ended). Runs
@@ -1625,8 +1812,10 @@ typedef struct gpumem_swctl_config {
     uint64_t latency_ns;   /* service time per command; 0 = instant */
     uint64_t iops;         /* completion rate cap; 0 = none */
     uint32_t reorder;      /* 0 = in order; N>1 = pick randomly among the N oldest due */
-    uint32_t error_ppm;    /* injected error rate, parts per million */
-    uint16_t error_status; /* status field to inject, GPUMEM_NVME_STATUS(sct, sc) */
+    uint32_t error_ppm;    /* injected error rate, parts per million; an injected command is not carried out */
+    uint16_t error_status; /* status field to inject, GPUMEM_NVME_STATUS(sct, sc); one that reads as
+                              success (SCT 0, SC 0, e.g. the default 0) injects Internal Error (0/0x06):
+                              success is never reported for work not done */
     uint32_t max_pending;  /* fetched but not completed commands held; default 4096 */
     uint64_t seed;         /* for reordering and injection */
     /* Where the memory the pairs' users touch comes from: each pair's struct,
@@ -1649,13 +1838,27 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
 gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t n_cids, uint32_t virtual_start,
                                      gpumem_nvme_qp **out);
 gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme_qp **out);
+/* Start serving; the pairs' calls work again after a stop. */
 gpumem_status gpumem_swctl_start(gpumem_swctl *ctl);
+/* Stop serving. Every thread waiting in one of its pairs (for a command ID
+ * or a completion) returns GPUMEM_ENODEV, as do new calls, until the next
+ * start; commands fetched but not completed stay with the controller and
+ * complete after a restart. */
 gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl);
-void gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out);
-/* The namespace's bytes when backed by RAM (NULL for a file). */
+/* The counts so far (exact once stopped); safe while the controller runs:
+ * each count is read with an atomic load of what the controller published. */
+gpumem_status gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out);
+/* The namespace's bytes when backed by RAM (NULL for a file, or ctl NULL). */
 void *gpumem_swctl_ram(gpumem_swctl *ctl);
+/* The namespace (all zero, so n_blocks 0, for ctl NULL). */
 gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl);
-void gpumem_swctl_destroy(gpumem_swctl *ctl);
+/* Stop (if running) and free everything, pairs included. Refuses with
+ * GPUMEM_EBUSY, changing nothing, while a thread waits in one of its pairs
+ * or a request still holds a command ID (submitted and not yet polled to
+ * its end; after a stop, polling returns GPUMEM_ENODEV and ends it). It does
+ * not drain: finish or abandon the requests, join the threads, then destroy
+ * (README: shutdown order). */
+gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl);
 
 #ifdef __cplusplus
 }
@@ -1700,7 +1903,8 @@ struct gpumem_swctl {
     int thread_alive;
     uint64_t last_due_ns;
     uint64_t rng;
-    gpumem_swctl_stats st; /* written by the controller thread only while running */
+    gpumem_swctl_stats st;  /* written by the controller thread only while running */
+    gpumem_swctl_stats pub; /* st as last published: atomic stores by the controller, atomic loads by readers */
 };
 
 static void *gpumem__sw_alloc(const gpumem_swctl_config *cfg, size_t n) {
@@ -1782,7 +1986,12 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
 }
 
 void *gpumem_swctl_ram(gpumem_swctl *ctl) { return ctl ? ctl->ram : NULL; }
-gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl) { return ctl->ns; }
+gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl) {
+    gpumem_nvme_ns none;
+    if (ctl) return ctl->ns;
+    memset(&none, 0, sizeof none);
+    return none;
+}
 
 static void gpumem__sw_queue_free(const gpumem_swctl_config *cfg, gpumem__sw_queue *q) {
     gpumem__sw_free(cfg, q->mem);
@@ -1927,7 +2136,9 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
         if (e.cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) {
             /* completes with "command ID conflict" (gpumem_nvme_sw_post) */
         } else if (c->cfg.error_ppm && gpumem__rng_next(&c->rng) % 1000000u < c->cfg.error_ppm) {
-            status = c->cfg.error_status; /* injected: the command is not executed */
+            /* injected: the command is not executed, so the status must say
+             * failure; a configured status that reads as success does not */
+            status = (c->cfg.error_status & 0x7FFu) ? c->cfg.error_status : GPUMEM_NVME_STATUS(0, 0x06);
             c->st.errors_injected++;
         } else if ((status = gpumem__sw_execute(c, &e.cmd)) != 0) {
             c->st.errors_other++;
@@ -1950,6 +2161,17 @@ static uint64_t gpumem__sw_next_due(gpumem_swctl *c) {
     return next;
 }
 
+/* Publish the controller's counts for gpumem_swctl_get_stats: relaxed
+ * atomic stores, one per count (each is exact; together they are a recent
+ * snapshot, not one instant). The controller thread alone writes them. */
+static void gpumem__sw_publish(gpumem_swctl *c) {
+    const uint64_t *from = (const uint64_t *)&c->st;
+    uint64_t *to = (uint64_t *)&c->pub;
+    size_t k;
+    for (k = 0; k < sizeof c->st / sizeof(uint64_t); k++)
+        gpumem_atomic_store_u64(&to[k], from[k], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
+}
+
 static void *gpumem__sw_main(void *arg) {
     gpumem_swctl *c = (gpumem_swctl *)arg;
     gpumem_backoff b = gpumem_backoff_start();
@@ -1958,6 +2180,7 @@ static void *gpumem__sw_main(void *arg) {
         uint32_t i, work = 0, seen;
         for (i = 0; i < c->n_queues; i++) work += gpumem__sw_service(c, c->queues[i], now);
         if (work) {
+            gpumem__sw_publish(c);
             b = gpumem_backoff_start();
             continue;
         }
@@ -1983,6 +2206,7 @@ static void *gpumem__sw_main(void *arg) {
 }
 
 gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
+    uint32_t i;
     int rc;
     if (!ctl) return GPUMEM_ENULL;
     if (ctl->thread_alive) return GPUMEM_ESTATE;
@@ -1990,10 +2214,12 @@ gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
         GPUMEM_LOG("software controller: start with no queue pairs");
         return GPUMEM_ESTATE;
     }
+    for (i = 0; i < ctl->n_queues; i++) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 0);
     __atomic_store_n(&ctl->running, 1, __ATOMIC_RELEASE);
     rc = pthread_create(&ctl->thread, NULL, gpumem__sw_main, ctl);
     if (rc != 0) {
         __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
+        for (i = 0; i < ctl->n_queues; i++) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 1);
         GPUMEM_LOG("software controller: pthread_create failed: %s", strerror(rc));
         return GPUMEM_ESYS;
     }
@@ -2002,29 +2228,48 @@ gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
 }
 
 gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl) {
+    uint32_t i;
     if (!ctl) return GPUMEM_ENULL;
     if (!ctl->thread_alive) return GPUMEM_ESTATE;
     __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
     pthread_join(ctl->thread, NULL);
+    gpumem__sw_publish(ctl); /* the final counts */
     ctl->thread_alive = 0;
+    /* After the thread has ended, so that no completion follows the mark:
+     * every waiter wakes and returns GPUMEM_ENODEV. */
+    for (i = 0; i < ctl->n_queues; i++) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 1);
     return GPUMEM_OK;
 }
 
-/* Counts are exact once stopped; while running they are a recent snapshot. */
-void gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out) {
-    if (!ctl || !out) return;
-    memset(out, 0, sizeof *out);
-    gpumem_nvme_sw_stats_add(out, &ctl->st);
+gpumem_status gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out) {
+    const uint64_t *from;
+    uint64_t *to;
+    size_t k;
+    if (!ctl || !out) return GPUMEM_ENULL;
+    from = (const uint64_t *)&ctl->pub;
+    to = (uint64_t *)out;
+    for (k = 0; k < sizeof *out / sizeof(uint64_t); k++)
+        to[k] = gpumem_atomic_load_u64((uint64_t *)&from[k], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
+    out->violations = 0;
+    {   /* the sum of the violation counts (gpumem_nvme_sw_stats_add sets it) */
+        gpumem_swctl_stats zero;
+        memset(&zero, 0, sizeof zero);
+        gpumem_nvme_sw_stats_add(out, &zero);
+    }
+    return GPUMEM_OK;
 }
 
-void gpumem_swctl_destroy(gpumem_swctl *ctl) {
+gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl) {
     uint32_t i;
-    if (!ctl) return;
+    if (!ctl) return GPUMEM_ENULL;
+    for (i = 0; i < ctl->n_queues; i++)
+        if (gpumem_nvme_qp_check_idle(ctl->queues[i]->qp) != GPUMEM_OK) return GPUMEM_EBUSY;
     if (ctl->thread_alive) gpumem_swctl_stop(ctl);
     for (i = 0; i < ctl->n_queues; i++) gpumem__sw_queue_free(&ctl->cfg, ctl->queues[i]);
     GPUMEM_FREE(ctl->queues);
     if (ctl->own_ram) gpumem__sw_free(&ctl->cfg, ctl->ram);
     GPUMEM_FREE(ctl);
+    return GPUMEM_OK;
 }
 
 #endif /* GPUMEM_IMPLEMENTATION */
