@@ -389,6 +389,7 @@ static inline void gpumem__host_sleep_ns(long ns) {
  * (device: always; host: during the short spin), 0 when a host caller should
  * park instead. */
 GPUMEM_API int gpumem_backoff_pause(gpumem_backoff *b) {
+    if (!b) return 0;
 #if GPUMEM_ON_DEVICE
     __nanosleep(b->ns);
     b->ns = b->ns * 2 > GPUMEM_BACKOFF_MAX_NS ? GPUMEM_BACKOFF_MAX_NS : b->ns * 2;

@@ -213,11 +213,12 @@ enum {
 #define GPUMEM_NVME_DNR(sf) (((sf) >> 14) & 0x1u)  /* do not retry */
 #define GPUMEM_NVME_STATUS(sct, sc) ((uint16_t)((((sct) & 0x7u) << 8) | ((sc) & 0xFFu)))
 
-GPUMEM_API uint16_t gpumem_nvme_cpl_cid(const gpumem_nvme_cpl *c) { return (uint16_t)(c->dw3 & 0xFFFFu); }
-GPUMEM_API uint32_t gpumem_nvme_cpl_phase(const gpumem_nvme_cpl *c) { return (c->dw3 >> 16) & 1u; }
-GPUMEM_API uint16_t gpumem_nvme_cpl_status(const gpumem_nvme_cpl *c) { return (uint16_t)(c->dw3 >> 17); }
-GPUMEM_API uint16_t gpumem_nvme_cpl_sq_head(const gpumem_nvme_cpl *c) { return (uint16_t)(c->dw2 & 0xFFFFu); }
-GPUMEM_API uint16_t gpumem_nvme_cpl_sq_id(const gpumem_nvme_cpl *c) { return (uint16_t)(c->dw2 >> 16); }
+/* Fields of a completion (0 for c NULL). */
+GPUMEM_API uint16_t gpumem_nvme_cpl_cid(const gpumem_nvme_cpl *c) { return c ? (uint16_t)(c->dw3 & 0xFFFFu) : 0; }
+GPUMEM_API uint32_t gpumem_nvme_cpl_phase(const gpumem_nvme_cpl *c) { return c ? (c->dw3 >> 16) & 1u : 0; }
+GPUMEM_API uint16_t gpumem_nvme_cpl_status(const gpumem_nvme_cpl *c) { return c ? (uint16_t)(c->dw3 >> 17) : 0; }
+GPUMEM_API uint16_t gpumem_nvme_cpl_sq_head(const gpumem_nvme_cpl *c) { return c ? (uint16_t)(c->dw2 & 0xFFFFu) : 0; }
+GPUMEM_API uint16_t gpumem_nvme_cpl_sq_id(const gpumem_nvme_cpl *c) { return c ? (uint16_t)(c->dw2 >> 16) : 0; }
 
 /* Words for a status field (SCT and SC; CRD/More/DNR are ignored). */
 GPUMEM_API const char *gpumem_nvme_status_str(uint16_t sf) {
@@ -391,17 +392,20 @@ GPUMEM_API gpumem_nvme_iomap gpumem_nvme_iomap_contiguous(uint64_t iova) {
     return m;
 }
 
-/* The I/O address of byte `off` of the buffer. */
+/* The I/O address of byte `off` of the buffer (0 for m NULL). */
 GPUMEM_API uint64_t gpumem_nvme_iomap_at(const gpumem_nvme_iomap *m, uint64_t off) {
     const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
+    if (!m) return 0;
     if (!m->pages) return m->iova + off;
     off += m->offset;
     return m->pages[off / pg] + (off & (pg - 1));
 }
 
-/* The same buffer starting `off` bytes later. */
+/* The same buffer starting `off` bytes later (an all-zero map for m NULL). */
 GPUMEM_API gpumem_nvme_iomap gpumem_nvme_iomap_sub(const gpumem_nvme_iomap *m, uint64_t off) {
-    gpumem_nvme_iomap r = *m;
+    gpumem_nvme_iomap r = gpumem_nvme_iomap_contiguous(0);
+    if (!m) return r;
+    r = *m;
     if (r.pages) r.offset += off;
     else r.iova += off;
     return r;
@@ -423,6 +427,8 @@ GPUMEM_API gpumem_status gpumem_nvme_prp_build(const gpumem_nvme_iomap *data, ui
     iova = gpumem_nvme_iomap_at(data, 0);
     if (iova == 0) return GPUMEM_ENULL;
     if ((iova & 3u) != 0 || len == 0) return GPUMEM_EINVAL; /* PRP1 must be dword aligned */
+    /* The page count below must not wrap (no command moves 2^63 bytes). */
+    if (len > (UINT64_MAX >> 1)) return GPUMEM_E2BIG;
     first = pg - (iova & (pg - 1)); /* bytes in the first page */
     n_pages = 1 + (len > first ? (len - first + pg - 1) / pg : 0);
     *prp1 = iova;
@@ -965,18 +971,15 @@ GPUMEM_API void gpumem__submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, u
     gpumem__sq_enqueue(qp, gpumem_atomic_fetch_add_u32(&qp->ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV), &c);
 }
 
-/* Submit and return once the controller can see the command; the request
- * holds a command ID until poll (or wait) has returned its result. Never
- * waits on the controller (see "Budget"). GPUMEM_EAGAIN when the pair's
- * asynchronous budget (async_limit IDs) is used up or no ID is free: poll
- * or wait for requests of yours, then retry. GPUMEM_ENODEV once the pair's
- * controller has stopped. */
-GPUMEM_API gpumem_status gpumem_nvme_qp_submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
-                                               gpumem_nvme_req *req) {
+/* gpumem_nvme_qp_submit with a budget limit of the caller's choosing (a
+ * caller that never blocks while it holds requests, such as the serialised
+ * admin queue, may use the whole budget, cid_limit). */
+GPUMEM_API gpumem_status gpumem__qp_submit_within(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
+                                                  gpumem_nvme_req *req, uint32_t limit) {
     uint16_t cid = 0;
     if (!qp || !cmd || !req) return GPUMEM_ENULL;
     if (gpumem__qp_stopped(qp)) return GPUMEM_ENODEV;
-    if (!gpumem__cid_take(qp, qp->async_limit, &cid)) {
+    if (!gpumem__cid_take(qp, limit, &cid)) {
         gpumem__cq_harvest(qp);
         return GPUMEM_EAGAIN;
     }
@@ -984,6 +987,18 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_submit(gpumem_nvme_qp *qp, const gpumem_
     req->cid = cid;
     req->state = GPUMEM__REQ_SUBMITTED;
     return GPUMEM_OK;
+}
+
+/* Submit and return once the controller can see the command; the request
+ * holds a command ID until poll (or wait) has returned its result. Never
+ * waits on the controller (see "Budget"). GPUMEM_EAGAIN when the pair's
+ * asynchronous budget (async_limit IDs: none at depth 2, where the one
+ * command in flight is kept for blocking calls) is used up or no ID is free:
+ * poll or wait for requests of yours, then retry. GPUMEM_ENODEV once the
+ * pair's controller has stopped. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
+                                               gpumem_nvme_req *req) {
+    return gpumem__qp_submit_within(qp, cmd, req, qp ? qp->async_limit : 0);
 }
 
 /* One look for the request's completion: GPUMEM_EAGAIN while it is not there,
@@ -1176,13 +1191,15 @@ typedef struct gpumem_nvme_sw_stats {
 
 /* out += in, field by field, and out->violations = the sum of out's eight
  * violation counts. */
-GPUMEM_API void gpumem_nvme_sw_stats_add(gpumem_nvme_sw_stats *out, const gpumem_nvme_sw_stats *in) {
+GPUMEM_API gpumem_status gpumem_nvme_sw_stats_add(gpumem_nvme_sw_stats *out, const gpumem_nvme_sw_stats *in) {
     uint64_t *o = (uint64_t *)out;
     const uint64_t *i = (const uint64_t *)in;
     size_t k;
+    if (!out || !in) return GPUMEM_ENULL;
     for (k = 0; k < sizeof *out / sizeof(uint64_t); k++) o[k] += i[k];
     out->violations = out->bad_doorbell + out->doorbell_backwards + out->cq_head_past_posted +
                       out->cid_in_flight + out->bad_prp + out->lba_out_of_range + out->bad_opcode + out->bad_nsid;
+    return GPUMEM_OK;
 }
 
 /* The controller's view of one queue pair. */
@@ -1242,7 +1259,9 @@ GPUMEM_API uint32_t gpumem_nvme_sw_take_cq_doorbell(gpumem_nvme_swq *q, gpumem_n
     /* Acquire: pairs with the head mover's doorbell write (a release store on
      * the host, fence + MMIO store on the GPU); whatever it read of the CQ
      * entries it passed happened before we overwrite them. */
-    uint32_t db = gpumem_atomic_load_u32(q->cq_doorbell, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM), adv;
+    uint32_t db, adv;
+    if (!q || !st) return 0;
+    db = gpumem_atomic_load_u32(q->cq_doorbell, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM);
     if (db == q->cq_db_seen) return 0;
     q->cq_db_seen = db;
     adv = (db - q->cq_head) & q->mask;
@@ -1267,7 +1286,9 @@ GPUMEM_API uint32_t gpumem_nvme_sw_take_sq_doorbell(gpumem_nvme_swq *q, gpumem_n
     /* Acquire: pairs with the tail mover's doorbell write, which it made after
      * the submitters' commands were written: the entries up to the new tail
      * are visible to our plain loads in gpumem_nvme_sw_fetch. */
-    uint32_t db = gpumem_atomic_load_u32(q->sq_doorbell, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM);
+    uint32_t db;
+    if (!q || !st) return 0;
+    db = gpumem_atomic_load_u32(q->sq_doorbell, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM);
     if (db == q->sq_db_seen) return 0;
     q->sq_db_seen = db;
     if (db >= q->depth) {
@@ -1286,7 +1307,7 @@ GPUMEM_API uint32_t gpumem_nvme_sw_take_sq_doorbell(gpumem_nvme_swq *q, gpumem_n
  * GPUMEM_NVME_SW_CID_CONFLICT and counted. */
 GPUMEM_API int gpumem_nvme_sw_fetch(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, gpumem_nvme_cmd *cmd) {
     uint16_t cid;
-    if (q->sq_head == q->sq_tail) return 0;
+    if (!q || !st || !cmd || q->sq_head == q->sq_tail) return 0;
     *cmd = q->sq[q->sq_head];
     q->sq_head = (q->sq_head + 1) & q->mask;
     cid = (uint16_t)(cmd->cdw0 >> 16);
@@ -1309,8 +1330,10 @@ GPUMEM_API int gpumem_nvme_sw_fetch(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st
  * it with. */
 GPUMEM_API uint16_t gpumem_nvme_sw_check(gpumem_nvme_sw_stats *st, const gpumem_nvme_ns *ns,
                                          const gpumem_nvme_cmd *cmd, uint64_t *off, uint64_t *len) {
-    uint32_t op = cmd->cdw0 & 0xFFu;
+    uint32_t op;
     uint64_t slba, nlb;
+    if (!st || !ns || !cmd || !off || !len) return GPUMEM_NVME_STATUS(0, 0x06); /* internal error */
+    op = cmd->cdw0 & 0xFFu;
     *off = *len = 0;
     if (op == GPUMEM_NVME_OP_FLUSH) {
         if (cmd->nsid != ns->nsid && cmd->nsid != 0xFFFFFFFFu) {
@@ -1358,6 +1381,7 @@ typedef struct gpumem_nvme_prp_walk {
 GPUMEM_API int gpumem_nvme_prp_walk_start(gpumem_nvme_prp_walk *w, const gpumem_nvme_cmd *cmd, uint64_t len) {
     const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
     uint64_t first;
+    if (!w || !cmd) return -1;
     w->prp1 = cmd->prp1;
     w->prp2 = cmd->prp2;
     w->len = len;
@@ -1380,7 +1404,9 @@ GPUMEM_API int gpumem_nvme_prp_walk_start(gpumem_nvme_prp_walk *w, const gpumem_
  * bad PRP (null, misaligned, or a list entry not page aligned). */
 GPUMEM_API int gpumem_nvme_prp_walk_next(gpumem_nvme_prp_walk *w, uint64_t *addr, uint64_t *seg) {
     const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
-    uint64_t a = w->prp1;
+    uint64_t a;
+    if (!w || !addr || !seg) return -1;
+    a = w->prp1;
     if (w->k >= w->n_pages) return 0;
     if (w->k == 1 && w->n_pages == 2) {
         a = w->prp2;
@@ -1421,9 +1447,10 @@ GPUMEM_API uint16_t gpumem_nvme_sw_execute_ram(gpumem_nvme_sw_stats *st, const g
                                                unsigned char *ram, const gpumem_nvme_cmd *cmd) {
     uint64_t off, len, addr, seg;
     gpumem_nvme_prp_walk w;
-    int to_host = (cmd->cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, r;
+    int to_host = cmd && (cmd->cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, r;
     uint16_t status = gpumem_nvme_sw_check(st, ns, cmd, &off, &len);
     if (status || len == 0) return status;
+    if (!ram) return GPUMEM_NVME_STATUS(0, 0x06); /* internal error */
     if (gpumem_nvme_prp_walk_start(&w, cmd, len) != 0) goto bad_prp;
     while ((r = gpumem_nvme_prp_walk_next(&w, &addr, &seg)) == 1) {
         unsigned char *at = ram + off + (w.done - seg);
@@ -1441,8 +1468,11 @@ bad_prp:
  * caller has checked that the CQ has room (cq_posted < depth - 1). */
 GPUMEM_API void gpumem_nvme_sw_post(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, const gpumem_nvme_cmd *cmd,
                                     uint16_t status) {
-    uint16_t cid = (uint16_t)(cmd->cdw0 >> 16);
-    gpumem_nvme_cpl *cpl = &q->cq[q->cq_tail];
+    uint16_t cid;
+    gpumem_nvme_cpl *cpl;
+    if (!q || !st || !cmd) return;
+    cid = (uint16_t)(cmd->cdw0 >> 16);
+    cpl = &q->cq[q->cq_tail];
     if (cmd->cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) status = GPUMEM_NVME_STATUS(0, 0x03);
     else q->cid_state[cid] = 2;
     st->commands++;
@@ -1465,8 +1495,10 @@ GPUMEM_API void gpumem_nvme_sw_post(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st
  * most `budget` commands (0: no limit). Returns the things done (0: idle). */
 GPUMEM_API uint32_t gpumem_nvme_sw_serve_ram(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, const gpumem_nvme_ns *ns,
                                              unsigned char *ram, uint32_t budget) {
-    uint32_t work = gpumem_nvme_sw_take_cq_doorbell(q, st) + gpumem_nvme_sw_take_sq_doorbell(q, st), n = 0;
+    uint32_t work, n = 0;
     gpumem_nvme_cmd cmd;
+    if (!q || !st || !ns || !ram) return 0;
+    work = gpumem_nvme_sw_take_cq_doorbell(q, st) + gpumem_nvme_sw_take_sq_doorbell(q, st);
     while ((budget == 0 || n < budget) && q->cq_posted < q->depth - 1 && gpumem_nvme_sw_fetch(q, st, &cmd)) {
         uint16_t status = 0;
         if (!(cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) && (status = gpumem_nvme_sw_execute_ram(st, ns, ram, &cmd)) != 0)
@@ -1588,6 +1620,7 @@ GPUMEM_API size_t gpumem_nvme_gpuctl_bytes(const gpumem_nvme_gpuctl_desc *d) {
 /* Pair i, computed from the base without touching the memory (so the host
  * can hand device pointers to kernels). */
 GPUMEM_API gpumem_nvme_qp *gpumem_nvme_gpuctl_pair(void *mem, uint32_t i) {
+    if (!mem) return (gpumem_nvme_qp *)0;
     return (gpumem_nvme_qp *)((unsigned char *)mem + GPUMEM__GPUCTL_PAIRS_OFF) + i;
 }
 
@@ -1607,6 +1640,7 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
         d->lba_bytes < 512 || d->lba_bytes > 65536 || !gpumem_is_pow2_u64(d->lba_bytes) || d->n_blocks == 0 ||
         !gpumem__valid_count(d->depth, GPUMEM_NVME_MAX_DEPTH) || !gpumem__valid_count(d->n_cids, GPUMEM_NVME_MAX_CIDS))
         return GPUMEM_EINVAL;
+    if (d->n_blocks > UINT64_MAX / d->lba_bytes) return GPUMEM_ERANGE; /* byte offsets must not wrap */
     if (bytes < gpumem_nvme_gpuctl_bytes(d)) return GPUMEM_ENOMEM;
     block = gpumem__gpuctl_pair_block(d);
     first = gpumem__gpuctl_first_block(d->n_pairs);
@@ -1655,11 +1689,14 @@ GPUMEM_API uint64_t gpumem__clock_ns(void) { return gpumem_clock_ns(); }
  * word is set. Call it from every thread of a persistent block (the kernel
  * gpumem_nvme_gpuctl_kernel does), or from a host thread. */
 GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint32_t n) {
-    uint32_t servers = n < c->n_pairs ? n : c->n_pairs, i;
+    uint32_t servers, i;
+    uint64_t gap, next = 0;
+    gpumem_backoff b = gpumem_backoff_start();
+    if (!c || n == 0) return;
+    servers = n < c->n_pairs ? n : c->n_pairs;
     /* With a cap, this thread may complete one command every `gap` ns, with
      * bursts of at most 32 after an idle spell. */
-    uint64_t gap = c->iops ? (1000000000ull * servers + c->iops - 1) / c->iops : 0, next = 0;
-    gpumem_backoff b = gpumem_backoff_start();
+    gap = c->iops ? (1000000000ull * servers + c->iops - 1) / c->iops : 0;
     /* Release is not needed (nothing is published), but the host polls this
      * word: system scope. */
     gpumem_atomic_fetch_add_u32(&c->control[1], 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
@@ -1698,18 +1735,22 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
 
 /* The sum of every pair's counts (exact once the loop has ended). Runs
  * where the controller's memory can be read. */
-GPUMEM_API void gpumem_nvme_gpuctl_get_stats(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
+GPUMEM_API gpumem_status gpumem_nvme_gpuctl_get_stats(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
     uint32_t i;
     unsigned char *b = (unsigned char *)out;
     size_t k;
+    if (!c || !out) return GPUMEM_ENULL;
     for (k = 0; k < sizeof *out; k++) b[k] = 0;
     for (i = 0; i < c->n_pairs; i++) gpumem_nvme_sw_stats_add(out, &c->stats[i]);
+    return GPUMEM_OK;
 }
 
 /* Stop the loop: a release store, so that it is seen after anything the
  * caller wrote before (system scope: the caller may be the host). */
-GPUMEM_API void gpumem_nvme_gpuctl_stop(const gpumem_nvme_gpuctl_desc *d) {
+GPUMEM_API gpumem_status gpumem_nvme_gpuctl_stop(const gpumem_nvme_gpuctl_desc *d) {
+    if (!d || !d->control) return GPUMEM_ENULL;
     gpumem_atomic_store_u32(&d->control[0], 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+    return GPUMEM_OK;
 }
 
 #if defined(__CUDACC__)
@@ -2677,7 +2718,7 @@ gpumem_status gpumem_nvmectl_prp(const gpumem_nvmectl_dma *dma, size_t off, uint
                                  const gpumem_nvmectl_dma *list, size_t list_off, uint64_t *prp1, uint64_t *prp2) {
     gpumem_nvme_iomap data, lmap;
     if (!dma) return GPUMEM_ENULL;
-    if (off + len > dma->bytes || (list && list_off >= list->bytes)) return GPUMEM_ERANGE;
+    if (off > dma->bytes || len > dma->bytes - off || (list && list_off >= list->bytes)) return GPUMEM_ERANGE;
     data = gpumem_nvme_iomap_sub(&dma->map, off);
     if (!list) return gpumem_nvme_prp_build(&data, len, NULL, NULL, 0, prp1, prp2);
     lmap = gpumem_nvme_iomap_sub(&list->map, list_off);
@@ -2718,9 +2759,11 @@ gpumem_status gpumem_nvmectl_admin(gpumem_nvmectl *c, const gpumem_nvme_cmd *cmd
     gpumem_status st;
     if (!c || !cmd) return GPUMEM_ENULL;
     pthread_mutex_lock(&c->admin_lock);
-    /* One command at a time under the lock, so a command ID is always free. */
-    st = gpumem_nvme_qp_submit(&c->admin, cmd, &req);
+    /* One command at a time under the lock, so a command ID is always free
+     * (nobody blocks holding one: the whole budget may be used). */
+    st = gpumem__qp_submit_within(&c->admin, cmd, &req, c->admin.cid_limit);
     if (st == GPUMEM_OK) st = gpumem_nvmectl_wait(c, &c->admin, &req, c->cfg.timeout_ms);
+    if (st == GPUMEM_ETIMEDOUT || st == GPUMEM_ENODEV) gpumem__cid_orphan(&c->admin, req.cid); /* freed if it ever completes */
     pthread_mutex_unlock(&c->admin_lock);
     if (st == GPUMEM_EIO) {
         uint16_t sf = gpumem_nvme_cpl_status(&req.cpl);
