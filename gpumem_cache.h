@@ -1030,9 +1030,9 @@ gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out
  * lines are written back first (and, if there were any, made durable with a
  * Flush to each NVMe controller). Refuses, freeing nothing, with
  * GPUMEM_EBUSY while any line is held or busy (a thread still uses the
- * cache), or with the write-back's failure (GPUMEM_EIO, GPUMEM_ENODEV when
- * the controller was stopped first; the dirty lines stay, retry once the
- * backing works). So destroy caches before stopping their controllers.
+ * cache), or with the write-back's failure (GPUMEM_EIO, also when the
+ * controller was stopped first; the dirty lines stay, retry once the backing
+ * works). So destroy caches before stopping their controllers.
  * GPUMEM_EINVAL for a cache set up with gpumem_cache_init (its memory is
  * the caller's: flush it, then free that). */
 gpumem_status gpumem_cache_destroy(gpumem_cache *c);
