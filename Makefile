@@ -62,8 +62,14 @@ $(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 # The graph test runs the graph program as well as including its header.
 $(BUILD)/test_graph: examples/graph.h $(BUILD)/graph
 
-run-tests: $(TESTS)
+run-tests: $(TESTS) $(BUILD)/race_stats
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
+	@echo "== $(BUILD)/race_stats (ThreadSanitizer)"; TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_stats
+
+# Statistics read while everything runs, under ThreadSanitizer whatever the
+# build's own sanitizer (a plain program: Criterion cannot start under TSan).
+$(BUILD)/race_stats: tests/race_stats.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
+	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
 
 EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph
 $(BUILD)/%: examples/%.c $(HEADERS) $(wildcard examples/*.h) | $(BUILD)
