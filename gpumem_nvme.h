@@ -1526,7 +1526,9 @@ GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
  * 64-byte aligned, and CUDA's allocators give 512). */
 #define GPUMEM__GPUCTL_PAIRS_OFF GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_gpuctl), 64)
 
-GPUMEM_API gpumem_nvme_ns gpumem__gpuctl_ns(const gpumem_nvme_gpuctl_desc *d) {
+/* The namespace a controller of this description serves (what a cache in
+ * front of its pairs is checked against). */
+GPUMEM_API gpumem_nvme_ns gpumem_nvme_gpuctl_ns(const gpumem_nvme_gpuctl_desc *d) {
     gpumem_nvme_ns ns;
     ns.nsid = 1;
     ns.lba_shift = gpumem_log2_u64(d->lba_bytes);
@@ -1544,7 +1546,7 @@ GPUMEM_API size_t gpumem__gpuctl_pair_core(const gpumem_nvme_gpuctl_desc *d) {
 }
 
 GPUMEM_API size_t gpumem__gpuctl_pair_block(const gpumem_nvme_gpuctl_desc *d) {
-    gpumem_nvme_ns ns = gpumem__gpuctl_ns(d);
+    gpumem_nvme_ns ns = gpumem_nvme_gpuctl_ns(d);
     size_t prp = gpumem_nvme_qp_prp_bytes(d->n_cids, &ns);
     return gpumem__gpuctl_pair_core(d) + (prp ? prp + 4096 : 0);
 }
@@ -1588,7 +1590,7 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
     block = gpumem__gpuctl_pair_block(d);
     first = gpumem__gpuctl_first_block(d->n_pairs);
     for (k = 0; k < first; k++) base[k] = 0;
-    c->ns = gpumem__gpuctl_ns(d);
+    c->ns = gpumem_nvme_gpuctl_ns(d);
     c->ram = (unsigned char *)d->ram;
     c->pairs = gpumem_nvme_gpuctl_pair(mem, 0);
     c->queues = (gpumem_nvme_swq *)(c->pairs + d->n_pairs);
