@@ -1131,6 +1131,7 @@ typedef struct gpumem_nvme_sw_stats {
     uint64_t bad_opcode;
     uint64_t bad_nsid;
     uint64_t violations; /* the sum of the eight counts above (set by gpumem_nvme_sw_stats_add) */
+    uint64_t dropped;    /* commands fetched and never completed: the drop_command test hook */
 } gpumem_nvme_sw_stats;
 
 /* out += in, field by field, and out->violations = the sum of out's eight
@@ -1764,6 +1765,87 @@ static inline gpumem_status gpumem_nvme_gpuctl_get_stats_cuda(const gpumem_nvme_
 #endif /* __CUDACC__ */
 
 /* ======================================================================== */
+/* Diagnostics (host): the state of a pair, both sides, in words            */
+/* ======================================================================== */
+/*
+ * For a watchdog that has seen progress stop (gpumem_watchdog below, and the
+ * CUDA tests' copy of it for pairs in GPU memory): what every counter of the
+ * pair says, what the controller's side says, and which command IDs are
+ * outstanding. Reads the memory through the pointers in the structs, so run
+ * it where they are readable (for GPU memory, on a host copy: see
+ * gpumem_nvme_qp_report_cuda). Each call appends to buf (n bytes, always
+ * NUL-terminated) and returns the length the whole text would have.
+ */
+#if !GPUMEM_ON_DEVICE
+#include <stdarg.h>
+#include <stdio.h>
+
+static inline size_t gpumem__appendf(char *buf, size_t n, size_t at, const char *fmt, ...) {
+    va_list ap;
+    int k;
+    va_start(ap, fmt);
+    k = vsnprintf(at < n ? buf + at : NULL, at < n ? n - at : 0, fmt, ap);
+    va_end(ap);
+    return at + (k > 0 ? (size_t)k : 0);
+}
+
+/* Client side: tickets, tail, heads, locks, doorbells, turns, command IDs. */
+static inline size_t gpumem_nvme_qp_report(const gpumem_nvme_qp *qp, char *buf, size_t n, size_t at) {
+    const uint32_t mask = qp->depth - 1;
+    uint32_t ticket = qp->ticket.v, tail = qp->tail.v, sq_head = qp->sq_head.v, cq_head = qp->cq_head.v, i;
+    uint32_t outstanding = 0, uncollected = 0, shown = 0;
+    const gpumem_nvme_cpl *e = &qp->cq[cq_head & mask];
+    at = gpumem__appendf(buf, n, at,
+                         "pair %u (depth %u, %u command IDs)\n"
+                         "  client: ticket %u, tail %u (%u submitted, not yet handed over), SQ head %u "
+                         "(%u handed over, not known consumed), CQ head %u, released %u\n"
+                         "          tail lock %u, head lock %u, command-ID ticket %u, doorbell writes SQ %u "
+                         "CQ %u, doorbells now SQ %u CQ %u\n",
+                         qp->qid, qp->depth, qp->n_cids, ticket, tail, ticket - tail, sq_head, tail - sq_head,
+                         cq_head, qp->cq_released.v, qp->tail_lock.v, qp->head_lock.v, qp->cid_ticket.v,
+                         qp->sq_doorbell_writes.v, qp->cq_doorbell_writes.v, *qp->sq_doorbell, *qp->cq_doorbell);
+    at = gpumem__appendf(buf, n, at,
+                         "          SQ position %u: turn %u, tail mark %u; CQ position %u: phase %u (expects %u), "
+                         "command ID %u, status 0x%04x, SQ head %u\n",
+                         sq_head & mask, qp->slots[sq_head & mask].turn, qp->slots[sq_head & mask].tail_mark,
+                         cq_head & mask, (e->dw3 >> 16) & 1u, ((cq_head >> qp->depth_log2) & 1u) ^ 1u,
+                         e->dw3 & 0xFFFFu, e->dw3 >> 17, e->dw2 & 0xFFFFu);
+    at = gpumem__appendf(buf, n, at, "  outstanding command IDs (no completion yet):");
+    for (i = 0; i < qp->n_cids; i++) {
+        uint64_t w = qp->cids[i];
+        if ((w & GPUMEM__CID_IN_USE) && !(w & GPUMEM__CID_DONE)) {
+            if (shown++ < 16) at = gpumem__appendf(buf, n, at, " %u", i);
+            outstanding++;
+        } else if ((w & GPUMEM__CID_IN_USE) && (w & GPUMEM__CID_DONE)) {
+            uncollected++;
+        }
+    }
+    return gpumem__appendf(buf, n, at, "%s (%u in all); completed, not yet collected by their owner: %u\n",
+                           outstanding > 16 ? " ..." : outstanding ? "" : " none", outstanding, uncollected);
+}
+
+/* Controller side of one queue (the software controllers' core). */
+static inline size_t gpumem_nvme_swq_report(const gpumem_nvme_swq *q, const gpumem_nvme_sw_stats *st, char *buf,
+                                            size_t n, size_t at) {
+    uint32_t fetched_not_posted = 0, i;
+    for (i = 0; i < 65536u; i++) fetched_not_posted += q->cid_state[i] == 1;
+    return gpumem__appendf(buf, n, at,
+                           "  controller: SQ fetched up to %u of doorbell %u, CQ posted up to %u (phase %u), CQ "
+                           "head doorbell %u, posted and not yet passed %u; command IDs fetched and not "
+                           "completed %u\n"
+                           "          commands %llu (reads %llu, writes %llu, flushes %llu), dropped %llu, "
+                           "protocol violations %llu\n",
+                           q->sq_head, q->sq_tail, q->cq_tail, q->cq_phase, q->cq_head, q->cq_posted,
+                           fetched_not_posted, (unsigned long long)st->commands, (unsigned long long)st->reads,
+                           (unsigned long long)st->writes, (unsigned long long)st->flushes,
+                           (unsigned long long)st->dropped,
+                           (unsigned long long)(st->bad_doorbell + st->doorbell_backwards + st->cq_head_past_posted +
+                                                st->cid_in_flight + st->bad_prp + st->lba_out_of_range +
+                                                st->bad_opcode + st->bad_nsid));
+}
+#endif /* !GPUMEM_ON_DEVICE */
+
+/* ======================================================================== */
 /* Host shim: the software NVMe controller                                  */
 /* ======================================================================== */
 /*
@@ -1803,6 +1885,9 @@ typedef struct gpumem_swctl_config {
     uint16_t error_status; /* status field to inject, GPUMEM_NVME_STATUS(sct, sc) */
     uint32_t max_pending;  /* fetched but not completed commands held; default 4096 */
     uint64_t seed;         /* for reordering and injection */
+    uint64_t drop_command; /* test hook: the Nth command fetched (1 = the first) is never
+                              completed, as a faulty device would; 0 = none. Counted in
+                              stats.dropped; what a watchdog is for. */
     /* Where the memory the pairs' users touch comes from: each pair's struct,
      * rings, doorbells and state, and the namespace RAM when the controller
      * allocates it. NULL: GPUMEM_MALLOC / GPUMEM_FREE. For GPU threads
@@ -1830,10 +1915,47 @@ gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme
 gpumem_status gpumem_swctl_start(gpumem_swctl *ctl);
 gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl);
 void gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out);
+/* Completions posted so far: safe to read from any thread at any time (a
+ * watchdog's measure of progress). */
+uint64_t gpumem_swctl_progress(gpumem_swctl *ctl);
+/* Every pair in words, client side and controller side (gpumem_nvme_qp_report,
+ * gpumem_nvme_swq_report), appended to buf; returns the whole text's length.
+ * Call it with the controller stopped: it reads the controller thread's state. */
+size_t gpumem_swctl_report(gpumem_swctl *ctl, char *buf, size_t n);
 /* The namespace's bytes when backed by RAM (NULL for a file). */
 void *gpumem_swctl_ram(gpumem_swctl *ctl);
 gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl);
 void gpumem_swctl_destroy(gpumem_swctl *ctl);
+
+/* A watchdog: a host thread that watches a progress count and, when it has
+ * not moved for stall_ms, says so, stops the controllers, prints the state
+ * of every pair, and ends the process with exit_code (a GPU kernel that
+ * waits forever cannot be cancelled: ending the process is the one bounded
+ * way out; _exit, so that no exit handler waits on the hung device).
+ *
+ *   gpumem_watchdog_config w = gpumem_swctl_watchdog_config(ctl, "my run", 10000);
+ *   gpumem_watchdog *wd;
+ *   gpumem_watchdog_start(&w, &wd);
+ *   ... the run ...
+ *   gpumem_watchdog_finish(wd);            // before stopping the controller
+ */
+typedef struct gpumem_watchdog_config {
+    const char *what;                  /* names the run in the message */
+    uint32_t stall_ms;                 /* no progress for this long is a stall (0: 10000) */
+    uint64_t (*progress)(void *ctx);   /* a count that grows while work gets done */
+    void (*stop)(void *ctx);           /* stop the controllers (NULL: nothing to stop) */
+    size_t (*report)(void *ctx, char *buf, size_t n); /* the state in words (NULL: none) */
+    void *ctx;
+    int exit_code;                     /* on a stall: exit status (0 means 3); -1: do not end the
+                                          process, only report (gpumem_watchdog_finish says so) */
+} gpumem_watchdog_config;
+typedef struct gpumem_watchdog gpumem_watchdog;
+gpumem_status gpumem_watchdog_start(const gpumem_watchdog_config *cfg, gpumem_watchdog **out);
+/* Stop watching and free it; returns 1 if it saw a stall (exit_code -1), else 0. */
+int gpumem_watchdog_finish(gpumem_watchdog *wd);
+/* A watchdog on one software controller: progress is its completions, stop
+ * is gpumem_swctl_stop, the report is gpumem_swctl_report. */
+gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const char *what, uint32_t stall_ms);
 
 #ifdef __cplusplus
 }
@@ -1880,6 +2002,8 @@ struct gpumem_swctl {
     int thread_alive;
     uint64_t last_due_ns;
     uint64_t rng;
+    uint64_t fetched;      /* commands fetched (the drop_command hook counts them) */
+    uint64_t progress;     /* completions posted: written atomically, read by watchdogs */
     gpumem_swctl_stats st; /* written by the controller thread only while running */
 };
 
@@ -2081,6 +2205,11 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
         gpumem__sw_pending *p = &q->pend[(q->pend_head + q->pend_count) % c->cfg.max_pending];
         uint64_t due = now + c->cfg.latency_ns;
         if (!gpumem_nvme_sw_fetch(sw, &c->st, &p->cmd)) break;
+        work++;
+        if (++c->fetched == c->cfg.drop_command) { /* test hook: never completed */
+            c->st.dropped++;
+            continue;
+        }
         if (c->cfg.iops) {
             uint64_t gap = 1000000000ull / c->cfg.iops;
             if (due < c->last_due_ns + gap) due = c->last_due_ns + gap;
@@ -2088,7 +2217,6 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
         c->last_due_ns = due;
         p->due_ns = due;
         q->pend_count++;
-        work++;
     }
     /* Post completions that are due while the CQ has room (it holds depth-1). */
     posted_before = sw->cq_posted;
@@ -2121,7 +2249,11 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
         gpumem_nvme_sw_post(sw, &c->st, &e.cmd, status);
         work++;
     }
-    if (posted_before != sw->cq_posted) gpumem_event_notify(&q->qp->event); /* wake parked pollers */
+    if (posted_before != sw->cq_posted) {
+        /* Relaxed: a count for watchdogs, nothing is published through it. */
+        __atomic_fetch_add(&c->progress, (uint64_t)(uint32_t)(sw->cq_posted - posted_before), __ATOMIC_RELAXED);
+        gpumem_event_notify(&q->qp->event); /* wake parked pollers */
+    }
     return work;
 }
 
@@ -2201,6 +2333,146 @@ void gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out) {
     if (!ctl || !out) return;
     memset(out, 0, sizeof *out);
     gpumem_nvme_sw_stats_add(out, &ctl->st);
+}
+
+uint64_t gpumem_swctl_progress(gpumem_swctl *ctl) {
+    return ctl ? __atomic_load_n(&ctl->progress, __ATOMIC_RELAXED) : 0;
+}
+
+size_t gpumem_swctl_report(gpumem_swctl *ctl, char *buf, size_t n) {
+    size_t at = 0;
+    uint32_t i;
+    if (!ctl || !buf) return 0;
+    if (n) buf[0] = 0;
+    for (i = 0; i < ctl->n_queues; i++) {
+        at = gpumem_nvme_qp_report(ctl->queues[i]->qp, buf, n, at);
+        at = gpumem__appendf(buf, n, at, "  controller holds %u fetched commands not yet due or posted\n",
+                             ctl->queues[i]->pend_count);
+        at = gpumem_nvme_swq_report(&ctl->queues[i]->sw, &ctl->st, buf, n, at);
+    }
+    return at;
+}
+
+/* ---- watchdog ---------------------------------------------------------------- */
+
+struct gpumem_watchdog {
+    gpumem_watchdog_config cfg;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int done;  /* under lock: finish asked */
+    int fired; /* under lock */
+};
+
+static void gpumem__watchdog_fire(gpumem_watchdog *w, uint64_t count, uint64_t stalled_ms) {
+    const size_t n = 1u << 20;
+    char *text = (char *)GPUMEM_MALLOC(n);
+    GPUMEM_LOG("watchdog: %s: no progress for %llu ms (progress count stuck at %llu): stopping the controller; "
+               "state of every queue pair follows",
+               w->cfg.what ? w->cfg.what : "run", (unsigned long long)stalled_ms, (unsigned long long)count);
+    if (w->cfg.stop) w->cfg.stop(w->cfg.ctx);
+    if (w->cfg.report && text) {
+        text[0] = 0;
+        w->cfg.report(w->cfg.ctx, text, n);
+        fputs(text, stderr);
+    }
+    GPUMEM_FREE(text);
+    fflush(NULL);
+    if (w->cfg.exit_code >= 0) {
+        GPUMEM_LOG("watchdog: %s: stalled; exiting with status %d", w->cfg.what ? w->cfg.what : "run",
+                   w->cfg.exit_code ? w->cfg.exit_code : 3);
+        _exit(w->cfg.exit_code ? w->cfg.exit_code : 3);
+    }
+}
+
+static void *gpumem__watchdog_main(void *arg) {
+    gpumem_watchdog *w = (gpumem_watchdog *)arg;
+    const uint64_t stall_ns = (uint64_t)(w->cfg.stall_ms ? w->cfg.stall_ms : 10000u) * 1000000ull;
+    const uint64_t tick_ns = stall_ns / 20 < 100000000ull ? stall_ns / 20 + 1 : 100000000ull;
+    uint64_t seen = w->cfg.progress(w->cfg.ctx), since = gpumem__now_ns();
+    pthread_mutex_lock(&w->lock);
+    while (!w->done) {
+        struct timespec until;
+        uint64_t now, count;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += (long)(tick_ns % 1000000000ull);
+        until.tv_sec += (time_t)(tick_ns / 1000000000ull) + until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&w->wake, &w->lock, &until);
+        if (w->done) break;
+        count = w->cfg.progress(w->cfg.ctx);
+        now = gpumem__now_ns();
+        if (count != seen) {
+            seen = count;
+            since = now;
+        } else if (now - since >= stall_ns) {
+            w->fired = 1;
+            pthread_mutex_unlock(&w->lock);
+            gpumem__watchdog_fire(w, count, (now - since) / 1000000ull);
+            return NULL; /* exit_code -1: report once, then stop watching */
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+gpumem_status gpumem_watchdog_start(const gpumem_watchdog_config *cfg, gpumem_watchdog **out) {
+    gpumem_watchdog *w;
+    int rc;
+    if (!cfg || !out || !cfg->progress) return GPUMEM_ENULL;
+    *out = NULL;
+    if (cfg->exit_code < -1 || cfg->exit_code > 255) return GPUMEM_EINVAL;
+    w = (gpumem_watchdog *)GPUMEM_MALLOC(sizeof *w);
+    if (!w) return GPUMEM_ENOMEM;
+    memset(w, 0, sizeof *w);
+    w->cfg = *cfg;
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->wake, NULL);
+    if ((rc = pthread_create(&w->thread, NULL, gpumem__watchdog_main, w)) != 0) {
+        GPUMEM_LOG("watchdog: pthread_create failed: %s", strerror(rc));
+        pthread_cond_destroy(&w->wake);
+        pthread_mutex_destroy(&w->lock);
+        GPUMEM_FREE(w);
+        return GPUMEM_ESYS;
+    }
+    *out = w;
+    return GPUMEM_OK;
+}
+
+int gpumem_watchdog_finish(gpumem_watchdog *w) {
+    int fired;
+    if (!w) return 0;
+    pthread_mutex_lock(&w->lock);
+    w->done = 1;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    pthread_join(w->thread, NULL);
+    fired = w->fired;
+    pthread_cond_destroy(&w->wake);
+    pthread_mutex_destroy(&w->lock);
+    GPUMEM_FREE(w);
+    return fired;
+}
+
+static uint64_t gpumem__swctl_wd_progress(void *ctx) { return gpumem_swctl_progress((gpumem_swctl *)ctx); }
+static void gpumem__swctl_wd_stop(void *ctx) {
+    gpumem_swctl *c = (gpumem_swctl *)ctx;
+    if (c->thread_alive) gpumem_swctl_stop(c);
+}
+static size_t gpumem__swctl_wd_report(void *ctx, char *buf, size_t n) {
+    return gpumem_swctl_report((gpumem_swctl *)ctx, buf, n);
+}
+
+gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const char *what, uint32_t stall_ms) {
+    gpumem_watchdog_config w;
+    memset(&w, 0, sizeof w);
+    w.what = what;
+    w.stall_ms = stall_ms;
+    w.progress = gpumem__swctl_wd_progress;
+    w.stop = gpumem__swctl_wd_stop;
+    w.report = gpumem__swctl_wd_report;
+    w.ctx = ctl;
+    return w;
 }
 
 void gpumem_swctl_destroy(gpumem_swctl *ctl) {
