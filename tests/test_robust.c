@@ -147,7 +147,7 @@ Test(robust, ranges_do_not_wrap) {
     d.n_lines = 4;
     d.line_bytes = 4096;
     d.n_slots = 2;
-    d.backing = gpumem_cache_backing_nvme(&qp, 1, 1, UINT64_MAX - 7, GPUMEM_CACHE_STRIPE);
+    d.backing = gpumem_cache_backing_nvme(&qp, 1, 1, &qp->ns, UINT64_MAX - 7, GPUMEM_CACHE_STRIPE);
     cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_ERANGE, "refused at create");
     cr_assert_null(c);
     d.backing.first_lba = 1024 - 31; /* 4 lines of 8 blocks need 32 */
@@ -604,7 +604,7 @@ Test(robust, cache_destroy_refuses_when_it_cannot_write_back) {
     cr_assert_eq(gpumem_swctl_create(&cfg, &ctl), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_add_qp(ctl, 8, &qp), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
-    d.n_lines = 4, d.n_slots = 2, d.backing = gpumem_cache_backing_nvme(&qp, 1, 1, 0, GPUMEM_CACHE_STRIPE);
+    d.n_lines = 4, d.n_slots = 2, d.backing = gpumem_cache_backing_nvme(&qp, 1, 1, &qp->ns, 0, GPUMEM_CACHE_STRIPE);
     cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_OK);
     cr_assert_eq(gpumem_cache_acquire(c, 2, 1, 1, &p), GPUMEM_OK);
     ((uint64_t *)p)[0] = 0x5EED;
