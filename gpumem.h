@@ -405,23 +405,42 @@ GPUMEM_API int gpumem_backoff_pause(gpumem_backoff *b) {
 #endif
 }
 
-/* Wake every parked waiter if there is one. Call after making a change that
- * some thread may be waiting for. The seq_cst fence orders that change before
- * the load of `waiters`; the waiter registers before re-checking its
- * condition, so either we see it registered or it sees our change. */
-GPUMEM_API void gpumem_event_notify(gpumem_event *ev) {
+/* Wake up to n parked waiters if there are any. The seq_cst fence orders
+ * the caller's change before the load of `waiters`; the waiter registers
+ * before re-checking its condition, so either we see it registered or it
+ * sees our change. */
+GPUMEM_API void gpumem__event_wake(gpumem_event *ev, int n) {
 #if GPUMEM_ON_DEVICE
-    (void)ev;
+    (void)ev, (void)n;
 #else
     if (!ev) return;
     gpumem_atomic_fence(GPUMEM_ORDER_SEQ_CST, GPUMEM_SCOPE_SYSTEM);
     if (gpumem_atomic_load_u32(&ev->waiters, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) == 0) return;
     gpumem_atomic_fetch_add_u32(&ev->seq, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM_SCOPE_SYSTEM);
 #if defined(__linux__)
-    syscall(SYS_futex, &ev->seq, 1 /* FUTEX_WAKE */ | 128 /* PRIVATE */, INT_MAX, NULL, NULL, 0);
+    syscall(SYS_futex, &ev->seq, 1 /* FUTEX_WAKE */ | 128 /* PRIVATE */, n, NULL, NULL, 0);
+#else
+    (void)n;
 #endif
 #endif
 }
+
+/* Wake every parked waiter. Call after making a change that any of them may
+ * be waiting for. */
+GPUMEM_API void gpumem_event_notify(gpumem_event *ev) {
+#if GPUMEM_ON_DEVICE
+    (void)ev;
+#else
+    gpumem__event_wake(ev, 0x7FFFFFFF); /* all */
+#endif
+}
+
+/* Wake one parked waiter: for a change that only one of them can use (one
+ * free unit of something), so that the rest sleep on instead of all waking
+ * to find it gone. A waiter woken for nothing re-parks; every waiter's park
+ * is bounded by GPUMEM_PARK_TIMEOUT_NS, so a wake-up taken by a thread that
+ * was not parked costs time, never progress. */
+GPUMEM_API void gpumem_event_notify_one(gpumem_event *ev) { gpumem__event_wake(ev, 1); }
 
 /* Park protocol, host only: begin (register, read seq), re-check the
  * condition, sleep unless it holds or seq moved, end (unregister). */

@@ -558,6 +558,9 @@ typedef struct gpumem_nvme_qp {
     gpumem__nvme_word stopped;  /* nonzero: its controller stopped; waits end with GPUMEM_ENODEV */
     /* Host threads park here when they wait on other threads of the pair. */
     gpumem_event event;
+    /* ... and here when they wait for a command ID (a unit of the budget):
+     * each ID given back wakes one of them, not every waiter of the pair. */
+    gpumem_event id_event;
     /* Notified after each doorbell write, so that a host-thread controller
      * can park while idle (NULL: none). */
     gpumem_event *doorbell_event;
@@ -787,15 +790,17 @@ GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gp
  * ordered by the ID words, turns and markers. An add that overshoots is
  * undone, so a racing taker may fail spuriously and retry, never pass. */
 GPUMEM_API int gpumem__budget_take(gpumem_nvme_qp *qp, uint32_t limit) {
+    /* Look before the add: many waiters on a spent budget then only read. */
+    if (gpumem_atomic_load_u32(&qp->inflight.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) >= limit) return 0;
     if (gpumem_atomic_fetch_add_u32(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) < limit) return 1;
     gpumem_atomic_fetch_sub_u32(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     return 0;
 }
 
-/* Give one unit back; waiters for an ID may go on. */
+/* Give one unit back; one waiter for an ID may go on. */
 GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) {
     gpumem_atomic_fetch_sub_u32(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-    gpumem_event_notify(&qp->event);
+    gpumem_event_notify_one(&qp->id_event);
 }
 
 /* ---- completion queue ----------------------------------------------------- */
@@ -853,7 +858,8 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
              * controller has been told those completions are consumed. */
             gpumem_atomic_store_u32(&qp->cq_released.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
             gpumem_atomic_fetch_add_u32(&qp->cq_doorbell_writes.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-            gpumem_event_notify(&qp->event); /* turns and command IDs released */
+            gpumem_event_notify(&qp->event);         /* turns released */
+            gpumem_event_notify_one(&qp->id_event); /* command IDs reusable */
         }
         gpumem_atomic_store_u32(&qp->head_lock.v, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
         if (gpumem_atomic_load_u32(&qp->slots[(cur + n) & mask].head_mark, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 1)
@@ -1152,7 +1158,8 @@ GPUMEM_API gpumem_status gpumem__qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_
         /* Counted while waiting, so that destroying the pair meanwhile is
          * refused (GPUMEM_EBUSY); a thread that holds an ID is seen by it. */
         gpumem_atomic_fetch_add_u32(&qp->waiters.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-        GPUMEM_WAIT_UNTIL_OR(&qp->event, gpumem__cid_take(qp, qp->cid_limit, &cid) || (gpumem__cq_harvest(qp), 0),
+        GPUMEM_WAIT_UNTIL_OR(&qp->id_event,
+                             gpumem__cid_take(qp, qp->cid_limit, &cid) || (gpumem__cq_harvest(qp), 0),
                              gpumem__qp_give_up(qp, deadline, &why));
         gpumem_atomic_fetch_sub_u32(&qp->waiters.v, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
         if (why != GPUMEM_OK) return why;
@@ -1290,6 +1297,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_set_stopped(gpumem_nvme_qp *qp, int stop
     if (!qp) return GPUMEM_ENULL;
     gpumem_atomic_store_u32(&qp->stopped.v, stopped ? 1u : 0u, GPUMEM_ORDER_RELEASE, GPUMEM__SYS);
     gpumem_event_notify(&qp->event);
+    gpumem_event_notify(&qp->id_event);
     return GPUMEM_OK;
 }
 

@@ -5,7 +5,10 @@
 //
 //   make bench        (writes bench/results/queue-<host>.json and .md with ratios)
 //
-// Each benchmark uses a fresh controller and one queue pair of depth 1024.
+// Each benchmark uses a fresh controller and one queue pair of depth 1024,
+// except wakeup_depth: 64 blocking threads on one pair of depth 4 and of
+// depth 1024 (issue 13: waiters for a command ID are woken one per ID
+// given back, so a shallow queue should not cost much more than a deep one).
 #define GPUMEM_IMPLEMENTATION
 #include <benchmark/benchmark.h>
 
@@ -90,12 +93,12 @@ struct Rig {
     gpumem_swctl *ctl = nullptr;
     gpumem_nvme_qp *qp = nullptr;
     MutexQueue *mq = nullptr;
-    Rig() {
+    explicit Rig(uint32_t depth = kDepth) {
         gpumem_swctl_config c = gpumem_swctl_config_default();
         c.lba_bytes = kLba;
         c.n_blocks = 1 << 16;
         c.max_pending = kDepth;
-        if (gpumem_swctl_create(&c, &ctl) != GPUMEM_OK || gpumem_swctl_add_qp(ctl, kDepth, &qp) != GPUMEM_OK ||
+        if (gpumem_swctl_create(&c, &ctl) != GPUMEM_OK || gpumem_swctl_add_qp(ctl, depth, &qp) != GPUMEM_OK ||
             gpumem_swctl_start(ctl) != GPUMEM_OK)
             abort();
         mq = new MutexQueue(qp);
@@ -112,9 +115,10 @@ struct Rig {
 
 Rig *g_rig;
 
-template <bool kLockFree>
+// kDepthArg: the pair's depth is the benchmark's argument (else kDepth).
+template <bool kLockFree, bool kDepthArg = false>
 void BM_Submit(benchmark::State &state) {
-    if (state.thread_index() == 0) g_rig = new Rig();
+    if (state.thread_index() == 0) g_rig = new Rig(kDepthArg ? (uint32_t)state.range(0) : kDepth);
     alignas(4096) static thread_local unsigned char buf[kLba];
     uint64_t rng = 0x9E3779B97F4A7C15ull * (state.thread_index() + 1);
     for (auto _ : state) {
@@ -136,5 +140,6 @@ void BM_Submit(benchmark::State &state) {
 #define GPUMEM_THREADS Threads(1)->Threads(2)->Threads(4)->Threads(16)->Threads(64)
 BENCHMARK_TEMPLATE(BM_Submit, true)->Name("lockfree")->GPUMEM_THREADS->UseRealTime()->MinTime(0.5);
 BENCHMARK_TEMPLATE(BM_Submit, false)->Name("mutex")->GPUMEM_THREADS->UseRealTime()->MinTime(0.5);
+BENCHMARK_TEMPLATE(BM_Submit, true, true)->Name("wakeup_depth")->Arg(4)->Arg(1024)->Threads(64)->UseRealTime()->MinTime(0.5);
 
 BENCHMARK_MAIN();
