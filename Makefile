@@ -6,7 +6,8 @@
 #                   CAS reference count, cache misses vs direct reads (bench-queue, bench-cache),
 #                   then `make plot` (gnuplot) draws them into bench/results/bench-<host>.png
 #   make tsan/asan  the concurrency workloads under ThreadSanitizer / ASan+UBSan (asan: the suite too)
-#   make stress     the concurrency workloads at 5x (soak)
+#   make stress     the soak: the concurrency workloads, then random mixes for GPUMEM_SOAK_SECONDS
+#                   (default 60) each under ThreadSanitizer and under ASan+UBSan
 #   make gpu-test   CUDA tests, then under compute-sanitizer memcheck/racecheck (needs a GPU;
 #                   without one it compiles them and says so); gpu-bench likewise for bench/cuda
 #   make qemu-test  the queue pairs drive QEMU's NVMe controller (tests/qemu; needs
@@ -118,19 +119,25 @@ bench-cache: $(BUILD)/bench_cache
 $(BUILD)/stress: tests/stress.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
 
-# Soak: the concurrency workloads at 5x the suite's I/O counts.
-stress: $(BUILD)/stress
-	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-5} $(BUILD)/stress
+# Soak: the concurrency workloads, then random mixes (threads, depth,
+# command IDs, reordering, injected errors, latency; statistics read
+# throughout) for a set time, under each sanitizer.
+SOAK_SECONDS = $${GPUMEM_SOAK_SECONDS:-60}
+stress:
+	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress
+	$(MAKE) $(ASAN_VARS) build/asan/stress
+	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} GPUMEM_SOAK_SECONDS=$(SOAK_SECONDS) build/tsan/stress
+	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} GPUMEM_SOAK_SECONDS=$(SOAK_SECONDS) build/asan/stress
 
 # Sanitizers run the concurrency workloads through stress (Criterion's
 # fixed-address arena cannot start under ThreadSanitizer); ASan also runs the suite.
 tsan:
 	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress
-	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.2} build/tsan/stress
+	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.2} GPUMEM_SOAK_SECONDS=$${GPUMEM_SOAK_SECONDS:-10} build/tsan/stress
 ASAN_VARS := BUILD=build/asan CC=clang SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" CFLAGS="-O1 -g"
 asan:
 	$(MAKE) $(ASAN_VARS) build/asan/stress
-	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} build/asan/stress
+	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} GPUMEM_SOAK_SECONDS=$${GPUMEM_SOAK_SECONDS:-10} build/asan/stress
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} $(MAKE) $(ASAN_VARS) run-tests
 
 CUDA_TEST_BINS := $(patsubst tests/cuda/%.cu,$(BUILD)/cuda/%.bin,$(wildcard tests/cuda/*.cu))

@@ -1,7 +1,12 @@
 /* The multi-threaded queue-pair and cache workloads of the test suite,
- * without Criterion, for the sanitizer builds (make tsan, make asan) and for longer
- * soak runs (make stress). Prints one line per run; exits 1 on any problem.
- * GPUMEM_TEST_SCALE scales the I/O counts. */
+ * without Criterion, for the sanitizer builds (make tsan, make asan) and for
+ * the soak (make stress: both sanitizers). Prints one line per run; exits 1
+ * on any problem. GPUMEM_TEST_SCALE scales the I/O counts; then, for
+ * GPUMEM_SOAK_SECONDS (default 0: none), random mixes (mix_workload.h: every
+ * thread keeps an asynchronous read outstanding while it issues blocking
+ * ones; random threads, depth, command IDs, reordering, injected errors and
+ * latency; the statistics read throughout), every command counted and every
+ * read checked by content. */
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
 #include <time.h>
@@ -9,6 +14,7 @@
 #include "gpumem_cache.h"
 #include "nvme_workload.h"
 #include "cache_workload.h"
+#include "mix_workload.h"
 
 static double now_s(void) {
     struct timespec t;
@@ -36,7 +42,48 @@ static int cache_runs(void) {
     return failed;
 }
 
+/* Random mixes until `seconds` have passed; returns the number that failed. */
+static int soak(double seconds) {
+    const char *seed_env = getenv("GPUMEM_SOAK_SEED");
+    uint64_t rng = seed_env ? strtoull(seed_env, NULL, 0) : (uint64_t)time(NULL);
+    double until = now_s() + seconds;
+    int runs = 0, failed = 0;
+    printf("soak: %.0f s of random mixes, seed %llu (GPUMEM_SOAK_SEED repeats it)\n", seconds,
+           (unsigned long long)rng);
+    rng |= 1;
+    while (now_s() < until) {
+        mix_cfg c;
+        mix_result r;
+        const char *problem;
+        double t0 = now_s();
+        memset(&c, 0, sizeof c);
+        c.threads = 2 + (uint32_t)(mix_rng(&rng) % 47);
+        c.depth = 2u << (mix_rng(&rng) % 7);  /* 2 .. 128 */
+        c.n_cids = 2u << (mix_rng(&rng) % 8); /* 2 .. 256 */
+        c.ios = 20 + (uint32_t)(mix_rng(&rng) % 200);
+        c.region = 2 + (uint32_t)(mix_rng(&rng) % 15);
+        c.reorder = mix_rng(&rng) % 2 ? 2 + (uint32_t)(mix_rng(&rng) % 15) : 0;
+        c.error_ppm = mix_rng(&rng) % 3 == 0 ? (uint32_t)(mix_rng(&rng) % 50000) : 0;
+        c.latency_ns = mix_rng(&rng) % 4 == 0 ? mix_rng(&rng) % 50000 : 0;
+        c.watchdog_s = 300; /* sanitizers are slow; a hang is still reported, not waited out */
+        mix_run(&c, &r);
+        problem = mix_problem(&r);
+        runs++;
+        printf("mix %3d: %2u threads, depth %3u, %3u IDs, reorder %2u, %5u ppm errors, %5lu ns: %7lu commands "
+               "(%lu async, %lu EAGAIN, %lu EIO), stats read %lu times, %5.2f s  %s\n",
+               runs, c.threads, c.depth, c.n_cids, c.reorder, c.error_ppm, (unsigned long)c.latency_ns,
+               (unsigned long)r.issued, (unsigned long)r.async_ok, (unsigned long)r.async_eagain,
+               (unsigned long)r.eio, (unsigned long)r.stats_reads, now_s() - t0, problem ? problem : "ok");
+        fflush(stdout);
+        if (problem) failed++;
+        if (r.hung) break; /* its threads are still blocked: nothing more can be trusted */
+    }
+    printf("soak: %d of %d mixes clean\n", runs - failed, runs);
+    return failed;
+}
+
 int main(void) {
+    const char *soak_env = getenv("GPUMEM_SOAK_SECONDS");
     struct {
         const char *name;
         run_cfg rc;
@@ -89,5 +136,6 @@ int main(void) {
     }
     printf("stress: %d of %d queue runs clean\n", n - failed, n);
     failed += cache_runs();
+    if (soak_env && atof(soak_env) > 0) failed += soak(atof(soak_env));
     return failed ? 1 : 0;
 }
