@@ -479,7 +479,7 @@ typedef struct waiter_arg {
     int async;
     gpumem_status st; /* what the call returned */
     int done;         /* atomic */
-    unsigned char buf[LBA] __attribute__((aligned(64)));
+    unsigned char buf[LBA] __attribute__((aligned(LBA))); /* within one page: PRP1 alone */
 } waiter_arg;
 
 static void *waiter_main(void *p) {
