@@ -16,18 +16,17 @@
  *   gpumem_swctl_add_qp(ctl, 1024, &qp);    // depth 1024; as many pairs as you like
  *   gpumem_swctl_start(ctl);
  *
- *   // any number of threads, each with its own buffer:
- *   uint64_t prp1, prp2;
- *   gpumem_nvme_prp_identity(buf, 4096, NULL, 0, &prp1, &prp2);
+ *   // any number of threads, each with its own buffer: any dword-aligned
+ *   // address (cudaMalloc's 512-byte aligned blocks included); the pair
+ *   // builds PRP1, PRP2 and the PRP list in the command ID's own list page
  *   gpumem_nvme_cpl cpl;
- *   gpumem_status st = gpumem_nvme_qp_read(qp, slba, 8, prp1, prp2, &cpl);
+ *   gpumem_status st = gpumem_nvme_qp_read_buf(qp, slba, 8, buf, &cpl);
  *   if (st == GPUMEM_EIO) puts(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)));
+ *   // GPUMEM_EALIGN: not dword aligned; GPUMEM_E2BIG: more than MDTS
  *
  *   // asynchronous: submit now, poll later (submit waits only for queue space)
  *   gpumem_nvme_req req;
- *   gpumem_nvme_cmd cmd;
- *   gpumem_nvme_cmd_read(&cmd, &qp->ns, slba, 8, prp1, prp2);
- *   while (gpumem_nvme_qp_submit(qp, &cmd, &req) == GPUMEM_EAGAIN) { reap some; }
+ *   while (gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_READ, slba, 8, buf, &req) == GPUMEM_EAGAIN) { reap some; }
  *   ... gpumem_nvme_qp_poll(qp, &req) returns GPUMEM_EAGAIN until it is done ...
  *
  *   gpumem_swctl_stop(ctl);
@@ -64,19 +63,16 @@
  *   gpumem_nvme_qp *qp;
  *   gpumem_nvmectl_add_qp(ctl, 1024, &qp);   // Create I/O CQ + SQ; queue IDs 1, 2, ...
  *
- *   gpumem_nvmectl_dma buf, list;            // locked memory with physical addresses
+ *   gpumem_nvmectl_dma buf;                  // locked memory with physical addresses
  *   gpumem_nvmectl_dma_alloc(ctl, 1 << 20, 0, &buf);
- *   gpumem_nvmectl_dma_alloc(ctl, 4096, 0, &list);
- *   uint64_t prp1, prp2;                     // PRP list where a transfer spans > 2 pages
- *   gpumem_nvmectl_prp(&buf, 0, 65536, &list, 0, &prp1, &prp2);
- *   gpumem_nvme_cmd cmd; gpumem_nvme_req req;
- *   gpumem_nvme_cmd_read(&cmd, &in->ns, slba, 65536 >> in->ns.lba_shift, prp1, prp2);
- *   gpumem_nvme_qp_submit(qp, &cmd, &req);   // the same pair API as above
+ *   gpumem_nvme_iomap at = gpumem_nvme_iomap_sub(&buf.map, 512);   // any dword offset
+ *   gpumem_nvme_req req;                     // PRPs and the list built from the map
+ *   gpumem_nvme_qp_submit_map(qp, GPUMEM_NVME_OP_READ, slba, 65536 >> in->ns.lba_shift, &at, &req);
  *   st = gpumem_nvmectl_wait(ctl, qp, &req, 5000);   // bounded, watches CSTS.CFS
  *   if (st != GPUMEM_OK) puts(gpumem_nvmectl_error(ctl));
  *
  *   gpumem_nvmectl_close(ctl);               // delete queues, CC.SHN shutdown, disable
- *   gpumem_nvmectl_dma_free(&buf); gpumem_nvmectl_dma_free(&list);
+ *   gpumem_nvmectl_dma_free(&buf);
  *
  *   (gpumem_nvme_qp_read/write/flush work too, but wait without a time limit.)
  *
@@ -1073,16 +1069,20 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_submit_buf(gpumem_nvme_qp *qp, uint8_t o
     return gpumem_nvme_qp_submit_map(qp, opcode, slba, nlb, &m, req);
 }
 
+GPUMEM_API gpumem_status gpumem_nvme_qp_rw_buf(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
+                                               const void *buf, gpumem_nvme_cpl *cpl) {
+    gpumem_nvme_iomap m = gpumem_nvme_iomap_contiguous((uint64_t)(uintptr_t)buf);
+    return gpumem_nvme_qp_rw_map(qp, opcode, slba, nlb, &m, cpl);
+}
+
 GPUMEM_API gpumem_status gpumem_nvme_qp_read_buf(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, void *buf,
                                                  gpumem_nvme_cpl *cpl) {
-    gpumem_nvme_iomap m = gpumem_nvme_iomap_contiguous((uint64_t)(uintptr_t)buf);
-    return gpumem_nvme_qp_rw_map(qp, GPUMEM_NVME_OP_READ, slba, nlb, &m, cpl);
+    return gpumem_nvme_qp_rw_buf(qp, GPUMEM_NVME_OP_READ, slba, nlb, buf, cpl);
 }
 
 GPUMEM_API gpumem_status gpumem_nvme_qp_write_buf(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, const void *buf,
                                                   gpumem_nvme_cpl *cpl) {
-    gpumem_nvme_iomap m = gpumem_nvme_iomap_contiguous((uint64_t)(uintptr_t)buf);
-    return gpumem_nvme_qp_rw_map(qp, GPUMEM_NVME_OP_WRITE, slba, nlb, &m, cpl);
+    return gpumem_nvme_qp_rw_buf(qp, GPUMEM_NVME_OP_WRITE, slba, nlb, buf, cpl);
 }
 
 GPUMEM_API gpumem_status gpumem_nvme_qp_flush(gpumem_nvme_qp *qp, gpumem_nvme_cpl *cpl) {
