@@ -2107,6 +2107,7 @@ gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const cha
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h> /* malloc: the watchdog's private memory */
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -2504,7 +2505,9 @@ struct gpumem_watchdog {
 
 static void gpumem__watchdog_fire(gpumem_watchdog *w, uint64_t count, uint64_t stalled_ms) {
     const size_t n = 1u << 20;
-    char *text = (char *)GPUMEM_MALLOC(n);
+    /* Plain malloc here and for the watchdog itself: private host memory,
+     * and GPUMEM_MALLOC may be a CUDA allocator that waits on a hung device. */
+    char *text = (char *)malloc(n);
     GPUMEM_LOG("watchdog: %s: no progress for %llu ms (progress count stuck at %llu): stopping the controller; "
                "state of every queue pair follows",
                w->cfg.what ? w->cfg.what : "run", (unsigned long long)stalled_ms, (unsigned long long)count);
@@ -2514,7 +2517,7 @@ static void gpumem__watchdog_fire(gpumem_watchdog *w, uint64_t count, uint64_t s
         w->cfg.report(w->cfg.ctx, text, n);
         fputs(text, stderr);
     }
-    GPUMEM_FREE(text);
+    free(text);
     fflush(NULL);
     if (w->cfg.exit_code >= 0) {
         GPUMEM_LOG("watchdog: %s: stalled; exiting with status %d", w->cfg.what ? w->cfg.what : "run",
@@ -2560,7 +2563,7 @@ gpumem_status gpumem_watchdog_start(const gpumem_watchdog_config *cfg, gpumem_wa
     if (!cfg || !out || !cfg->progress) return GPUMEM_ENULL;
     *out = NULL;
     if (cfg->exit_code < -1 || cfg->exit_code > 255) return GPUMEM_EINVAL;
-    w = (gpumem_watchdog *)GPUMEM_MALLOC(sizeof *w);
+    w = (gpumem_watchdog *)malloc(sizeof *w);
     if (!w) return GPUMEM_ENOMEM;
     memset(w, 0, sizeof *w);
     w->cfg = *cfg;
@@ -2570,7 +2573,7 @@ gpumem_status gpumem_watchdog_start(const gpumem_watchdog_config *cfg, gpumem_wa
         GPUMEM_LOG("watchdog: pthread_create failed: %s", strerror(rc));
         pthread_cond_destroy(&w->wake);
         pthread_mutex_destroy(&w->lock);
-        GPUMEM_FREE(w);
+        free(w);
         return GPUMEM_ESYS;
     }
     *out = w;
@@ -2588,7 +2591,7 @@ int gpumem_watchdog_finish(gpumem_watchdog *w) {
     fired = w->fired;
     pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->lock);
-    GPUMEM_FREE(w);
+    free(w);
     return fired;
 }
 
