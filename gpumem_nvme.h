@@ -16,18 +16,17 @@
  *   gpumem_swctl_add_qp(ctl, 1024, &qp);    // depth 1024; as many pairs as you like
  *   gpumem_swctl_start(ctl);
  *
- *   // any number of threads, each with its own buffer:
- *   uint64_t prp1, prp2;
- *   gpumem_nvme_prp_identity(buf, 4096, NULL, 0, &prp1, &prp2);
+ *   // any number of threads, each with its own buffer: any dword-aligned
+ *   // address (cudaMalloc's 512-byte aligned blocks included); the pair
+ *   // builds PRP1, PRP2 and the PRP list in the command ID's own list page
  *   gpumem_nvme_cpl cpl;
- *   gpumem_status st = gpumem_nvme_qp_read(qp, slba, 8, prp1, prp2, &cpl);
+ *   gpumem_status st = gpumem_nvme_qp_read_buf(qp, slba, 8, buf, &cpl);
  *   if (st == GPUMEM_EIO) puts(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)));
+ *   // GPUMEM_EALIGN: not dword aligned; GPUMEM_E2BIG: more than MDTS
  *
  *   // asynchronous: submit now, poll later (submit waits only for queue space)
  *   gpumem_nvme_req req;
- *   gpumem_nvme_cmd cmd;
- *   gpumem_nvme_cmd_read(&cmd, &qp->ns, slba, 8, prp1, prp2);
- *   while (gpumem_nvme_qp_submit(qp, &cmd, &req) == GPUMEM_EAGAIN) { reap some; }
+ *   while (gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_READ, slba, 8, buf, &req) == GPUMEM_EAGAIN) { reap some; }
  *   ... gpumem_nvme_qp_poll(qp, &req) returns GPUMEM_EAGAIN until it is done ...
  *
  *   gpumem_swctl_stop(ctl);
@@ -64,19 +63,16 @@
  *   gpumem_nvme_qp *qp;
  *   gpumem_nvmectl_add_qp(ctl, 1024, &qp);   // Create I/O CQ + SQ; queue IDs 1, 2, ...
  *
- *   gpumem_nvmectl_dma buf, list;            // locked memory with physical addresses
+ *   gpumem_nvmectl_dma buf;                  // locked memory with physical addresses
  *   gpumem_nvmectl_dma_alloc(ctl, 1 << 20, 0, &buf);
- *   gpumem_nvmectl_dma_alloc(ctl, 4096, 0, &list);
- *   uint64_t prp1, prp2;                     // PRP list where a transfer spans > 2 pages
- *   gpumem_nvmectl_prp(&buf, 0, 65536, &list, 0, &prp1, &prp2);
- *   gpumem_nvme_cmd cmd; gpumem_nvme_req req;
- *   gpumem_nvme_cmd_read(&cmd, &in->ns, slba, 65536 >> in->ns.lba_shift, prp1, prp2);
- *   gpumem_nvme_qp_submit(qp, &cmd, &req);   // the same pair API as above
+ *   gpumem_nvme_iomap at = gpumem_nvme_iomap_sub(&buf.map, 512);   // any dword offset
+ *   gpumem_nvme_req req;                     // PRPs and the list built from the map
+ *   gpumem_nvme_qp_submit_map(qp, GPUMEM_NVME_OP_READ, slba, 65536 >> in->ns.lba_shift, &at, &req);
  *   st = gpumem_nvmectl_wait(ctl, qp, &req, 5000);   // bounded, watches CSTS.CFS
  *   if (st != GPUMEM_OK) puts(gpumem_nvmectl_error(ctl));
  *
  *   gpumem_nvmectl_close(ctl);               // delete queues, CC.SHN shutdown, disable
- *   gpumem_nvmectl_dma_free(&buf); gpumem_nvmectl_dma_free(&list);
+ *   gpumem_nvmectl_dma_free(&buf);
  *
  *   (gpumem_nvme_qp_read/write/flush work too, but wait without a time limit.)
  *
@@ -835,8 +831,10 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
             uint32_t sq_head = gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
             uint32_t advance = ((last->dw2 & 0xFFFFu) - sq_head) & mask;
             uint32_t k;
-            /* The controller cannot have consumed entries we never handed it. */
-            GPUMEM_ASSERT(advance <= gpumem_atomic_load_u32(&qp->tail.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) - sq_head);
+            /* A controller cannot have consumed entries it was never handed;
+             * a head that says so is the device's fault, not ours: it is not
+             * believed (no assert on a value a device wrote). */
+            if (advance > gpumem_atomic_load_u32(&qp->tail.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) - sq_head) advance = 0;
             for (k = 0; k < advance; k++) /* increment #2: consumed by the controller */
                 gpumem_atomic_fetch_add_u32(&qp->slots[(sq_head + k) & mask].turn, 1, GPUMEM_ORDER_RELEASE,
                                             GPUMEM__DEV);
@@ -1269,16 +1267,20 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_submit_buf(gpumem_nvme_qp *qp, uint8_t o
     return gpumem_nvme_qp_submit_map(qp, opcode, slba, nlb, &m, req);
 }
 
+GPUMEM_API gpumem_status gpumem_nvme_qp_rw_buf(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
+                                               const void *buf, gpumem_nvme_cpl *cpl) {
+    gpumem_nvme_iomap m = gpumem_nvme_iomap_contiguous((uint64_t)(uintptr_t)buf);
+    return gpumem_nvme_qp_rw_map(qp, opcode, slba, nlb, &m, cpl);
+}
+
 GPUMEM_API gpumem_status gpumem_nvme_qp_read_buf(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, void *buf,
                                                  gpumem_nvme_cpl *cpl) {
-    gpumem_nvme_iomap m = gpumem_nvme_iomap_contiguous((uint64_t)(uintptr_t)buf);
-    return gpumem_nvme_qp_rw_map(qp, GPUMEM_NVME_OP_READ, slba, nlb, &m, cpl);
+    return gpumem_nvme_qp_rw_buf(qp, GPUMEM_NVME_OP_READ, slba, nlb, buf, cpl);
 }
 
 GPUMEM_API gpumem_status gpumem_nvme_qp_write_buf(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, const void *buf,
                                                   gpumem_nvme_cpl *cpl) {
-    gpumem_nvme_iomap m = gpumem_nvme_iomap_contiguous((uint64_t)(uintptr_t)buf);
-    return gpumem_nvme_qp_rw_map(qp, GPUMEM_NVME_OP_WRITE, slba, nlb, &m, cpl);
+    return gpumem_nvme_qp_rw_buf(qp, GPUMEM_NVME_OP_WRITE, slba, nlb, buf, cpl);
 }
 
 GPUMEM_API gpumem_status gpumem_nvme_qp_flush(gpumem_nvme_qp *qp, gpumem_nvme_cpl *cpl) {
@@ -1747,7 +1749,7 @@ typedef struct gpumem_nvme_gpuctl {
     gpumem_nvme_sw_stats *stats;   /* n_pairs: written by each pair's server */
     uint32_t *control;
     uint32_t n_pairs;
-    uint32_t reserved_;
+    uint32_t init_status;          /* gpumem_nvme_gpuctl_init_cuda's result, read back by copy */
     uint64_t iops;
 } gpumem_nvme_gpuctl;
 
@@ -1945,70 +1947,6 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_stop(const gpumem_nvme_gpuctl_desc *
     return GPUMEM_OK;
 }
 
-#if defined(__CUDACC__)
-/* CUDA helpers for the host side of a .cu file. Templates, so that a header
- * included in several translation units defines each kernel once. */
-template <typename gpumem_unused_ = void>
-__global__ void gpumem_nvme_gpuctl_kernel(gpumem_nvme_gpuctl *c) {
-    gpumem_nvme_gpuctl_serve(c, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
-}
-template <typename gpumem_unused_ = void>
-__global__ void gpumem__gpuctl_init_kernel(void *mem, size_t bytes, gpumem_nvme_gpuctl_desc d, gpumem_status *out) {
-    *out = gpumem_nvme_gpuctl_init(mem, bytes, &d);
-}
-template <typename gpumem_unused_ = void>
-__global__ void gpumem__gpuctl_stats_kernel(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
-    gpumem_nvme_gpuctl_get_stats(c, out);
-}
-
-/* Initialise a controller in GPU memory with a one-thread kernel, before
- * its loop starts. GPUMEM_ESYS if CUDA failed. */
-static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes, const gpumem_nvme_gpuctl_desc *d) {
-    gpumem_status *dst = NULL, st = GPUMEM_ESYS;
-    if (!d) return GPUMEM_ENULL;
-    if (cudaMalloc((void **)&dst, sizeof *dst) != cudaSuccess) return GPUMEM_ESYS;
-    gpumem__gpuctl_init_kernel<<<1, 1>>>(mem, bytes, *d, dst);
-    /* cudaMemcpy on the legacy stream waits for the kernel (and for nothing
-     * on non-blocking streams, such as a running controller). */
-    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(&st, dst, sizeof st, cudaMemcpyDeviceToHost) != cudaSuccess)
-        st = GPUMEM_ESYS;
-    cudaFree(dst);
-    return st;
-}
-
-/* Start the persistent block of `threads` threads on `stream` (make it a
- * cudaStreamNonBlocking stream, so that work on the legacy stream does not
- * wait for the controller). */
-static inline cudaError_t gpumem_nvme_gpuctl_launch(gpumem_nvme_gpuctl *c, uint32_t threads, cudaStream_t stream) {
-    gpumem_nvme_gpuctl_kernel<<<1, threads, 0, stream>>>(c);
-    return cudaGetLastError();
-}
-
-/* Wait until `threads` serving threads run (control words in host-visible
- * memory). GPUMEM_ETIMEDOUT after about timeout_ms. */
-static inline gpumem_status gpumem_nvme_gpuctl_wait_running(const gpumem_nvme_gpuctl_desc *d, uint32_t threads,
-                                                            uint32_t timeout_ms) {
-    uint64_t end = gpumem__clock_ns() + (uint64_t)timeout_ms * 1000000ull;
-    while (gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) < threads)
-        if (gpumem__clock_ns() > end) return GPUMEM_ETIMEDOUT;
-    return GPUMEM_OK;
-}
-
-/* The stats of a controller in GPU memory, summed by a one-thread kernel
- * (exact once the controller has stopped; cudaMalloc and cudaFree may wait
- * for the whole device, so call it after the controller's kernel ended). */
-static inline gpumem_status gpumem_nvme_gpuctl_get_stats_cuda(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
-    gpumem_nvme_sw_stats *dst = NULL;
-    gpumem_status st = GPUMEM_OK;
-    if (cudaMalloc((void **)&dst, sizeof *dst) != cudaSuccess) return GPUMEM_ESYS;
-    gpumem__gpuctl_stats_kernel<<<1, 1>>>(c, dst);
-    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(out, dst, sizeof *out, cudaMemcpyDeviceToHost) != cudaSuccess)
-        st = GPUMEM_ESYS;
-    cudaFree(dst);
-    return st;
-}
-#endif /* __CUDACC__ */
-
 /* ======================================================================== */
 /* Diagnostics (host): the state of a pair, both sides, in words            */
 /* ======================================================================== */
@@ -2089,6 +2027,206 @@ static inline size_t gpumem_nvme_swq_report(const gpumem_nvme_swq *q, const gpum
                                                 st->bad_opcode + st->bad_nsid));
 }
 #endif /* !GPUMEM_ON_DEVICE */
+
+#if defined(__CUDACC__)
+#include <stdlib.h>
+#include <string.h>
+/* CUDA helpers for the host side of a .cu file. Templates, so that a header
+ * included in several translation units defines each kernel once.
+ *
+ * Lazy module loading (CUDA 12.2+ default, CUDA_MODULE_LOADING=LAZY): a
+ * kernel's module is loaded at its first launch, and that load waits for
+ * the device to go idle - which it never does while the persistent
+ * controller runs. So a client kernel first launched after the controller
+ * started never starts (measured on an H100: the clients stay at stage 0
+ * forever). gpumem_nvme_gpuctl_start therefore loads the controller's own
+ * kernels and the client kernels it is given (gpumem_cuda_preload) before
+ * the controller starts; under lazy loading with no client kernels given it
+ * refuses with GPUMEM_ESTATE and says what to do. Kernels launched later
+ * must have been preloaded too (or run with CUDA_MODULE_LOADING=EAGER set
+ * before the first CUDA call). No helper here calls cudaMalloc or cudaFree,
+ * which wait for the whole device. */
+template <typename gpumem_unused_ = void>
+__global__ void gpumem_nvme_gpuctl_kernel(gpumem_nvme_gpuctl *c) {
+    gpumem_nvme_gpuctl_serve(c, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+}
+template <typename gpumem_unused_ = void>
+__global__ void gpumem__gpuctl_init_kernel(void *mem, size_t bytes, gpumem_nvme_gpuctl_desc d) {
+    /* The status goes where the controller struct starts (the caller checked
+     * that mem holds one), read back with a copy: no allocation. */
+    gpumem_status st = gpumem_nvme_gpuctl_init(mem, bytes, &d);
+    ((gpumem_nvme_gpuctl *)mem)->init_status = (uint32_t)st;
+}
+
+/* Load each kernel's module now (cudaFuncGetAttributes loads it), so that a
+ * later launch never waits for the device. kernels: the __global__ functions
+ * as pointers, e.g. (const void *)my_kernel. GPUMEM_ESYS if CUDA refused. */
+static inline gpumem_status gpumem_cuda_preload(const void *const *kernels, uint32_t n) {
+    uint32_t i;
+    if (n && !kernels) return GPUMEM_ENULL;
+    for (i = 0; i < n; i++) {
+        struct cudaFuncAttributes a;
+        if (!kernels[i]) return GPUMEM_ENULL;
+        if (cudaFuncGetAttributes(&a, kernels[i]) != cudaSuccess) return GPUMEM_ESYS;
+    }
+    return GPUMEM_OK;
+}
+
+/* 1 if modules load lazily, 0 if eagerly, -1 if the driver cannot say
+ * (drivers before CUDA 11.7 have no lazy loading). Asks the driver
+ * (cuModuleGetLoadingMode, found through the runtime: no -lcuda). */
+static inline int gpumem_cuda_lazy_loading(void) {
+    typedef int (*get_mode_fn)(int *mode); /* CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *) */
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    int mode = 0;
+#if CUDART_VERSION >= 12050
+    if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 11070, cudaEnableDefault, &q) != cudaSuccess)
+        return -1;
+#else
+    if (cudaGetDriverEntryPoint("cuModuleGetLoadingMode", &fn, cudaEnableDefault, &q) != cudaSuccess) return -1;
+#endif
+    if (q != cudaDriverEntryPointSuccess || !fn || ((get_mode_fn)fn)(&mode) != 0) return -1;
+    return mode == 2 ? 1 : 0; /* CU_MODULE_LAZY_LOADING = 2, CU_MODULE_EAGER_LOADING = 1 */
+}
+
+/* Initialise a controller in GPU memory with a one-thread kernel, before
+ * its loop starts. GPUMEM_ESYS if CUDA failed. */
+static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes, const gpumem_nvme_gpuctl_desc *d) {
+    uint32_t st = (uint32_t)GPUMEM_ESYS;
+    if (!d || !mem) return GPUMEM_ENULL;
+    if (bytes < sizeof(gpumem_nvme_gpuctl) || ((uintptr_t)mem & 63u) != 0) return GPUMEM_EINVAL;
+    gpumem__gpuctl_init_kernel<<<1, 1>>>(mem, bytes, *d);
+    /* cudaMemcpy on the legacy stream waits for the kernel (and for nothing
+     * on non-blocking streams, such as a running controller). */
+    if (cudaGetLastError() != cudaSuccess ||
+        cudaMemcpy(&st, &((gpumem_nvme_gpuctl *)mem)->init_status, sizeof st, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return GPUMEM_ESYS;
+    return (gpumem_status)st;
+}
+
+/* Start the persistent block of `threads` threads on `stream` (a
+ * cudaStreamNonBlocking stream, so that work on the legacy stream does not
+ * wait for it) and wait, at most timeout_ms, until it runs. client_kernels
+ * (n of them) are the kernels that will use its pairs: they are preloaded
+ * first (see above). Under lazy loading with n == 0: GPUMEM_ESTATE, and a
+ * message naming the remedies. */
+static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, const gpumem_nvme_gpuctl_desc *d,
+                                                     uint32_t threads, cudaStream_t stream,
+                                                     const void *const *client_kernels, uint32_t n,
+                                                     uint32_t timeout_ms) {
+    const void *own[1] = {(const void *)gpumem_nvme_gpuctl_kernel<>};
+    uint64_t end;
+    gpumem_status st;
+    if (!c || !d || !d->control) return GPUMEM_ENULL;
+    if (threads == 0 || threads > 1024) return GPUMEM_EINVAL;
+    if (n == 0 && gpumem_cuda_lazy_loading() == 1) {
+#if !GPUMEM_ON_DEVICE /* host code, parsed by both passes; the log exists on the host */
+        GPUMEM_LOG("GPU controller: CUDA loads modules lazily (CUDA_MODULE_LOADING=LAZY, the default since CUDA "
+                   "12.2), and a kernel first launched while the controller runs would never start. Pass your "
+                   "client kernels to gpumem_nvme_gpuctl_start (or preload them with gpumem_cuda_preload), or set "
+                   "CUDA_MODULE_LOADING=EAGER before the first CUDA call");
+#endif
+        return GPUMEM_ESTATE;
+    }
+    if ((st = gpumem_cuda_preload(own, 1)) != GPUMEM_OK || (st = gpumem_cuda_preload(client_kernels, n)) != GPUMEM_OK)
+        return st;
+    gpumem_nvme_gpuctl_kernel<<<1, threads, 0, stream>>>(c);
+    if (cudaGetLastError() != cudaSuccess) return GPUMEM_ESYS;
+    end = gpumem__clock_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while (gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) < threads)
+        if (gpumem__clock_ns() > end) return GPUMEM_ETIMEDOUT;
+    return GPUMEM_OK;
+}
+
+/* Copy `bytes` from device (or any) memory to the host on a stream of its
+ * own that waits for no other, so that it works while kernels run. */
+static inline gpumem_status gpumem__cuda_peek(void *dst, const void *src, size_t bytes) {
+    cudaStream_t s;
+    gpumem_status st = GPUMEM_OK;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return GPUMEM_ESYS;
+    if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess)
+        st = GPUMEM_ESYS;
+    cudaStreamDestroy(s);
+    return st;
+}
+
+/* The sum of every pair's counts of a controller in GPU memory, copied to
+ * the host (exact once the controller has stopped; a snapshot while it
+ * runs). No kernel and no device allocation. */
+static inline gpumem_status gpumem_nvme_gpuctl_get_stats_cuda(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
+    gpumem_nvme_gpuctl h;
+    uint32_t i;
+    if (!c || !out) return GPUMEM_ENULL;
+    memset(out, 0, sizeof *out);
+    if (gpumem__cuda_peek(&h, c, sizeof h) != GPUMEM_OK) return GPUMEM_ESYS;
+    for (i = 0; i < h.n_pairs; i++) {
+        gpumem_nvme_sw_stats one;
+        if (gpumem__cuda_peek(&one, h.stats + i, sizeof one) != GPUMEM_OK) return GPUMEM_ESYS;
+        gpumem_nvme_sw_stats_add(out, &one);
+    }
+    return GPUMEM_OK;
+}
+
+#if !GPUMEM_ON_DEVICE /* the reports are host code (stdio) */
+/* gpumem_nvme_qp_report for a pair in GPU (or any) memory: copies the pair,
+ * its rings, slots and command-ID words to the host first. */
+static inline size_t gpumem_nvme_qp_report_cuda(const gpumem_nvme_qp *dev_qp, char *buf, size_t n, size_t at) {
+    gpumem_nvme_qp h;
+    void *slots = NULL, *cids = NULL, *cq = NULL;
+    uint32_t db[2] = {0, 0};
+    if (gpumem__cuda_peek(&h, dev_qp, sizeof h) != GPUMEM_OK || h.depth == 0 || h.n_cids == 0)
+        return gpumem__appendf(buf, n, at, "pair at %p: cannot be read\n", (const void *)dev_qp);
+    slots = malloc((size_t)h.depth * sizeof(gpumem__nvme_slot));
+    cids = malloc((size_t)h.n_cids * sizeof(uint64_t));
+    cq = malloc((size_t)h.depth * sizeof(gpumem_nvme_cpl));
+    if (slots && cids && cq && gpumem__cuda_peek(slots, h.slots, (size_t)h.depth * sizeof(gpumem__nvme_slot)) == 0 &&
+        gpumem__cuda_peek(cids, h.cids, (size_t)h.n_cids * sizeof(uint64_t)) == 0 &&
+        gpumem__cuda_peek(cq, h.cq, (size_t)h.depth * sizeof(gpumem_nvme_cpl)) == 0 &&
+        gpumem__cuda_peek(&db[0], h.sq_doorbell, 4) == 0 && gpumem__cuda_peek(&db[1], h.cq_doorbell, 4) == 0) {
+        h.slots = (gpumem__nvme_slot *)slots;
+        h.cids = (uint64_t *)cids;
+        h.cq = (gpumem_nvme_cpl *)cq;
+        h.sq_doorbell = &db[0];
+        h.cq_doorbell = &db[1];
+        at = gpumem_nvme_qp_report(&h, buf, n, at);
+    } else {
+        at = gpumem__appendf(buf, n, at, "pair %u: its state cannot be read\n", h.qid);
+    }
+    free(slots);
+    free(cids);
+    free(cq);
+    return at;
+}
+
+/* Every pair of a GPU-resident controller, client and controller side. */
+static inline size_t gpumem_nvme_gpuctl_report_cuda(const gpumem_nvme_gpuctl *c, char *buf, size_t n, size_t at) {
+    gpumem_nvme_gpuctl h;
+    uint32_t i;
+    void *cid_state = malloc(65536);
+    if (gpumem__cuda_peek(&h, c, sizeof h) != GPUMEM_OK || !cid_state) {
+        free(cid_state);
+        return gpumem__appendf(buf, n, at, "GPU controller at %p: cannot be read\n", (const void *)c);
+    }
+    for (i = 0; i < h.n_pairs; i++) {
+        gpumem_nvme_swq q;
+        gpumem_nvme_sw_stats st;
+        at = gpumem_nvme_qp_report_cuda(h.pairs + i, buf, n, at);
+        if (gpumem__cuda_peek(&q, h.queues + i, sizeof q) != GPUMEM_OK ||
+            gpumem__cuda_peek(&st, h.stats + i, sizeof st) != GPUMEM_OK ||
+            gpumem__cuda_peek(cid_state, q.cid_state, 65536) != GPUMEM_OK) {
+            at = gpumem__appendf(buf, n, at, "  controller side of pair %u: cannot be read\n", i + 1);
+            continue;
+        }
+        q.cid_state = (uint8_t *)cid_state;
+        at = gpumem_nvme_swq_report(&q, &st, buf, n, at);
+    }
+    free(cid_state);
+    return at;
+}
+#endif /* !GPUMEM_ON_DEVICE */
+#endif /* __CUDACC__ */
+
 
 /* ======================================================================== */
 /* Host shim: the software NVMe controller                                  */
@@ -2230,6 +2368,7 @@ gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const cha
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h> /* malloc: the watchdog's private memory */
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -2666,7 +2805,9 @@ struct gpumem_watchdog {
 
 static void gpumem__watchdog_fire(gpumem_watchdog *w, uint64_t count, uint64_t stalled_ms) {
     const size_t n = 1u << 20;
-    char *text = (char *)GPUMEM_MALLOC(n);
+    /* Plain malloc here and for the watchdog itself: private host memory,
+     * and GPUMEM_MALLOC may be a CUDA allocator that waits on a hung device. */
+    char *text = (char *)malloc(n);
     GPUMEM_LOG("watchdog: %s: no progress for %llu ms (progress count stuck at %llu): stopping the controller; "
                "state of every queue pair follows",
                w->cfg.what ? w->cfg.what : "run", (unsigned long long)stalled_ms, (unsigned long long)count);
@@ -2676,7 +2817,7 @@ static void gpumem__watchdog_fire(gpumem_watchdog *w, uint64_t count, uint64_t s
         w->cfg.report(w->cfg.ctx, text, n);
         fputs(text, stderr);
     }
-    GPUMEM_FREE(text);
+    free(text);
     fflush(NULL);
     if (w->cfg.exit_code >= 0) {
         GPUMEM_LOG("watchdog: %s: stalled; exiting with status %d", w->cfg.what ? w->cfg.what : "run",
@@ -2722,7 +2863,7 @@ gpumem_status gpumem_watchdog_start(const gpumem_watchdog_config *cfg, gpumem_wa
     if (!cfg || !out || !cfg->progress) return GPUMEM_ENULL;
     *out = NULL;
     if (cfg->exit_code < -1 || cfg->exit_code > 255) return GPUMEM_EINVAL;
-    w = (gpumem_watchdog *)GPUMEM_MALLOC(sizeof *w);
+    w = (gpumem_watchdog *)malloc(sizeof *w);
     if (!w) return GPUMEM_ENOMEM;
     memset(w, 0, sizeof *w);
     w->cfg = *cfg;
@@ -2732,7 +2873,7 @@ gpumem_status gpumem_watchdog_start(const gpumem_watchdog_config *cfg, gpumem_wa
         GPUMEM_LOG("watchdog: pthread_create failed: %s", strerror(rc));
         pthread_cond_destroy(&w->wake);
         pthread_mutex_destroy(&w->lock);
-        GPUMEM_FREE(w);
+        free(w);
         return GPUMEM_ESYS;
     }
     *out = w;
@@ -2750,7 +2891,7 @@ int gpumem_watchdog_finish(gpumem_watchdog *w) {
     fired = w->fired;
     pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->lock);
-    GPUMEM_FREE(w);
+    free(w);
     return fired;
 }
 

@@ -718,8 +718,7 @@ Test(nvme_buf, forbidden_buffers_are_refused_before_submission) {
     cr_assert_eq(gpumem_nvme_qp_read_buf(qp, 0, 8, NULL, NULL), GPUMEM_ENULL);
     cr_assert_eq(gpumem_nvme_qp_read_buf(NULL, 0, 8, buf, NULL), GPUMEM_ENULL);
     cr_assert_eq(gpumem_nvme_qp_write_buf(qp, 0, 1, buf + 4, NULL), GPUMEM_OK, "dword aligned is allowed");
-    cr_assert_str_eq(gpumem_status_str(GPUMEM_EALIGN),
-                     "buffer misaligned: NVMe data buffers must be 4-byte (dword) aligned");
+    cr_assert(strstr(gpumem_status_str(GPUMEM_EALIGN), "4-byte (dword) aligned"), "the message names the rule");
     stop_and_check_clean(ctl, 1, NULL);
     gpumem_swctl_destroy(ctl);
 
