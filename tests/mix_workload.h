@@ -19,6 +19,7 @@
 
 #include "gpumem_nvme.h"
 #include "block_content.h"
+#include "io_problem.h"
 
 typedef struct mix_cfg {
     uint32_t threads, depth, n_cids, ios;
@@ -235,19 +236,8 @@ static const char *mix_problem(const mix_result *r) {
     if (r->hung) return "hung: the threads did not finish (deadlock)";
     if (r->bad_status)
         snprintf(msg, sizeof msg, "%lu unexpected statuses", (unsigned long)r->bad_status);
-    else if (r->stats.violations)
-        snprintf(msg, sizeof msg, "%lu protocol violations", (unsigned long)r->stats.violations);
-    else if (r->stats.commands != r->issued)
-        snprintf(msg, sizeof msg, "controller completed %lu commands, threads issued %lu",
-                 (unsigned long)r->stats.commands, (unsigned long)r->issued);
-    else if (r->bad_data)
-        snprintf(msg, sizeof msg, "%lu reads with wrong content", (unsigned long)r->bad_data);
-    else if (r->eio != r->stats.errors_injected || r->stats.errors_other)
-        snprintf(msg, sizeof msg, "errors: %lu seen, %lu injected, %lu other", (unsigned long)r->eio,
-                 (unsigned long)r->stats.errors_injected, (unsigned long)r->stats.errors_other);
-    else if (r->store_mismatches)
-        snprintf(msg, sizeof msg, "%lu blocks in the store differ from the last write",
-                 (unsigned long)r->store_mismatches);
+    else if (io_problem(msg, sizeof msg, &r->stats, r->issued, r->bad_data, r->eio, 0, r->store_mismatches))
+        return msg;
     else if (r->stats_went_back)
         snprintf(msg, sizeof msg, "statistics went backwards %lu times", (unsigned long)r->stats_went_back);
     else

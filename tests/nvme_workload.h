@@ -18,6 +18,7 @@
 
 #include "gpumem_nvme.h"
 #include "block_content.h"
+#include "io_problem.h"
 
 static double test_scale(void) {
     const char *s = getenv("GPUMEM_TEST_SCALE");
@@ -307,24 +308,9 @@ static const char *run_problem(const run_result *r) {
     if (r->worker_failures)
         snprintf(msg, sizeof msg, "%lu failed checks in workers, first at line %d", (unsigned long)r->worker_failures,
                  r->first_failure_line);
-    else if (r->stats.violations)
-        snprintf(msg, sizeof msg, "%lu protocol violations (cid %lu, doorbell %lu/%lu, cq %lu, prp %lu, lba %lu)",
-                 (unsigned long)r->stats.violations, (unsigned long)r->stats.cid_in_flight,
-                 (unsigned long)r->stats.bad_doorbell, (unsigned long)r->stats.doorbell_backwards,
-                 (unsigned long)r->stats.cq_head_past_posted, (unsigned long)r->stats.bad_prp,
-                 (unsigned long)r->stats.lba_out_of_range);
-    else if (r->stats.commands != r->issued)
-        snprintf(msg, sizeof msg, "controller completed %lu commands, hosts issued %lu", (unsigned long)r->stats.commands,
-                 (unsigned long)r->issued);
-    else if (r->bad_data)
-        snprintf(msg, sizeof msg, "%lu reads returned wrong content", (unsigned long)r->bad_data);
-    else if (r->eio != r->stats.errors_injected || r->eio_wrong_words || r->stats.errors_other)
-        snprintf(msg, sizeof msg, "errors: %lu seen, %lu injected, %lu decoded wrongly, %lu not injected",
-                 (unsigned long)r->eio, (unsigned long)r->stats.errors_injected, (unsigned long)r->eio_wrong_words,
-                 (unsigned long)r->stats.errors_other);
-    else if (r->store_mismatches)
-        snprintf(msg, sizeof msg, "%lu blocks in the backing store differ from the last write",
-                 (unsigned long)r->store_mismatches);
+    else if (io_problem(msg, sizeof msg, &r->stats, r->issued, r->bad_data, r->eio, r->eio_wrong_words,
+                        r->store_mismatches))
+        return msg;
     else if (r->unfinished_pairs)
         snprintf(msg, sizeof msg, "%lu pairs with tickets not all completed", (unsigned long)r->unfinished_pairs);
     else

@@ -38,6 +38,23 @@ static void mix_expect_clean(const mix_cfg *c) {
     cr_assert_gt(r.issued, 0);
 }
 
+/* A controller of 64 blocks with one pair, `latency_ns` a command, all
+ * commands failing if `fail_all` (status left at its default, 0), started
+ * unless the caller still fills the namespace first. */
+static gpumem_swctl *pair_ctl(uint64_t latency_ns, int fail_all, uint32_t depth, uint32_t n_cids, int start,
+                              gpumem_nvme_qp **qp) {
+    gpumem_swctl_config cfg = gpumem_swctl_config_default();
+    gpumem_swctl *ctl;
+    cfg.n_blocks = 64;
+    cfg.latency_ns = latency_ns;
+    cfg.error_ppm = fail_all ? 1000000 : 0;
+    cr_assert_eq(cfg.error_status, 0);
+    cr_assert_eq(gpumem_swctl_create(&cfg, &ctl), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_add_qp_ex(ctl, depth, n_cids, 0, qp), GPUMEM_OK);
+    if (start) cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    return ctl;
+}
+
 /* ---- 1. command-ID exhaustion ------------------------------------------------ */
 
 /* The reported configuration: 16 threads, depth 4, 8 command IDs, each thread
@@ -63,17 +80,12 @@ Test(robust, id_exhaustion_sweep) {
 }
 
 Test(robust, async_budget_leaves_ids_for_blocking_calls) {
-    gpumem_swctl_config cfg = gpumem_swctl_config_default();
-    gpumem_swctl *ctl;
     gpumem_nvme_qp *qp;
+    gpumem_swctl *ctl = pair_ctl(0, 0, 4, 8, 1, &qp);
     gpumem_nvme_req req[8];
     gpumem_nvme_cmd cmd;
     static unsigned char buf[8][LBA] __attribute__((aligned(4096)));
     uint32_t n = 0, i;
-    cfg.n_blocks = 64;
-    cr_assert_eq(gpumem_swctl_create(&cfg, &ctl), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_add_qp_ex(ctl, 4, 8, 0, &qp), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
     cr_assert_eq(qp->cid_limit, 3, "depth 4: at most 3 commands in flight");
     cr_assert_lt(qp->async_limit, qp->cid_limit, "some IDs are kept for blocking calls");
     /* one thread takes every asynchronous ID it can and never polls them */
@@ -94,19 +106,13 @@ Test(robust, async_budget_leaves_ids_for_blocking_calls) {
  * command must fail with a real status, and nothing it would have written
  * may be reported written. 0.3.0 reports success for writes it dropped. */
 Test(robust, injected_error_with_default_status_is_an_error) {
-    gpumem_swctl_config cfg = gpumem_swctl_config_default();
-    gpumem_swctl *ctl;
     gpumem_nvme_qp *qp;
+    gpumem_swctl *ctl = pair_ctl(0, 1, 8, 8, 0, &qp); /* every command fails, status left at 0 */
     gpumem_nvme_cpl cpl;
     gpumem_swctl_stats s;
     static unsigned char buf[LBA] __attribute__((aligned(4096)));
     unsigned char *ram;
     uint32_t i;
-    cfg.n_blocks = 64;
-    cfg.error_ppm = 1000000; /* every command */
-    cr_assert_eq(cfg.error_status, 0);
-    cr_assert_eq(gpumem_swctl_create(&cfg, &ctl), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_add_qp(ctl, 8, &qp), GPUMEM_OK);
     ram = (unsigned char *)gpumem_swctl_ram(ctl);
     for (i = 0; i < 16; i++) fill_block(ram + i * LBA, i, 0);
     cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
@@ -228,10 +234,7 @@ Test(robust, null_and_out_of_range_table) {
     memset(&qd, 0, sizeof qd);
     memset(&req, 0, sizeof req);
     memset(&dma, 0, sizeof dma);
-    cfg.n_blocks = 64;
-    cr_assert_eq(gpumem_swctl_create(&cfg, &ctl), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_add_qp(ctl, 8, &qp), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    ctl = pair_ctl(0, 0, 8, 8, 1, &qp);
     cd.n_lines = 4, cd.n_slots = 2, cd.backing = gpumem_cache_backing_memory(mem);
     cr_assert_eq(gpumem_cache_create(&cd, &cache), GPUMEM_OK);
     arr = gpumem_cache_array_make(cache, 8, 0, 16);
@@ -418,14 +421,7 @@ Test(robust, null_and_out_of_range_table) {
 
 /* A controller that takes 60 s per command: nothing completes during a test. */
 static gpumem_swctl *slow_ctl(uint32_t depth, uint32_t n_cids, gpumem_nvme_qp **qp) {
-    gpumem_swctl_config cfg = gpumem_swctl_config_default();
-    gpumem_swctl *ctl;
-    cfg.n_blocks = 64;
-    cfg.latency_ns = 60ull * 1000 * 1000 * 1000;
-    cr_assert_eq(gpumem_swctl_create(&cfg, &ctl), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_add_qp_ex(ctl, depth, n_cids, 0, qp), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
-    return ctl;
+    return pair_ctl(60ull * 1000 * 1000 * 1000, 0, depth, n_cids, 1, qp);
 }
 
 Test(robust, timed_forms_return_etimedout) {
@@ -453,16 +449,10 @@ Test(robust, timed_forms_return_etimedout) {
 /* A timed-out command that does complete later frees its ID: a pair with two
  * IDs keeps working after many time-outs. */
 Test(robust, abandoned_commands_free_their_ids) {
-    gpumem_swctl_config cfg = gpumem_swctl_config_default();
-    gpumem_swctl *ctl;
     gpumem_nvme_qp *qp;
+    gpumem_swctl *ctl = pair_ctl(2 * 1000 * 1000, 0, 4, 2, 1, &qp); /* 2 ms a command */
     static unsigned char buf[LBA] __attribute__((aligned(4096)));
     uint32_t i, timed_out = 0;
-    cfg.n_blocks = 64;
-    cfg.latency_ns = 2 * 1000 * 1000; /* 2 ms */
-    cr_assert_eq(gpumem_swctl_create(&cfg, &ctl), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_add_qp_ex(ctl, 4, 2, 0, &qp), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
     for (i = 0; i < 20; i++) {
         gpumem_status st = gpumem_nvme_qp_rw_timed(qp, GPUMEM_NVME_OP_READ, i, 1, (uintptr_t)buf, 0, NULL, 1000);
         cr_assert(st == GPUMEM_OK || st == GPUMEM_ETIMEDOUT, "%s", gpumem_status_str(st));
@@ -547,15 +537,10 @@ Test(robust, stop_wakes_every_waiter) {
 /* Destroying a controller while a thread waits on its pair is refused, and
  * changes nothing: the controller goes on serving. */
 Test(robust, destroy_with_a_waiter_is_ebusy) {
-    gpumem_swctl_config cfg = gpumem_swctl_config_default();
-    gpumem_swctl *ctl;
     gpumem_nvme_qp *qp;
+    gpumem_swctl *ctl = pair_ctl(200 * 1000 * 1000, 0, 8, 8, 0, &qp); /* 200 ms: long enough to be seen waiting */
     static waiter_arg a;
     pthread_t t;
-    cfg.n_blocks = 64;
-    cfg.latency_ns = 200 * 1000 * 1000; /* 200 ms: long enough to be seen waiting */
-    cr_assert_eq(gpumem_swctl_create(&cfg, &ctl), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_add_qp(ctl, 8, &qp), GPUMEM_OK);
     fill_block((unsigned char *)gpumem_swctl_ram(ctl), 0, 5);
     cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
     a.qp = qp;
@@ -593,17 +578,12 @@ Test(robust, cache_destroy_writes_dirty_lines_back) {
 /* Through NVMe: with the controller stopped the write-back cannot happen, so
  * destroy refuses and keeps the lines; started again, it writes them. */
 Test(robust, cache_destroy_refuses_when_it_cannot_write_back) {
-    gpumem_swctl_config cfg = gpumem_swctl_config_default();
-    gpumem_swctl *ctl;
     gpumem_nvme_qp *qp;
+    gpumem_swctl *ctl = pair_ctl(0, 0, 8, 8, 1, &qp);
     gpumem_swctl_stats s;
     gpumem_cache_desc d = gpumem_cache_desc_default();
     gpumem_cache *c;
     void *p;
-    cfg.n_blocks = 64;
-    cr_assert_eq(gpumem_swctl_create(&cfg, &ctl), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_add_qp(ctl, 8, &qp), GPUMEM_OK);
-    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
     d.n_lines = 4, d.n_slots = 2, d.backing = gpumem_cache_backing_nvme(&qp, 1, 1, &qp->ns, 0, GPUMEM_CACHE_STRIPE);
     cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_OK);
     cr_assert_eq(gpumem_cache_acquire(c, 2, 1, 1, &p), GPUMEM_OK);
