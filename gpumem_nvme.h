@@ -136,7 +136,9 @@
  * a submitter's turn and tail wait only on other threads' steps (a ticket
  * depth before it belongs to a command whose ID was given back, so its
  * completion was harvested, and passing it moves the SQ head), never on the
- * controller; so a stopped controller strands nobody inside the queue.
+ * controller; so a stopped controller strands nobody inside the queue. (Depth
+ * 2, where that would leave one command in flight and none asynchronous,
+ * allows two: there a submitter may wait for the controller in the queue.)
  *
  * Bounded waits and shutdown. Every wait for an ID or a completion ends on a
  * deadline (the *_timed forms, GPUMEM_ETIMEDOUT) or when the pair's `stopped`
@@ -655,8 +657,12 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
      * so every wait can end when the controller stops. A quarter of them
      * (at least one) only blocking calls may take: an asynchronous request
      * holds its ID until its owner polls, and owners blocked in a blocking
-     * call never poll; blocking calls give their IDs back by themselves. */
-    qp->cid_limit = d->n_cids < d->depth - 1 ? d->n_cids : d->depth - 1;
+     * call never poll; blocking calls give their IDs back by themselves.
+     * Depth 2 allows 2, so that one asynchronous request can be out beside
+     * the blocking calls' one; its second submitter may then wait in the
+     * queue for the controller (which holds one command), and a stop leaves
+     * it there until the controller runs again. */
+    qp->cid_limit = d->depth == 2 ? 2 : d->n_cids < d->depth - 1 ? d->n_cids : d->depth - 1;
     qp->async_limit = qp->cid_limit - (qp->cid_limit / 4 > 1 ? qp->cid_limit / 4 : 1);
     qp->doorbell_event = d->doorbell_event;
     qp->prp_lists = d->prp_lists;
@@ -1088,8 +1094,7 @@ GPUMEM_API gpumem_status gpumem__qp_submit(gpumem_nvme_qp *qp, const gpumem_nvme
 /* Submit and return once the controller can see the command; the request
  * holds a command ID until poll (or wait) has returned its result. Never
  * waits on the controller (see "Budget"). GPUMEM_EAGAIN when the pair's
- * asynchronous budget (async_limit IDs: none at depth 2, where the one
- * command in flight is kept for blocking calls) is used up or no ID is free:
+ * asynchronous budget (async_limit IDs) is used up or no ID is free:
  * poll or wait for requests of yours, then retry. GPUMEM_ENODEV once the
  * pair's controller has stopped. The command carries its own PRPs;
  * gpumem_nvme_qp_submit_buf builds them. */
