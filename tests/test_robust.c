@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gpumem_cache.h"
+#include "bare_pair.h"
 #include "mix_workload.h"
 
 TestSuite(robust, .timeout = 300);
@@ -172,14 +173,8 @@ Test(robust, ranges_do_not_wrap) {
     cr_assert_eq(gpumem_nvme_prp_setup(0x1000, UINT64_MAX - 4096, NULL, 0, 0, &p1, &p2), GPUMEM_E2BIG);
     {   /* a namespace whose byte size wraps */
         gpumem_nvme_qp q2;
-        gpumem_nvme_qp_desc qd = {0};
-        static gpumem_nvme_cmd sq[4];
-        static gpumem_nvme_cpl cq[4];
-        static uint32_t db[2];
-        static uint64_t state[512];
-        qd.depth = 4, qd.n_cids = 4, qd.sq = sq, qd.cq = cq, qd.sq_doorbell = &db[0], qd.cq_doorbell = &db[1];
-        qd.state = state, qd.state_bytes = sizeof state;
-        qd.ns.nsid = 1, qd.ns.lba_shift = 12, qd.ns.max_blocks = 8;
+        gpumem_nvme_qp_desc qd = bare_pair_desc(8, 1, 8);
+        qd.ns.lba_shift = 12;
         qd.ns.n_blocks = UINT64_MAX >> 11;
         cr_assert_eq(gpumem_nvme_qp_init(&q2, &qd), GPUMEM_ERANGE);
         qd.ns.n_blocks = UINT64_MAX >> 12;
@@ -188,7 +183,7 @@ Test(robust, ranges_do_not_wrap) {
     {
         gpumem_nvme_gpuctl_desc g = gpumem_nvme_gpuctl_desc_default();
         uint32_t control[2];
-        static uint64_t mem[64];
+        static uint64_t mem[64] __attribute__((aligned(64)));
         g.ram = mem, g.control = control, g.lba_bytes = 4096, g.n_blocks = UINT64_MAX / 2048;
         cr_assert_eq(gpumem_nvme_gpuctl_init(mem, sizeof mem, &g), GPUMEM_ERANGE);
     }
