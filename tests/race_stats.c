@@ -18,13 +18,15 @@ typedef struct cache_arg {
     uint64_t bad;
     int stop; /* atomic, the reader's */
     uint64_t reads, went_back;
+    const uint64_t *reader_reads; /* users: the reader's count (atomic), to overlap with it */
 } cache_arg;
 
 static void *cache_user(void *p) {
     cache_arg *a = (cache_arg *)p;
     uint64_t rng = 77 + a->id;
     uint32_t i;
-    for (i = 0; i < 2000; i++) {
+    /* at least 2000 accesses, and on until the reader has read 100 times */
+    for (i = 0; i < 2000 || __atomic_load_n(a->reader_reads, __ATOMIC_RELAXED) < 100; i++) {
         uint64_t line = mix_rng(&rng) % 64;
         void *d;
         gpumem_status st = gpumem_cache_acquire(a->c, line, 1, 0, &d);
@@ -43,7 +45,7 @@ static void *cache_reader(void *p) {
         gpumem_cache_get_stats(a->c, &now);
         if (now.hits < last.hits || now.fills < last.fills) a->went_back++;
         last = now;
-        a->reads++;
+        __atomic_store_n(&a->reads, a->reads + 1, __ATOMIC_RELAXED);
         sched_yield();
     }
     return NULL;
@@ -75,7 +77,7 @@ int main(void) {
     pthread_create(&rt, NULL, cache_reader, &rd);
     for (i = 0; i < 8; i++) {
         memset(&users[i], 0, sizeof users[i]);
-        users[i].c = c, users[i].id = i;
+        users[i].c = c, users[i].id = i, users[i].reader_reads = &rd.reads;
         pthread_create(&t[i], NULL, cache_user, &users[i]);
     }
     for (i = 0; i < 8; i++) pthread_join(t[i], NULL), bad += users[i].bad;
