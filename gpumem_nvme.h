@@ -313,12 +313,13 @@ GPUMEM_API void gpumem__cmd_clear(gpumem_nvme_cmd *c) {
 }
 
 /* Build a Read or Write. The LBA range is checked against the namespace:
- * GPUMEM_ERANGE past its end, GPUMEM_EINVAL for zero blocks or more than
- * max_blocks. The command ID is filled in at submission. */
+ * GPUMEM_ERANGE past its end, GPUMEM_EINVAL for zero blocks, GPUMEM_E2BIG
+ * for more than max_blocks (MDTS). The command ID is filled in at submission. */
 GPUMEM_API gpumem_status gpumem_nvme_cmd_rw(gpumem_nvme_cmd *c, uint8_t opcode, const gpumem_nvme_ns *ns,
                                             uint64_t slba, uint32_t nlb, uint64_t prp1, uint64_t prp2) {
     if (!c || !ns) return GPUMEM_ENULL;
-    if (nlb == 0 || nlb > ns->max_blocks || nlb > 65536u) return GPUMEM_EINVAL;
+    if (nlb == 0) return GPUMEM_EINVAL;
+    if (nlb > ns->max_blocks || nlb > 65536u) return GPUMEM_E2BIG;
     if (slba >= ns->n_blocks || nlb > ns->n_blocks - slba) return GPUMEM_ERANGE;
     if (prp1 == 0) return GPUMEM_ENULL;
     gpumem__cmd_clear(c);
@@ -386,6 +387,19 @@ GPUMEM_API gpumem_nvme_iomap gpumem_nvme_iomap_sub(const gpumem_nvme_iomap *m, u
     return r;
 }
 
+/* Memory pages a transfer of `len` (> 0) bytes starting at I/O address
+ * `iova` touches, and the PRP-list pages it needs: the n - 1 pages after the
+ * first go into the list (none when n <= 2); each list page holds 512
+ * entries, but every page that is followed by another gives its last entry
+ * to the chain pointer, so p pages hold 511 (p - 1) + 512 entries. */
+GPUMEM_API uint64_t gpumem_nvme_prp_pages(uint64_t iova, uint64_t len) {
+    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES, first = pg - (iova & (pg - 1));
+    return 1 + (len > first ? (len - first + pg - 1) / pg : 0);
+}
+GPUMEM_API uint64_t gpumem_nvme_prp_list_pages(uint64_t n_pages) {
+    return n_pages <= 2 ? 0 : (n_pages - 1 + 509) / 511;
+}
+
 /* PRP1/PRP2 for a transfer of `len` bytes from buffer `data`. Up to two
  * pages need no list. Longer transfers need a PRP list: `list` is where it is
  * written (its I/O addresses given by `list_map`, starting page aligned),
@@ -401,9 +415,10 @@ GPUMEM_API gpumem_status gpumem_nvme_prp_build(const gpumem_nvme_iomap *data, ui
     if (!data || !prp1 || !prp2) return GPUMEM_ENULL;
     iova = gpumem_nvme_iomap_at(data, 0);
     if (iova == 0) return GPUMEM_ENULL;
-    if ((iova & 3u) != 0 || len == 0) return GPUMEM_EINVAL; /* PRP1 must be dword aligned */
+    if (len == 0) return GPUMEM_EINVAL;
+    if ((iova & 3u) != 0) return GPUMEM_EALIGN; /* PRP1 must be dword aligned */
     first = pg - (iova & (pg - 1)); /* bytes in the first page */
-    n_pages = 1 + (len > first ? (len - first + pg - 1) / pg : 0);
+    n_pages = gpumem_nvme_prp_pages(iova, len);
     *prp1 = iova;
     *prp2 = 0;
     if (n_pages == 1) return GPUMEM_OK;
@@ -415,11 +430,7 @@ GPUMEM_API gpumem_status gpumem_nvme_prp_build(const gpumem_nvme_iomap *data, ui
     if ((gpumem_nvme_iomap_at(list_map, 0) & (pg - 1)) != 0) return GPUMEM_EINVAL;
     /* Entries for n_pages - 1 data pages, plus one chain pointer per full list
      * page that is followed by another. */
-    {
-        uint64_t pages_left = n_pages - 1;
-        uint64_t needed = pages_left + (pages_left > per_page ? (pages_left - 2) / (per_page - 1) : 0);
-        if (needed > list_entries) return GPUMEM_ENOMEM;
-    }
+    if (n_pages - 1 + gpumem_nvme_prp_list_pages(n_pages) - 1 > list_entries) return GPUMEM_ENOMEM;
     slot = 0;
     for (k = 1; k < n_pages; k++) {
         uint64_t remaining = n_pages - k;
@@ -488,13 +499,17 @@ typedef struct gpumem_nvme_qp {
     gpumem__nvme_slot *slots; /* depth records */
     uint64_t *cids;           /* n_cids words: command-ID state and completion mailbox */
     uint32_t *cid_dw0;        /* n_cids words: the command-specific dword of each completion */
+    uint64_t *prp_lists;      /* n_cids * prp_list_pages pages: command ID k's PRP list
+                                 starts at page k * prp_list_pages (NULL: none) */
+    gpumem_nvme_iomap prp_map; /* where the controller sees prp_lists */
     gpumem_nvme_ns ns;
     uint32_t depth;
     uint32_t depth_log2;
     uint32_t turn_mask; /* turns compare modulo 2^(33 - depth_log2) */
     uint32_t n_cids;
     uint32_t qid;
-    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 7];
+    uint32_t prp_list_pages; /* per command ID: enough for the namespace's largest transfer */
+    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 6];
     /* hot words, one cache line each */
     gpumem__nvme_word ticket;    /* next SQ ticket */
     gpumem__nvme_word tail;      /* virtual SQ tail: entries handed to the controller */
@@ -529,11 +544,36 @@ typedef struct gpumem_nvme_qp_desc {
     void *state;        /* gpumem_nvme_qp_state_bytes() bytes, 16-byte aligned */
     size_t state_bytes;
     gpumem_event *doorbell_event; /* optional, host controller's parking spot */
+    /* Optional: one PRP-list area per command ID, so that commands built from
+     * buffer pointers (gpumem_nvme_qp_submit_buf and friends) never allocate:
+     * gpumem_nvme_qp_prp_bytes() bytes, page aligned, controller-readable.
+     * prp_lists_map says where the controller sees them; all zero means at
+     * their virtual address (software controllers, GPU memory). Without
+     * them, buffer commands that span more than two pages get GPUMEM_E2BIG.
+     * prp_lists_map.pages, if set, is kept (the real-controller shim passes
+     * its own DMA page table, which lives as long as the pair). */
+    uint64_t *prp_lists;
+    gpumem_nvme_iomap prp_lists_map;
 } gpumem_nvme_qp_desc;
 
 /* Bytes of private state for a pair (slot records and command-ID words). */
 GPUMEM_API size_t gpumem_nvme_qp_state_bytes(uint32_t depth, uint32_t n_cids) {
     return (size_t)depth * sizeof(gpumem__nvme_slot) + (size_t)n_cids * (sizeof(uint64_t) + sizeof(uint32_t));
+}
+
+/* PRP-list pages one command ID needs: enough for the namespace's largest
+ * transfer (max_blocks blocks) from a buffer at the worst allowed offset
+ * (4 bytes before a page boundary). */
+GPUMEM_API uint32_t gpumem_nvme_qp_prp_pages(const gpumem_nvme_ns *ns) {
+    uint64_t max_len;
+    if (!ns || ns->lba_shift > 16) return 0;
+    max_len = (uint64_t)ns->max_blocks << ns->lba_shift;
+    return (uint32_t)gpumem_nvme_prp_list_pages(gpumem_nvme_prp_pages(GPUMEM_NVME_PAGE_BYTES - 4, max_len));
+}
+
+/* Bytes of PRP-list memory for a pair's n_cids command IDs (see the desc). */
+GPUMEM_API size_t gpumem_nvme_qp_prp_bytes(uint32_t n_cids, const gpumem_nvme_ns *ns) {
+    return (size_t)n_cids * gpumem_nvme_qp_prp_pages(ns) * GPUMEM_NVME_PAGE_BYTES;
 }
 
 GPUMEM_API int gpumem__valid_count(uint32_t n, uint32_t max) { return n >= 2 && n <= max && gpumem_is_pow2_u64(n); }
@@ -551,6 +591,9 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     if (d->ns.lba_shift < 9 || d->ns.lba_shift > 16 || d->ns.n_blocks == 0 || d->ns.max_blocks == 0)
         return GPUMEM_EINVAL;
     if (d->qid > 0xFFFFu) return GPUMEM_EINVAL;
+    if (d->prp_lists && (((uintptr_t)d->prp_lists & (GPUMEM_NVME_PAGE_BYTES - 1)) != 0 ||
+                         (gpumem_nvme_iomap_at(&d->prp_lists_map, 0) & (GPUMEM_NVME_PAGE_BYTES - 1)) != 0))
+        return GPUMEM_EALIGN; /* list pages must be whole pages */
 
     {   /* zero the whole struct, padding included */
         unsigned char *b = (unsigned char *)qp;
@@ -572,6 +615,11 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     qp->n_cids = d->n_cids;
     qp->qid = d->qid;
     qp->doorbell_event = d->doorbell_event;
+    qp->prp_lists = d->prp_lists;
+    qp->prp_map = d->prp_lists_map;
+    if (d->prp_lists && !qp->prp_map.pages && qp->prp_map.iova == 0)
+        qp->prp_map = gpumem_nvme_iomap_contiguous((uint64_t)(uintptr_t)d->prp_lists);
+    qp->prp_list_pages = d->prp_lists ? gpumem_nvme_qp_prp_pages(&d->ns) : 0;
     qp->ticket.v = qp->tail.v = qp->sq_head.v = qp->cq_head.v = qp->cq_released.v = d->virtual_start;
     /* Every position's first ticket is virtual_start + p, of lap virtual_start/depth. */
     start_turn = (d->virtual_start >> qp->depth_log2) * 2u;
@@ -853,31 +901,74 @@ GPUMEM_API gpumem_status gpumem__cpl_result(const gpumem_nvme_cpl *c) {
     return (c->dw3 >> 17) == 0 ? GPUMEM_OK : GPUMEM_EIO;
 }
 
-/* Take a command ID and put `cmd` on the submission queue under it. */
-GPUMEM_API void gpumem__submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, uint16_t cid) {
+/* Bytes a Read or Write moves (its block count times the block size). */
+GPUMEM_API uint64_t gpumem__cmd_bytes(const gpumem_nvme_qp *qp, const gpumem_nvme_cmd *c) {
+    return ((uint64_t)(c->cdw12 & 0xFFFFu) + 1) << qp->ns.lba_shift;
+}
+
+/* Can `data` carry command c? Checked before a command ID is taken, so that
+ * building its PRPs under the ID cannot fail: GPUMEM_EALIGN unless dword
+ * aligned (the PRP rule), GPUMEM_E2BIG if it needs more PRP-list pages than
+ * each command ID of the pair has (or the pair has none). */
+GPUMEM_API gpumem_status gpumem__qp_data_check(const gpumem_nvme_qp *qp, const gpumem_nvme_cmd *c,
+                                               const gpumem_nvme_iomap *data) {
+    uint64_t iova = gpumem_nvme_iomap_at(data, 0);
+    if (iova == 0) return GPUMEM_ENULL;
+    if ((iova & 3u) != 0) return GPUMEM_EALIGN;
+    if (gpumem_nvme_prp_list_pages(gpumem_nvme_prp_pages(iova, gpumem__cmd_bytes(qp, c))) > qp->prp_list_pages)
+        return GPUMEM_E2BIG;
+    return GPUMEM_OK;
+}
+
+/* Put `cmd` on the submission queue under command ID `cid`. With `data`, its
+ * PRPs are built here, into the ID's own PRP-list pages: nobody else writes
+ * them until the ID is free again, which is after the controller has
+ * consumed the command (and so read the list). The list is written before
+ * the command is published; the doorbell's release orders both for the
+ * controller. */
+GPUMEM_API void gpumem__submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, uint16_t cid,
+                               const gpumem_nvme_iomap *data) {
     gpumem_nvme_cmd c = *cmd;
     c.cdw0 = (c.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
+    if (data) {
+        const uint64_t page_words = GPUMEM_NVME_PAGE_BYTES / 8;
+        gpumem_nvme_iomap list = gpumem_nvme_iomap_sub(&qp->prp_map, (uint64_t)cid * qp->prp_list_pages *
+                                                                         GPUMEM_NVME_PAGE_BYTES);
+        uint64_t *words = qp->prp_lists ? qp->prp_lists + (size_t)cid * qp->prp_list_pages * page_words : 0;
+        /* Cannot fail: gpumem__qp_data_check passed. */
+        (void)gpumem_nvme_prp_build(data, gpumem__cmd_bytes(qp, &c), words, &list,
+                                    (uint32_t)(qp->prp_list_pages * page_words), &c.prp1, &c.prp2);
+    }
     gpumem__sq_enqueue(qp, gpumem_atomic_fetch_add_u32(&qp->ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV), &c);
 }
 
-/* Submit and return once the controller can see the command. Waits only for
- * queue space, which any waiting thread helps to free. GPUMEM_EAGAIN when no
- * command ID is free (this thread may hold them all): reap and retry. */
-GPUMEM_API gpumem_status gpumem_nvme_qp_submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
-                                               gpumem_nvme_req *req) {
+/* gpumem_nvme_qp_submit, with PRPs built from `data` when it is not NULL. */
+GPUMEM_API gpumem_status gpumem__qp_submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
+                                           const gpumem_nvme_iomap *data, gpumem_nvme_req *req) {
     uint16_t cid = 0;
     uint32_t tries;
+    gpumem_status st;
     if (!qp || !cmd || !req) return GPUMEM_ENULL;
+    if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
     for (tries = 0; !gpumem__cid_try_take(qp, &cid); tries++) {
         if (tries >= 64 || tries >= qp->n_cids) {
             gpumem__cq_harvest(qp);
             return GPUMEM_EAGAIN;
         }
     }
-    gpumem__submit(qp, cmd, cid);
+    gpumem__submit(qp, cmd, cid, data);
     req->cid = cid;
     req->state = GPUMEM__REQ_SUBMITTED;
     return GPUMEM_OK;
+}
+
+/* Submit and return once the controller can see the command. Waits only for
+ * queue space, which any waiting thread helps to free. GPUMEM_EAGAIN when no
+ * command ID is free (this thread may hold them all): reap and retry. The
+ * command carries its own PRPs; gpumem_nvme_qp_submit_buf builds them. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
+                                               gpumem_nvme_req *req) {
+    return gpumem__qp_submit(qp, cmd, (const gpumem_nvme_iomap *)0, req);
 }
 
 /* One look for the request's completion: GPUMEM_EAGAIN while it is not there,
@@ -899,17 +990,25 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_wait(gpumem_nvme_qp *qp, gpumem_nvme_req
     return st;
 }
 
-/* Blocking: submit, wait for the completion, and copy it to *cpl (may be
- * NULL). GPUMEM_EIO if the controller reported an error. */
-GPUMEM_API gpumem_status gpumem_nvme_qp_exec(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, gpumem_nvme_cpl *cpl) {
+/* gpumem_nvme_qp_exec, with PRPs built from `data` when it is not NULL. */
+GPUMEM_API gpumem_status gpumem__qp_exec(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
+                                         const gpumem_nvme_iomap *data, gpumem_nvme_cpl *cpl) {
     gpumem_nvme_cpl got;
     uint16_t cid = 0;
+    gpumem_status st;
     if (!qp || !cmd) return GPUMEM_ENULL;
+    if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
     GPUMEM_WAIT_UNTIL(&qp->event, gpumem__cid_try_take(qp, &cid) || (gpumem__cq_harvest(qp), 0));
-    gpumem__submit(qp, cmd, cid);
+    gpumem__submit(qp, cmd, cid, data);
     GPUMEM_WAIT_UNTIL(&qp->event, gpumem__cid_collect(qp, cid, &got));
     if (cpl) *cpl = got;
     return gpumem__cpl_result(&got);
+}
+
+/* Blocking: submit, wait for the completion, and copy it to *cpl (may be
+ * NULL). GPUMEM_EIO if the controller reported an error. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_exec(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, gpumem_nvme_cpl *cpl) {
+    return gpumem__qp_exec(qp, cmd, (const gpumem_nvme_iomap *)0, cpl);
 }
 
 /* Blocking Read or Write of nlb blocks at slba, checked against the namespace. */
@@ -930,6 +1029,62 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_read(gpumem_nvme_qp *qp, uint64_t slba, 
 GPUMEM_API gpumem_status gpumem_nvme_qp_write(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, uint64_t prp1,
                                               uint64_t prp2, gpumem_nvme_cpl *cpl) {
     return gpumem_nvme_qp_rw(qp, GPUMEM_NVME_OP_WRITE, slba, nlb, prp1, prp2, cpl);
+}
+
+/* ---- commands built from buffers ------------------------------------------ */
+/*
+ * Read or Write nlb blocks at slba into / from a buffer, with PRP1, PRP2 and
+ * a PRP list (in the command ID's own list pages) built from the buffer's
+ * address: any address NVMe allows, which is any dword-aligned one. A
+ * buffer that starts inside a page (CUDA's allocators hand out 512-byte
+ * aligned blocks) simply spans one page more. Refused with a status, before
+ * anything reaches the controller: GPUMEM_EALIGN (not dword aligned),
+ * GPUMEM_E2BIG (more than max_blocks, or a PRP list the pair has no pages
+ * for), GPUMEM_ERANGE (past the namespace), GPUMEM_ENULL.
+ *
+ * _buf: the buffer's virtual address is what the controller uses (the
+ * software controllers, the GPU-resident one, GPU memory). _map: the
+ * buffer's I/O addresses are given (gpumem_nvmectl_dma's map for a real
+ * controller, gpumem_nvme_iomap_sub to start inside it).
+ */
+GPUMEM_API gpumem_status gpumem__qp_data_cmd(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
+                                             const gpumem_nvme_iomap *data, gpumem_nvme_cmd *c) {
+    if (!qp || !data) return GPUMEM_ENULL;
+    /* PRP1 here only satisfies the builder's NULL check; the real PRPs are
+     * built at submission, under the command ID. */
+    return gpumem_nvme_cmd_rw(c, opcode, &qp->ns, slba, nlb, gpumem_nvme_iomap_at(data, 0) | 1u, 0);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_submit_map(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
+                                                   const gpumem_nvme_iomap *data, gpumem_nvme_req *req) {
+    gpumem_nvme_cmd c;
+    gpumem_status st = gpumem__qp_data_cmd(qp, opcode, slba, nlb, data, &c);
+    return st != GPUMEM_OK ? st : gpumem__qp_submit(qp, &c, data, req);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_rw_map(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
+                                               const gpumem_nvme_iomap *data, gpumem_nvme_cpl *cpl) {
+    gpumem_nvme_cmd c;
+    gpumem_status st = gpumem__qp_data_cmd(qp, opcode, slba, nlb, data, &c);
+    return st != GPUMEM_OK ? st : gpumem__qp_exec(qp, &c, data, cpl);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_submit_buf(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
+                                                   const void *buf, gpumem_nvme_req *req) {
+    gpumem_nvme_iomap m = gpumem_nvme_iomap_contiguous((uint64_t)(uintptr_t)buf);
+    return gpumem_nvme_qp_submit_map(qp, opcode, slba, nlb, &m, req);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_read_buf(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, void *buf,
+                                                 gpumem_nvme_cpl *cpl) {
+    gpumem_nvme_iomap m = gpumem_nvme_iomap_contiguous((uint64_t)(uintptr_t)buf);
+    return gpumem_nvme_qp_rw_map(qp, GPUMEM_NVME_OP_READ, slba, nlb, &m, cpl);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_write_buf(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, const void *buf,
+                                                  gpumem_nvme_cpl *cpl) {
+    gpumem_nvme_iomap m = gpumem_nvme_iomap_contiguous((uint64_t)(uintptr_t)buf);
+    return gpumem_nvme_qp_rw_map(qp, GPUMEM_NVME_OP_WRITE, slba, nlb, &m, cpl);
 }
 
 GPUMEM_API gpumem_status gpumem_nvme_qp_flush(gpumem_nvme_qp *qp, gpumem_nvme_cpl *cpl) {
@@ -1370,14 +1525,34 @@ GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
 /* Layout in the caller's memory: the controller, then the pairs, queues and
  * stats arrays, then each pair's block (4 KiB aligned from the base):
  * SQ ring, CQ ring, two doorbells on lines of their own, pair state,
- * controller-side queue memory. */
+ * controller-side queue memory, then the command IDs' PRP-list pages, on
+ * the first page boundary of the real address (the base need only be
+ * 64-byte aligned, and CUDA's allocators give 512). */
 #define GPUMEM__GPUCTL_PAIRS_OFF GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_gpuctl), 64)
 
-GPUMEM_API size_t gpumem__gpuctl_pair_block(const gpumem_nvme_gpuctl_desc *d) {
+/* The namespace a controller of this description serves (what a cache in
+ * front of its pairs is checked against). */
+GPUMEM_API gpumem_nvme_ns gpumem_nvme_gpuctl_ns(const gpumem_nvme_gpuctl_desc *d) {
+    gpumem_nvme_ns ns;
+    ns.nsid = 1;
+    ns.lba_shift = gpumem_log2_u64(d->lba_bytes);
+    ns.n_blocks = d->n_blocks;
+    ns.max_blocks = d->max_blocks;
+    ns.reserved_ = 0;
+    return ns;
+}
+
+GPUMEM_API size_t gpumem__gpuctl_pair_core(const gpumem_nvme_gpuctl_desc *d) {
     return GPUMEM_ALIGN_UP((size_t)d->depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl)) +
                                2 * GPUMEM_PAD_BYTES + gpumem_nvme_qp_state_bytes(d->depth, d->n_cids) +
                                gpumem_nvme_swq_mem_bytes(d->depth),
                            4096);
+}
+
+GPUMEM_API size_t gpumem__gpuctl_pair_block(const gpumem_nvme_gpuctl_desc *d) {
+    gpumem_nvme_ns ns = gpumem_nvme_gpuctl_ns(d);
+    size_t prp = gpumem_nvme_qp_prp_bytes(d->n_cids, &ns);
+    return gpumem__gpuctl_pair_core(d) + (prp ? prp + 4096 : 0);
 }
 
 GPUMEM_API size_t gpumem__gpuctl_first_block(uint32_t n_pairs) {
@@ -1419,10 +1594,7 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
     block = gpumem__gpuctl_pair_block(d);
     first = gpumem__gpuctl_first_block(d->n_pairs);
     for (k = 0; k < first; k++) base[k] = 0;
-    c->ns.nsid = 1;
-    c->ns.lba_shift = gpumem_log2_u64(d->lba_bytes);
-    c->ns.n_blocks = d->n_blocks;
-    c->ns.max_blocks = d->max_blocks;
+    c->ns = gpumem_nvme_gpuctl_ns(d);
     c->ram = (unsigned char *)d->ram;
     c->pairs = gpumem_nvme_gpuctl_pair(mem, 0);
     c->queues = (gpumem_nvme_swq *)(c->pairs + d->n_pairs);
@@ -1447,6 +1619,8 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
         q.cq_doorbell = (uint32_t *)(p + rings + GPUMEM_PAD_BYTES);
         q.state = p + rings + 2 * GPUMEM_PAD_BYTES;
         q.state_bytes = state;
+        if (block > gpumem__gpuctl_pair_core(d))
+            q.prp_lists = (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)(p + gpumem__gpuctl_pair_core(d)), 4096);
         if ((st = gpumem_nvme_qp_init(&c->pairs[i], &q)) != GPUMEM_OK) return st;
         if ((st = gpumem_nvme_swq_init(&c->queues[i], &c->pairs[i], p + rings + 2 * GPUMEM_PAD_BYTES + state,
                                        gpumem_nvme_swq_mem_bytes(d->depth))) != GPUMEM_OK)
@@ -1649,7 +1823,11 @@ typedef gpumem_nvme_sw_stats gpumem_swctl_stats;
 
 gpumem_swctl_config gpumem_swctl_config_default(void);
 gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl **out);
-/* Add a queue pair (only while stopped); the pair's memory belongs to the controller. */
+/* Add a queue pair (only while stopped); the pair's memory belongs to the
+ * controller, PRP-list pages for each command ID included (see
+ * gpumem_nvme_qp_submit_buf). gpumem_swctl_add_qp gives it
+ * max(depth, GPUMEM_SWCTL_DEFAULT_CIDS) command IDs. */
+#define GPUMEM_SWCTL_DEFAULT_CIDS 1024u
 gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t n_cids, uint32_t virtual_start,
                                      gpumem_nvme_qp **out);
 gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme_qp **out);
@@ -1686,6 +1864,8 @@ typedef struct gpumem__sw_queue {
     gpumem_nvme_qp *qp; /* the pair its users are handed: at the start of mem */
     void *mem;          /* pair, rings, doorbells, pair state and the controller's
                            queue memory: one allocation, used from its first 4 KiB boundary */
+    void *prp_mem;      /* the command IDs' PRP-list pages (own allocation: large, and
+                           only the pages that transfers use are ever touched) */
     gpumem_nvme_swq sw; /* the controller's side (core above) */
     gpumem__sw_pending *pend; /* ring of fetched commands, in fetch order */
     uint32_t pend_head, pend_count;
@@ -1790,6 +1970,7 @@ gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl) { return ctl->ns; }
 
 static void gpumem__sw_queue_free(const gpumem_swctl_config *cfg, gpumem__sw_queue *q) {
     gpumem__sw_free(cfg, q->mem);
+    gpumem__sw_free(cfg, q->prp_mem);
     GPUMEM_FREE(q->pend);
     GPUMEM_FREE(q);
 }
@@ -1800,6 +1981,7 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
     unsigned char *raw;
     gpumem_nvme_qp_desc d;
     size_t pair_bytes = GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 4096), ring_bytes, state_bytes, sw_bytes, total;
+    size_t prp_bytes;
     unsigned char *mem, *rings;
     gpumem_status st;
     if (!ctl || !out) return GPUMEM_ENULL;
@@ -1818,9 +2000,11 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
     raw = (unsigned char *)gpumem__sw_alloc(&ctl->cfg, total + 4096);
     mem = raw ? (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)raw, 4096) : NULL;
     q->mem = raw;
+    prp_bytes = gpumem_nvme_qp_prp_bytes(n_cids, &ctl->ns);
+    q->prp_mem = prp_bytes ? gpumem__sw_alloc(&ctl->cfg, prp_bytes + 4096) : NULL;
     q->pend = (gpumem__sw_pending *)GPUMEM_MALLOC((size_t)ctl->cfg.max_pending * sizeof(gpumem__sw_pending));
     grown = (gpumem__sw_queue **)GPUMEM_MALLOC((ctl->n_queues + 1) * sizeof *grown);
-    if (!raw || !q->pend || !grown) {
+    if (!raw || !q->pend || !grown || (prp_bytes && !q->prp_mem)) {
         GPUMEM_FREE(grown);
         gpumem__sw_queue_free(&ctl->cfg, q);
         return GPUMEM_ENOMEM;
@@ -1841,6 +2025,7 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
     d.state = rings + ring_bytes + 2 * GPUMEM_PAD_BYTES;
     d.state_bytes = state_bytes;
     d.doorbell_event = &ctl->doorbell_event;
+    d.prp_lists = prp_bytes ? (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)q->prp_mem, 4096) : NULL;
     if ((st = gpumem_nvme_qp_init(q->qp, &d)) != GPUMEM_OK ||
         (st = gpumem_nvme_swq_init(&q->sw, q->qp, (unsigned char *)d.state + state_bytes, sw_bytes)) != GPUMEM_OK) {
         GPUMEM_FREE(grown);
@@ -1856,7 +2041,8 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
 }
 
 gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme_qp **out) {
-    return gpumem_swctl_add_qp_ex(ctl, depth, GPUMEM_NVME_MAX_CIDS, 0, out);
+    return gpumem_swctl_add_qp_ex(ctl, depth, depth > GPUMEM_SWCTL_DEFAULT_CIDS ? depth : GPUMEM_SWCTL_DEFAULT_CIDS,
+                                  0, out);
 }
 
 /* Execute one command; returns the status field to post. A namespace in
@@ -2230,6 +2416,7 @@ enum {
 typedef struct gpumem__nvmectl_pair {
     gpumem_nvme_qp qp; /* first: qp pointers are handed out */
     gpumem_nvmectl_dma sq_mem, cq_mem;
+    gpumem_nvmectl_dma prp_mem; /* the command IDs' PRP-list pages (page by page) */
     void *state;
 } gpumem__nvmectl_pair;
 
@@ -2778,6 +2965,7 @@ const char *gpumem_nvmectl_error(const gpumem_nvmectl *c) { return c ? c->error 
 static void gpumem__nvmectl_pair_free(gpumem__nvmectl_pair *p) {
     gpumem_nvmectl_dma_free(&p->sq_mem);
     gpumem_nvmectl_dma_free(&p->cq_mem);
+    gpumem_nvmectl_dma_free(&p->prp_mem);
     GPUMEM_FREE(p->state);
     GPUMEM_FREE(p);
 }
@@ -2814,6 +3002,14 @@ gpumem_status gpumem_nvmectl_add_qp(gpumem_nvmectl *c, uint32_t depth, gpumem_nv
         goto fail;
     d.qid = qid;
     d.ns = c->info.ns;
+    if (gpumem_nvme_qp_prp_bytes(n_cids, &d.ns)) {
+        /* Ordinary pages: each list page is looked up on its own. */
+        if ((st = gpumem_nvmectl_dma_alloc(c, gpumem_nvme_qp_prp_bytes(n_cids, &d.ns), GPUMEM_NVMECTL_DMA_SMALL_PAGES,
+                                           &p->prp_mem)) != GPUMEM_OK)
+            goto fail;
+        d.prp_lists = (uint64_t *)p->prp_mem.va;
+        d.prp_lists_map = p->prp_mem.map;
+    }
     if ((st = gpumem__nvmectl_qp_init(c, &p->qp, &d)) != GPUMEM_OK) goto fail;
     /* Physically contiguous (PC), interrupts off: the threads poll. */
     cmd = gpumem__admin_cmd(GPUMEM__ADMIN_CREATE_CQ, 0, gpumem_nvme_iomap_at(&p->cq_mem.map, 0),

@@ -243,7 +243,8 @@ int main(int argc, char **argv) {
         d.n_lines = n_blocks;
         d.line_bytes = BLOCK;
         d.n_slots = (uint32_t)(n_blocks / 8 > 0 ? n_blocks / 8 : 1);
-        d.backing = gpumem_cache_backing_nvme(pairs, 1, n_pairs, 0, GPUMEM_CACHE_STRIPE);
+        gpumem_nvme_ns ns = gpumem_swctl_ns(ctl);
+        d.backing = gpumem_cache_backing_nvme(pairs, 1, n_pairs, &ns, 0, GPUMEM_CACHE_STRIPE);
         if ((st = gpumem_cache_create(&d, &cache)) != GPUMEM_OK) {
             fprintf(stderr, "array_sum: cache: %s\n", gpumem_status_str(st));
             return 1;

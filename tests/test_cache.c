@@ -236,7 +236,8 @@ Test(cache_errors, nvme_shapes_checked_against_the_namespace) {
     cfg.max_blocks = 4;
     cr_assert_eq(gpumem_swctl_create(&cfg, &ctl), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
-    d.backing = gpumem_cache_backing_nvme(&qp, 1, 1, 0, GPUMEM_CACHE_STRIPE);
+    gpumem_nvme_ns ns = gpumem_swctl_ns(ctl);
+    d.backing = gpumem_cache_backing_nvme(&qp, 1, 1, &ns, 0, GPUMEM_CACHE_STRIPE);
     d.n_slots = 4;
     d.n_lines = 16;
     d.line_bytes = 512;

@@ -412,7 +412,8 @@ static void bench_misses(bool quick) {
     for (uint64_t cap : caps) {
         // The pairs initialised before the cache reads their namespace.
         if (gpumem_nvme_gpuctl_init_cuda(ctl.mem, gpumem_nvme_gpuctl_bytes(&ctl.d), &ctl.d) != GPUMEM_OK) exit(1);
-        gpumem_cache_backing backing = gpumem_cache_backing_nvme(ctl.pairs, 1, pairs, 0, GPUMEM_CACHE_STRIPE);
+        gpumem_nvme_ns ns = gpumem_nvme_gpuctl_ns(&ctl.d);
+        gpumem_cache_backing backing = gpumem_cache_backing_nvme(ctl.pairs, 1, pairs, &ns, 0, GPUMEM_CACHE_STRIPE);
         Rig r(line, n_lines, slots, &backing);
         gpumem_cache *c = r.cache;
         CHECK(cudaMemset(bad, 0, sizeof *bad));

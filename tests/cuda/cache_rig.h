@@ -28,7 +28,7 @@ struct Rig {
             for (uint64_t w = 0; w < n_words; w++) backing[w] = initial_word(w);
             d.backing = gpumem_cache_backing_memory(backing);
         }
-        d.meta_bytes = gpumem_cache_meta_bytes(n_lines, n_slots);
+        d.meta_bytes = gpumem_cache_meta_bytes(&d);
         CHECK(cudaMallocManaged(&meta, d.meta_bytes));
         CHECK(cudaMallocManaged(&slots, (size_t)n_slots * line_bytes));
         CHECK(cudaMallocManaged(&cache, sizeof *cache));
