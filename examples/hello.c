@@ -8,7 +8,7 @@
 
 #include "gpumem_nvme.h"
 
-static char out[4096] __attribute__((aligned(4096))), in[4096] __attribute__((aligned(4096)));
+static uint32_t out[1024], in[1024]; /* one 4 KiB block each; NVMe wants data buffers dword aligned */
 
 int main(void) {
     gpumem_swctl_config cfg = gpumem_swctl_config_default();
@@ -22,14 +22,14 @@ int main(void) {
         return 1;
     }
     if ((st = gpumem_swctl_add_qp(ctl, 64, &qp)) == GPUMEM_OK) st = gpumem_swctl_start(ctl);
-    snprintf(out, sizeof out, "hello from block 7");
-    if (st == GPUMEM_OK) st = gpumem_nvme_qp_write(qp, 7, 1, (uint64_t)(uintptr_t)out, 0, NULL); /* LBA 7, 1 block */
-    if (st == GPUMEM_OK) st = gpumem_nvme_qp_read(qp, 7, 1, (uint64_t)(uintptr_t)in, 0, NULL);
+    snprintf((char *)out, sizeof out, "hello from block 7");
+    if (st == GPUMEM_OK) st = gpumem_nvme_qp_write_buf(qp, 7, 1, out, NULL); /* LBA 7, 1 block, from `out` */
+    if (st == GPUMEM_OK) st = gpumem_nvme_qp_read_buf(qp, 7, 1, in, NULL);
     gpumem_swctl_destroy(ctl); /* stops the controller thread, frees the pair */
     if (st != GPUMEM_OK || memcmp(in, out, sizeof in) != 0) {
         fprintf(stderr, "hello: %s\n", st != GPUMEM_OK ? gpumem_status_str(st) : "read back other data");
         return 1;
     }
-    printf("read back: \"%s\"\n", in);
+    printf("read back: \"%s\"\n", (const char *)in);
     return 0;
 }

@@ -255,8 +255,8 @@ static void test_over_gpu_controller(bool small) {
     EXPECT(gpumem_nvme_gpuctl_init(mem, bytes, &d) == GPUMEM_OK, "controller init");
     CHECK(cudaMallocManaged(&pair_list, pairs * sizeof *pair_list));
     for (uint32_t i = 0; i < pairs; i++) pair_list[i] = gpumem_nvme_gpuctl_pair(mem, i);
-    gpumem_nvme_ns ns = gpumem_nvme_gpuctl_ns(&d);
-    gpumem_cache_backing b = gpumem_cache_backing_nvme(pair_list, 1, pairs, &ns, 0, GPUMEM_CACHE_STRIPE);
+    gpumem_nvme_ns ns_id = gpumem_nvme_gpuctl_ns(&d); /* the namespace the pairs serve */
+    gpumem_cache_backing b = gpumem_cache_backing_nvme(pair_list, 1, pairs, &ns_id, 0, GPUMEM_CACHE_STRIPE);
     Rig r(line, n_lines, slots, &b);
     gpumem_cache_array *a;
     Counts *n;
