@@ -88,6 +88,8 @@ run-tests: $(TESTS) $(BUILD)/asan_kept
 	@echo "== $(BUILD)/asan_kept (AddressSanitizer, stack use after return)"
 	@ASAN_OPTIONS=detect_stack_use_after_return=1:detect_leaks=0 $(BUILD)/asan_kept $(CRITERION_FLAGS)
 	@echo "== build/hello (README's quickstart program)"; $(BUILD)/hello
+	@sed -n '/^```c$$/,/^```$$/p' README.md | sed '1d;$$d' | cmp -s - examples/hello.c || \
+	  { echo "README.md: the quickstart program differs from examples/hello.c; paste the file in"; exit 1; }
 
 # Init functions keep no caller pointer: an ASan build that frees the
 # caller's frames before the objects are used (tests/test_kept.c).

@@ -67,7 +67,8 @@ if [ "${GPUMEM_NO_INSTALL:-0}" = 1 ]; then why="GPUMEM_NO_INSTALL=1"
 elif ! command -v apt-get >/dev/null 2>&1; then why="no apt-get on this system"; cmd="install the packages that provide: $pkgs"
 elif [ "$(id -u)" = 0 ]; then as=
 elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then as=sudo
-else why="not root, and sudo needs a password"
+elif command -v sudo >/dev/null 2>&1; then why="not root, and sudo asks for a password"
+else why="not root, and no sudo"
 fi
 if [ -n "$why" ]; then
     echo "gpumem: missing $pkgs, not installing ($why). Install with:" >&2
@@ -82,4 +83,10 @@ if ! $as env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $pkgs; then
         exit 1
     }
 fi
+# Check again: a package can install and still leave the need unmet (a
+# compiler that does not look where the package put its header).
+for need in "$@"; do
+    still=$(missing "$need")
+    [ -z "$still" ] || { echo "gpumem: $still installed, but $need is still not found" >&2; exit 1; }
+done
 echo "gpumem: installed $pkgs"
