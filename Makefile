@@ -129,9 +129,9 @@ $(BUILD)/bench_%: bench/bench_%.cpp $(HEADERS) | $(BUILD)
 bench: bench-queue bench-cache
 	$(MAKE) plot
 plot:
-	@if $(DEPS) --optional python3 gnuplot; then \
+	@if $(DEPS) python3 gnuplot; then \
 	  python3 bench/plot.py $(RESULTS)/queue.json $(RESULTS)/cache.json $(RESULTS)/bench.png; \
-	else echo "plot: skipped (needs python3 and gnuplot)"; fi
+	else echo "plot: skipped (needs python3 and gnuplot); the tables are $(RESULTS)/*.md"; fi
 BENCH_RUN = $(BUILD)/bench_$(1) --benchmark_out=$(RESULTS)/$(1).json --benchmark_out_format=json \
 	  --benchmark_context=machine="$$(sh tools/machine.sh)"
 bench-queue bench-cache: bench-%:

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# deps.sh [--optional] NEED...: make sure the tools a make target needs are
+# deps.sh NEED...: make sure the tools a make target needs are
 # present before it builds anything, installing what is missing.
 #
 #   NEED: cc criterion benchmark python3 gnuplot qemu cmake pkg-config clang
@@ -9,15 +9,13 @@
 # it asks for no password), and the packages are named as they are installed.
 # Where that cannot be done (no apt-get, no root, sudo wants a password) or
 # GPUMEM_NO_INSTALL=1 is set, it stops at once (exit 1) with the one command
-# that would install everything missing. With --optional (plots) it says what
-# it would have needed, exits 1 and the caller skips that step instead.
+# that would install everything missing. Plot steps skip the plot when this
+# fails, and say so.
 #
 # This is the only list of system packages in the project: the Makefile's
 # targets and CI (.ci/run) both come through here, so a fresh machine and CI
 # take the same path.
 set -u
-optional=0
-if [ "${1:-}" = --optional ]; then optional=1; shift; fi
 CC=${CC:-cc}
 CXX=${CXX:-c++}
 
@@ -58,10 +56,6 @@ pkgs=${pkgs# }
 [ -z "$pkgs" ] && exit 0
 
 cmd="sudo apt-get install -y $pkgs"
-if [ "$optional" = 1 ]; then
-    echo "gpumem: skipped: needs $pkgs (install: $cmd)"
-    exit 1
-fi
 why=
 if [ "${GPUMEM_NO_INSTALL:-0}" = 1 ]; then why="GPUMEM_NO_INSTALL=1"
 elif ! command -v apt-get >/dev/null 2>&1; then why="no apt-get on this system"; cmd="install the packages that provide: $pkgs"
