@@ -859,9 +859,9 @@ GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_d
         /* Lines of a page or more start on a page: then a line spans
          * line_bytes / 4096 pages and its PRP list fits the slot's list page. */
         uint64_t align = d->line_bytes < GPUMEM_NVME_PAGE_BYTES ? d->line_bytes : GPUMEM_NVME_PAGE_BYTES;
-        if ((data_iova & (align - 1)) != 0) return GPUMEM_EINVAL;
+        if ((data_iova & (align - 1)) != 0) return GPUMEM_EALIGN;
         if (d->line_bytes > 2 * GPUMEM_NVME_PAGE_BYTES && !d->prp_lists) return GPUMEM_ENULL;
-        if (d->prp_lists && (prp_iova & (GPUMEM_NVME_PAGE_BYTES - 1)) != 0) return GPUMEM_EINVAL;
+        if (d->prp_lists && (prp_iova & (GPUMEM_NVME_PAGE_BYTES - 1)) != 0) return GPUMEM_EALIGN;
     }
     memset(c, 0, sizeof *c);
     c->lines = (gpumem__cache_line *)d->meta;
