@@ -50,7 +50,7 @@ $(BUILD):
 # Every header alone, as C11 (-O0 and -O2) and C++17 (with the host shim
 # implementation), and with nvcc; a stamp per header so that a second make
 # compiles nothing. Each header must carry the SPDX line (vendored copies
-# travel without LICENSE). A header includes only other gpumem headers.
+# travel without LICENSE).
 HEADER_STAMPS := $(patsubst %,$(BUILD)/hdr/%.ok,$(HEADERS))
 headers: $(HEADER_STAMPS)
 $(BUILD)/hdr/%.ok: % $(HEADERS)
