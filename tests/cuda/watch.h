@@ -32,14 +32,7 @@ struct GpuctlWatch {
     }
     GpuctlWatch(const gpumem_nvme_gpuctl *c, const gpumem_nvme_gpuctl_desc *d, const char *what, uint32_t stall_ms)
         : ctl(c), desc(d) {
-        gpumem_watchdog_config w;
-        memset(&w, 0, sizeof w);
-        w.what = what;
-        w.stall_ms = stall_ms;
-        w.progress = progress;
-        w.stop = stop;
-        w.report = report;
-        w.ctx = this;
+        gpumem_watchdog_config w = gpumem_watchdog_config_make(what, stall_ms, progress, stop, report, this);
         w.exit_code = 1;
         if (gpumem_watchdog_start(&w, &wd) != GPUMEM_OK) exit(1);
     }
