@@ -3525,7 +3525,10 @@ static void gpumem__sysfs_link_name(const char *dir, const char *name, char *out
     snprintf(path, sizeof path, "%s/%s", dir, name);
     n = readlink(path, link, sizeof link - 1);
     link[n > 0 ? n : 0] = 0;
-    snprintf(out, out_bytes, "%s", strrchr(link, '/') ? strrchr(link, '/') + 1 : link);
+    const char *name_at = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
+    size_t len = strlen(name_at) < out_bytes - 1 ? strlen(name_at) : out_bytes - 1;
+    memcpy(out, name_at, len);
+    out[len] = 0;
 }
 
 /* vfio-pci with an IOMMU: the group joins a new type1 container, and BAR0
@@ -3611,7 +3614,7 @@ static gpumem_status gpumem__nvmectl_vfio_open(gpumem_nvmectl *c, const char *gr
  * through VFIO where the device is bound to vfio-pci and has an IOMMU group,
  * through sysfs otherwise. */
 static gpumem_status gpumem__nvmectl_map(gpumem_nvmectl *c) {
-    char path[200], driver[80], group[40], type[40] = "";
+    char path[200], driver[64], group[32], type[32] = "";
     struct stat sb;
     int fd;
     snprintf(c->sysfs_dir, sizeof c->sysfs_dir, "/sys/bus/pci/devices/%s", c->pci_addr);
