@@ -153,6 +153,7 @@ boot() {
     local name=$1 mode=$2 accel=$3 devopts=$4 limit=${5:-$BOOT_TIMEOUT} machine=${6:-} kargs=${7:-} accel_opt
     if [ "$accel" = kvm ]; then accel_opt="-accel kvm"; else accel_opt="-accel tcg,thread=multi"; fi
     say "boot '$name' ($accel, $THREADS vCPUs, limit ${limit}s)"
+    local t0=$SECONDS
     set +e
     timeout --foreground -k 10 "$limit" "$QEMU" $accel_opt -m 1024 -smp "$THREADS" $machine \
         -kernel "$KERNEL" -initrd "$WORK/initramfs.gz" \
@@ -164,6 +165,7 @@ boot() {
         < /dev/null 2>&1 | tee "$WORK/$name.console" | grep --line-buffered -v '^GENS '
     local rc=${PIPESTATUS[0]}
     set -e
+    say "boot '$name' took $((SECONDS - t0)) s"
     [ "$rc" = 124 ] || [ "$rc" = 137 ] && die "boot '$name' ran past ${limit}s (console: $WORK/$name.console)"
     grep -q GPUMEM_GUEST_DONE "$WORK/$name.console" || die "boot '$name': the guest did not finish (rc $rc)"
     return 0
