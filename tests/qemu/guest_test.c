@@ -34,7 +34,9 @@
 #include <string.h>
 #include <time.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gpumem_nvme.h"
@@ -566,6 +568,86 @@ static int drop_root(uint32_t uid, rlim_t memlock) {
     return failures ? 1 : 0;
 }
 
+static int all_bytes(const void *p, size_t n, unsigned char v);
+
+/* Device memory standing in for a GPU's BAR1: QEMU's ivshmem-plain (1af4:1110)
+ * BAR2, mapped by root through its sysfs resource file (a VM_PFNMAP mapping,
+ * as GDRCopy's mapping of GPU memory is), and kept after dropping root. */
+static unsigned char *p2p_mem;
+static size_t p2p_bytes;
+
+static void p2p_map_as_root(void) {
+    char path[160];
+    unsigned char cmd[2];
+    struct stat sb;
+    int fd, found = 0;
+    for (int slot = 0; slot < 32 && !found; slot++) {
+        char id[16] = "";
+        FILE *f;
+        snprintf(path, sizeof path, "/sys/bus/pci/devices/0000:00:%02x.0/vendor", slot);
+        if (!(f = fopen(path, "r"))) continue;
+        found = fgets(id, sizeof id, f) && strncmp(id, "0x1af4", 6) == 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/bus/pci/devices/0000:00:%02x.0/device", slot);
+        if (found && (f = fopen(path, "r"))) {
+            found = fgets(id, sizeof id, f) && strncmp(id, "0x1110", 6) == 0;
+            fclose(f);
+        }
+        if (found) snprintf(path, sizeof path, "/sys/bus/pci/devices/0000:00:%02x.0/", slot);
+    }
+    if (!found) {
+        printf("iommu-p2p: no ivshmem device, skipped\n");
+        return;
+    }
+    /* memory decoding on, or the BAR is not in the address space */
+    strcat(path, "config");
+    fd = open(path, O_RDWR);
+    CHECK(fd >= 0 && pread(fd, cmd, 2, 4) == 2, "read the command register");
+    cmd[0] |= 2;
+    CHECK(fd >= 0 && pwrite(fd, cmd, 2, 4) == 2, "memory decoding on");
+    if (fd >= 0) close(fd);
+    strcpy(strrchr(path, '/') + 1, "resource2");
+    fd = open(path, O_RDWR);
+    CHECK(fd >= 0 && fstat(fd, &sb) == 0, "open %s", path);
+    if (fd < 0) return;
+    p2p_bytes = (size_t)sb.st_size;
+    p2p_mem = (unsigned char *)mmap(NULL, p2p_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    CHECK(p2p_mem != MAP_FAILED, "mmap %s", path);
+    if (p2p_mem == MAP_FAILED) p2p_mem = NULL;
+    else printf("iommu-p2p: device memory (ivshmem BAR2, %zu KiB) mapped from %s\n", p2p_bytes >> 10, path);
+}
+
+/* The SSD reads straight into device memory: the PFNMAP mapping registered
+ * with the container (VFIO type1 follows its page frames; nothing is pinned
+ * or counted against RLIMIT_MEMLOCK), PRPs built by the pair. */
+static void p2p_read(gpumem_nvmectl *ctl, gpumem_nvme_qp *qp) {
+    gpumem_nvmectl_dma dev;
+    gpumem_nvme_req req;
+    gpumem_status st;
+    uint32_t k, nlb = 64, bad = 0;
+    if (!p2p_mem) return;
+    memset(p2p_mem, 0x5A, p2p_bytes);
+    st = gpumem_nvmectl_dma_register(ctl, p2p_mem, p2p_bytes, &dev);
+    printf("iommu-p2p: %-58s -> %s%s%s\n", "register the device-memory mapping", gpumem_status_str(st),
+           st ? ": " : "", st ? gpumem_nvmectl_error(ctl) : "");
+    CHECK(st == GPUMEM_OK, "register device memory");
+    if (st != GPUMEM_OK) return;
+    {
+        gpumem_nvme_iomap at = gpumem_nvme_iomap_sub(&dev.map, 4096 + 512);
+        CHECK(gpumem_nvme_qp_submit_map(qp, GPUMEM_NVME_OP_READ, 1000, nlb, &at, &req) == GPUMEM_OK, "submit");
+    }
+    st = gpumem_nvmectl_wait(ctl, qp, &req, 10000);
+    printf("iommu-p2p: %-58s -> %s\n", "read 32 KiB from the SSD into device memory", gpumem_status_str(st));
+    CHECK(st == GPUMEM_OK, "p2p read");
+    for (k = 0; k < nlb; k++) bad += !block_ok(p2p_mem + 4096 + 512 + (size_t)k * LBA, 1000 + k, 0);
+    CHECK(bad == 0, "%u blocks wrong in device memory", bad);
+    CHECK(all_bytes(p2p_mem, 4096 + 512, 0x5A) && all_bytes(p2p_mem + 4096 + 512 + nlb * LBA,
+          p2p_bytes - 4096 - 512 - nlb * LBA, 0x5A), "nothing around it changed");
+    printf("iommu-p2p: %u of %u blocks right in device memory\n", nlb - bad, nlb);
+    gpumem_nvmectl_dma_unregister(&dev);
+}
+
 static int all_bytes(const void *p, size_t n, unsigned char v) {
     const unsigned char *b = (const unsigned char *)p;
     size_t i;
@@ -658,6 +740,7 @@ static int iommu_negative(const char *addr) {
     EXPECT_STATUS(gpumem_nvmectl_wait(ctl, qp, &req, 10000), GPUMEM_OK, "read block 0 into the registered buffer");
     CHECK(block_ok(own + 512, 0, 0), "block 0 content");
     CHECK(all_bytes(own, 512, 0x5A) && all_bytes(own + 1024, 16384 - 1024, 0x5A), "nothing around it changed");
+    p2p_read(ctl, qp);
 close:
     gpumem_nvmectl_dma_unregister(&b);
     EXPECT_STATUS(gpumem_nvmectl_iova(ctl, own + 600, 16, &iova), GPUMEM_ERANGE, "I/O address after unregister");
@@ -677,6 +760,7 @@ int main(int argc, char **argv) {
     if (argc >= 3 && strcmp(argv[1], "negative") == 0) return negative(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "iommu-uio") == 0) return iommu_uio(argv[2]);
     if (argc >= 6 && strcmp(argv[1], "iommu-run") == 0) {
+        p2p_map_as_root();
         if (drop_root((uint32_t)atoi(argv[5]), 256u << 20)) {
             printf("GPUMEM_QEMU_RESULT FAIL dropping root\n");
             return 1;

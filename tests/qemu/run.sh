@@ -214,8 +214,10 @@ say "PASS: $RESULT"
 "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
 # The vIOMMU is created before the devices it translates for; interrupt
 # remapping needs the split irqchip.
+# ivshmem's BAR2 stands in for a GPU's BAR1 (device memory the SSD reads into).
 boot iommu iommu "$ACCEL" "" "$BOOT_TIMEOUT" \
-    "-machine q35,kernel-irqchip=split -device intel-iommu,intremap=on" "intel_iommu=on"
+    "-machine q35,kernel-irqchip=split -device intel-iommu,intremap=on
+     -object memory-backend-ram,id=p2pmem,size=2M -device ivshmem-plain,memdev=p2pmem" "intel_iommu=on"
 C="$WORK/iommu.console"
 grep -a "^guest: IOMMU group" "$C" | sed 's/^/    /'
 grep -q "GPUMEM_QEMU_RESULT PASS iommu-uio" "$C" || die "iommu boot: uio_pci_generic was not refused as it should be"
@@ -240,6 +242,7 @@ fi
 say "iommu boot: 0 NVMe guest errors and 0 rejected DMA outside the negative cases; provoked on purpose:"
 nvme_errors "$WORK/iommu.qemu.log" | sed 's/^/    /' | cut -c1-160
 echo "    $(grep -a -c '^Invalid \(read\|write\) at addr' "$WORK/iommu.qemu.log") DMA accesses rejected by the IOMMU, all in the pages at $ALLOWED"
+grep -q "iommu-p2p: 64 of 64 blocks right in device memory" "$C" || die "iommu boot: the read into device memory failed"
 grep -a -E '^(iommu-|negative: )' "$C" | sed 's/^/    /'
 "$BUILD/image" check "$WORK/disk.img" "$C" || die "iommu boot: the image file does not hold the guest's writes"
 say "PASS (IOMMU, VFIO, uid 1000): $RESULT"
