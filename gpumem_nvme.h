@@ -58,12 +58,12 @@
  *   cfg.max_pairs = 4;                      // Set Features, Number of Queues
  *   gpumem_nvmectl *ctl;
  *   gpumem_status st = gpumem_nvmectl_open(&cfg, &ctl);  // reset, admin queue, Identify
- *   if (st != GPUMEM_OK) return st;         // ENODEV, ETIMEDOUT, EIO, ...: message logged
+ *   if (st != GPUMEM_OK) return st;         // ENODEV, ESYS, ENOMEM, ...: why in cfg.error if given
  *   const gpumem_nvmectl_info *in = gpumem_nvmectl_get_info(ctl);   // in->ns: LBA size, capacity
  *   gpumem_nvme_qp *qp;
  *   gpumem_nvmectl_add_qp(ctl, 1024, &qp);   // Create I/O CQ + SQ; queue IDs 1, 2, ...
  *
- *   gpumem_nvmectl_dma buf;                  // locked memory with physical addresses
+ *   gpumem_nvmectl_dma buf;                  // mapped for the controller (VFIO: IOVAs)
  *   gpumem_nvmectl_dma_alloc(ctl, 1 << 20, 0, &buf);
  *   gpumem_nvme_iomap at = gpumem_nvme_iomap_sub(&buf.map, 512);   // any dword offset
  *   gpumem_nvme_req req;                     // PRPs and the list built from the map
