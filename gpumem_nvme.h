@@ -1913,16 +1913,18 @@ static inline gpumem_status gpumem__cuda_peek(void *dst, const void *src, size_t
  * runs). No kernel and no device allocation. */
 static inline gpumem_status gpumem_nvme_gpuctl_get_stats_cuda(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
     gpumem_nvme_gpuctl h;
+    gpumem_nvme_sw_stats *all;
+    gpumem_status st;
     uint32_t i;
     if (!c || !out) return GPUMEM_ENULL;
     memset(out, 0, sizeof *out);
     if (gpumem__cuda_peek(&h, c, sizeof h) != GPUMEM_OK) return GPUMEM_ESYS;
-    for (i = 0; i < h.n_pairs; i++) {
-        gpumem_nvme_sw_stats one;
-        if (gpumem__cuda_peek(&one, h.stats + i, sizeof one) != GPUMEM_OK) return GPUMEM_ESYS;
-        gpumem_nvme_sw_stats_add(out, &one);
-    }
-    return GPUMEM_OK;
+    /* One copy of the whole array (a watchdog polls this while it runs). */
+    if (!(all = (gpumem_nvme_sw_stats *)malloc((size_t)h.n_pairs * sizeof *all))) return GPUMEM_ENOMEM;
+    st = gpumem__cuda_peek(all, h.stats, (size_t)h.n_pairs * sizeof *all);
+    for (i = 0; st == GPUMEM_OK && i < h.n_pairs; i++) gpumem_nvme_sw_stats_add(out, &all[i]);
+    free(all);
+    return st;
 }
 
 #if !GPUMEM_ON_DEVICE /* the reports are host code (stdio) */
