@@ -2998,7 +2998,8 @@ gpumem_status gpumem_nvmectl_check(gpumem_nvmectl *c) {
      * the usual cause is DMA the IOMMU does not translate. */
     if (csts & GPUMEM__CSTS_CFS)
         return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "controller fatal status (CSTS.CFS)%s",
-                                    c->admin_done ? "" : " before it completed a command: likely a DMA fault, its "
+                                    gpumem_atomic_load_u32(&c->admin_done, GPUMEM_ORDER_RELAXED,
+                                                           GPUMEM_SCOPE_SYSTEM) ? "" : " before it completed a command: likely a DMA fault, its "
                                     "memory not mapped in the IOMMU (bind the device to vfio-pci, README.md)");
     if (c->enabled && !(csts & GPUMEM__CSTS_RDY))
         return gpumem__nvmectl_fail(c, GPUMEM_ESTATE, "controller is no longer ready (CSTS 0x%x)", csts);
@@ -3363,7 +3364,8 @@ gpumem_status gpumem_nvmectl_admin(gpumem_nvmectl *c, const gpumem_nvme_cmd *cmd
     /* One command at a time under the lock, so a command ID is always free. */
     st = gpumem_nvme_qp_submit(&c->admin, cmd, &req);
     if (st == GPUMEM_OK) st = gpumem_nvmectl_wait(c, &c->admin, &req, c->cfg.timeout_ms);
-    if (st == GPUMEM_OK || st == GPUMEM_EIO) c->admin_done++; /* a completion arrived */
+    if (st == GPUMEM_OK || st == GPUMEM_EIO) /* a completion arrived; gpumem_nvmectl_check reads it unlocked */
+        gpumem_atomic_fetch_add_u32(&c->admin_done, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
     pthread_mutex_unlock(&c->admin_lock);
     if (st == GPUMEM_EIO) {
         uint16_t sf = gpumem_nvme_cpl_status(&req.cpl);
@@ -3737,22 +3739,20 @@ gpumem_status gpumem_nvmectl_open(const gpumem_nvmectl_config *cfg, gpumem_nvmec
     if (!cfg || !out || !cfg->pci_addr) return GPUMEM_ENULL;
     *out = NULL;
     if (cfg->error && cfg->error_bytes) cfg->error[0] = 0;
-    if (cfg->max_pairs == 0 || cfg->max_pairs > 65535 || !gpumem__valid_count(cfg->admin_depth, 64) ||
-        cfg->timeout_ms == 0 || strlen(cfg->pci_addr) >= 64) {
-        if (cfg->error && cfg->error_bytes)
-            snprintf(cfg->error, cfg->error_bytes, "max_pairs (1..65535), admin_depth (power of two 2..64) or "
-                     "timeout_ms out of range, or pci_addr too long");
-        return gpumem__nvmectl_fail(NULL, GPUMEM_EINVAL, "open %s: max_pairs (1..65535), admin_depth (power of two "
-                                                          "2..64) or timeout_ms out of range", cfg->pci_addr);
-    }
     c = (gpumem_nvmectl *)GPUMEM_MALLOC(sizeof *c);
     if (!c) return GPUMEM_ENOMEM;
     memset(c, 0, sizeof *c);
     c->cfg = *cfg;
-    strcpy(c->pci_addr, cfg->pci_addr);
+    snprintf(c->pci_addr, sizeof c->pci_addr, "%s", cfg->pci_addr);
     c->cfg.pci_addr = c->pci_addr;
     c->vfio_group = c->vfio_device = -1;
     pthread_mutex_init(&c->admin_lock, NULL);
+    if (cfg->max_pairs == 0 || cfg->max_pairs > 65535 || !gpumem__valid_count(cfg->admin_depth, 64) ||
+        cfg->timeout_ms == 0 || strlen(cfg->pci_addr) >= sizeof c->pci_addr) {
+        st = gpumem__nvmectl_fail(c, GPUMEM_EINVAL, "open: max_pairs (1..65535), admin_depth (power of two 2..64), "
+                                  "timeout_ms (not 0) or pci_addr (under 64 characters) out of range");
+        goto fail;
+    }
     if ((st = gpumem__nvmectl_map(c)) != GPUMEM_OK) goto fail;
     /* Memory space on (to reach BAR0), bus mastering on (for the controller's DMA). */
     if ((st = gpumem__nvmectl_pci_command(c, 0x6, 0)) != GPUMEM_OK) goto fail;
