@@ -1,3 +1,7 @@
+/* SPDX-License-Identifier: MIT
+ * Copyright (c) 2026 The gpumem authors. gpumem is free software under the
+ * MIT license: use, copy, modify and vendor it, keeping this notice; it comes
+ * with no warranty. Full text: the LICENSE file that comes with gpumem. */
 /* gpumem_nvme.h - NVMe queue pairs that thousands of threads share without a lock
  * on the fast path (BaM dissertation, Ch. 5), a software NVMe controller to
  * drive them, and the host-side bring-up of a real NVMe controller.
@@ -49,8 +53,10 @@
  *   Both run the same per-queue controller code (gpumem_nvme_sw_*), with
  *   the same completions and violation counters.
  *
- * USAGE (host threads against a real NVMe controller; Linux, root, the device
- * bound to uio_pci_generic or vfio-pci in no-IOMMU mode, see README.md)
+ * USAGE (host threads against a real NVMe controller; Linux; the device bound
+ * to vfio-pci, with /dev/vfio/N owned by the user and a memlock limit that
+ * covers the mapped memory, no root; or to uio_pci_generic without an IOMMU,
+ * as root; see docs/ssd.md)
  *
  *   gpumem_nvmectl_config cfg = gpumem_nvmectl_config_default();
  *   cfg.pci_addr = "0000:00:04.0";          // as under /sys/bus/pci/devices
@@ -2681,7 +2687,7 @@ void gpumem_swctl_destroy(gpumem_swctl *ctl) {
  * GPUMEM_ERANGE for it. Mapped pages are pinned by the kernel and counted
  * against RLIMIT_MEMLOCK (ulimit -l); when it is too small, the error says
  * the limit and the size needed. No root: only read-write access to
- * /dev/vfio/N and the memlock limit (README.md, Real NVMe controllers).
+ * /dev/vfio/N and the memlock limit (docs/ssd.md).
  * Mappings go away on gpumem_nvmectl_dma_free (also for registered buffers)
  * and all at once on gpumem_nvmectl_close.
  *
@@ -3000,7 +3006,7 @@ gpumem_status gpumem_nvmectl_check(gpumem_nvmectl *c) {
         return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "controller fatal status (CSTS.CFS)%s",
                                     gpumem_atomic_load_u32(&c->admin_done, GPUMEM_ORDER_RELAXED,
                                                            GPUMEM_SCOPE_SYSTEM) ? "" : " before it completed a command: likely a DMA fault, its "
-                                    "memory not mapped in the IOMMU (bind the device to vfio-pci, README.md)");
+                                    "memory not mapped in the IOMMU (bind the device to vfio-pci, docs/ssd.md)");
     if (c->enabled && !(csts & GPUMEM__CSTS_RDY))
         return gpumem__nvmectl_fail(c, GPUMEM_ESTATE, "controller is no longer ready (CSTS 0x%x)", csts);
     return GPUMEM_OK;
@@ -3092,7 +3098,7 @@ static gpumem_status gpumem__nvmectl_vfio_map(gpumem_nvmectl *c, void *va, size_
             pinned + dm.size > (uint64_t)rl.rlim_cur)
             return gpumem__nvmectl_fail(c, GPUMEM_ENOMEM, "VFIO_IOMMU_MAP_DMA of %llu KiB refused: RLIMIT_MEMLOCK "
                                         "(ulimit -l) is %llu KiB and this controller needs at least %llu KiB pinned; "
-                                        "raise the limit (README.md, Real NVMe controllers)",
+                                        "raise the limit (docs/ssd.md)",
                                         (unsigned long long)dm.size >> 10, (unsigned long long)rl.rlim_cur >> 10,
                                         (unsigned long long)(pinned + dm.size + 1023) >> 10);
         return gpumem__nvmectl_fail(c, e == ENOMEM ? GPUMEM_ENOMEM : GPUMEM_ESYS, "VFIO_IOMMU_MAP_DMA of %llu "
@@ -3192,7 +3198,7 @@ static gpumem_status gpumem__nvmectl_locate(gpumem_nvmectl *ctl, gpumem_nvmectl_
         if (!(entry >> 63) || pfn == 0) {
             close(fd);
             return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "no physical address in /proc/self/pagemap (needs root, "
-                                                           "CAP_SYS_ADMIN; or use vfio-pci, README.md)");
+                                                           "CAP_SYS_ADMIN; or use vfio-pci, docs/ssd.md)");
         }
         out->pages_[i] = pfn * pg;
     }
@@ -3570,7 +3576,7 @@ static gpumem_status gpumem__nvmectl_vfio_open(gpumem_nvmectl *c, const char *gr
         int e = errno;
         if (e == EACCES || e == EPERM)
             return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "open %s: %s: this user needs read-write access to it "
-                                        "(chown USER %s, or a udev rule; README.md, Real NVMe controllers)", path,
+                                        "(chown USER %s, or a udev rule; docs/ssd.md)", path,
                                         strerror(e), path);
         return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "open %s: %s%s", path, strerror(e),
                                     e == EBUSY ? " (another process holds the group)" : "");
@@ -3628,7 +3634,7 @@ static gpumem_status gpumem__nvmectl_map(gpumem_nvmectl *c) {
     gpumem__sysfs_link_name(c->sysfs_dir, "iommu_group", group, sizeof group);
     if (strcmp(driver, "uio_pci_generic") != 0 && strcmp(driver, "vfio-pci") != 0)
         return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "not bound to vfio-pci or uio_pci_generic (driver: %s); "
-                                                       "see README.md, Real NVMe controllers",
+                                                       "see docs/ssd.md",
                                     driver[0] ? driver : "none");
     if (group[0]) {
         FILE *f;
@@ -3647,7 +3653,7 @@ static gpumem_status gpumem__nvmectl_map(gpumem_nvmectl *c) {
         if (strcmp(driver, "uio_pci_generic") == 0 && type[0] && strcmp(type, "identity") != 0)
             return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "bound to uio_pci_generic, but its IOMMU group %s "
                                         "translates DMA (type %s), so the controller could not reach its queues; "
-                                        "bind the device to vfio-pci instead (README.md, Real NVMe controllers)",
+                                        "bind the device to vfio-pci instead (docs/ssd.md)",
                                         group, type);
     }
     snprintf(path, sizeof path, "%s/resource0", c->sysfs_dir);
