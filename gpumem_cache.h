@@ -60,9 +60,10 @@
  * Slots. Each slot has a lock word, a CLOCK reference bit and the tag (the
  * line it holds, or EMPTY). A direct map from line to {state, slot} makes a
  * lookup one load, with no search. The filler picks a victim slot through
- * the replacement policy: cold (never used) slots first, then the CLOCK hand
- * (a slot whose reference bit is set gets a second chance; the bit is set on
- * every hit) or BaM's plain round-robin hand. A candidate is taken only if
+ * the replacement policy: cold (never used) slots first, then the hand of a
+ * slot policy from gpumem_policy.h - CLOCK (a slot whose reference bit is set
+ * gets a second chance; the bit is set on every hit), BaM's plain round-robin
+ * hand (FIFO), SRRIP or BRRIP. A candidate is taken only if
  * its line has count 0 and is not busy, checked before and again in the
  * fetch_or(BUSY) that claims it: a thread that acquired the line in between
  * either raised the count (the evictor backs off) or sees BUSY and waits, and
@@ -99,6 +100,11 @@
  * dissertation §8.2.1); it is not implemented, so such slots must be host
  * memory for now.
  *
+ * Tracing: with desc.trace set, every acquire appends its line to that
+ * gpumem_policy_trace (one fetch-add; device-safe), in the order the
+ * accesses claimed their places; gpumem_policy_trace_write saves it for
+ * bench/policy_sim.
+ *
  * Configuration: GPUMEM_CACHE_CHECK (default 0) adds a check on every hit
  * that the slot still holds the line, counted in stats.violations.
  */
@@ -106,6 +112,7 @@
 #define GPUMEM_CACHE_H
 
 #include "gpumem_nvme.h"
+#include "gpumem_policy.h"
 #include <string.h>
 
 #ifndef GPUMEM_CACHE_CHECK
@@ -124,7 +131,8 @@
 #define GPUMEM_CACHE_DEFAULT_SWEEPS 256u
 #define GPUMEM_CACHE_STAT_SHARDS 16u         /* counters spread over lines so hits don't meet */
 
-enum { GPUMEM_CACHE_CLOCK = 0, GPUMEM_CACHE_ROUND_ROBIN = 1 };              /* replacement */
+/* Replacement: any slot policy of gpumem_policy.h (CLOCK, FIFO, SRRIP, BRRIP). */
+enum { GPUMEM_CACHE_CLOCK = GPUMEM_POLICY_CLOCK, GPUMEM_CACHE_ROUND_ROBIN = GPUMEM_POLICY_FIFO };
 enum { GPUMEM_CACHE_BACKING_MEMORY = 1, GPUMEM_CACHE_BACKING_NVME = 2 };    /* backing kind */
 enum { GPUMEM_CACHE_STRIPE = 0, GPUMEM_CACHE_REPLICATE = 1 };               /* NVMe layout */
 
@@ -167,9 +175,11 @@ typedef struct gpumem_cache_desc {
     uint64_t n_lines;      /* lines of the data behind the cache */
     uint32_t line_bytes;   /* power of two, GPUMEM_CACHE_MIN_LINE .. GPUMEM_CACHE_MAX_LINE */
     uint32_t n_slots;      /* lines the cache holds, >= 1 */
-    uint32_t policy;       /* GPUMEM_CACHE_CLOCK (default) or GPUMEM_CACHE_ROUND_ROBIN */
+    uint32_t policy;       /* a slot policy: GPUMEM_POLICY_CLOCK (default), _FIFO (= GPUMEM_CACHE_ROUND_ROBIN),
+                              _SRRIP or _BRRIP */
     uint32_t full_sweeps;  /* sweeps of a full cache before GPUMEM_EAGAIN (0: default) */
     gpumem_cache_backing backing;
+    gpumem_policy_trace *trace; /* NULL, or every acquire is recorded there (kept, not copied) */
     /* memory the caller places (gpumem_cache_init only) */
     void *meta;            /* gpumem_cache_meta_bytes() bytes, 8-byte aligned */
     size_t meta_bytes;
@@ -195,7 +205,7 @@ typedef struct gpumem__cache_line {
 
 typedef struct gpumem__cache_slot {
     uint32_t lock;  /* 0 free, 1 held: taken to change the tag */
-    uint32_t ref;   /* CLOCK reference bit, set on every hit */
+    uint32_t ref;   /* the policy's word: CLOCK reference bit, RRIP prediction value */
     uint64_t tag;   /* line held, or GPUMEM_CACHE_EMPTY */
 } gpumem__cache_slot;
 
@@ -246,8 +256,10 @@ typedef struct gpumem_cache {
     uint32_t full_sweeps;
     uint32_t blocks_per_line; /* NVMe: logical blocks per line */
     void *owned_;             /* gpumem_cache_create's allocation, NULL after init */
+    gpumem_policy_trace *trace;
     /* hot words */
-    gpumem__nvme_word hand;   /* replacement hand (CLOCK / round robin) */
+    gpumem__nvme_word hand;   /* replacement hand */
+    gpumem__nvme_word fills;  /* fills so far (BRRIP's bimodal throttle) */
     gpumem__nvme_word cold;   /* next never-used slot */
     gpumem__cache_shard stats[GPUMEM_CACHE_STAT_SHARDS];
     /* Host threads waiting for a busy line or a free slot park here; every
@@ -360,30 +372,19 @@ GPUMEM_API void gpumem__line_end_claim(gpumem_cache *c, uint32_t *state, uint32_
 
 /* ---- replacement policy hooks (a switch, not a pointer: no indirect call) */
 
-/* A hit on slot k. The load first: most hits find the bit already set and
- * write nothing, so hot slots are not bounced between caches. */
-GPUMEM_API void gpumem__policy_touch(gpumem_cache *c, uint32_t k) {
-    if (c->policy == GPUMEM_CACHE_CLOCK &&
-        gpumem_atomic_load_u32(&c->slots[k].ref, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) == 0)
-        gpumem_atomic_store_u32(&c->slots[k].ref, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
-}
+/* The policy's words live in the slot table; the hooks are gpumem_policy.h's
+ * slot policies (a switch on the kind inside, no function pointer). */
+GPUMEM_API void gpumem__policy_touch(gpumem_cache *c, uint32_t k) { gpumem_policy_slot_hit(c->policy, &c->slots[k].ref); }
 
-/* The next slot to consider, or n_slots to skip this turn of the hand
- * (CLOCK: the slot had its reference bit set, now cleared - a second
- * chance). A fetch-add hand gives concurrent evictors distinct slots. */
+/* The next slot to consider, or n_slots to skip this turn of the hand. */
 GPUMEM_API uint32_t gpumem__policy_candidate(gpumem_cache *c) {
-    uint32_t k = gpumem_atomic_fetch_add_u32(&c->hand.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) % c->n_slots;
-    if (c->policy == GPUMEM_CACHE_CLOCK &&
-        gpumem_atomic_load_u32(&c->slots[k].ref, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != 0) {
-        gpumem_atomic_store_u32(&c->slots[k].ref, 0, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
-        return c->n_slots;
-    }
-    return k;
+    uint32_t k = gpumem_policy_slot_next(&c->hand.v, c->n_slots);
+    return gpumem_policy_slot_consider(c->policy, &c->slots[k].ref) ? k : c->n_slots;
 }
 
-/* Candidates looked at in one sweep: CLOCK may pass every slot twice. */
+/* Candidates looked at in one sweep: every slot at least once. */
 GPUMEM_API uint32_t gpumem__policy_sweep_len(const gpumem_cache *c) {
-    return c->policy == GPUMEM_CACHE_CLOCK ? 2 * c->n_slots : c->n_slots;
+    return gpumem_policy_slot_sweep_len(c->policy, c->n_slots);
 }
 
 /* ---- eviction ------------------------------------------------------------- */
@@ -437,7 +438,7 @@ GPUMEM_API int gpumem__slot_take(gpumem_cache *c, uint32_t k, uint64_t line) {
         gpumem__cache_count(c, victim, GPUMEM__ST_EVICTIONS, 1);
     }
     gpumem__slot_set_tag(c, k, line);
-    gpumem_atomic_store_u32(&c->slots[k].ref, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    gpumem_policy_slot_fill(c->policy, &c->slots[k].ref, &c->fills.v);
     gpumem__slot_unlock(c, k);
     return GPUMEM__TAKE_OK;
 }
@@ -531,6 +532,7 @@ GPUMEM_API gpumem_status gpumem_cache_acquire(gpumem_cache *c, uint64_t line, ui
     if (line >= c->n_lines) return GPUMEM_ERANGE;
     if (count == 0 || count > GPUMEM_CACHE_MAX_GROUP) return GPUMEM_EINVAL;
     st_word = gpumem__line_state(c, line);
+    if (c->trace) gpumem_policy_trace_record(c->trace, line, write); /* one access per group */
     /* The reference and the look at the state in one step. Acquire: if VALID
      * is set, the filler's writes (data and slot index) are visible. */
     s = gpumem_atomic_fetch_add_u32(st_word, count, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
@@ -798,7 +800,7 @@ GPUMEM_API gpumem_status gpumem__cache_check_desc(const gpumem_cache_desc *d, ui
                          sizeof(gpumem__cache_line) ||
         d->n_lines > UINT64_MAX / d->line_bytes || (uint64_t)d->n_slots * d->line_bytes > (uint64_t)SIZE_MAX / 2)
         return GPUMEM_ERANGE;
-    if (d->policy != GPUMEM_CACHE_CLOCK && d->policy != GPUMEM_CACHE_ROUND_ROBIN) return GPUMEM_EINVAL;
+    if (d->policy >= GPUMEM_POLICY_SLOT_KINDS) return GPUMEM_EINVAL;
     if (b->kind == GPUMEM_CACHE_BACKING_MEMORY) return b->mem ? GPUMEM_OK : GPUMEM_ENULL;
     if (b->kind != GPUMEM_CACHE_BACKING_NVME) return GPUMEM_EINVAL;
     if (!b->pairs) return GPUMEM_ENULL;
@@ -857,6 +859,7 @@ GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_d
     c->line_bytes = d->line_bytes;
     c->line_shift = gpumem_log2_u64(d->line_bytes);
     c->policy = d->policy;
+    c->trace = d->trace;
     c->full_sweeps = d->full_sweeps ? d->full_sweeps : GPUMEM_CACHE_DEFAULT_SWEEPS;
     c->blocks_per_line = bpl;
     for (i = 0; i < d->n_lines; i++) c->lines[i].state = c->lines[i].slot = 0;
