@@ -25,7 +25,7 @@ CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
 
-.PHONY: all test headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean
+.PHONY: all test policy-sim headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean
 
 all: test
 
@@ -65,7 +65,7 @@ $(BUILD)/test_graph: examples/graph.h $(BUILD)/graph
 run-tests: $(TESTS)
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
 
-EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph
+EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph $(BUILD)/policy_sim
 $(BUILD)/%: examples/%.c $(HEADERS) $(wildcard examples/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
 
@@ -184,3 +184,16 @@ gpu-bench: cuda-compile $(CUDA_BENCH_BINS)
 
 clean:
 	rm -rf build
+
+# The policy simulator (bench/policy_sim.c): `make policy-sim` generates every
+# workload's trace, runs every policy at 50% and 75% of its footprint next to
+# OPT and LRU, GMT's two tiers and the prefetchers, then writes the table and
+# the plot to bench/results/policy-sim-<host>.{tsv,md,png} (a few minutes).
+$(BUILD)/policy_sim: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
+policy-sim: $(BUILD)/policy_sim
+	mkdir -p build/traces bench/results
+	$(BUILD)/policy_sim table bench/results
+	python3 bench/policy_table.py $(call BENCH_OUT,policy-sim).tsv > $(call BENCH_OUT,policy-sim).md
+	gnuplot -e "in='$(call BENCH_OUT,policy-sim).tsv'; out='$(call BENCH_OUT,policy-sim).png'" bench/policy_sim.gp
+	cat $(call BENCH_OUT,policy-sim).md
