@@ -19,7 +19,7 @@ WARN    := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -g
 BUILD   := build
 HEADERS := gpumem.h gpumem_nvme.h gpumem_cache.h gpumem_policy.h
-TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme $(BUILD)/test_cache $(BUILD)/test_graph
+TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme $(BUILD)/test_cache $(BUILD)/test_graph $(BUILD)/test_policy
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -58,6 +58,8 @@ $(BUILD)/cuda/%.o: %.cu $(HEADERS) $(wildcard tests/cuda/*.h bench/*.h)
 
 $(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DGPUMEM_BUILD_DIR='"$(BUILD)"' -I. $< -o $@ -lcriterion -pthread
+
+$(BUILD)/test_policy: bench/policy_sim.h
 
 # The graph test runs the graph program as well as including its header.
 $(BUILD)/test_graph: examples/graph.h $(BUILD)/graph

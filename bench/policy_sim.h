@@ -61,6 +61,8 @@ typedef struct psim {
     uint64_t prefetch_reads, prefetch_used;
     const uint64_t *raw_of; /* per line: its number in the trace (prefetch works on those) */
     const void *raw_map;    /* psim_map, to find the dense id of a raw line */
+    uint64_t *log;          /* NULL, or the evicted lines in order (tests) */
+    uint32_t log_n, log_cap;
 } psim;
 
 /* ---- raw line number -> dense id ------------------------------------------------ */
@@ -240,6 +242,7 @@ static inline uint32_t psim_evict(psim *s) {
     }
     gpumem_policy_on_evict(&s->pol, k, old);
     s->slot_of[old] = PSIM_NONE;
+    if (s->log && s->log_n < s->log_cap) s->log[s->log_n++] = old;
     return k;
 }
 
