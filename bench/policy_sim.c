@@ -216,6 +216,8 @@ static int run(const char *path, const run_opts *o) {
             for (p = PSIM_TIER_ORDER; p <= PSIM_REUSE && n_sims < MAX_SIMS; p++) {
                 gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_CLOCK, (uint32_t)caps[c]);
                 if (psim_init(&sims[n_sims].s, &d, n_ids, p, t2 ? t2 : 1, PSIM_NO_PREFETCH, raw_max + 1) != 0) return 1;
+                sims[n_sims].s.raw_of = raw_of;
+                sims[n_sims].s.raw_map = &map;
                 sims[n_sims].kind = GPUMEM_POLICY_CLOCK;
                 sims[n_sims].cap_i = c;
                 n_sims++;

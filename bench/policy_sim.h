@@ -216,6 +216,10 @@ static inline uint64_t psim_rand(psim *s) {
     return z ^ (z >> 31);
 }
 
+/* The policies see the trace's own line numbers (HPE groups neighbours into
+ * page sets); the simulator indexes its arrays by dense id. */
+static inline uint64_t psim_raw(const psim *s, uint64_t line) { return s->raw_of ? s->raw_of[line] : line; }
+
 /* Free a tier-1 slot (the cache is full): the policy's victim, placed. */
 static inline uint32_t psim_evict(psim *s) {
     uint32_t k, skips = PSIM_MAX_SKIPS;
@@ -232,7 +236,7 @@ static inline uint32_t psim_evict(psim *s) {
             }
         }
         skips--;
-        gpumem_policy_on_access(&s->pol, k, old); /* kept: as if used again */
+        gpumem_policy_on_access(&s->pol, k, psim_raw(s, old)); /* kept: as if used again */
     }
     if (s->placement == PSIM_TIER_ORDER) psim_t2_put(s, old, 1);
     if (s->placement == PSIM_RANDOM && (psim_rand(s) & 1)) psim_t2_put(s, old, 1);
@@ -240,7 +244,7 @@ static inline uint32_t psim_evict(psim *s) {
         if (s->prefetch == PSIM_FDP) gpumem_policy_fdp_feedback(&s->fdp, 0);
         s->prefetched[k] = 0;
     }
-    gpumem_policy_on_evict(&s->pol, k, old);
+    gpumem_policy_on_evict(&s->pol, k, psim_raw(s, old));
     s->slot_of[old] = PSIM_NONE;
     if (s->log && s->log_n < s->log_cap) s->log[s->log_n++] = old;
     return k;
@@ -250,14 +254,14 @@ static inline uint32_t psim_place(psim *s, uint32_t line) {
     uint32_t k = s->used < s->n_slots ? s->used++ : psim_evict(s);
     s->slot_of[line] = k;
     s->line_of[k] = line;
-    gpumem_policy_on_fill(&s->pol, k, line);
+    gpumem_policy_on_fill(&s->pol, k, psim_raw(s, line));
     return k;
 }
 
 static inline void psim_prefetch(psim *s, uint32_t line) {
     uint64_t first = 0, x;
     uint32_t count = 0;
-    uint64_t raw = s->raw_of ? s->raw_of[line] : line;
+    uint64_t raw = psim_raw(s, line);
     if (s->prefetch == PSIM_READAHEAD) gpumem_policy_readahead_on_miss(&s->ra, raw, &first, &count);
     else gpumem_policy_fdp_on_miss(&s->fdp, raw, &first, &count);
     for (x = first; x < first + count; x++) {
@@ -277,7 +281,7 @@ static inline int psim_access(psim *s, uint32_t line) {
     s->accesses++;
     if (k != PSIM_NONE) {
         s->hits++;
-        gpumem_policy_on_access(&s->pol, k, line);
+        gpumem_policy_on_access(&s->pol, k, psim_raw(s, line));
         if (s->prefetched[k]) {
             s->prefetched[k] = 0;
             s->prefetch_used++;
