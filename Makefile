@@ -196,6 +196,6 @@ $(BUILD)/policy_sim: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h
 policy-sim: $(BUILD)/policy_sim
 	mkdir -p build/traces bench/results
 	$(BUILD)/policy_sim table bench/results
-	python3 bench/policy_table.py $(call BENCH_OUT,policy-sim).tsv > $(call BENCH_OUT,policy-sim).md
-	gnuplot -e "in='$(call BENCH_OUT,policy-sim).tsv'; out='$(call BENCH_OUT,policy-sim).png'" bench/policy_sim.gp
+	python3 bench/policy_table.py $(call BENCH_OUT,policy-sim).tsv $(call BENCH_OUT,policy-sim).dat > $(call BENCH_OUT,policy-sim).md
+	gnuplot -e "in='$(call BENCH_OUT,policy-sim).dat'; out='$(call BENCH_OUT,policy-sim).png'" bench/policy_sim.gp
 	cat $(call BENCH_OUT,policy-sim).md

@@ -924,16 +924,26 @@ GPUMEM_API void gpumem_policy_ols_add(gpumem_policy_ols *o, double x, double y) 
     o->sxx += x * x;
 }
 
-/* 0 if the samples do not determine a line (fewer than 2, or all x equal). */
+/* 0 without samples. When every x is equal (a pure loop: every VTD the
+ * same) no line is determined; the fit goes through the origin instead
+ * (m = sum xy / sum xx, b = 0), which still maps that VTD to its RD. */
 GPUMEM_API int gpumem_policy_ols_solve(const gpumem_policy_ols *o, double *m, double *b) {
     double den = o->n * o->sxx - o->sx * o->sx;
-    if (o->n < 2 || den == 0) return 0;
+    if (o->n < 1 || o->sxx == 0) return 0;
+    if (o->n < 2 || den <= 1e-9 * o->n * o->sxx) {
+        *m = o->sxy / o->sxx;
+        *b = 0;
+        return 1;
+    }
     *m = (o->n * o->sxy - o->sx * o->sy) / den;
     *b = (o->sy - *m * o->sx) / o->n;
     return 1;
 }
 
-enum { GPUMEM_PLACE_KEEP = 1, GPUMEM_PLACE_HOST = 2, GPUMEM_PLACE_BYPASS = 3 }; /* = tiers 1, 2, 3 */
+/* Placements (1..3 are the tiers). HOST_IF_FREE is the under-use override:
+ * host tier only if it has a free slot, else bypass - it fills idle host
+ * memory and never displaces a line predicted to belong there. */
+enum { GPUMEM_PLACE_KEEP = 1, GPUMEM_PLACE_HOST = 2, GPUMEM_PLACE_BYPASS = 3, GPUMEM_PLACE_HOST_IF_FREE = 4 };
 
 typedef struct gpumem_policy_gmt_desc {
     uint64_t n_lines;
@@ -1021,8 +1031,11 @@ GPUMEM_API uint32_t gpumem_policy_gmt_predict(const gpumem_policy_gmt *g, uint64
 
 /* Where the Tier-1 eviction candidate `line` goes: KEEP (predicted short
  * reuse and the caller may still skip: it looks for another candidate), HOST
- * or BYPASS. With more than override_pct of recent evictions predicted Tier-3,
- * Tier-3 becomes Tier-2 so the host tier is not left idle (§2.2). Anything
+ * (the host tier, displacing its oldest line when full: the paper's §2.2
+ * FIFO) or BYPASS. With more than override_pct of recent evictions predicted
+ * Tier-3, Tier-3 becomes HOST_IF_FREE so the host tier is not left idle
+ * (§2.2) - but only its free slots: the paper's "discard when full" (§2.1.3),
+ * which keeps a loop's first lines there instead of cycling them. Anything
  * but KEEP records the eviction time for learning. */
 GPUMEM_API uint32_t gpumem_policy_gmt_place(gpumem_policy_gmt *g, uint64_t line, uint64_t vt, uint32_t skips_left) {
     uint32_t t = gpumem_policy_gmt_predict(g, line);
@@ -1034,8 +1047,9 @@ GPUMEM_API uint32_t gpumem_policy_gmt_place(gpumem_policy_gmt *g, uint64_t line,
     }
     g->recent_n++;
     g->recent_t3 += t == 3;
-    if (t == 3 && (uint64_t)g->recent_t3 * 100 > (uint64_t)g->recent_n * g->d.override_pct) t = 2;
     g->evict_vt[line] = vt + 1;
+    if (t == 3 && (uint64_t)g->recent_t3 * 100 > (uint64_t)g->recent_n * g->d.override_pct)
+        return GPUMEM_PLACE_HOST_IF_FREE;
     return t == 2 ? GPUMEM_PLACE_HOST : GPUMEM_PLACE_BYPASS;
 }
 
@@ -1093,9 +1107,10 @@ GPUMEM_API void gpumem_policy_readahead_on_miss(gpumem_policy_readahead *r, uint
 }
 
 /* ObservUVM's feedback-directed prefetch (FDP, §6.1): regions of 2^shift
- * lines; aggressive mode (AP) reads the whole region on its first miss, the
- * tree-threshold mode (TBP) reads the rest of a region once more than
- * threshold_pct of it has missed. Feedback from prefetched lines - used
+ * lines; aggressive mode (AP) reads the whole region on a miss in it (the
+ * caller skips lines it holds), the tree-threshold mode (TBP) reads the rest
+ * of a region once more than threshold_pct of it has missed (counting the
+ * region's misses since its last such read: the header cannot see residency). Feedback from prefetched lines - used
  * before eviction or evicted unused - picks the mode over windows of
  * `period` events: AP while more than 80% are used. */
 typedef struct gpumem_policy_fdp {
@@ -1127,9 +1142,15 @@ GPUMEM_API void gpumem_policy_fdp_on_miss(gpumem_policy_fdp *f, uint64_t line, u
     uint32_t size = 1u << f->shift, m = f->missed[r];
     *first = r << f->shift;
     *count = 0;
-    if (m < 255) f->missed[r] = (uint8_t)++m;
-    if (f->ap ? m == 1 : (m * 100 > size * f->threshold_pct && (m - 1) * 100 <= size * f->threshold_pct))
+    if (f->ap) { /* the region is (re)read on any miss in it */
         *count = size;
+        return;
+    }
+    if (m < 255) f->missed[r] = (uint8_t)++m;
+    if (m * 100 > size * f->threshold_pct) { /* past the threshold: the rest; count again from 0 */
+        *count = size;
+        f->missed[r] = 0;
+    }
 }
 
 /* A prefetched line was used (1) or evicted unused (0). */

@@ -284,12 +284,12 @@ static int run(const char *path, const run_opts *o) {
                (unsigned long long)s->hits, (unsigned long long)s->t2_hits, (unsigned long long)s->ssd_reads,
                psim_time_us(s) / 1000.0, (double)n / sims[k].secs / 1e6);
         if (tsv)
-            fprintf(tsv, "%s\t%llu\t%.2f\t%s\t%s\t%llu\t%.4f\t%.4f\t%.4f\t%llu\t%llu\t%llu\t%.1f\t%llu\t%llu\t%llu\n",
+            fprintf(tsv, "%s\t%llu\t%.2f\t%s\t%s\t%llu\t%.4f\t%.4f\t%.4f\t%llu\t%llu\t%llu\t%.1f\t%llu\t%llu\t%llu\t%.1f\n",
                     o->name ? o->name : "trace", (unsigned long long)caps[ci], frac, pname, pl,
                     (unsigned long long)s->misses, (double)s->hits / (double)n, r_opt, r_lru,
                     (unsigned long long)s->hits, (unsigned long long)s->t2_hits, (unsigned long long)s->ssd_reads,
                     psim_time_us(s) / 1000.0, (unsigned long long)opt[ci].misses, (unsigned long long)n,
-                    (unsigned long long)s->prefetch_reads);
+                    (unsigned long long)s->prefetch_reads, (double)n / sims[k].secs / 1e6);
     }
     for (c = 0; c < o->n_caps; c++)
         printf("%-12s %8llu %5.2f %-11s %-10s %12llu %7.2f %7.3f %7.3f\n", o->name ? o->name : "trace",
@@ -355,7 +355,7 @@ static int table(const char *dir) {
     f = fopen(tsv, "w");
     if (!f) return 1;
     fprintf(f, "workload\tlines\tfrac\tpolicy\tplacement\tmisses\thit_rate\tratio_opt\tratio_lru\tt1_hits\thost_reads\t"
-               "ssd_reads\tmodel_ms\topt_misses\taccesses\tprefetch_reads\n");
+               "ssd_reads\tmodel_ms\topt_misses\taccesses\tprefetch_reads\tmacc_per_s\n");
     fclose(f);
     for (w = 0; w < N_WORKLOADS; w++) {
         memset(&o, 0, sizeof o);

@@ -231,7 +231,8 @@ static inline uint32_t psim_evict(psim *s) {
         {
             uint32_t where = gpumem_policy_gmt_place(&s->gmt, old, s->accesses, skips);
             if (where != GPUMEM_PLACE_KEEP) {
-                if (where == GPUMEM_PLACE_HOST) psim_t2_put(s, old, 0);
+                if (where == GPUMEM_PLACE_HOST || where == GPUMEM_PLACE_HOST_IF_FREE)
+                    psim_t2_put(s, old, where == GPUMEM_PLACE_HOST);
                 break;
             }
         }
@@ -267,10 +268,10 @@ static inline void psim_prefetch(psim *s, uint32_t line) {
     for (x = first; x < first + count; x++) {
         uint32_t id = s->raw_map ? psim_map_find((const psim_map *)s->raw_map, x) : PSIM_NONE;
         if (x == raw) continue;
+        if (id != PSIM_NONE && s->slot_of[id] != PSIM_NONE) continue;     /* held: no read */
+        if (id != PSIM_NONE && s->t2_of && s->t2_of[id] != PSIM_NONE) continue; /* tier 2 serves it anyway */
         s->prefetch_reads++;
-        /* A line the trace never touches only costs its read. */
-        if (id == PSIM_NONE || s->slot_of[id] != PSIM_NONE) continue;
-        if (s->t2_of && s->t2_of[id] != PSIM_NONE) continue; /* tier 2 serves it anyway */
+        if (id == PSIM_NONE) continue; /* a line the trace never touches only costs its read */
         s->prefetched[psim_place(s, id)] = 1;
     }
 }
