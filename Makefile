@@ -64,8 +64,15 @@ $(BUILD)/test_policy: bench/policy_sim.h
 # The graph test runs the graph program as well as including its header.
 $(BUILD)/test_graph: examples/graph.h $(BUILD)/graph
 
-run-tests: $(TESTS)
+run-tests: $(TESTS) $(BUILD)/asan_kept
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
+	@echo "== $(BUILD)/asan_kept (AddressSanitizer, stack use after return)"
+	@ASAN_OPTIONS=detect_stack_use_after_return=1:detect_leaks=0 $(BUILD)/asan_kept $(CRITERION_FLAGS)
+
+# Init functions keep no caller pointer: an ASan build that frees the
+# caller's frames before the objects are used (tests/test_kept.c).
+$(BUILD)/asan_kept: tests/test_kept.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O1 -g -fsanitize=address -fno-omit-frame-pointer -I. $< -o $@ -lcriterion -pthread
 
 EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph $(BUILD)/policy_sim
 $(BUILD)/%: examples/%.c $(HEADERS) $(wildcard examples/*.h) | $(BUILD)

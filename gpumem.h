@@ -26,8 +26,9 @@
  * threads and a host thread playing an NVMe controller all see one layout.
  *
  * CONFIGURATION (define before including)
- *   GPUMEM_ASSERT(x)       assertion used on host and device paths
- *                          (default: assert() on the host, nothing on the device)
+ *   GPUMEM_ASSERT(x)       assertion used on host and device paths (default:
+ *                          assert() on the host, __trap() on the device; both off
+ *                          with NDEBUG)
  *   GPUMEM_MALLOC(n)       host allocator for the optional host shims (default malloc)
  *   GPUMEM_FREE(p)         matching free (default free)
  *   GPUMEM_LOG(...)        printf-style log hook of the host shims
@@ -89,7 +90,14 @@
 
 #ifndef GPUMEM_ASSERT
 #if GPUMEM_ON_DEVICE
+/* On the device a failed check traps (the kernel ends with an error the
+ * host sees at its next CUDA call), unless NDEBUG turns checks off as it
+ * does assert() on the host. Checks never test values a device wrote. */
+#if defined(NDEBUG)
 #define GPUMEM_ASSERT(x) ((void)0)
+#else
+#define GPUMEM_ASSERT(x) ((x) ? (void)0 : __trap())
+#endif
 #else
 #include <assert.h>
 #define GPUMEM_ASSERT(x) assert(x)
@@ -150,7 +158,7 @@ GPUMEM_API const char *gpumem_status_str(gpumem_status s) {
     case GPUMEM_ENODEV: return "no such device";
     case GPUMEM_ESTATE: return "invalid state for this operation";
     case GPUMEM_ESYS: return "system call failed";
-    case GPUMEM_EALIGN: return "buffer misaligned: NVMe data buffers must be 4-byte (dword) aligned";
+    case GPUMEM_EALIGN: return "misaligned address: NVMe data buffers must be 4-byte (dword) aligned; PRP lists and cache slots page aligned";
     case GPUMEM_E2BIG: return "transfer too long for one command (namespace MDTS or the command's PRP list)";
     case GPUMEM_EBUSY: return "busy: waiters or outstanding commands remain";
     case GPUMEM_STATUS_COUNT_: break;

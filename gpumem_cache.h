@@ -13,7 +13,9 @@
  *   d.n_lines    = data_bytes / 4096;          // lines of the data behind the cache
  *   d.line_bytes = 4096;                       // a power of two, 512 B .. 2 MiB
  *   d.n_slots    = 1024;                       // lines the cache holds (4 MiB here)
- *   d.backing    = gpumem_cache_backing_nvme(pairs, 1, n_pairs, 0, GPUMEM_CACHE_STRIPE);
+ *   gpumem_nvme_ns ns = gpumem_swctl_ns(ctl);  // what the controller serves
+ *   d.backing    = gpumem_cache_backing_nvme(pairs, 1, n_pairs, &ns, 0, GPUMEM_CACHE_STRIPE);
+ *                  // the pairs array is copied: a local array is fine
  *   //   or      = gpumem_cache_backing_memory(data);   // plain memory
  *   gpumem_cache *c;
  *   gpumem_cache_create(&d, &c);               // host allocation; see gpumem_cache_init
@@ -141,10 +143,16 @@ typedef struct gpumem_cache_backing {
     uint32_t kind;            /* GPUMEM_CACHE_BACKING_* */
     uint32_t layout;          /* NVMe: GPUMEM_CACHE_STRIPE or GPUMEM_CACHE_REPLICATE */
     unsigned char *mem;       /* memory: n_lines * line_bytes bytes */
-    gpumem_nvme_qp **pairs;   /* NVMe: n_ctrls * pairs_per_ctrl pairs, controller by controller */
+    gpumem_nvme_qp **pairs;   /* NVMe: n_ctrls * pairs_per_ctrl pairs, controller by controller.
+                                 gpumem_cache_init copies this array into the cache's metadata
+                                 (it may be a local array of the caller); it reads the array
+                                 where init runs, and never dereferences the pairs themselves,
+                                 which may be in GPU memory the host cannot read. */
     uint32_t n_ctrls;
     uint32_t pairs_per_ctrl;
     uint64_t first_lba;       /* where the data starts on each controller */
+    gpumem_nvme_ns ns;        /* the namespace every controller serves (block size, MDTS,
+                                 capacity): the shape is checked against it, not the pairs */
 } gpumem_cache_backing;
 
 GPUMEM_API gpumem_cache_backing gpumem_cache_backing_memory(void *mem) {
@@ -156,10 +164,11 @@ GPUMEM_API gpumem_cache_backing gpumem_cache_backing_memory(void *mem) {
 }
 
 GPUMEM_API gpumem_cache_backing gpumem_cache_backing_nvme(gpumem_nvme_qp **pairs, uint32_t n_ctrls,
-                                                          uint32_t pairs_per_ctrl, uint64_t first_lba,
-                                                          uint32_t layout) {
+                                                          uint32_t pairs_per_ctrl, const gpumem_nvme_ns *ns,
+                                                          uint64_t first_lba, uint32_t layout) {
     gpumem_cache_backing b;
     memset(&b, 0, sizeof b);
+    if (ns) b.ns = *ns;
     b.kind = GPUMEM_CACHE_BACKING_NVME;
     b.layout = layout;
     b.pairs = pairs;
@@ -267,9 +276,17 @@ typedef struct gpumem_cache {
     gpumem_event event;
 } gpumem_cache;
 
-/* Bytes of metadata (line map and slot table) for gpumem_cache_init. */
-GPUMEM_API size_t gpumem_cache_meta_bytes(uint64_t n_lines, uint32_t n_slots) {
-    return (size_t)n_lines * sizeof(gpumem__cache_line) + (size_t)n_slots * sizeof(gpumem__cache_slot);
+/* Pairs behind the cache (0 for memory). */
+GPUMEM_API size_t gpumem__cache_n_pairs(const gpumem_cache_backing *b) {
+    return b->kind == GPUMEM_CACHE_BACKING_NVME ? (size_t)b->n_ctrls * b->pairs_per_ctrl : 0;
+}
+
+/* Bytes of metadata for gpumem_cache_init: the line map, the slot table and
+ * the cache's own copy of the backing's pairs array. */
+GPUMEM_API size_t gpumem_cache_meta_bytes(const gpumem_cache_desc *d) {
+    if (!d) return 0;
+    return (size_t)d->n_lines * sizeof(gpumem__cache_line) + (size_t)d->n_slots * sizeof(gpumem__cache_slot) +
+           gpumem__cache_n_pairs(&d->backing) * sizeof(gpumem_nvme_qp *);
 }
 
 /* Bytes of PRP-list memory: one list page per slot when a line spans more
@@ -805,23 +822,21 @@ GPUMEM_API gpumem_status gpumem__cache_check_desc(const gpumem_cache_desc *d, ui
     if (b->kind != GPUMEM_CACHE_BACKING_NVME) return GPUMEM_EINVAL;
     if (!b->pairs) return GPUMEM_ENULL;
     if (b->n_ctrls == 0 || b->pairs_per_ctrl == 0 || b->layout > GPUMEM_CACHE_REPLICATE) return GPUMEM_EINVAL;
+    if ((uint64_t)b->n_ctrls * b->pairs_per_ctrl > 65536) return GPUMEM_EINVAL;
     {
-        uint32_t j;
+        uint32_t j, shift = b->ns.lba_shift, bpl;
         uint64_t per_ctrl = b->layout == GPUMEM_CACHE_STRIPE ? (d->n_lines + b->n_ctrls - 1) / b->n_ctrls
                                                              : d->n_lines;
-        if ((uint64_t)b->n_ctrls * b->pairs_per_ctrl > 65536) return GPUMEM_EINVAL;
-        for (j = 0; j < b->n_ctrls * b->pairs_per_ctrl; j++) {
-            const gpumem_nvme_qp *qp = b->pairs[j];
-            uint32_t shift, bpl;
-            if (!qp) return GPUMEM_ENULL;
-            shift = qp->ns.lba_shift;
-            if ((1u << shift) > d->line_bytes) return GPUMEM_EINVAL; /* a line smaller than a block */
-            bpl = d->line_bytes >> shift;
-            if (*blocks_per_line && bpl != *blocks_per_line) return GPUMEM_EINVAL; /* mixed block sizes */
-            *blocks_per_line = bpl;
-            if (bpl > qp->ns.max_blocks) return GPUMEM_EINVAL; /* above the transfer limit (MDTS) */
-            if (b->first_lba + per_ctrl * bpl > qp->ns.n_blocks) return GPUMEM_ERANGE;
-        }
+        /* The pointers only: the pairs may live where this thread cannot read. */
+        for (j = 0; j < b->n_ctrls * b->pairs_per_ctrl; j++)
+            if (!b->pairs[j]) return GPUMEM_ENULL;
+        if (shift < 9 || shift > 16 || b->ns.n_blocks == 0) return GPUMEM_EINVAL; /* no namespace given */
+        if ((1u << shift) > d->line_bytes) return GPUMEM_EINVAL;                 /* a line smaller than a block */
+        bpl = d->line_bytes >> shift;
+        if (bpl > b->ns.max_blocks) return GPUMEM_EINVAL; /* above the transfer limit (MDTS) */
+        if (b->first_lba > b->ns.n_blocks || per_ctrl > (b->ns.n_blocks - b->first_lba) / bpl)
+            return GPUMEM_ERANGE;
+        *blocks_per_line = bpl;
     }
     return GPUMEM_OK;
 }
@@ -834,7 +849,7 @@ GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_d
     gpumem_status st;
     if (!c || !d || !d->meta || !d->data) return GPUMEM_ENULL;
     if ((st = gpumem__cache_check_desc(d, &bpl)) != GPUMEM_OK) return st;
-    if (d->meta_bytes < gpumem_cache_meta_bytes(d->n_lines, d->n_slots)) return GPUMEM_ENOMEM;
+    if (d->meta_bytes < gpumem_cache_meta_bytes(d)) return GPUMEM_ENOMEM;
     if (((uintptr_t)d->meta & 7u) != 0) return GPUMEM_EINVAL;
     data_iova = d->data_iova ? d->data_iova : (uint64_t)(uintptr_t)d->data;
     prp_iova = d->prp_lists_iova ? d->prp_lists_iova : (uint64_t)(uintptr_t)d->prp_lists;
@@ -842,9 +857,9 @@ GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_d
         /* Lines of a page or more start on a page: then a line spans
          * line_bytes / 4096 pages and its PRP list fits the slot's list page. */
         uint64_t align = d->line_bytes < GPUMEM_NVME_PAGE_BYTES ? d->line_bytes : GPUMEM_NVME_PAGE_BYTES;
-        if ((data_iova & (align - 1)) != 0) return GPUMEM_EINVAL;
+        if ((data_iova & (align - 1)) != 0) return GPUMEM_EALIGN;
         if (d->line_bytes > 2 * GPUMEM_NVME_PAGE_BYTES && !d->prp_lists) return GPUMEM_ENULL;
-        if (d->prp_lists && (prp_iova & (GPUMEM_NVME_PAGE_BYTES - 1)) != 0) return GPUMEM_EINVAL;
+        if (d->prp_lists && (prp_iova & (GPUMEM_NVME_PAGE_BYTES - 1)) != 0) return GPUMEM_EALIGN;
     }
     memset(c, 0, sizeof *c);
     c->lines = (gpumem__cache_line *)d->meta;
@@ -854,6 +869,13 @@ GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_d
     c->prp_lists = d->prp_lists;
     c->prp_lists_iova = prp_iova;
     c->backing = d->backing;
+    if (gpumem__cache_n_pairs(&d->backing)) {
+        /* Our own copy: the caller's array may be gone once init returns. */
+        gpumem_nvme_qp **copy = (gpumem_nvme_qp **)(c->slots + d->n_slots);
+        size_t j;
+        for (j = 0; j < gpumem__cache_n_pairs(&d->backing); j++) copy[j] = d->backing.pairs[j];
+        c->backing.pairs = copy;
+    }
     c->n_lines = d->n_lines;
     c->n_slots = d->n_slots;
     c->line_bytes = d->line_bytes;
@@ -1032,7 +1054,7 @@ gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out
     if (!d || !out) return GPUMEM_ENULL;
     *out = NULL;
     if ((st = gpumem__cache_check_desc(d, &bpl)) != GPUMEM_OK) return st; /* before sizes are computed */
-    meta = GPUMEM_ALIGN_UP(gpumem_cache_meta_bytes(d->n_lines, d->n_slots), pg);
+    meta = GPUMEM_ALIGN_UP(gpumem_cache_meta_bytes(d), pg);
     data = (size_t)d->n_slots * d->line_bytes;
     prp = gpumem_cache_prp_bytes(d->line_bytes, d->n_slots, d->backing.kind);
     total = GPUMEM_ALIGN_UP(sizeof(gpumem_cache), pg) + meta + GPUMEM_ALIGN_UP(data, pg) + prp + pg;

@@ -16,18 +16,17 @@
  *   gpumem_swctl_add_qp(ctl, 1024, &qp);    // depth 1024; as many pairs as you like
  *   gpumem_swctl_start(ctl);
  *
- *   // any number of threads, each with its own buffer:
- *   uint64_t prp1, prp2;
- *   gpumem_nvme_prp_identity(buf, 4096, NULL, 0, &prp1, &prp2);
+ *   // any number of threads, each with its own buffer: any dword-aligned
+ *   // address (cudaMalloc's 512-byte aligned blocks included); the pair
+ *   // builds PRP1, PRP2 and the PRP list in the command ID's own list page
  *   gpumem_nvme_cpl cpl;
- *   gpumem_status st = gpumem_nvme_qp_read(qp, slba, 8, prp1, prp2, &cpl);
+ *   gpumem_status st = gpumem_nvme_qp_read_buf(qp, slba, 8, buf, &cpl);
  *   if (st == GPUMEM_EIO) puts(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)));
+ *   // GPUMEM_EALIGN: not dword aligned; GPUMEM_E2BIG: more than MDTS
  *
  *   // asynchronous: submit now, poll later (submit waits only for queue space)
  *   gpumem_nvme_req req;
- *   gpumem_nvme_cmd cmd;
- *   gpumem_nvme_cmd_read(&cmd, &qp->ns, slba, 8, prp1, prp2);
- *   while (gpumem_nvme_qp_submit(qp, &cmd, &req) == GPUMEM_EAGAIN) { reap some; }
+ *   while (gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_READ, slba, 8, buf, &req) == GPUMEM_EAGAIN) { reap some; }
  *   ... gpumem_nvme_qp_poll(qp, &req) returns GPUMEM_EAGAIN until it is done ...
  *
  *   gpumem_swctl_stop(ctl);
@@ -64,19 +63,16 @@
  *   gpumem_nvme_qp *qp;
  *   gpumem_nvmectl_add_qp(ctl, 1024, &qp);   // Create I/O CQ + SQ; queue IDs 1, 2, ...
  *
- *   gpumem_nvmectl_dma buf, list;            // locked memory with physical addresses
+ *   gpumem_nvmectl_dma buf;                  // locked memory with physical addresses
  *   gpumem_nvmectl_dma_alloc(ctl, 1 << 20, 0, &buf);
- *   gpumem_nvmectl_dma_alloc(ctl, 4096, 0, &list);
- *   uint64_t prp1, prp2;                     // PRP list where a transfer spans > 2 pages
- *   gpumem_nvmectl_prp(&buf, 0, 65536, &list, 0, &prp1, &prp2);
- *   gpumem_nvme_cmd cmd; gpumem_nvme_req req;
- *   gpumem_nvme_cmd_read(&cmd, &in->ns, slba, 65536 >> in->ns.lba_shift, prp1, prp2);
- *   gpumem_nvme_qp_submit(qp, &cmd, &req);   // the same pair API as above
+ *   gpumem_nvme_iomap at = gpumem_nvme_iomap_sub(&buf.map, 512);   // any dword offset
+ *   gpumem_nvme_req req;                     // PRPs and the list built from the map
+ *   gpumem_nvme_qp_submit_map(qp, GPUMEM_NVME_OP_READ, slba, 65536 >> in->ns.lba_shift, &at, &req);
  *   st = gpumem_nvmectl_wait(ctl, qp, &req, 5000);   // bounded, watches CSTS.CFS
  *   if (st != GPUMEM_OK) puts(gpumem_nvmectl_error(ctl));
  *
  *   gpumem_nvmectl_close(ctl);               // delete queues, CC.SHN shutdown, disable
- *   gpumem_nvmectl_dma_free(&buf); gpumem_nvmectl_dma_free(&list);
+ *   gpumem_nvmectl_dma_free(&buf);
  *
  *   (gpumem_nvme_qp_read/write/flush work too, but wait without a time limit.)
  *
@@ -309,12 +305,13 @@ GPUMEM_API void gpumem__cmd_clear(gpumem_nvme_cmd *c) {
 }
 
 /* Build a Read or Write. The LBA range is checked against the namespace:
- * GPUMEM_ERANGE past its end, GPUMEM_EINVAL for zero blocks or more than
- * max_blocks. The command ID is filled in at submission. */
+ * GPUMEM_ERANGE past its end, GPUMEM_EINVAL for zero blocks, GPUMEM_E2BIG
+ * for more than max_blocks (MDTS). The command ID is filled in at submission. */
 GPUMEM_API gpumem_status gpumem_nvme_cmd_rw(gpumem_nvme_cmd *c, uint8_t opcode, const gpumem_nvme_ns *ns,
                                             uint64_t slba, uint32_t nlb, uint64_t prp1, uint64_t prp2) {
     if (!c || !ns) return GPUMEM_ENULL;
-    if (nlb == 0 || nlb > ns->max_blocks || nlb > 65536u) return GPUMEM_EINVAL;
+    if (nlb == 0) return GPUMEM_EINVAL;
+    if (nlb > ns->max_blocks || nlb > 65536u) return GPUMEM_E2BIG;
     if (slba >= ns->n_blocks || nlb > ns->n_blocks - slba) return GPUMEM_ERANGE;
     if (prp1 == 0) return GPUMEM_ENULL;
     gpumem__cmd_clear(c);
@@ -382,6 +379,19 @@ GPUMEM_API gpumem_nvme_iomap gpumem_nvme_iomap_sub(const gpumem_nvme_iomap *m, u
     return r;
 }
 
+/* Memory pages a transfer of `len` (> 0) bytes starting at I/O address
+ * `iova` touches, and the PRP-list pages it needs: the n - 1 pages after the
+ * first go into the list (none when n <= 2); each list page holds 512
+ * entries, but every page that is followed by another gives its last entry
+ * to the chain pointer, so p pages hold 511 (p - 1) + 512 entries. */
+GPUMEM_API uint64_t gpumem_nvme_prp_pages(uint64_t iova, uint64_t len) {
+    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES, first = pg - (iova & (pg - 1));
+    return 1 + (len > first ? (len - first + pg - 1) / pg : 0);
+}
+GPUMEM_API uint64_t gpumem_nvme_prp_list_pages(uint64_t n_pages) {
+    return n_pages <= 2 ? 0 : (n_pages - 1 + 509) / 511;
+}
+
 /* PRP1/PRP2 for a transfer of `len` bytes from buffer `data`. Up to two
  * pages need no list. Longer transfers need a PRP list: `list` is where it is
  * written (its I/O addresses given by `list_map`, starting page aligned),
@@ -397,9 +407,10 @@ GPUMEM_API gpumem_status gpumem_nvme_prp_build(const gpumem_nvme_iomap *data, ui
     if (!data || !prp1 || !prp2) return GPUMEM_ENULL;
     iova = gpumem_nvme_iomap_at(data, 0);
     if (iova == 0) return GPUMEM_ENULL;
-    if ((iova & 3u) != 0 || len == 0) return GPUMEM_EINVAL; /* PRP1 must be dword aligned */
+    if (len == 0) return GPUMEM_EINVAL;
+    if ((iova & 3u) != 0) return GPUMEM_EALIGN; /* PRP1 must be dword aligned */
     first = pg - (iova & (pg - 1)); /* bytes in the first page */
-    n_pages = 1 + (len > first ? (len - first + pg - 1) / pg : 0);
+    n_pages = gpumem_nvme_prp_pages(iova, len);
     *prp1 = iova;
     *prp2 = 0;
     if (n_pages == 1) return GPUMEM_OK;
@@ -411,11 +422,7 @@ GPUMEM_API gpumem_status gpumem_nvme_prp_build(const gpumem_nvme_iomap *data, ui
     if ((gpumem_nvme_iomap_at(list_map, 0) & (pg - 1)) != 0) return GPUMEM_EINVAL;
     /* Entries for n_pages - 1 data pages, plus one chain pointer per full list
      * page that is followed by another. */
-    {
-        uint64_t pages_left = n_pages - 1;
-        uint64_t needed = pages_left + (pages_left > per_page ? (pages_left - 2) / (per_page - 1) : 0);
-        if (needed > list_entries) return GPUMEM_ENOMEM;
-    }
+    if (n_pages - 1 + gpumem_nvme_prp_list_pages(n_pages) - 1 > list_entries) return GPUMEM_ENOMEM;
     slot = 0;
     for (k = 1; k < n_pages; k++) {
         uint64_t remaining = n_pages - k;
@@ -484,13 +491,17 @@ typedef struct gpumem_nvme_qp {
     gpumem__nvme_slot *slots; /* depth records */
     uint64_t *cids;           /* n_cids words: command-ID state and completion mailbox */
     uint32_t *cid_dw0;        /* n_cids words: the command-specific dword of each completion */
+    uint64_t *prp_lists;      /* n_cids * prp_list_pages pages: command ID k's PRP list
+                                 starts at page k * prp_list_pages (NULL: none) */
+    gpumem_nvme_iomap prp_map; /* where the controller sees prp_lists */
     gpumem_nvme_ns ns;
     uint32_t depth;
     uint32_t depth_log2;
     uint32_t turn_mask; /* turns compare modulo 2^(33 - depth_log2) */
     uint32_t n_cids;
     uint32_t qid;
-    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 7];
+    uint32_t prp_list_pages; /* per command ID: enough for the namespace's largest transfer */
+    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 6];
     /* hot words, one cache line each */
     gpumem__nvme_word ticket;    /* next SQ ticket */
     gpumem__nvme_word tail;      /* virtual SQ tail: entries handed to the controller */
@@ -525,11 +536,36 @@ typedef struct gpumem_nvme_qp_desc {
     void *state;        /* gpumem_nvme_qp_state_bytes() bytes, 16-byte aligned */
     size_t state_bytes;
     gpumem_event *doorbell_event; /* optional, host controller's parking spot */
+    /* Optional: one PRP-list area per command ID, so that commands built from
+     * buffer pointers (gpumem_nvme_qp_submit_buf and friends) never allocate:
+     * gpumem_nvme_qp_prp_bytes() bytes, page aligned, controller-readable.
+     * prp_lists_map says where the controller sees them; all zero means at
+     * their virtual address (software controllers, GPU memory). Without
+     * them, buffer commands that span more than two pages get GPUMEM_E2BIG.
+     * prp_lists_map.pages, if set, is kept (the real-controller shim passes
+     * its own DMA page table, which lives as long as the pair). */
+    uint64_t *prp_lists;
+    gpumem_nvme_iomap prp_lists_map;
 } gpumem_nvme_qp_desc;
 
 /* Bytes of private state for a pair (slot records and command-ID words). */
 GPUMEM_API size_t gpumem_nvme_qp_state_bytes(uint32_t depth, uint32_t n_cids) {
     return (size_t)depth * sizeof(gpumem__nvme_slot) + (size_t)n_cids * (sizeof(uint64_t) + sizeof(uint32_t));
+}
+
+/* PRP-list pages one command ID needs: enough for the namespace's largest
+ * transfer (max_blocks blocks) from a buffer at the worst allowed offset
+ * (4 bytes before a page boundary). */
+GPUMEM_API uint32_t gpumem_nvme_qp_prp_pages(const gpumem_nvme_ns *ns) {
+    uint64_t max_len;
+    if (!ns || ns->lba_shift > 16) return 0;
+    max_len = (uint64_t)ns->max_blocks << ns->lba_shift;
+    return (uint32_t)gpumem_nvme_prp_list_pages(gpumem_nvme_prp_pages(GPUMEM_NVME_PAGE_BYTES - 4, max_len));
+}
+
+/* Bytes of PRP-list memory for a pair's n_cids command IDs (see the desc). */
+GPUMEM_API size_t gpumem_nvme_qp_prp_bytes(uint32_t n_cids, const gpumem_nvme_ns *ns) {
+    return (size_t)n_cids * gpumem_nvme_qp_prp_pages(ns) * GPUMEM_NVME_PAGE_BYTES;
 }
 
 GPUMEM_API int gpumem__valid_count(uint32_t n, uint32_t max) { return n >= 2 && n <= max && gpumem_is_pow2_u64(n); }
@@ -547,6 +583,9 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     if (d->ns.lba_shift < 9 || d->ns.lba_shift > 16 || d->ns.n_blocks == 0 || d->ns.max_blocks == 0)
         return GPUMEM_EINVAL;
     if (d->qid > 0xFFFFu) return GPUMEM_EINVAL;
+    if (d->prp_lists && (((uintptr_t)d->prp_lists & (GPUMEM_NVME_PAGE_BYTES - 1)) != 0 ||
+                         (gpumem_nvme_iomap_at(&d->prp_lists_map, 0) & (GPUMEM_NVME_PAGE_BYTES - 1)) != 0))
+        return GPUMEM_EALIGN; /* list pages must be whole pages */
 
     {   /* zero the whole struct, padding included */
         unsigned char *b = (unsigned char *)qp;
@@ -568,6 +607,11 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     qp->n_cids = d->n_cids;
     qp->qid = d->qid;
     qp->doorbell_event = d->doorbell_event;
+    qp->prp_lists = d->prp_lists;
+    qp->prp_map = d->prp_lists_map;
+    if (d->prp_lists && !qp->prp_map.pages && qp->prp_map.iova == 0)
+        qp->prp_map = gpumem_nvme_iomap_contiguous((uint64_t)(uintptr_t)d->prp_lists);
+    qp->prp_list_pages = d->prp_lists ? gpumem_nvme_qp_prp_pages(&d->ns) : 0;
     qp->ticket.v = qp->tail.v = qp->sq_head.v = qp->cq_head.v = qp->cq_released.v = d->virtual_start;
     /* Every position's first ticket is virtual_start + p, of lap virtual_start/depth. */
     start_turn = (d->virtual_start >> qp->depth_log2) * 2u;
@@ -715,8 +759,10 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
             uint32_t sq_head = gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
             uint32_t advance = ((last->dw2 & 0xFFFFu) - sq_head) & mask;
             uint32_t k;
-            /* The controller cannot have consumed entries we never handed it. */
-            GPUMEM_ASSERT(advance <= gpumem_atomic_load_u32(&qp->tail.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) - sq_head);
+            /* A controller cannot have consumed entries it was never handed;
+             * a head that says so is the device's fault, not ours: it is not
+             * believed (no assert on a value a device wrote). */
+            if (advance > gpumem_atomic_load_u32(&qp->tail.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) - sq_head) advance = 0;
             for (k = 0; k < advance; k++) /* increment #2: consumed by the controller */
                 gpumem_atomic_fetch_add_u32(&qp->slots[(sq_head + k) & mask].turn, 1, GPUMEM_ORDER_RELEASE,
                                             GPUMEM__DEV);
@@ -849,31 +895,74 @@ GPUMEM_API gpumem_status gpumem__cpl_result(const gpumem_nvme_cpl *c) {
     return (c->dw3 >> 17) == 0 ? GPUMEM_OK : GPUMEM_EIO;
 }
 
-/* Take a command ID and put `cmd` on the submission queue under it. */
-GPUMEM_API void gpumem__submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, uint16_t cid) {
+/* Bytes a Read or Write moves (its block count times the block size). */
+GPUMEM_API uint64_t gpumem__cmd_bytes(const gpumem_nvme_qp *qp, const gpumem_nvme_cmd *c) {
+    return ((uint64_t)(c->cdw12 & 0xFFFFu) + 1) << qp->ns.lba_shift;
+}
+
+/* Can `data` carry command c? Checked before a command ID is taken, so that
+ * building its PRPs under the ID cannot fail: GPUMEM_EALIGN unless dword
+ * aligned (the PRP rule), GPUMEM_E2BIG if it needs more PRP-list pages than
+ * each command ID of the pair has (or the pair has none). */
+GPUMEM_API gpumem_status gpumem__qp_data_check(const gpumem_nvme_qp *qp, const gpumem_nvme_cmd *c,
+                                               const gpumem_nvme_iomap *data) {
+    uint64_t iova = gpumem_nvme_iomap_at(data, 0);
+    if (iova == 0) return GPUMEM_ENULL;
+    if ((iova & 3u) != 0) return GPUMEM_EALIGN;
+    if (gpumem_nvme_prp_list_pages(gpumem_nvme_prp_pages(iova, gpumem__cmd_bytes(qp, c))) > qp->prp_list_pages)
+        return GPUMEM_E2BIG;
+    return GPUMEM_OK;
+}
+
+/* Put `cmd` on the submission queue under command ID `cid`. With `data`, its
+ * PRPs are built here, into the ID's own PRP-list pages: nobody else writes
+ * them until the ID is free again, which is after the controller has
+ * consumed the command (and so read the list). The list is written before
+ * the command is published; the doorbell's release orders both for the
+ * controller. */
+GPUMEM_API void gpumem__submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, uint16_t cid,
+                               const gpumem_nvme_iomap *data) {
     gpumem_nvme_cmd c = *cmd;
     c.cdw0 = (c.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
+    if (data) {
+        const uint64_t page_words = GPUMEM_NVME_PAGE_BYTES / 8;
+        gpumem_nvme_iomap list = gpumem_nvme_iomap_sub(&qp->prp_map, (uint64_t)cid * qp->prp_list_pages *
+                                                                         GPUMEM_NVME_PAGE_BYTES);
+        uint64_t *words = qp->prp_lists ? qp->prp_lists + (size_t)cid * qp->prp_list_pages * page_words : 0;
+        /* Cannot fail: gpumem__qp_data_check passed. */
+        (void)gpumem_nvme_prp_build(data, gpumem__cmd_bytes(qp, &c), words, &list,
+                                    (uint32_t)(qp->prp_list_pages * page_words), &c.prp1, &c.prp2);
+    }
     gpumem__sq_enqueue(qp, gpumem_atomic_fetch_add_u32(&qp->ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV), &c);
 }
 
-/* Submit and return once the controller can see the command. Waits only for
- * queue space, which any waiting thread helps to free. GPUMEM_EAGAIN when no
- * command ID is free (this thread may hold them all): reap and retry. */
-GPUMEM_API gpumem_status gpumem_nvme_qp_submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
-                                               gpumem_nvme_req *req) {
+/* gpumem_nvme_qp_submit, with PRPs built from `data` when it is not NULL. */
+GPUMEM_API gpumem_status gpumem__qp_submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
+                                           const gpumem_nvme_iomap *data, gpumem_nvme_req *req) {
     uint16_t cid = 0;
     uint32_t tries;
+    gpumem_status st;
     if (!qp || !cmd || !req) return GPUMEM_ENULL;
+    if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
     for (tries = 0; !gpumem__cid_try_take(qp, &cid); tries++) {
         if (tries >= 64 || tries >= qp->n_cids) {
             gpumem__cq_harvest(qp);
             return GPUMEM_EAGAIN;
         }
     }
-    gpumem__submit(qp, cmd, cid);
+    gpumem__submit(qp, cmd, cid, data);
     req->cid = cid;
     req->state = GPUMEM__REQ_SUBMITTED;
     return GPUMEM_OK;
+}
+
+/* Submit and return once the controller can see the command. Waits only for
+ * queue space, which any waiting thread helps to free. GPUMEM_EAGAIN when no
+ * command ID is free (this thread may hold them all): reap and retry. The
+ * command carries its own PRPs; gpumem_nvme_qp_submit_buf builds them. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
+                                               gpumem_nvme_req *req) {
+    return gpumem__qp_submit(qp, cmd, (const gpumem_nvme_iomap *)0, req);
 }
 
 /* One look for the request's completion: GPUMEM_EAGAIN while it is not there,
@@ -895,17 +984,25 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_wait(gpumem_nvme_qp *qp, gpumem_nvme_req
     return st;
 }
 
-/* Blocking: submit, wait for the completion, and copy it to *cpl (may be
- * NULL). GPUMEM_EIO if the controller reported an error. */
-GPUMEM_API gpumem_status gpumem_nvme_qp_exec(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, gpumem_nvme_cpl *cpl) {
+/* gpumem_nvme_qp_exec, with PRPs built from `data` when it is not NULL. */
+GPUMEM_API gpumem_status gpumem__qp_exec(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
+                                         const gpumem_nvme_iomap *data, gpumem_nvme_cpl *cpl) {
     gpumem_nvme_cpl got;
     uint16_t cid = 0;
+    gpumem_status st;
     if (!qp || !cmd) return GPUMEM_ENULL;
+    if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
     GPUMEM_WAIT_UNTIL(&qp->event, gpumem__cid_try_take(qp, &cid) || (gpumem__cq_harvest(qp), 0));
-    gpumem__submit(qp, cmd, cid);
+    gpumem__submit(qp, cmd, cid, data);
     GPUMEM_WAIT_UNTIL(&qp->event, gpumem__cid_collect(qp, cid, &got));
     if (cpl) *cpl = got;
     return gpumem__cpl_result(&got);
+}
+
+/* Blocking: submit, wait for the completion, and copy it to *cpl (may be
+ * NULL). GPUMEM_EIO if the controller reported an error. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_exec(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, gpumem_nvme_cpl *cpl) {
+    return gpumem__qp_exec(qp, cmd, (const gpumem_nvme_iomap *)0, cpl);
 }
 
 /* Blocking Read or Write of nlb blocks at slba, checked against the namespace. */
@@ -926,6 +1023,66 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_read(gpumem_nvme_qp *qp, uint64_t slba, 
 GPUMEM_API gpumem_status gpumem_nvme_qp_write(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, uint64_t prp1,
                                               uint64_t prp2, gpumem_nvme_cpl *cpl) {
     return gpumem_nvme_qp_rw(qp, GPUMEM_NVME_OP_WRITE, slba, nlb, prp1, prp2, cpl);
+}
+
+/* ---- commands built from buffers ------------------------------------------ */
+/*
+ * Read or Write nlb blocks at slba into / from a buffer, with PRP1, PRP2 and
+ * a PRP list (in the command ID's own list pages) built from the buffer's
+ * address: any address NVMe allows, which is any dword-aligned one. A
+ * buffer that starts inside a page (CUDA's allocators hand out 512-byte
+ * aligned blocks) simply spans one page more. Refused with a status, before
+ * anything reaches the controller: GPUMEM_EALIGN (not dword aligned),
+ * GPUMEM_E2BIG (more than max_blocks, or a PRP list the pair has no pages
+ * for), GPUMEM_ERANGE (past the namespace), GPUMEM_ENULL.
+ *
+ * _buf: the buffer's virtual address is what the controller uses (the
+ * software controllers, the GPU-resident one, GPU memory). _map: the
+ * buffer's I/O addresses are given (gpumem_nvmectl_dma's map for a real
+ * controller, gpumem_nvme_iomap_sub to start inside it).
+ */
+GPUMEM_API gpumem_status gpumem__qp_data_cmd(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
+                                             const gpumem_nvme_iomap *data, gpumem_nvme_cmd *c) {
+    if (!qp || !data) return GPUMEM_ENULL;
+    /* PRP1 here only satisfies the builder's NULL check; the real PRPs are
+     * built at submission, under the command ID. */
+    return gpumem_nvme_cmd_rw(c, opcode, &qp->ns, slba, nlb, gpumem_nvme_iomap_at(data, 0) | 1u, 0);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_submit_map(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
+                                                   const gpumem_nvme_iomap *data, gpumem_nvme_req *req) {
+    gpumem_nvme_cmd c;
+    gpumem_status st = gpumem__qp_data_cmd(qp, opcode, slba, nlb, data, &c);
+    return st != GPUMEM_OK ? st : gpumem__qp_submit(qp, &c, data, req);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_rw_map(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
+                                               const gpumem_nvme_iomap *data, gpumem_nvme_cpl *cpl) {
+    gpumem_nvme_cmd c;
+    gpumem_status st = gpumem__qp_data_cmd(qp, opcode, slba, nlb, data, &c);
+    return st != GPUMEM_OK ? st : gpumem__qp_exec(qp, &c, data, cpl);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_submit_buf(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
+                                                   const void *buf, gpumem_nvme_req *req) {
+    gpumem_nvme_iomap m = gpumem_nvme_iomap_contiguous((uint64_t)(uintptr_t)buf);
+    return gpumem_nvme_qp_submit_map(qp, opcode, slba, nlb, &m, req);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_rw_buf(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
+                                               const void *buf, gpumem_nvme_cpl *cpl) {
+    gpumem_nvme_iomap m = gpumem_nvme_iomap_contiguous((uint64_t)(uintptr_t)buf);
+    return gpumem_nvme_qp_rw_map(qp, opcode, slba, nlb, &m, cpl);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_read_buf(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, void *buf,
+                                                 gpumem_nvme_cpl *cpl) {
+    return gpumem_nvme_qp_rw_buf(qp, GPUMEM_NVME_OP_READ, slba, nlb, buf, cpl);
+}
+
+GPUMEM_API gpumem_status gpumem_nvme_qp_write_buf(gpumem_nvme_qp *qp, uint64_t slba, uint32_t nlb, const void *buf,
+                                                  gpumem_nvme_cpl *cpl) {
+    return gpumem_nvme_qp_rw_buf(qp, GPUMEM_NVME_OP_WRITE, slba, nlb, buf, cpl);
 }
 
 GPUMEM_API gpumem_status gpumem_nvme_qp_flush(gpumem_nvme_qp *qp, gpumem_nvme_cpl *cpl) {
@@ -976,6 +1133,7 @@ typedef struct gpumem_nvme_sw_stats {
     uint64_t bad_opcode;
     uint64_t bad_nsid;
     uint64_t violations; /* the sum of the eight counts above (set by gpumem_nvme_sw_stats_add) */
+    uint64_t dropped;    /* commands fetched and never completed: the drop_command test hook */
 } gpumem_nvme_sw_stats;
 
 /* out += in, field by field, and out->violations = the sum of out's eight
@@ -1346,7 +1504,7 @@ typedef struct gpumem_nvme_gpuctl {
     gpumem_nvme_sw_stats *stats;   /* n_pairs: written by each pair's server */
     uint32_t *control;
     uint32_t n_pairs;
-    uint32_t reserved_;
+    uint32_t init_status;          /* gpumem_nvme_gpuctl_init_cuda's result, read back by copy */
     uint64_t iops;
 } gpumem_nvme_gpuctl;
 
@@ -1366,14 +1524,34 @@ GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
 /* Layout in the caller's memory: the controller, then the pairs, queues and
  * stats arrays, then each pair's block (4 KiB aligned from the base):
  * SQ ring, CQ ring, two doorbells on lines of their own, pair state,
- * controller-side queue memory. */
+ * controller-side queue memory, then the command IDs' PRP-list pages, on
+ * the first page boundary of the real address (the base need only be
+ * 64-byte aligned, and CUDA's allocators give 512). */
 #define GPUMEM__GPUCTL_PAIRS_OFF GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_gpuctl), 64)
 
-GPUMEM_API size_t gpumem__gpuctl_pair_block(const gpumem_nvme_gpuctl_desc *d) {
+/* The namespace a controller of this description serves (what a cache in
+ * front of its pairs is checked against). */
+GPUMEM_API gpumem_nvme_ns gpumem_nvme_gpuctl_ns(const gpumem_nvme_gpuctl_desc *d) {
+    gpumem_nvme_ns ns;
+    ns.nsid = 1;
+    ns.lba_shift = gpumem_log2_u64(d->lba_bytes);
+    ns.n_blocks = d->n_blocks;
+    ns.max_blocks = d->max_blocks;
+    ns.reserved_ = 0;
+    return ns;
+}
+
+GPUMEM_API size_t gpumem__gpuctl_pair_core(const gpumem_nvme_gpuctl_desc *d) {
     return GPUMEM_ALIGN_UP((size_t)d->depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl)) +
                                2 * GPUMEM_PAD_BYTES + gpumem_nvme_qp_state_bytes(d->depth, d->n_cids) +
                                gpumem_nvme_swq_mem_bytes(d->depth),
                            4096);
+}
+
+GPUMEM_API size_t gpumem__gpuctl_pair_block(const gpumem_nvme_gpuctl_desc *d) {
+    gpumem_nvme_ns ns = gpumem_nvme_gpuctl_ns(d);
+    size_t prp = gpumem_nvme_qp_prp_bytes(d->n_cids, &ns);
+    return gpumem__gpuctl_pair_core(d) + (prp ? prp + 4096 : 0);
 }
 
 GPUMEM_API size_t gpumem__gpuctl_first_block(uint32_t n_pairs) {
@@ -1415,10 +1593,7 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
     block = gpumem__gpuctl_pair_block(d);
     first = gpumem__gpuctl_first_block(d->n_pairs);
     for (k = 0; k < first; k++) base[k] = 0;
-    c->ns.nsid = 1;
-    c->ns.lba_shift = gpumem_log2_u64(d->lba_bytes);
-    c->ns.n_blocks = d->n_blocks;
-    c->ns.max_blocks = d->max_blocks;
+    c->ns = gpumem_nvme_gpuctl_ns(d);
     c->ram = (unsigned char *)d->ram;
     c->pairs = gpumem_nvme_gpuctl_pair(mem, 0);
     c->queues = (gpumem_nvme_swq *)(c->pairs + d->n_pairs);
@@ -1443,6 +1618,8 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
         q.cq_doorbell = (uint32_t *)(p + rings + GPUMEM_PAD_BYTES);
         q.state = p + rings + 2 * GPUMEM_PAD_BYTES;
         q.state_bytes = state;
+        if (block > gpumem__gpuctl_pair_core(d))
+            q.prp_lists = (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)(p + gpumem__gpuctl_pair_core(d)), 4096);
         if ((st = gpumem_nvme_qp_init(&c->pairs[i], &q)) != GPUMEM_OK) return st;
         if ((st = gpumem_nvme_swq_init(&c->queues[i], &c->pairs[i], p + rings + 2 * GPUMEM_PAD_BYTES + state,
                                        gpumem_nvme_swq_mem_bytes(d->depth))) != GPUMEM_OK)
@@ -1525,69 +1702,286 @@ GPUMEM_API void gpumem_nvme_gpuctl_stop(const gpumem_nvme_gpuctl_desc *d) {
     gpumem_atomic_store_u32(&d->control[0], 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
 }
 
+/* ======================================================================== */
+/* Diagnostics (host): the state of a pair, both sides, in words            */
+/* ======================================================================== */
+/*
+ * For a watchdog that has seen progress stop (gpumem_watchdog below, and the
+ * CUDA tests' copy of it for pairs in GPU memory): what every counter of the
+ * pair says, what the controller's side says, and which command IDs are
+ * outstanding. Reads the memory through the pointers in the structs, so run
+ * it where they are readable (for GPU memory, on a host copy: see
+ * gpumem_nvme_qp_report_cuda). Each call appends to buf (n bytes, always
+ * NUL-terminated) and returns the length the whole text would have.
+ */
+#if !GPUMEM_ON_DEVICE
+#include <stdarg.h>
+#include <stdio.h>
+
+static inline size_t gpumem__appendf(char *buf, size_t n, size_t at, const char *fmt, ...) {
+    va_list ap;
+    int k;
+    va_start(ap, fmt);
+    k = vsnprintf(at < n ? buf + at : NULL, at < n ? n - at : 0, fmt, ap);
+    va_end(ap);
+    return at + (k > 0 ? (size_t)k : 0);
+}
+
+/* Client side: tickets, tail, heads, locks, doorbells, turns, command IDs. */
+static inline size_t gpumem_nvme_qp_report(const gpumem_nvme_qp *qp, char *buf, size_t n, size_t at) {
+    const uint32_t mask = qp->depth - 1;
+    uint32_t ticket = qp->ticket.v, tail = qp->tail.v, sq_head = qp->sq_head.v, cq_head = qp->cq_head.v, i;
+    uint32_t outstanding = 0, uncollected = 0, shown = 0;
+    const gpumem_nvme_cpl *e = &qp->cq[cq_head & mask];
+    at = gpumem__appendf(buf, n, at,
+                         "pair %u (depth %u, %u command IDs)\n"
+                         "  client: ticket %u, tail %u (%u submitted, not yet handed over), SQ head %u "
+                         "(%u handed over, not known consumed), CQ head %u, released %u\n"
+                         "          tail lock %u, head lock %u, command-ID ticket %u, doorbell writes SQ %u "
+                         "CQ %u, doorbells now SQ %u CQ %u\n",
+                         qp->qid, qp->depth, qp->n_cids, ticket, tail, ticket - tail, sq_head, tail - sq_head,
+                         cq_head, qp->cq_released.v, qp->tail_lock.v, qp->head_lock.v, qp->cid_ticket.v,
+                         qp->sq_doorbell_writes.v, qp->cq_doorbell_writes.v, *qp->sq_doorbell, *qp->cq_doorbell);
+    at = gpumem__appendf(buf, n, at,
+                         "          SQ position %u: turn %u, tail mark %u; CQ position %u: phase %u (expects %u), "
+                         "command ID %u, status 0x%04x, SQ head %u\n",
+                         sq_head & mask, qp->slots[sq_head & mask].turn, qp->slots[sq_head & mask].tail_mark,
+                         cq_head & mask, (e->dw3 >> 16) & 1u, ((cq_head >> qp->depth_log2) & 1u) ^ 1u,
+                         e->dw3 & 0xFFFFu, e->dw3 >> 17, e->dw2 & 0xFFFFu);
+    at = gpumem__appendf(buf, n, at, "  outstanding command IDs (no completion yet):");
+    for (i = 0; i < qp->n_cids; i++) {
+        uint64_t w = qp->cids[i];
+        if ((w & GPUMEM__CID_IN_USE) && !(w & GPUMEM__CID_DONE)) {
+            if (shown++ < 16) at = gpumem__appendf(buf, n, at, " %u", i);
+            outstanding++;
+        } else if ((w & GPUMEM__CID_IN_USE) && (w & GPUMEM__CID_DONE)) {
+            uncollected++;
+        }
+    }
+    return gpumem__appendf(buf, n, at, "%s (%u in all); completed, not yet collected by their owner: %u\n",
+                           outstanding > 16 ? " ..." : outstanding ? "" : " none", outstanding, uncollected);
+}
+
+/* Controller side of one queue (the software controllers' core). */
+static inline size_t gpumem_nvme_swq_report(const gpumem_nvme_swq *q, const gpumem_nvme_sw_stats *st, char *buf,
+                                            size_t n, size_t at) {
+    uint32_t fetched_not_posted = 0, i;
+    for (i = 0; i < 65536u; i++) fetched_not_posted += q->cid_state[i] == 1;
+    return gpumem__appendf(buf, n, at,
+                           "  controller: SQ fetched up to %u of doorbell %u, CQ posted up to %u (phase %u), CQ "
+                           "head doorbell %u, posted and not yet passed %u; command IDs fetched and not "
+                           "completed %u\n"
+                           "          commands %llu (reads %llu, writes %llu, flushes %llu), dropped %llu, "
+                           "protocol violations %llu\n",
+                           q->sq_head, q->sq_tail, q->cq_tail, q->cq_phase, q->cq_head, q->cq_posted,
+                           fetched_not_posted, (unsigned long long)st->commands, (unsigned long long)st->reads,
+                           (unsigned long long)st->writes, (unsigned long long)st->flushes,
+                           (unsigned long long)st->dropped,
+                           (unsigned long long)(st->bad_doorbell + st->doorbell_backwards + st->cq_head_past_posted +
+                                                st->cid_in_flight + st->bad_prp + st->lba_out_of_range +
+                                                st->bad_opcode + st->bad_nsid));
+}
+#endif /* !GPUMEM_ON_DEVICE */
+
 #if defined(__CUDACC__)
+#include <stdlib.h>
+#include <string.h>
 /* CUDA helpers for the host side of a .cu file. Templates, so that a header
- * included in several translation units defines each kernel once. */
+ * included in several translation units defines each kernel once.
+ *
+ * Lazy module loading (CUDA 12.2+ default, CUDA_MODULE_LOADING=LAZY): a
+ * kernel's module is loaded at its first launch, and that load waits for
+ * the device to go idle - which it never does while the persistent
+ * controller runs. So a client kernel first launched after the controller
+ * started never starts (measured on an H100: the clients stay at stage 0
+ * forever). gpumem_nvme_gpuctl_start therefore loads the controller's own
+ * kernels and the client kernels it is given (gpumem_cuda_preload) before
+ * the controller starts; under lazy loading with no client kernels given it
+ * refuses with GPUMEM_ESTATE and says what to do. Kernels launched later
+ * must have been preloaded too (or run with CUDA_MODULE_LOADING=EAGER set
+ * before the first CUDA call). No helper here calls cudaMalloc or cudaFree,
+ * which wait for the whole device. */
 template <typename gpumem_unused_ = void>
 __global__ void gpumem_nvme_gpuctl_kernel(gpumem_nvme_gpuctl *c) {
     gpumem_nvme_gpuctl_serve(c, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
 }
 template <typename gpumem_unused_ = void>
-__global__ void gpumem__gpuctl_init_kernel(void *mem, size_t bytes, gpumem_nvme_gpuctl_desc d, gpumem_status *out) {
-    *out = gpumem_nvme_gpuctl_init(mem, bytes, &d);
+__global__ void gpumem__gpuctl_init_kernel(void *mem, size_t bytes, gpumem_nvme_gpuctl_desc d) {
+    /* The status goes where the controller struct starts (the caller checked
+     * that mem holds one), read back with a copy: no allocation. */
+    gpumem_status st = gpumem_nvme_gpuctl_init(mem, bytes, &d);
+    ((gpumem_nvme_gpuctl *)mem)->init_status = (uint32_t)st;
 }
-template <typename gpumem_unused_ = void>
-__global__ void gpumem__gpuctl_stats_kernel(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
-    gpumem_nvme_gpuctl_get_stats(c, out);
+
+/* Load each kernel's module now (cudaFuncGetAttributes loads it), so that a
+ * later launch never waits for the device. kernels: the __global__ functions
+ * as pointers, e.g. (const void *)my_kernel. GPUMEM_ESYS if CUDA refused. */
+static inline gpumem_status gpumem_cuda_preload(const void *const *kernels, uint32_t n) {
+    uint32_t i;
+    if (n && !kernels) return GPUMEM_ENULL;
+    for (i = 0; i < n; i++) {
+        struct cudaFuncAttributes a;
+        if (!kernels[i]) return GPUMEM_ENULL;
+        if (cudaFuncGetAttributes(&a, kernels[i]) != cudaSuccess) return GPUMEM_ESYS;
+    }
+    return GPUMEM_OK;
+}
+
+/* 1 if modules load lazily, 0 if eagerly, -1 if the driver cannot say
+ * (drivers before CUDA 11.7 have no lazy loading). Asks the driver
+ * (cuModuleGetLoadingMode, found through the runtime: no -lcuda). */
+static inline int gpumem_cuda_lazy_loading(void) {
+    typedef int (*get_mode_fn)(int *mode); /* CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *) */
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    int mode = 0;
+#if CUDART_VERSION >= 12050
+    if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 11070, cudaEnableDefault, &q) != cudaSuccess)
+        return -1;
+#else
+    if (cudaGetDriverEntryPoint("cuModuleGetLoadingMode", &fn, cudaEnableDefault, &q) != cudaSuccess) return -1;
+#endif
+    if (q != cudaDriverEntryPointSuccess || !fn || ((get_mode_fn)fn)(&mode) != 0) return -1;
+    return mode == 2 ? 1 : 0; /* CU_MODULE_LAZY_LOADING = 2, CU_MODULE_EAGER_LOADING = 1 */
 }
 
 /* Initialise a controller in GPU memory with a one-thread kernel, before
  * its loop starts. GPUMEM_ESYS if CUDA failed. */
 static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes, const gpumem_nvme_gpuctl_desc *d) {
-    gpumem_status *dst = NULL, st = GPUMEM_ESYS;
-    if (!d) return GPUMEM_ENULL;
-    if (cudaMalloc((void **)&dst, sizeof *dst) != cudaSuccess) return GPUMEM_ESYS;
-    gpumem__gpuctl_init_kernel<<<1, 1>>>(mem, bytes, *d, dst);
+    uint32_t st = (uint32_t)GPUMEM_ESYS;
+    if (!d || !mem) return GPUMEM_ENULL;
+    if (bytes < sizeof(gpumem_nvme_gpuctl) || ((uintptr_t)mem & 63u) != 0) return GPUMEM_EINVAL;
+    gpumem__gpuctl_init_kernel<<<1, 1>>>(mem, bytes, *d);
     /* cudaMemcpy on the legacy stream waits for the kernel (and for nothing
      * on non-blocking streams, such as a running controller). */
-    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(&st, dst, sizeof st, cudaMemcpyDeviceToHost) != cudaSuccess)
-        st = GPUMEM_ESYS;
-    cudaFree(dst);
-    return st;
+    if (cudaGetLastError() != cudaSuccess ||
+        cudaMemcpy(&st, &((gpumem_nvme_gpuctl *)mem)->init_status, sizeof st, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return GPUMEM_ESYS;
+    return (gpumem_status)st;
 }
 
-/* Start the persistent block of `threads` threads on `stream` (make it a
+/* Start the persistent block of `threads` threads on `stream` (a
  * cudaStreamNonBlocking stream, so that work on the legacy stream does not
- * wait for the controller). */
-static inline cudaError_t gpumem_nvme_gpuctl_launch(gpumem_nvme_gpuctl *c, uint32_t threads, cudaStream_t stream) {
+ * wait for it) and wait, at most timeout_ms, until it runs. client_kernels
+ * (n of them) are the kernels that will use its pairs: they are preloaded
+ * first (see above). Under lazy loading with n == 0: GPUMEM_ESTATE, and a
+ * message naming the remedies. */
+static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, const gpumem_nvme_gpuctl_desc *d,
+                                                     uint32_t threads, cudaStream_t stream,
+                                                     const void *const *client_kernels, uint32_t n,
+                                                     uint32_t timeout_ms) {
+    const void *own[1] = {(const void *)gpumem_nvme_gpuctl_kernel<>};
+    uint64_t end;
+    gpumem_status st;
+    if (!c || !d || !d->control) return GPUMEM_ENULL;
+    if (threads == 0 || threads > 1024) return GPUMEM_EINVAL;
+    if (n == 0 && gpumem_cuda_lazy_loading() == 1) {
+#if !GPUMEM_ON_DEVICE /* host code, parsed by both passes; the log exists on the host */
+        GPUMEM_LOG("GPU controller: CUDA loads modules lazily (CUDA_MODULE_LOADING=LAZY, the default since CUDA "
+                   "12.2), and a kernel first launched while the controller runs would never start. Pass your "
+                   "client kernels to gpumem_nvme_gpuctl_start (or preload them with gpumem_cuda_preload), or set "
+                   "CUDA_MODULE_LOADING=EAGER before the first CUDA call");
+#endif
+        return GPUMEM_ESTATE;
+    }
+    if ((st = gpumem_cuda_preload(own, 1)) != GPUMEM_OK || (st = gpumem_cuda_preload(client_kernels, n)) != GPUMEM_OK)
+        return st;
     gpumem_nvme_gpuctl_kernel<<<1, threads, 0, stream>>>(c);
-    return cudaGetLastError();
-}
-
-/* Wait until `threads` serving threads run (control words in host-visible
- * memory). GPUMEM_ETIMEDOUT after about timeout_ms. */
-static inline gpumem_status gpumem_nvme_gpuctl_wait_running(const gpumem_nvme_gpuctl_desc *d, uint32_t threads,
-                                                            uint32_t timeout_ms) {
-    uint64_t end = gpumem__clock_ns() + (uint64_t)timeout_ms * 1000000ull;
+    if (cudaGetLastError() != cudaSuccess) return GPUMEM_ESYS;
+    end = gpumem__clock_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) < threads)
         if (gpumem__clock_ns() > end) return GPUMEM_ETIMEDOUT;
     return GPUMEM_OK;
 }
 
-/* The stats of a controller in GPU memory, summed by a one-thread kernel
- * (exact once the controller has stopped; cudaMalloc and cudaFree may wait
- * for the whole device, so call it after the controller's kernel ended). */
-static inline gpumem_status gpumem_nvme_gpuctl_get_stats_cuda(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
-    gpumem_nvme_sw_stats *dst = NULL;
+/* Copy `bytes` from device (or any) memory to the host on a stream of its
+ * own that waits for no other, so that it works while kernels run. */
+static inline gpumem_status gpumem__cuda_peek(void *dst, const void *src, size_t bytes) {
+    cudaStream_t s;
     gpumem_status st = GPUMEM_OK;
-    if (cudaMalloc((void **)&dst, sizeof *dst) != cudaSuccess) return GPUMEM_ESYS;
-    gpumem__gpuctl_stats_kernel<<<1, 1>>>(c, dst);
-    if (cudaGetLastError() != cudaSuccess || cudaMemcpy(out, dst, sizeof *out, cudaMemcpyDeviceToHost) != cudaSuccess)
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return GPUMEM_ESYS;
+    if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess)
         st = GPUMEM_ESYS;
-    cudaFree(dst);
+    cudaStreamDestroy(s);
     return st;
 }
+
+/* The sum of every pair's counts of a controller in GPU memory, copied to
+ * the host (exact once the controller has stopped; a snapshot while it
+ * runs). No kernel and no device allocation. */
+static inline gpumem_status gpumem_nvme_gpuctl_get_stats_cuda(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
+    gpumem_nvme_gpuctl h;
+    uint32_t i;
+    if (!c || !out) return GPUMEM_ENULL;
+    memset(out, 0, sizeof *out);
+    if (gpumem__cuda_peek(&h, c, sizeof h) != GPUMEM_OK) return GPUMEM_ESYS;
+    for (i = 0; i < h.n_pairs; i++) {
+        gpumem_nvme_sw_stats one;
+        if (gpumem__cuda_peek(&one, h.stats + i, sizeof one) != GPUMEM_OK) return GPUMEM_ESYS;
+        gpumem_nvme_sw_stats_add(out, &one);
+    }
+    return GPUMEM_OK;
+}
+
+#if !GPUMEM_ON_DEVICE /* the reports are host code (stdio) */
+/* gpumem_nvme_qp_report for a pair in GPU (or any) memory: copies the pair,
+ * its rings, slots and command-ID words to the host first. */
+static inline size_t gpumem_nvme_qp_report_cuda(const gpumem_nvme_qp *dev_qp, char *buf, size_t n, size_t at) {
+    gpumem_nvme_qp h;
+    void *slots = NULL, *cids = NULL, *cq = NULL;
+    uint32_t db[2] = {0, 0};
+    if (gpumem__cuda_peek(&h, dev_qp, sizeof h) != GPUMEM_OK || h.depth == 0 || h.n_cids == 0)
+        return gpumem__appendf(buf, n, at, "pair at %p: cannot be read\n", (const void *)dev_qp);
+    slots = malloc((size_t)h.depth * sizeof(gpumem__nvme_slot));
+    cids = malloc((size_t)h.n_cids * sizeof(uint64_t));
+    cq = malloc((size_t)h.depth * sizeof(gpumem_nvme_cpl));
+    if (slots && cids && cq && gpumem__cuda_peek(slots, h.slots, (size_t)h.depth * sizeof(gpumem__nvme_slot)) == 0 &&
+        gpumem__cuda_peek(cids, h.cids, (size_t)h.n_cids * sizeof(uint64_t)) == 0 &&
+        gpumem__cuda_peek(cq, h.cq, (size_t)h.depth * sizeof(gpumem_nvme_cpl)) == 0 &&
+        gpumem__cuda_peek(&db[0], h.sq_doorbell, 4) == 0 && gpumem__cuda_peek(&db[1], h.cq_doorbell, 4) == 0) {
+        h.slots = (gpumem__nvme_slot *)slots;
+        h.cids = (uint64_t *)cids;
+        h.cq = (gpumem_nvme_cpl *)cq;
+        h.sq_doorbell = &db[0];
+        h.cq_doorbell = &db[1];
+        at = gpumem_nvme_qp_report(&h, buf, n, at);
+    } else {
+        at = gpumem__appendf(buf, n, at, "pair %u: its state cannot be read\n", h.qid);
+    }
+    free(slots);
+    free(cids);
+    free(cq);
+    return at;
+}
+
+/* Every pair of a GPU-resident controller, client and controller side. */
+static inline size_t gpumem_nvme_gpuctl_report_cuda(const gpumem_nvme_gpuctl *c, char *buf, size_t n, size_t at) {
+    gpumem_nvme_gpuctl h;
+    uint32_t i;
+    void *cid_state = malloc(65536);
+    if (gpumem__cuda_peek(&h, c, sizeof h) != GPUMEM_OK || !cid_state) {
+        free(cid_state);
+        return gpumem__appendf(buf, n, at, "GPU controller at %p: cannot be read\n", (const void *)c);
+    }
+    for (i = 0; i < h.n_pairs; i++) {
+        gpumem_nvme_swq q;
+        gpumem_nvme_sw_stats st;
+        at = gpumem_nvme_qp_report_cuda(h.pairs + i, buf, n, at);
+        if (gpumem__cuda_peek(&q, h.queues + i, sizeof q) != GPUMEM_OK ||
+            gpumem__cuda_peek(&st, h.stats + i, sizeof st) != GPUMEM_OK ||
+            gpumem__cuda_peek(cid_state, q.cid_state, 65536) != GPUMEM_OK) {
+            at = gpumem__appendf(buf, n, at, "  controller side of pair %u: cannot be read\n", i + 1);
+            continue;
+        }
+        q.cid_state = (uint8_t *)cid_state;
+        at = gpumem_nvme_swq_report(&q, &st, buf, n, at);
+    }
+    free(cid_state);
+    return at;
+}
+#endif /* !GPUMEM_ON_DEVICE */
 #endif /* __CUDACC__ */
+
 
 /* ======================================================================== */
 /* Host shim: the software NVMe controller                                  */
@@ -1629,6 +2023,9 @@ typedef struct gpumem_swctl_config {
     uint16_t error_status; /* status field to inject, GPUMEM_NVME_STATUS(sct, sc) */
     uint32_t max_pending;  /* fetched but not completed commands held; default 4096 */
     uint64_t seed;         /* for reordering and injection */
+    uint64_t drop_command; /* test hook: the Nth command fetched (1 = the first) is never
+                              completed, as a faulty device would; 0 = none. Counted in
+                              stats.dropped; what a watchdog is for. */
     /* Where the memory the pairs' users touch comes from: each pair's struct,
      * rings, doorbells and state, and the namespace RAM when the controller
      * allocates it. NULL: GPUMEM_MALLOC / GPUMEM_FREE. For GPU threads
@@ -1645,17 +2042,58 @@ typedef gpumem_nvme_sw_stats gpumem_swctl_stats;
 
 gpumem_swctl_config gpumem_swctl_config_default(void);
 gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl **out);
-/* Add a queue pair (only while stopped); the pair's memory belongs to the controller. */
+/* Add a queue pair (only while stopped); the pair's memory belongs to the
+ * controller, PRP-list pages for each command ID included (see
+ * gpumem_nvme_qp_submit_buf). gpumem_swctl_add_qp gives it
+ * max(depth, GPUMEM_SWCTL_DEFAULT_CIDS) command IDs. */
+#define GPUMEM_SWCTL_DEFAULT_CIDS 1024u
 gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t n_cids, uint32_t virtual_start,
                                      gpumem_nvme_qp **out);
 gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme_qp **out);
 gpumem_status gpumem_swctl_start(gpumem_swctl *ctl);
 gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl);
 void gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out);
+/* Completions posted so far: safe to read from any thread at any time (a
+ * watchdog's measure of progress). */
+uint64_t gpumem_swctl_progress(gpumem_swctl *ctl);
+/* Every pair in words, client side and controller side (gpumem_nvme_qp_report,
+ * gpumem_nvme_swq_report), appended to buf; returns the whole text's length.
+ * Call it with the controller stopped: it reads the controller thread's state. */
+size_t gpumem_swctl_report(gpumem_swctl *ctl, char *buf, size_t n);
 /* The namespace's bytes when backed by RAM (NULL for a file). */
 void *gpumem_swctl_ram(gpumem_swctl *ctl);
 gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl);
 void gpumem_swctl_destroy(gpumem_swctl *ctl);
+
+/* A watchdog: a host thread that watches a progress count and, when it has
+ * not moved for stall_ms, says so, stops the controllers, prints the state
+ * of every pair, and ends the process with exit_code (a GPU kernel that
+ * waits forever cannot be cancelled: ending the process is the one bounded
+ * way out; _exit, so that no exit handler waits on the hung device).
+ *
+ *   gpumem_watchdog_config w = gpumem_swctl_watchdog_config(ctl, "my run", 10000);
+ *   gpumem_watchdog *wd;
+ *   gpumem_watchdog_start(&w, &wd);
+ *   ... the run ...
+ *   gpumem_watchdog_finish(wd);            // before stopping the controller
+ */
+typedef struct gpumem_watchdog_config {
+    const char *what;                  /* names the run in the message */
+    uint32_t stall_ms;                 /* no progress for this long is a stall (0: 10000) */
+    uint64_t (*progress)(void *ctx);   /* a count that grows while work gets done */
+    void (*stop)(void *ctx);           /* stop the controllers (NULL: nothing to stop) */
+    size_t (*report)(void *ctx, char *buf, size_t n); /* the state in words (NULL: none) */
+    void *ctx;
+    int exit_code;                     /* on a stall: exit status (0 means 3); -1: do not end the
+                                          process, only report (gpumem_watchdog_finish says so) */
+} gpumem_watchdog_config;
+typedef struct gpumem_watchdog gpumem_watchdog;
+gpumem_status gpumem_watchdog_start(const gpumem_watchdog_config *cfg, gpumem_watchdog **out);
+/* Stop watching and free it; returns 1 if it saw a stall (exit_code -1), else 0. */
+int gpumem_watchdog_finish(gpumem_watchdog *wd);
+/* A watchdog on one software controller: progress is its completions, stop
+ * is gpumem_swctl_stop, the report is gpumem_swctl_report. */
+gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const char *what, uint32_t stall_ms);
 
 #ifdef __cplusplus
 }
@@ -1682,6 +2120,8 @@ typedef struct gpumem__sw_queue {
     gpumem_nvme_qp *qp; /* the pair its users are handed: at the start of mem */
     void *mem;          /* pair, rings, doorbells, pair state and the controller's
                            queue memory: one allocation, used from its first 4 KiB boundary */
+    void *prp_mem;      /* the command IDs' PRP-list pages (own allocation: large, and
+                           only the pages that transfers use are ever touched) */
     gpumem_nvme_swq sw; /* the controller's side (core above) */
     gpumem__sw_pending *pend; /* ring of fetched commands, in fetch order */
     uint32_t pend_head, pend_count;
@@ -1700,6 +2140,8 @@ struct gpumem_swctl {
     int thread_alive;
     uint64_t last_due_ns;
     uint64_t rng;
+    uint64_t fetched;      /* commands fetched (the drop_command hook counts them) */
+    uint64_t progress;     /* completions posted: written atomically, read by watchdogs */
     gpumem_swctl_stats st; /* written by the controller thread only while running */
 };
 
@@ -1786,6 +2228,7 @@ gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl) { return ctl->ns; }
 
 static void gpumem__sw_queue_free(const gpumem_swctl_config *cfg, gpumem__sw_queue *q) {
     gpumem__sw_free(cfg, q->mem);
+    gpumem__sw_free(cfg, q->prp_mem);
     GPUMEM_FREE(q->pend);
     GPUMEM_FREE(q);
 }
@@ -1796,6 +2239,7 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
     unsigned char *raw;
     gpumem_nvme_qp_desc d;
     size_t pair_bytes = GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 4096), ring_bytes, state_bytes, sw_bytes, total;
+    size_t prp_bytes;
     unsigned char *mem, *rings;
     gpumem_status st;
     if (!ctl || !out) return GPUMEM_ENULL;
@@ -1814,9 +2258,11 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
     raw = (unsigned char *)gpumem__sw_alloc(&ctl->cfg, total + 4096);
     mem = raw ? (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)raw, 4096) : NULL;
     q->mem = raw;
+    prp_bytes = gpumem_nvme_qp_prp_bytes(n_cids, &ctl->ns);
+    q->prp_mem = prp_bytes ? gpumem__sw_alloc(&ctl->cfg, prp_bytes + 4096) : NULL;
     q->pend = (gpumem__sw_pending *)GPUMEM_MALLOC((size_t)ctl->cfg.max_pending * sizeof(gpumem__sw_pending));
     grown = (gpumem__sw_queue **)GPUMEM_MALLOC((ctl->n_queues + 1) * sizeof *grown);
-    if (!raw || !q->pend || !grown) {
+    if (!raw || !q->pend || !grown || (prp_bytes && !q->prp_mem)) {
         GPUMEM_FREE(grown);
         gpumem__sw_queue_free(&ctl->cfg, q);
         return GPUMEM_ENOMEM;
@@ -1837,6 +2283,7 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
     d.state = rings + ring_bytes + 2 * GPUMEM_PAD_BYTES;
     d.state_bytes = state_bytes;
     d.doorbell_event = &ctl->doorbell_event;
+    d.prp_lists = prp_bytes ? (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)q->prp_mem, 4096) : NULL;
     if ((st = gpumem_nvme_qp_init(q->qp, &d)) != GPUMEM_OK ||
         (st = gpumem_nvme_swq_init(&q->sw, q->qp, (unsigned char *)d.state + state_bytes, sw_bytes)) != GPUMEM_OK) {
         GPUMEM_FREE(grown);
@@ -1852,7 +2299,8 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
 }
 
 gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme_qp **out) {
-    return gpumem_swctl_add_qp_ex(ctl, depth, GPUMEM_NVME_MAX_CIDS, 0, out);
+    return gpumem_swctl_add_qp_ex(ctl, depth, depth > GPUMEM_SWCTL_DEFAULT_CIDS ? depth : GPUMEM_SWCTL_DEFAULT_CIDS,
+                                  0, out);
 }
 
 /* Execute one command; returns the status field to post. A namespace in
@@ -1895,6 +2343,11 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
         gpumem__sw_pending *p = &q->pend[(q->pend_head + q->pend_count) % c->cfg.max_pending];
         uint64_t due = now + c->cfg.latency_ns;
         if (!gpumem_nvme_sw_fetch(sw, &c->st, &p->cmd)) break;
+        work++;
+        if (++c->fetched == c->cfg.drop_command) { /* test hook: never completed */
+            c->st.dropped++;
+            continue;
+        }
         if (c->cfg.iops) {
             uint64_t gap = 1000000000ull / c->cfg.iops;
             if (due < c->last_due_ns + gap) due = c->last_due_ns + gap;
@@ -1902,7 +2355,6 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
         c->last_due_ns = due;
         p->due_ns = due;
         q->pend_count++;
-        work++;
     }
     /* Post completions that are due while the CQ has room (it holds depth-1). */
     posted_before = sw->cq_posted;
@@ -1935,7 +2387,11 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
         gpumem_nvme_sw_post(sw, &c->st, &e.cmd, status);
         work++;
     }
-    if (posted_before != sw->cq_posted) gpumem_event_notify(&q->qp->event); /* wake parked pollers */
+    if (posted_before != sw->cq_posted) {
+        /* Relaxed: a count for watchdogs, nothing is published through it. */
+        __atomic_fetch_add(&c->progress, (uint64_t)(uint32_t)(sw->cq_posted - posted_before), __ATOMIC_RELAXED);
+        gpumem_event_notify(&q->qp->event); /* wake parked pollers */
+    }
     return work;
 }
 
@@ -2015,6 +2471,146 @@ void gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out) {
     if (!ctl || !out) return;
     memset(out, 0, sizeof *out);
     gpumem_nvme_sw_stats_add(out, &ctl->st);
+}
+
+uint64_t gpumem_swctl_progress(gpumem_swctl *ctl) {
+    return ctl ? __atomic_load_n(&ctl->progress, __ATOMIC_RELAXED) : 0;
+}
+
+size_t gpumem_swctl_report(gpumem_swctl *ctl, char *buf, size_t n) {
+    size_t at = 0;
+    uint32_t i;
+    if (!ctl || !buf) return 0;
+    if (n) buf[0] = 0;
+    for (i = 0; i < ctl->n_queues; i++) {
+        at = gpumem_nvme_qp_report(ctl->queues[i]->qp, buf, n, at);
+        at = gpumem__appendf(buf, n, at, "  controller holds %u fetched commands not yet due or posted\n",
+                             ctl->queues[i]->pend_count);
+        at = gpumem_nvme_swq_report(&ctl->queues[i]->sw, &ctl->st, buf, n, at);
+    }
+    return at;
+}
+
+/* ---- watchdog ---------------------------------------------------------------- */
+
+struct gpumem_watchdog {
+    gpumem_watchdog_config cfg;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int done;  /* under lock: finish asked */
+    int fired; /* under lock */
+};
+
+static void gpumem__watchdog_fire(gpumem_watchdog *w, uint64_t count, uint64_t stalled_ms) {
+    const size_t n = 1u << 20;
+    char *text = (char *)GPUMEM_MALLOC(n);
+    GPUMEM_LOG("watchdog: %s: no progress for %llu ms (progress count stuck at %llu): stopping the controller; "
+               "state of every queue pair follows",
+               w->cfg.what ? w->cfg.what : "run", (unsigned long long)stalled_ms, (unsigned long long)count);
+    if (w->cfg.stop) w->cfg.stop(w->cfg.ctx);
+    if (w->cfg.report && text) {
+        text[0] = 0;
+        w->cfg.report(w->cfg.ctx, text, n);
+        fputs(text, stderr);
+    }
+    GPUMEM_FREE(text);
+    fflush(NULL);
+    if (w->cfg.exit_code >= 0) {
+        GPUMEM_LOG("watchdog: %s: stalled; exiting with status %d", w->cfg.what ? w->cfg.what : "run",
+                   w->cfg.exit_code ? w->cfg.exit_code : 3);
+        _exit(w->cfg.exit_code ? w->cfg.exit_code : 3);
+    }
+}
+
+static void *gpumem__watchdog_main(void *arg) {
+    gpumem_watchdog *w = (gpumem_watchdog *)arg;
+    const uint64_t stall_ns = (uint64_t)(w->cfg.stall_ms ? w->cfg.stall_ms : 10000u) * 1000000ull;
+    const uint64_t tick_ns = stall_ns / 20 < 100000000ull ? stall_ns / 20 + 1 : 100000000ull;
+    uint64_t seen = w->cfg.progress(w->cfg.ctx), since = gpumem__now_ns();
+    pthread_mutex_lock(&w->lock);
+    while (!w->done) {
+        struct timespec until;
+        uint64_t now, count;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += (long)(tick_ns % 1000000000ull);
+        until.tv_sec += (time_t)(tick_ns / 1000000000ull) + until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&w->wake, &w->lock, &until);
+        if (w->done) break;
+        count = w->cfg.progress(w->cfg.ctx);
+        now = gpumem__now_ns();
+        if (count != seen) {
+            seen = count;
+            since = now;
+        } else if (now - since >= stall_ns) {
+            w->fired = 1;
+            pthread_mutex_unlock(&w->lock);
+            gpumem__watchdog_fire(w, count, (now - since) / 1000000ull);
+            return NULL; /* exit_code -1: report once, then stop watching */
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+gpumem_status gpumem_watchdog_start(const gpumem_watchdog_config *cfg, gpumem_watchdog **out) {
+    gpumem_watchdog *w;
+    int rc;
+    if (!cfg || !out || !cfg->progress) return GPUMEM_ENULL;
+    *out = NULL;
+    if (cfg->exit_code < -1 || cfg->exit_code > 255) return GPUMEM_EINVAL;
+    w = (gpumem_watchdog *)GPUMEM_MALLOC(sizeof *w);
+    if (!w) return GPUMEM_ENOMEM;
+    memset(w, 0, sizeof *w);
+    w->cfg = *cfg;
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->wake, NULL);
+    if ((rc = pthread_create(&w->thread, NULL, gpumem__watchdog_main, w)) != 0) {
+        GPUMEM_LOG("watchdog: pthread_create failed: %s", strerror(rc));
+        pthread_cond_destroy(&w->wake);
+        pthread_mutex_destroy(&w->lock);
+        GPUMEM_FREE(w);
+        return GPUMEM_ESYS;
+    }
+    *out = w;
+    return GPUMEM_OK;
+}
+
+int gpumem_watchdog_finish(gpumem_watchdog *w) {
+    int fired;
+    if (!w) return 0;
+    pthread_mutex_lock(&w->lock);
+    w->done = 1;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    pthread_join(w->thread, NULL);
+    fired = w->fired;
+    pthread_cond_destroy(&w->wake);
+    pthread_mutex_destroy(&w->lock);
+    GPUMEM_FREE(w);
+    return fired;
+}
+
+static uint64_t gpumem__swctl_wd_progress(void *ctx) { return gpumem_swctl_progress((gpumem_swctl *)ctx); }
+static void gpumem__swctl_wd_stop(void *ctx) {
+    gpumem_swctl *c = (gpumem_swctl *)ctx;
+    if (c->thread_alive) gpumem_swctl_stop(c);
+}
+static size_t gpumem__swctl_wd_report(void *ctx, char *buf, size_t n) {
+    return gpumem_swctl_report((gpumem_swctl *)ctx, buf, n);
+}
+
+gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const char *what, uint32_t stall_ms) {
+    gpumem_watchdog_config w;
+    memset(&w, 0, sizeof w);
+    w.what = what;
+    w.stall_ms = stall_ms;
+    w.progress = gpumem__swctl_wd_progress;
+    w.stop = gpumem__swctl_wd_stop;
+    w.report = gpumem__swctl_wd_report;
+    w.ctx = ctl;
+    return w;
 }
 
 void gpumem_swctl_destroy(gpumem_swctl *ctl) {
@@ -2226,6 +2822,7 @@ enum {
 typedef struct gpumem__nvmectl_pair {
     gpumem_nvme_qp qp; /* first: qp pointers are handed out */
     gpumem_nvmectl_dma sq_mem, cq_mem;
+    gpumem_nvmectl_dma prp_mem; /* the command IDs' PRP-list pages (page by page) */
     void *state;
 } gpumem__nvmectl_pair;
 
@@ -2774,6 +3371,7 @@ const char *gpumem_nvmectl_error(const gpumem_nvmectl *c) { return c ? c->error 
 static void gpumem__nvmectl_pair_free(gpumem__nvmectl_pair *p) {
     gpumem_nvmectl_dma_free(&p->sq_mem);
     gpumem_nvmectl_dma_free(&p->cq_mem);
+    gpumem_nvmectl_dma_free(&p->prp_mem);
     GPUMEM_FREE(p->state);
     GPUMEM_FREE(p);
 }
@@ -2810,6 +3408,14 @@ gpumem_status gpumem_nvmectl_add_qp(gpumem_nvmectl *c, uint32_t depth, gpumem_nv
         goto fail;
     d.qid = qid;
     d.ns = c->info.ns;
+    if (gpumem_nvme_qp_prp_bytes(n_cids, &d.ns)) {
+        /* Ordinary pages: each list page is looked up on its own. */
+        if ((st = gpumem_nvmectl_dma_alloc(c, gpumem_nvme_qp_prp_bytes(n_cids, &d.ns), GPUMEM_NVMECTL_DMA_SMALL_PAGES,
+                                           &p->prp_mem)) != GPUMEM_OK)
+            goto fail;
+        d.prp_lists = (uint64_t *)p->prp_mem.va;
+        d.prp_lists_map = p->prp_mem.map;
+    }
     if ((st = gpumem__nvmectl_qp_init(c, &p->qp, &d)) != GPUMEM_OK) goto fail;
     /* Physically contiguous (PC), interrupts off: the threads poll. */
     cmd = gpumem__admin_cmd(GPUMEM__ADMIN_CREATE_CQ, 0, gpumem_nvme_iomap_at(&p->cq_mem.map, 0),

@@ -102,7 +102,8 @@ struct MissRig {
         d.n_lines = n_lines;
         d.line_bytes = line_bytes;
         d.n_slots = 1024;
-        d.backing = gpumem_cache_backing_nvme(pairs, 1, 4, 0, GPUMEM_CACHE_STRIPE);
+        gpumem_nvme_ns ns = gpumem_swctl_ns(ctl);
+        d.backing = gpumem_cache_backing_nvme(pairs, 1, 4, &ns, 0, GPUMEM_CACHE_STRIPE);
         if (gpumem_cache_create(&d, &cache) != GPUMEM_OK) abort();
         // Touch the slots once, as a long-lived cache would have: otherwise the
         // first fill of each slot pays page faults that the direct reads'

@@ -93,7 +93,6 @@ static void *worker(void *arg) {
     }
     gpumem_nvme_qp *qp = j->pairs[j->id % j->n_pairs];
     uint64_t *buf[2];
-    uint64_t list[2][GPUMEM_NVME_PAGE_BYTES / 8] __attribute__((aligned(4096))); /* one page per PRP list */
     uint64_t n_chunks = (j->n_blocks + CHUNK - 1) / CHUNK, c;
     int k;
     for (k = 0; k < 2; k++) buf[k] = aligned_alloc(4096, (size_t)CHUNK * BLOCK);
@@ -103,26 +102,18 @@ static void *worker(void *arg) {
         int in_flight = 0;
         for (k = 0; k < 2; k++) {
             uint32_t nlb;
-            uint64_t p1 = 0, p2 = 0;
-            gpumem_nvme_cmd cmd;
+            uint8_t op = j->phase == 0 ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ;
             gpumem_status st;
             if (first[k] >= j->n_blocks) break;
             nlb = (uint32_t)(j->n_blocks - first[k] < CHUNK ? j->n_blocks - first[k] : CHUNK);
-            if (gpumem_nvme_prp_identity(buf[k], (uint64_t)nlb * BLOCK, list[k], CHUNK, &p1, &p2) != GPUMEM_OK) {
-                j->errors++;
-                continue;
-            }
-            if (j->phase == 0) {
-                fill(buf[k], first[k], nlb);
-                gpumem_nvme_cmd_write(&cmd, &qp->ns, first[k], nlb, p1, p2);
-            } else {
-                memset(buf[k], 0, (size_t)nlb * BLOCK);
-                gpumem_nvme_cmd_read(&cmd, &qp->ns, first[k], nlb, p1, p2);
-            }
+            if (j->phase == 0) fill(buf[k], first[k], nlb);
+            else memset(buf[k], 0, (size_t)nlb * BLOCK);
+            /* The pair builds PRP1, PRP2 and the PRP list (in the command
+             * ID's own list page) from the buffer's address. */
             if (k == 0) { /* blocking */
-                st = gpumem_nvme_qp_exec(qp, &cmd, NULL);
+                st = gpumem_nvme_qp_rw_buf(qp, op, first[k], nlb, buf[k], NULL);
             } else {      /* asynchronous: submitted now, collected below */
-                while ((st = gpumem_nvme_qp_submit(qp, &cmd, &req[1])) == GPUMEM_EAGAIN) {}
+                while ((st = gpumem_nvme_qp_submit_buf(qp, op, first[k], nlb, buf[k], &req[1])) == GPUMEM_EAGAIN) {}
                 if (st == GPUMEM_OK) in_flight = 1;
             }
             j->ios++;
@@ -243,7 +234,8 @@ int main(int argc, char **argv) {
         d.n_lines = n_blocks;
         d.line_bytes = BLOCK;
         d.n_slots = (uint32_t)(n_blocks / 8 > 0 ? n_blocks / 8 : 1);
-        d.backing = gpumem_cache_backing_nvme(pairs, 1, n_pairs, 0, GPUMEM_CACHE_STRIPE);
+        gpumem_nvme_ns ns = gpumem_swctl_ns(ctl);
+        d.backing = gpumem_cache_backing_nvme(pairs, 1, n_pairs, &ns, 0, GPUMEM_CACHE_STRIPE);
         if ((st = gpumem_cache_create(&d, &cache)) != GPUMEM_OK) {
             fprintf(stderr, "array_sum: cache: %s\n", gpumem_status_str(st));
             return 1;

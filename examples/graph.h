@@ -450,6 +450,7 @@ GRAPH_API gpumem_status graph_store_open(graph_store *s, const char *path, const
                                       size_t len) {
     gpumem_swctl_config cc = gpumem_swctl_config_default();
     gpumem_cache_desc d = gpumem_cache_desc_default();
+    gpumem_nvme_ns ns;
     gpumem_status st;
     uint32_t i;
     memset(s, 0, sizeof *s);
@@ -485,7 +486,8 @@ GRAPH_API gpumem_status graph_store_open(graph_store *s, const char *path, const
     d.n_lines = s->h.file_bytes / GRAPH_LINE;
     d.line_bytes = GRAPH_LINE;
     d.n_slots = s->n_slots;
-    d.backing = gpumem_cache_backing_nvme(s->pairs, 1, cfg->n_pairs, 0, GPUMEM_CACHE_STRIPE);
+    ns = gpumem_swctl_ns(s->ctl);
+    d.backing = gpumem_cache_backing_nvme(s->pairs, 1, cfg->n_pairs, &ns, 0, GPUMEM_CACHE_STRIPE);
     if ((st = gpumem_cache_create(&d, &s->cache)) != GPUMEM_OK) {
         graph_fail(err, len, st, "cache of %u lines: %s", s->n_slots, gpumem_status_str(st));
         goto fail;

@@ -14,7 +14,9 @@
 #include "gpumem_nvme.h"
 
 int main(void) {
-    static unsigned char out[4][4096] __attribute__((aligned(4096))), in[4][4096] __attribute__((aligned(4096)));
+    /* Any dword-aligned buffer will do: the pair builds PRP1, PRP2 and, past
+     * two pages, a PRP list for it. */
+    static unsigned char out[4][4096], in[4][4096];
     gpumem_swctl_config cfg = gpumem_swctl_config_default();
     gpumem_swctl *ctl;
     gpumem_nvme_qp *qp;
@@ -28,14 +30,14 @@ int main(void) {
         fprintf(stderr, "hello: controller: %s\n", gpumem_status_str(st));
         return 1;
     }
-    for (b = 0; b < 4; b++) { /* write blocks 100..103; a 4 KiB buffer needs only PRP1 */
+    for (b = 0; b < 4; b++) { /* write blocks 100..103 */
         snprintf((char *)out[b], sizeof out[b], "hello from block %d", 100 + b);
-        st = gpumem_nvme_qp_write(qp, 100 + (uint64_t)b, 1, (uint64_t)(uintptr_t)out[b], 0, NULL);
+        st = gpumem_nvme_qp_write_buf(qp, 100 + (uint64_t)b, 1, out[b], NULL);
         if (st != GPUMEM_OK) fprintf(stderr, "hello: write %d: %s\n", b, gpumem_status_str(st));
         wrong += st != GPUMEM_OK;
     }
     for (b = 0; b < 4; b++) { /* and read them back */
-        st = gpumem_nvme_qp_read(qp, 100 + (uint64_t)b, 1, (uint64_t)(uintptr_t)in[b], 0, NULL);
+        st = gpumem_nvme_qp_read_buf(qp, 100 + (uint64_t)b, 1, in[b], NULL);
         if (st != GPUMEM_OK || memcmp(in[b], out[b], sizeof in[b]) != 0) wrong++;
         else printf("block %d: \"%s\"\n", 100 + b, (const char *)in[b]);
     }

@@ -147,7 +147,8 @@ static gpumem_status cache_setup_make(cache_setup *s, const cache_cfg *cfg) {
                     *backing_word(s, j, w) = s->expect[w];
         for (j = 0; j < cfg->n_ctrls; j++)
             if ((st = gpumem_swctl_start(s->ctls[j])) != GPUMEM_OK) return st;
-        d.backing = gpumem_cache_backing_nvme(s->pairs, cfg->n_ctrls, cfg->pairs_per_ctrl, 0, cfg->layout);
+        gpumem_nvme_ns ns = gpumem_swctl_ns(s->ctls[0]);
+        d.backing = gpumem_cache_backing_nvme(s->pairs, cfg->n_ctrls, cfg->pairs_per_ctrl, &ns, 0, cfg->layout);
     }
     return gpumem_cache_create(&d, &s->cache);
 }

@@ -236,7 +236,8 @@ Test(cache_errors, nvme_shapes_checked_against_the_namespace) {
     cfg.max_blocks = 4;
     cr_assert_eq(gpumem_swctl_create(&cfg, &ctl), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
-    d.backing = gpumem_cache_backing_nvme(&qp, 1, 1, 0, GPUMEM_CACHE_STRIPE);
+    gpumem_nvme_ns ns = gpumem_swctl_ns(ctl);
+    d.backing = gpumem_cache_backing_nvme(&qp, 1, 1, &ns, 0, GPUMEM_CACHE_STRIPE);
     d.n_slots = 4;
     d.n_lines = 16;
     d.line_bytes = 512;
@@ -337,3 +338,33 @@ Test(cache_errors, failing_backing_loses_nothing) {
     cache_setup_free(&s);
 }
 
+
+/* Slots in front of NVMe must start on a page (a 4 KiB line at page offset
+ * 512, as CUDA's allocators hand out small blocks, would span two pages):
+ * refused with GPUMEM_EALIGN, and accepted once aligned. The pairs are only
+ * pointers to init: a namespace must come with them. */
+Test(cache_errors, nvme_slots_must_be_page_aligned) {
+    gpumem_nvme_qp *pairs[1] = {(gpumem_nvme_qp *)(uintptr_t)0x1000}; /* never dereferenced at init */
+    gpumem_nvme_ns ns = {1, 9, 1024, 64, 0};
+    gpumem_cache_desc d = gpumem_cache_desc_default();
+    gpumem_cache c;
+    unsigned char *slots = aligned_alloc(4096, 9 * 4096);
+    void *meta;
+    cr_assert(slots);
+    d.n_lines = 64;
+    d.n_slots = 8;
+    d.backing = gpumem_cache_backing_nvme(pairs, 1, 1, &ns, 0, GPUMEM_CACHE_STRIPE);
+    d.meta_bytes = gpumem_cache_meta_bytes(&d);
+    meta = malloc(d.meta_bytes);
+    d.meta = meta;
+    d.data = slots + 512;
+    cr_assert_eq(gpumem_cache_init(&c, &d), GPUMEM_EALIGN, "slots at page offset 512");
+    d.data = slots;
+    cr_assert_eq(gpumem_cache_init(&c, &d), GPUMEM_OK);
+    cr_assert_eq(c.backing.pairs[0], pairs[0], "the pairs array was copied");
+    cr_assert_neq((void *)c.backing.pairs, (void *)pairs, "into the cache's own metadata");
+    d.backing = gpumem_cache_backing_nvme(pairs, 1, 1, NULL, 0, GPUMEM_CACHE_STRIPE);
+    cr_assert_eq(gpumem_cache_init(&c, &d), GPUMEM_EINVAL, "no namespace given");
+    free(meta);
+    free(slots);
+}

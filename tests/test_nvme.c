@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gpumem_nvme.h"
@@ -68,7 +70,7 @@ Test(nvme_wire, read_builder_fields_and_bad_input) {
     cr_assert_eq(gpumem_nvme_cmd_write(&c, &ns, 1000, 1, 0x1000, 0), GPUMEM_ERANGE);
     cr_assert_eq(gpumem_nvme_cmd_write(&c, &ns, UINT64_MAX, 2, 0x1000, 0), GPUMEM_ERANGE, "no wrap-around");
     cr_assert_eq(gpumem_nvme_cmd_read(&c, &ns, 0, 0, 0x1000, 0), GPUMEM_EINVAL, "zero blocks");
-    cr_assert_eq(gpumem_nvme_cmd_read(&c, &ns, 0, 65, 0x1000, 0), GPUMEM_EINVAL, "more than MDTS");
+    cr_assert_eq(gpumem_nvme_cmd_read(&c, &ns, 0, 65, 0x1000, 0), GPUMEM_E2BIG, "more than MDTS");
     cr_assert_eq(gpumem_nvme_cmd_read(NULL, &ns, 0, 1, 0x1000, 0), GPUMEM_ENULL);
     cr_assert_eq(gpumem_nvme_cmd_read(&c, NULL, 0, 1, 0x1000, 0), GPUMEM_ENULL);
     cr_assert_eq(gpumem_nvme_cmd_read(&c, &ns, 0, 1, 0, 0), GPUMEM_ENULL, "no data pointer");
@@ -103,7 +105,7 @@ Test(nvme_wire, prp_setup) {
     cr_assert_eq(gpumem_nvme_prp_setup(base, 3 * 4096, NULL, 0, 0, &p1, &p2), GPUMEM_ENULL, "needs a list");
     cr_assert_eq(gpumem_nvme_prp_setup(base, 3 * 4096, list, 0x5000, 1, &p1, &p2), GPUMEM_ENOMEM);
     cr_assert_eq(gpumem_nvme_prp_setup(base, 3 * 4096, list, 0x5008, 8, &p1, &p2), GPUMEM_EINVAL);
-    cr_assert_eq(gpumem_nvme_prp_setup(base + 2, 512, NULL, 0, 0, &p1, &p2), GPUMEM_EINVAL, "dword aligned");
+    cr_assert_eq(gpumem_nvme_prp_setup(base + 2, 512, NULL, 0, 0, &p1, &p2), GPUMEM_EALIGN, "dword aligned");
     cr_assert_eq(gpumem_nvme_prp_setup(base, 3 * 4096, list, 0x5000, 8, &p1, &p2), GPUMEM_OK);
     cr_assert(p2 == 0x5000 && list[0] == base + 4096 && list[1] == base + 8192);
     /* 600 pages: 599 list entries, chained after 511 entries of the first page. */
@@ -586,9 +588,10 @@ Test(nvme_ctl, allocator_callbacks_place_what_clients_touch) {
     c.n_blocks = 64;
     cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
-    cr_assert_eq(a.allocs, 2, "the namespace and the pair's memory");
+    cr_assert_eq(a.allocs, 3, "the namespace, the pair's memory and its PRP-list pages");
     cr_assert(inside(&a, gpumem_swctl_ram(ctl)) && inside(&a, qp) && inside(&a, qp->sq) && inside(&a, qp->cq) &&
-                  inside(&a, qp->sq_doorbell) && inside(&a, qp->cq_doorbell) && inside(&a, qp->cids),
+                  inside(&a, qp->sq_doorbell) && inside(&a, qp->cq_doorbell) && inside(&a, qp->cids) &&
+                  inside(&a, qp->prp_lists),
               "everything a client touches comes from the callback");
     cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
     fill_block(w, 7, 1);
@@ -597,5 +600,233 @@ Test(nvme_ctl, allocator_callbacks_place_what_clients_touch) {
     cr_assert(block_ok(r, 7, 1));
     stop_and_check_clean(ctl, 2, NULL);
     gpumem_swctl_destroy(ctl);
-    cr_assert_eq(a.frees, 2, "each freed through the callback");
+    cr_assert_eq(a.frees, 3, "each freed through the callback");
+}
+
+/* ---- commands built from buffer pointers ---------------------------------- */
+
+/* Every 512-byte offset within a page (CUDA's allocators return blocks at
+ * 512, 1024, 1536, ... into a page), lengths from one block to several pages
+ * and a 4 MiB transfer whose PRP list chains over three list pages. Each
+ * write goes from a buffer at that offset, each read into another buffer at
+ * that offset; the controller walks and validates every PRP (bad_prp must
+ * stay 0), the namespace is checked byte for byte, and guard bytes around
+ * each buffer must be untouched. */
+#define BUF_MAX_BLOCKS 8192u /* 4 MiB of 512-byte blocks */
+static const uint32_t buf_lengths[] = {512, 1024, 3584, 4096, 4608, 8192, 12288, 5 * 4096 + 512, 65536,
+                                       1u << 20, BUF_MAX_BLOCKS * LBA};
+
+static void fill_run(unsigned char *b, uint64_t len, uint32_t seed) {
+    uint64_t i;
+    for (i = 0; i < len; i++) b[i] = (unsigned char)((i * 2654435761u >> 7) ^ seed ^ (i >> 12));
+}
+
+Test(nvme_buf, every_512_byte_offset_and_length_through_prp_lists) {
+    const size_t pg = GPUMEM_NVME_PAGE_BYTES, span = BUF_MAX_BLOCKS * LBA + 2 * pg;
+    gpumem_swctl_config cfg = gpumem_swctl_config_default();
+    gpumem_nvme_qp *qp;
+    gpumem_swctl *ctl;
+    unsigned char *src = aligned_alloc(pg, span), *dst = aligned_alloc(pg, span), *want = malloc(span);
+    const unsigned char *ram;
+    uint64_t commands = 0;
+    uint32_t off, k, seed = 1;
+    cr_assert(src && dst && want);
+    cfg.max_blocks = BUF_MAX_BLOCKS;
+    ctl = started_ctl(2 * BUF_MAX_BLOCKS, &cfg, 64, &qp);
+    ram = gpumem_swctl_ram(ctl);
+    cr_assert_eq(qp->prp_list_pages, 3, "a 4 MiB transfer at the worst offset needs 3 chained list pages");
+    for (off = 0; off < pg; off += 512) {
+        for (k = 0; k < sizeof buf_lengths / sizeof *buf_lengths; k++, seed++) {
+            uint32_t len = buf_lengths[k], nlb = len / LBA;
+            uint64_t slba = (seed * 37u) % (2 * BUF_MAX_BLOCKS - nlb + 1);
+            fill_run(src + off, len, seed);
+            memset(dst, 0xA5, span);
+            cr_assert_eq(gpumem_nvme_qp_write_buf(qp, slba, nlb, src + off, NULL), GPUMEM_OK, "write off %u len %u",
+                         off, len);
+            cr_assert(memcmp(ram + slba * LBA, src + off, len) == 0, "namespace after write: off %u len %u", off,
+                      len);
+            cr_assert_eq(gpumem_nvme_qp_read_buf(qp, slba, nlb, dst + off, NULL), GPUMEM_OK, "read off %u len %u",
+                         off, len);
+            cr_assert(memcmp(dst + off, src + off, len) == 0, "read back: off %u len %u", off, len);
+            memset(want, 0xA5, span);
+            cr_assert(memcmp(dst, want, off) == 0 && memcmp(dst + off + len, want, span - off - len) == 0,
+                      "bytes outside the buffer changed: off %u len %u", off, len);
+            commands += 2;
+        }
+    }
+    stop_and_check_clean(ctl, commands, NULL);
+    gpumem_swctl_destroy(ctl);
+    free(src);
+    free(dst);
+    free(want);
+}
+
+/* Many asynchronous buffer commands in flight at once, each with its own PRP
+ * list: if two command IDs shared a list page, one command would carry the
+ * other's pages and the content check would fail. */
+Test(nvme_buf, asynchronous_commands_each_have_their_own_list) {
+    enum { N = 48, NLB = 40 }; /* 20 KiB at offset 1536: 6 pages, a 5-entry list */
+    const size_t pg = GPUMEM_NVME_PAGE_BYTES, each = NLB * LBA + 2 * pg;
+    gpumem_swctl_config cfg = gpumem_swctl_config_default();
+    gpumem_nvme_qp *qp;
+    gpumem_swctl *ctl;
+    gpumem_nvme_req req[N];
+    unsigned char *src = aligned_alloc(pg, N * each), *dst = aligned_alloc(pg, N * each);
+    uint32_t i, lap;
+    cr_assert(src && dst);
+    cfg.latency_ns = 200000; /* so that all N are outstanding together */
+    ctl = started_ctl(N * NLB, &cfg, 64, &qp);
+    for (lap = 0; lap < 2; lap++) {
+        for (i = 0; i < N; i++) {
+            unsigned char *b = (lap == 0 ? src : dst) + i * each + 1536;
+            if (lap == 0) fill_run(b, NLB * LBA, 1000 + i);
+            else memset(b, 0, NLB * LBA);
+            cr_assert_eq(gpumem_nvme_qp_submit_buf(qp, lap == 0 ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ,
+                                                   (uint64_t)i * NLB, NLB, b, &req[i]),
+                         GPUMEM_OK);
+        }
+        for (i = 0; i < N; i++) cr_assert_eq(gpumem_nvme_qp_wait(qp, &req[i]), GPUMEM_OK);
+    }
+    for (i = 0; i < N; i++)
+        cr_assert(memcmp(src + i * each + 1536, dst + i * each + 1536, NLB * LBA) == 0, "request %u", i);
+    stop_and_check_clean(ctl, 2 * N, NULL);
+    gpumem_swctl_destroy(ctl);
+    free(src);
+    free(dst);
+}
+
+/* Buffers the rules forbid get a status, and nothing reaches the controller. */
+Test(nvme_buf, forbidden_buffers_are_refused_before_submission) {
+    static gpumem_nvme_cmd sq[8];
+    static gpumem_nvme_cpl cq[8];
+    static uint32_t db[2];
+    static uint64_t state[4096];
+    const size_t pg = GPUMEM_NVME_PAGE_BYTES;
+    gpumem_swctl_config cfg = gpumem_swctl_config_default();
+    gpumem_nvme_qp *qp, bare;
+    gpumem_nvme_qp_desc d;
+    gpumem_nvme_req req;
+    gpumem_swctl *ctl;
+    unsigned char *buf = aligned_alloc(pg, 64 * pg);
+    cr_assert(buf);
+    cfg.max_blocks = 64;
+    ctl = started_ctl(1024, &cfg, 16, &qp);
+    cr_assert_eq(gpumem_nvme_qp_write_buf(qp, 0, 1, buf + 2, NULL), GPUMEM_EALIGN, "not dword aligned");
+    cr_assert_eq(gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_READ, 0, 1, buf + 510, &req), GPUMEM_EALIGN);
+    cr_assert_eq(gpumem_nvme_qp_read_buf(qp, 0, 65, buf, NULL), GPUMEM_E2BIG, "more than MDTS");
+    cr_assert_eq(gpumem_nvme_qp_read_buf(qp, 1020, 8, buf, NULL), GPUMEM_ERANGE, "past the namespace");
+    cr_assert_eq(gpumem_nvme_qp_read_buf(qp, 0, 8, NULL, NULL), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_nvme_qp_read_buf(NULL, 0, 8, buf, NULL), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_nvme_qp_write_buf(qp, 0, 1, buf + 4, NULL), GPUMEM_OK, "dword aligned is allowed");
+    cr_assert(strstr(gpumem_status_str(GPUMEM_EALIGN), "4-byte (dword) aligned"), "the message names the rule");
+    stop_and_check_clean(ctl, 1, NULL);
+    gpumem_swctl_destroy(ctl);
+
+    /* A pair without PRP-list pages carries up to two pages, no more. */
+    memset(&d, 0, sizeof d);
+    d.depth = 8;
+    d.n_cids = 8;
+    d.ns.nsid = 1;
+    d.ns.lba_shift = 9;
+    d.ns.n_blocks = 1024;
+    d.ns.max_blocks = 64;
+    d.sq = sq;
+    d.cq = cq;
+    d.sq_doorbell = &db[0];
+    d.cq_doorbell = &db[1];
+    d.state = state;
+    d.state_bytes = sizeof state;
+    cr_assert_eq(gpumem_nvme_qp_init(&bare, &d), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_qp_submit_buf(&bare, GPUMEM_NVME_OP_READ, 0, 17, buf + 512, &req), GPUMEM_E2BIG,
+                 "3 pages need a list the pair does not have");
+    cr_assert_eq(db[0], 0, "nothing was submitted");
+    d.prp_lists = (uint64_t *)(buf + 512);
+    cr_assert_eq(gpumem_nvme_qp_init(&bare, &d), GPUMEM_EALIGN, "list pages must be page aligned");
+    free(buf);
+}
+
+/* ---- watchdog --------------------------------------------------------------- */
+
+/* The child: blocking reads through a controller that drops its `drop`th
+ * command (0: none), watched by a watchdog with a 300 ms stall bound. */
+static void watched_reads(uint64_t drop) {
+    gpumem_swctl_config cfg = gpumem_swctl_config_default();
+    gpumem_watchdog_config wc;
+    gpumem_watchdog *wd;
+    gpumem_nvme_qp *qp;
+    gpumem_swctl *ctl;
+    unsigned char *buf = aligned_alloc(4096, 4096);
+    uint32_t i;
+    cfg.drop_command = drop;
+    ctl = started_ctl(64, &cfg, 16, &qp);
+    wc = gpumem_swctl_watchdog_config(ctl, "ten reads", 300);
+    wc.exit_code = 3;
+    if (!buf || gpumem_watchdog_start(&wc, &wd) != GPUMEM_OK) _exit(10);
+    for (i = 0; i < 10; i++)
+        if (gpumem_nvme_qp_read_buf(qp, i, 1, buf, NULL) != GPUMEM_OK) _exit(11);
+    if (gpumem_watchdog_finish(wd) != 0) _exit(12);
+    gpumem_swctl_destroy(ctl);
+    _exit(0);
+}
+
+/* Runs watched_reads in a child; returns its exit status, what it printed,
+ * and how long it took. Kills it after 20 s (then the status is -1). */
+static int run_watched(uint64_t drop, char *out, size_t n, double *seconds) {
+    int fds[2], status = 0;
+    size_t got = 0;
+    pid_t pid;
+    struct timespec t0, t1;
+    cr_assert_eq(pipe(fds), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        watched_reads(drop);
+    }
+    close(fds[1]);
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    for (;;) {
+        ssize_t k = read(fds[0], out + got, n - 1 - got);
+        pid_t w;
+        if (k > 0) got += (size_t)k;
+        w = waitpid(pid, &status, WNOHANG);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (w == pid) break;
+        if (t1.tv_sec - t0.tv_sec > 20) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            status = -1;
+            break;
+        }
+        nanosleep(&(struct timespec){0, 2000000}, NULL);
+    }
+    for (ssize_t k; (k = read(fds[0], out + got, n - 1 - got)) > 0;) got += (size_t)k;
+    out[got] = 0;
+    close(fds[0]);
+    *seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    return status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+Test(watchdog, catches_a_dropped_command_and_exits_with_the_state) {
+    static char out[1 << 20];
+    double s;
+    int code = run_watched(5, out, sizeof out, &s);
+    cr_assert_eq(code, 3, "exit status %d; output:\n%s", code, out);
+    cr_assert_lt(s, 15.0, "bounded: took %.1f s", s);
+    cr_assert(strstr(out, "watchdog: ten reads: no progress for"), "says what stalled:\n%s", out);
+    cr_assert(strstr(out, "pair 1 (depth 16"), "client side of the pair:\n%s", out);
+    cr_assert(strstr(out, "ticket 5, tail 5"), "five commands were submitted:\n%s", out);
+    cr_assert(strstr(out, "(1 in all)"), "one command ID outstanding:\n%s", out);
+    cr_assert(strstr(out, "dropped 1"), "controller side:\n%s", out);
+    cr_assert(strstr(out, "exiting with status 3"), "%s", out);
+}
+
+Test(watchdog, stays_quiet_while_progress_is_made) {
+    static char out[1 << 16];
+    double s;
+    int code = run_watched(0, out, sizeof out, &s);
+    cr_assert_eq(code, 0, "exit status %d; output:\n%s", code, out);
+    cr_assert_null(strstr(out, "watchdog"), "%s", out);
 }

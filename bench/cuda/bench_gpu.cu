@@ -46,6 +46,15 @@ struct Result {
 static Result results[512];
 static int g_sms = 132; // set from the device in main
 static int n_results = 0;
+// Where results go as they are measured (set in main), so that a failure or
+// a hang later in the run loses at most the row in flight.
+static const char *g_dir = "bench/results";
+static cudaDeviceProp g_prop;
+static void write_outputs(const char *dir, const cudaDeviceProp &prop, bool quiet);
+// Every kernel of this program, preloaded before a GPU controller starts
+// (filled in main, where the kernels are declared).
+static const void *bench_kernels[16];
+static uint32_t n_bench_kernels = 0;
 
 static void record(const char *group, const char *variant, uint32_t threads, uint32_t pairs, uint32_t arg,
                    double rate, const char *unit, bool ok) {
@@ -56,6 +65,18 @@ static void record(const char *group, const char *variant, uint32_t threads, uin
     printf("%-7s %-14s threads %8u pairs %4u arg %8u  %14.0f %s%s\n", group, variant, threads, pairs, arg, rate, unit,
            ok ? "" : "  (CHECK FAILED)");
     fflush(stdout);
+    {   // one JSON line per measurement, appended and flushed at once
+        char path[512];
+        snprintf(path, sizeof path, "%s/gpu-run.jsonl", g_dir);
+        FILE *f = fopen(path, "a");
+        if (f) {
+            fprintf(f, "{\"gpu\": \"%s\", \"group\": \"%s\", \"variant\": \"%s\", \"threads\": %u, \"pairs\": %u, "
+                       "\"arg\": %u, \"rate\": %.1f, \"unit\": \"%s\", \"checks_ok\": %s}\n",
+                    g_prop.name, group, variant, threads, pairs, arg, rate, unit, ok ? "true" : "false");
+            fclose(f);
+        }
+    }
+    write_outputs(g_dir, g_prop, true); // the JSON document and the table so far
 }
 
 static const Result *find(const char *group, const char *variant, uint32_t threads, uint32_t pairs, uint32_t arg) {
@@ -109,8 +130,10 @@ struct Ctl {
         }
         servers = d.n_pairs < 128 ? d.n_pairs : 128;
         servers = (servers + 31) / 32 * 32;
-        CHECK(gpumem_nvme_gpuctl_launch((gpumem_nvme_gpuctl *)mem, servers, stream));
-        if (gpumem_nvme_gpuctl_wait_running(&d, servers, 10000) != GPUMEM_OK) {
+        // Every kernel of this program is loaded before the controller runs:
+        // under lazy loading a kernel first launched later would never start.
+        if (gpumem_nvme_gpuctl_start((gpumem_nvme_gpuctl *)mem, &d, servers, stream, bench_kernels, n_bench_kernels,
+                                     10000) != GPUMEM_OK) {
             fprintf(stderr, "controller did not start\n");
             exit(1);
         }
@@ -412,7 +435,8 @@ static void bench_misses(bool quick) {
     for (uint64_t cap : caps) {
         // The pairs initialised before the cache reads their namespace.
         if (gpumem_nvme_gpuctl_init_cuda(ctl.mem, gpumem_nvme_gpuctl_bytes(&ctl.d), &ctl.d) != GPUMEM_OK) exit(1);
-        gpumem_cache_backing backing = gpumem_cache_backing_nvme(ctl.pairs, 1, pairs, 0, GPUMEM_CACHE_STRIPE);
+        gpumem_nvme_ns ns = gpumem_nvme_gpuctl_ns(&ctl.d);
+        gpumem_cache_backing backing = gpumem_cache_backing_nvme(ctl.pairs, 1, pairs, &ns, 0, GPUMEM_CACHE_STRIPE);
         Rig r(line, n_lines, slots, &backing);
         gpumem_cache *c = r.cache;
         CHECK(cudaMemset(bad, 0, sizeof *bad));
@@ -432,7 +456,7 @@ static void bench_misses(bool quick) {
 
 // ---- output -------------------------------------------------------------------------
 
-static void write_outputs(const char *dir, const cudaDeviceProp &prop) {
+static void write_outputs(const char *dir, const cudaDeviceProp &prop, bool quiet) {
     char name[256], path[512];
     size_t k = 0;
     for (const char *p = prop.name; *p && k + 1 < sizeof name; p++) name[k++] = isalnum((unsigned char)*p) ? *p : '-';
@@ -455,7 +479,7 @@ static void write_outputs(const char *dir, const cudaDeviceProp &prop) {
     }
     fprintf(f, "  ]\n}\n");
     fclose(f);
-    printf("wrote %s\n", path);
+    if (!quiet) printf("wrote %s\n", path);
 
     snprintf(path, sizeof path, "%s/gpu-%s.md", dir, name);
     f = fopen(path, "w");
@@ -497,7 +521,7 @@ static void write_outputs(const char *dir, const cudaDeviceProp &prop) {
     fprintf(f, "\nAnchors (notes/bam.md): 110K / 550K / 818K IOPS for locking, base and optimised queues on one\n"
                "pair (dissertation); about 5.8 G cache lookups/s on an A100 (BaM).\n");
     fclose(f);
-    printf("wrote %s\n", path);
+    if (!quiet) printf("wrote %s\n", path);
 }
 
 int main(int argc, char **argv) {
@@ -512,11 +536,17 @@ int main(int argc, char **argv) {
     CHECK(cudaGetDeviceProperties(&prop, 0));
     CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
     g_sms = prop.multiProcessorCount;
+    g_dir = dir;
+    g_prop = prop;
+    const void *kernels[] = {(const void *)mq_init, (const void *)queue_lockfree, (const void *)queue_mutex,
+                             (const void *)hits, (const void *)direct_sum, (const void *)array_sum,
+                             (const void *)miss_reads};
+    for (const void *k : kernels) bench_kernels[n_bench_kernels++] = k;
     printf("bench_gpu on %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
     bench_queue(quick);
     bench_hits(quick);
     bench_misses(quick);
-    write_outputs(dir, prop);
+    write_outputs(dir, prop, false);
     int failed = 0;
     for (int i = 0; i < n_results; i++) failed += !results[i].ok;
     if (failed) printf("bench_gpu: %d measurements failed their checks\n", failed);

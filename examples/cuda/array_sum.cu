@@ -94,7 +94,10 @@ int main(int argc, char **argv) {
     d.n_lines = n_lines;
     d.line_bytes = LINE;
     d.n_slots = (uint32_t)(n_lines / 8 > 64 ? n_lines / 8 : 64);
-    d.backing = gpumem_cache_backing_nvme(pairs, 1, 4, 0, GPUMEM_CACHE_STRIPE);
+    {
+        gpumem_nvme_ns ns = gpumem_swctl_ns(ctl);
+        d.backing = gpumem_cache_backing_nvme(pairs, 1, 4, &ns, 0, GPUMEM_CACHE_STRIPE);
+    }
     if (gpumem_cache_create(&d, &cache) != GPUMEM_OK) {
         fprintf(stderr, "array_sum: cache of %u lines: failed\n", d.n_slots);
         return 1;

@@ -16,8 +16,10 @@ __global__ void hello(gpumem_nvme_qp *qp, char *out, char *in, int *wrong) {
     o[i] = (char)('0' + b);
     o[i + 1] = 0;
     __threadfence_system(); // the data before the command that carries it
-    if (gpumem_nvme_qp_write(qp, 100 + b, 1, (uint64_t)(uintptr_t)o, 0, NULL) != GPUMEM_OK ||
-        gpumem_nvme_qp_read(qp, 100 + b, 1, (uint64_t)(uintptr_t)r, 0, NULL) != GPUMEM_OK) {
+    // The pair builds the PRPs for wherever the buffer lies: cudaHostAlloc's
+    // blocks start 512 bytes into a page, so a 4 KiB block spans two pages.
+    if (gpumem_nvme_qp_write_buf(qp, 100 + b, 1, o, NULL) != GPUMEM_OK ||
+        gpumem_nvme_qp_read_buf(qp, 100 + b, 1, r, NULL) != GPUMEM_OK) {
         atomicAdd(wrong, 1);
         return;
     }
@@ -43,7 +45,7 @@ int main(void) {
         fprintf(stderr, "hello: controller setup failed\n");
         return 1;
     }
-    CHECK(cudaHostAlloc((void **)&out, 4 * 4096, cudaHostAllocMapped)); // page aligned: PRP1 alone
+    CHECK(cudaHostAlloc((void **)&out, 4 * 4096, cudaHostAllocMapped)); // 512-byte aligned, not a page
     CHECK(cudaHostAlloc((void **)&in, 4 * 4096, cudaHostAllocMapped));
     CHECK(cudaHostAlloc((void **)&wrong, sizeof *wrong, cudaHostAllocMapped));
     *wrong = 0;

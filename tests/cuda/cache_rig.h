@@ -12,7 +12,7 @@ __host__ __device__ static inline uint64_t written_word(uint64_t w) { return w *
 struct Rig {
     gpumem_cache *cache = nullptr;
     uint64_t *backing = nullptr;
-    void *meta = nullptr, *slots = nullptr;
+    void *meta = nullptr, *slots_raw = nullptr, *prp_raw = nullptr;
     uint64_t n_words = 0;
     // Backed by memory, or (nvme non-NULL) by those queue pairs.
     Rig(uint32_t line_bytes, uint64_t n_lines, uint32_t n_slots, const gpumem_cache_backing *nvme = nullptr,
@@ -30,12 +30,20 @@ struct Rig {
             for (uint64_t w = 0; w < n_words; w++) backing[w] = initial_word(w);
             d.backing = gpumem_cache_backing_memory(backing);
         }
-        d.meta_bytes = gpumem_cache_meta_bytes(n_lines, n_slots);
+        d.meta_bytes = gpumem_cache_meta_bytes(&d);
         CHECK(cudaMallocManaged(&meta, d.meta_bytes));
-        CHECK(cudaMallocManaged(&slots, (size_t)n_slots * line_bytes));
+        // Slots (and PRP lists) start on a page: CUDA's allocators return
+        // 512-byte aligned blocks for small sizes, and a line that started
+        // inside a page would span one page more than its PRPs allow.
+        CHECK(cudaMallocManaged(&slots_raw, (size_t)n_slots * line_bytes + GPUMEM_NVME_PAGE_BYTES));
+        size_t prp = gpumem_cache_prp_bytes(line_bytes, n_slots, d.backing.kind);
+        if (prp) {
+            CHECK(cudaMallocManaged(&prp_raw, prp + GPUMEM_NVME_PAGE_BYTES));
+            d.prp_lists = (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)prp_raw, GPUMEM_NVME_PAGE_BYTES);
+        }
         CHECK(cudaMallocManaged(&cache, sizeof *cache));
         d.meta = meta;
-        d.data = slots;
+        d.data = (void *)GPUMEM_ALIGN_UP((uintptr_t)slots_raw, GPUMEM_NVME_PAGE_BYTES);
         if (gpumem_cache_init(cache, &d) != GPUMEM_OK) {
             fprintf(stderr, "cache init failed\n");
             exit(1);
@@ -43,7 +51,8 @@ struct Rig {
     }
     ~Rig() {
         cudaFree(cache);
-        cudaFree(slots);
+        cudaFree(slots_raw);
+        cudaFree(prp_raw);
         cudaFree(meta);
         cudaFree(backing);
     }

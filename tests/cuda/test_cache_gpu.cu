@@ -257,7 +257,8 @@ static void test_over_gpu_controller(bool small) {
     EXPECT(gpumem_nvme_gpuctl_init(mem, bytes, &d) == GPUMEM_OK, "controller init");
     CHECK(cudaMallocManaged(&pair_list, pairs * sizeof *pair_list));
     for (uint32_t i = 0; i < pairs; i++) pair_list[i] = gpumem_nvme_gpuctl_pair(mem, i);
-    gpumem_cache_backing b = gpumem_cache_backing_nvme(pair_list, 1, pairs, 0, GPUMEM_CACHE_STRIPE);
+    gpumem_nvme_ns served = gpumem_nvme_gpuctl_ns(&d);
+    gpumem_cache_backing b = gpumem_cache_backing_nvme(pair_list, 1, pairs, &served, 0, GPUMEM_CACHE_STRIPE);
     Rig r(line, n_lines, slots, &b);
     gpumem_cache_array *a;
     Counts *n;
@@ -273,8 +274,11 @@ static void test_over_gpu_controller(bool small) {
     CHECK(cudaStreamCreateWithFlags(&ctl_stream, cudaStreamNonBlocking));
     CHECK(cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking));
     CHECK(cudaDeviceSynchronize());
-    CHECK(gpumem_nvme_gpuctl_launch((gpumem_nvme_gpuctl *)mem, 64, ctl_stream));
-    EXPECT(gpumem_nvme_gpuctl_wait_running(&d, 64, 10000) == GPUMEM_OK, "controller started");
+    // The kernels launched while it runs are loaded first (lazy loading).
+    const void *clients[] = {(const void *)random_reads, (const void *)own_writes, (const void *)flush_on_gpu};
+    EXPECT(gpumem_nvme_gpuctl_start((gpumem_nvme_gpuctl *)mem, &d, 64, ctl_stream, clients, 3, 10000) == GPUMEM_OK,
+           "controller started");
+    GpuctlWatch *watch = new GpuctlWatch((gpumem_nvme_gpuctl *)mem, &d, "cache over the GPU controller", 20000);
     const uint32_t threads = small ? 2048 : 65536, per = 8;
     random_reads<<<threads / 256, 256, 0, work>>>(a, r.n_words, per, n);
     CHECK(cudaGetLastError());
@@ -287,6 +291,7 @@ static void test_over_gpu_controller(bool small) {
     flush_on_gpu<<<1, 1, 0, work>>>(r.cache, fst, written);
     CHECK(cudaGetLastError());
     wait_stream(work, 300, "cache over the GPU controller: writes and flush");
+    delete watch;
     gpumem_nvme_gpuctl_stop(&d);
     wait_stream(ctl_stream, 30, "controller stop");
     EXPECT(*fst == GPUMEM_OK, "flush on the GPU: %s", gpumem_status_str(*fst));

@@ -156,9 +156,12 @@ static void test_host_controller() {
     CHECK(cudaHostAlloc((void **)&a.counts, sizeof *a.counts, cudaHostAllocMapped));
     memset(a.counts, 0, sizeof *a.counts);
     if (gpumem_swctl_start(ctl) != GPUMEM_OK) exit(1);
-    clients_kernel<<<(n + 255) / 256, 256>>>(a);
-    CHECK(cudaGetLastError());
-    wait_stream(0, 120, "host controller, pinned queues");
+    {
+        SwctlWatch watch(ctl, "host controller, pinned queues", 20000);
+        clients_kernel<<<(n + 255) / 256, 256>>>(a);
+        CHECK(cudaGetLastError());
+        wait_stream(0, 120, "host controller, pinned queues");
+    }
     gpumem_swctl_stop(ctl);
     gpumem_swctl_get_stats(ctl, &s);
     expect_clean(s, *a.counts, n, (const uint32_t *)gpumem_swctl_ram(ctl));
@@ -230,6 +233,7 @@ static void run_gpu_controller(const GpuRun &r) {
     CHECK(cudaStreamCreateWithFlags(&client_stream, cudaStreamNonBlocking));
     CHECK(cudaDeviceSynchronize());
     t0 = wall_s();
+    GpuctlWatch *watch = new GpuctlWatch(ctl, &d, r.name, 20000);
     if (fused) {
         int per_sm = 0, dev = 0, sms = 0, coop = 0;
         CHECK(cudaGetDevice(&dev));
@@ -244,14 +248,17 @@ static void run_gpu_controller(const GpuRun &r) {
             CHECK(cudaLaunchCooperativeKernel((void *)fused_kernel, grid, 256, args, 0, client_stream));
         wait_stream(client_stream, 300, r.name);
     } else {
-        CHECK(gpumem_nvme_gpuctl_launch(ctl, r.servers, ctl_stream));
-        EXPECT(gpumem_nvme_gpuctl_wait_running(&d, r.servers, 10000) == GPUMEM_OK, "controller started");
+        // Loads the client kernel before the controller runs (lazy loading).
+        const void *clients[] = {(const void *)clients_kernel};
+        EXPECT(gpumem_nvme_gpuctl_start(ctl, &d, r.servers, ctl_stream, clients, 1, 10000) == GPUMEM_OK,
+               "controller started");
         clients_kernel<<<(r.clients + 255) / 256, 256, 0, client_stream>>>(a);
         CHECK(cudaGetLastError());
         wait_stream(client_stream, 300, r.name);
         gpumem_nvme_gpuctl_stop(&d);
         wait_stream(ctl_stream, 30, "controller stop");
     }
+    delete watch;
     double secs = wall_s() - t0;
     Counts c;
     CHECK(cudaMemcpy(&c, a.counts, sizeof c, cudaMemcpyDeviceToHost));
