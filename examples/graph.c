@@ -12,8 +12,14 @@
  *   build/graph cc FILE [options]
  *   build/graph sweep FILE OUT.tsv [options]  I/O amplification against cache
  *                                         size (make graph-sweep plots it)
+ *   build/graph policies FILE POLICY [options]  BFS and CC with a cache an
+ *                                         eighth of the graph under CLOCK and
+ *                                         under POLICY, in one run: hit rate
+ *                                         and line reads of each
  *   options: --cache-mib M  --threads T  --pairs P  --depth D  --iops N
  *            --ordered (BFS: expand each level in vertex order)
+ *            --policy P (clock, fifo, srrip, brrip)
+ *            --trace OUT (record the cache's accesses for bench/policy_sim)
  *
  * Every run prints its rounds as they finish, then hit rate, I/O
  * amplification (bytes read from storage / bytes the algorithm needed) and
@@ -31,7 +37,13 @@ typedef struct options {
     uint64_t seed, source, cache_bytes, iops;
     int have_source, have_cache;
     int ordered; /* BFS: expand each level's frontier in vertex order */
+    uint32_t policy;     /* the cache's replacement policy */
+    const char *trace;   /* record the cache's accesses to this file */
 } options;
+
+/* Room for this many recorded accesses (8 bytes each); the rest are dropped
+ * and the count says so. */
+#define TRACE_CAP (16u << 20)
 
 static void say(const char *what, double frac) {
     printf("  generating: %-24s %3.0f %%\n", what, 100.0 * frac);
@@ -228,6 +240,18 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     sc.cache_bytes = o->cache_bytes;
     sc.iops = o->iops;
     sc.latency_ns = 0;
+    sc.policy = o->policy;
+    sc.trace = NULL;
+    if (o->trace) {
+        sc.trace = (gpumem_policy_trace *)calloc(1, sizeof *sc.trace);
+        if (sc.trace) sc.trace->buf = (uint64_t *)malloc((size_t)TRACE_CAP * 8);
+        if (!sc.trace || !sc.trace->buf) {
+            fprintf(stderr, "graph: no memory for the trace\n");
+            if (sc.trace) free(sc.trace);
+            return 2;
+        }
+        sc.trace->cap = TRACE_CAP;
+    }
     if ((uint64_t)o->cache_bytes / GRAPH_LINE < 2ull * o->threads) {
         fprintf(stderr, "graph: a cache of %llu lines is too small to make progress with %u threads, which hold up to"
                         " 2 lines each: give it at least %u lines (--cache-mib %.2f) or use fewer threads\n",
@@ -237,6 +261,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     }
     if (graph_store_open(&s, o->path, &sc, err, sizeof err) != GPUMEM_OK) {
         fprintf(stderr, "graph: %s\n", err);
+        if (sc.trace) free(sc.trace->buf), free(sc.trace);
         return 2;
     }
     x->cache_mib = (double)s.n_slots * GRAPH_LINE / 1048576.0;
@@ -331,6 +356,18 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     if (!rc && x->counts.errors) rc = store_failed(&s, &x->counts, name);
     graph_store_close(&s);
     free(r.counts);
+    if (sc.trace) {
+        if (gpumem_policy_trace_write(sc.trace, o->trace) != GPUMEM_OK) {
+            fprintf(stderr, "graph: cannot write the trace to %s\n", o->trace);
+            rc = 1;
+        } else {
+            printf("  trace: %llu accesses written to %s (%llu more not recorded)\n",
+                   (unsigned long long)gpumem_policy_trace_count(sc.trace), o->trace,
+                   (unsigned long long)(sc.trace->n - gpumem_policy_trace_count(sc.trace)));
+        }
+        free(sc.trace->buf);
+        free(sc.trace);
+    }
     x->ok = rc == 0 && x->wrong == 0 && x->counts.errors == 0 && x->ctl.violations == 0 && x->cs.violations == 0 &&
             x->ctl.reads == x->cs.reads;
     if (rc == 0 || x->rounds) print_result(x);
@@ -348,7 +385,8 @@ static int usage(const char *msg) {
             "       graph gen FILE [--scale S] [--edge-factor E] [--seed X]\n"
             "       graph sweep FILE OUT.tsv [options]\n"
             "       graph bfs|cc FILE [--source V] [--cache-mib M] [--threads T] [--pairs P] [--depth D] [--iops N]\n"
-            "                         [--ordered]\n");
+            "                         [--ordered] [--policy clock|fifo|srrip|brrip] [--trace OUT]\n"
+            "       graph policies FILE POLICY [options]\n");
     return 2;
 }
 
@@ -379,6 +417,17 @@ static int parse(int argc, char **argv, int first, options *o) {
             continue;
         }
         if (i + 1 >= argc) return usage("an option is missing its value");
+        if (!strcmp(a, "--policy")) {
+            const char *name = argv[++i];
+            for (o->policy = 0; o->policy < GPUMEM_POLICY_SLOT_KINDS; o->policy++)
+                if (!strcmp(name, gpumem_policy_name(o->policy))) break;
+            if (o->policy == GPUMEM_POLICY_SLOT_KINDS) return usage("--policy: clock, fifo, srrip or brrip");
+            continue;
+        }
+        if (!strcmp(a, "--trace")) {
+            o->trace = argv[++i];
+            continue;
+        }
         if (!strcmp(a, "--cache-mib")) {
             mib = strtod(argv[++i], &end);
             if (*end || !(mib > 0) || mib > 1048576.0) return usage("--cache-mib: want a size in MiB, > 0");
@@ -551,6 +600,34 @@ static int sweep(options *o, const char *tsv) {
     return rc;
 }
 
+/* BFS and CC with a cache an eighth of the graph, under CLOCK (the cache's
+ * default) and under `other`, one after the other in this run. */
+static int policies(options *o, uint32_t other) {
+    graph_csr g;
+    reference answers = {&g, NULL, 0, NULL};
+    result x[4];
+    const uint32_t kinds[2] = {GPUMEM_POLICY_CLOCK, other};
+    uint32_t source;
+    int rc, i;
+    if ((rc = load_reference(o, &g)) != 0) return rc;
+    source = source_of(o, &g);
+    if (!o->have_cache) o->cache_bytes = GPUMEM_ALIGN_UP(g.h.file_bytes / 8, GRAPH_LINE);
+    for (i = 0; i < 4 && rc < 2; i++) {
+        o->policy = kinds[i / 2];
+        rc |= traverse(o, &answers, i % 2 ? RUN_CC : RUN_BFS, source, i % 2 ? "CC" : "BFS", &x[i]);
+    }
+    reference_free(&answers);
+    graph_free(&g);
+    if (i == 4) {
+        printf("\n  %-5s %-7s %8s %12s %10s %10s\n", "run", "policy", "hits", "line reads", "read MiB", "seconds");
+        for (i = 0; i < 4; i++)
+            printf("  %-5s %-7s %7.2f%% %12llu %10.1f %10.2f\n", x[i].name, gpumem_policy_name(kinds[i / 2]),
+                   100.0 * (double)x[i].cs.hits / (double)(x[i].cs.hits + x[i].cs.misses),
+                   (unsigned long long)x[i].cs.fills, (double)x[i].cs.bytes_read / 1048576.0, x[i].seconds);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     options o;
     graph_csr g;
@@ -572,6 +649,15 @@ int main(int argc, char **argv) {
         if ((rc = parse(argc, argv, 4, &o)) != 0) return rc;
         o.path = argv[2];
         return sweep(&o, argv[3]);
+    }
+    if (!strcmp(argv[1], "policies")) { /* the graph, then the policy to compare with CLOCK */
+        uint32_t k;
+        if (argc < 4 || argv[2][0] == '-' || argv[3][0] == '-') return usage("policies: name the graph, then a policy");
+        for (k = 0; k < GPUMEM_POLICY_SLOT_KINDS && strcmp(argv[3], gpumem_policy_name(k)); k++) continue;
+        if (k == GPUMEM_POLICY_SLOT_KINDS) return usage("policies: clock, fifo, srrip or brrip");
+        if ((rc = parse(argc, argv, 4, &o)) != 0) return rc;
+        o.path = argv[2];
+        return policies(&o, k);
     }
     if ((rc = parse(argc, argv, 2, &o)) != 0) return rc;
     if (!strcmp(argv[1], "demo")) {

@@ -420,6 +420,8 @@ typedef struct graph_store_config {
     uint64_t cache_bytes; /* rounded down to whole lines */
     uint64_t iops;        /* the controller's completion-rate cap, 0 = none */
     uint64_t latency_ns;  /* and its service time per command */
+    uint32_t policy;      /* the cache's replacement policy (gpumem_policy.h slot kinds; 0 = CLOCK) */
+    gpumem_policy_trace *trace; /* NULL, or the cache records every access there */
 } graph_store_config;
 
 typedef struct graph_store {
@@ -486,6 +488,8 @@ GRAPH_API gpumem_status graph_store_open(graph_store *s, const char *path, const
     d.n_lines = s->h.file_bytes / GRAPH_LINE;
     d.line_bytes = GRAPH_LINE;
     d.n_slots = s->n_slots;
+    d.policy = cfg->policy;
+    d.trace = cfg->trace;
     ns = gpumem_swctl_ns(s->ctl);
     d.backing = gpumem_cache_backing_nvme(s->pairs, 1, cfg->n_pairs, &ns, 0, GPUMEM_CACHE_STRIPE);
     if ((st = gpumem_cache_create(&d, &s->cache)) != GPUMEM_OK) {
