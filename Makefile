@@ -198,11 +198,18 @@ clean:
 # workload's trace, runs every policy at 50% and 75% of its footprint next to
 # OPT and LRU, GMT's two tiers and the prefetchers, then writes the table and
 # the plot to bench/results/policy-sim-<host>.{tsv,md,png} (a few minutes).
+# The graph traces are recorded from examples/graph.c's BFS and CC (scale 18,
+# a 4 MiB cache) through the cache's trace hook; last, the real cache runs BFS
+# and CC under CLOCK and BRRIP (policy-graph-<host>.txt).
 $(BUILD)/policy_sim: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
-policy-sim: $(BUILD)/policy_sim
+policy-sim: $(BUILD)/policy_sim $(BUILD)/graph
 	mkdir -p build/traces bench/results
+	test -f $(BUILD)/kron18.graph || $(BUILD)/graph gen $(BUILD)/kron18.graph --scale 18
+	test -f build/traces/graph-bfs.trace || $(BUILD)/graph bfs $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-bfs.trace
+	test -f build/traces/graph-cc.trace || $(BUILD)/graph cc $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-cc.trace
 	$(BUILD)/policy_sim table bench/results
 	python3 bench/policy_table.py $(call BENCH_OUT,policy-sim).tsv $(call BENCH_OUT,policy-sim).dat > $(call BENCH_OUT,policy-sim).md
 	gnuplot -e "in='$(call BENCH_OUT,policy-sim).dat'; out='$(call BENCH_OUT,policy-sim).png'" bench/policy_sim.gp
 	cat $(call BENCH_OUT,policy-sim).md
+	$(BUILD)/graph policies $(BUILD)/kron18.graph brrip --cache-mib 4 | tail -6 | tee $(call BENCH_OUT,policy-graph).txt

@@ -18,7 +18,7 @@
  *                                         and line reads of each
  *   options: --cache-mib M  --threads T  --pairs P  --depth D  --iops N
  *            --ordered (BFS: expand each level in vertex order)
- *            --policy P (clock, fifo, srrip, brrip)
+ *            --policy P (brrip, the cache's default; clock, fifo, srrip)
  *            --trace OUT (record the cache's accesses for bench/policy_sim)
  *
  * Every run prints its rounds as they finish, then hit rate, I/O
@@ -601,7 +601,8 @@ static int sweep(options *o, const char *tsv) {
 }
 
 /* BFS and CC with a cache an eighth of the graph, under CLOCK (the cache's
- * default) and under `other`, one after the other in this run. */
+ * policy before gpumem_policy.h) and under `other`, one after the other in
+ * this run. */
 static int policies(options *o, uint32_t other) {
     graph_csr g;
     reference answers = {&g, NULL, 0, NULL};
@@ -642,6 +643,7 @@ int main(int argc, char **argv) {
     o.pairs = 4;
     o.depth = 256;
     o.cache_bytes = 16u << 20;
+    o.policy = gpumem_cache_desc_default().policy;
     if (argc < 2) return usage(NULL);
     if (!strcmp(argv[1], "sweep")) { /* two files named: the graph and the table */
         if (argc < 4 || argv[2][0] == '-' || argv[3][0] == '-')

@@ -420,7 +420,7 @@ typedef struct graph_store_config {
     uint64_t cache_bytes; /* rounded down to whole lines */
     uint64_t iops;        /* the controller's completion-rate cap, 0 = none */
     uint64_t latency_ns;  /* and its service time per command */
-    uint32_t policy;      /* the cache's replacement policy (gpumem_policy.h slot kinds; 0 = CLOCK) */
+    uint32_t policy;      /* the cache's replacement policy (a gpumem_policy.h slot kind) */
     gpumem_policy_trace *trace; /* NULL, or the cache records every access there */
 } graph_store_config;
 

@@ -16,9 +16,9 @@ struct Rig {
     uint64_t n_words = 0;
     // Backed by memory, or (nvme non-NULL) by those queue pairs.
     Rig(uint32_t line_bytes, uint64_t n_lines, uint32_t n_slots, const gpumem_cache_backing *nvme = nullptr,
-        uint32_t policy = GPUMEM_CACHE_CLOCK) {
+        uint32_t policy = GPUMEM_POLICY_KINDS) {
         gpumem_cache_desc d = gpumem_cache_desc_default();
-        d.policy = policy;
+        if (policy != GPUMEM_POLICY_KINDS) d.policy = policy; // else the cache's default
         n_words = n_lines * line_bytes / 8;
         d.n_lines = n_lines;
         d.line_bytes = line_bytes;
