@@ -209,8 +209,9 @@ static inline void psim_t2_put(psim *s, uint64_t line, int evict) {
     gpumem__plist_append(&s->t2_fifo, s->t2_prev, s->t2_next, k);
 }
 
-static inline uint64_t psim_rand(psim *s) {
-    uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
+/* splitmix64: the simulator's and its tests' random numbers. */
+static inline uint64_t psim_splitmix(uint64_t *state) {
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
@@ -240,7 +241,7 @@ static inline uint32_t psim_evict(psim *s) {
         gpumem_policy_on_access(&s->pol, k, psim_raw(s, old)); /* kept: as if used again */
     }
     if (s->placement == PSIM_TIER_ORDER) psim_t2_put(s, old, 1);
-    if (s->placement == PSIM_RANDOM && (psim_rand(s) & 1)) psim_t2_put(s, old, 1);
+    if (s->placement == PSIM_RANDOM && (psim_splitmix(&s->rng) & 1)) psim_t2_put(s, old, 1);
     if (s->prefetched[k]) {
         if (s->prefetch == PSIM_FDP) gpumem_policy_fdp_feedback(&s->fdp, 0);
         s->prefetched[k] = 0;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "gpumem_policy.h"
+#include "bench/policy_sim.h"
 #include "examples/graph.h"
 
 typedef struct ptrace_out {
@@ -38,13 +39,6 @@ static inline void pt_emit(ptrace_out *o, uint64_t line) {
         o->mem[o->n] = line;
     }
     o->n++;
-}
-
-static inline uint64_t pt_rand(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
 }
 
 /* Type I: every line once, touched `touch` times in a row (threads of a warp). */
@@ -143,7 +137,7 @@ static inline void pt_backprop(ptrace_out *o, uint64_t in_lines, uint32_t iters)
 
 static inline void pt_uniform(ptrace_out *o, uint64_t lines, uint64_t n, uint64_t seed) {
     uint64_t i;
-    for (i = 0; i < n; i++) pt_emit(o, pt_rand(&seed) % lines);
+    for (i = 0; i < n; i++) pt_emit(o, psim_splitmix(&seed) % lines);
 }
 
 /* Zipf(alpha) over `lines` lines, ranks scattered by a random permutation. */
@@ -161,12 +155,12 @@ static inline int pt_zipf(ptrace_out *o, uint64_t lines, uint64_t n, double alph
         perm[i] = i;
     }
     for (i = lines; i-- > 1;) {
-        uint64_t j = pt_rand(&seed) % (i + 1), t = perm[i];
+        uint64_t j = psim_splitmix(&seed) % (i + 1), t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
     }
     for (i = 0; i < n; i++) {
-        double u = (double)(pt_rand(&seed) >> 11) * (1.0 / 9007199254740992.0) * sum;
+        double u = (double)(psim_splitmix(&seed) >> 11) * (1.0 / 9007199254740992.0) * sum;
         uint64_t lo = 0, hi = lines - 1;
         while (lo < hi) {
             uint64_t mid = (lo + hi) / 2;
@@ -231,7 +225,7 @@ static inline int pt_phases(ptrace_out *o, uint64_t lines, uint64_t seed) {
     uint64_t q = lines / 4, i;
     pt_loop(o, q * 2, 4);
     for (i = 0; i < q * 8; i++) {
-        uint64_t r = pt_rand(&seed);
+        uint64_t r = psim_splitmix(&seed);
         /* 80% of accesses on 10% of the region, the rest uniform. */
         pt_emit(o, 2 * q + ((r & 0xff) < 204 ? (r >> 8) % (q / 10 + 1) : (r >> 8) % q));
     }

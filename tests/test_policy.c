@@ -17,11 +17,7 @@
 
 TestSuite(policy, .timeout = 120);
 
-static uint64_t pt_rand_test(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    return z ^ (z >> 31);
-}
+
 
 /* Lines A..G of the hand-worked traces. */
 enum { A, B, C, D, E, F, G };
@@ -243,9 +239,9 @@ Test(policy, opt_equals_exhaustive_search) {
     uint64_t seed = 7;
     uint32_t round;
     for (round = 0; round < 300; round++) {
-        uint32_t t[11], n = 6 + (uint32_t)(pt_rand_test(&seed) % 6), lines = 3 + (uint32_t)(pt_rand_test(&seed) % 3);
-        uint32_t cap = 1 + (uint32_t)(pt_rand_test(&seed) % 3), res[8], i;
-        for (i = 0; i < n; i++) t[i] = (uint32_t)(pt_rand_test(&seed) % lines);
+        uint32_t t[11], n = 6 + (uint32_t)(psim_splitmix(&seed) % 6), lines = 3 + (uint32_t)(psim_splitmix(&seed) % 3);
+        uint32_t cap = 1 + (uint32_t)(psim_splitmix(&seed) % 3), res[8], i;
+        for (i = 0; i < n; i++) t[i] = (uint32_t)(psim_splitmix(&seed) % lines);
         cr_assert_eq(opt_misses(t, n, lines, cap), brute(t, n, 0, cap, res, 0), "round %u (n %u, lines %u, cap %u)",
                      round, n, lines, cap);
     }
@@ -271,13 +267,13 @@ Test(policy, pinned_never_chosen) {
         cr_assert_eq(psim_init(&s, &d, 64, PSIM_ONE_TIER, 0, PSIM_NO_PREFETCH, 64), 0);
         for (i = 0; i < 8; i++) psim_access(&s, i);
         for (i = 0; i < 2000; i++) {
-            uint32_t line = (uint32_t)(pt_rand_test(&seed) % 40);
+            uint32_t line = (uint32_t)(psim_splitmix(&seed) % 40);
             if (s.slot_of[line] != PSIM_NONE) {
                 psim_access(&s, line);
                 continue;
             }
-            for (k = 0; k < 8; k++) pinned[k] = (uint8_t)(pt_rand_test(&seed) % 3 == 0);
-            pinned[pt_rand_test(&seed) % 8] = 0;
+            for (k = 0; k < 8; k++) pinned[k] = (uint8_t)(psim_splitmix(&seed) % 3 == 0);
+            pinned[psim_splitmix(&seed) % 8] = 0;
             k = gpumem_policy_victim(&s.pol, pinned);
             cr_assert_neq(k, GPUMEM_POLICY_NONE, "%s: no victim with a free slot", gpumem_policy_name(kind));
             cr_assert_eq(pinned[k], 0, "%s chose pinned slot %u", gpumem_policy_name(kind), k);
