@@ -204,10 +204,10 @@ GPUMEM_API gpumem_cache_desc gpumem_cache_desc_default(void) {
     gpumem_cache_desc d;
     memset(&d, 0, sizeof d);
     d.line_bytes = 4096;
-    /* BRRIP: in bench/policy_sim it had no more misses than CLOCK on any of
-     * the 12 workloads at 50% and 75% of the footprint (fewer on 9), and on
-     * the graph example's BFS it cut the cache's line reads by 14% against
-     * CLOCK (bench/results/policy-sim-*.md). */
+    /* BRRIP: in bench/policy_sim it had fewer misses than CLOCK in 18 of
+     * the 24 cases (12 workloads at 50% and 75% of the footprint), as many in
+     * 4 and 0.1% more on uniform random; in the graph example the cache read
+     * 9-14% fewer lines for BFS, CC within 2% (bench/results/policy-*). */
     d.policy = GPUMEM_POLICY_BRRIP;
     return d;
 }
