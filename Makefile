@@ -7,7 +7,7 @@
 #                   then `make plot` (gnuplot) draws them into bench/results/bench-<host>.png
 #   make tsan/asan  the concurrency workloads under ThreadSanitizer / ASan+UBSan (asan: the suite too)
 #   make stress     the concurrency workloads at 5x (soak)
-#   make gpu-test   CUDA tests, then under compute-sanitizer memcheck/racecheck (needs a GPU;
+#   make gpu-test   CUDA tests, then under compute-sanitizer memcheck/racecheck/synccheck (needs a GPU;
 #                   without one it compiles them and says so); gpu-bench likewise for bench/cuda
 #   make qemu-test  the queue pairs drive QEMU's NVMe controller (tests/qemu; needs
 #                   qemu-system-x86, busybox-static, linux-image-amd64)
@@ -136,13 +136,14 @@ $(BUILD)/cuda/%.bin: tests/cuda/%.cu $(HEADERS) $(wildcard tests/cuda/*.h)
 
 # The CUDA examples as programs; run where a GPU is present.
 CUDA_EXAMPLE_BINS := $(patsubst examples/cuda/%.cu,$(BUILD)/cuda/examples/%,$(wildcard examples/cuda/*.cu))
-$(BUILD)/cuda/examples/%: examples/cuda/%.cu $(HEADERS) $(wildcard examples/*.h examples/cuda/*.h) tests/cuda/cuda_check.h
+$(BUILD)/cuda/examples/%: examples/cuda/%.cu $(HEADERS) $(wildcard examples/*.h examples/cuda/*.h tests/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. $< -o $@ -lpthread
 gpu-examples: $(CUDA_EXAMPLE_BINS) $(BUILD)/graph
 	@if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpu-examples: no GPU on this machine; CUDA examples built, not run"; exit 0; fi; \
 	test -f $(BUILD)/kron.graph || $(BUILD)/graph gen $(BUILD)/kron.graph; \
-	$(BUILD)/cuda/examples/hello && $(BUILD)/cuda/examples/array_sum 256 && $(BUILD)/cuda/examples/graph $(BUILD)/kron.graph
+	timeout -k 10 120 $(BUILD)/cuda/examples/hello && timeout -k 10 300 $(BUILD)/cuda/examples/array_sum 256 && \
+	timeout -k 10 600 $(BUILD)/cuda/examples/graph $(BUILD)/kron.graph
 
 # compute-sanitizer: on PATH, or next to nvcc (bin/ or the toolkit's compute-sanitizer/).
 COMPUTE_SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || for d in $(dir $(NVCC)) $(dir $(NVCC))../compute-sanitizer; do [ -x $$d/compute-sanitizer ] && echo $$d/compute-sanitizer && break; done)
@@ -152,20 +153,33 @@ SANITIZE_ARGS_test_nvme_gpu := --small --fused
 SANITIZE_ARGS_test_cache_gpu := --small
 GPU_SANITIZE ?= 1
 
-# Run every CUDA test; then each under compute-sanitizer memcheck and racecheck.
+# Run every CUDA test; then each under compute-sanitizer memcheck, racecheck
+# and synccheck. Every run is bounded twice: the tests' own watchdogs (a stall
+# prints the queue pairs' state and fails), and `timeout` around each process,
+# so that the whole target ends within ten minutes whatever happens: each run
+# gets at most GPU_TEST_BOUND seconds, and never more than is left of
+# GPU_TEST_DEADLINE seconds for the whole target.
+GPU_TEST_BOUND ?= 200
+GPU_TEST_DEADLINE ?= 560
+GPU_RUN = left=$$(( end - $$(date +%s) )); [ $$left -gt $(GPU_TEST_BOUND) ] && left=$(GPU_TEST_BOUND); \
+	  [ $$left -gt 0 ] || { echo "gpu-test: out of time ($(GPU_TEST_DEADLINE) s) before $$t"; exit 1; }; \
+	  timeout -k 5 $$left
 gpu-test: cuda-compile $(CUDA_TEST_BINS)
 	@if ! nvidia-smi -L >/dev/null 2>&1; then \
 	  echo "gpu-test: NO GPU on this machine: the CUDA tests were compiled, NOT run"; exit 0; fi; \
-	for t in $(CUDA_TEST_BINS); do echo "== $$t"; $$t || exit 1; done; \
+	end=$$(( $$(date +%s) + $(GPU_TEST_DEADLINE) )); \
+	for t in $(CUDA_TEST_BINS); do echo "== $$t"; $(GPU_RUN) $$t || \
+	  { echo "gpu-test: $$t failed, or was stopped at its time bound"; exit 1; }; done; \
 	if [ "$(GPU_SANITIZE)" = 0 ]; then echo "gpu-test: sanitizer runs skipped (GPU_SANITIZE=0)"; exit 0; fi; \
 	if [ -z "$(COMPUTE_SANITIZER)" ]; then \
 	  echo "gpu-test: compute-sanitizer not found (PATH, next to nvcc): sanitizer runs NOT done; GPU_SANITIZE=0 skips them"; exit 1; fi; \
-	for tool in memcheck racecheck; do for t in $(CUDA_TEST_BINS); do \
+	for tool in memcheck racecheck synccheck; do for t in $(CUDA_TEST_BINS); do \
 	  n=$$(basename $$t .bin); \
 	  case $$n in test_nvme_gpu) a="$(SANITIZE_ARGS_test_nvme_gpu)";; test_cache_gpu) a="$(SANITIZE_ARGS_test_cache_gpu)";; *) a="--small";; esac; \
 	  echo "== compute-sanitizer --tool $$tool $$t $$a"; \
-	  $(COMPUTE_SANITIZER) --tool $$tool --error-exitcode=1 $$t $$a || exit 1; \
-	done; done; echo "gpu-test: all CUDA tests passed, and under memcheck and racecheck"
+	  $(GPU_RUN) $(COMPUTE_SANITIZER) --tool $$tool --error-exitcode=1 $$t $$a || \
+	    { echo "gpu-test: $$tool on $$t failed, or was stopped at its time bound"; exit 1; }; \
+	done; done; echo "gpu-test: all CUDA tests passed, and under memcheck, racecheck and synccheck"
 
 # The real-controller conformance test: a static guest program run as init in
 # qemu-system-x86_64 (TCG) with an emulated NVMe disk; see tests/qemu/run.sh.
@@ -189,7 +203,7 @@ gpu-bench: cuda-compile $(CUDA_BENCH_BINS)
 	@if ! nvidia-smi -L >/dev/null 2>&1; then \
 	  echo "gpu-bench: NO GPU on this machine: the CUDA benchmarks were compiled, NOT run"; exit 0; fi; \
 	mkdir -p bench/results; \
-	for b in $(CUDA_BENCH_BINS); do echo "== $$b"; $$b bench/results || exit 1; done
+	for b in $(CUDA_BENCH_BINS); do echo "== $$b"; timeout -k 10 $${GPU_BENCH_BOUND:-1500} $$b bench/results || exit 1; done
 
 clean:
 	rm -rf build

@@ -960,7 +960,9 @@ GPUMEM_API gpumem_cache_array gpumem_cache_array_make(gpumem_cache *c, uint32_t 
 
 /* A thread's reference into an array: keeps the line it last used, so
  * consecutive accesses to one line cost one acquire. Drop it (or move it
- * elsewhere) before waiting on other threads: a held line cannot be evicted. */
+ * elsewhere) before waiting on other threads: a held line cannot be evicted.
+ * It keeps a pointer to the array (and the array one to its cache): both
+ * must outlive the reference. */
 typedef struct gpumem_cache_ref {
     const gpumem_cache_array *array;
     uint64_t line;       /* held line, or GPUMEM_CACHE_EMPTY */

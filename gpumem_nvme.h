@@ -521,7 +521,9 @@ typedef struct gpumem_nvme_qp {
 } gpumem_nvme_qp;
 
 /* Where a pair's memory lives. sq, cq and the doorbells are what the
- * controller sees; state is private to the threads using the pair. */
+ * controller sees; state is private to the threads using the pair. The pair
+ * keeps the memory it runs on (sq, cq, doorbells, state, prp_lists,
+ * doorbell_event); nothing else of the description is kept. */
 typedef struct gpumem_nvme_qp_desc {
     uint32_t depth;  /* entries in each queue: a power of two, 2 .. 65536 */
     uint32_t n_cids; /* command IDs: a power of two, 2 .. 65536 */
@@ -1911,16 +1913,18 @@ static inline gpumem_status gpumem__cuda_peek(void *dst, const void *src, size_t
  * runs). No kernel and no device allocation. */
 static inline gpumem_status gpumem_nvme_gpuctl_get_stats_cuda(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
     gpumem_nvme_gpuctl h;
+    gpumem_nvme_sw_stats *all;
+    gpumem_status st;
     uint32_t i;
     if (!c || !out) return GPUMEM_ENULL;
     memset(out, 0, sizeof *out);
     if (gpumem__cuda_peek(&h, c, sizeof h) != GPUMEM_OK) return GPUMEM_ESYS;
-    for (i = 0; i < h.n_pairs; i++) {
-        gpumem_nvme_sw_stats one;
-        if (gpumem__cuda_peek(&one, h.stats + i, sizeof one) != GPUMEM_OK) return GPUMEM_ESYS;
-        gpumem_nvme_sw_stats_add(out, &one);
-    }
-    return GPUMEM_OK;
+    /* One copy of the whole array (a watchdog polls this while it runs). */
+    if (!(all = (gpumem_nvme_sw_stats *)malloc((size_t)h.n_pairs * sizeof *all))) return GPUMEM_ENOMEM;
+    st = gpumem__cuda_peek(all, h.stats, (size_t)h.n_pairs * sizeof *all);
+    for (i = 0; st == GPUMEM_OK && i < h.n_pairs; i++) gpumem_nvme_sw_stats_add(out, &all[i]);
+    free(all);
+    return st;
 }
 
 #if !GPUMEM_ON_DEVICE /* the reports are host code (stdio) */
@@ -2088,6 +2092,10 @@ typedef struct gpumem_watchdog_config {
                                           process, only report (gpumem_watchdog_finish says so) */
 } gpumem_watchdog_config;
 typedef struct gpumem_watchdog gpumem_watchdog;
+/* A configuration with those hooks (exit_code 0: status 3 on a stall). */
+gpumem_watchdog_config gpumem_watchdog_config_make(const char *what, uint32_t stall_ms,
+                                                   uint64_t (*progress)(void *), void (*stop)(void *),
+                                                   size_t (*report)(void *, char *, size_t), void *ctx);
 gpumem_status gpumem_watchdog_start(const gpumem_watchdog_config *cfg, gpumem_watchdog **out);
 /* Stop watching and free it; returns 1 if it saw a stall (exit_code -1), else 0. */
 int gpumem_watchdog_finish(gpumem_watchdog *wd);
@@ -2107,6 +2115,7 @@ gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const cha
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h> /* malloc: the watchdog's private memory */
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -2504,7 +2513,9 @@ struct gpumem_watchdog {
 
 static void gpumem__watchdog_fire(gpumem_watchdog *w, uint64_t count, uint64_t stalled_ms) {
     const size_t n = 1u << 20;
-    char *text = (char *)GPUMEM_MALLOC(n);
+    /* Plain malloc here and for the watchdog itself: private host memory,
+     * and GPUMEM_MALLOC may be a CUDA allocator that waits on a hung device. */
+    char *text = (char *)malloc(n);
     GPUMEM_LOG("watchdog: %s: no progress for %llu ms (progress count stuck at %llu): stopping the controller; "
                "state of every queue pair follows",
                w->cfg.what ? w->cfg.what : "run", (unsigned long long)stalled_ms, (unsigned long long)count);
@@ -2514,7 +2525,7 @@ static void gpumem__watchdog_fire(gpumem_watchdog *w, uint64_t count, uint64_t s
         w->cfg.report(w->cfg.ctx, text, n);
         fputs(text, stderr);
     }
-    GPUMEM_FREE(text);
+    free(text);
     fflush(NULL);
     if (w->cfg.exit_code >= 0) {
         GPUMEM_LOG("watchdog: %s: stalled; exiting with status %d", w->cfg.what ? w->cfg.what : "run",
@@ -2560,7 +2571,7 @@ gpumem_status gpumem_watchdog_start(const gpumem_watchdog_config *cfg, gpumem_wa
     if (!cfg || !out || !cfg->progress) return GPUMEM_ENULL;
     *out = NULL;
     if (cfg->exit_code < -1 || cfg->exit_code > 255) return GPUMEM_EINVAL;
-    w = (gpumem_watchdog *)GPUMEM_MALLOC(sizeof *w);
+    w = (gpumem_watchdog *)malloc(sizeof *w);
     if (!w) return GPUMEM_ENOMEM;
     memset(w, 0, sizeof *w);
     w->cfg = *cfg;
@@ -2570,7 +2581,7 @@ gpumem_status gpumem_watchdog_start(const gpumem_watchdog_config *cfg, gpumem_wa
         GPUMEM_LOG("watchdog: pthread_create failed: %s", strerror(rc));
         pthread_cond_destroy(&w->wake);
         pthread_mutex_destroy(&w->lock);
-        GPUMEM_FREE(w);
+        free(w);
         return GPUMEM_ESYS;
     }
     *out = w;
@@ -2588,7 +2599,7 @@ int gpumem_watchdog_finish(gpumem_watchdog *w) {
     fired = w->fired;
     pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->lock);
-    GPUMEM_FREE(w);
+    free(w);
     return fired;
 }
 
@@ -2601,16 +2612,23 @@ static size_t gpumem__swctl_wd_report(void *ctx, char *buf, size_t n) {
     return gpumem_swctl_report((gpumem_swctl *)ctx, buf, n);
 }
 
-gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const char *what, uint32_t stall_ms) {
+gpumem_watchdog_config gpumem_watchdog_config_make(const char *what, uint32_t stall_ms,
+                                                   uint64_t (*progress)(void *), void (*stop)(void *),
+                                                   size_t (*report)(void *, char *, size_t), void *ctx) {
     gpumem_watchdog_config w;
     memset(&w, 0, sizeof w);
     w.what = what;
     w.stall_ms = stall_ms;
-    w.progress = gpumem__swctl_wd_progress;
-    w.stop = gpumem__swctl_wd_stop;
-    w.report = gpumem__swctl_wd_report;
-    w.ctx = ctl;
+    w.progress = progress;
+    w.stop = stop;
+    w.report = report;
+    w.ctx = ctx;
     return w;
+}
+
+gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const char *what, uint32_t stall_ms) {
+    return gpumem_watchdog_config_make(what, stall_ms, gpumem__swctl_wd_progress, gpumem__swctl_wd_stop,
+                                       gpumem__swctl_wd_report, ctl);
 }
 
 void gpumem_swctl_destroy(gpumem_swctl *ctl) {

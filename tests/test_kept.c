@@ -13,6 +13,7 @@
 
 #include "gpumem_cache.h"
 #include "block_content.h"
+#include "bare_pair.h"
 
 enum { N_PAIRS = 4, N_LINES = 256, N_SLOTS = 8 };
 
@@ -32,24 +33,11 @@ static gpumem_cache *cache_from_a_frame_that_returns(gpumem_swctl *ctl, gpumem_n
     return c;
 }
 
-/* The same for a queue pair initialised by hand. */
-static void pair_from_a_frame_that_returns(gpumem_nvme_qp *qp, gpumem_nvme_cmd *sq, gpumem_nvme_cpl *cq,
-                                           uint32_t *db, void *state, size_t state_bytes) {
-    gpumem_nvme_qp_desc d;
-    memset(&d, 0, sizeof d);
-    d.depth = 8;
-    d.n_cids = 8;
-    d.ns.nsid = 1;
-    d.ns.lba_shift = 9;
-    d.ns.n_blocks = 64;
-    d.ns.max_blocks = 8;
-    d.sq = sq;
-    d.cq = cq;
-    d.sq_doorbell = &db[0];
-    d.cq_doorbell = &db[1];
-    d.state = state;
-    d.state_bytes = state_bytes;
+/* The same for a queue pair initialised by hand: the description is a local. */
+static gpumem_nvme_qp_desc pair_from_a_frame_that_returns(gpumem_nvme_qp *qp) {
+    gpumem_nvme_qp_desc d = bare_pair_desc(8, 64, 8);
     cr_assert_eq(gpumem_nvme_qp_init(qp, &d), GPUMEM_OK);
+    return d; /* only for the test to look at the rings afterwards */
 }
 
 Test(kept, cache_copies_the_pairs_array) {
@@ -89,17 +77,13 @@ Test(kept, cache_copies_the_pairs_array) {
 }
 
 Test(kept, queue_pair_keeps_only_its_memory) {
-    static gpumem_nvme_cmd sq[8];
-    static gpumem_nvme_cpl cq[8];
-    static uint32_t db[2];
-    static uint64_t state[1024];
     gpumem_nvme_qp qp;
     gpumem_nvme_req req;
     gpumem_nvme_cmd cmd;
-    pair_from_a_frame_that_returns(&qp, sq, cq, db, state, sizeof state);
+    gpumem_nvme_qp_desc d = pair_from_a_frame_that_returns(&qp);
     /* Submit one command: reads the pair's fields, none of the description. */
     cr_assert_eq(gpumem_nvme_cmd_flush(&cmd, &qp.ns), GPUMEM_OK);
     cr_assert_eq(gpumem_nvme_qp_submit(&qp, &cmd, &req), GPUMEM_OK);
-    cr_assert_eq(db[0], 1, "the command reached the SQ doorbell");
-    cr_assert_eq(sq[0].cdw0 & 0xFFu, GPUMEM_NVME_OP_FLUSH);
+    cr_assert_eq(*d.sq_doorbell, 1, "the command reached the SQ doorbell");
+    cr_assert_eq(d.sq[0].cdw0 & 0xFFu, GPUMEM_NVME_OP_FLUSH);
 }

@@ -14,6 +14,7 @@
 
 #include "gpumem_nvme.h"
 #include "nvme_workload.h"
+#include "bare_pair.h"
 
 static gpumem_swctl *make_ctl(uint64_t n_blocks, gpumem_swctl_config *tweak) {
     gpumem_swctl_config c = tweak ? *tweak : gpumem_swctl_config_default();
@@ -145,25 +146,8 @@ Test(nvme_wire, prp_build_scattered_pages) {
 /* ---- queue-pair setup: bad input ------------------------------------------ */
 
 Test(nvme_qp, init_rejects_bad_input) {
-    static gpumem_nvme_cmd sq[8];
-    static gpumem_nvme_cpl cq[8];
-    static uint32_t db[2];
-    static uint64_t state[4096];
     gpumem_nvme_qp qp;
-    gpumem_nvme_qp_desc d;
-    memset(&d, 0, sizeof d);
-    d.depth = 8;
-    d.n_cids = 16;
-    d.ns.nsid = 1;
-    d.ns.lba_shift = 9;
-    d.ns.n_blocks = 100;
-    d.ns.max_blocks = 8;
-    d.sq = sq;
-    d.cq = cq;
-    d.sq_doorbell = &db[0];
-    d.cq_doorbell = &db[1];
-    d.state = state;
-    d.state_bytes = sizeof state;
+    gpumem_nvme_qp_desc d = bare_pair_desc(16, 100, 8);
     cr_assert_eq(gpumem_nvme_qp_init(&qp, &d), GPUMEM_OK);
     cr_assert_eq(gpumem_nvme_qp_init(NULL, &d), GPUMEM_ENULL);
     cr_assert_eq(gpumem_nvme_qp_init(&qp, NULL), GPUMEM_ENULL);
@@ -697,10 +681,6 @@ Test(nvme_buf, asynchronous_commands_each_have_their_own_list) {
 
 /* Buffers the rules forbid get a status, and nothing reaches the controller. */
 Test(nvme_buf, forbidden_buffers_are_refused_before_submission) {
-    static gpumem_nvme_cmd sq[8];
-    static gpumem_nvme_cpl cq[8];
-    static uint32_t db[2];
-    static uint64_t state[4096];
     const size_t pg = GPUMEM_NVME_PAGE_BYTES;
     gpumem_swctl_config cfg = gpumem_swctl_config_default();
     gpumem_nvme_qp *qp, bare;
@@ -723,23 +703,11 @@ Test(nvme_buf, forbidden_buffers_are_refused_before_submission) {
     gpumem_swctl_destroy(ctl);
 
     /* A pair without PRP-list pages carries up to two pages, no more. */
-    memset(&d, 0, sizeof d);
-    d.depth = 8;
-    d.n_cids = 8;
-    d.ns.nsid = 1;
-    d.ns.lba_shift = 9;
-    d.ns.n_blocks = 1024;
-    d.ns.max_blocks = 64;
-    d.sq = sq;
-    d.cq = cq;
-    d.sq_doorbell = &db[0];
-    d.cq_doorbell = &db[1];
-    d.state = state;
-    d.state_bytes = sizeof state;
+    d = bare_pair_desc(8, 1024, 64);
     cr_assert_eq(gpumem_nvme_qp_init(&bare, &d), GPUMEM_OK);
     cr_assert_eq(gpumem_nvme_qp_submit_buf(&bare, GPUMEM_NVME_OP_READ, 0, 17, buf + 512, &req), GPUMEM_E2BIG,
                  "3 pages need a list the pair does not have");
-    cr_assert_eq(db[0], 0, "nothing was submitted");
+    cr_assert_eq(*d.sq_doorbell, 0, "nothing was submitted");
     d.prp_lists = (uint64_t *)(buf + 512);
     cr_assert_eq(gpumem_nvme_qp_init(&bare, &d), GPUMEM_EALIGN, "list pages must be page aligned");
     free(buf);

@@ -33,6 +33,7 @@
 #include "../cas_baseline.h"
 #include "../../tests/cuda/cuda_check.h"
 #include "../../tests/cuda/cache_rig.h"
+#include "../../tests/cuda/watch.h"
 
 // ---- results ------------------------------------------------------------------
 
@@ -99,6 +100,7 @@ struct Ctl {
     gpumem_nvme_qp **pairs = nullptr; // the pairs' addresses (managed array)
     cudaStream_t stream;
     uint32_t servers = 0;
+    GpuctlWatch *watch = nullptr; // while the controller runs
 
     // managed: the pairs in managed memory, so that the host can read them
     // (gpumem_cache_init checks the pairs' namespace); else GPU memory.
@@ -137,9 +139,12 @@ struct Ctl {
             fprintf(stderr, "controller did not start\n");
             exit(1);
         }
+        watch = new GpuctlWatch((gpumem_nvme_gpuctl *)mem, &d, "bench_gpu: GPU controller", 30000);
     }
     gpumem_nvme_sw_stats stop() {
         gpumem_nvme_sw_stats s;
+        delete watch;
+        watch = nullptr;
         gpumem_nvme_gpuctl_stop(&d);
         wait_stream(stream, 60, "controller stop");
         if (gpumem_nvme_gpuctl_get_stats_cuda((gpumem_nvme_gpuctl *)mem, &s) != GPUMEM_OK) exit(1);

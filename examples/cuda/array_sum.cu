@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "gpumem_cache.h"
+#include "tests/cuda/watch.h" // a stalled run reports and exits instead of hanging
 
 #define LINE 4096u
 #define WORDS_PER_LINE (LINE / 8)
@@ -111,6 +112,7 @@ int main(int argc, char **argv) {
     CHECK(cudaEventCreate(&t1));
     {   // one line per warp in flight, no more warps than slots
         uint32_t warps = d.n_slots < 4096 ? d.n_slots : 4096;
+        SwctlWatch watch(ctl, "array_sum", 30000);
         CHECK(cudaEventRecord(t0));
         sum_lines<<<(warps + 7) / 8, 256>>>(arr, n_lines, out);
         CHECK(cudaGetLastError());

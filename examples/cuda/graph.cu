@@ -13,6 +13,7 @@
 #define GPUMEM_IMPLEMENTATION
 
 #include "../graph.h"
+#include "tests/cuda/watch.h" // a stalled run reports and exits instead of hanging
 
 __device__ void add_counts(graph_counts *total, const graph_counts *c) {
     atomicAdd(&total->vertices, c->vertices);
@@ -78,6 +79,7 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
         graph_store_close(&s);
         return 2;
     }
+    SwctlWatch *watch = new SwctlWatch(s.ctl, name, 30000);
     CHECK(cudaMallocManaged(&arrays, 2 * sizeof *arrays));
     arrays[0] = s.offsets;
     arrays[1] = s.edges;
@@ -132,6 +134,7 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
     for (v = 0; v < n; v++) wrong += a[v] != expect[v];
     t0 = graph_now_s() - t0;
     gpumem_cache_get_stats(s.cache, &cs);
+    delete watch;
     gpumem_swctl_stop(s.ctl);
     gpumem_swctl_get_stats(s.ctl, &ctl);
     printf("  %s on the GPU (%u x 128 threads): %s in %.2f s, %llu edges (%.2f M edges/s); %.1f %% hits;"

@@ -7,6 +7,7 @@
 #include "cuda_host.h"
 #define GPUMEM_IMPLEMENTATION
 #include "gpumem_nvme.h"
+#include "tests/cuda/watch.h" // a stalled run reports and exits instead of hanging
 
 __global__ void hello(gpumem_nvme_qp *qp, char *out, char *in, int *wrong) {
     int b = threadIdx.x, i;
@@ -49,9 +50,12 @@ int main(void) {
     CHECK(cudaHostAlloc((void **)&in, 4 * 4096, cudaHostAllocMapped));
     CHECK(cudaHostAlloc((void **)&wrong, sizeof *wrong, cudaHostAllocMapped));
     *wrong = 0;
-    hello<<<1, 4>>>(qp, out, in, wrong);
-    CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
+    {
+        SwctlWatch watch(ctl, "hello", 30000);
+        hello<<<1, 4>>>(qp, out, in, wrong);
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+    }
     for (b = 0; b < 4; b++) printf("block %d: \"%s\"\n", 100 + b, in + b * 4096);
     gpumem_swctl_stop(ctl);
     gpumem_swctl_get_stats(ctl, &s);

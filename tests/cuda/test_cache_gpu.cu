@@ -33,6 +33,7 @@
 
 #include "cuda_check.h"
 #include "cache_rig.h"
+#include "watch.h"
 
 struct Counts {
     unsigned long long ok, bad, eagain, other;

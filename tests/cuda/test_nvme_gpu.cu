@@ -28,6 +28,7 @@
 #include "gpumem_nvme.h"
 
 #include "cuda_check.h"
+#include "watch.h"
 
 #define LBA 512u
 #define WORDS (LBA / 4)

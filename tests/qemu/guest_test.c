@@ -81,6 +81,7 @@ typedef struct worker {
     uint32_t id;
     pthread_t thread;
     uint64_t reads, writes, flushes, blocks, bad_blocks, errors, full_waits;
+    uint64_t built; /* commands whose PRPs the pair built (gpumem_nvme_qp_submit_map) */
 } worker;
 
 typedef struct pending {
@@ -136,7 +137,11 @@ static void finish(worker *w, gpumem_nvme_qp *qp, pending *p, gpumem_nvmectl_dma
 }
 
 /* Submit one read or write through `qp`; if the pair has no free command ID,
- * finish the oldest outstanding command of this batch first. */
+ * finish the oldest outstanding command of this batch first. Every other
+ * command has its PRPs built by the pair, into the command ID's own PRP-list
+ * page (gpumem_nvme_qp_submit_map); the rest by the caller, into this
+ * thread's list pages (gpumem_nvmectl_prp). Buffers start at any 512-byte
+ * offset, so most transfers span one page more than their length. */
 static void submit(worker *w, gpumem_nvme_qp *qp, pending *batch, uint32_t *oldest, uint32_t n,
                    gpumem_nvmectl_dma *buf, gpumem_nvmectl_dma *lists) {
     pending *p = &batch[n];
@@ -149,6 +154,18 @@ static void submit(worker *w, gpumem_nvme_qp *qp, pending *batch, uint32_t *olde
             fill_block((unsigned char *)buf->va + p->off + (size_t)k * LBA, p->lba + k, p->gen_or_write);
     else
         memset((char *)buf->va + p->off, 0xEE, (size_t)p->nlb * LBA);
+    if ((w->reads + w->writes + n) % 2 == 0) {
+        gpumem_nvme_iomap at = gpumem_nvme_iomap_sub(&buf->map, p->off);
+        uint8_t op = p->is_write ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ;
+        while ((st = gpumem_nvme_qp_submit_map(qp, op, p->lba, p->nlb, &at, &p->req)) == GPUMEM_EAGAIN) {
+            w->full_waits++;
+            if (*oldest < n) finish(w, qp, &batch[(*oldest)++], buf);
+            else nanosleep(&(struct timespec){0, 20000L}, NULL);
+        }
+        CHECK(st == GPUMEM_OK, "submit (PRPs built by the pair): %s", gpumem_status_str(st));
+        w->built++;
+        return;
+    }
     st = gpumem_nvmectl_prp(buf, p->off, (uint64_t)p->nlb * LBA, lists, (size_t)n * GPUMEM_NVME_PAGE_BYTES, &prp1,
                             &prp2);
     CHECK(st == GPUMEM_OK, "PRP setup: %s", gpumem_status_str(st));
@@ -261,7 +278,7 @@ static int run(const char *addr, uint32_t n_threads, uint64_t n_commands) {
     worker *ws = (worker *)calloc(n_threads, sizeof *ws);
     const gpumem_nvmectl_info *in;
     gpumem_status st;
-    uint64_t last = 0, reads = 0, writes = 0, flushes = 0, blocks = 0, bad = 0, errors = 0, full = 0;
+    uint64_t last = 0, reads = 0, writes = 0, flushes = 0, blocks = 0, bad = 0, errors = 0, full = 0, built = 0;
     double t0, t1, tlast;
     uint32_t i;
     memset(&sh, 0, sizeof sh);
@@ -321,7 +338,7 @@ static int run(const char *addr, uint32_t n_threads, uint64_t n_commands) {
     t1 = now_s();
     for (i = 0; i < n_threads; i++) {
         reads += ws[i].reads, writes += ws[i].writes, flushes += ws[i].flushes, blocks += ws[i].blocks;
-        bad += ws[i].bad_blocks, errors += ws[i].errors, full += ws[i].full_waits;
+        bad += ws[i].bad_blocks, errors += ws[i].errors, full += ws[i].full_waits, built += ws[i].built;
     }
     for (i = 0; i < N_PAIRS; i++)
         printf("pair %u (depth %u): %u SQ doorbell writes, %u CQ doorbell writes\n", sh.pairs[i]->qid,
@@ -331,6 +348,9 @@ static int run(const char *addr, uint32_t n_threads, uint64_t n_commands) {
            (unsigned long long)(reads + writes + flushes), (unsigned long long)reads, (unsigned long long)writes,
            (unsigned long long)flushes, (unsigned long long)blocks, t1 - t0, (reads + writes + flushes) / (t1 - t0),
            (unsigned long long)full);
+    printf("buffers at 512-byte page offsets; %llu commands with PRPs (and PRP lists) built by the pair from the "
+           "buffer's I/O map\n", (unsigned long long)built);
+    CHECK(built > 0, "no command used the pair's PRP builder");
     CHECK(bad == 0, "%llu blocks read back wrong", (unsigned long long)bad);
     CHECK(errors == 0, "%llu commands failed", (unsigned long long)errors);
     CHECK(reads + writes + flushes >= n_commands, "ran %llu of %llu commands",
