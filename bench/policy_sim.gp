@@ -1,7 +1,7 @@
 # Misses / OPT of every policy per workload, at 50% and 75% of the footprint
 # (the pivot policy_table.py writes next to the table).
 #   gnuplot -e "in='bench/results/policy-sim-HOST.dat'; out='...png'" bench/policy_sim.gp
-set terminal pngcairo size 1800,700 font ",10"
+set terminal pngcairo size 1800,700 font ",10" noenhanced
 set output out
 set datafile separator "\t"
 set style data histograms
@@ -15,4 +15,5 @@ set ylabel "misses / Belady OPT (log scale)"
 set title "Replacement policies against OPT (workload@capacity as a fraction of its footprint)"
 set key outside right top
 set xtics rotate by -40 scale 0
-plot for [i=2:10] in using i:xtic(1) title columnheader(i)
+colors = "#7e2f8e #009e73 #56b4e9 #e69f00 #f0e442 #0072b2 #d55e00 #000000 #cc79a7"
+plot for [i=2:10] in using i:xtic(1) title columnheader(i) lc rgb word(colors, i - 1)
