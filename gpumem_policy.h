@@ -23,6 +23,8 @@
  *   //   on a hit:   gpumem_policy_on_access(&p, slot, line);
  *   //   on a miss:  slot = gpumem_policy_victim(&p, pinned);  // pinned: NULL or one byte per slot
  *   //               gpumem_policy_on_evict(&p, slot, old_line); gpumem_policy_on_fill(&p, slot, line);
+ *   //   or give it to the cache: gpumem_cache_desc.seq_policy = &p (the cache
+ *   //   serialises the calls with a lock; hits update it only when the lock is free)
  *
  *   // 3. GMT placement of an evicted line (keep / host tier / bypass):
  *   gpumem_policy_gmt g; gpumem_policy_gmt_init(&g, &gd, per_line_mem);
@@ -343,7 +345,9 @@ typedef struct gpumem_policy {
     gpumem__pcp cp;
     gpumem__phpe hpe;
     gpumem__ptm tm;
-    uint64_t *line_of; /* line in each slot (HPE, tournament) */
+    uint64_t *line_of; /* line in each slot, as on_fill last said */
+    uint8_t *pin;      /* a pinned-slot array for a caller without its own (the cache: slots it found in use) */
+    uint32_t n_pin;    /* how many of pin[] are set */
     uint64_t evictions;
 } gpumem_policy;
 
@@ -401,7 +405,8 @@ GPUMEM_API size_t gpumem__policy_layout(const gpumem_policy_desc *d, gpumem_poli
         GPUMEM__TAKE(p->tm.ghost_tag, uint64_t, n * GPUMEM_POLICY_GHOSTS);
         GPUMEM__TAKE(p->tm.ghost_who, uint8_t, n * GPUMEM_POLICY_GHOSTS);
     }
-    if (k == GPUMEM_POLICY_HPE || k == GPUMEM_POLICY_TOURNAMENT) GPUMEM__TAKE(p->line_of, uint64_t, n);
+    GPUMEM__TAKE(p->line_of, uint64_t, n); /* every kind: a caller may need the line a slot holds */
+    GPUMEM__TAKE(p->pin, uint8_t, n);
 #undef GPUMEM__TAKE
     if (p) p->hpe.index_mask = idx - 1;
     return at;
@@ -798,6 +803,8 @@ GPUMEM_API gpumem_status gpumem_policy_init(gpumem_policy *p, const gpumem_polic
     gpumem__policy_layout(d, p, (unsigned char *)mem);
     if (d->kind < GPUMEM_POLICY_SLOT_KINDS)
         for (i = 0; i < n; i++) p->slot.words[i] = 0;
+    for (i = 0; i < n; i++) p->line_of[i] = 0;
+    gpumem__pzero(p->pin, n);
     gpumem__plist_clear(&p->lru.l);
     gpumem__plist_clear(&p->cp.l);
     p->lfu.n_bins = d->lfu_bins;

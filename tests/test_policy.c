@@ -438,10 +438,13 @@ Test(policy, fdp_switches_mode_on_feedback) {
 
 /* ---- the cache under every slot policy --------------------------------------- */
 
-Test(policy, cache_under_every_slot_policy) {
+/* Slot policies directly, the others as sequential policies behind the
+ * cache's lock: 16 threads on a cache of 24 slots, writes, every read
+ * checked by content, the structure checked after. */
+Test(policy, cache_under_every_policy) {
     uint32_t kind;
-    for (kind = 0; kind < GPUMEM_POLICY_SLOT_KINDS; kind++) {
-        cache_cfg cfg = cache_cfg_base(4096, 512, 24, 32, 300);
+    for (kind = 0; kind < GPUMEM_POLICY_KINDS; kind++) {
+        cache_cfg cfg = cache_cfg_base(4096, 512, 24, 16, 150);
         cache_workload unused[20];
         (void)(kind == 0 && cache_workloads(unused) == 0); /* the shared list, not run here */
         cache_result r;
@@ -456,15 +459,52 @@ Test(policy, cache_under_every_slot_policy) {
     }
 }
 
-Test(policy, cache_refuses_sequential_policies) {
+Test(policy, cache_refuses_a_policy_it_cannot_use) {
     gpumem_cache_desc d = gpumem_cache_desc_default();
+    gpumem_policy_desc pd = gpumem_policy_desc_default(GPUMEM_POLICY_LRU, 3);
+    gpumem_policy p;
     gpumem_cache *c;
-    static uint64_t data[4 * 512];
+    static uint64_t data[4 * 512], mem[64];
     d.n_lines = 4;
     d.n_slots = 2;
     d.backing = gpumem_cache_backing_memory(data);
-    d.policy = GPUMEM_POLICY_LRU;
+    d.policy = GPUMEM_POLICY_LRU; /* not a slot policy */
     cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_EINVAL);
+    d.policy = GPUMEM_POLICY_CLOCK;
+    cr_assert_leq(gpumem_policy_bytes(&pd), sizeof mem);
+    cr_assert_eq(gpumem_policy_init(&p, &pd, mem), GPUMEM_OK);
+    d.seq_policy = &p; /* made for 3 slots, the cache has 2 */
+    cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_EINVAL);
+}
+
+/* A sequential LRU in the cache evicts exactly what LRU says: 3 slots,
+ * A B C, hit A, D evicts B (A is newer), E evicts C. */
+Test(policy, cache_with_lru_evicts_lru) {
+    gpumem_cache_desc d = gpumem_cache_desc_default();
+    gpumem_policy_desc pd = gpumem_policy_desc_default(GPUMEM_POLICY_LRU, 3);
+    gpumem_policy p;
+    gpumem_cache *c;
+    gpumem_cache_stats st;
+    static uint64_t data[8 * 512], mem[64];
+    static const uint64_t seq[] = {A, B, C, A, D, E, A, D};
+    void *ptr;
+    uint32_t i;
+    d.n_lines = 8;
+    d.n_slots = 3;
+    d.backing = gpumem_cache_backing_memory(data);
+    cr_assert_eq(gpumem_policy_init(&p, &pd, mem), GPUMEM_OK);
+    d.seq_policy = &p;
+    cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_OK);
+    for (i = 0; i < 8; i++) {
+        cr_assert_eq(gpumem_cache_acquire(c, seq[i], 1, 0, &ptr), GPUMEM_OK);
+        cr_assert_eq(gpumem_cache_release(c, seq[i], 1), GPUMEM_OK);
+    }
+    gpumem_cache_get_stats(c, &st);
+    /* Misses: A B C D E; A and D (the last two) hit: LRU kept them. */
+    cr_assert_eq(st.fills, 5, "fills %llu", (unsigned long long)st.fills);
+    cr_assert_eq(st.hits, 3, "hits %llu", (unsigned long long)st.hits);
+    cr_assert_eq(st.evictions, 2);
+    gpumem_cache_destroy(c);
 }
 
 Test(policy, cache_records_its_trace) {

@@ -7,7 +7,8 @@
 //      thread count, and each line is filled exactly once (cache > data).
 //   3. eviction under contention: a cache of 64 slots, 64K threads reading
 //      random lines through the array reference, every word checked; once
-//      under each slot policy of gpumem_policy.h (CLOCK, FIFO, SRRIP, BRRIP).
+//      under each policy of gpumem_policy.h (the slot policies directly, the
+//      others as sequential policies behind the cache's lock).
 //   4. writes and flush: threads write their own elements through
 //      gpumem::cache_array_ref (a cache smaller than the data, so lines are
 //      evicted and written back), then the host flushes and compares the
@@ -336,7 +337,7 @@ int main(int argc, char **argv) {
     CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
     test_grouping();
     test_coalesced_reads();
-    for (uint32_t policy = 0; policy < GPUMEM_POLICY_SLOT_KINDS; policy++) test_eviction(policy);
+    for (uint32_t policy = 0; policy < GPUMEM_POLICY_KINDS; policy++) test_eviction(policy);
     test_writes_flush();
     test_over_gpu_controller(small);
     printf("test_cache_gpu: %s\n", tests_failed ? "FAILED" : "all passed");
