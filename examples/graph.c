@@ -18,7 +18,8 @@
  *                                         and line reads of each
  *   options: --cache-mib M  --threads T  --pairs P  --depth D  --iops N
  *            --ordered (BFS: expand each level in vertex order)
- *            --policy P (brrip, the cache's default; clock, fifo, srrip)
+ *            --policy P (brrip, the cache's default; clock, fifo, srrip; or a
+ *                        sequential one: lru, lfu, cp, hpe, tournament)
  *            --trace OUT (record the cache's accesses for bench/policy_sim)
  *
  * Every run prints its rounds as they finish, then hit rate, I/O
@@ -385,7 +386,8 @@ static int usage(const char *msg) {
             "       graph gen FILE [--scale S] [--edge-factor E] [--seed X]\n"
             "       graph sweep FILE OUT.tsv [options]\n"
             "       graph bfs|cc FILE [--source V] [--cache-mib M] [--threads T] [--pairs P] [--depth D] [--iops N]\n"
-            "                         [--ordered] [--policy clock|fifo|srrip|brrip] [--trace OUT]\n"
+            "                         [--ordered] [--policy P] [--trace OUT]\n"
+            "         P: brrip (default) clock fifo srrip lru lfu cp hpe tournament\n"
             "       graph policies FILE POLICY [options]\n");
     return 2;
 }
@@ -419,9 +421,9 @@ static int parse(int argc, char **argv, int first, options *o) {
         if (i + 1 >= argc) return usage("an option is missing its value");
         if (!strcmp(a, "--policy")) {
             const char *name = argv[++i];
-            for (o->policy = 0; o->policy < GPUMEM_POLICY_SLOT_KINDS; o->policy++)
+            for (o->policy = 0; o->policy < GPUMEM_POLICY_KINDS; o->policy++)
                 if (!strcmp(name, gpumem_policy_name(o->policy))) break;
-            if (o->policy == GPUMEM_POLICY_SLOT_KINDS) return usage("--policy: clock, fifo, srrip or brrip");
+            if (o->policy == GPUMEM_POLICY_KINDS) return usage("--policy: no such policy");
             continue;
         }
         if (!strcmp(a, "--trace")) {
@@ -655,8 +657,8 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "policies")) { /* the graph, then the policy to compare with CLOCK */
         uint32_t k;
         if (argc < 4 || argv[2][0] == '-' || argv[3][0] == '-') return usage("policies: name the graph, then a policy");
-        for (k = 0; k < GPUMEM_POLICY_SLOT_KINDS && strcmp(argv[3], gpumem_policy_name(k)); k++) continue;
-        if (k == GPUMEM_POLICY_SLOT_KINDS) return usage("policies: clock, fifo, srrip or brrip");
+        for (k = 0; k < GPUMEM_POLICY_KINDS && strcmp(argv[3], gpumem_policy_name(k)); k++) continue;
+        if (k == GPUMEM_POLICY_KINDS) return usage("policies: no such policy");
         if ((rc = parse(argc, argv, 4, &o)) != 0) return rc;
         o.path = argv[2];
         return policies(&o, k);
