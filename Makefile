@@ -4,13 +4,19 @@
 #   make examples   the example programs (examples/*.c; examples/cuda/*.cu with nvcc)
 #   make bench      Google Benchmark, each against its baseline: queue vs mutex queue, fetch-add vs
 #                   CAS reference count, cache misses vs direct reads (bench-queue, bench-cache),
-#                   then `make plot` (gnuplot) draws them into bench/results/bench-<host>.png
+#                   then `make plot` (gnuplot) draws them into build/results/bench.png
+#   make results MACHINE=name   copy build/results/* to bench/results/*-name.* (committed results)
+#   make install PREFIX=/usr/local   headers, gpumem.pc, CMake package (gpumem::gpumem); make uninstall
+#   make install-test   install into a temporary prefix, build tests/consumer with CMake
+#                   (find_package, add_subdirectory, FetchContent) and pkg-config, uninstall
 #   make tsan/asan  the concurrency workloads under ThreadSanitizer / ASan+UBSan (asan: the suite too)
 #   make stress     the concurrency workloads at 5x (soak)
 #   make gpu-test   CUDA tests, then under compute-sanitizer memcheck/racecheck/synccheck (needs a GPU;
 #                   without one it compiles them and says so); gpu-bench likewise for bench/cuda
 #   make qemu-test  the queue pairs drive QEMU's NVMe controller (tests/qemu; needs
 #                   qemu-system-x86, busybox-static, linux-image-amd64)
+# Each target first checks the tools it needs and installs what is missing
+# (tools/deps.sh; GPUMEM_NO_INSTALL=1 only names the install command).
 CC      ?= gcc
 CXX     ?= g++
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -24,35 +30,50 @@ CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
 HAVE_NVCC := $(shell command -v $(NVCC) 2>/dev/null)
+# Checks (and installs) what a target needs before it builds: tools/deps.sh NEED...
+DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
+# Runs write here, never into tracked files; `make results` copies them to bench/results/.
+RESULTS := $(BUILD)/results
 
-.PHONY: all test policy-sim headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean
+.PHONY: all test policy-sim headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
 
 all: test
 
-test: headers cuda-compile examples run-tests
+# deps-test comes first: make builds prerequisites left to right.
+test: deps-test headers cuda-compile examples run-tests
+deps-test:
+	@$(DEPS) cc criterion
 
 $(BUILD):
 	mkdir -p $(BUILD)
 
-# Every header alone, as C11 and C++17 (with the host shim implementation), and with nvcc.
-headers: | $(BUILD)
-	@for h in $(HEADERS); do \
-	  printf '#define _POSIX_C_SOURCE 200809L\n#define GPUMEM_IMPLEMENTATION\n#include "%s"\nint main(void){return 0;}\n' $$h > $(BUILD)/hdr_$$h.c; \
-	  cp $(BUILD)/hdr_$$h.c $(BUILD)/hdr_$$h.cpp; \
-	  $(CC) -std=c11 $(WARN) -I. -c $(BUILD)/hdr_$$h.c -o $(BUILD)/hdr_c.o || exit 1; \
-	  $(CC) -std=c11 $(WARN) -I. -O2 -c $(BUILD)/hdr_$$h.c -o $(BUILD)/hdr_c.o || exit 1; \
-	  $(CXX) -std=c++17 $(WARN) -I. -c $(BUILD)/hdr_$$h.cpp -o $(BUILD)/hdr_cpp.o || exit 1; \
-	  if [ -n "$(HAVE_NVCC)" ]; then cp $(BUILD)/hdr_$$h.c $(BUILD)/hdr_$$h.cu; \
-	    $(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -I. -c $(BUILD)/hdr_$$h.cu -o $(BUILD)/hdr_cu.o || exit 1; fi; \
-	  echo "header $$h: C11, C++17$(if $(HAVE_NVCC), and nvcc,) ok"; \
-	done
+# Every header alone, as C11 (-O0 and -O2) and C++17 (with the host shim
+# implementation), and with nvcc; a stamp per header so that a second make
+# compiles nothing. Each header must carry the SPDX line (vendored copies
+# travel without LICENSE).
+HEADER_STAMPS := $(patsubst %,$(BUILD)/hdr/%.ok,$(HEADERS))
+headers: $(HEADER_STAMPS)
+$(BUILD)/hdr/%.ok: % $(HEADERS)
+	@mkdir -p $(dir $@)
+	@head -n 1 $< | grep -q 'SPDX-License-Identifier: MIT' || { echo "$<: first line must be the SPDX line"; exit 1; }
+	@printf '#define _POSIX_C_SOURCE 200809L\n#define GPUMEM_IMPLEMENTATION\n#include "%s"\nint main(void){return 0;}\n' $< > $(BUILD)/hdr/$<.c
+	@cp $(BUILD)/hdr/$<.c $(BUILD)/hdr/$<.cpp
+	$(CC) -std=c11 $(WARN) -I. -c $(BUILD)/hdr/$<.c -o $(BUILD)/hdr/$<.c.o
+	$(CC) -std=c11 $(WARN) -I. -O2 -c $(BUILD)/hdr/$<.c -o $(BUILD)/hdr/$<.c.o
+	$(CXX) -std=c++17 $(WARN) -I. -c $(BUILD)/hdr/$<.cpp -o $(BUILD)/hdr/$<.cpp.o
+ifneq ($(HAVE_NVCC),)
+	@cp $(BUILD)/hdr/$<.c $(BUILD)/hdr/$<.cu
+	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -I. -c $(BUILD)/hdr/$<.cu -o $(BUILD)/hdr/$<.cu.o
+endif
+	@echo "header $<: C11, C++17$(if $(HAVE_NVCC), and nvcc,) ok"
+	@touch $@
 
 cuda-compile: $(CUDA_OBJS)
 ifeq ($(HAVE_NVCC),)
 	@echo "nvcc not found: CUDA sources not compiled"
 endif
 
-$(BUILD)/cuda/%.o: %.cu $(HEADERS) $(wildcard tests/cuda/*.h bench/*.h)
+$(BUILD)/cuda/%.o: %.cu $(HEADERS) $(wildcard tests/cuda/*.h bench/*.h examples/*.h examples/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. -Xcompiler -Wall -c $< -o $@
 
@@ -68,6 +89,9 @@ run-tests: $(TESTS) $(BUILD)/asan_kept
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
 	@echo "== $(BUILD)/asan_kept (AddressSanitizer, stack use after return)"
 	@ASAN_OPTIONS=detect_stack_use_after_return=1:detect_leaks=0 $(BUILD)/asan_kept $(CRITERION_FLAGS)
+	@echo "== build/hello (README's quickstart program)"; $(BUILD)/hello
+	@sed -n '/^```c$$/,/^```$$/p' README.md | sed '1d;$$d' | cmp -s - examples/hello.c || \
+	  { echo "README.md: the quickstart program differs from examples/hello.c; paste the file in"; exit 1; }
 
 # Init functions keep no caller pointer: an ASan build that frees the
 # caller's frames before the objects are used (tests/test_kept.c).
@@ -81,35 +105,56 @@ $(BUILD)/%: examples/%.c $(HEADERS) $(wildcard examples/*.h) | $(BUILD)
 examples: $(EXAMPLES)
 
 # The main job: generates build/kron.graph (scale 20, 128 MiB) on first use.
-demo: $(BUILD)/graph
+demo:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/graph
 	$(BUILD)/graph demo $(BUILD)/kron.graph
 
-# I/O amplification and hit rate against cache size (about 2 minutes), plotted.
-graph-sweep: $(BUILD)/graph
+# I/O amplification and hit rate against cache size (about 2 minutes), plotted
+# if gnuplot is there (or can be installed); the table is kept either way.
+graph-sweep:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/graph
+	@mkdir -p $(RESULTS)
 	test -f $(BUILD)/kron.graph || $(BUILD)/graph gen $(BUILD)/kron.graph
-	$(BUILD)/graph sweep $(BUILD)/kron.graph $(call BENCH_OUT,graph-sweep).tsv
-	gnuplot -e "in='$(call BENCH_OUT,graph-sweep).tsv'; out='$(call BENCH_OUT,graph-sweep).png'" bench/graph_sweep.gp
+	$(BUILD)/graph sweep $(BUILD)/kron.graph $(RESULTS)/graph-sweep.tsv --machine "$$(sh tools/machine.sh)"
+	@if $(DEPS) gnuplot; then \
+	  gnuplot -e "in='$(RESULTS)/graph-sweep.tsv'; out='$(RESULTS)/graph-sweep.png'" bench/graph_sweep.gp && \
+	  echo "wrote $(RESULTS)/graph-sweep.png"; \
+	else echo "graph-sweep: plot skipped (no gnuplot); the table is $(RESULTS)/graph-sweep.tsv"; fi
 
-BENCH_OUT = bench/results/$(1)-$$(hostname -s)
 $(BUILD)/bench_%: bench/bench_%.cpp $(HEADERS) | $(BUILD)
 	$(CXX) -std=c++17 -O2 -g -I. $< -o $@ -lbenchmark -pthread
 
-# Each benchmark's JSON and a table of its ratios to the baseline of the same run,
-# then one plot of both (gnuplot).
+# Each benchmark's JSON (the machine in its context) and a table of its ratios
+# to the baseline of the same run, then one plot of both (gnuplot).
 bench: bench-queue bench-cache
 	$(MAKE) plot
 plot:
-	python3 bench/plot.py $(call BENCH_OUT,queue).json $(call BENCH_OUT,cache).json $(call BENCH_OUT,bench).png
-bench-queue: $(BUILD)/bench_queue
-	mkdir -p bench/results
-	$(BUILD)/bench_queue --benchmark_out=$(call BENCH_OUT,queue).json --benchmark_out_format=json
-	python3 bench/ratios.py $(call BENCH_OUT,queue).json "Queue pair: submissions per second (submit + complete), instant software controller" lockfree:mutex > $(call BENCH_OUT,queue).md
-	cat $(call BENCH_OUT,queue).md
-bench-cache: $(BUILD)/bench_cache
-	mkdir -p bench/results
-	$(BUILD)/bench_cache --benchmark_out=$(call BENCH_OUT,cache).json --benchmark_out_format=json
-	python3 bench/ratios.py $(call BENCH_OUT,cache).json "Cache: hits (fetch-add vs compare-and-swap reference count) and misses (through the cache vs direct reads)" hit_faa:hit_cas miss_cache:miss_direct > $(call BENCH_OUT,cache).md
-	cat $(call BENCH_OUT,cache).md
+	@if $(DEPS) python3 gnuplot; then \
+	  python3 bench/plot.py $(RESULTS)/queue.json $(RESULTS)/cache.json $(RESULTS)/bench.png; \
+	else echo "plot: skipped (needs python3 and gnuplot); the tables are $(RESULTS)/*.md"; fi
+BENCH_RUN = $(BUILD)/bench_$(1) --benchmark_out=$(RESULTS)/$(1).json --benchmark_out_format=json \
+	  --benchmark_context=machine="$$(sh tools/machine.sh)"
+bench-queue bench-cache: bench-%:
+	@$(DEPS) cc benchmark python3
+	@$(MAKE) --no-print-directory $(BUILD)/bench_$*
+	@mkdir -p $(RESULTS)
+	$(call BENCH_RUN,$*)
+	python3 bench/ratios.py $(RESULTS)/$*.json "$(BENCH_TITLE_$*)" $(BENCH_PAIRS_$*) > $(RESULTS)/$*.md
+	cat $(RESULTS)/$*.md
+BENCH_TITLE_queue := Queue pair: submissions per second (submit + complete), instant software controller
+BENCH_PAIRS_queue := lockfree:mutex
+BENCH_TITLE_cache := Cache: hits (fetch-add vs compare-and-swap reference count) and misses (through the cache vs direct reads)
+BENCH_PAIRS_cache := hit_faa:hit_cas miss_cache:miss_direct
+
+# A run becomes a committed result only by this explicit copy, under a name
+# chosen for the machine: build/results/queue.json -> bench/results/queue-$(MACHINE).json.
+results:
+	@test -n "$(MACHINE)" || { echo "make results MACHINE=name: name the machine (the files say which it was)"; exit 2; }
+	@test -d $(RESULTS) || { echo "results: nothing in $(RESULTS); run make bench or make graph-sweep first"; exit 2; }
+	@for f in $(RESULTS)/*; do b=$$(basename "$$f"); d="bench/results/$${b%%.*}-$(MACHINE).$${b#*.}"; \
+	  cp "$$f" "$$d" && echo "$$f -> $$d"; done
 
 $(BUILD)/stress: tests/stress.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
@@ -121,10 +166,12 @@ stress: $(BUILD)/stress
 # Sanitizers run the concurrency workloads through stress (Criterion's
 # fixed-address arena cannot start under ThreadSanitizer); ASan also runs the suite.
 tsan:
+	@$(DEPS) clang
 	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress
 	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.2} build/tsan/stress
 ASAN_VARS := BUILD=build/asan CC=clang SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" CFLAGS="-O1 -g"
 asan:
+	@$(DEPS) clang criterion
 	$(MAKE) $(ASAN_VARS) build/asan/stress
 	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} build/asan/stress
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} $(MAKE) $(ASAN_VARS) run-tests
@@ -189,10 +236,12 @@ $(BUILD)/guest_test: tests/qemu/guest_test.c tests/block_content.h $(HEADERS) | 
 $(BUILD)/image: tests/qemu/image.c tests/block_content.h | $(BUILD)
 	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@
 
-qemu-test: $(BUILD)/guest_test $(BUILD)/image
+qemu-test:
+	@$(DEPS) cc qemu
+	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image
 	bash tests/qemu/run.sh $(BUILD)
 
-# CUDA benchmarks: each writes bench/results/<name>-<gpu>.{json,md} with ratios
+# CUDA benchmarks: each writes $(RESULTS)/<name>-<gpu>.{json,md} with ratios
 # to the baseline measured in the same run.
 CUDA_BENCH_BINS := $(patsubst bench/cuda/%.cu,$(BUILD)/cuda/%.bin,$(wildcard bench/cuda/*.cu))
 $(BUILD)/cuda/%.bin: bench/cuda/%.cu $(HEADERS) $(wildcard tests/cuda/*.h bench/*.h)
@@ -202,8 +251,44 @@ $(BUILD)/cuda/%.bin: bench/cuda/%.cu $(HEADERS) $(wildcard tests/cuda/*.h bench/
 gpu-bench: cuda-compile $(CUDA_BENCH_BINS)
 	@if ! nvidia-smi -L >/dev/null 2>&1; then \
 	  echo "gpu-bench: NO GPU on this machine: the CUDA benchmarks were compiled, NOT run"; exit 0; fi; \
-	mkdir -p bench/results; \
-	for b in $(CUDA_BENCH_BINS); do echo "== $$b"; timeout -k 10 $${GPU_BENCH_BOUND:-1500} $$b bench/results || exit 1; done
+	mkdir -p $(RESULTS); \
+	for b in $(CUDA_BENCH_BINS); do echo "== $$b"; timeout -k 10 $${GPU_BENCH_BOUND:-1500} $$b $(RESULTS) || exit 1; done
+
+# ---- install -----------------------------------------------------------------
+# Headers into PREFIX/include, gpumem.pc into PREFIX/share/pkgconfig (a
+# header-only package is the same on every architecture), the CMake package
+# into PREFIX/share/gpumem/cmake, LICENSE and CHANGELOG into PREFIX/share/doc/gpumem.
+# uninstall removes exactly the files install writes (INSTALLED lists them),
+# then the directories of ours that are left empty.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+VERSION := $(shell sed -n 's/^\#define GPUMEM_VERSION_STRING "\(.*\)"/\1/p' gpumem.h)
+I_ROOT  := $(DESTDIR)$(PREFIX)
+INSTALLED = $(addprefix $(I_ROOT)/include/,$(HEADERS)) $(I_ROOT)/share/pkgconfig/gpumem.pc \
+	$(I_ROOT)/share/gpumem/cmake/gpumemConfig.cmake $(I_ROOT)/share/gpumem/cmake/gpumemConfigVersion.cmake \
+	$(I_ROOT)/share/doc/gpumem/LICENSE $(I_ROOT)/share/doc/gpumem/CHANGELOG.md
+install:
+	install -d $(I_ROOT)/include $(I_ROOT)/share/pkgconfig $(I_ROOT)/share/gpumem/cmake $(I_ROOT)/share/doc/gpumem
+	install -m 644 $(HEADERS) $(I_ROOT)/include/
+	printf 'prefix=%s\nincludedir=$${prefix}/include\n\nName: gpumem\nDescription: %s\nVersion: %s\nCflags: -I$${includedir}\nLibs: -pthread\n' \
+	  '$(PREFIX)' 'Header-only lock-free GPU queue and cache primitives for NVMe' '$(VERSION)' > $(I_ROOT)/share/pkgconfig/gpumem.pc
+	install -m 644 cmake/gpumemConfig.cmake $(I_ROOT)/share/gpumem/cmake/
+	sed -e 's/@VERSION@/$(VERSION)/' -e 's/@MAJOR@/$(word 1,$(subst ., ,$(VERSION)))/' \
+	  -e 's/@MINOR@/$(word 2,$(subst ., ,$(VERSION)))/' cmake/gpumemConfigVersion.cmake.in \
+	  > $(I_ROOT)/share/gpumem/cmake/gpumemConfigVersion.cmake
+	install -m 644 LICENSE CHANGELOG.md $(I_ROOT)/share/doc/gpumem/
+	@echo "installed gpumem $(VERSION) into $(I_ROOT)"
+uninstall:
+	rm -f $(INSTALLED)
+	-rmdir $(I_ROOT)/share/gpumem/cmake $(I_ROOT)/share/gpumem $(I_ROOT)/share/doc/gpumem 2>/dev/null
+	@echo "removed gpumem from $(I_ROOT)"
+
+# Install into a fresh prefix, build the consumer in tests/consumer out of the
+# tree every way a user would (tests/consumer/check.sh), uninstall, and check
+# that nothing of gpumem is left.
+install-test:
+	@$(DEPS) cc cmake pkg-config
+	NVCC="$(if $(HAVE_NVCC),$(NVCC))" CUDA_ARCH=$(CUDA_ARCH) sh tests/consumer/check.sh
 
 clean:
 	rm -rf build
@@ -211,19 +296,19 @@ clean:
 # The policy simulator (bench/policy_sim.c): `make policy-sim` generates every
 # workload's trace, runs every policy at 50% and 75% of its footprint next to
 # OPT and LRU, GMT's two tiers and the prefetchers, then writes the table and
-# the plot to bench/results/policy-sim-<host>.{tsv,md,png} (a few minutes).
-# The graph traces are recorded from examples/graph.c's BFS and CC (scale 18,
-# a 4 MiB cache) through the cache's trace hook; last, the real cache runs BFS
-# and CC under CLOCK and BRRIP (policy-graph-<host>.txt).
+# the plot to $(RESULTS)/policy-sim.{tsv,md,png} (under a minute here; `make
+# results` commits them). The graph traces are recorded from examples/graph.c's
+# BFS and CC (scale 18, a 4 MiB cache) through the cache's trace hook; last,
+# the real cache runs BFS and CC under CLOCK and BRRIP (policy-graph.txt).
 $(BUILD)/policy_sim: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
 policy-sim: $(BUILD)/policy_sim $(BUILD)/graph
-	mkdir -p build/traces bench/results
+	mkdir -p build/traces $(RESULTS)
 	test -f $(BUILD)/kron18.graph || $(BUILD)/graph gen $(BUILD)/kron18.graph --scale 18
 	test -f build/traces/graph-bfs.trace || $(BUILD)/graph bfs $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-bfs.trace
 	test -f build/traces/graph-cc.trace || $(BUILD)/graph cc $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-cc.trace
-	$(BUILD)/policy_sim table bench/results
-	python3 bench/policy_table.py $(call BENCH_OUT,policy-sim).tsv $(call BENCH_OUT,policy-sim).dat > $(call BENCH_OUT,policy-sim).md
-	gnuplot -e "in='$(call BENCH_OUT,policy-sim).dat'; out='$(call BENCH_OUT,policy-sim).png'" bench/policy_sim.gp
-	cat $(call BENCH_OUT,policy-sim).md
-	$(BUILD)/graph policies $(BUILD)/kron18.graph brrip --cache-mib 4 | tail -6 | tee $(call BENCH_OUT,policy-graph).txt
+	$(BUILD)/policy_sim table $(RESULTS)
+	python3 bench/policy_table.py $(RESULTS)/policy-sim.tsv $(RESULTS)/policy-sim.dat > $(RESULTS)/policy-sim.md
+	gnuplot -e "in='$(RESULTS)/policy-sim.dat'; out='$(RESULTS)/policy-sim.png'" bench/policy_sim.gp
+	cat $(RESULTS)/policy-sim.md
+	$(BUILD)/graph policies $(BUILD)/kron18.graph --policy brrip --cache-mib 4 | tail -6 | tee $(RESULTS)/policy-graph.txt

@@ -1,3 +1,7 @@
+/* SPDX-License-Identifier: MIT
+ * Copyright (c) 2026 The gpumem authors. gpumem is free software under the
+ * MIT license: use, copy, modify and vendor it, keeping this notice; it comes
+ * with no warranty. Full text: the LICENSE file that comes with gpumem. */
 /* gpumem.h - core of gpumem: portability, atomics, back-off, status codes.
  *
  * gpumem is a header-only C library of lock-free queue and cache primitives

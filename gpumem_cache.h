@@ -1,3 +1,7 @@
+/* SPDX-License-Identifier: MIT
+ * Copyright (c) 2026 The gpumem authors. gpumem is free software under the
+ * MIT license: use, copy, modify and vendor it, keeping this notice; it comes
+ * with no warranty. Full text: the LICENSE file that comes with gpumem. */
 /* gpumem_cache.h - a software cache in fast memory in front of NVMe queues or
  * plain memory, shared by thousands of threads: one fetch-add per hit, one
  * I/O per missed line however many threads miss it together (BaM

@@ -1,3 +1,7 @@
+/* SPDX-License-Identifier: MIT
+ * Copyright (c) 2026 The gpumem authors. gpumem is free software under the
+ * MIT license: use, copy, modify and vendor it, keeping this notice; it comes
+ * with no warranty. Full text: the LICENSE file that comes with gpumem. */
 /* gpumem_nvme.h - NVMe queue pairs that thousands of threads share without a lock
  * on the fast path (BaM dissertation, Ch. 5), a software NVMe controller to
  * drive them, and the host-side bring-up of a real NVMe controller.

@@ -12,7 +12,7 @@ usage: plot.py QUEUE.json CACHE.json OUT.png
 Ratios above 1 favour the first. Data files and the gnuplot script are
 written next to OUT (OUT minus .png, plus .dat / .gp) so the plot can be
 redrawn or restyled by hand."""
-import os, subprocess, sys
+import os, shutil, subprocess, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ratios import load_rates, arg_order  # noqa: E402
@@ -26,11 +26,25 @@ def series(a, b=None):
     return out
 
 
+def load(path):
+    """The rates of one result file, or exit with a message saying what is wrong."""
+    try:
+        return load_rates(path)
+    except FileNotFoundError:
+        sys.exit(f"plot.py: {path}: no such file (make bench-queue and make bench-cache write it)")
+    except (OSError, ValueError, KeyError, TypeError) as e:  # unreadable, not JSON, not Google Benchmark's
+        sys.exit(f"plot.py: {path}: not a Google Benchmark JSON result ({type(e).__name__}: {e})")
+
+
 def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
-    queue, qctx = load_rates(sys.argv[1])
-    cache, _ = load_rates(sys.argv[2])
+    # Check the tool before the data, so a missing gnuplot is said first and plainly.
+    if shutil.which("gnuplot") is None:
+        print("plot.py: gnuplot not found: plot skipped (install: sudo apt-get install -y gnuplot-nox)")
+        return
+    queue, qctx = load(sys.argv[1])
+    cache, _ = load(sys.argv[2])
     out = sys.argv[3]
     base = out[:-4] if out.endswith(".png") else out
     blocks = []  # gnuplot data blocks, addressed by index
@@ -55,15 +69,18 @@ def main():
     with open(base + ".dat", "w") as f:
         f.write("\n\n\n".join(blocks) + "\n")
     gp = [f"set terminal pngcairo size 1500,480 font 'sans,10'", f"set output '{out}'",
-          f"set multiplot layout 1,3 title 'gpumem host benchmarks on {qctx.get('host_name')} "
-          f"({qctx.get('num_cpus')} CPUs), make bench' font 'sans,12'",
+          f"set multiplot layout 1,3 title 'gpumem host benchmarks on "
+          f"{qctx.get('machine') or str(qctx.get('host_name')) + ' (' + str(qctx.get('num_cpus')) + ' CPUs)'}"
+          f", make bench' font 'sans,12'",
           "set logscale x 2", "set xlabel 'threads'", "set grid", "set key top right"]
     for title, ylabel, extra, lines in panels:
         gp += [extra, f"set title '{title}'", f"set ylabel '{ylabel}'", "plot " + ", ".join(lines)]
     gp.append("unset multiplot")
     with open(base + ".gp", "w") as f:
         f.write("\n".join(gp) + "\n")
-    subprocess.run(["gnuplot", base + ".gp"], check=True)
+    done = subprocess.run(["gnuplot", base + ".gp"])
+    if done.returncode != 0:
+        sys.exit(f"plot.py: gnuplot failed on {base}.gp (status {done.returncode})")
     print(f"wrote {out} (data {base}.dat, script {base}.gp)")
 
 

@@ -13,7 +13,7 @@
  *       --prefetch readahead|fdp  prefetch on every demand miss (one-tier runs)
  *       --name NAME --tsv FILE  append result rows to FILE, labelled NAME
  *   policy_sim table DIR        every workload, every policy, 50% and 75% of the
- *                               footprint, two tiers: DIR/policy-sim-<host>.{tsv,md}
+ *                               footprint, two tiers, prefetch: DIR/policy-sim.tsv
  *
  * The trace is read three times, never held: (1) line numbers to dense ids
  * in a temporary file, (2) backwards, each access's next use (for OPT) in a
@@ -347,13 +347,11 @@ static int gen(const char *kind, const char *path, double size) {
 }
 
 static int table(const char *dir) {
-    char host[64] = "host", tsv[512], trace[512];
+    char tsv[512], trace[512];
     run_opts o;
     size_t w;
     FILE *f;
-    gethostname(host, sizeof host - 1);
-    host[strcspn(host, ".")] = 0;
-    snprintf(tsv, sizeof tsv, "%s/policy-sim-%s.tsv", dir, host);
+    snprintf(tsv, sizeof tsv, "%s/policy-sim.tsv", dir);
     f = fopen(tsv, "w");
     if (!f) return 1;
     fprintf(f, "workload\tlines\tfrac\tpolicy\tplacement\tmisses\thit_rate\tratio_opt\tratio_lru\tt1_hits\thost_reads\t"

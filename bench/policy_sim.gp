@@ -1,6 +1,6 @@
 # Misses / OPT of every policy per workload, at 50% and 75% of the footprint
 # (the pivot policy_table.py writes next to the table).
-#   gnuplot -e "in='bench/results/policy-sim-HOST.dat'; out='...png'" bench/policy_sim.gp
+#   gnuplot -e "in='build/results/policy-sim.dat'; out='...png'" bench/policy_sim.gp
 set terminal pngcairo size 1800,700 font ",10" noenhanced
 set output out
 set datafile separator "\t"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Markdown report of a `policy_sim table` run (bench/results/policy-sim-<host>.tsv):
+"""Markdown report of a `policy_sim table` run (build/results/policy-sim.tsv):
 misses of every policy and OPT per workload at 50% and 75% of the footprint,
 ratios to OPT and LRU, and the papers' claims checked against the numbers."""
 import math

@@ -29,8 +29,9 @@ def main():
     rates, ctx = load_rates(sys.argv[1])
     title, pairs = sys.argv[2], [p.split(":") for p in sys.argv[3:]]
     print(f"# {title}\n")
-    print(f"Machine: {ctx.get('host_name')}, {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz, "
-          f"run {ctx.get('date')}.\n")
+    # `machine` (CPU model, cores, GPU) is what make bench adds to the context.
+    print(f"Machine: {ctx.get('machine') or ctx.get('host_name')}, {ctx.get('num_cpus')} CPUs at "
+          f"{ctx.get('mhz_per_cpu')} MHz, run {ctx.get('date')}.\n")
     for num, den in pairs:
         a, b = rates.get(num, {}), rates.get(den, {})
         print(f"\n## {num} vs {den}\n")

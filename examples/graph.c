@@ -12,14 +12,12 @@
  *   build/graph cc FILE [options]
  *   build/graph sweep FILE OUT.tsv [options]  I/O amplification against cache
  *                                         size (make graph-sweep plots it)
- *   build/graph policies FILE POLICY [options]  BFS and CC with a cache an
- *                                         eighth of the graph under CLOCK and
- *                                         under POLICY, in one run: hit rate
- *                                         and line reads of each
+ *   build/graph policies FILE --policy P  BFS and CC with a cache an eighth of
+ *                                         the graph under CLOCK and under P, in
+ *                                         one run: hit rate and line reads
  *   options: --cache-mib M  --threads T  --pairs P  --depth D  --iops N
  *            --ordered (BFS: expand each level in vertex order)
- *            --policy P (brrip, the cache's default; clock, fifo, srrip; or a
- *                        sequential one: lru, lfu, cp, hpe, tournament)
+ *            --policy P (the cache's replacement policy, gpumem_policy.h)
  *            --trace OUT (record the cache's accesses for bench/policy_sim)
  *
  * Every run prints its rounds as they finish, then hit rate, I/O
@@ -29,17 +27,19 @@
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
 #include <pthread.h>
+#include <stdarg.h>
 
 #include "graph.h"
 
 typedef struct options {
-    const char *path;
+    const char *path, *out; /* the graph file; sweep: the table */
+    const char *machine;    /* sweep: written into the table */
     uint32_t scale, edge_factor, threads, pairs, depth;
     uint64_t seed, source, cache_bytes, iops;
-    int have_source, have_cache;
+    int given;   /* O_* bits of the options on the command line */
     int ordered; /* BFS: expand each level's frontier in vertex order */
-    uint32_t policy;     /* the cache's replacement policy */
-    const char *trace;   /* record the cache's accesses to this file */
+    uint32_t policy;   /* the cache's replacement policy */
+    const char *trace; /* record the cache's accesses to this file */
 } options;
 
 /* Room for this many recorded accesses (8 bytes each); the rest are dropped
@@ -379,16 +379,82 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
 /* Command line                                                             */
 /* ------------------------------------------------------------------------ */
 
-static int usage(const char *msg) {
-    if (msg) fprintf(stderr, "graph: %s\n", msg);
-    fprintf(stderr,
-            "usage: graph demo [FILE] [--scale S]\n"
-            "       graph gen FILE [--scale S] [--edge-factor E] [--seed X]\n"
-            "       graph sweep FILE OUT.tsv [options]\n"
-            "       graph bfs|cc FILE [--source V] [--cache-mib M] [--threads T] [--pairs P] [--depth D] [--iops N]\n"
-            "                         [--ordered] [--policy P] [--trace OUT]\n"
-            "         P: brrip (default) clock fifo srrip lru lfu cp hpe tournament\n"
-            "       graph policies FILE POLICY [options]\n");
+/* Each option is a bit; each command lists the options it honours and
+ * refuses the rest, so no option is silently ignored. */
+enum {
+    O_SCALE = 1 << 0, O_EDGE_FACTOR = 1 << 1, O_SEED = 1 << 2, O_SOURCE = 1 << 3, O_CACHE = 1 << 4,
+    O_THREADS = 1 << 5, O_PAIRS = 1 << 6, O_DEPTH = 1 << 7, O_IOPS = 1 << 8, O_ORDERED = 1 << 9, O_MACHINE = 1 << 10,
+    O_POLICY = 1 << 11, O_TRACE = 1 << 12
+};
+static const struct option_doc {
+    const char *name, *arg, *what;
+    int bit;
+} option_docs[] = {
+    {"--scale", "S", "generate 2^S vertices, S in 10..30 (default 20)", O_SCALE},
+    {"--edge-factor", "E", "edges sampled per vertex, 1..64 (default 16)", O_EDGE_FACTOR},
+    {"--seed", "X", "generator seed; also picks the BFS source", O_SEED},
+    {"--source", "V", "BFS source vertex (default: a vertex with more than 2 neighbours)", O_SOURCE},
+    {"--cache-mib", "M", "cache size in MiB (demo: the small cache, default 1/8 of the graph)", O_CACHE},
+    {"--threads", "T", "host threads, 1..1024 (default 16)", O_THREADS},
+    {"--pairs", "P", "queue pairs (default 4)", O_PAIRS},
+    {"--depth", "D", "queue depth, a power of two 2..65536 (default 256)", O_DEPTH},
+    {"--iops", "N", "cap the controller at N commands/s (default: no cap)", O_IOPS},
+    {"--ordered", NULL, "expand each BFS level in vertex order", O_ORDERED},
+    {"--machine", "TEXT", "write TEXT into the table as the machine it ran on", O_MACHINE},
+    {"--policy", "P", "the cache's replacement policy: brrip (default), clock, fifo, srrip, or a sequential one:\n"
+                      "                       lru, lfu, cp, hpe, tournament (gpumem_policy.h)", O_POLICY},
+    {"--trace", "OUT", "record the cache's accesses to OUT (bench/policy_sim's binary trace format)", O_TRACE},
+};
+#define RUN_OPTS (O_CACHE | O_THREADS | O_PAIRS | O_DEPTH | O_IOPS | O_POLICY)
+static const struct command {
+    const char *name, *args, *what;
+    int files_min, files_max, opts;
+} commands[] = {
+    {"demo", "[FILE]", "generate FILE (default build/kron.graph) if missing, then BFS with a cache smaller than\n"
+                       "  the graph (frontier in discovery and in vertex order), with one that holds it, and CC",
+     0, 1, O_SCALE | O_EDGE_FACTOR | O_SEED | O_SOURCE | RUN_OPTS},
+    {"gen", "FILE", "write a Kronecker graph (GAP-kron parameters) to FILE", 1, 1, O_SCALE | O_EDGE_FACTOR | O_SEED},
+    {"bfs", "FILE", "one BFS through cache, queue pairs and controller, checked", 1, 1,
+     O_SEED | O_SOURCE | O_ORDERED | O_TRACE | RUN_OPTS},
+    {"cc", "FILE", "connected components (label propagation), checked", 1, 1, O_TRACE | RUN_OPTS},
+    {"policies", "FILE", "BFS and CC with a cache an eighth of the graph (or --cache-mib) under CLOCK and under\n"
+                         "  --policy, one after the other: hit rate and line reads of each", 1, 1,
+     O_SEED | O_SOURCE | RUN_OPTS},
+    {"sweep", "FILE OUT.tsv", "I/O amplification and hit rate against cache size, as a table", 2, 2,
+     O_SEED | O_SOURCE | O_MACHINE | (RUN_OPTS & ~O_CACHE)},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+/* Usage of one command (or all, cmd NULL): to stdout when asked for, to
+ * stderr after an error. */
+static void print_usage(FILE *f, const struct command *cmd) {
+    size_t c, i;
+    for (c = 0; c < N_COMMANDS; c++) {
+        const struct command *k = &commands[c];
+        if (cmd && cmd != k) continue;
+        fprintf(f, "%s graph %s %s [options]\n", cmd || c == 0 ? "usage:" : "      ", k->name, k->args);
+        if (cmd) {
+            fprintf(f, "  %s\noptions:\n", k->what);
+            for (i = 0; i < sizeof option_docs / sizeof option_docs[0]; i++)
+                if (k->opts & option_docs[i].bit)
+                    fprintf(f, "  %-14s %-5s %s\n", option_docs[i].name, option_docs[i].arg ? option_docs[i].arg : "",
+                            option_docs[i].what);
+        }
+    }
+    if (!cmd) fprintf(f, "graph COMMAND --help: that command's options. Exit status: 0 ok, 1 a run failed or"
+                         " disagreed with the reference,\n2 bad arguments or an unusable graph file.\n");
+}
+
+/* A bad argument: the message names it, then one line of usage; exit 2. */
+static int bad_args(const struct command *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "graph: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    if (cmd) fprintf(stderr, "\nusage: graph %s %s [options]; graph %s --help lists them\n", cmd->name, cmd->args,
+                     cmd->name);
+    else fprintf(stderr, "\ngraph --help lists the commands\n");
     return 2;
 }
 
@@ -402,57 +468,114 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
     return 0;
 }
 
-static int parse(int argc, char **argv, int first, options *o) {
-    int i;
-    for (i = first; i < argc; i++) {
+/* Can a file be created at `path`? Checked before any work, so that a run
+ * does not generate or traverse a graph only to fail writing the result. */
+static int check_writable(const struct command *cmd, const char *path) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    struct stat sb;
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path == 0 ? 1 : slash - path), path);
+    else snprintf(dir, sizeof dir, ".");
+    if (stat(dir, &sb) != 0) return bad_args(cmd, "%s: directory %s: %s", path, dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return bad_args(cmd, "%s: %s is not a directory", path, dir);
+    if (access(dir, W_OK) != 0) return bad_args(cmd, "%s: directory %s is not writable: %s", path, dir, strerror(errno));
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return bad_args(cmd, "%s is a directory", path);
+    return 0;
+}
+
+/* argv[1] is the command. Every option is checked against the command, every
+ * value against its range, and the cache against the threads, before any work. */
+static int parse(int argc, char **argv, options *o, const struct command **cmd_out, int *help) {
+    const struct command *cmd = NULL;
+    const char *files[2] = {NULL, NULL};
+    int i, n_files = 0;
+    size_t c, d;
+    *help = 0;
+    if (argc < 2) return bad_args(NULL, "name a command");
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        *help = 1;
+        return 0;
+    }
+    for (c = 0; c < N_COMMANDS; c++)
+        if (!strcmp(argv[1], commands[c].name)) cmd = &commands[c];
+    if (!cmd) return bad_args(NULL, "unknown command '%s'", argv[1]);
+    *cmd_out = cmd;
+    for (i = 2; i < argc; i++) {
         const char *a = argv[i];
+        const struct option_doc *od = NULL;
         uint64_t v;
-        double mib;
-        char *end;
-        if (a[0] != '-') {
-            if (o->path) return usage("more than one file named");
-            o->path = a;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            *help = 1;
+            return 0;
+        }
+        if (a[0] != '-' || !a[1]) {
+            if (n_files == cmd->files_max)
+                return bad_args(cmd, "%s takes %s; '%s' is one file too many", cmd->name, cmd->args, a);
+            files[n_files++] = a;
             continue;
         }
-        if (!strcmp(a, "--ordered")) {
+        for (d = 0; d < sizeof option_docs / sizeof option_docs[0]; d++)
+            if (!strcmp(a, option_docs[d].name)) od = &option_docs[d];
+        if (!od) return bad_args(cmd, "%s: unknown option %s", cmd->name, a);
+        if (!(cmd->opts & od->bit)) return bad_args(cmd, "%s does not take %s", cmd->name, a);
+        if (!od->arg) {
             o->ordered = 1;
             continue;
         }
-        if (i + 1 >= argc) return usage("an option is missing its value");
-        if (!strcmp(a, "--policy")) {
-            const char *name = argv[++i];
+        if (i + 1 >= argc) return bad_args(cmd, "%s needs a value (%s)", a, od->arg);
+        a = argv[++i];
+        o->given |= od->bit;
+        if (od->bit == O_MACHINE) {
+            o->machine = a;
+        } else if (od->bit == O_TRACE) {
+            o->trace = a;
+        } else if (od->bit == O_POLICY) {
             for (o->policy = 0; o->policy < GPUMEM_POLICY_KINDS; o->policy++)
-                if (!strcmp(name, gpumem_policy_name(o->policy))) break;
-            if (o->policy == GPUMEM_POLICY_KINDS) return usage("--policy: no such policy");
-            continue;
-        }
-        if (!strcmp(a, "--trace")) {
-            o->trace = argv[++i];
-            continue;
-        }
-        if (!strcmp(a, "--cache-mib")) {
-            mib = strtod(argv[++i], &end);
-            if (*end || !(mib > 0) || mib > 1048576.0) return usage("--cache-mib: want a size in MiB, > 0");
+                if (!strcmp(a, gpumem_policy_name(o->policy))) break;
+            if (o->policy == GPUMEM_POLICY_KINDS)
+                return bad_args(cmd, "--policy %s: want brrip, clock, fifo, srrip, lru, lfu, cp, hpe or tournament", a);
+        } else if (od->bit == O_CACHE) {
+            char *end;
+            double mib = strtod(a, &end);
+            if (end == a || *end || !(mib > 0) || mib > 1048576.0)
+                return bad_args(cmd, "--cache-mib %s: want a size in MiB, > 0", a);
             o->cache_bytes = (uint64_t)(mib * 1048576.0);
-            o->have_cache = 1;
-            continue;
-        }
-        if (parse_u64(argv[++i], 0, UINT64_MAX, &v) != 0) return usage("an option's value is not a number");
-        if (!strcmp(a, "--scale") && v >= 1 && v <= 30) o->scale = (uint32_t)v;
-        else if (!strcmp(a, "--edge-factor") && v >= 1 && v <= 64) o->edge_factor = (uint32_t)v;
-        else if (!strcmp(a, "--seed")) o->seed = v;
-        else if (!strcmp(a, "--source")) { o->source = v; o->have_source = 1; }
-        else if (!strcmp(a, "--threads") && v >= 1 && v <= 1024) o->threads = (uint32_t)v;
-        else if (!strcmp(a, "--pairs") && v >= 1 && v <= GRAPH_MAX_PAIRS) o->pairs = (uint32_t)v;
-        else if (!strcmp(a, "--depth") && v >= 2 && v <= 65536 && (v & (v - 1)) == 0) o->depth = (uint32_t)v;
-        else if (!strcmp(a, "--iops")) o->iops = v;
-        else {
-            fprintf(stderr, "graph: %s %s: unknown option or value out of range (scale 1..30, edge factor 1..64,"
-                            " threads 1..1024, pairs 1..%u, depth a power of two 2..65536)\n", a, argv[i],
-                    GRAPH_MAX_PAIRS);
-            return 2;
+        } else if (parse_u64(a, 0, UINT64_MAX, &v) != 0) {
+            return bad_args(cmd, "%s %s: not a number", od->name, a);
+        } else if (od->bit == O_SCALE) {
+            if (v < 10 || v > 30) return bad_args(cmd, "--scale %s: want 10..30", a);
+            o->scale = (uint32_t)v;
+        } else if (od->bit == O_EDGE_FACTOR) {
+            if (v < 1 || v > 64) return bad_args(cmd, "--edge-factor %s: want 1..64", a);
+            o->edge_factor = (uint32_t)v;
+        } else if (od->bit == O_THREADS) {
+            if (v < 1 || v > 1024) return bad_args(cmd, "--threads %s: want 1..1024", a);
+            o->threads = (uint32_t)v;
+        } else if (od->bit == O_PAIRS) {
+            if (v < 1 || v > GRAPH_MAX_PAIRS) return bad_args(cmd, "--pairs %s: want 1..%u", a, GRAPH_MAX_PAIRS);
+            o->pairs = (uint32_t)v;
+        } else if (od->bit == O_DEPTH) {
+            if (v < 2 || v > 65536 || (v & (v - 1)) != 0)
+                return bad_args(cmd, "--depth %s: want a power of two, 2..65536", a);
+            o->depth = (uint32_t)v;
+        } else if (od->bit == O_SOURCE) {
+            if (v >= GRAPH_NONE) return bad_args(cmd, "--source %s: no such vertex", a);
+            o->source = v;
+        } else if (od->bit == O_SEED) {
+            o->seed = v;
+        } else {
+            o->iops = v;
         }
     }
+    if (n_files < cmd->files_min) return bad_args(cmd, "%s: name %s", cmd->name, cmd->args);
+    o->path = files[0];
+    o->out = files[1];
+    /* Each thread holds up to 2 lines (the offsets' and the edges'). */
+    if ((o->given & O_CACHE) && o->cache_bytes / GRAPH_LINE < 2ull * o->threads)
+        return bad_args(cmd, "--cache-mib: a cache of %llu lines is too small for %u threads, which hold up to 2 lines"
+                             " each: give it at least %u lines (--cache-mib %.2f) or use fewer threads",
+                        (unsigned long long)(o->cache_bytes / GRAPH_LINE), o->threads, 2 * o->threads,
+                        2.0 * o->threads * GRAPH_LINE / 1048576.0);
     return 0;
 }
 
@@ -485,12 +608,48 @@ static int load_reference(const options *o, graph_csr *g) {
     gpumem_status st = graph_load(o->path, g, err, sizeof err);
     if (st == GPUMEM_OK) return 0;
     fprintf(stderr, "graph: %s\n", err);
-    if (st == GPUMEM_EINVAL) fprintf(stderr, "graph: remove the file to have `graph demo` generate it again\n");
     return 2;
 }
 
+/* The checks of a command's files that need no work: a graph file's header
+ * (read, not the graph), the source vertex against it, and that outputs can
+ * be written. Returns 0, or 2 after a message. */
+static int check_files(const struct command *cmd, options *o) {
+    graph_header h;
+    char err[512];
+    int fd, rc = 0;
+    if (!strcmp(cmd->name, "gen")) return check_writable(cmd, o->path);
+    if (!strcmp(cmd->name, "sweep") && (rc = check_writable(cmd, o->out)) != 0) return rc;
+    if (!strcmp(cmd->name, "demo") && access(o->path, F_OK) != 0) { /* demo generates a missing file */
+        if ((o->given & O_SOURCE) && o->source >= (1ull << o->scale))
+            return bad_args(cmd, "--source %llu: no such vertex (a scale-%u graph has %llu)",
+                            (unsigned long long)o->source, o->scale, 1ull << o->scale);
+        return check_writable(cmd, o->path);
+    }
+    if ((fd = open(o->path, O_RDONLY)) < 0) {
+        fprintf(stderr, "graph: %s: %s\n", o->path, strerror(errno));
+        return 2;
+    }
+    if (graph_read_header(fd, o->path, &h, err, sizeof err) != GPUMEM_OK) {
+        fprintf(stderr, "graph: %s\n", err);
+        rc = 2;
+    } else if ((o->given & O_SOURCE) && o->source >= h.n_nodes) {
+        rc = bad_args(cmd, "--source %llu: no such vertex (%s has %llu)", (unsigned long long)o->source, o->path,
+                      (unsigned long long)h.n_nodes);
+    } else if (!strcmp(cmd->name, "demo") && (((o->given & O_SCALE) && h.scale != o->scale) ||
+                                              ((o->given & O_EDGE_FACTOR) && h.edge_factor != o->edge_factor) ||
+                                              ((o->given & O_SEED) && h.seed != o->seed))) {
+        /* The options describe a graph to generate; this file is another. */
+        rc = bad_args(cmd, "%s holds the graph of scale %u, edge factor %u, seed %llu, not the one the options ask"
+                           " for: name a FILE that does not exist yet and demo generates it there",
+                      o->path, h.scale, h.edge_factor, (unsigned long long)h.seed);
+    }
+    close(fd);
+    return rc;
+}
+
 static uint32_t source_of(const options *o, const graph_csr *g) {
-    return o->have_source ? (uint32_t)o->source : graph_pick_source(g, o->seed);
+    return (o->given & O_SOURCE) ? (uint32_t)o->source : graph_pick_source(g, o->seed);
 }
 
 #define DEMO_RUNS 4
@@ -498,8 +657,9 @@ static int demo(options *o) {
     graph_csr g;
     reference answers = {&g, NULL, 0, NULL};
     result x[DEMO_RUNS];
-    uint64_t graph_bytes, small;
+    uint64_t graph_bytes, small, min_cache;
     uint32_t source;
+    char names[DEMO_RUNS][64], small_name[40];
     int rc = 0, i, n_runs = 0;
     double t0 = graph_now_s();
     printf("gpumem %s graph demo: BFS and connected components through cache, queue pairs and the software NVMe"
@@ -512,35 +672,47 @@ static int demo(options *o) {
     graph_bytes = g.h.file_bytes;
     printf("  %s: %llu vertices, %llu directed edges, %.1f MiB (checked: hash and CSR structure)\n", o->path,
            (unsigned long long)g.h.n_nodes, (unsigned long long)g.h.n_edges, (double)graph_bytes / 1048576.0);
-    if (o->have_source && o->source >= g.h.n_nodes) {
-        graph_free(&g);
-        return usage("--source: no such vertex");
-    }
     source = source_of(o, &g);
-    small = GPUMEM_ALIGN_UP(graph_bytes / 8, GRAPH_LINE);
-    /* BFS with a cache an eighth of the graph (frontier in discovery order,
-     * as BaM's BFS, then in vertex order), with a cache that holds the whole
-     * graph, and CC with the small cache. */
+    /* The small cache: --cache-mib, or an eighth of the graph but never under
+     * the 2 lines per thread that progress needs (small graphs). */
+    min_cache = 2ull * o->threads * GRAPH_LINE;
+    small = (o->given & O_CACHE) ? o->cache_bytes : GPUMEM_ALIGN_UP(graph_bytes / 8, GRAPH_LINE);
+    if (small < min_cache) {
+        printf("  1/8 of the graph is under 2 cache lines per thread: the small cache is %.2f MiB\n",
+               (double)min_cache / 1048576.0);
+        small = min_cache;
+    }
+    if ((o->given & O_CACHE) || small != GPUMEM_ALIGN_UP(graph_bytes / 8, GRAPH_LINE))
+        snprintf(small_name, sizeof small_name, "cache %.4g MiB", (double)small / 1048576.0);
+    else
+        snprintf(small_name, sizeof small_name, "cache 1/8");
+    snprintf(names[0], sizeof names[0], "BFS, %s", small_name);
+    snprintf(names[1], sizeof names[1], "BFS, %s, ordered", small_name);
+    snprintf(names[2], sizeof names[2], "BFS, cache holds graph");
+    snprintf(names[3], sizeof names[3], "CC, %s", small_name);
+    /* BFS with the small cache (frontier in discovery order, as BaM's BFS,
+     * then in vertex order), with a cache that holds the whole graph, and CC
+     * with the small cache. */
     {
-        const struct { const char *name; int kind, ordered; uint64_t cache; } plan[DEMO_RUNS] = {
-            {"BFS, cache 1/8", RUN_BFS, 0, small},
-            {"BFS, cache 1/8, ordered", RUN_BFS, 1, small},
-            {"BFS, cache holds graph", RUN_BFS, 0, graph_bytes},
-            {"CC, cache 1/8", RUN_CC, 0, small},
+        const struct { int kind, ordered; uint64_t cache; } plan[DEMO_RUNS] = {
+            {RUN_BFS, 0, small},
+            {RUN_BFS, 1, small},
+            {RUN_BFS, 0, graph_bytes > min_cache ? graph_bytes : min_cache},
+            {RUN_CC, 0, small},
         };
         for (i = 0; i < DEMO_RUNS && rc < 2; i++, n_runs++) {
             o->ordered = plan[i].ordered;
             o->cache_bytes = plan[i].cache;
-            rc |= traverse(o, &answers, plan[i].kind, source, plan[i].name, &x[i]);
+            rc |= traverse(o, &answers, plan[i].kind, source, names[i], &x[i]);
         }
     }
     reference_free(&answers);
     graph_free(&g);
     if (n_runs == DEMO_RUNS) {
-        printf("\n  %-24s %6s %7s %9s %8s %14s %10s\n", "run", "cache", "hits", "read MiB", "amplif.",
+        printf("\n  %-30s %6s %7s %9s %8s %14s %10s\n", "run", "cache", "hits", "read MiB", "amplif.",
                "reads per line", "M edges/s");
         for (i = 0; i < DEMO_RUNS; i++)
-            printf("  %-24s %5.0f%% %6.1f%% %9.1f %8.2f %14.0f %10.2f\n", x[i].name,
+            printf("  %-30s %5.0f%% %6.1f%% %9.1f %8.2f %14.0f %10.2f\n", x[i].name,
                    100.0 * x[i].cache_mib / x[i].graph_mib,
                    100.0 * (double)x[i].cs.hits / (double)(x[i].cs.hits + x[i].cs.misses),
                    (double)x[i].cs.bytes_read / 1048576.0,
@@ -566,13 +738,17 @@ static int sweep(options *o, const char *tsv) {
     uint32_t source;
     size_t i;
     int rc, k;
-    if ((rc = load_reference(o, &g)) != 0) return rc;
-    if (!(f = fopen(tsv, "w"))) {
+    uint64_t min_cache = 2ull * o->threads * GRAPH_LINE;
+    if (!(f = fopen(tsv, "w"))) { /* check_files saw the directory writable; this should not fail */
         fprintf(stderr, "graph: %s: %s\n", tsv, strerror(errno));
-        graph_free(&g);
-        return 1;
+        return 2;
+    }
+    if ((rc = load_reference(o, &g)) != 0) {
+        fclose(f);
+        return rc;
     }
     source = source_of(o, &g);
+    if (o->machine) fprintf(f, "# machine: %s\n", o->machine);
     fprintf(f, "# %s: %llu vertices, %llu edges, %.1f MiB; %u threads; BFS from %u\n", o->path,
             (unsigned long long)g.h.n_nodes, (unsigned long long)g.h.n_edges, (double)g.h.file_bytes / 1048576.0,
             o->threads, source);
@@ -581,6 +757,7 @@ static int sweep(options *o, const char *tsv) {
     for (i = 0; i < sizeof fractions / sizeof fractions[0] && rc == 0; i++) {
         result x[3];
         o->cache_bytes = GPUMEM_ALIGN_UP((uint64_t)((double)g.h.file_bytes * fractions[i]), GRAPH_LINE);
+        if (o->cache_bytes < min_cache) o->cache_bytes = min_cache; /* small graphs: 2 lines per thread */
         printf("== cache %.1f MiB (1/%.0f of the graph)\n", (double)o->cache_bytes / 1048576.0, 1.0 / fractions[i]);
         for (k = 0; k < 3 && rc == 0; k++) {
             o->ordered = k == 1;
@@ -602,19 +779,19 @@ static int sweep(options *o, const char *tsv) {
     return rc;
 }
 
-/* BFS and CC with a cache an eighth of the graph, under CLOCK (the cache's
- * policy before gpumem_policy.h) and under `other`, one after the other in
- * this run. */
-static int policies(options *o, uint32_t other) {
+/* BFS and CC with a cache an eighth of the graph (or --cache-mib), under
+ * CLOCK (the cache's policy before gpumem_policy.h) and under --policy, one
+ * after the other in this run. */
+static int policies(options *o) {
     graph_csr g;
     reference answers = {&g, NULL, 0, NULL};
     result x[4];
-    const uint32_t kinds[2] = {GPUMEM_POLICY_CLOCK, other};
+    const uint32_t kinds[2] = {GPUMEM_POLICY_CLOCK, o->policy};
     uint32_t source;
     int rc, i;
     if ((rc = load_reference(o, &g)) != 0) return rc;
     source = source_of(o, &g);
-    if (!o->have_cache) o->cache_bytes = GPUMEM_ALIGN_UP(g.h.file_bytes / 8, GRAPH_LINE);
+    if (!(o->given & O_CACHE)) o->cache_bytes = GPUMEM_ALIGN_UP(g.h.file_bytes / 8, GRAPH_LINE);
     for (i = 0; i < 4 && rc < 2; i++) {
         o->policy = kinds[i / 2];
         rc |= traverse(o, &answers, i % 2 ? RUN_CC : RUN_BFS, source, i % 2 ? "CC" : "BFS", &x[i]);
@@ -622,9 +799,9 @@ static int policies(options *o, uint32_t other) {
     reference_free(&answers);
     graph_free(&g);
     if (i == 4) {
-        printf("\n  %-5s %-7s %8s %12s %10s %10s\n", "run", "policy", "hits", "line reads", "read MiB", "seconds");
+        printf("\n  %-5s %-10s %8s %12s %10s %10s\n", "run", "policy", "hits", "line reads", "read MiB", "seconds");
         for (i = 0; i < 4; i++)
-            printf("  %-5s %-7s %7.2f%% %12llu %10.1f %10.2f\n", x[i].name, gpumem_policy_name(kinds[i / 2]),
+            printf("  %-5s %-10s %7.2f%% %12llu %10.1f %10.2f\n", x[i].name, gpumem_policy_name(kinds[i / 2]),
                    100.0 * (double)x[i].cs.hits / (double)(x[i].cs.hits + x[i].cs.misses),
                    (unsigned long long)x[i].cs.fills, (double)x[i].cs.bytes_read / 1048576.0, x[i].seconds);
     }
@@ -635,8 +812,10 @@ int main(int argc, char **argv) {
     options o;
     graph_csr g;
     reference answers = {&g, NULL, 0, NULL};
+    const struct command *cmd = NULL;
     result x;
-    int rc;
+    char default_path[128];
+    int rc, help;
     memset(&o, 0, sizeof o);
     o.scale = 20;
     o.edge_factor = 16;
@@ -646,37 +825,27 @@ int main(int argc, char **argv) {
     o.depth = 256;
     o.cache_bytes = 16u << 20;
     o.policy = gpumem_cache_desc_default().policy;
-    if (argc < 2) return usage(NULL);
-    if (!strcmp(argv[1], "sweep")) { /* two files named: the graph and the table */
-        if (argc < 4 || argv[2][0] == '-' || argv[3][0] == '-')
-            return usage("sweep: name the graph file, then the output file");
-        if ((rc = parse(argc, argv, 4, &o)) != 0) return rc;
-        o.path = argv[2];
-        return sweep(&o, argv[3]);
+    if ((rc = parse(argc, argv, &o, &cmd, &help)) != 0) return rc;
+    if (help) {
+        print_usage(stdout, cmd);
+        return 0;
     }
-    if (!strcmp(argv[1], "policies")) { /* the graph, then the policy to compare with CLOCK */
-        uint32_t k;
-        if (argc < 4 || argv[2][0] == '-' || argv[3][0] == '-') return usage("policies: name the graph, then a policy");
-        for (k = 0; k < GPUMEM_POLICY_KINDS && strcmp(argv[3], gpumem_policy_name(k)); k++) continue;
-        if (k == GPUMEM_POLICY_KINDS) return usage("policies: no such policy");
-        if ((rc = parse(argc, argv, 4, &o)) != 0) return rc;
-        o.path = argv[2];
-        return policies(&o, k);
+    if (!strcmp(cmd->name, "demo") && !o.path) {
+        /* The default graph has a file of its own; another graph another. */
+        if (o.scale == 20 && o.edge_factor == 16 && o.seed == GRAPH_SEED)
+            snprintf(default_path, sizeof default_path, "build/kron.graph");
+        else
+            snprintf(default_path, sizeof default_path, "build/kron-s%u-e%u-x%llu.graph", o.scale, o.edge_factor,
+                     (unsigned long long)o.seed);
+        o.path = default_path;
     }
-    if ((rc = parse(argc, argv, 2, &o)) != 0) return rc;
-    if (!strcmp(argv[1], "demo")) {
-        if (!o.path) o.path = "build/kron.graph";
-        return demo(&o);
-    }
-    if (!o.path) return usage("no graph file named");
-    if (!strcmp(argv[1], "gen")) return generate(&o);
-    if (strcmp(argv[1], "bfs") && strcmp(argv[1], "cc")) return usage("unknown command");
+    if ((rc = check_files(cmd, &o)) != 0) return rc;
+    if (!strcmp(cmd->name, "demo")) return demo(&o);
+    if (!strcmp(cmd->name, "gen")) return generate(&o);
+    if (!strcmp(cmd->name, "sweep")) return sweep(&o, o.out);
+    if (!strcmp(cmd->name, "policies")) return policies(&o);
     if ((rc = load_reference(&o, &g)) != 0) return rc;
-    if (o.have_source && o.source >= g.h.n_nodes) {
-        graph_free(&g);
-        return usage("--source: no such vertex");
-    }
-    if (!strcmp(argv[1], "bfs")) rc = traverse(&o, &answers, RUN_BFS, source_of(&o, &g), "BFS", &x);
+    if (!strcmp(cmd->name, "bfs")) rc = traverse(&o, &answers, RUN_BFS, source_of(&o, &g), "BFS", &x);
     else rc = traverse(&o, &answers, RUN_CC, 0, "CC", &x);
     reference_free(&answers);
     graph_free(&g);

@@ -127,9 +127,17 @@ GRAPH_API gpumem_status graph_read_header(int fd, const char *path, graph_header
     graph_layout(&want, h->n_nodes, h->n_edges);
     if (want.offsets_at != h->offsets_at || want.edges_at != h->edges_at || want.file_bytes != h->file_bytes)
         return graph_fail(err, len, GPUMEM_EINVAL, "%s: header layout inconsistent with its sizes", path);
-    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != h->file_bytes)
-        return graph_fail(err, len, GPUMEM_EINVAL, "%s: file is %llu bytes, header says %llu (truncated?)", path,
-                          (unsigned long long)sb.st_size, (unsigned long long)h->file_bytes);
+    if (fstat(fd, &sb) != 0) return graph_fail(err, len, GPUMEM_EIO, "%s: %s", path, strerror(errno));
+    /* Say which way the size is off: a short file lost its end, a long one
+     * had something written after the graph. */
+    if ((uint64_t)sb.st_size < h->file_bytes)
+        return graph_fail(err, len, GPUMEM_EINVAL, "%s: truncated: the file is %llu bytes, its header says %llu",
+                          path, (unsigned long long)sb.st_size, (unsigned long long)h->file_bytes);
+    if ((uint64_t)sb.st_size > h->file_bytes)
+        return graph_fail(err, len, GPUMEM_EINVAL,
+                          "%s: %llu bytes follow the end of the graph (the file is %llu bytes, its header says %llu)",
+                          path, (unsigned long long)sb.st_size - h->file_bytes, (unsigned long long)sb.st_size,
+                          (unsigned long long)h->file_bytes);
     return GPUMEM_OK;
 }
 

@@ -1,55 +1,35 @@
-/* hello: the smallest gpumem program. A software NVMe controller (a host
- * thread serving a namespace in RAM), one queue pair, four blocks written
- * and read back through it.
- *
- *   make examples && build/hello
- *
- * The same calls work from CUDA threads (examples/cuda/hello.cu) and, with
- * gpumem_nvmectl_open instead of gpumem_swctl_create, on a real controller. */
+/* hello: the smallest complete gpumem program (README's quickstart). A software NVMe
+ * controller serves 1024 blocks of 4 KiB from RAM; one block is written through a queue
+ * pair and read back. Compiles as C11, C++17 and CUDA; examples/cuda/hello.cu is the GPU one. */
 #define _POSIX_C_SOURCE 200809L
-#define GPUMEM_IMPLEMENTATION
+#define GPUMEM_IMPLEMENTATION /* in exactly one file: the host-side code */
 #include <stdio.h>
 #include <string.h>
 
 #include "gpumem_nvme.h"
 
+static uint32_t out[1024], in[1024]; /* one 4 KiB block each; NVMe wants data buffers dword aligned */
+
 int main(void) {
-    /* Any dword-aligned buffer will do: the pair builds PRP1, PRP2 and, past
-     * two pages, a PRP list for it. */
-    static unsigned char out[4][4096], in[4][4096];
     gpumem_swctl_config cfg = gpumem_swctl_config_default();
     gpumem_swctl *ctl;
-    gpumem_nvme_qp *qp;
+    gpumem_nvme_qp *qp; /* any number of threads may share it */
     gpumem_status st;
-    int b, wrong = 0;
-
-    cfg.lba_bytes = 4096; /* a namespace of 1024 blocks of 4 KiB, in RAM */
+    cfg.lba_bytes = 4096;
     cfg.n_blocks = 1024;
-    if ((st = gpumem_swctl_create(&cfg, &ctl)) != GPUMEM_OK || (st = gpumem_swctl_add_qp(ctl, 64, &qp)) != GPUMEM_OK ||
-        (st = gpumem_swctl_start(ctl)) != GPUMEM_OK) {
-        fprintf(stderr, "hello: controller: %s\n", gpumem_status_str(st));
+    if ((st = gpumem_swctl_create(&cfg, &ctl)) != GPUMEM_OK) {
+        fprintf(stderr, "hello: %s\n", gpumem_status_str(st));
         return 1;
     }
-    for (b = 0; b < 4; b++) { /* write blocks 100..103 */
-        snprintf((char *)out[b], sizeof out[b], "hello from block %d", 100 + b);
-        st = gpumem_nvme_qp_write_buf(qp, 100 + (uint64_t)b, 1, out[b], NULL);
-        if (st != GPUMEM_OK) fprintf(stderr, "hello: write %d: %s\n", b, gpumem_status_str(st));
-        wrong += st != GPUMEM_OK;
+    if ((st = gpumem_swctl_add_qp(ctl, 64, &qp)) == GPUMEM_OK) st = gpumem_swctl_start(ctl);
+    snprintf((char *)out, sizeof out, "hello from block 7");
+    if (st == GPUMEM_OK) st = gpumem_nvme_qp_write_buf(qp, 7, 1, out, NULL); /* LBA 7, 1 block, from `out` */
+    if (st == GPUMEM_OK) st = gpumem_nvme_qp_read_buf(qp, 7, 1, in, NULL);
+    gpumem_swctl_destroy(ctl); /* stops the controller thread, frees the pair */
+    if (st != GPUMEM_OK || memcmp(in, out, sizeof in) != 0) {
+        fprintf(stderr, "hello: %s\n", st != GPUMEM_OK ? gpumem_status_str(st) : "read back other data");
+        return 1;
     }
-    for (b = 0; b < 4; b++) { /* and read them back */
-        st = gpumem_nvme_qp_read_buf(qp, 100 + (uint64_t)b, 1, in[b], NULL);
-        if (st != GPUMEM_OK || memcmp(in[b], out[b], sizeof in[b]) != 0) wrong++;
-        else printf("block %d: \"%s\"\n", 100 + b, (const char *)in[b]);
-    }
-    gpumem_swctl_stop(ctl);
-    {
-        gpumem_swctl_stats s;
-        gpumem_swctl_get_stats(ctl, &s);
-        printf("controller: %llu commands, %llu protocol violations\n", (unsigned long long)s.commands,
-               (unsigned long long)s.violations);
-        wrong += s.violations != 0;
-    }
-    gpumem_swctl_destroy(ctl);
-    printf("hello: %s\n", wrong ? "FAILED" : "ok");
-    return wrong != 0;
+    printf("read back: \"%s\"\n", (const char *)in);
+    return 0;
 }

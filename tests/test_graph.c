@@ -139,6 +139,9 @@ Test(graph, file_round_trip_and_damage_refused) {
     cr_assert(strstr(err, "header damaged"), "%s", err);
     byte ^= 1;
     cr_assert_eq(pwrite(fd, &byte, 1, 9), 1);
+    cr_assert_eq(pwrite(fd, "tail", 4, (off_t)g.h.file_bytes), 4); /* bytes appended */
+    cr_assert_eq(graph_load(path, &back, err, sizeof err), GPUMEM_EINVAL);
+    cr_assert(strstr(err, "4 bytes follow the end of the graph") && !strstr(err, "truncated"), "%s", err);
     cr_assert_eq(ftruncate(fd, (off_t)g.h.file_bytes - 4096), 0); /* truncated */
     cr_assert_eq(graph_load(path, &back, err, sizeof err), GPUMEM_EINVAL);
     cr_assert(strstr(err, "truncated"), "%s", err);
@@ -197,33 +200,106 @@ Test(graph, program_answers_match_references) {
     unlink(path);
 }
 
-Test(graph, program_bad_input_gives_message_and_exit_2) {
+/* Every bad argument: exit 2, a message naming the problem, and no work done
+ * (nothing generated, no traversal started, no file written). %G is a valid
+ * graph file, %M a path that does not exist, %D a directory. */
+Test(graph, program_bad_arguments_table) {
+    static const struct { const char *args, *message; } cases[] = {
+        {"", "name a command"},
+        {"walk %G", "unknown command 'walk'"},
+        {"gen", "gen: name FILE"},
+        {"gen %M --cache-mib 1", "gen does not take --cache-mib"},
+        {"gen %M --scale 9", "--scale 9: want 10..30"},
+        {"gen %M --scale 31", "--scale 31: want 10..30"},
+        {"gen %M --edge-factor 0", "--edge-factor 0: want 1..64"},
+        {"gen /nonexistent-dir/x.graph", "directory /nonexistent-dir: No such file or directory"},
+        {"gen %D", "is a directory"},
+        {"gen %G/x.graph", "is not a directory"},
+        {"gen %M %M", "one file too many"},
+        {"bfs", "bfs: name FILE"},
+        {"bfs %G --threads zero", "--threads zero: not a number"},
+        {"bfs %G --threads 0", "--threads 0: want 1..1024"},
+        {"bfs %G --threads", "--threads needs a value"},
+        {"bfs %G --depth 3", "--depth 3: want a power of two"},
+        {"bfs %G --pairs 65", "--pairs 65: want 1..64"},
+        {"bfs %G --cache-mib -1", "--cache-mib -1: want a size in MiB"},
+        {"bfs %G --cache-mib 0.01 --threads 8", "too small for 8 threads"},
+        {"bfs %G --source 99999999", "--source 99999999: no such vertex"},
+        {"bfs %G --scale 12", "bfs does not take --scale"},
+        {"bfs %G --frobnicate", "unknown option --frobnicate"},
+        {"bfs %M", "No such file or directory"},
+        {"cc %G --ordered", "cc does not take --ordered"},
+        {"cc %G --source 1", "cc does not take --source"},
+        {"sweep %G", "sweep: name FILE OUT.tsv"},
+        {"sweep %G /nonexistent-dir/out.tsv", "directory /nonexistent-dir"},
+        {"sweep %G %M --cache-mib 1", "sweep does not take --cache-mib"},
+        {"sweep %G %M --ordered", "sweep does not take --ordered"},
+        {"demo %M --scale 9", "--scale 9: want 10..30"},
+        {"demo %M --scale 10 --source 1024", "--source 1024: no such vertex (a scale-10 graph has 1024)"},
+        {"demo %G --scale 12", "holds the graph of scale 10"},
+        {"demo %M --cache-mib 0.01", "too small for 16 threads"},
+        {"demo %M --ordered", "demo does not take --ordered"},
+        {"demo /nonexistent-dir/x.graph", "directory /nonexistent-dir"},
+    };
+    char graph[256], missing[256], dir[256], args[1024], out[8192];
+    size_t i;
+    struct stat sb;
+    temp_path(graph, sizeof graph, "args");
+    temp_path(missing, sizeof missing, "args-missing");
+    snprintf(dir, sizeof dir, "/tmp");
+    make_graph_file(graph, 10);
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *c = cases[i].args;
+        size_t n = 0;
+        for (; *c && n + 256 < sizeof args; c++) { /* expand %G %M %D */
+            if (c[0] == '%' && (c[1] == 'G' || c[1] == 'M' || c[1] == 'D')) {
+                n += (size_t)snprintf(args + n, sizeof args - n, "%s", c[1] == 'G' ? graph : c[1] == 'M' ? missing : dir);
+                c++;
+            } else {
+                args[n++] = *c;
+            }
+        }
+        args[n] = 0;
+        cr_expect_eq(run_graph(args, out, sizeof out), 2, "graph %s: exit status not 2:\n%s", args, out);
+        cr_expect(strstr(out, cases[i].message) != NULL, "graph %s: message lacks \"%s\":\n%s", args,
+                  cases[i].message, out);
+        cr_expect(strstr(out, "generating") == NULL && strstr(out, "level") == NULL && strstr(out, "round") == NULL,
+                  "graph %s: worked before refusing:\n%s", args, out);
+        cr_expect(stat(missing, &sb) != 0, "graph %s: created %s", args, missing);
+        unlink(missing);
+    }
+    unlink(graph);
+}
+
+/* --help for the program and each command: usage on stdout, exit 0. */
+Test(graph, program_help) {
+    static const char *cases[] = {"--help", "-h", "help", "demo --help", "gen --help", "bfs --help", "cc -h",
+                                  "sweep --help", "bfs /nonexistent --threads 4 --help"};
+    char out[8192];
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_expect_eq(run_graph(cases[i], out, sizeof out), 0, "graph %s:\n%s", cases[i], out);
+        cr_expect(strstr(out, "usage: graph "), "graph %s:\n%s", cases[i], out);
+    }
+    run_graph("cc --help", out, sizeof out);
+    cr_expect(strstr(out, "--cache-mib") && !strstr(out, "--ordered"), "cc's usage lists other options:\n%s", out);
+}
+
+/* A damaged or unusable graph file: exit 2 and a message saying what is wrong
+ * with it, never advice to delete it. */
+Test(graph, program_bad_file_gives_message_and_exit_2) {
     char path[256], args[512], out[8192];
     int fd;
     temp_path(path, sizeof path, "bad");
     make_graph_file(path, 10);
-    snprintf(args, sizeof args, "bfs %s --cache-mib 0.01 --threads 8", path); /* 2 lines < 16 */
-    cr_assert_eq(run_graph(args, out, sizeof out), 2, "%s", out);
-    cr_assert(strstr(out, "too small to make progress"), "%s", out);
-    snprintf(args, sizeof args, "bfs %s --source 99999999", path);
-    cr_assert_eq(run_graph(args, out, sizeof out), 2, "%s", out);
-    cr_assert(strstr(out, "no such vertex"), "%s", out);
-    snprintf(args, sizeof args, "cc %s --threads zero", path);
-    cr_assert_eq(run_graph(args, out, sizeof out), 2, "%s", out);
-    snprintf(args, sizeof args, "cc %s --depth 3", path);
-    cr_assert_eq(run_graph(args, out, sizeof out), 2, "%s", out);
-    cr_assert_eq(run_graph("bfs", out, sizeof out), 2, "%s", out);
-    cr_assert_eq(run_graph("walk x", out, sizeof out), 2, "%s", out);
-    cr_assert_eq(run_graph("sweep x", out, sizeof out), 2, "%s", out);
-    cr_assert(strstr(out, "name the graph file, then the output file"), "%s", out);
     fd = open(path, O_RDWR);
     cr_assert_eq(pwrite(fd, "\x01", 1, 8192), 1); /* damage the offsets */
     close(fd);
     snprintf(args, sizeof args, "bfs %s", path);
     cr_assert_eq(run_graph(args, out, sizeof out), 2, "%s", out);
-    cr_assert(strstr(out, "damaged") && strstr(out, "remove the file"), "%s", out);
-    unlink(path);
-    snprintf(args, sizeof args, "cc %s", path);
+    cr_assert(strstr(out, "damaged") && !strstr(out, "remove") && !strstr(out, "delete"), "%s", out);
+    cr_assert_eq(truncate(path, 0), 0);
     cr_assert_eq(run_graph(args, out, sizeof out), 2, "%s", out);
-    cr_assert(strstr(out, "No such file"), "%s", out);
+    cr_assert(strstr(out, "not a gpumem graph file"), "%s", out);
+    unlink(path);
 }

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "log_capture.h"
 #include "gpumem_nvme.h"
 #include "nvme_workload.h"
 #include "bare_pair.h"
@@ -182,13 +183,14 @@ Test(nvme_qp, controller_rejects_bad_config_and_late_pairs) {
     gpumem_swctl *ctl;
     gpumem_nvme_qp *qp;
     c.lba_bytes = 1000;
-    cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL);
+    EXPECT_LOG("LBA size 1000 is not a power of two", cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL));
     c = gpumem_swctl_config_default();
     c.n_blocks = 0;
-    cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL);
+    EXPECT_LOG("n_blocks", cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL));
     cr_assert_eq(gpumem_swctl_create(NULL, &ctl), GPUMEM_ENULL);
     ctl = make_ctl(64, NULL);
-    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_ESTATE, "no queue pairs yet");
+    EXPECT_LOG("no queue pairs",
+               cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_ESTATE, "no queue pairs yet"));
     cr_assert_eq(gpumem_swctl_add_qp(ctl, 6, &qp), GPUMEM_EINVAL);
     cr_assert_eq(gpumem_swctl_add_qp(ctl, 4, &qp), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
