@@ -1,3 +1,7 @@
+/* SPDX-License-Identifier: MIT
+ * Copyright (c) 2026 The gpumem authors. gpumem is free software under the
+ * MIT license: use, copy, modify and vendor it, keeping this notice; it comes
+ * with no warranty. Full text: the LICENSE file that comes with gpumem. */
 /* gpumem_policy.h - replacement, placement and prefetch policies for the
  * gpumem cache and the trace simulator (bench/policy_sim.c).
  *
