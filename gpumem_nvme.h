@@ -53,8 +53,10 @@
  *   Both run the same per-queue controller code (gpumem_nvme_sw_*), with
  *   the same completions and violation counters.
  *
- * USAGE (host threads against a real NVMe controller; Linux, root, the device
- * bound to uio_pci_generic or vfio-pci in no-IOMMU mode, see README.md)
+ * USAGE (host threads against a real NVMe controller; Linux; the device bound
+ * to vfio-pci, with /dev/vfio/N owned by the user and a memlock limit that
+ * covers the mapped memory, no root; or to uio_pci_generic without an IOMMU,
+ * as root; see docs/ssd.md)
  *
  *   gpumem_nvmectl_config cfg = gpumem_nvmectl_config_default();
  *   cfg.pci_addr = "0000:00:04.0";          // as under /sys/bus/pci/devices
@@ -62,12 +64,12 @@
  *   cfg.max_pairs = 4;                      // Set Features, Number of Queues
  *   gpumem_nvmectl *ctl;
  *   gpumem_status st = gpumem_nvmectl_open(&cfg, &ctl);  // reset, admin queue, Identify
- *   if (st != GPUMEM_OK) return st;         // ENODEV, ETIMEDOUT, EIO, ...: message logged
+ *   if (st != GPUMEM_OK) return st;         // ENODEV, ESYS, ENOMEM, ...: why in cfg.error if given
  *   const gpumem_nvmectl_info *in = gpumem_nvmectl_get_info(ctl);   // in->ns: LBA size, capacity
  *   gpumem_nvme_qp *qp;
  *   gpumem_nvmectl_add_qp(ctl, 1024, &qp);   // Create I/O CQ + SQ; queue IDs 1, 2, ...
  *
- *   gpumem_nvmectl_dma buf;                  // locked memory with physical addresses
+ *   gpumem_nvmectl_dma buf;                  // mapped for the controller (VFIO: IOVAs)
  *   gpumem_nvmectl_dma_alloc(ctl, 1 << 20, 0, &buf);
  *   gpumem_nvme_iomap at = gpumem_nvme_iomap_sub(&buf.map, 512);   // any dword offset
  *   gpumem_nvme_req req;                     // PRPs and the list built from the map
@@ -2652,38 +2654,59 @@ void gpumem_swctl_destroy(gpumem_swctl *ctl) {
 /* Host shim: a real NVMe controller, driven from user space (Linux)        */
 /* ======================================================================== */
 /*
- * Brings up a PCIe NVMe controller that is bound to uio_pci_generic (or to
- * vfio-pci in no-IOMMU mode) and hands out gpumem_nvme_qp queue pairs that
- * the controller serves: the same pairs, and the same submission and
- * completion code, as with the software controller above. See USAGE at the
- * top of this file.
+ * Brings up a PCIe NVMe controller that is bound to vfio-pci (the default
+ * and the way with an IOMMU) or to uio_pci_generic (machines without an
+ * IOMMU) and hands out gpumem_nvme_qp queue pairs that the controller
+ * serves: the same pairs, and the same submission and completion code, as
+ * with the software controller above. See USAGE at the top of this file.
  *
  *   open   sysfs: the device exists and is bound to a user-space driver;
+ *          vfio-pci: the IOMMU group /dev/vfio/N joins a type1 container,
+ *          BAR0 and config space are regions of the VFIO device fd;
+ *          uio_pci_generic: BAR0 through its sysfs resource file, config
+ *          space through sysfs, refused when the device's IOMMU domain
+ *          translates (iommu_group/type is not "identity");
  *          PCI command register: memory space and bus mastering on;
- *          BAR0 mapped through its sysfs resource file (uncached);
  *          disable (CC.EN = 0, wait CSTS.RDY = 0), admin queues (AQA, ASQ,
  *          ACQ), enable (wait CSTS.RDY = 1, at most CAP.TO), Identify
  *          Controller, Identify Namespace, Set Features Number of Queues.
  *   add_qp Create I/O Completion Queue, then Create I/O Submission Queue,
- *          physically contiguous rings (CAP.CQR), interrupts off: the
+ *          rings contiguous in I/O space (CAP.CQR), interrupts off: the
  *          library's threads poll the CQ.
  *   close  Delete the I/O queues, shut down (CC.SHN = normal, wait
  *          CSTS.SHST = complete), disable, bus mastering off, unmap.
  *
- * DMA memory (gpumem_nvmectl_dma_alloc) is locked anonymous memory whose
- * physical addresses come from /proc/self/pagemap (root only). Without an
- * IOMMU the physical address is the bus address. Queue rings must be
- * physically contiguous, so rings larger than one 4 KiB page need huge
- * pages (reserve them with /proc/sys/vm/nr_hugepages). Data buffers may
- * be ordinary pages: the PRP builder looks up every page. Locked ordinary
- * pages can still be migrated by memory compaction; set
+ * DMA memory with VFIO (the IOMMU translates): gpumem_nvmectl_dma_alloc
+ * memory and caller buffers registered with gpumem_nvmectl_dma_register are
+ * mapped into the container with VFIO_IOMMU_MAP_DMA, each at its own range
+ * of I/O virtual addresses (IOVAs), contiguous however large, with an
+ * unmapped guard page after it. The controller reaches nothing else: a PRP
+ * that points anywhere else ends the command with an error status. An
+ * unregistered buffer has no IOVA and no way into a command (the PRP
+ * functions take a gpumem_nvmectl_dma); gpumem_nvmectl_iova answers
+ * GPUMEM_ERANGE for it. Mapped pages are pinned by the kernel and counted
+ * against RLIMIT_MEMLOCK (ulimit -l); when it is too small, the error says
+ * the limit and the size needed. No root: only read-write access to
+ * /dev/vfio/N and the memlock limit (docs/ssd.md).
+ * Mappings go away on gpumem_nvmectl_dma_free (also for registered buffers)
+ * and all at once on gpumem_nvmectl_close.
+ *
+ * DMA memory without an IOMMU (uio_pci_generic, or vfio-pci in no-IOMMU
+ * mode): locked anonymous memory whose physical addresses come from
+ * /proc/self/pagemap (root only). The physical address is the bus address.
+ * Queue rings must be physically contiguous, so rings larger than one
+ * 4 KiB page need huge pages (reserve them with /proc/sys/vm/nr_hugepages).
+ * Data buffers may be ordinary pages: the PRP builder looks up every page.
+ * Locked ordinary pages can still be migrated by memory compaction; set
  * /proc/sys/vm/compact_unevictable_allowed to 0 (huge pages do not move).
  *
  * Every wait has a timeout, and every wait also watches CSTS: a controller
  * that reports fatal status (CFS) or stops answering (registers read all
- * ones) ends the wait with a status instead of a hang. Each failure returns
- * a gpumem_status, logs a message through GPUMEM_LOG and keeps it for
- * gpumem_nvmectl_error().
+ * ones) ends the wait with GPUMEM_ENODEV, never with a completion status
+ * (GPUMEM_EIO means the controller completed the command with an error).
+ * Each failure returns a gpumem_status, logs a message through GPUMEM_LOG
+ * and keeps it for gpumem_nvmectl_error(); a failed open, which leaves no
+ * controller to ask, copies it to the config's error buffer.
  *
  * Not thread-safe against itself except where noted: open, add_qp and close
  * from one thread; admin commands are serialised by a lock; the queue pairs
@@ -2703,7 +2726,9 @@ typedef struct gpumem_nvmectl_config {
     uint32_t max_pairs;    /* I/O queue pairs to ask for (1..65535); default 16 */
     uint32_t admin_depth;  /* admin queue entries, a power of two 2..64; default 32 */
     uint32_t timeout_ms;   /* longest wait for one admin command; default 10000 */
-    int huge_pages;        /* 1 (default): rings in 2 MiB huge pages where there are any */
+    int huge_pages;        /* 1 (default): rings in 2 MiB huge pages where there are any (no IOMMU only) */
+    char *error;           /* optional: open copies the reason of a failure here, NUL terminated */
+    size_t error_bytes;    /* size of `error` (320 holds every message) */
 } gpumem_nvmectl_config;
 
 /* What Identify and the capability register said. */
@@ -2724,10 +2749,14 @@ typedef struct gpumem_nvmectl_info {
 typedef struct gpumem_nvmectl_dma {
     void *va;
     size_t bytes;
-    gpumem_nvme_iomap map; /* I/O (physical) address of every 4 KiB page */
+    gpumem_nvme_iomap map; /* VFIO: contiguous IOVAs; otherwise the physical address of every 4 KiB page */
     int huge;              /* backed by huge pages */
+    int registered;        /* the caller's memory (gpumem_nvmectl_dma_register), not freed here */
     size_t mapped_bytes_;
     uint64_t *pages_;
+    void *iommu_;          /* VFIO: the container the range is mapped in */
+    uintptr_t map_va_;     /* VFIO: the page-aligned range that is mapped, and its IOVA */
+    uint64_t map_iova_;
 } gpumem_nvmectl_dma;
 
 enum {
@@ -2737,7 +2766,12 @@ enum {
 
 gpumem_nvmectl_config gpumem_nvmectl_config_default(void);
 /* Open and bring up the controller. On failure *out is NULL, the status says
- * what kind of failure, and the message went to GPUMEM_LOG. */
+ * what kind of failure, and the message went to GPUMEM_LOG and to
+ * cfg->error if the caller gave one: GPUMEM_ENODEV (no device, wrong or no
+ * driver, uio under a translating IOMMU, VFIO group not viable, controller
+ * fatal status), GPUMEM_ESYS (no permission on /dev/vfio/N, ...),
+ * GPUMEM_ENOMEM (RLIMIT_MEMLOCK too small; the message names the size),
+ * GPUMEM_ETIMEDOUT, GPUMEM_EIO (the controller refused an admin command). */
 gpumem_status gpumem_nvmectl_open(const gpumem_nvmectl_config *cfg, gpumem_nvmectl **out);
 const gpumem_nvmectl_info *gpumem_nvmectl_get_info(const gpumem_nvmectl *ctl);
 /* The last failure of this controller in words ("" if none). */
@@ -2758,9 +2792,30 @@ gpumem_status gpumem_nvmectl_check(gpumem_nvmectl *ctl);
  * the first failure on the way, but always releases everything. */
 gpumem_status gpumem_nvmectl_close(gpumem_nvmectl *ctl);
 
-/* DMA memory, zeroed and locked. ctl may be NULL (then errors are only logged). */
+/* DMA memory, zeroed, pinned, and mapped for the controller (VFIO: at a
+ * contiguous IOVA range of its own). ctl may be NULL only without an IOMMU
+ * (then the memory is located by physical address and errors are only
+ * logged). It may be freed before or after gpumem_nvmectl_close. */
 gpumem_status gpumem_nvmectl_dma_alloc(gpumem_nvmectl *ctl, size_t bytes, uint32_t flags, gpumem_nvmectl_dma *out);
+/* Frees dma_alloc memory; for a registered buffer, unmaps it (the memory
+ * stays the caller's). */
 void gpumem_nvmectl_dma_free(gpumem_nvmectl_dma *dma);
+/* Register the caller's buffer (as spdk_mem_register): mapped once for the
+ * controller, so *out works with gpumem_nvmectl_prp and the pair's PRP
+ * builder (out->map) like dma_alloc memory. Any address and length; the
+ * whole pages around it are mapped. The memory must stay allocated until
+ * gpumem_nvmectl_dma_unregister. With VFIO the pages are pinned (counted
+ * against RLIMIT_MEMLOCK); without an IOMMU they are locked (mlock) and
+ * located through /proc/self/pagemap. Buffers never registered are refused:
+ * they have no I/O address (gpumem_nvmectl_iova says GPUMEM_ERANGE). */
+gpumem_status gpumem_nvmectl_dma_register(gpumem_nvmectl *ctl, void *va, size_t bytes, gpumem_nvmectl_dma *out);
+void gpumem_nvmectl_dma_unregister(gpumem_nvmectl_dma *dma);
+/* The I/O address of `len` bytes at `va` if they lie inside one live VFIO
+ * mapping of this controller (dma_alloc or registered), GPUMEM_ERANGE if not
+ * (the controller could not reach them), GPUMEM_ESTATE without VFIO. */
+gpumem_status gpumem_nvmectl_iova(gpumem_nvmectl *ctl, const void *va, size_t len, uint64_t *iova);
+/* 1 if the controller was opened through VFIO (its DMA goes through the IOMMU). */
+int gpumem_nvmectl_uses_vfio(const gpumem_nvmectl *ctl);
 /* PRP1/PRP2 for `len` bytes at byte `off` of `dma`; transfers over two pages
  * put their PRP list at byte `list_off` (page aligned) of `list`, which may be
  * NULL for short ones. */
@@ -2776,8 +2831,11 @@ gpumem_status gpumem_nvmectl_prp(const gpumem_nvmectl_dma *dma, size_t off, uint
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <linux/vfio.h>
 
 /* Linux values that strict C11 hides behind _DEFAULT_SOURCE. */
 #ifdef MAP_ANONYMOUS
@@ -2848,12 +2906,35 @@ typedef struct gpumem__nvmectl_pair {
     void *state;
 } gpumem__nvmectl_pair;
 
+/* A VFIO type1 container: the device's I/O address space. Shared by the
+ * controller and every mapping in it, so that DMA memory may be freed after
+ * gpumem_nvmectl_close (the last reference closes the container). */
+typedef struct gpumem__nvmectl_range {
+    uintptr_t va;
+    size_t bytes;
+    uint64_t iova;
+} gpumem__nvmectl_range;
+
+typedef struct gpumem__nvmectl_iommu {
+    pthread_mutex_t lock;
+    uint32_t refs;        /* the controller, and each live mapping */
+    int container;        /* /dev/vfio/vfio */
+    uint64_t next_iova;   /* bump allocator: the next free IOVA */
+    uint64_t pinned;      /* bytes mapped (pinned and counted against RLIMIT_MEMLOCK) */
+    gpumem__nvmectl_range *ranges; /* the live mappings, for gpumem_nvmectl_iova */
+    uint32_t n_ranges, cap_ranges;
+} gpumem__nvmectl_iommu;
+
 struct gpumem_nvmectl {
     gpumem_nvmectl_config cfg;
     char pci_addr[64];
     char sysfs_dir[160];
     gpumem_nvmectl_info info;
-    unsigned char *bar; /* BAR0, uncached mapping of the sysfs resource file */
+    gpumem__nvmectl_iommu *iommu; /* VFIO; NULL for uio / no IOMMU */
+    int vfio_group, vfio_device;  /* fds, -1 when not open */
+    uint64_t config_off;          /* VFIO: the config-space region's offset in the device fd */
+    uint32_t admin_done;          /* admin commands the controller completed (DMA fault hint) */
+    unsigned char *bar; /* BAR0, uncached mapping (sysfs resource file or VFIO region) */
     size_t bar_bytes;
     uint64_t cap;
     int enabled;
@@ -2917,7 +2998,15 @@ gpumem_status gpumem_nvmectl_check(gpumem_nvmectl *c) {
     if (csts == 0xFFFFFFFFu)
         return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "controller does not answer (CSTS reads all ones: removed, "
                                                        "or memory decoding off)");
-    if (csts & GPUMEM__CSTS_CFS) return gpumem__nvmectl_fail(c, GPUMEM_EIO, "controller fatal status (CSTS.CFS)");
+    /* ENODEV, not EIO: no command completed, and a caller must not read a
+     * completion status that never came. A controller that fails before it
+     * completed a single command most likely could not read the admin queue:
+     * the usual cause is DMA the IOMMU does not translate. */
+    if (csts & GPUMEM__CSTS_CFS)
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "controller fatal status (CSTS.CFS)%s",
+                                    gpumem_atomic_load_u32(&c->admin_done, GPUMEM_ORDER_RELAXED,
+                                                           GPUMEM_SCOPE_SYSTEM) ? "" : " before it completed a command: likely a DMA fault, its "
+                                    "memory not mapped in the IOMMU (bind the device to vfio-pci, docs/ssd.md)");
     if (c->enabled && !(csts & GPUMEM__CSTS_RDY))
         return gpumem__nvmectl_fail(c, GPUMEM_ESTATE, "controller is no longer ready (CSTS 0x%x)", csts);
     return GPUMEM_OK;
@@ -2934,7 +3023,7 @@ static gpumem_status gpumem__nvmectl_wait_csts(gpumem_nvmectl *c, uint32_t mask,
             return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "%s: controller does not answer (CSTS all ones)", what);
         if ((csts & mask) == want) return GPUMEM_OK;
         if ((csts & GPUMEM__CSTS_CFS) && !(mask & GPUMEM__CSTS_CFS))
-            return gpumem__nvmectl_fail(c, GPUMEM_EIO, "%s: controller fatal status (CSTS 0x%x)", what, csts);
+            return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "%s: controller fatal status (CSTS 0x%x)", what, csts);
         if (gpumem__now_ns() > deadline)
             return gpumem__nvmectl_fail(c, GPUMEM_ETIMEDOUT, "%s: not done after %u ms (CSTS 0x%x)", what,
                                         timeout_ms, csts);
@@ -2944,21 +3033,206 @@ static gpumem_status gpumem__nvmectl_wait_csts(gpumem_nvmectl *c, uint32_t mask,
 
 /* ---- DMA memory ------------------------------------------------------------ */
 
+/* ---- VFIO: the container's I/O address space ------------------------------- */
+
+static void gpumem__nvmectl_iommu_unref(gpumem__nvmectl_iommu *m) {
+    int last;
+    pthread_mutex_lock(&m->lock);
+    last = --m->refs == 0;
+    pthread_mutex_unlock(&m->lock);
+    if (!last) return;
+    close(m->container);
+    pthread_mutex_destroy(&m->lock);
+    GPUMEM_FREE(m->ranges);
+    GPUMEM_FREE(m);
+}
+
+/* Map the pages around [va, va + bytes) at a fresh IOVA range of c's
+ * container and describe them in *out (out->va and bytes are the caller's).
+ * Each range is followed by an unmapped guard page, so a transfer that runs
+ * past a buffer faults instead of reaching the next one. */
+static gpumem_status gpumem__nvmectl_vfio_map(gpumem_nvmectl *c, void *va, size_t bytes, gpumem_nvmectl_dma *out) {
+    gpumem__nvmectl_iommu *m = c->iommu;
+    const uintptr_t pg = GPUMEM_NVME_PAGE_BYTES;
+    uintptr_t start = (uintptr_t)va & ~(pg - 1), end = GPUMEM_ALIGN_UP((uintptr_t)va + bytes, pg);
+    struct vfio_iommu_type1_dma_map dm;
+    uint64_t pinned;
+    int rc = -1, e = ENOMEM;
+    memset(&dm, 0, sizeof dm);
+    dm.argsz = sizeof dm;
+    dm.flags = VFIO_DMA_MAP_FLAG_READ | VFIO_DMA_MAP_FLAG_WRITE;
+    dm.vaddr = start;
+    dm.size = end - start;
+    pthread_mutex_lock(&m->lock);
+    if (m->n_ranges == m->cap_ranges) {
+        uint32_t cap = m->cap_ranges ? 2 * m->cap_ranges : 16;
+        gpumem__nvmectl_range *r = (gpumem__nvmectl_range *)GPUMEM_MALLOC(cap * sizeof *r);
+        if (r) {
+            if (m->n_ranges) memcpy(r, m->ranges, m->n_ranges * sizeof *r);
+            GPUMEM_FREE(m->ranges);
+            m->ranges = r;
+            m->cap_ranges = cap;
+        }
+    }
+    dm.iova = m->next_iova;
+    if (m->n_ranges < m->cap_ranges) {
+        /* The kernel pins the pages (faulting them in) and counts them
+         * against RLIMIT_MEMLOCK: no mlock, no root. */
+        rc = ioctl(m->container, VFIO_IOMMU_MAP_DMA, &dm);
+        e = errno;
+    }
+    if (rc == 0) {
+        m->ranges[m->n_ranges].va = start;
+        m->ranges[m->n_ranges].bytes = dm.size;
+        m->ranges[m->n_ranges].iova = dm.iova;
+        m->n_ranges++;
+        m->next_iova += dm.size + pg;
+        m->pinned += dm.size;
+        m->refs++;
+    }
+    pinned = m->pinned;
+    pthread_mutex_unlock(&m->lock);
+    if (rc != 0) {
+        struct rlimit rl;
+        if (e == ENOMEM && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+            pinned + dm.size > (uint64_t)rl.rlim_cur)
+            return gpumem__nvmectl_fail(c, GPUMEM_ENOMEM, "VFIO_IOMMU_MAP_DMA of %llu KiB refused: RLIMIT_MEMLOCK "
+                                        "(ulimit -l) is %llu KiB and this controller needs at least %llu KiB pinned; "
+                                        "raise the limit (docs/ssd.md)",
+                                        (unsigned long long)dm.size >> 10, (unsigned long long)rl.rlim_cur >> 10,
+                                        (unsigned long long)(pinned + dm.size + 1023) >> 10);
+        return gpumem__nvmectl_fail(c, e == ENOMEM ? GPUMEM_ENOMEM : GPUMEM_ESYS, "VFIO_IOMMU_MAP_DMA of %llu "
+                                    "bytes at IOVA 0x%llx: %s", (unsigned long long)dm.size,
+                                    (unsigned long long)dm.iova, strerror(e));
+    }
+    out->iommu_ = m;
+    out->map_va_ = start;
+    out->map_iova_ = dm.iova;
+    out->mapped_bytes_ = dm.size;
+    out->map = gpumem_nvme_iomap_contiguous(dm.iova + ((uintptr_t)va - start));
+    return GPUMEM_OK;
+}
+
+static void gpumem__nvmectl_vfio_unmap(gpumem_nvmectl_dma *d) {
+    gpumem__nvmectl_iommu *m = (gpumem__nvmectl_iommu *)d->iommu_;
+    struct vfio_iommu_type1_dma_unmap du;
+    uint32_t i;
+    memset(&du, 0, sizeof du);
+    du.argsz = sizeof du;
+    du.iova = d->map_iova_;
+    du.size = d->mapped_bytes_;
+    pthread_mutex_lock(&m->lock);
+    /* After gpumem_nvmectl_close the container has no IOMMU left (the group
+     * left it, and every mapping went with it), and this fails harmlessly. */
+    (void)ioctl(m->container, VFIO_IOMMU_UNMAP_DMA, &du);
+    for (i = 0; i < m->n_ranges; i++)
+        if (m->ranges[i].iova == d->map_iova_) {
+            m->ranges[i] = m->ranges[--m->n_ranges];
+            break;
+        }
+    m->pinned -= d->mapped_bytes_;
+    /* The newest range's IOVAs are reused; older ones are not (the space is
+     * 2^39 bytes or more, and buffers are long-lived). */
+    if (d->map_iova_ + d->mapped_bytes_ + GPUMEM_NVME_PAGE_BYTES == m->next_iova) m->next_iova = d->map_iova_;
+    pthread_mutex_unlock(&m->lock);
+    gpumem__nvmectl_iommu_unref(m);
+}
+
+gpumem_status gpumem_nvmectl_iova(gpumem_nvmectl *c, const void *va, size_t len, uint64_t *iova) {
+    gpumem__nvmectl_iommu *m;
+    gpumem_status st = GPUMEM_ERANGE;
+    uintptr_t v = (uintptr_t)va;
+    uint32_t i;
+    if (!c || !va || !iova) return GPUMEM_ENULL;
+    if (!(m = c->iommu)) return GPUMEM_ESTATE;
+    pthread_mutex_lock(&m->lock);
+    for (i = 0; i < m->n_ranges; i++) {
+        const gpumem__nvmectl_range *r = &m->ranges[i];
+        if (v >= r->va && v - r->va <= r->bytes && len <= r->bytes - (v - r->va)) {
+            *iova = r->iova + (v - r->va);
+            st = GPUMEM_OK;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&m->lock);
+    return st;
+}
+
+int gpumem_nvmectl_uses_vfio(const gpumem_nvmectl *c) { return c && c->iommu; }
+
+/* ---- DMA memory ------------------------------------------------------------ */
+
 void gpumem_nvmectl_dma_free(gpumem_nvmectl_dma *d) {
     if (!d) return;
-    if (d->va) munmap(d->va, d->mapped_bytes_);
+    if (d->iommu_) gpumem__nvmectl_vfio_unmap(d);
+    else if (d->registered && d->map_va_) munlock((void *)d->map_va_, d->mapped_bytes_);
+    if (d->va && !d->registered) munmap(d->va, d->mapped_bytes_);
     GPUMEM_FREE(d->pages_);
     memset(d, 0, sizeof *d);
+}
+
+void gpumem_nvmectl_dma_unregister(gpumem_nvmectl_dma *d) { gpumem_nvmectl_dma_free(d); }
+
+/* No IOMMU: the physical address of each of the n_pages pages from `start`
+ * (locked) into out->pages_ and out->map, from /proc/self/pagemap: one
+ * 64-bit word per virtual page, bit 63 = present, bits 54:0 = page frame
+ * number (0 unless CAP_SYS_ADMIN). */
+static gpumem_status gpumem__nvmectl_locate(gpumem_nvmectl *ctl, gpumem_nvmectl_dma *out, uintptr_t start,
+                                            size_t n_pages) {
+    const size_t pg = GPUMEM_NVME_PAGE_BYTES;
+    size_t i;
+    int fd;
+    out->pages_ = (uint64_t *)GPUMEM_MALLOC(n_pages * sizeof(uint64_t));
+    if (!out->pages_) return gpumem__nvmectl_fail(ctl, GPUMEM_ENOMEM, "page table of %zu pages", n_pages);
+    fd = open("/proc/self/pagemap", O_RDONLY);
+    if (fd < 0) return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "open /proc/self/pagemap: %s", strerror(errno));
+    for (i = 0; i < n_pages; i++) {
+        uint64_t entry = 0, pfn;
+        uintptr_t v = start + i * pg;
+        if (pread(fd, &entry, 8, (off_t)((v / pg) * 8)) != 8) {
+            int e = errno;
+            close(fd);
+            return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "read /proc/self/pagemap: %s", strerror(e));
+        }
+        pfn = entry & ((1ull << 55) - 1);
+        if (!(entry >> 63) || pfn == 0) {
+            close(fd);
+            return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "no physical address in /proc/self/pagemap (needs root, "
+                                                           "CAP_SYS_ADMIN; or use vfio-pci, docs/ssd.md)");
+        }
+        out->pages_[i] = pfn * pg;
+    }
+    close(fd);
+    out->map.iova = 0;
+    out->map.pages = out->pages_;
+    out->map.offset = 0;
+    return GPUMEM_OK;
 }
 
 gpumem_status gpumem_nvmectl_dma_alloc(gpumem_nvmectl *ctl, size_t bytes, uint32_t flags, gpumem_nvmectl_dma *out) {
     const size_t pg = GPUMEM_NVME_PAGE_BYTES;
     size_t n_pages, i;
+    gpumem_status st;
     void *va = MAP_FAILED;
-    int fd, huge = 0;
+    int huge = 0;
     if (!out) return GPUMEM_ENULL;
     memset(out, 0, sizeof *out);
     if (bytes == 0) return GPUMEM_EINVAL;
+    if (ctl && ctl->iommu) {
+        /* Ordinary pages: the IOMMU makes any range contiguous in IOVA. */
+        out->mapped_bytes_ = GPUMEM_ALIGN_UP(bytes, pg);
+        va = mmap(NULL, out->mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | GPUMEM__MAP_ANONYMOUS, -1, 0);
+        if (va == MAP_FAILED)
+            return gpumem__nvmectl_fail(ctl, GPUMEM_ENOMEM, "mmap of %zu bytes: %s", bytes, strerror(errno));
+        if ((st = gpumem__nvmectl_vfio_map(ctl, va, bytes, out)) != GPUMEM_OK) {
+            munmap(va, GPUMEM_ALIGN_UP(bytes, pg));
+            memset(out, 0, sizeof *out);
+            return st;
+        }
+        out->va = va; /* zero: fresh anonymous pages */
+        out->bytes = bytes;
+        return GPUMEM_OK;
+    }
     if ((flags & GPUMEM_NVMECTL_DMA_CONTIGUOUS) && bytes > GPUMEM__HUGE_PAGE_BYTES)
         return gpumem__nvmectl_fail(ctl, GPUMEM_EINVAL, "contiguous DMA memory of %zu bytes: at most one 2 MiB "
                                                          "huge page", bytes);
@@ -2998,41 +3272,10 @@ gpumem_status gpumem_nvmectl_dma_alloc(gpumem_nvmectl *ctl, size_t bytes, uint32
         return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "mlock of %zu bytes: %s", bytes, strerror(e));
     }
     n_pages = (bytes + pg - 1) / pg;
-    out->pages_ = (uint64_t *)GPUMEM_MALLOC(n_pages * sizeof(uint64_t));
-    if (!out->pages_) {
+    if ((st = gpumem__nvmectl_locate(ctl, out, (uintptr_t)va, n_pages)) != GPUMEM_OK) {
         gpumem_nvmectl_dma_free(out);
-        return gpumem__nvmectl_fail(ctl, GPUMEM_ENOMEM, "page table of %zu pages", n_pages);
+        return st;
     }
-    /* /proc/self/pagemap: one 64-bit word per virtual page, bit 63 =
-     * present, bits 54:0 = page frame number (0 unless CAP_SYS_ADMIN). */
-    fd = open("/proc/self/pagemap", O_RDONLY);
-    if (fd < 0) {
-        int e = errno;
-        gpumem_nvmectl_dma_free(out);
-        return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "open /proc/self/pagemap: %s", strerror(e));
-    }
-    for (i = 0; i < n_pages; i++) {
-        uint64_t entry = 0, pfn;
-        uintptr_t v = (uintptr_t)va + i * pg;
-        if (pread(fd, &entry, 8, (off_t)((v / pg) * 8)) != 8) {
-            int e = errno;
-            close(fd);
-            gpumem_nvmectl_dma_free(out);
-            return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "read /proc/self/pagemap: %s", strerror(e));
-        }
-        pfn = entry & ((1ull << 55) - 1);
-        if (!(entry >> 63) || pfn == 0) {
-            close(fd);
-            gpumem_nvmectl_dma_free(out);
-            return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "no physical address in /proc/self/pagemap (needs root, "
-                                                           "CAP_SYS_ADMIN)");
-        }
-        out->pages_[i] = pfn * pg;
-    }
-    close(fd);
-    out->map.iova = 0;
-    out->map.pages = out->pages_;
-    out->map.offset = 0;
     if (flags & GPUMEM_NVMECTL_DMA_CONTIGUOUS) {
         for (i = 1; i < n_pages; i++) {
             if (out->pages_[i] != out->pages_[0] + i * pg) {
@@ -3044,6 +3287,38 @@ gpumem_status gpumem_nvmectl_dma_alloc(gpumem_nvmectl *ctl, size_t bytes, uint32
         }
         out->map = gpumem_nvme_iomap_contiguous(out->pages_[0]);
     }
+    return GPUMEM_OK;
+}
+
+gpumem_status gpumem_nvmectl_dma_register(gpumem_nvmectl *ctl, void *va, size_t bytes, gpumem_nvmectl_dma *out) {
+    const uintptr_t pg = GPUMEM_NVME_PAGE_BYTES;
+    uintptr_t start = (uintptr_t)va & ~(pg - 1);
+    gpumem_status st;
+    if (!ctl || !va || !out) return GPUMEM_ENULL;
+    memset(out, 0, sizeof *out);
+    if (bytes == 0) return GPUMEM_EINVAL;
+    if (ctl->iommu) {
+        if ((st = gpumem__nvmectl_vfio_map(ctl, va, bytes, out)) != GPUMEM_OK) {
+            memset(out, 0, sizeof *out);
+            return st;
+        }
+    } else {
+        /* No IOMMU: locked, so the pages keep their frames, then located. */
+        size_t mapped = GPUMEM_ALIGN_UP((uintptr_t)va + bytes, pg) - start;
+        if (mlock((void *)start, mapped) != 0)
+            return gpumem__nvmectl_fail(ctl, GPUMEM_ESYS, "mlock of %zu bytes: %s", mapped, strerror(errno));
+        out->map_va_ = start;
+        out->mapped_bytes_ = mapped;
+        out->registered = 1;
+        if ((st = gpumem__nvmectl_locate(ctl, out, start, mapped / pg)) != GPUMEM_OK) {
+            gpumem_nvmectl_dma_free(out);
+            return st;
+        }
+        out->map.offset = (uintptr_t)va - start;
+    }
+    out->va = va;
+    out->bytes = bytes;
+    out->registered = 1;
     return GPUMEM_OK;
 }
 
@@ -3095,6 +3370,8 @@ gpumem_status gpumem_nvmectl_admin(gpumem_nvmectl *c, const gpumem_nvme_cmd *cmd
     /* One command at a time under the lock, so a command ID is always free. */
     st = gpumem_nvme_qp_submit(&c->admin, cmd, &req);
     if (st == GPUMEM_OK) st = gpumem_nvmectl_wait(c, &c->admin, &req, c->cfg.timeout_ms);
+    if (st == GPUMEM_OK || st == GPUMEM_EIO) /* a completion arrived; gpumem_nvmectl_check reads it unlocked */
+        gpumem_atomic_fetch_add_u32(&c->admin_done, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
     pthread_mutex_unlock(&c->admin_lock);
     if (st == GPUMEM_EIO) {
         uint16_t sf = gpumem_nvme_cpl_status(&req.cpl);
@@ -3226,48 +3503,159 @@ static gpumem_status gpumem__nvmectl_ring_alloc(gpumem_nvmectl *c, uint32_t dept
 }
 
 /* PCI command register bits 1 (memory space) and 2 (bus master), through the
- * device's sysfs config file. */
+ * VFIO device's config region or the device's sysfs config file. */
 static gpumem_status gpumem__nvmectl_pci_command(gpumem_nvmectl *c, uint16_t set, uint16_t clear) {
     char path[200];
     unsigned char cmd[2];
     uint16_t v;
-    int fd;
+    int fd = c->vfio_device;
+    off_t at = (off_t)c->config_off + 4;
     snprintf(path, sizeof path, "%s/config", c->sysfs_dir);
-    fd = open(path, O_RDWR);
-    if (fd < 0) return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "open %s: %s", path, strerror(errno));
-    if (pread(fd, cmd, 2, 4) != 2) {
-        close(fd);
+    if (fd < 0 && (fd = open(path, O_RDWR)) < 0)
+        return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "open %s: %s", path, strerror(errno));
+    if (pread(fd, cmd, 2, at) != 2) {
+        if (fd != c->vfio_device) close(fd);
         return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "read PCI command register: %s", strerror(errno));
     }
     v = (uint16_t)(((cmd[0] | cmd[1] << 8) | set) & ~clear);
     cmd[0] = (unsigned char)v;
     cmd[1] = (unsigned char)(v >> 8);
-    if (pwrite(fd, cmd, 2, 4) != 2) {
-        close(fd);
+    if (pwrite(fd, cmd, 2, at) != 2) {
+        if (fd != c->vfio_device) close(fd);
         return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "write PCI command register: %s", strerror(errno));
     }
-    close(fd);
+    if (fd != c->vfio_device) close(fd);
     return GPUMEM_OK;
 }
 
-/* The device exists, is bound to a user-space driver, and BAR0 is mapped. */
-static gpumem_status gpumem__nvmectl_map(gpumem_nvmectl *c) {
+/* The last path component of a sysfs link ("" if there is no link). */
+static void gpumem__sysfs_link_name(const char *dir, const char *name, char *out, size_t out_bytes) {
     char path[200], link[200];
-    const char *driver;
-    struct stat sb;
     ssize_t n;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    n = readlink(path, link, sizeof link - 1);
+    link[n > 0 ? n : 0] = 0;
+    const char *name_at = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
+    size_t len = strlen(name_at) < out_bytes - 1 ? strlen(name_at) : out_bytes - 1;
+    memcpy(out, name_at, len);
+    out[len] = 0;
+}
+
+/* vfio-pci with an IOMMU: the group joins a new type1 container, and BAR0
+ * and config space are regions of the device fd. Needs read-write access to
+ * /dev/vfio/N (and /dev/vfio/vfio, which is world-accessible), nothing else.
+ * While the device fd is open, vfio-pci keeps the device in D0. */
+static gpumem_status gpumem__nvmectl_vfio_open(gpumem_nvmectl *c, const char *group) {
+    struct vfio_group_status gs;
+    struct vfio_region_info ri;
+    char path[80];
+    gpumem__nvmectl_iommu *m;
+    int container = open("/dev/vfio/vfio", O_RDWR);
+    if (container < 0)
+        return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "open /dev/vfio/vfio: %s (modprobe vfio-pci)", strerror(errno));
+    if (ioctl(container, VFIO_GET_API_VERSION) != VFIO_API_VERSION ||
+        ioctl(container, VFIO_CHECK_EXTENSION, VFIO_TYPE1v2_IOMMU) <= 0) {
+        close(container);
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "VFIO has no type1v2 IOMMU (modprobe vfio_iommu_type1)");
+    }
+    m = (gpumem__nvmectl_iommu *)GPUMEM_MALLOC(sizeof *m);
+    if (!m) {
+        close(container);
+        return gpumem__nvmectl_fail(c, GPUMEM_ENOMEM, "VFIO container state");
+    }
+    memset(m, 0, sizeof *m);
+    pthread_mutex_init(&m->lock, NULL);
+    m->refs = 1;
+    m->container = container;
+    /* Above 4 GiB: clear of the x86 MSI window (0xFEE00000) and of low
+     * reserved regions; every IOMMU translates at least 39 bits. */
+    m->next_iova = 1ull << 32;
+    c->iommu = m;
+    snprintf(path, sizeof path, "/dev/vfio/%s", group);
+    if ((c->vfio_group = open(path, O_RDWR)) < 0) {
+        int e = errno;
+        if (e == EACCES || e == EPERM)
+            return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "open %s: %s: this user needs read-write access to it "
+                                        "(chown USER %s, or a udev rule; docs/ssd.md)", path,
+                                        strerror(e), path);
+        return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "open %s: %s%s", path, strerror(e),
+                                    e == EBUSY ? " (another process holds the group)" : "");
+    }
+    memset(&gs, 0, sizeof gs);
+    gs.argsz = sizeof gs;
+    if (ioctl(c->vfio_group, VFIO_GROUP_GET_STATUS, &gs) != 0)
+        return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "VFIO_GROUP_GET_STATUS: %s", strerror(errno));
+    if (!(gs.flags & VFIO_GROUP_FLAGS_VIABLE))
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "IOMMU group %s is not viable: bind every device in "
+                                    "/sys/kernel/iommu_groups/%s/devices to vfio-pci (or to no driver)", group, group);
+    if (ioctl(c->vfio_group, VFIO_GROUP_SET_CONTAINER, &container) != 0)
+        return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "VFIO_GROUP_SET_CONTAINER: %s", strerror(errno));
+    if (ioctl(container, VFIO_SET_IOMMU, VFIO_TYPE1v2_IOMMU) != 0)
+        return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "VFIO_SET_IOMMU (type1v2): %s", strerror(errno));
+    if ((c->vfio_device = ioctl(c->vfio_group, VFIO_GROUP_GET_DEVICE_FD, c->pci_addr)) < 0)
+        return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "VFIO_GROUP_GET_DEVICE_FD %s: %s", c->pci_addr,
+                                    strerror(errno));
+    memset(&ri, 0, sizeof ri);
+    ri.argsz = sizeof ri;
+    ri.index = VFIO_PCI_CONFIG_REGION_INDEX;
+    if (ioctl(c->vfio_device, VFIO_DEVICE_GET_REGION_INFO, &ri) != 0)
+        return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "VFIO config region: %s", strerror(errno));
+    c->config_off = ri.offset;
+    memset(&ri, 0, sizeof ri);
+    ri.argsz = sizeof ri;
+    ri.index = VFIO_PCI_BAR0_REGION_INDEX;
+    if (ioctl(c->vfio_device, VFIO_DEVICE_GET_REGION_INFO, &ri) != 0)
+        return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "VFIO BAR0 region: %s", strerror(errno));
+    if (ri.size < 0x2000 || !(ri.flags & VFIO_REGION_INFO_FLAG_MMAP))
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "BAR0 (%llu bytes%s) is too small for an NVMe controller or "
+                                    "cannot be mapped", (unsigned long long)ri.size,
+                                    ri.flags & VFIO_REGION_INFO_FLAG_MMAP ? "" : ", no mmap");
+    c->bar_bytes = (size_t)ri.size;
+    c->bar = (unsigned char *)mmap(NULL, c->bar_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->vfio_device,
+                                   (off_t)ri.offset);
+    if (c->bar == (unsigned char *)MAP_FAILED) {
+        c->bar = NULL;
+        return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "mmap of VFIO BAR0: %s", strerror(errno));
+    }
+    return GPUMEM_OK;
+}
+
+/* The device exists, is bound to a user-space driver, and BAR0 is mapped:
+ * through VFIO where the device is bound to vfio-pci and has an IOMMU group,
+ * through sysfs otherwise. */
+static gpumem_status gpumem__nvmectl_map(gpumem_nvmectl *c) {
+    char path[200], driver[64], group[32], type[32] = "";
+    struct stat sb;
     int fd;
     snprintf(c->sysfs_dir, sizeof c->sysfs_dir, "/sys/bus/pci/devices/%s", c->pci_addr);
     if (stat(c->sysfs_dir, &sb) != 0)
         return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "no such PCI device (%s)", c->sysfs_dir);
-    snprintf(path, sizeof path, "%s/driver", c->sysfs_dir);
-    n = readlink(path, link, sizeof link - 1);
-    link[n > 0 ? n : 0] = 0;
-    driver = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
+    gpumem__sysfs_link_name(c->sysfs_dir, "driver", driver, sizeof driver);
+    gpumem__sysfs_link_name(c->sysfs_dir, "iommu_group", group, sizeof group);
     if (strcmp(driver, "uio_pci_generic") != 0 && strcmp(driver, "vfio-pci") != 0)
-        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "not bound to uio_pci_generic or vfio-pci (driver: %s); "
-                                                       "see README.md, Real NVMe controllers",
-                                    n > 0 ? driver : "none");
+        return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "not bound to vfio-pci or uio_pci_generic (driver: %s); "
+                                                       "see docs/ssd.md",
+                                    driver[0] ? driver : "none");
+    if (group[0]) {
+        FILE *f;
+        snprintf(path, sizeof path, "%s/iommu_group/type", c->sysfs_dir);
+        if ((f = fopen(path, "r")) != NULL) {
+            if (!fgets(type, sizeof type, f)) type[0] = 0;
+            type[strcspn(type, "\n")] = 0;
+            fclose(f);
+        }
+        snprintf(path, sizeof path, "/dev/vfio/%s", group);
+        /* vfio-pci in no-IOMMU mode names its groups noiommu-N: no container
+         * maps anything there, so it takes the physical-address path. */
+        if (strcmp(driver, "vfio-pci") == 0 && stat(path, &sb) == 0) return gpumem__nvmectl_vfio_open(c, group);
+        /* An IOMMU domain that translates lets the device reach only memory
+         * mapped in it, and uio maps none: the first DMA would fault. */
+        if (strcmp(driver, "uio_pci_generic") == 0 && type[0] && strcmp(type, "identity") != 0)
+            return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "bound to uio_pci_generic, but its IOMMU group %s "
+                                        "translates DMA (type %s), so the controller could not reach its queues; "
+                                        "bind the device to vfio-pci instead (docs/ssd.md)",
+                                        group, type);
+    }
     snprintf(path, sizeof path, "%s/resource0", c->sysfs_dir);
     fd = open(path, O_RDWR | O_SYNC);
     if (fd < 0) return gpumem__nvmectl_fail(c, GPUMEM_ESYS, "open %s: %s", path, strerror(errno));
@@ -3356,17 +3744,21 @@ gpumem_status gpumem_nvmectl_open(const gpumem_nvmectl_config *cfg, gpumem_nvmec
     uint32_t nsqa, ncqa;
     if (!cfg || !out || !cfg->pci_addr) return GPUMEM_ENULL;
     *out = NULL;
-    if (cfg->max_pairs == 0 || cfg->max_pairs > 65535 || !gpumem__valid_count(cfg->admin_depth, 64) ||
-        cfg->timeout_ms == 0 || strlen(cfg->pci_addr) >= 64)
-        return gpumem__nvmectl_fail(NULL, GPUMEM_EINVAL, "open %s: max_pairs (1..65535), admin_depth (power of two "
-                                                          "2..64) or timeout_ms out of range", cfg->pci_addr);
+    if (cfg->error && cfg->error_bytes) cfg->error[0] = 0;
     c = (gpumem_nvmectl *)GPUMEM_MALLOC(sizeof *c);
     if (!c) return GPUMEM_ENOMEM;
     memset(c, 0, sizeof *c);
     c->cfg = *cfg;
-    strcpy(c->pci_addr, cfg->pci_addr);
+    snprintf(c->pci_addr, sizeof c->pci_addr, "%s", cfg->pci_addr);
     c->cfg.pci_addr = c->pci_addr;
+    c->vfio_group = c->vfio_device = -1;
     pthread_mutex_init(&c->admin_lock, NULL);
+    if (cfg->max_pairs == 0 || cfg->max_pairs > 65535 || !gpumem__valid_count(cfg->admin_depth, 64) ||
+        cfg->timeout_ms == 0 || strlen(cfg->pci_addr) >= sizeof c->pci_addr) {
+        st = gpumem__nvmectl_fail(c, GPUMEM_EINVAL, "open: max_pairs (1..65535), admin_depth (power of two 2..64), "
+                                  "timeout_ms (not 0) or pci_addr (under 64 characters) out of range");
+        goto fail;
+    }
     if ((st = gpumem__nvmectl_map(c)) != GPUMEM_OK) goto fail;
     /* Memory space on (to reach BAR0), bus mastering on (for the controller's DMA). */
     if ((st = gpumem__nvmectl_pci_command(c, 0x6, 0)) != GPUMEM_OK) goto fail;
@@ -3383,6 +3775,8 @@ gpumem_status gpumem_nvmectl_open(const gpumem_nvmectl_config *cfg, gpumem_nvmec
     *out = c;
     return GPUMEM_OK;
 fail:
+    /* The handle goes away: the reason goes to the caller's buffer. */
+    if (cfg->error && cfg->error_bytes) snprintf(cfg->error, cfg->error_bytes, "%s", c->error);
     gpumem_nvmectl_close(c);
     return st;
 }
@@ -3510,6 +3904,13 @@ gpumem_status gpumem_nvmectl_close(gpumem_nvmectl *c) {
     gpumem_nvmectl_dma_free(&c->admin_cq);
     gpumem_nvmectl_dma_free(&c->scratch);
     GPUMEM_FREE(c->admin_state);
+    /* VFIO: the device fd first (it holds the group); closing the group takes
+     * it out of the container, which drops every mapping still there (the
+     * caller's buffers too). The container itself lives on while any of them
+     * has not been freed. */
+    if (c->vfio_device >= 0) close(c->vfio_device);
+    if (c->vfio_group >= 0) close(c->vfio_group);
+    if (c->iommu) gpumem__nvmectl_iommu_unref(c->iommu);
     pthread_mutex_destroy(&c->admin_lock);
     GPUMEM_FREE(c);
     return first;

@@ -800,3 +800,34 @@ Test(watchdog, stays_quiet_while_progress_is_made) {
     cr_assert_eq(code, 0, "exit status %d; output:\n%s", code, out);
     cr_assert_null(strstr(out, "watchdog"), "%s", out);
 }
+
+/* The real-controller shim's open reports why it failed to the caller, not
+ * only to the log: there is no handle left to ask. (Runs anywhere: it needs
+ * no device; tests/qemu covers the rest.) */
+Test(nvmectl, open_failure_reason_reaches_the_caller) {
+    gpumem_nvmectl_config cfg = gpumem_nvmectl_config_default();
+    gpumem_nvmectl *ctl = (gpumem_nvmectl *)1;
+    char why[320];
+    cfg.pci_addr = "0000:ff:1f.7"; /* no such device */
+    cfg.error = why;
+    cfg.error_bytes = sizeof why;
+    cr_assert_eq(gpumem_nvmectl_open(&cfg, &ctl), GPUMEM_ENODEV);
+    cr_assert_null(ctl);
+    cr_assert(strstr(why, "no such PCI device") != NULL, "reason: \"%s\"", why);
+    cfg.max_pairs = 0;
+    cr_assert_eq(gpumem_nvmectl_open(&cfg, &ctl), GPUMEM_EINVAL);
+    cr_assert(strstr(why, "max_pairs") != NULL, "reason: \"%s\"", why);
+    cfg.max_pairs = 4;
+    cfg.error_bytes = 8; /* truncated, still terminated */
+    cr_assert_eq(gpumem_nvmectl_open(&cfg, &ctl), GPUMEM_ENODEV);
+    cr_assert_eq(strlen(why), 7);
+}
+
+Test(nvmectl, buffers_without_a_controller_are_refused) {
+    gpumem_nvmectl_dma d;
+    uint64_t iova;
+    char buf[64];
+    cr_assert_eq(gpumem_nvmectl_dma_register(NULL, buf, sizeof buf, &d), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_nvmectl_iova(NULL, buf, sizeof buf, &iova), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_nvmectl_uses_vfio(NULL), 0);
+}

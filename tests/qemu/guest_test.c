@@ -8,6 +8,15 @@
  *                                 the workload: several pairs of small and large
  *                                 depth, THREADS threads, at least COMMANDS
  *                                 commands, every read checked by content
+ *   guest_test iommu-uio ADDR     bound to uio_pci_generic under a translating
+ *                                 IOMMU: open must refuse, naming vfio-pci
+ *   guest_test iommu-run ADDR THREADS COMMANDS UID
+ *                                 bound to vfio-pci with the IOMMU on: sets
+ *                                 RLIMIT_MEMLOCK, drops to uid/gid UID with no
+ *                                 capabilities, runs the workload (odd threads
+ *                                 on registered malloc buffers), then the IOMMU
+ *                                 negative cases (memlock too small, PRPs at
+ *                                 unmapped IOVAs, unregistered buffers)
  *
  * The disk holds block content (lba, generation 0) everywhere when the guest
  * starts (tests/qemu/image.c wrote it). The last WRITE_BLOCKS blocks are
@@ -25,6 +34,9 @@
 #include <string.h>
 #include <time.h>
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gpumem_nvme.h"
@@ -74,6 +86,7 @@ typedef struct shared_state {
     uint64_t per_thread;   /* commands per thread */
     uint32_t *gen;         /* generation of each block of the written area */
     uint64_t done_total;   /* commands completed, all threads (progress) */
+    uint32_t registered;   /* threads whose data buffer is registered caller memory */
 } shared_state;
 
 typedef struct worker {
@@ -192,8 +205,19 @@ static void *worker_main(void *arg) {
     gpumem_status st;
     /* Ordinary 4 KiB pages, scattered in physical memory: every transfer
      * over two pages goes through a PRP list of page-by-page addresses. */
-    st = gpumem_nvmectl_dma_alloc(sh->ctl, MAX_BATCH * SLOT_BYTES, GPUMEM_NVMECTL_DMA_SMALL_PAGES, &buf);
-    CHECK(st == GPUMEM_OK, "data buffer: %s", gpumem_status_str(st));
+    void *own_mem = NULL;
+    if (gpumem_nvmectl_uses_vfio(sh->ctl) && w->id % 2 == 1) {
+        /* The caller's own memory, registered (mapped once for the device). */
+        own_mem = aligned_alloc(GPUMEM_NVME_PAGE_BYTES, MAX_BATCH * SLOT_BYTES);
+        CHECK(own_mem != NULL, "malloc");
+        if (!own_mem) return NULL;
+        st = gpumem_nvmectl_dma_register(sh->ctl, own_mem, MAX_BATCH * SLOT_BYTES, &buf);
+        CHECK(st == GPUMEM_OK, "register data buffer: %s: %s", gpumem_status_str(st), gpumem_nvmectl_error(sh->ctl));
+        __atomic_fetch_add(&sh->registered, 1, __ATOMIC_RELAXED);
+    } else {
+        st = gpumem_nvmectl_dma_alloc(sh->ctl, MAX_BATCH * SLOT_BYTES, GPUMEM_NVMECTL_DMA_SMALL_PAGES, &buf);
+        CHECK(st == GPUMEM_OK, "data buffer: %s: %s", gpumem_status_str(st), gpumem_nvmectl_error(sh->ctl));
+    }
     st = gpumem_nvmectl_dma_alloc(sh->ctl, MAX_BATCH * GPUMEM_NVME_PAGE_BYTES, GPUMEM_NVMECTL_DMA_SMALL_PAGES,
                                   &lists);
     CHECK(st == GPUMEM_OK, "PRP lists: %s", gpumem_status_str(st));
@@ -258,15 +282,21 @@ static void *worker_main(void *arg) {
         while (oldest < n) finish(w, qp, &batch[oldest++], &buf);
         issued += n;
     }
-    gpumem_nvmectl_dma_free(&buf);
+    if (own_mem) gpumem_nvmectl_dma_unregister(&buf);
+    else gpumem_nvmectl_dma_free(&buf);
     gpumem_nvmectl_dma_free(&lists);
+    free(own_mem);
     return NULL;
 }
+
+static char open_error[320]; /* the reason of the last failed open */
 
 static gpumem_nvmectl *open_ctl(const char *addr, uint32_t nsid, uint32_t max_pairs, gpumem_status *st) {
     gpumem_nvmectl_config cfg = gpumem_nvmectl_config_default();
     gpumem_nvmectl *ctl = NULL;
     cfg.pci_addr = addr;
+    cfg.error = open_error;
+    cfg.error_bytes = sizeof open_error;
     cfg.nsid = nsid;
     cfg.max_pairs = max_pairs;
     *st = gpumem_nvmectl_open(&cfg, &ctl);
@@ -287,6 +317,8 @@ static int run(const char *addr, uint32_t n_threads, uint64_t n_commands) {
         printf("GPUMEM_QEMU_RESULT FAIL open: %s\n", gpumem_status_str(st));
         return 1;
     }
+    printf("opened through %s\n", gpumem_nvmectl_uses_vfio(sh.ctl) ? "VFIO (IOVA-mapped DMA)" :
+           "sysfs (physical addresses)");
     in = gpumem_nvmectl_get_info(sh.ctl);
     printf("controller %04x \"%s\" serial \"%s\" firmware \"%s\" version %u.%u: MQES+1 %u, doorbell stride %u, "
            "ready timeout %u ms, MDTS %llu bytes, %u namespace IDs, %u pairs granted\n",
@@ -349,7 +381,7 @@ static int run(const char *addr, uint32_t n_threads, uint64_t n_commands) {
            (unsigned long long)flushes, (unsigned long long)blocks, t1 - t0, (reads + writes + flushes) / (t1 - t0),
            (unsigned long long)full);
     printf("buffers at 512-byte page offsets; %llu commands with PRPs (and PRP lists) built by the pair from the "
-           "buffer's I/O map\n", (unsigned long long)built);
+           "buffer's I/O map; %u threads on registered caller memory\n", (unsigned long long)built, sh.registered);
     CHECK(built > 0, "no command used the pair's PRP builder");
     CHECK(bad == 0, "%llu blocks read back wrong", (unsigned long long)bad);
     CHECK(errors == 0, "%llu commands failed", (unsigned long long)errors);
@@ -494,12 +526,254 @@ out:
     return failures ? 1 : 0;
 }
 
+/* ---- the IOMMU boot ------------------------------------------------------------ */
+
+/* Bound to uio_pci_generic while the IOMMU translates: refused at open, at
+ * once, and the caller can read why. */
+static int iommu_uio(const char *addr) {
+    gpumem_status st;
+    double t0 = now_s();
+    gpumem_nvmectl *ctl = open_ctl(addr, 1, 1, &st);
+    printf("iommu-uio: open under uio_pci_generic -> %s after %.3f s: \"%s\"\n", gpumem_status_str(st),
+           now_s() - t0, open_error);
+    CHECK(st == GPUMEM_ENODEV && ctl == NULL, "refused with ENODEV");
+    /* refused before the controller was touched (not after a DMA fault,
+     * which also ends in ENODEV and names vfio-pci) */
+    CHECK(strstr(open_error, "translates DMA") && strstr(open_error, "bind the device to vfio-pci"),
+          "the message names the translating IOMMU and the fix");
+    if (ctl) gpumem_nvmectl_close(ctl);
+    printf("GPUMEM_QEMU_RESULT %s iommu-uio failures=%d\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
+
+int setgroups(size_t n, const gid_t *groups); /* <grp.h> hides it from strict POSIX */
+
+/* Root sets the memlock limit, then the program becomes an ordinary user:
+ * uid and gid `uid`, no supplementary groups, no capabilities. */
+static int drop_root(uint32_t uid, rlim_t memlock) {
+    struct rlimit rl = {memlock, memlock};
+    char line[256];
+    FILE *f;
+    int caps_zero = 0;
+    CHECK(setrlimit(RLIMIT_MEMLOCK, &rl) == 0, "setrlimit(RLIMIT_MEMLOCK)");
+    CHECK(setgroups(0, NULL) == 0 && setgid((gid_t)uid) == 0 && setuid((uid_t)uid) == 0, "drop to uid %u", uid);
+    CHECK(getuid() == uid && geteuid() == uid && getgid() == uid && getegid() == uid, "uid/gid %u", uid);
+    f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "CapEff:", 7) == 0 || strncmp(line, "CapPrm:", 7) == 0) {
+            printf("iommu-run: %s", line);
+            caps_zero += strtoull(line + 7, NULL, 16) == 0;
+        }
+    if (f) fclose(f);
+    CHECK(caps_zero == 2, "no capabilities left");
+    printf("iommu-run: running as uid %u gid %u, RLIMIT_MEMLOCK %llu KiB\n", (unsigned)getuid(), (unsigned)getgid(),
+           (unsigned long long)memlock >> 10);
+    return failures ? 1 : 0;
+}
+
+static int all_bytes(const void *p, size_t n, unsigned char v);
+
+/* Device memory standing in for a GPU's BAR1: QEMU's ivshmem-plain (1af4:1110)
+ * BAR2, mapped by root through its sysfs resource file (a VM_PFNMAP mapping,
+ * as GDRCopy's mapping of GPU memory is), and kept after dropping root. */
+static unsigned char *p2p_mem;
+static size_t p2p_bytes;
+
+static void p2p_map_as_root(void) {
+    char path[160];
+    unsigned char cmd[2];
+    struct stat sb;
+    int fd, found = 0;
+    for (int slot = 0; slot < 32 && !found; slot++) {
+        char id[16] = "";
+        FILE *f;
+        snprintf(path, sizeof path, "/sys/bus/pci/devices/0000:00:%02x.0/vendor", slot);
+        if (!(f = fopen(path, "r"))) continue;
+        found = fgets(id, sizeof id, f) && strncmp(id, "0x1af4", 6) == 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/bus/pci/devices/0000:00:%02x.0/device", slot);
+        if (found && (f = fopen(path, "r"))) {
+            found = fgets(id, sizeof id, f) && strncmp(id, "0x1110", 6) == 0;
+            fclose(f);
+        }
+        if (found) snprintf(path, sizeof path, "/sys/bus/pci/devices/0000:00:%02x.0/", slot);
+    }
+    if (!found) {
+        printf("iommu-p2p: no ivshmem device, skipped\n");
+        return;
+    }
+    /* memory decoding on, or the BAR is not in the address space */
+    strcat(path, "config");
+    fd = open(path, O_RDWR);
+    CHECK(fd >= 0 && pread(fd, cmd, 2, 4) == 2, "read the command register");
+    cmd[0] |= 2;
+    CHECK(fd >= 0 && pwrite(fd, cmd, 2, 4) == 2, "memory decoding on");
+    if (fd >= 0) close(fd);
+    strcpy(strrchr(path, '/') + 1, "resource2");
+    fd = open(path, O_RDWR);
+    CHECK(fd >= 0 && fstat(fd, &sb) == 0, "open %s", path);
+    if (fd < 0) return;
+    p2p_bytes = (size_t)sb.st_size;
+    p2p_mem = (unsigned char *)mmap(NULL, p2p_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    CHECK(p2p_mem != MAP_FAILED, "mmap %s", path);
+    if (p2p_mem == MAP_FAILED) p2p_mem = NULL;
+    else printf("iommu-p2p: device memory (ivshmem BAR2, %zu KiB) mapped from %s\n", p2p_bytes >> 10, path);
+}
+
+/* The SSD reads straight into device memory: the PFNMAP mapping registered
+ * with the container (VFIO type1 follows its page frames; nothing is pinned
+ * or counted against RLIMIT_MEMLOCK), PRPs built by the pair. */
+static void p2p_read(gpumem_nvmectl *ctl, gpumem_nvme_qp *qp) {
+    gpumem_nvmectl_dma dev;
+    gpumem_nvme_req req;
+    gpumem_status st;
+    uint32_t k, nlb = 64, bad = 0;
+    if (!p2p_mem) return;
+    memset(p2p_mem, 0x5A, p2p_bytes);
+    st = gpumem_nvmectl_dma_register(ctl, p2p_mem, p2p_bytes, &dev);
+    printf("iommu-p2p: %-58s -> %s%s%s\n", "register the device-memory mapping", gpumem_status_str(st),
+           st ? ": " : "", st ? gpumem_nvmectl_error(ctl) : "");
+    CHECK(st == GPUMEM_OK, "register device memory");
+    if (st != GPUMEM_OK) return;
+    {
+        gpumem_nvme_iomap at = gpumem_nvme_iomap_sub(&dev.map, 4096 + 512);
+        CHECK(gpumem_nvme_qp_submit_map(qp, GPUMEM_NVME_OP_READ, 1000, nlb, &at, &req) == GPUMEM_OK, "submit");
+    }
+    st = gpumem_nvmectl_wait(ctl, qp, &req, 10000);
+    printf("iommu-p2p: %-58s -> %s\n", "read 32 KiB from the SSD into device memory", gpumem_status_str(st));
+    CHECK(st == GPUMEM_OK, "p2p read");
+    for (k = 0; k < nlb; k++) bad += !block_ok(p2p_mem + 4096 + 512 + (size_t)k * LBA, 1000 + k, 0);
+    CHECK(bad == 0, "%u blocks wrong in device memory", bad);
+    CHECK(all_bytes(p2p_mem, 4096 + 512, 0x5A) && all_bytes(p2p_mem + 4096 + 512 + nlb * LBA,
+          p2p_bytes - 4096 - 512 - nlb * LBA, 0x5A), "nothing around it changed");
+    printf("iommu-p2p: %u of %u blocks right in device memory\n", nlb - bad, nlb);
+    gpumem_nvmectl_dma_unregister(&dev);
+}
+
+static int all_bytes(const void *p, size_t n, unsigned char v) {
+    const unsigned char *b = (const unsigned char *)p;
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (b[i] != v) return 0;
+    return 1;
+}
+
+/* After the workload, still as the ordinary user. */
+static int iommu_negative(const char *addr) {
+    struct rlimit rl, small;
+    gpumem_status st;
+    gpumem_nvmectl *ctl;
+    gpumem_nvme_qp *qp = NULL;
+    gpumem_nvmectl_dma a, b;
+    gpumem_nvme_cmd cmd;
+    gpumem_nvme_req req;
+    unsigned char *own, *stray;
+    uint64_t iova, far_iova = 0x7e00000000ull;
+
+    /* 1. RLIMIT_MEMLOCK too small for the admin rings and the Identify page. */
+    getrlimit(RLIMIT_MEMLOCK, &rl);
+    small = rl;
+    small.rlim_cur = 8 << 10;
+    CHECK(setrlimit(RLIMIT_MEMLOCK, &small) == 0, "lower the soft limit");
+    ctl = open_ctl(addr, 1, 1, &st);
+    printf("iommu-negative: open with RLIMIT_MEMLOCK 8 KiB -> %s: \"%s\"\n", gpumem_status_str(st), open_error);
+    CHECK(st == GPUMEM_ENOMEM && ctl == NULL, "refused with ENOMEM");
+    CHECK(strstr(open_error, "RLIMIT_MEMLOCK") && strstr(open_error, "needs at least"), "message names the limit");
+    CHECK(setrlimit(RLIMIT_MEMLOCK, &rl) == 0, "restore the soft limit");
+    if (ctl) gpumem_nvmectl_close(ctl);
+
+    ctl = open_ctl(addr, 1, 1, &st);
+    CHECK(st == GPUMEM_OK, "open: %s: %s", gpumem_status_str(st), open_error);
+    if (!ctl) goto out;
+    CHECK(gpumem_nvmectl_uses_vfio(ctl), "opened through VFIO");
+    st = gpumem_nvmectl_add_qp(ctl, 16, &qp);
+    CHECK(st == GPUMEM_OK, "pair: %s", gpumem_status_str(st));
+    /* a: dma_alloc memory; b: the caller's memory, registered. Both get a
+     * pattern that no command below may change. */
+    st = gpumem_nvmectl_dma_alloc(ctl, 16384, 0, &a);
+    CHECK(st == GPUMEM_OK, "dma_alloc: %s", gpumem_status_str(st));
+    own = (unsigned char *)aligned_alloc(4096, 16384);
+    stray = (unsigned char *)malloc(4096);
+    st = gpumem_nvmectl_dma_register(ctl, own + 512, 8192, &b); /* any offset: its pages are mapped */
+    CHECK(st == GPUMEM_OK, "register: %s", gpumem_status_str(st));
+    if (failures || !qp) goto close;
+    memset(a.va, 0x5A, 16384);
+    memset(own, 0x5A, 16384);
+
+    /* 2. Only registered memory has an I/O address. */
+    EXPECT_STATUS(gpumem_nvmectl_iova(ctl, stray, 4096, &iova), GPUMEM_ERANGE, "I/O address of an unregistered buffer");
+    EXPECT_STATUS(gpumem_nvmectl_iova(ctl, own + 600, 1024, &iova), GPUMEM_OK, "I/O address inside a registered one");
+    CHECK(iova == gpumem_nvme_iomap_at(&b.map, 88), "the registered map's address");
+    EXPECT_STATUS(gpumem_nvmectl_iova(ctl, (char *)a.va + 16000, 1000, &iova), GPUMEM_ERANGE,
+                  "I/O address running past a mapping");
+
+    /* 3. A read whose PRP list lies at an unmapped IOVA: the controller
+     * cannot fetch the list, the command ends with an error status, and no
+     * byte of any mapped buffer changes. */
+    gpumem_nvme_cmd_read(&cmd, &qp->ns, 0, 32, gpumem_nvme_iomap_at(&a.map, 0), far_iova);
+    printf("NEGATIVE_IOVA 0x%llx\n", (unsigned long long)far_iova);
+    CHECK(gpumem_nvme_qp_submit(qp, &cmd, &req) == GPUMEM_OK, "submit");
+    st = gpumem_nvmectl_wait(ctl, qp, &req, 10000);
+    printf("iommu-negative: %-58s -> %s (%s)\n", "read of 16 KiB, its PRP list at an unmapped IOVA",
+           gpumem_status_str(st), st == GPUMEM_EIO ? gpumem_nvme_status_str(gpumem_nvme_cpl_status(&req.cpl))
+                                                   : gpumem_nvmectl_error(ctl));
+    CHECK(st == GPUMEM_EIO, "an error status");
+    printf("NEGATIVE_CID %u\n", req.cid); /* QEMU traces the error status by command ID */
+    CHECK(all_bytes(a.va, 16384, 0x5A) && all_bytes(own, 16384, 0x5A), "no byte of the mapped buffers changed");
+
+    /* 4. A read whose data page is the unmapped guard page right after a
+     * mapping: the IOMMU drops the write; whatever status the controller
+     * gives, nothing mapped may change. */
+    iova = a.map_iova_ + a.mapped_bytes_;
+    printf("NEGATIVE_IOVA 0x%llx\n", (unsigned long long)iova);
+    gpumem_nvme_cmd_read(&cmd, &qp->ns, 0, 8, iova, 0);
+    CHECK(gpumem_nvme_qp_submit(qp, &cmd, &req) == GPUMEM_OK, "submit");
+    st = gpumem_nvmectl_wait(ctl, qp, &req, 10000);
+    printf("iommu-negative: %-58s -> %s (%s)\n", "read of 4 KiB into the guard page after a buffer",
+           gpumem_status_str(st), st == GPUMEM_EIO ? gpumem_nvme_status_str(gpumem_nvme_cpl_status(&req.cpl))
+                                                   : st == GPUMEM_OK ? "completed; the IOMMU dropped the data"
+                                                                     : gpumem_nvmectl_error(ctl));
+    CHECK(st == GPUMEM_OK || st == GPUMEM_EIO, "the command ends with a status");
+    if (st == GPUMEM_EIO) printf("NEGATIVE_CID %u\n", req.cid);
+    CHECK(all_bytes(a.va, 16384, 0x5A) && all_bytes(own, 16384, 0x5A), "no byte of the mapped buffers changed");
+
+    /* The pair and the mappings still work: block 0 into the registered buffer. */
+    CHECK(gpumem_nvme_qp_submit_map(qp, GPUMEM_NVME_OP_READ, 0, 1, &b.map, &req) == GPUMEM_OK, "submit");
+    EXPECT_STATUS(gpumem_nvmectl_wait(ctl, qp, &req, 10000), GPUMEM_OK, "read block 0 into the registered buffer");
+    CHECK(block_ok(own + 512, 0, 0), "block 0 content");
+    CHECK(all_bytes(own, 512, 0x5A) && all_bytes(own + 1024, 16384 - 1024, 0x5A), "nothing around it changed");
+    p2p_read(ctl, qp);
+close:
+    gpumem_nvmectl_dma_unregister(&b);
+    EXPECT_STATUS(gpumem_nvmectl_iova(ctl, own + 600, 16, &iova), GPUMEM_ERANGE, "I/O address after unregister");
+    gpumem_nvmectl_dma_free(&a);
+    st = gpumem_nvmectl_close(ctl);
+    EXPECT_STATUS(st, GPUMEM_OK, "close");
+    free(own);
+    free(stray);
+out:
+    printf("GPUMEM_QEMU_RESULT %s iommu-negative failures=%d\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 3 && strcmp(argv[1], "unbound") == 0) return unbound(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "negative") == 0) return negative(argv[2]);
+    if (argc >= 3 && strcmp(argv[1], "iommu-uio") == 0) return iommu_uio(argv[2]);
+    if (argc >= 6 && strcmp(argv[1], "iommu-run") == 0) {
+        p2p_map_as_root();
+        if (drop_root((uint32_t)atoi(argv[5]), 256u << 20)) {
+            printf("GPUMEM_QEMU_RESULT FAIL dropping root\n");
+            return 1;
+        }
+        if (run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10))) return 1;
+        return iommu_negative(argv[2]);
+    }
     if (argc >= 5 && strcmp(argv[1], "run") == 0)
         return run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10));
-    fprintf(stderr, "usage: guest_test unbound|negative ADDR | run ADDR THREADS COMMANDS\n");
+    fprintf(stderr, "usage: guest_test unbound|negative|iommu-uio ADDR | run ADDR THREADS COMMANDS | iommu-run ADDR "
+                    "THREADS COMMANDS UID\n");
     return 2;
 }

@@ -14,6 +14,15 @@
 #   2. run: the workload (GPUMEM_QEMU_THREADS threads on as many vCPUs,
 #      GPUMEM_QEMU_COMMANDS commands). Any NVMe guest error QEMU reports fails
 #      the test. Afterwards the image file must hold every write.
+#   3. iommu: q35 with QEMU's emulated Intel VT-d (intel-iommu, interrupt
+#      remapping), the guest kernel with intel_iommu=on (translating DMA
+#      domains, no iommu=pt). Bound to uio_pci_generic, open must refuse;
+#      then bound to vfio-pci, /dev/vfio/N given to uid 1000, the guest
+#      program sets RLIMIT_MEMLOCK, drops to uid/gid 1000 without
+#      capabilities and runs the same workload through VFIO, then the
+#      negative cases (memlock too small, PRPs at unmapped IOVAs). NVMe
+#      errors are allowed only at the IOVAs the negative cases print; the
+#      image file must hold every write.
 # Environment: GPUMEM_QEMU_ACCEL=tcg (default) | kvm | auto (kvm if a probe
 # boot reaches init), GPUMEM_QEMU_COMMANDS (default 120000),
 # GPUMEM_QEMU_THREADS (default 4), GPUMEM_QEMU_TIMEOUT (seconds per boot, 480).
@@ -51,11 +60,12 @@ rm -rf "$WORK"
 mkdir -p "$WORK/root"/{bin,dev,proc,sys,mnt,lib/modules}
 ROOT="$WORK/root"
 cp "$BUSYBOX" "$ROOT/bin/busybox"
-for applet in sh mount insmod echo cat ls sleep poweroff readlink grep; do ln -s busybox "$ROOT/bin/$applet"; done
+for applet in sh mount insmod echo cat ls sleep poweroff readlink grep chown; do ln -s busybox "$ROOT/bin/$applet"; done
 cp "$BUILD/guest_test" "$ROOT/bin/guest_test"
 
-# uio and uio_pci_generic, decompressed here if the kernel ships them compressed
-for m in uio uio_pci_generic; do
+# uio and uio_pci_generic, and VFIO (vfio-pci and what modules.dep says it
+# needs, in load order), decompressed here if the kernel ships them compressed
+for m in uio uio_pci_generic irqbypass vfio vfio_virqfd vfio_iommu_type1 vfio-pci-core vfio-pci; do
     src=$(find "$MODDIR" -name "$m.ko" -o -name "$m.ko.xz" -o -name "$m.ko.zst" -o -name "$m.ko.gz" | head -n 1)
     [ -n "$src" ] || die "module $m not found under $MODDIR"
     case "$src" in
@@ -78,7 +88,7 @@ ARGS=$(cat /proc/cmdline | grep -o 'gpumem_args=[0-9,]*')
 ARGS=${ARGS#gpumem_args=}
 finish() { echo "GPUMEM_GUEST_DONE"; poweroff -f; sleep 10; }
 [ "$MODE" = probe ] && { echo "GPUMEM_PROBE_OK"; finish; }
-echo 64 > /proc/sys/vm/nr_hugepages                     # 2 MiB pages for the queue rings
+[ "$MODE" = iommu ] || echo 64 > /proc/sys/vm/nr_hugepages   # 2 MiB pages for the queue rings (VFIO needs none)
 echo 0 > /proc/sys/vm/compact_unevictable_allowed       # locked DMA pages stay put
 # Debian's kernel backs anonymous memory with transparent huge pages, and
 # khugepaged moves small pages into them, locked ones too. Scanning often makes
@@ -95,6 +105,30 @@ done
 [ -n "$ADDR" ] || { echo "GPUMEM_QEMU_RESULT FAIL no QEMU NVMe device (1b36:0010) on the PCI bus"; finish; }
 echo "guest: NVMe controller at $ADDR, driver: $(readlink /sys/bus/pci/devices/$ADDR/driver || echo none)"
 [ "$MODE" = negative ] && guest_test unbound "$ADDR"
+if [ "$MODE" = iommu ]; then
+    DEV=/sys/bus/pci/devices/$ADDR
+    GROUP=$(readlink $DEV/iommu_group); GROUP=${GROUP##*/}
+    echo "guest: IOMMU group ${GROUP:-none}, domain type $(cat $DEV/iommu_group/type 2>/dev/null || echo none)"
+    [ -n "$GROUP" ] || { echo "GPUMEM_QEMU_RESULT FAIL the IOMMU is off (no iommu_group)"; finish; }
+    for m in irqbypass vfio vfio_virqfd vfio_iommu_type1 vfio-pci-core vfio-pci; do
+        insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; finish; }
+    done
+    # uio_pci_generic under a translating IOMMU: the shim must refuse
+    echo uio_pci_generic > $DEV/driver_override
+    echo "$ADDR" > /sys/bus/pci/drivers_probe
+    echo "guest: driver now: $(readlink $DEV/driver)"
+    guest_test iommu-uio "$ADDR"
+    echo "$ADDR" > $DEV/driver/unbind
+    # vfio-pci, and the group for an ordinary user
+    echo vfio-pci > $DEV/driver_override
+    echo "$ADDR" > /sys/bus/pci/drivers_probe
+    echo "guest: driver now: $(readlink $DEV/driver)"
+    chown 1000:1000 /dev/vfio/$GROUP
+    echo "guest: $(ls -l /dev/vfio/$GROUP)"
+    guest_test iommu-run "$ADDR" ${ARGS%%,*} ${ARGS#*,} 1000
+    echo "guest: guest_test exited with $?"
+    finish
+fi
 # uio_pci_generic takes the device (Debian's nvme driver is a module that is not here)
 echo "1b36 0010" > /sys/bus/pci/drivers/uio_pci_generic/new_id
 sleep 1
@@ -116,13 +150,14 @@ say "kernel $KERNEL, initramfs $(du -h "$WORK/initramfs.gz" | cut -f1)"
 # boot NAME MODE ACCEL EXTRA_DEVICE_OPTIONS: console to $WORK/NAME.console, QEMU's
 # guest-error and NVMe error trace log to $WORK/NAME.qemu.log.
 boot() {
-    local name=$1 mode=$2 accel=$3 devopts=$4 limit=${5:-$BOOT_TIMEOUT} accel_opt
+    local name=$1 mode=$2 accel=$3 devopts=$4 limit=${5:-$BOOT_TIMEOUT} machine=${6:-} kargs=${7:-} accel_opt
     if [ "$accel" = kvm ]; then accel_opt="-accel kvm"; else accel_opt="-accel tcg,thread=multi"; fi
     say "boot '$name' ($accel, $THREADS vCPUs, limit ${limit}s)"
+    local t0=$SECONDS
     set +e
-    timeout --foreground -k 10 "$limit" "$QEMU" $accel_opt -m 1024 -smp "$THREADS" \
+    timeout --foreground -k 10 "$limit" "$QEMU" $accel_opt -m 1024 -smp "$THREADS" $machine \
         -kernel "$KERNEL" -initrd "$WORK/initramfs.gz" \
-        -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init gpumem_mode=$mode gpumem_args=$THREADS,$COMMANDS" \
+        -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init gpumem_mode=$mode gpumem_args=$THREADS,$COMMANDS $kargs" \
         -display none -serial stdio -monitor none -no-reboot -nodefaults \
         -drive file="$WORK/disk.img",if=none,id=nvm,format=raw,cache=writeback \
         -device "nvme,serial=gpumem0,drive=nvm$devopts" \
@@ -130,6 +165,7 @@ boot() {
         < /dev/null 2>&1 | tee "$WORK/$name.console" | grep --line-buffered -v '^GENS '
     local rc=${PIPESTATUS[0]}
     set -e
+    say "boot '$name' took $((SECONDS - t0)) s"
     [ "$rc" = 124 ] || [ "$rc" = 137 ] && die "boot '$name' ran past ${limit}s (console: $WORK/$name.console)"
     grep -q GPUMEM_GUEST_DONE "$WORK/$name.console" || die "boot '$name': the guest did not finish (rc $rc)"
     return 0
@@ -173,3 +209,40 @@ RESULT=$(grep -a 'GPUMEM_QEMU_RESULT' "$WORK/run.console" | tail -n 1)
 echo "$RESULT" | grep -q PASS || die "workload: ${RESULT:-no result line}"
 "$BUILD/image" check "$WORK/disk.img" "$WORK/run.console" || die "the image file does not hold the guest's writes"
 say "PASS: $RESULT"
+
+# 3. the IOMMU on: uio refused, VFIO as an ordinary user, IOVA negatives
+"$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
+# The vIOMMU is created before the devices it translates for; interrupt
+# remapping needs the split irqchip.
+# ivshmem's BAR2 stands in for a GPU's BAR1 (device memory the SSD reads into).
+boot iommu iommu "$ACCEL" "" "$BOOT_TIMEOUT" \
+    "-machine q35,kernel-irqchip=split -device intel-iommu,intremap=on
+     -object memory-backend-ram,id=p2pmem,size=2M -device ivshmem-plain,memdev=p2pmem" "intel_iommu=on"
+C="$WORK/iommu.console"
+grep -a "^guest: IOMMU group" "$C" | sed 's/^/    /'
+grep -q "GPUMEM_QEMU_RESULT PASS iommu-uio" "$C" || die "iommu boot: uio_pci_generic was not refused as it should be"
+RESULT=$(grep -a 'GPUMEM_QEMU_RESULT.*commands=' "$C" | tail -n 1)
+echo "$RESULT" | grep -q PASS || die "iommu boot, workload through VFIO: ${RESULT:-no result line}"
+grep -q "GPUMEM_QEMU_RESULT PASS iommu-negative" "$C" || die "iommu boot: the negative cases failed"
+# NVMe errors only at the addresses the negative cases aimed at, and their
+# reads' data transfer errors (status 0x4004), by the command IDs they print
+ALLOWED=$(grep -a -o 'NEGATIVE_IOVA 0x[0-9a-f]*' "$C" | awk '{print $2}' | paste -sd'|' -)
+CIDS=$(grep -a -o 'NEGATIVE_CID [0-9]*' "$C" | awk '{print $2}' | paste -sd'|' -)
+[ -n "$ALLOWED" ] && [ -n "$CIDS" ] || die "iommu boot: the negative cases printed no addresses or command IDs"
+# DMA the IOMMU rejected (QEMU's guest_errors "Invalid read/write at addr")
+# only inside the pages of those addresses
+PAGES=$(grep -a -o 'NEGATIVE_IOVA 0x[0-9a-f]*' "$C" | awk '{print substr($2, 1, length($2) - 3)}' | paste -sd'|' -)
+ERRS=$( (nvme_errors "$WORK/iommu.qemu.log"; grep -a '^Invalid \(read\|write\) at addr' "$WORK/iommu.qemu.log") |
+       grep -v -E "($ALLOWED)\b" | grep -v -i -E "^Invalid (read|write) at addr ($PAGES)[0-9a-f]{3}," |
+       grep -v -E "^pci_nvme_err_req_status cid ($CIDS) nsid 1 status 0x4004 opc 0x2$" || true)
+if [ -n "$ERRS" ]; then
+    echo "$ERRS" | head -n 20 >&2
+    die "QEMU reported $(echo "$ERRS" | wc -l) NVMe guest errors in the iommu boot outside the negative cases"
+fi
+say "iommu boot: 0 NVMe guest errors and 0 rejected DMA outside the negative cases; provoked on purpose:"
+nvme_errors "$WORK/iommu.qemu.log" | sed 's/^/    /' | cut -c1-160
+echo "    $(grep -a -c '^Invalid \(read\|write\) at addr' "$WORK/iommu.qemu.log") DMA accesses rejected by the IOMMU, all in the pages at $ALLOWED"
+grep -q "iommu-p2p: 64 of 64 blocks right in device memory" "$C" || die "iommu boot: the read into device memory failed"
+grep -a -E '^(iommu-|negative: )' "$C" | sed 's/^/    /'
+"$BUILD/image" check "$WORK/disk.img" "$C" || die "iommu boot: the image file does not hold the guest's writes"
+say "PASS (IOMMU, VFIO, uid 1000): $RESULT"
