@@ -25,8 +25,8 @@ CUDA_ARCH ?= sm_90
 WARN    := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -g
 BUILD   := build
-HEADERS := gpumem.h gpumem_nvme.h gpumem_cache.h
-TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme $(BUILD)/test_cache $(BUILD)/test_robust $(BUILD)/test_wakeup $(BUILD)/test_graph
+HEADERS := gpumem.h gpumem_nvme.h gpumem_cache.h gpumem_policy.h
+TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme $(BUILD)/test_cache $(BUILD)/test_robust $(BUILD)/test_wakeup $(BUILD)/test_graph $(BUILD)/test_policy
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -36,7 +36,7 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-.PHONY: all test headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
+.PHONY: all test policy-sim headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
 
 all: test
 
@@ -81,6 +81,8 @@ $(BUILD)/cuda/%.o: %.cu $(HEADERS) $(wildcard tests/cuda/*.h bench/*.h examples/
 $(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DGPUMEM_BUILD_DIR='"$(BUILD)"' -I. $< -o $@ -lcriterion -pthread
 
+$(BUILD)/test_policy: bench/policy_sim.h
+
 # The graph test runs the graph program as well as including its header.
 $(BUILD)/test_graph: examples/graph.h $(BUILD)/graph
 
@@ -103,7 +105,7 @@ $(BUILD)/asan_kept: tests/test_kept.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD
 $(BUILD)/race_stats: tests/race_stats.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
 	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
 
-EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph
+EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph $(BUILD)/policy_sim
 $(BUILD)/%: examples/%.c $(HEADERS) $(wildcard examples/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
 
@@ -303,3 +305,23 @@ install-test:
 
 clean:
 	rm -rf build
+
+# The policy simulator (bench/policy_sim.c): `make policy-sim` generates every
+# workload's trace, runs every policy at 50% and 75% of its footprint next to
+# OPT and LRU, GMT's two tiers and the prefetchers, then writes the table and
+# the plot to $(RESULTS)/policy-sim.{tsv,md,png} (under a minute here; `make
+# results` commits them). The graph traces are recorded from examples/graph.c's
+# BFS and CC (scale 18, a 4 MiB cache) through the cache's trace hook; last,
+# the real cache runs BFS and CC under CLOCK and BRRIP (policy-graph.txt).
+$(BUILD)/policy_sim: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
+policy-sim: $(BUILD)/policy_sim $(BUILD)/graph
+	mkdir -p build/traces $(RESULTS)
+	test -f $(BUILD)/kron18.graph || $(BUILD)/graph gen $(BUILD)/kron18.graph --scale 18
+	test -f build/traces/graph-bfs.trace || $(BUILD)/graph bfs $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-bfs.trace
+	test -f build/traces/graph-cc.trace || $(BUILD)/graph cc $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-cc.trace
+	$(BUILD)/policy_sim table $(RESULTS)
+	python3 bench/policy_table.py $(RESULTS)/policy-sim.tsv $(RESULTS)/policy-sim.dat > $(RESULTS)/policy-sim.md
+	gnuplot -e "in='$(RESULTS)/policy-sim.dat'; out='$(RESULTS)/policy-sim.png'" bench/policy_sim.gp
+	cat $(RESULTS)/policy-sim.md
+	$(BUILD)/graph policies $(BUILD)/kron18.graph --policy brrip --cache-mib 4 | tail -6 | tee $(RESULTS)/policy-graph.txt

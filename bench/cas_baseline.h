@@ -17,7 +17,7 @@ GPUMEM_API void *cas_acquire(gpumem_cache *c, uint64_t line) {
         if (gpumem_atomic_cas_u32(w, &s, s + 1, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_DEVICE)) break;
     }
     uint32_t k = c->lines[line].slot;
-    gpumem__policy_touch(c, k);
+    gpumem__policy_touch(c, k, line);
     gpumem__cache_count(c, line, GPUMEM__ST_HITS, 1);
     return gpumem__slot_data(c, k);
 }

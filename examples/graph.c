@@ -12,8 +12,13 @@
  *   build/graph cc FILE [options]
  *   build/graph sweep FILE OUT.tsv [options]  I/O amplification against cache
  *                                         size (make graph-sweep plots it)
+ *   build/graph policies FILE --policy P  BFS and CC with a cache an eighth of
+ *                                         the graph under CLOCK and under P, in
+ *                                         one run: hit rate and line reads
  *   options: --cache-mib M  --threads T  --pairs P  --depth D  --iops N
  *            --ordered (BFS: expand each level in vertex order)
+ *            --policy P (the cache's replacement policy, gpumem_policy.h)
+ *            --trace OUT (record the cache's accesses for bench/policy_sim)
  *
  * Every run prints its rounds as they finish, then hit rate, I/O
  * amplification (bytes read from storage / bytes the algorithm needed) and
@@ -33,7 +38,13 @@ typedef struct options {
     uint64_t seed, source, cache_bytes, iops;
     int given;   /* O_* bits of the options on the command line */
     int ordered; /* BFS: expand each level's frontier in vertex order */
+    uint32_t policy;   /* the cache's replacement policy */
+    const char *trace; /* record the cache's accesses to this file */
 } options;
+
+/* Room for this many recorded accesses (8 bytes each); the rest are dropped
+ * and the count says so. */
+#define TRACE_CAP (16u << 20)
 
 static void say(const char *what, double frac) {
     printf("  generating: %-24s %3.0f %%\n", what, 100.0 * frac);
@@ -230,6 +241,18 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     sc.cache_bytes = o->cache_bytes;
     sc.iops = o->iops;
     sc.latency_ns = 0;
+    sc.policy = o->policy;
+    sc.trace = NULL;
+    if (o->trace) {
+        sc.trace = (gpumem_policy_trace *)calloc(1, sizeof *sc.trace);
+        if (sc.trace) sc.trace->buf = (uint64_t *)malloc((size_t)TRACE_CAP * 8);
+        if (!sc.trace || !sc.trace->buf) {
+            fprintf(stderr, "graph: no memory for the trace\n");
+            if (sc.trace) free(sc.trace);
+            return 2;
+        }
+        sc.trace->cap = TRACE_CAP;
+    }
     if ((uint64_t)o->cache_bytes / GRAPH_LINE < 2ull * o->threads) {
         fprintf(stderr, "graph: a cache of %llu lines is too small to make progress with %u threads, which hold up to"
                         " 2 lines each: give it at least %u lines (--cache-mib %.2f) or use fewer threads\n",
@@ -239,6 +262,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     }
     if (graph_store_open(&s, o->path, &sc, err, sizeof err) != GPUMEM_OK) {
         fprintf(stderr, "graph: %s\n", err);
+        if (sc.trace) free(sc.trace->buf), free(sc.trace);
         return 2;
     }
     x->cache_mib = (double)s.n_slots * GRAPH_LINE / 1048576.0;
@@ -333,6 +357,18 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     if (!rc && x->counts.errors) rc = store_failed(&s, &x->counts, name);
     graph_store_close(&s);
     free(r.counts);
+    if (sc.trace) {
+        if (gpumem_policy_trace_write(sc.trace, o->trace) != GPUMEM_OK) {
+            fprintf(stderr, "graph: cannot write the trace to %s\n", o->trace);
+            rc = 1;
+        } else {
+            printf("  trace: %llu accesses written to %s (%llu more not recorded)\n",
+                   (unsigned long long)gpumem_policy_trace_count(sc.trace), o->trace,
+                   (unsigned long long)(sc.trace->n - gpumem_policy_trace_count(sc.trace)));
+        }
+        free(sc.trace->buf);
+        free(sc.trace);
+    }
     x->ok = rc == 0 && x->wrong == 0 && x->counts.errors == 0 && x->ctl.violations == 0 && x->cs.violations == 0 &&
             x->ctl.reads == x->cs.reads;
     if (rc == 0 || x->rounds) print_result(x);
@@ -347,7 +383,8 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
  * refuses the rest, so no option is silently ignored. */
 enum {
     O_SCALE = 1 << 0, O_EDGE_FACTOR = 1 << 1, O_SEED = 1 << 2, O_SOURCE = 1 << 3, O_CACHE = 1 << 4,
-    O_THREADS = 1 << 5, O_PAIRS = 1 << 6, O_DEPTH = 1 << 7, O_IOPS = 1 << 8, O_ORDERED = 1 << 9, O_MACHINE = 1 << 10
+    O_THREADS = 1 << 5, O_PAIRS = 1 << 6, O_DEPTH = 1 << 7, O_IOPS = 1 << 8, O_ORDERED = 1 << 9, O_MACHINE = 1 << 10,
+    O_POLICY = 1 << 11, O_TRACE = 1 << 12
 };
 static const struct option_doc {
     const char *name, *arg, *what;
@@ -364,8 +401,11 @@ static const struct option_doc {
     {"--iops", "N", "cap the controller at N commands/s (default: no cap)", O_IOPS},
     {"--ordered", NULL, "expand each BFS level in vertex order", O_ORDERED},
     {"--machine", "TEXT", "write TEXT into the table as the machine it ran on", O_MACHINE},
+    {"--policy", "P", "the cache's replacement policy: brrip (default), clock, fifo, srrip, or a sequential one:\n"
+                      "                       lru, lfu, cp, hpe, tournament (gpumem_policy.h)", O_POLICY},
+    {"--trace", "OUT", "record the cache's accesses to OUT (bench/policy_sim's binary trace format)", O_TRACE},
 };
-#define RUN_OPTS (O_CACHE | O_THREADS | O_PAIRS | O_DEPTH | O_IOPS)
+#define RUN_OPTS (O_CACHE | O_THREADS | O_PAIRS | O_DEPTH | O_IOPS | O_POLICY)
 static const struct command {
     const char *name, *args, *what;
     int files_min, files_max, opts;
@@ -375,8 +415,11 @@ static const struct command {
      0, 1, O_SCALE | O_EDGE_FACTOR | O_SEED | O_SOURCE | RUN_OPTS},
     {"gen", "FILE", "write a Kronecker graph (GAP-kron parameters) to FILE", 1, 1, O_SCALE | O_EDGE_FACTOR | O_SEED},
     {"bfs", "FILE", "one BFS through cache, queue pairs and controller, checked", 1, 1,
-     O_SEED | O_SOURCE | O_ORDERED | RUN_OPTS},
-    {"cc", "FILE", "connected components (label propagation), checked", 1, 1, RUN_OPTS},
+     O_SEED | O_SOURCE | O_ORDERED | O_TRACE | RUN_OPTS},
+    {"cc", "FILE", "connected components (label propagation), checked", 1, 1, O_TRACE | RUN_OPTS},
+    {"policies", "FILE", "BFS and CC with a cache an eighth of the graph (or --cache-mib) under CLOCK and under\n"
+                         "  --policy, one after the other: hit rate and line reads of each", 1, 1,
+     O_SEED | O_SOURCE | RUN_OPTS},
     {"sweep", "FILE OUT.tsv", "I/O amplification and hit rate against cache size, as a table", 2, 2,
      O_SEED | O_SOURCE | O_MACHINE | (RUN_OPTS & ~O_CACHE)},
 };
@@ -484,6 +527,13 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
         o->given |= od->bit;
         if (od->bit == O_MACHINE) {
             o->machine = a;
+        } else if (od->bit == O_TRACE) {
+            o->trace = a;
+        } else if (od->bit == O_POLICY) {
+            for (o->policy = 0; o->policy < GPUMEM_POLICY_KINDS; o->policy++)
+                if (!strcmp(a, gpumem_policy_name(o->policy))) break;
+            if (o->policy == GPUMEM_POLICY_KINDS)
+                return bad_args(cmd, "--policy %s: want brrip, clock, fifo, srrip, lru, lfu, cp, hpe or tournament", a);
         } else if (od->bit == O_CACHE) {
             char *end;
             double mib = strtod(a, &end);
@@ -729,6 +779,35 @@ static int sweep(options *o, const char *tsv) {
     return rc;
 }
 
+/* BFS and CC with a cache an eighth of the graph (or --cache-mib), under
+ * CLOCK (the cache's policy before gpumem_policy.h) and under --policy, one
+ * after the other in this run. */
+static int policies(options *o) {
+    graph_csr g;
+    reference answers = {&g, NULL, 0, NULL};
+    result x[4];
+    const uint32_t kinds[2] = {GPUMEM_POLICY_CLOCK, o->policy};
+    uint32_t source;
+    int rc, i;
+    if ((rc = load_reference(o, &g)) != 0) return rc;
+    source = source_of(o, &g);
+    if (!(o->given & O_CACHE)) o->cache_bytes = GPUMEM_ALIGN_UP(g.h.file_bytes / 8, GRAPH_LINE);
+    for (i = 0; i < 4 && rc < 2; i++) {
+        o->policy = kinds[i / 2];
+        rc |= traverse(o, &answers, i % 2 ? RUN_CC : RUN_BFS, source, i % 2 ? "CC" : "BFS", &x[i]);
+    }
+    reference_free(&answers);
+    graph_free(&g);
+    if (i == 4) {
+        printf("\n  %-5s %-10s %8s %12s %10s %10s\n", "run", "policy", "hits", "line reads", "read MiB", "seconds");
+        for (i = 0; i < 4; i++)
+            printf("  %-5s %-10s %7.2f%% %12llu %10.1f %10.2f\n", x[i].name, gpumem_policy_name(kinds[i / 2]),
+                   100.0 * (double)x[i].cs.hits / (double)(x[i].cs.hits + x[i].cs.misses),
+                   (unsigned long long)x[i].cs.fills, (double)x[i].cs.bytes_read / 1048576.0, x[i].seconds);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     options o;
     graph_csr g;
@@ -745,6 +824,7 @@ int main(int argc, char **argv) {
     o.pairs = 4;
     o.depth = 256;
     o.cache_bytes = 16u << 20;
+    o.policy = gpumem_cache_desc_default().policy;
     if ((rc = parse(argc, argv, &o, &cmd, &help)) != 0) return rc;
     if (help) {
         print_usage(stdout, cmd);
@@ -763,6 +843,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd->name, "demo")) return demo(&o);
     if (!strcmp(cmd->name, "gen")) return generate(&o);
     if (!strcmp(cmd->name, "sweep")) return sweep(&o, o.out);
+    if (!strcmp(cmd->name, "policies")) return policies(&o);
     if ((rc = load_reference(&o, &g)) != 0) return rc;
     if (!strcmp(cmd->name, "bfs")) rc = traverse(&o, &answers, RUN_BFS, source_of(&o, &g), "BFS", &x);
     else rc = traverse(&o, &answers, RUN_CC, 0, "CC", &x);

@@ -428,6 +428,8 @@ typedef struct graph_store_config {
     uint64_t cache_bytes; /* rounded down to whole lines */
     uint64_t iops;        /* the controller's completion-rate cap, 0 = none */
     uint64_t latency_ns;  /* and its service time per command */
+    uint32_t policy;      /* the cache's replacement policy (any gpumem_policy.h kind) */
+    gpumem_policy_trace *trace; /* NULL, or the cache records every access there */
 } graph_store_config;
 
 typedef struct graph_store {
@@ -436,6 +438,8 @@ typedef struct graph_store {
     gpumem_swctl *ctl;
     gpumem_nvme_qp *pairs[GRAPH_MAX_PAIRS];
     gpumem_cache *cache;
+    gpumem_policy seq;    /* the cache's policy when it is a sequential one */
+    void *seq_mem;
     gpumem_cache_array offsets, edges; /* the graph's two arrays, views into the cache */
     uint32_t n_slots;
 } graph_store;
@@ -446,6 +450,8 @@ GRAPH_API void graph_store_close(graph_store *s) {
         gpumem_swctl_destroy(s->ctl);
     }
     if (s->cache) gpumem_cache_destroy(s->cache);
+    free(s->seq_mem);
+    s->seq_mem = NULL;
     if (s->fd >= 0) close(s->fd);
     s->ctl = NULL;
     s->cache = NULL;
@@ -494,6 +500,18 @@ GRAPH_API gpumem_status graph_store_open(graph_store *s, const char *path, const
     d.n_lines = s->h.file_bytes / GRAPH_LINE;
     d.line_bytes = GRAPH_LINE;
     d.n_slots = s->n_slots;
+    d.trace = cfg->trace;
+    if (cfg->policy < GPUMEM_POLICY_SLOT_KINDS) {
+        d.policy = cfg->policy;
+    } else { /* a sequential policy (LRU, HPE, ...) behind the cache's lock */
+        gpumem_policy_desc pd = gpumem_policy_desc_default(cfg->policy, s->n_slots);
+        s->seq_mem = malloc(gpumem_policy_bytes(&pd));
+        if (!s->seq_mem || (st = gpumem_policy_init(&s->seq, &pd, s->seq_mem)) != GPUMEM_OK) {
+            st = graph_fail(err, len, s->seq_mem ? st : GPUMEM_ENOMEM, "policy %s", gpumem_policy_name(cfg->policy));
+            goto fail;
+        }
+        d.seq_policy = &s->seq;
+    }
     ns = gpumem_swctl_ns(s->ctl);
     d.backing = gpumem_cache_backing_nvme(s->pairs, 1, cfg->n_pairs, &ns, 0, GPUMEM_CACHE_STRIPE);
     if ((st = gpumem_cache_create(&d, &s->cache)) != GPUMEM_OK) {

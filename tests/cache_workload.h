@@ -83,6 +83,8 @@ typedef struct cache_setup {
     gpumem_nvme_qp *pairs[64];
     uint64_t *expect;                /* the data as it must end up */
     uint64_t n_words;
+    gpumem_policy seq;               /* cfg->policy a sequential kind: the cache's policy */
+    void *seq_mem;
 } cache_setup;
 
 typedef struct cache_worker {
@@ -118,7 +120,15 @@ static gpumem_status cache_setup_make(cache_setup *s, const cache_cfg *cfg) {
     d.n_lines = cfg->n_lines;
     d.line_bytes = cfg->line_bytes;
     d.n_slots = cfg->n_slots;
-    d.policy = cfg->policy;
+    if (cfg->policy < GPUMEM_POLICY_SLOT_KINDS) {
+        d.policy = cfg->policy;
+    } else { /* LRU, HPE, ...: a sequential policy the cache serialises */
+        gpumem_policy_desc pd = gpumem_policy_desc_default(cfg->policy, cfg->n_slots);
+        s->seq_mem = malloc(gpumem_policy_bytes(&pd));
+        if (!s->seq_mem) return GPUMEM_ENOMEM;
+        if ((st = gpumem_policy_init(&s->seq, &pd, s->seq_mem)) != GPUMEM_OK) return st;
+        d.seq_policy = &s->seq;
+    }
     d.full_sweeps = cfg->full_sweeps;
     if (cfg->n_ctrls == 0) {
         s->mem = (unsigned char *)malloc(data_bytes);
@@ -159,6 +169,7 @@ static void cache_setup_free(cache_setup *s) {
     for (j = 0; j < 4; j++) gpumem_swctl_destroy(s->ctls[j]);
     free(s->mem);
     free(s->expect);
+    free(s->seq_mem);
 }
 
 /* Check a whole line by content; own words must hold expect[], others either

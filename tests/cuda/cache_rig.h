@@ -12,11 +12,25 @@ __host__ __device__ static inline uint64_t written_word(uint64_t w) { return w *
 struct Rig {
     gpumem_cache *cache = nullptr;
     uint64_t *backing = nullptr;
-    void *meta = nullptr, *slots_raw = nullptr, *prp_raw = nullptr;
+    void *meta = nullptr, *slots_raw = nullptr, *prp_raw = nullptr, *seq_mem = nullptr;
+    gpumem_policy *seq = nullptr; // a sequential policy the cache uses, or none
     uint64_t n_words = 0;
     // Backed by memory, or (nvme non-NULL) by those queue pairs.
-    Rig(uint32_t line_bytes, uint64_t n_lines, uint32_t n_slots, const gpumem_cache_backing *nvme = nullptr) {
+    Rig(uint32_t line_bytes, uint64_t n_lines, uint32_t n_slots, const gpumem_cache_backing *nvme = nullptr,
+        uint32_t policy = GPUMEM_POLICY_KINDS) {
         gpumem_cache_desc d = gpumem_cache_desc_default();
+        if (policy < GPUMEM_POLICY_SLOT_KINDS) {
+            d.policy = policy;
+        } else if (policy < GPUMEM_POLICY_KINDS) { // a sequential policy, in managed memory
+            gpumem_policy_desc pd = gpumem_policy_desc_default(policy, n_slots);
+            CHECK(cudaMallocManaged(&seq, sizeof *seq));
+            CHECK(cudaMallocManaged(&seq_mem, gpumem_policy_bytes(&pd)));
+            if (gpumem_policy_init(seq, &pd, seq_mem) != GPUMEM_OK) {
+                fprintf(stderr, "policy init failed\n");
+                exit(1);
+            }
+            d.seq_policy = seq;
+        } // else the cache's default
         n_words = n_lines * line_bytes / 8;
         d.n_lines = n_lines;
         d.line_bytes = line_bytes;
@@ -53,6 +67,8 @@ struct Rig {
         cudaFree(prp_raw);
         cudaFree(meta);
         cudaFree(backing);
+        cudaFree(seq);
+        cudaFree(seq_mem);
     }
 };
 #endif

@@ -6,7 +6,9 @@
 //      acquire_coalesced, checked by content; the hit+miss count equals the
 //      thread count, and each line is filled exactly once (cache > data).
 //   3. eviction under contention: a cache of 64 slots, 64K threads reading
-//      random lines through the array reference, every word checked.
+//      random lines through the array reference, every word checked; once
+//      under each policy of gpumem_policy.h (the slot policies directly, the
+//      others as sequential policies behind the cache's lock).
 //   4. writes and flush: threads write their own elements through
 //      gpumem::cache_array_ref (a cache smaller than the data, so lines are
 //      evicted and written back), then the host flushes and compares the
@@ -150,9 +152,9 @@ __global__ void random_reads(gpumem_cache_array *a, uint64_t n_words, uint32_t p
     if (gpumem_cache_ref_drop(&r) != GPUMEM_OK) atomicAdd(&n->other, 1ull);
 }
 
-static void test_eviction() {
+static void test_eviction(uint32_t policy) {
     test_begin();
-    Rig r(512, 16384, 64);
+    Rig r(512, 16384, 64, nullptr, policy);
     const uint32_t threads = 65536, per = 8;
     gpumem_cache_array *a;
     Counts *n;
@@ -171,8 +173,9 @@ static void test_eviction() {
            (unsigned long long)s.violations);
     EXPECT(gpumem_cache_check_quiescent(r.cache) == 0, "structure after the run");
     char detail[160];
-    snprintf(detail, sizeof detail, "%u threads x %u reads, %llu fills, %llu evictions, %llu EAGAIN retries", threads,
-             per, (unsigned long long)s.fills, (unsigned long long)s.evictions, n->eagain);
+    snprintf(detail, sizeof detail, "%s: %u threads x %u reads, %llu fills, %llu evictions, %llu EAGAIN retries",
+             gpumem_policy_name(policy), threads, per, (unsigned long long)s.fills, (unsigned long long)s.evictions,
+             n->eagain);
     test_end("eviction under contention (array reference)", detail);
     cudaFree(a);
     cudaFree(n);
@@ -334,7 +337,7 @@ int main(int argc, char **argv) {
     CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
     test_grouping();
     test_coalesced_reads();
-    test_eviction();
+    for (uint32_t policy = 0; policy < GPUMEM_POLICY_KINDS; policy++) test_eviction(policy);
     test_writes_flush();
     test_over_gpu_controller(small);
     printf("test_cache_gpu: %s\n", tests_failed ? "FAILED" : "all passed");

@@ -1,0 +1,441 @@
+/* bench/policy_sim.c - trace-driven simulator of gpumem_policy.h's policies
+ * next to Belady's OPT.
+ *
+ *   policy_sim gen KIND FILE [SIZE]      write a synthetic trace (binary format);
+ *                                        KIND: stream loop hotspot srad pathfinder
+ *                                        backprop uniform zipf bfs phases; SIZE scales it
+ *   policy_sim run TRACE [options]       simulate; TRACE binary or text (gpumem_policy.h)
+ *       --policies P,P,..|all   policies (clock fifo srrip brrip lru lfu cp hpe tournament)
+ *       --fracs F,F,..          capacities as fractions of the footprint (default 0.5,0.75)
+ *       --lines N,N,..          capacities in lines instead
+ *       --two-tier F            also GMT's two tiers: a host tier of F x footprint lines
+ *                               behind CLOCK, placements tier-order, random and reuse
+ *       --prefetch readahead|fdp  prefetch on every demand miss (one-tier runs)
+ *       --name NAME --tsv FILE  append result rows to FILE, labelled NAME
+ *   policy_sim table DIR        every workload, every policy, 50% and 75% of the
+ *                               footprint, two tiers, prefetch: DIR/policy-sim.tsv
+ *
+ * The trace is read three times, never held: (1) line numbers to dense ids
+ * in a temporary file, (2) backwards, each access's next use (for OPT) in a
+ * second one, (3) forwards through every simulation at once. Memory is per
+ * distinct line (id map, per-line state of each simulation) and per slot.
+ */
+#define _POSIX_C_SOURCE 200809L
+#define GPUMEM_IMPLEMENTATION
+#include <errno.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/policy_sim.h"
+#include "bench/policy_traces.h"
+
+#define CHUNK (1u << 20)
+#define STEP 65536u
+#define MAX_SIMS 128
+#define TRAIN_WINDOW (1ull << 22) /* GMT: exact RDs over the first 4M accesses */
+#define TRAIN_BATCH 10000         /* GMT: refit after every 10,000 samples (paper) */
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* ---- reading traces ------------------------------------------------------------ */
+
+typedef struct trace_in {
+    FILE *f;
+    int binary;
+} trace_in;
+
+static int trace_open(trace_in *t, const char *path) {
+    char magic[8];
+    t->f = fopen(path, "rb");
+    if (!t->f) return -1;
+    t->binary = fread(magic, 1, 8, t->f) == 8 && memcmp(magic, GPUMEM_POLICY_TRACE_MAGIC, 8) == 0;
+    if (!t->binary) rewind(t->f);
+    return 0;
+}
+
+/* Up to max accesses (line numbers, write bit dropped); 0 at the end. */
+static size_t trace_read(trace_in *t, uint64_t *out, size_t max) {
+    size_t n = 0, i;
+    if (t->binary) {
+        n = fread(out, 8, max, t->f);
+        for (i = 0; i < n; i++) out[i] &= ~GPUMEM_POLICY_TRACE_WRITE;
+        return n;
+    }
+    while (n < max) {
+        char line[256], *end;
+        unsigned long long v;
+        if (!fgets(line, sizeof line, t->f)) break;
+        end = line + strspn(line, " \t");
+        if (*end == '#' || *end == '\n' || *end == 0) continue;
+        errno = 0;
+        v = strtoull(end, &end, 0);
+        if (errno) continue;
+        out[n++] = v;
+    }
+    return n;
+}
+
+/* ---- the run --------------------------------------------------------------------- */
+
+typedef struct run_opts {
+    uint32_t kinds[GPUMEM_POLICY_KINDS], n_kinds;
+    double fracs[16];
+    uint64_t lines[16];
+    uint32_t n_caps, caps_are_lines;
+    double t2_frac;
+    uint32_t prefetch;
+    const char *name, *tsv;
+} run_opts;
+
+typedef struct sim_slot {
+    psim s;
+    uint32_t kind, cap_i;
+    double secs;
+} sim_slot;
+
+static int parse_list(const char *s, double *out, int max) {
+    int n = 0;
+    while (*s && n < max) {
+        char *end;
+        out[n++] = strtod(s, &end);
+        if (end == s) return -1;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return n;
+}
+
+static int kind_of(const char *name) {
+    uint32_t k;
+    for (k = 0; k < GPUMEM_POLICY_KINDS; k++)
+        if (!strcmp(name, gpumem_policy_name(k))) return (int)k;
+    return -1;
+}
+
+static const char *placement_name(uint32_t p) {
+    return p == PSIM_TIER_ORDER ? "tier-order" : p == PSIM_RANDOM ? "random" : p == PSIM_REUSE ? "gmt-reuse" : "-";
+}
+
+/* Read one chunk of the next-use file that matches ids[from, from + n):
+ * it was written backwards. */
+static int read_next_chunk(FILE *nf, uint64_t total, uint64_t from, size_t n, uint64_t *out) {
+    size_t i;
+    uint64_t t;
+    if (fseek(nf, (long)((total - from - n) * 8), SEEK_SET) != 0 || fread(out, 8, n, nf) != n) return -1;
+    for (i = 0; i < n / 2; i++) t = out[i], out[i] = out[n - 1 - i], out[n - 1 - i] = t;
+    return 0;
+}
+
+static int run(const char *path, const run_opts *o) {
+    trace_in in;
+    psim_map map = {0};
+    uint64_t *raw = (uint64_t *)malloc(CHUNK * 8), *next = (uint64_t *)malloc(CHUNK * 8), n = 0, raw_max = 0;
+    uint64_t *raw_of = NULL, raw_cap = 0;
+    uint32_t *ids = (uint32_t *)malloc(CHUNK * 4), n_ids, c, k, i;
+    FILE *idf = tmpfile(), *nf = tmpfile(), *tsv = NULL;
+    sim_slot *sims = (sim_slot *)calloc(MAX_SIMS, sizeof(sim_slot));
+    psim_opt opt[16];
+    uint64_t caps[16], *seen;
+    uint32_t n_sims = 0, lru_of[16];
+    psim_rd rd;
+    int have_rd = 0, rc = 1;
+    double t0 = now_s(), t_prep;
+    size_t got;
+    if (!raw || !next || !ids || !idf || !nf || !sims || trace_open(&in, path) != 0) {
+        fprintf(stderr, "policy_sim: cannot read %s\n", path);
+        return 1;
+    }
+    /* 1. dense ids */
+    while ((got = trace_read(&in, raw, CHUNK)) > 0) {
+        for (i = 0; i < got; i++) {
+            uint32_t id = psim_map_id(&map, raw[i]);
+            if (id == PSIM_NONE) return 1;
+            if (id >= raw_cap) {
+                raw_cap = raw_cap ? raw_cap * 2 : 1 << 16;
+                raw_of = (uint64_t *)realloc(raw_of, raw_cap * 8);
+                if (!raw_of) return 1;
+            }
+            raw_of[id] = raw[i];
+            if (raw[i] > raw_max) raw_max = raw[i];
+            ids[i] = id;
+        }
+        fwrite(ids, 4, got, idf);
+        n += got;
+    }
+    fclose(in.f);
+    n_ids = (uint32_t)map.n;
+    if (n == 0) {
+        fprintf(stderr, "policy_sim: %s has no accesses\n", path);
+        return 1;
+    }
+    /* 2. next uses, backwards */
+    seen = (uint64_t *)malloc((size_t)n_ids * 8);
+    if (!seen) return 1;
+    for (i = 0; i < n_ids; i++) seen[i] = PSIM_NEVER;
+    {
+        uint64_t end = n;
+        while (end > 0) {
+            size_t m = end > CHUNK ? CHUNK : (size_t)end, j;
+            if (fseek(idf, (long)((end - m) * 4), SEEK_SET) != 0 || fread(ids, 4, m, idf) != m) return 1;
+            for (j = m; j-- > 0;) {
+                uint64_t t = end - m + j;
+                next[m - 1 - j] = seen[ids[j]];
+                seen[ids[j]] = t;
+            }
+            fwrite(next, 8, m, nf);
+            end -= m;
+        }
+    }
+    free(seen);
+    fflush(nf);
+    t_prep = now_s() - t0;
+    /* 3. the simulations */
+    for (c = 0; c < o->n_caps; c++) {
+        caps[c] = o->caps_are_lines ? o->lines[c] : (uint64_t)(o->fracs[c] * n_ids + 0.5);
+        if (caps[c] < 1) caps[c] = 1;
+        if (psim_opt_init(&opt[c], (uint32_t)caps[c], n_ids) != 0) return 1;
+        lru_of[c] = PSIM_NONE;
+        for (k = 0; k < o->n_kinds + 1; k++) {
+            uint32_t kind = k < o->n_kinds ? o->kinds[k] : GPUMEM_POLICY_LRU;
+            gpumem_policy_desc d = gpumem_policy_desc_default(kind, (uint32_t)caps[c]);
+            if (k == o->n_kinds && lru_of[c] != PSIM_NONE) break; /* LRU asked for already */
+            if (n_sims == MAX_SIMS) break;
+            if (psim_init(&sims[n_sims].s, &d, n_ids, PSIM_ONE_TIER, 0, o->prefetch, raw_max + 1) != 0) return 1;
+            sims[n_sims].s.raw_of = raw_of;
+            sims[n_sims].s.raw_map = &map;
+            sims[n_sims].kind = kind;
+            sims[n_sims].cap_i = c;
+            if (kind == GPUMEM_POLICY_LRU) lru_of[c] = n_sims;
+            n_sims++;
+        }
+        if (o->t2_frac > 0) {
+            uint32_t t2 = (uint32_t)(o->t2_frac * n_ids + 0.5), p;
+            for (p = PSIM_TIER_ORDER; p <= PSIM_REUSE && n_sims < MAX_SIMS; p++) {
+                gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_CLOCK, (uint32_t)caps[c]);
+                if (psim_init(&sims[n_sims].s, &d, n_ids, p, t2 ? t2 : 1, PSIM_NO_PREFETCH, raw_max + 1) != 0) return 1;
+                sims[n_sims].s.raw_of = raw_of;
+                sims[n_sims].s.raw_map = &map;
+                sims[n_sims].kind = GPUMEM_POLICY_CLOCK;
+                sims[n_sims].cap_i = c;
+                n_sims++;
+            }
+            if (!have_rd) {
+                if (psim_rd_init(&rd, n_ids, n < TRAIN_WINDOW ? n : TRAIN_WINDOW) != 0) return 1;
+                have_rd = 1;
+            }
+        }
+    }
+    {
+        uint64_t from = 0;
+        double topt = 0;
+        rewind(idf);
+        while (from < n) {
+            size_t m = n - from > CHUNK ? CHUNK : (size_t)(n - from), j;
+            if (fread(ids, 4, m, idf) != m || read_next_chunk(nf, n, from, m, next) != 0) return 1;
+            for (j = 0; j < m; j += STEP) { /* in steps, so GMT's model arrives as it would online */
+                size_t e = m - j > STEP ? j + STEP : m, x;
+                if (have_rd && rd.t < rd.window) { /* GMT's CPU side: samples, a refit per batch */
+                    uint64_t before = rd.samples / TRAIN_BATCH;
+                    double mm, bb;
+                    for (x = j; x < e; x++) psim_rd_access(&rd, ids[x]);
+                    if (rd.samples / TRAIN_BATCH != before && gpumem_policy_ols_solve(&rd.ols, &mm, &bb))
+                        for (k = 0; k < n_sims; k++)
+                            if (sims[k].s.placement == PSIM_REUSE) gpumem_policy_gmt_set_model(&sims[k].s.gmt, mm, bb);
+                }
+                for (k = 0; k < n_sims; k++) {
+                    double t1 = now_s();
+                    psim *s = &sims[k].s;
+                    for (x = j; x < e; x++) psim_access(s, ids[x]);
+                    sims[k].secs += now_s() - t1;
+                }
+            }
+            {
+                double t1 = now_s();
+                for (c = 0; c < o->n_caps; c++)
+                    for (j = 0; j < m; j++) psim_opt_access(&opt[c], ids[j], next[j]);
+                topt += now_s() - t1;
+            }
+            from += m;
+        }
+        printf("# %s: %llu accesses, %u distinct lines; prepare %.2f s; OPT %.1f M accesses/s per capacity\n",
+               o->name ? o->name : path, (unsigned long long)n, n_ids, t_prep,
+               topt > 0 ? (double)n * o->n_caps / topt / 1e6 : 0.0);
+    }
+    if (o->tsv) tsv = fopen(o->tsv, "a");
+    printf("%-12s %8s %5s %-11s %-10s %12s %7s %7s %7s %10s %10s %10s %10s %8s\n", "workload", "lines", "frac", "policy",
+           "placement", "misses", "hit%", "/OPT", "/LRU", "t1_hits", "host_rd", "ssd_rd", "model_ms", "Macc/s");
+    for (k = 0; k < n_sims; k++) {
+        psim *s = &sims[k].s;
+        uint32_t ci = sims[k].cap_i;
+        double frac = (double)caps[ci] / n_ids, lru = (double)sims[lru_of[ci]].s.misses;
+        double r_opt = (double)s->misses / (double)opt[ci].misses, r_lru = (double)s->misses / lru;
+        const char *pl = placement_name(s->placement);
+        const char *pol = o->prefetch == PSIM_READAHEAD && !s->placement ? "+readahead"
+                          : o->prefetch == PSIM_FDP && !s->placement   ? "+fdp"
+                                                                        : "";
+        char pname[32];
+        snprintf(pname, sizeof pname, "%s%s", gpumem_policy_name(sims[k].kind), pol);
+        printf("%-12s %8llu %5.2f %-11s %-10s %12llu %7.2f %7.3f %7.3f %10llu %10llu %10llu %10.1f %8.1f\n",
+               o->name ? o->name : "trace", (unsigned long long)caps[ci], frac, pname, pl,
+               (unsigned long long)s->misses, 100.0 * (double)s->hits / (double)n, r_opt, r_lru,
+               (unsigned long long)s->hits, (unsigned long long)s->t2_hits, (unsigned long long)s->ssd_reads,
+               psim_time_us(s) / 1000.0, (double)n / sims[k].secs / 1e6);
+        if (tsv)
+            fprintf(tsv, "%s\t%llu\t%.2f\t%s\t%s\t%llu\t%.4f\t%.4f\t%.4f\t%llu\t%llu\t%llu\t%.1f\t%llu\t%llu\t%llu\t%.1f\n",
+                    o->name ? o->name : "trace", (unsigned long long)caps[ci], frac, pname, pl,
+                    (unsigned long long)s->misses, (double)s->hits / (double)n, r_opt, r_lru,
+                    (unsigned long long)s->hits, (unsigned long long)s->t2_hits, (unsigned long long)s->ssd_reads,
+                    psim_time_us(s) / 1000.0, (unsigned long long)opt[ci].misses, (unsigned long long)n,
+                    (unsigned long long)s->prefetch_reads, (double)n / sims[k].secs / 1e6);
+    }
+    for (c = 0; c < o->n_caps; c++)
+        printf("%-12s %8llu %5.2f %-11s %-10s %12llu %7.2f %7.3f %7.3f\n", o->name ? o->name : "trace",
+               (unsigned long long)caps[c], (double)caps[c] / n_ids, "opt", "-", (unsigned long long)opt[c].misses,
+               100.0 * (double)(n - opt[c].misses) / (double)n, 1.0,
+               (double)opt[c].misses / (double)sims[lru_of[c]].s.misses);
+    rc = 0;
+    if (tsv) fclose(tsv);
+    for (k = 0; k < n_sims; k++) psim_free(&sims[k].s);
+    for (c = 0; c < o->n_caps; c++) psim_opt_free(&opt[c]);
+    if (have_rd) psim_rd_free(&rd);
+    free(sims);
+    free(raw);
+    free(next);
+    free(ids);
+    free(raw_of);
+    psim_map_free(&map);
+    fclose(idf);
+    fclose(nf);
+    return rc;
+}
+
+/* ---- generating ---------------------------------------------------------------- */
+
+/* The last two are real: recorded by the cache hook from examples/graph.c's
+ * BFS and CC (make policy-sim records them first); skipped when missing. */
+static const char *const workloads[] = {"stream", "loop", "hotspot", "srad",   "pathfinder", "backprop",
+                                        "uniform", "zipf", "bfs",     "phases", "graph-bfs",  "graph-cc"};
+#define N_WORKLOADS (sizeof workloads / sizeof workloads[0])
+
+/* SIZE 1 is the table's default: footprints of 8K-70K lines, 1-6M accesses. */
+static int gen(const char *kind, const char *path, double size) {
+    ptrace_out o;
+    int rc = 0;
+    uint64_t f = (uint64_t)(16384 * size);
+    memset(&o, 0, sizeof o);
+    o.f = fopen(path, "wb");
+    if (!o.f) return 1;
+    fwrite(GPUMEM_POLICY_TRACE_MAGIC, 1, 8, o.f);
+    if (!strcmp(kind, "stream")) pt_stream(&o, f * 4, 4);
+    else if (!strcmp(kind, "loop")) pt_loop(&o, f, 8);
+    else if (!strcmp(kind, "hotspot")) pt_hotspot(&o, f / 32, 8, 8);
+    else if (!strcmp(kind, "srad")) pt_srad(&o, f / 48, 8, 6);
+    else if (!strcmp(kind, "pathfinder")) pt_pathfinder(&o, f / 8, 8, 6);
+    else if (!strcmp(kind, "backprop")) pt_backprop(&o, f / 36, 2);
+    else if (!strcmp(kind, "uniform")) pt_uniform(&o, f, f * 32, 1);
+    else if (!strcmp(kind, "zipf")) rc = pt_zipf(&o, f, f * 32, 0.99, 2);
+    else if (!strcmp(kind, "bfs")) rc = pt_bfs(&o, size >= 1 ? 17 : 12, 4, GRAPH_SEED);
+    else if (!strcmp(kind, "phases")) rc = pt_phases(&o, f, 3);
+    else rc = -1;
+    pt_flush(&o);
+    if (fclose(o.f) != 0) rc = -1;
+    if (rc) fprintf(stderr, "policy_sim: cannot generate %s\n", kind);
+    return rc ? 1 : 0;
+}
+
+static int table(const char *dir) {
+    char tsv[512], trace[512];
+    run_opts o;
+    size_t w;
+    FILE *f;
+    snprintf(tsv, sizeof tsv, "%s/policy-sim.tsv", dir);
+    f = fopen(tsv, "w");
+    if (!f) return 1;
+    fprintf(f, "workload\tlines\tfrac\tpolicy\tplacement\tmisses\thit_rate\tratio_opt\tratio_lru\tt1_hits\thost_reads\t"
+               "ssd_reads\tmodel_ms\topt_misses\taccesses\tprefetch_reads\tmacc_per_s\n");
+    fclose(f);
+    for (w = 0; w < N_WORKLOADS; w++) {
+        memset(&o, 0, sizeof o);
+        snprintf(trace, sizeof trace, "build/traces/%s.trace", workloads[w]);
+        if (!strncmp(workloads[w], "graph-", 6) && access(trace, R_OK) != 0) continue;
+        if (access(trace, R_OK) != 0 && gen(workloads[w], trace, 1.0) != 0) return 1;
+        for (o.n_kinds = 0; o.n_kinds < GPUMEM_POLICY_KINDS; o.n_kinds++) o.kinds[o.n_kinds] = o.n_kinds;
+        o.fracs[0] = 0.5, o.fracs[1] = 0.75, o.n_caps = 2;
+        o.name = workloads[w];
+        o.tsv = tsv;
+        if (run(trace, &o) != 0) return 1;
+        /* Two tiers at GMT's proportions (host tier 4x the GPU's): 20% of the
+         * footprint in tier 1, 80% more in tier 2 would hold everything, so
+         * tier 2 gets 40%: some lines must come from the SSD. */
+        o.n_kinds = 0;
+        o.fracs[0] = 0.2, o.n_caps = 1;
+        o.t2_frac = 0.4;
+        if (run(trace, &o) != 0) return 1;
+        /* Prefetch, one tier, 50%, under CLOCK. */
+        o.t2_frac = 0;
+        o.kinds[0] = GPUMEM_POLICY_CLOCK, o.n_kinds = 1;
+        o.fracs[0] = 0.5;
+        o.prefetch = PSIM_READAHEAD;
+        if (run(trace, &o) != 0) return 1;
+        o.prefetch = PSIM_FDP;
+        if (run(trace, &o) != 0) return 1;
+    }
+    printf("policy_sim: rows in %s\n", tsv);
+    return 0;
+}
+
+static int usage(void) {
+    fprintf(stderr, "usage: policy_sim gen KIND FILE [SIZE] | run TRACE [--policies P,..|all] [--fracs F,..] "
+                    "[--lines N,..] [--two-tier F] [--prefetch readahead|fdp] [--name N] [--tsv FILE] | table DIR\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    run_opts o;
+    int i;
+    if (argc < 3) return usage();
+    if (!strcmp(argv[1], "gen")) return argc < 4 ? usage() : gen(argv[2], argv[3], argc > 4 ? atof(argv[4]) : 1.0);
+    if (!strcmp(argv[1], "table")) return table(argv[2]);
+    if (strcmp(argv[1], "run")) return usage();
+    memset(&o, 0, sizeof o);
+    o.fracs[0] = 0.5, o.fracs[1] = 0.75, o.n_caps = 2;
+    for (i = 3; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) return usage();
+        i++;
+        if (!strcmp(a, "--policies")) {
+            char buf[256], *tok;
+            o.n_kinds = 0;
+            if (!strcmp(v, "all")) {
+                for (; o.n_kinds < GPUMEM_POLICY_KINDS; o.n_kinds++) o.kinds[o.n_kinds] = o.n_kinds;
+                continue;
+            }
+            snprintf(buf, sizeof buf, "%s", v);
+            for (tok = strtok(buf, ","); tok && o.n_kinds < GPUMEM_POLICY_KINDS; tok = strtok(NULL, ",")) {
+                int k = kind_of(tok);
+                if (k < 0) return usage();
+                o.kinds[o.n_kinds++] = (uint32_t)k;
+            }
+        } else if (!strcmp(a, "--fracs")) {
+            int n = parse_list(v, o.fracs, 16);
+            if (n <= 0) return usage();
+            o.n_caps = (uint32_t)n, o.caps_are_lines = 0;
+        } else if (!strcmp(a, "--lines")) {
+            double l[16];
+            int n = parse_list(v, l, 16), j;
+            if (n <= 0) return usage();
+            for (j = 0; j < n; j++) o.lines[j] = (uint64_t)l[j];
+            o.n_caps = (uint32_t)n, o.caps_are_lines = 1;
+        } else if (!strcmp(a, "--two-tier")) o.t2_frac = atof(v);
+        else if (!strcmp(a, "--prefetch")) o.prefetch = !strcmp(v, "fdp") ? PSIM_FDP : PSIM_READAHEAD;
+        else if (!strcmp(a, "--name")) o.name = v;
+        else if (!strcmp(a, "--tsv")) o.tsv = v;
+        else return usage();
+    }
+    if (o.n_kinds == 0 && o.t2_frac <= 0)
+        for (; o.n_kinds < GPUMEM_POLICY_KINDS; o.n_kinds++) o.kinds[o.n_kinds] = o.n_kinds;
+    return run(argv[2], &o);
+}

@@ -1,0 +1,1214 @@
+/* SPDX-License-Identifier: MIT
+ * Copyright (c) 2026 The gpumem authors. gpumem is free software under the
+ * MIT license: use, copy, modify and vendor it, keeping this notice; it comes
+ * with no warranty. Full text: the LICENSE file that comes with gpumem. */
+/* gpumem_policy.h - replacement, placement and prefetch policies for the
+ * gpumem cache and the trace simulator (bench/policy_sim.c).
+ *
+ * USAGE
+ *
+ *   #include "gpumem_policy.h"
+ *
+ *   // 1. Slot policies: concurrent, one 32-bit word per slot plus a hand.
+ *   //    The cache uses these (gpumem_cache_desc.policy); host or device.
+ *   uint32_t words[N] = {0}, hand = 0, fills = 0;
+ *   gpumem_policy_slot_fill(GPUMEM_POLICY_SRRIP, &words[k], &fills);   // line placed in slot k
+ *   gpumem_policy_slot_hit(GPUMEM_POLICY_SRRIP, &words[k]);            // hit on slot k
+ *   uint32_t k = gpumem_policy_slot_next(&hand, N);
+ *   if (gpumem_policy_slot_consider(GPUMEM_POLICY_SRRIP, &words[k])) evict(k);
+ *   //   else k got a second chance; gpumem_policy_slot_sweep_len(kind, N)
+ *   //   steps propose every slot at least once.
+ *
+ *   // 2. Sequential policies: one owner thread (or a caller's lock). Every
+ *   //    kind, LRU/LFU/CP/HPE/tournament included; memory from the caller.
+ *   gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_HPE, n_slots);
+ *   void *mem = malloc(gpumem_policy_bytes(&d));
+ *   gpumem_policy p; gpumem_policy_init(&p, &d, mem);
+ *   //   on a hit:   gpumem_policy_on_access(&p, slot, line);
+ *   //   on a miss:  slot = gpumem_policy_victim(&p, pinned);  // pinned: NULL or one byte per slot
+ *   //               gpumem_policy_on_evict(&p, slot, old_line); gpumem_policy_on_fill(&p, slot, line);
+ *   //   or give it to the cache: gpumem_cache_desc.seq_policy = &p (the cache
+ *   //   serialises the calls with a lock; hits update it only when the lock is free)
+ *
+ *   // 3. GMT placement of an evicted line (keep / host tier / bypass):
+ *   gpumem_policy_gmt g; gpumem_policy_gmt_init(&g, &gd, per_line_mem);
+ *   gpumem_policy_gmt_on_fetch(&g, line, vt);          // every Tier-1 miss
+ *   int where = gpumem_policy_gmt_place(&g, line, vt, skips_left);
+ *
+ *   // 4. Prefetchers: gpumem_policy_readahead_on_miss / gpumem_policy_fdp_on_miss
+ *   //    say which lines to read ahead of a miss.
+ *
+ *   // 5. Traces: gpumem_policy_trace_record() appends one access (device-safe),
+ *   //    gpumem_policy_trace_write() saves them in the simulator's binary format.
+ *
+ * DESIGN
+ *
+ * Every policy is a struct and every hook a static inline function that
+ * switches on a kind field: device code pays no indirect call, and no hook
+ * allocates or prints. Memory that grows with the cache (per-slot lists,
+ * per-line history) is given by the caller, sized by a *_bytes() function.
+ *
+ * Two families, because a cache shared by thousands of threads cannot keep an
+ * exact recency list without a lock on every hit:
+ *   - slot policies (CLOCK, FIFO = BaM's round robin, SRRIP, BRRIP): one
+ *     word per slot changed with relaxed atomics and a fetch-add hand, so any
+ *     number of threads can hit, fill and sweep at once. A candidate is only a
+ *     proposal: the cache still refuses lines that are referenced or busy.
+ *   - sequential policies (all of the above plus LRU, binned LFU, cyclic
+ *     protection, HPE and the ObservUVM tournament): exact data structures
+ *     owned by one thread - the simulator, or a caller serialising misses.
+ *     Slot kinds run the very same slot hooks, so the simulator measures the
+ *     code the cache runs.
+ * A pinned slot (pinned[slot] != 0: a referenced line, or one the caller
+ * must keep) is never returned by gpumem_policy_victim.
+ *
+ * Constants the papers leave open are parameters in gpumem_policy_desc (or
+ * the GMT/prefetch descs); the defaults and why are next to each field.
+ *
+ * Trace formats (what gpumem_policy_trace_write and the simulator read):
+ *   binary: 8 bytes "GPMTRC01", then one little-endian uint64 per access:
+ *           the line number in bits 0..62, bit 63 set for a write.
+ *   text:   one access per text line: a line number in decimal or 0x-hex,
+ *           optionally followed by " w" for a write; '#' starts a comment.
+ */
+#ifndef GPUMEM_POLICY_H
+#define GPUMEM_POLICY_H
+
+#include "gpumem.h"
+
+enum {
+    GPUMEM_POLICY_CLOCK = 0,      /* second chance; the cache's default */
+    GPUMEM_POLICY_FIFO = 1,       /* BaM's round-robin hand (skips lines in use) */
+    GPUMEM_POLICY_SRRIP = 2,      /* static re-reference interval prediction (Jaleel et al.) */
+    GPUMEM_POLICY_BRRIP = 3,      /* bimodal RRIP: most fills predicted distant */
+    GPUMEM_POLICY_SLOT_KINDS = 4, /* kinds below this are slot policies (the cache takes them) */
+    GPUMEM_POLICY_LRU = 4,
+    GPUMEM_POLICY_LFU = 5,        /* ObservUVM: frequency bins, each an LRU list */
+    GPUMEM_POLICY_CP = 6,         /* ObservUVM: cyclic protection */
+    GPUMEM_POLICY_HPE = 7,        /* HPE: page-set chain, classification, MRU-C / LRU */
+    GPUMEM_POLICY_TOURNAMENT = 8, /* ObservUVM: LRU + LFU + CP, the one to blame retired */
+    GPUMEM_POLICY_KINDS = 9
+};
+
+#define GPUMEM_POLICY_NONE 0xFFFFFFFFu
+
+/* Zero memory without <string.h> (this header includes only gpumem.h). */
+GPUMEM_API void gpumem__pzero(void *p, size_t n) {
+    unsigned char *b = (unsigned char *)p;
+    size_t i;
+    for (i = 0; i < n; i++) b[i] = 0;
+}
+
+/* RRIP: 2-bit re-reference prediction values (the RRIP paper's M = 2). */
+#ifndef GPUMEM_POLICY_RRPV_MAX
+#define GPUMEM_POLICY_RRPV_MAX 3u
+#endif
+/* BRRIP inserts at "long" (max - 1) once per 2^5 = 32 fills, distant otherwise
+ * (the RRIP paper's epsilon = 1/32); a fill counter, not a random number, so
+ * runs are reproducible. */
+#ifndef GPUMEM_POLICY_BRRIP_SHIFT
+#define GPUMEM_POLICY_BRRIP_SHIFT 5u
+#endif
+
+GPUMEM_API const char *gpumem_policy_name(uint32_t kind) {
+    switch (kind) {
+    case GPUMEM_POLICY_CLOCK: return "clock";
+    case GPUMEM_POLICY_FIFO: return "fifo";
+    case GPUMEM_POLICY_SRRIP: return "srrip";
+    case GPUMEM_POLICY_BRRIP: return "brrip";
+    case GPUMEM_POLICY_LRU: return "lru";
+    case GPUMEM_POLICY_LFU: return "lfu";
+    case GPUMEM_POLICY_CP: return "cp";
+    case GPUMEM_POLICY_HPE: return "hpe";
+    case GPUMEM_POLICY_TOURNAMENT: return "tournament";
+    default: return "?";
+    }
+}
+
+/* ======================================================================== */
+/* 1. Slot policies (concurrent)                                            */
+/* ======================================================================== */
+
+#define GPUMEM__PSCOPE GPUMEM_SCOPE_DEVICE
+
+/* A hit on the slot whose word is w. The load first: most hits find the word
+ * already at its hit value and write nothing, so hot slots are not bounced
+ * between caches. */
+GPUMEM_API void gpumem_policy_slot_hit(uint32_t kind, uint32_t *w) {
+    uint32_t want = kind == GPUMEM_POLICY_CLOCK ? 1u : 0u;
+    if (kind == GPUMEM_POLICY_FIFO) return;
+    if (gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE) != want)
+        gpumem_atomic_store_u32(w, want, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
+}
+
+/* A line placed in the slot whose word is w. `fills` is a shared counter
+ * (BRRIP's bimodal throttle). CLOCK gives new lines their reference bit, as
+ * BaM does, so a line just filled survives one pass of the hand. */
+GPUMEM_API void gpumem_policy_slot_fill(uint32_t kind, uint32_t *w, uint32_t *fills) {
+    uint32_t v = 0;
+    if (kind == GPUMEM_POLICY_CLOCK) v = 1;
+    else if (kind == GPUMEM_POLICY_SRRIP) v = GPUMEM_POLICY_RRPV_MAX - 1;
+    else if (kind == GPUMEM_POLICY_BRRIP) {
+        uint32_t n = gpumem_atomic_fetch_add_u32(fills, 1, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
+        v = (n & ((1u << GPUMEM_POLICY_BRRIP_SHIFT) - 1)) == 0 ? GPUMEM_POLICY_RRPV_MAX - 1 : GPUMEM_POLICY_RRPV_MAX;
+    }
+    gpumem_atomic_store_u32(w, v, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
+}
+
+/* The next slot the hand points at. A fetch-add hand gives concurrent
+ * evictors distinct slots. */
+GPUMEM_API uint32_t gpumem_policy_slot_next(uint32_t *hand, uint32_t n) {
+    return gpumem_atomic_fetch_add_u32(hand, 1, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE) % n;
+}
+
+/* Whether the slot whose word is w, just reached by the hand, is a
+ * candidate (1) or is passed over this time (0): CLOCK clears a set
+ * reference bit (second chance), RRIP ages a slot not yet at the distant
+ * value (the RRIP paper's "increment all", spread over the hand's steps). */
+GPUMEM_API int gpumem_policy_slot_consider(uint32_t kind, uint32_t *w) {
+    uint32_t v;
+    if (kind == GPUMEM_POLICY_FIFO) return 1;
+    v = gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
+    if (kind == GPUMEM_POLICY_CLOCK) {
+        if (v == 0) return 1;
+        gpumem_atomic_store_u32(w, 0, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
+        return 0;
+    }
+    if (v >= GPUMEM_POLICY_RRPV_MAX) return 1;
+    gpumem_atomic_store_u32(w, v + 1, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
+    return 0;
+}
+
+/* Steps in which every slot is sure to have been proposed once (CLOCK may
+ * pass a slot twice, RRIP up to RRPV_MAX + 1 times). */
+GPUMEM_API uint32_t gpumem_policy_slot_sweep_len(uint32_t kind, uint32_t n) {
+    if (kind == GPUMEM_POLICY_CLOCK) return 2 * n;
+    if (kind == GPUMEM_POLICY_SRRIP || kind == GPUMEM_POLICY_BRRIP) return (GPUMEM_POLICY_RRPV_MAX + 1) * n;
+    return n;
+}
+
+/* ======================================================================== */
+/* 2. Sequential policies                                                   */
+/* ======================================================================== */
+
+/* Parameters. Defaults from the papers where they give one. */
+typedef struct gpumem_policy_desc {
+    uint32_t kind;
+    uint32_t n_slots;
+    /* HPE (notes/hpe.md §7) */
+    uint32_t hpe_set_shift;    /* lines per page set = 2^shift; paper: 16 pages (4) */
+    uint32_t hpe_interval;     /* faults per interval; paper: 64 */
+    uint32_t hpe_counter_max;  /* touch counter saturation; paper: 64 = 4 x set size */
+    uint32_t hpe_ratio1_pct;   /* irregular/regular counters above this: irregular#2; paper: 0.3 */
+    uint32_t hpe_ratio2;       /* large/small regular counters at or above this: irregular#1; paper: 2 */
+    uint32_t hpe_fifo;         /* wrong-eviction FIFO depth; paper: 128 (two intervals) */
+    uint32_t hpe_trigger;      /* wrong evictions per interval that trigger an adjustment; paper: 16 */
+    uint32_t hpe_jump;         /* MRU-C search-point jump in sets; paper: 16 */
+    uint32_t hpe_min_old;      /* old-partition sets at first-full for a regular app to adjust; paper: 64 */
+    uint32_t hpe_scan;         /* ours: MRU-C looks at most this many sets (the paper's scan stops early
+                                  on regular apps; a bound keeps a miss O(1) on the others) */
+    /* ObservUVM (notes/observuvm.md §5) */
+    uint32_t lfu_bins;         /* frequency bins (not given; 16: frequencies above 15 rarely matter) */
+    uint32_t cp_protect_pct;   /* initial protected share of the slots (not given: 50%) */
+    uint32_t cp_min_pct, cp_max_pct; /* bounds of the protected share (ours: 10%..90%) */
+    uint32_t tm_blame;         /* blame points before a retirement round (T, not given: 64) */
+    uint32_t tm_share_pct;     /* retire above this % of the mean blame share; paper: 120 */
+} gpumem_policy_desc;
+
+GPUMEM_API gpumem_policy_desc gpumem_policy_desc_default(uint32_t kind, uint32_t n_slots) {
+    gpumem_policy_desc d;
+    d.kind = kind;
+    d.n_slots = n_slots;
+    d.hpe_set_shift = 4;
+    d.hpe_interval = 64;
+    d.hpe_counter_max = 64;
+    d.hpe_ratio1_pct = 30;
+    d.hpe_ratio2 = 2;
+    d.hpe_fifo = 128;
+    d.hpe_trigger = 16;
+    d.hpe_jump = 16;
+    d.hpe_min_old = 64;
+    d.hpe_scan = 256;
+    d.lfu_bins = 16;
+    d.cp_protect_pct = 50;
+    d.cp_min_pct = 10;
+    d.cp_max_pct = 90;
+    d.tm_blame = 64;
+    d.tm_share_pct = 120;
+    return d;
+}
+
+/* ---- intrusive doubly linked lists over node indices ------------------------ */
+
+typedef struct gpumem__plist {
+    uint32_t head, tail; /* head: oldest */
+} gpumem__plist;
+
+GPUMEM_API void gpumem__plist_clear(gpumem__plist *l) { l->head = l->tail = GPUMEM_POLICY_NONE; }
+
+GPUMEM_API void gpumem__plist_append(gpumem__plist *l, uint32_t *prev, uint32_t *next, uint32_t x) {
+    prev[x] = l->tail;
+    next[x] = GPUMEM_POLICY_NONE;
+    if (l->tail != GPUMEM_POLICY_NONE) next[l->tail] = x;
+    else l->head = x;
+    l->tail = x;
+}
+
+GPUMEM_API void gpumem__plist_remove(gpumem__plist *l, uint32_t *prev, uint32_t *next, uint32_t x) {
+    if (prev[x] != GPUMEM_POLICY_NONE) next[prev[x]] = next[x];
+    else l->head = next[x];
+    if (next[x] != GPUMEM_POLICY_NONE) prev[next[x]] = prev[x];
+    else l->tail = prev[x];
+    prev[x] = next[x] = GPUMEM_POLICY_NONE;
+}
+
+/* First node from `x` towards the tail (dir 0) or the head (dir 1) that is
+ * not pinned. */
+GPUMEM_API uint32_t gpumem__plist_first_free(const uint32_t *step, uint32_t x, const uint8_t *pinned) {
+    while (x != GPUMEM_POLICY_NONE && pinned && pinned[x]) x = step[x];
+    return x;
+}
+
+/* ---- per-kind state ------------------------------------------------------ */
+
+typedef struct gpumem__pslot { /* CLOCK, FIFO, SRRIP, BRRIP */
+    uint32_t *words;
+    uint32_t hand, fills;
+} gpumem__pslot;
+
+typedef struct gpumem__plru {
+    uint32_t *prev, *next;
+    gpumem__plist l;
+} gpumem__plru;
+
+typedef struct gpumem__plfu {
+    uint32_t *prev, *next;
+    uint8_t *freq;
+    gpumem__plist *bins;
+    uint32_t n_bins;
+} gpumem__plfu;
+
+/* Cyclic protection: slots in fill order; the oldest `protect` are kept for
+ * good (they stay across a loop's laps), the others age through a FIFO window
+ * and leave at its old end, the boundary S. Adapting the split (ObservUVM
+ * §5.3, full-hit model): a hit on the line at the boundary means the window
+ * is too small (grow it); a boundary line evicted never hit since its fill
+ * means lines expire unused (shrink it). */
+typedef struct gpumem__pcp {
+    uint32_t *prev, *next;
+    uint8_t *prot, *used;
+    gpumem__plist l;
+    uint32_t boundary; /* first unprotected node, or NONE */
+    uint32_t n_prot, protect, lo, hi;
+} gpumem__pcp;
+
+/* HPE's page set. */
+typedef struct gpumem__pset {
+    uint64_t tag;
+    uint32_t prev, next;
+    uint32_t interval;  /* last interval it moved to the new partition */
+    uint32_t counter;   /* saturating touches */
+    uint32_t resident;  /* bit per line of the set in a slot */
+    uint32_t n_res;
+} gpumem__pset;
+
+enum { GPUMEM_HPE_UNCLASSIFIED = 0, GPUMEM_HPE_REGULAR = 1, GPUMEM_HPE_IRREGULAR1 = 2, GPUMEM_HPE_IRREGULAR2 = 3 };
+enum { GPUMEM_HPE_LRU = 0, GPUMEM_HPE_MRUC = 1 };
+
+typedef struct gpumem__phpe {
+    gpumem__pset *sets;    /* n_slots entries (a resident set has >= 1 line in a slot) */
+    uint32_t *set_slots;   /* n_slots x 2^shift: slot of each line of a set */
+    uint32_t *index;       /* open-addressing table of set indices, 2^index_bits */
+    uint32_t *set_of_slot; /* set entry holding slot's line */
+    uint64_t *fifo[2];     /* recently evicted lines, per strategy */
+    gpumem__plist chain;   /* head: LRU end */
+    uint32_t free_set, index_mask, n_sets;
+    uint32_t p1, p2;       /* first set of the middle / new partitions (NONE: empty) */
+    uint32_t cur, faults;  /* interval number, faults in it */
+    uint32_t cls, strategy, adjust, jump;
+    uint32_t wrong[2], fifo_at[2];
+    uint32_t run, last_run[2]; /* intervals the current strategy has run; the last run of each */
+    uint32_t victim;       /* set being drained, or NONE */
+    uint32_t full;         /* memory has been full (classification done) */
+    uint32_t fill_count;
+} gpumem__phpe;
+
+typedef struct gpumem__ptm {
+    uint32_t active;   /* bit per member: LRU 1, LFU 2, CP 4 */
+    uint32_t rr;       /* round-robin position */
+    uint32_t blame[3], blame_sum;
+    uint64_t *ghost_tag;    /* ghost map of evicted lines: the line ... */
+    uint8_t *ghost_who;     /* ... and the member that chose it (0: none) */
+} gpumem__ptm;
+
+typedef struct gpumem_policy {
+    gpumem_policy_desc d;
+    gpumem__pslot slot;
+    gpumem__plru lru;
+    gpumem__plfu lfu;
+    gpumem__pcp cp;
+    gpumem__phpe hpe;
+    gpumem__ptm tm;
+    uint64_t *line_of; /* line in each slot, as on_fill last said */
+    uint8_t *pin;      /* a pinned-slot array for a caller without its own (the cache: slots it found in use) */
+    uint32_t n_pin;    /* how many of pin[] are set */
+    uint64_t evictions;
+} gpumem_policy;
+
+/* Tournament blame needs to know which member evicted a line when it comes
+ * back. A small ghost table (hash of line -> member), GPUMEM_POLICY_GHOSTS
+ * entries per slot, overwritten on collision: blame may be lost, never
+ * misassigned to a line that was not evicted (the tag is checked). */
+#ifndef GPUMEM_POLICY_GHOSTS
+#define GPUMEM_POLICY_GHOSTS 2u
+#endif
+
+GPUMEM_API uint32_t gpumem__pow2_at_least(uint32_t x) {
+    uint32_t p = 1;
+    while (p < x) p <<= 1;
+    return p;
+}
+
+/* Bytes of caller memory for gpumem_policy_init. */
+GPUMEM_API size_t gpumem__policy_layout(const gpumem_policy_desc *d, gpumem_policy *p, unsigned char *m) {
+    size_t at = 0, n = d->n_slots;
+    uint32_t k = d->kind, set_lines = 1u << d->hpe_set_shift;
+    uint32_t idx = gpumem__pow2_at_least(2 * d->n_slots + 2);
+#define GPUMEM__TAKE(field, type, count)                                                             \
+    do {                                                                                          \
+        at = GPUMEM_ALIGN_UP(at, 8);                                                              \
+        if (p) field = (type *)(void *)(m + at);                                                  \
+        at += sizeof(type) * (size_t)(count);                                                     \
+    } while (0)
+    if (k < GPUMEM_POLICY_SLOT_KINDS) GPUMEM__TAKE(p->slot.words, uint32_t, n);
+    if (k == GPUMEM_POLICY_LRU || k == GPUMEM_POLICY_TOURNAMENT) {
+        GPUMEM__TAKE(p->lru.prev, uint32_t, n);
+        GPUMEM__TAKE(p->lru.next, uint32_t, n);
+    }
+    if (k == GPUMEM_POLICY_LFU || k == GPUMEM_POLICY_TOURNAMENT) {
+        GPUMEM__TAKE(p->lfu.prev, uint32_t, n);
+        GPUMEM__TAKE(p->lfu.next, uint32_t, n);
+        GPUMEM__TAKE(p->lfu.freq, uint8_t, n);
+        GPUMEM__TAKE(p->lfu.bins, gpumem__plist, d->lfu_bins);
+    }
+    if (k == GPUMEM_POLICY_CP || k == GPUMEM_POLICY_TOURNAMENT) {
+        GPUMEM__TAKE(p->cp.prev, uint32_t, n);
+        GPUMEM__TAKE(p->cp.next, uint32_t, n);
+        GPUMEM__TAKE(p->cp.prot, uint8_t, n);
+        GPUMEM__TAKE(p->cp.used, uint8_t, n);
+    }
+    if (k == GPUMEM_POLICY_HPE) {
+        GPUMEM__TAKE(p->hpe.sets, gpumem__pset, n);
+        GPUMEM__TAKE(p->hpe.set_slots, uint32_t, n * set_lines);
+        GPUMEM__TAKE(p->hpe.index, uint32_t, idx);
+        GPUMEM__TAKE(p->hpe.set_of_slot, uint32_t, n);
+        GPUMEM__TAKE(p->hpe.fifo[0], uint64_t, d->hpe_fifo);
+        GPUMEM__TAKE(p->hpe.fifo[1], uint64_t, d->hpe_fifo);
+    }
+    if (k == GPUMEM_POLICY_TOURNAMENT) {
+        GPUMEM__TAKE(p->tm.ghost_tag, uint64_t, n * GPUMEM_POLICY_GHOSTS);
+        GPUMEM__TAKE(p->tm.ghost_who, uint8_t, n * GPUMEM_POLICY_GHOSTS);
+    }
+    GPUMEM__TAKE(p->line_of, uint64_t, n); /* every kind: a caller may need the line a slot holds */
+    GPUMEM__TAKE(p->pin, uint8_t, n);
+#undef GPUMEM__TAKE
+    if (p) p->hpe.index_mask = idx - 1;
+    return at;
+}
+
+GPUMEM_API size_t gpumem_policy_bytes(const gpumem_policy_desc *d) {
+    return gpumem__policy_layout(d, (gpumem_policy *)0, (unsigned char *)0);
+}
+
+/* ---- LRU -------------------------------------------------------------------- */
+
+GPUMEM_API void gpumem__lru_touch(gpumem__plru *s, uint32_t k) {
+    gpumem__plist_remove(&s->l, s->prev, s->next, k);
+    gpumem__plist_append(&s->l, s->prev, s->next, k);
+}
+
+GPUMEM_API uint32_t gpumem__lru_victim(gpumem__plru *s, const uint8_t *pinned) {
+    return gpumem__plist_first_free(s->next, s->l.head, pinned);
+}
+
+/* ---- LFU (frequency bins, each in LRU order) -------------------------------- */
+
+GPUMEM_API void gpumem__lfu_put(gpumem__plfu *s, uint32_t k, uint32_t f) {
+    s->freq[k] = (uint8_t)f;
+    gpumem__plist_append(&s->bins[f], s->prev, s->next, k);
+}
+
+GPUMEM_API void gpumem__lfu_remove(gpumem__plfu *s, uint32_t k) {
+    gpumem__plist_remove(&s->bins[s->freq[k]], s->prev, s->next, k);
+}
+
+/* Promotion to the tail of the next bin: the line just used is the last of
+ * its new bin to go. */
+GPUMEM_API void gpumem__lfu_touch(gpumem__plfu *s, uint32_t k) {
+    uint32_t f = s->freq[k];
+    gpumem__lfu_remove(s, k);
+    gpumem__lfu_put(s, k, f + 1 < s->n_bins ? f + 1 : f);
+}
+
+GPUMEM_API uint32_t gpumem__lfu_victim(gpumem__plfu *s, const uint8_t *pinned) {
+    uint32_t b, k;
+    for (b = 0; b < s->n_bins; b++)
+        if ((k = gpumem__plist_first_free(s->next, s->bins[b].head, pinned)) != GPUMEM_POLICY_NONE) return k;
+    return GPUMEM_POLICY_NONE;
+}
+
+/* ---- cyclic protection ------------------------------------------------------ */
+
+GPUMEM_API void gpumem__cp_fix(gpumem__pcp *s) {
+    /* Protect the oldest unprotected nodes until `protect` are. */
+    while (s->n_prot < s->protect && s->boundary != GPUMEM_POLICY_NONE) {
+        s->prot[s->boundary] = 1;
+        s->n_prot++;
+        s->boundary = s->next[s->boundary];
+    }
+    /* Give protection back from the newest protected end when it shrank. */
+    while (s->n_prot > s->protect) {
+        uint32_t x = s->boundary == GPUMEM_POLICY_NONE ? s->l.tail : s->prev[s->boundary];
+        if (x == GPUMEM_POLICY_NONE) break;
+        s->prot[x] = 0;
+        s->n_prot--;
+        s->boundary = x;
+    }
+}
+
+GPUMEM_API void gpumem__cp_fill(gpumem__pcp *s, uint32_t k) {
+    gpumem__plist_append(&s->l, s->prev, s->next, k);
+    s->prot[k] = 0;
+    s->used[k] = 0;
+    if (s->boundary == GPUMEM_POLICY_NONE) s->boundary = k;
+    gpumem__cp_fix(s);
+}
+
+GPUMEM_API void gpumem__cp_touch(gpumem__pcp *s, uint32_t k) {
+    if (k == s->boundary && s->protect > s->lo) s->protect--; /* the window is too small */
+    s->used[k] = 1;
+}
+
+GPUMEM_API void gpumem__cp_remove(gpumem__pcp *s, uint32_t k) {
+    if (k == s->boundary) {
+        if (!s->used[k] && s->protect < s->hi) s->protect++; /* expired unused: shrink the window */
+        s->boundary = s->next[k];
+    } else if (s->prot[k]) {
+        s->n_prot--;
+    }
+    gpumem__plist_remove(&s->l, s->prev, s->next, k);
+    s->prot[k] = 0;
+    gpumem__cp_fix(s);
+}
+
+/* The boundary: the oldest line of the window; protected lines go only when
+ * every unprotected one is pinned. */
+GPUMEM_API uint32_t gpumem__cp_victim(gpumem__pcp *s, const uint8_t *pinned) {
+    uint32_t k = gpumem__plist_first_free(s->next, s->boundary, pinned);
+    if (k == GPUMEM_POLICY_NONE) k = gpumem__plist_first_free(s->next, s->l.head, pinned);
+    return k;
+}
+
+/* ---- HPE -------------------------------------------------------------------- */
+
+GPUMEM_API uint32_t gpumem__hpe_hash(uint64_t tag) {
+    tag *= 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(tag >> 32);
+}
+
+/* Index slot of `tag` in the table, or of the empty slot where it would go. */
+GPUMEM_API uint32_t gpumem__hpe_probe(const gpumem__phpe *h, const gpumem__pset *sets, uint64_t tag) {
+    uint32_t i = gpumem__hpe_hash(tag) & h->index_mask;
+    while (h->index[i] != GPUMEM_POLICY_NONE && sets[h->index[i]].tag != tag) i = (i + 1) & h->index_mask;
+    return i;
+}
+
+/* Remove from linear probing by shifting later entries back (no tombstones). */
+GPUMEM_API void gpumem__hpe_unindex(gpumem__phpe *h, uint64_t tag) {
+    uint32_t i = gpumem__hpe_probe(h, h->sets, tag), j = i;
+    h->index[i] = GPUMEM_POLICY_NONE;
+    for (;;) {
+        uint32_t home;
+        j = (j + 1) & h->index_mask;
+        if (h->index[j] == GPUMEM_POLICY_NONE) return;
+        home = gpumem__hpe_hash(h->sets[h->index[j]].tag) & h->index_mask;
+        /* Move j back to i unless its home lies cyclically in (i, j]. */
+        if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) {
+            h->index[i] = h->index[j];
+            h->index[j] = GPUMEM_POLICY_NONE;
+            i = j;
+        }
+    }
+}
+
+GPUMEM_API void gpumem__hpe_chain_remove(gpumem__phpe *h, uint32_t s) {
+    gpumem__pset *e = &h->sets[s];
+    if (h->p1 == s) h->p1 = e->next;
+    if (h->p2 == s) h->p2 = e->next;
+    if (e->prev != GPUMEM_POLICY_NONE) h->sets[e->prev].next = e->next;
+    else h->chain.head = e->next;
+    if (e->next != GPUMEM_POLICY_NONE) h->sets[e->next].prev = e->prev;
+    else h->chain.tail = e->prev;
+}
+
+/* To the MRU end of the new partition (once per interval: the chain stays
+ * sorted by interval, so the partitions are its three runs). */
+GPUMEM_API void gpumem__hpe_to_new(gpumem__phpe *h, uint32_t s, int linked) {
+    gpumem__pset *e = &h->sets[s];
+    if (linked) {
+        if (e->interval == h->cur) return;
+        gpumem__hpe_chain_remove(h, s);
+    }
+    e->interval = h->cur;
+    e->prev = h->chain.tail;
+    e->next = GPUMEM_POLICY_NONE;
+    if (h->chain.tail != GPUMEM_POLICY_NONE) h->sets[h->chain.tail].next = s;
+    else h->chain.head = s;
+    h->chain.tail = s;
+    if (h->p2 == GPUMEM_POLICY_NONE) h->p2 = s;
+    if (h->p1 == GPUMEM_POLICY_NONE) h->p1 = s;
+}
+
+GPUMEM_API void gpumem__hpe_count(gpumem__phpe *h, uint32_t s, uint32_t max) {
+    if (h->sets[s].counter < max) h->sets[s].counter++;
+}
+
+GPUMEM_API void gpumem__hpe_touch(gpumem_policy *p, uint32_t k) {
+    gpumem__phpe *h = &p->hpe;
+    uint32_t s = h->set_of_slot[k];
+    gpumem__hpe_count(h, s, p->d.hpe_counter_max);
+    gpumem__hpe_to_new(h, s, 1);
+}
+
+/* One-time classification when memory first fills (Table III). */
+GPUMEM_API void gpumem__hpe_classify(gpumem_policy *p) {
+    gpumem__phpe *h = &p->hpe;
+    uint32_t s, set = 1u << p->d.hpe_set_shift, regular = 0, irregular = 0, small = 0, large = 0, old = 0;
+    for (s = h->chain.head; s != GPUMEM_POLICY_NONE; s = h->sets[s].next) {
+        uint32_t c = h->sets[s].counter;
+        if (c % set) irregular++;
+        else {
+            regular++;
+            if (c <= 2 * set) small++;
+            else large++;
+        }
+        old += h->sets[s].interval + 2 <= h->cur;
+    }
+    if ((uint64_t)irregular * 100 > (uint64_t)regular * p->d.hpe_ratio1_pct) h->cls = GPUMEM_HPE_IRREGULAR2;
+    else if (large >= (uint64_t)small * p->d.hpe_ratio2 && large > 0) h->cls = GPUMEM_HPE_IRREGULAR1;
+    else h->cls = GPUMEM_HPE_REGULAR;
+    h->strategy = h->cls == GPUMEM_HPE_REGULAR ? GPUMEM_HPE_MRUC : GPUMEM_HPE_LRU;
+    h->adjust = h->cls == GPUMEM_HPE_IRREGULAR2 || (h->cls == GPUMEM_HPE_REGULAR && old >= p->d.hpe_min_old);
+    h->full = 1;
+}
+
+/* A wrong eviction: a fault on a line the current strategy evicted lately. */
+GPUMEM_API void gpumem__hpe_on_fault(gpumem_policy *p, uint64_t line) {
+    gpumem__phpe *h = &p->hpe;
+    uint32_t i, st = h->strategy;
+    for (i = 0; i < p->d.hpe_fifo; i++)
+        if (h->fifo[st][i] == line) {
+            h->fifo[st][i] = UINT64_MAX;
+            if (++h->wrong[st] == p->d.hpe_trigger && h->full && h->adjust) {
+                if (h->cls == GPUMEM_HPE_REGULAR) {
+                    h->jump += p->d.hpe_jump;
+                } else { /* irregular#2: keep the strategy that lasted longer */
+                    uint32_t other = st ^ 1u;
+                    h->last_run[st] = h->run;
+                    if (h->last_run[other] == 0 || h->last_run[other] >= h->run) {
+                        h->strategy = other;
+                        h->run = 0;
+                    }
+                }
+            }
+            break;
+        }
+    if (++h->faults >= p->d.hpe_interval) { /* interval end: new -> middle -> old */
+        h->faults = 0;
+        h->cur++;
+        h->run++;
+        h->p1 = h->p2;
+        h->p2 = GPUMEM_POLICY_NONE;
+        h->wrong[0] = h->wrong[1] = 0;
+    }
+}
+
+GPUMEM_API void gpumem__hpe_fill(gpumem_policy *p, uint32_t k, uint64_t line) {
+    gpumem__phpe *h = &p->hpe;
+    uint32_t shift = p->d.hpe_set_shift, off = (uint32_t)(line & ((1u << shift) - 1));
+    uint64_t tag = line >> shift;
+    uint32_t i = gpumem__hpe_probe(h, h->sets, tag), s = h->index[i];
+    gpumem__hpe_on_fault(p, line);
+    if (s == GPUMEM_POLICY_NONE) {
+        s = h->free_set;
+        h->free_set = h->sets[s].next;
+        h->index[i] = s;
+        h->sets[s].tag = tag;
+        h->sets[s].counter = 0;
+        h->sets[s].resident = 0;
+        h->sets[s].n_res = 0;
+        h->n_sets++;
+        gpumem__hpe_to_new(h, s, 0);
+    } else {
+        gpumem__hpe_to_new(h, s, 1);
+    }
+    gpumem__hpe_count(h, s, p->d.hpe_counter_max);
+    h->sets[s].resident |= 1u << off;
+    h->sets[s].n_res++;
+    h->set_slots[((size_t)s << shift) + off] = k;
+    h->set_of_slot[k] = s;
+    if (!h->full && ++h->fill_count >= p->d.n_slots) gpumem__hpe_classify(p);
+}
+
+GPUMEM_API void gpumem__hpe_evict(gpumem_policy *p, uint32_t k, uint64_t line) {
+    gpumem__phpe *h = &p->hpe;
+    uint32_t shift = p->d.hpe_set_shift, s = h->set_of_slot[k];
+    gpumem__pset *e = &h->sets[s];
+    e->resident &= ~(1u << (line & ((1u << shift) - 1)));
+    h->fifo[h->strategy][h->fifo_at[h->strategy]++ % p->d.hpe_fifo] = line;
+    if (--e->n_res == 0) { /* every line gone: the set leaves the chain */
+        gpumem__hpe_chain_remove(h, s);
+        gpumem__hpe_unindex(h, e->tag);
+        if (h->victim == s) h->victim = GPUMEM_POLICY_NONE;
+        e->next = h->free_set;
+        h->free_set = s;
+        h->n_sets--;
+    }
+}
+
+/* A resident, unpinned line of set s in address order, or NONE. */
+GPUMEM_API uint32_t gpumem__hpe_line_of(gpumem_policy *p, uint32_t s, const uint8_t *pinned) {
+    uint32_t shift = p->d.hpe_set_shift, r = p->hpe.sets[s].resident, off;
+    for (off = 0; r; off++, r >>= 1) {
+        uint32_t k;
+        if (!(r & 1)) continue;
+        k = p->hpe.set_slots[((size_t)s << shift) + off];
+        if (!pinned || !pinned[k]) return k;
+    }
+    return GPUMEM_POLICY_NONE;
+}
+
+/* The partition to evict from: old if not empty, then middle, then new.
+ * Returns its first (LRU-end) set and, in *end, the set after its last. */
+GPUMEM_API uint32_t gpumem__hpe_partition(const gpumem__phpe *h, uint32_t *end) {
+    if (h->chain.head != h->p1) {
+        *end = h->p1;
+        return h->chain.head;
+    }
+    if (h->p1 != h->p2) {
+        *end = h->p2;
+        return h->p1;
+    }
+    *end = GPUMEM_POLICY_NONE;
+    return h->p2;
+}
+
+GPUMEM_API uint32_t gpumem__hpe_pick(gpumem_policy *p, const uint8_t *pinned) {
+    gpumem__phpe *h = &p->hpe;
+    uint32_t end, first = gpumem__hpe_partition(h, &end), s, best = GPUMEM_POLICY_NONE, seen = 0, skip;
+    uint32_t set = 1u << p->d.hpe_set_shift;
+    if (h->strategy == GPUMEM_HPE_LRU || !h->full) {
+        for (s = first; s != GPUMEM_POLICY_NONE; s = h->sets[s].next)
+            if (gpumem__hpe_line_of(p, s, pinned) != GPUMEM_POLICY_NONE) return s;
+        return GPUMEM_POLICY_NONE;
+    }
+    /* MRU-C: from the MRU end of the partition (past the search-point jump)
+     * towards the LRU end, the first set touched exactly once per line, else
+     * the least-touched set seen. */
+    s = end == GPUMEM_POLICY_NONE ? h->chain.tail : h->sets[end].prev;
+    for (skip = h->jump; skip && s != first && s != GPUMEM_POLICY_NONE; skip--) s = h->sets[s].prev;
+    for (; s != GPUMEM_POLICY_NONE && seen < p->d.hpe_scan; seen++) {
+        if (gpumem__hpe_line_of(p, s, pinned) != GPUMEM_POLICY_NONE) {
+            if (h->sets[s].counter == set) return s;
+            if (best == GPUMEM_POLICY_NONE || h->sets[s].counter < h->sets[best].counter) best = s;
+        }
+        if (s == first) break;
+        s = h->sets[s].prev;
+    }
+    if (best != GPUMEM_POLICY_NONE) return best;
+    for (s = h->chain.head; s != GPUMEM_POLICY_NONE; s = h->sets[s].next) /* everything there pinned */
+        if (gpumem__hpe_line_of(p, s, pinned) != GPUMEM_POLICY_NONE) return s;
+    return GPUMEM_POLICY_NONE;
+}
+
+/* A set chosen is drained one line at a time, in address order (§IV-A), for
+ * as long as nobody touches it. */
+GPUMEM_API uint32_t gpumem__hpe_victim(gpumem_policy *p, const uint8_t *pinned) {
+    gpumem__phpe *h = &p->hpe;
+    uint32_t k;
+    if (h->victim != GPUMEM_POLICY_NONE && h->sets[h->victim].interval != h->cur &&
+        (k = gpumem__hpe_line_of(p, h->victim, pinned)) != GPUMEM_POLICY_NONE)
+        return k;
+    h->victim = gpumem__hpe_pick(p, pinned);
+    return h->victim == GPUMEM_POLICY_NONE ? GPUMEM_POLICY_NONE : gpumem__hpe_line_of(p, h->victim, pinned);
+}
+
+/* ---- tournament ------------------------------------------------------------- */
+
+enum { GPUMEM__TM_LRU = 0, GPUMEM__TM_LFU = 1, GPUMEM__TM_CP = 2 };
+
+/* Ghost map of evicted lines: slot-sized table of (line hash, member). */
+GPUMEM_API uint8_t *gpumem__tm_ghost(gpumem_policy *p, uint64_t line, uint64_t **tag_out) {
+    size_t n = (size_t)p->d.n_slots * GPUMEM_POLICY_GHOSTS;
+    size_t i = (size_t)((line * 0x9E3779B97F4A7C15ull) >> 16) % n;
+    *tag_out = p->tm.ghost_tag + i;
+    return p->tm.ghost_who + i;
+}
+
+GPUMEM_API void gpumem__tm_fault(gpumem_policy *p, uint64_t line) {
+    gpumem__ptm *t = &p->tm;
+    uint64_t *tag;
+    uint8_t *who = gpumem__tm_ghost(p, line, &tag);
+    uint32_t m, n_active = 0;
+    if (*who == 0 || *tag != line) return;
+    t->blame[*who - 1]++;
+    *who = 0;
+    if (++t->blame_sum <= p->d.tm_blame) return;
+    for (m = 0; m < 3; m++) n_active += (t->active >> m) & 1;
+    /* Retire every member whose share of the blame is more than tm_share_pct
+     * of the mean share; never the last one. */
+    for (m = 0; m < 3 && n_active > 1; m++)
+        if ((t->active >> m) & 1 &&
+            (uint64_t)t->blame[m] * 100 * n_active > (uint64_t)t->blame_sum * p->d.tm_share_pct) {
+            t->active &= ~(1u << m);
+            n_active--;
+        }
+    t->blame[0] = t->blame[1] = t->blame[2] = 0;
+    t->blame_sum = 0;
+}
+
+GPUMEM_API uint32_t gpumem__tm_victim(gpumem_policy *p, const uint8_t *pinned, uint32_t *member) {
+    uint32_t i;
+    for (i = 0; i < 3; i++) {
+        uint32_t m = (p->tm.rr + i) % 3;
+        if (!((p->tm.active >> m) & 1)) continue;
+        p->tm.rr = m + 1;
+        *member = m;
+        if (m == GPUMEM__TM_LRU) return gpumem__lru_victim(&p->lru, pinned);
+        if (m == GPUMEM__TM_LFU) return gpumem__lfu_victim(&p->lfu, pinned);
+        return gpumem__cp_victim(&p->cp, pinned);
+    }
+    return GPUMEM_POLICY_NONE;
+}
+
+/* ---- the hooks ---------------------------------------------------------------- */
+
+/* Set up over caller memory of gpumem_policy_bytes(d) bytes (8-byte aligned).
+ * EINVAL for an unknown kind or bad parameters. */
+GPUMEM_API gpumem_status gpumem_policy_init(gpumem_policy *p, const gpumem_policy_desc *d, void *mem) {
+    uint32_t i, n = d->n_slots;
+    if (!p || !d || (!mem && gpumem_policy_bytes(d))) return GPUMEM_ENULL;
+    if (d->kind >= GPUMEM_POLICY_KINDS || n == 0 || n >= GPUMEM_POLICY_NONE / 2 || d->hpe_set_shift > 5 ||
+        d->hpe_interval == 0 || d->hpe_fifo == 0 || d->lfu_bins == 0 || d->lfu_bins > 255 || d->cp_min_pct > d->cp_max_pct ||
+        d->cp_max_pct > 100)
+        return GPUMEM_EINVAL;
+    gpumem__pzero(p, sizeof *p);
+    p->d = *d;
+    gpumem__policy_layout(d, p, (unsigned char *)mem);
+    if (d->kind < GPUMEM_POLICY_SLOT_KINDS)
+        for (i = 0; i < n; i++) p->slot.words[i] = 0;
+    for (i = 0; i < n; i++) p->line_of[i] = 0;
+    gpumem__pzero(p->pin, n);
+    gpumem__plist_clear(&p->lru.l);
+    gpumem__plist_clear(&p->cp.l);
+    p->lfu.n_bins = d->lfu_bins;
+    if (p->lfu.bins)
+        for (i = 0; i < d->lfu_bins; i++) gpumem__plist_clear(&p->lfu.bins[i]);
+    p->cp.boundary = GPUMEM_POLICY_NONE;
+    p->cp.protect = (uint32_t)((uint64_t)n * d->cp_protect_pct / 100);
+    p->cp.lo = (uint32_t)((uint64_t)n * d->cp_min_pct / 100);
+    p->cp.hi = (uint32_t)((uint64_t)n * d->cp_max_pct / 100);
+    if (p->cp.protect < p->cp.lo) p->cp.protect = p->cp.lo;
+    if (p->cp.protect > p->cp.hi) p->cp.protect = p->cp.hi;
+    if (d->kind == GPUMEM_POLICY_HPE) {
+        gpumem__phpe *h = &p->hpe;
+        gpumem__plist_clear(&h->chain);
+        for (i = 0; i < n; i++) h->sets[i].next = i + 1 < n ? i + 1 : GPUMEM_POLICY_NONE;
+        for (i = 0; i <= h->index_mask; i++) h->index[i] = GPUMEM_POLICY_NONE;
+        for (i = 0; i < d->hpe_fifo; i++) h->fifo[0][i] = h->fifo[1][i] = UINT64_MAX;
+        h->p1 = h->p2 = h->victim = GPUMEM_POLICY_NONE;
+        h->cur = 2; /* intervals start at 2 so "interval + 2 <= cur" never wraps */
+    }
+    if (d->kind == GPUMEM_POLICY_TOURNAMENT) {
+        p->tm.active = 7;
+        gpumem__pzero(p->tm.ghost_who, (size_t)n * GPUMEM_POLICY_GHOSTS);
+    }
+    return GPUMEM_OK;
+}
+
+/* A hit on the line in slot k. */
+GPUMEM_API void gpumem_policy_on_access(gpumem_policy *p, uint32_t k, uint64_t line) {
+    (void)line;
+    switch (p->d.kind) {
+    case GPUMEM_POLICY_LRU: gpumem__lru_touch(&p->lru, k); break;
+    case GPUMEM_POLICY_LFU: gpumem__lfu_touch(&p->lfu, k); break;
+    case GPUMEM_POLICY_CP: gpumem__cp_touch(&p->cp, k); break;
+    case GPUMEM_POLICY_HPE: gpumem__hpe_touch(p, k); break;
+    case GPUMEM_POLICY_TOURNAMENT: /* every member sees every event */
+        gpumem__lru_touch(&p->lru, k);
+        gpumem__lfu_touch(&p->lfu, k);
+        gpumem__cp_touch(&p->cp, k);
+        break;
+    default: gpumem_policy_slot_hit(p->d.kind, &p->slot.words[k]); break;
+    }
+}
+
+/* `line` was missed and is now in slot k (free, or just evicted). */
+GPUMEM_API void gpumem_policy_on_fill(gpumem_policy *p, uint32_t k, uint64_t line) {
+    if (p->line_of) p->line_of[k] = line;
+    switch (p->d.kind) {
+    case GPUMEM_POLICY_LRU: gpumem__plist_append(&p->lru.l, p->lru.prev, p->lru.next, k); break;
+    case GPUMEM_POLICY_LFU: gpumem__lfu_put(&p->lfu, k, 0); break;
+    case GPUMEM_POLICY_CP: gpumem__cp_fill(&p->cp, k); break;
+    case GPUMEM_POLICY_HPE: gpumem__hpe_fill(p, k, line); break;
+    case GPUMEM_POLICY_TOURNAMENT:
+        gpumem__tm_fault(p, line);
+        gpumem__plist_append(&p->lru.l, p->lru.prev, p->lru.next, k);
+        gpumem__lfu_put(&p->lfu, k, 0);
+        gpumem__cp_fill(&p->cp, k);
+        break;
+    default: gpumem_policy_slot_fill(p->d.kind, &p->slot.words[k], &p->slot.fills); break;
+    }
+}
+
+/* The line in slot k leaves it (chosen by gpumem_policy_victim or not). */
+GPUMEM_API void gpumem_policy_on_evict(gpumem_policy *p, uint32_t k, uint64_t line) {
+    p->evictions++;
+    switch (p->d.kind) {
+    case GPUMEM_POLICY_LRU: gpumem__plist_remove(&p->lru.l, p->lru.prev, p->lru.next, k); break;
+    case GPUMEM_POLICY_LFU: gpumem__lfu_remove(&p->lfu, k); break;
+    case GPUMEM_POLICY_CP: gpumem__cp_remove(&p->cp, k); break;
+    case GPUMEM_POLICY_HPE: gpumem__hpe_evict(p, k, line); break;
+    case GPUMEM_POLICY_TOURNAMENT:
+        gpumem__plist_remove(&p->lru.l, p->lru.prev, p->lru.next, k);
+        gpumem__lfu_remove(&p->lfu, k);
+        gpumem__cp_remove(&p->cp, k);
+        break;
+    default: gpumem_atomic_store_u32(&p->slot.words[k], 0, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE); break;
+    }
+}
+
+/* The slot to evict next, never a pinned one (pinned may be NULL); NONE if
+ * every occupied slot is pinned. Call only when every slot is occupied. */
+GPUMEM_API uint32_t gpumem_policy_victim(gpumem_policy *p, const uint8_t *pinned) {
+    uint32_t kind = p->d.kind, k, i, n = p->d.n_slots;
+    switch (kind) {
+    case GPUMEM_POLICY_LRU: return gpumem__lru_victim(&p->lru, pinned);
+    case GPUMEM_POLICY_LFU: return gpumem__lfu_victim(&p->lfu, pinned);
+    case GPUMEM_POLICY_CP: return gpumem__cp_victim(&p->cp, pinned);
+    case GPUMEM_POLICY_HPE: return gpumem__hpe_victim(p, pinned);
+    case GPUMEM_POLICY_TOURNAMENT: {
+        uint32_t m = 0;
+        uint64_t *tag;
+        uint8_t *who;
+        k = gpumem__tm_victim(p, pinned, &m);
+        if (k != GPUMEM_POLICY_NONE) {
+            who = gpumem__tm_ghost(p, p->line_of[k], &tag);
+            *who = (uint8_t)(m + 1);
+            *tag = p->line_of[k];
+        }
+        return k;
+    }
+    default:
+        for (i = 0; i < gpumem_policy_slot_sweep_len(kind, n) + n; i++) {
+            k = gpumem_policy_slot_next(&p->slot.hand, n);
+            if ((!pinned || !pinned[k]) && gpumem_policy_slot_consider(kind, &p->slot.words[k])) return k;
+        }
+        return GPUMEM_POLICY_NONE;
+    }
+}
+
+/* ======================================================================== */
+/* 3. GMT: reuse-distance prediction and placement (notes/gmt.md §2.3)      */
+/* ======================================================================== */
+
+/* Ordinary least squares RD = m * VTD + b over (VTD, RD) samples. */
+typedef struct gpumem_policy_ols {
+    double n, sx, sy, sxy, sxx;
+} gpumem_policy_ols;
+
+GPUMEM_API void gpumem_policy_ols_add(gpumem_policy_ols *o, double x, double y) {
+    o->n += 1;
+    o->sx += x;
+    o->sy += y;
+    o->sxy += x * y;
+    o->sxx += x * x;
+}
+
+/* 0 without samples. When every x is equal (a pure loop: every VTD the
+ * same) no line is determined; the fit goes through the origin instead
+ * (m = sum xy / sum xx, b = 0), which still maps that VTD to its RD. */
+GPUMEM_API int gpumem_policy_ols_solve(const gpumem_policy_ols *o, double *m, double *b) {
+    double den = o->n * o->sxx - o->sx * o->sx;
+    if (o->n < 1 || o->sxx == 0) return 0;
+    if (o->n < 2 || den <= 1e-9 * o->n * o->sxx) {
+        *m = o->sxy / o->sxx;
+        *b = 0;
+        return 1;
+    }
+    *m = (o->n * o->sxy - o->sx * o->sy) / den;
+    *b = (o->sy - *m * o->sx) / o->n;
+    return 1;
+}
+
+/* Placements (1..3 are the tiers). HOST_IF_FREE is the under-use override:
+ * host tier only if it has a free slot, else bypass - it fills idle host
+ * memory and never displaces a line predicted to belong there. */
+enum { GPUMEM_PLACE_KEEP = 1, GPUMEM_PLACE_HOST = 2, GPUMEM_PLACE_BYPASS = 3, GPUMEM_PLACE_HOST_IF_FREE = 4 };
+
+typedef struct gpumem_policy_gmt_desc {
+    uint64_t n_lines;
+    uint64_t tier1_lines, tier2_lines; /* capacities, in lines */
+    uint32_t cumulative;   /* Eq. 1 bound for Tier-2: tier1 + tier2 (1, default; Fig. 7) or tier2 alone (0) */
+    uint32_t override_pct; /* Tier-3 share of recent evictions above which Tier-3 goes to Tier-2; paper: 80 */
+    uint32_t window;       /* recent evictions that share counts over (not given; 1024) */
+} gpumem_policy_gmt_desc;
+
+typedef struct gpumem_policy_gmt {
+    gpumem_policy_gmt_desc d;
+    uint64_t *evict_vt;  /* per line: VT at its last eviction + 1, 0 = none */
+    uint8_t *hist;       /* per line: its last correct tier (1..3), 0 = none */
+    uint32_t w[4][4];    /* transition weights W[prev][next], global (one table, short cold start) */
+    double m, b;         /* RRD = m * RVTD + b */
+    uint32_t ready;      /* a model has been set */
+    uint32_t recent_t3;  /* Tier-3 predictions among the last `window` evictions (decayed count) */
+    uint32_t recent_n;
+} gpumem_policy_gmt;
+
+GPUMEM_API gpumem_policy_gmt_desc gpumem_policy_gmt_desc_default(uint64_t n_lines, uint64_t t1, uint64_t t2) {
+    gpumem_policy_gmt_desc d;
+    d.n_lines = n_lines;
+    d.tier1_lines = t1;
+    d.tier2_lines = t2;
+    d.cumulative = 1;
+    d.override_pct = 80;
+    d.window = 1024;
+    return d;
+}
+
+GPUMEM_API size_t gpumem_policy_gmt_bytes(const gpumem_policy_gmt_desc *d) { return (size_t)d->n_lines * 9; }
+
+GPUMEM_API gpumem_status gpumem_policy_gmt_init(gpumem_policy_gmt *g, const gpumem_policy_gmt_desc *d, void *mem) {
+    if (!g || !d || !mem) return GPUMEM_ENULL;
+    if (d->override_pct > 100 || d->window == 0) return GPUMEM_EINVAL;
+    gpumem__pzero(g, sizeof *g);
+    g->d = *d;
+    g->evict_vt = (uint64_t *)mem;
+    g->hist = (uint8_t *)mem + (size_t)d->n_lines * 8;
+    gpumem__pzero(mem, gpumem_policy_gmt_bytes(d));
+    return GPUMEM_OK;
+}
+
+GPUMEM_API void gpumem_policy_gmt_set_model(gpumem_policy_gmt *g, double m, double b) {
+    g->m = m;
+    g->b = b;
+    g->ready = 1;
+}
+
+/* Eq. 1: the tier a remaining reuse distance (in lines) belongs to. */
+GPUMEM_API uint32_t gpumem_policy_gmt_tier(const gpumem_policy_gmt *g, double rrd) {
+    double t2 = (double)g->d.tier2_lines + (g->d.cumulative ? (double)g->d.tier1_lines : 0);
+    if (rrd < (double)g->d.tier1_lines) return 1;
+    return rrd < t2 ? 2 : 3;
+}
+
+/* A Tier-1 miss of `line` at virtual time vt: if it was evicted before,
+ * learn the tier it should have gone to (Fig. 5). */
+GPUMEM_API void gpumem_policy_gmt_on_fetch(gpumem_policy_gmt *g, uint64_t line, uint64_t vt) {
+    uint32_t c, prev, i, j;
+    if (g->evict_vt[line] == 0) return;
+    if (g->ready) {
+        double rvtd = (double)(vt - (g->evict_vt[line] - 1));
+        c = gpumem_policy_gmt_tier(g, g->m * rvtd + g->b);
+        prev = g->hist[line];
+        if (prev && ++g->w[prev][c] >= 0xFFFFu) /* age: halve every weight */
+            for (i = 1; i < 4; i++)
+                for (j = 1; j < 4; j++) g->w[i][j] >>= 1;
+        g->hist[line] = (uint8_t)c;
+    }
+    g->evict_vt[line] = 0;
+}
+
+/* Predicted tier for a line about to be evicted: argmax W[last][*]; no
+ * history or no model: Tier-2 (tier order, the paper's fallback). */
+GPUMEM_API uint32_t gpumem_policy_gmt_predict(const gpumem_policy_gmt *g, uint64_t line) {
+    uint32_t h = g->hist[line], best = 2, y;
+    if (!g->ready || !h) return 2;
+    if (g->w[h][1] + g->w[h][2] + g->w[h][3] == 0) return h; /* one observation: repeat it */
+    for (y = 1; y < 4; y++)
+        if (g->w[h][y] > g->w[h][best]) best = y;
+    return best;
+}
+
+/* Where the Tier-1 eviction candidate `line` goes: KEEP (predicted short
+ * reuse and the caller may still skip: it looks for another candidate), HOST
+ * (the host tier, displacing its oldest line when full: the paper's §2.2
+ * FIFO) or BYPASS. With more than override_pct of recent evictions predicted
+ * Tier-3, Tier-3 becomes HOST_IF_FREE so the host tier is not left idle
+ * (§2.2) - but only its free slots: the paper's "discard when full" (§2.1.3),
+ * which keeps a loop's first lines there instead of cycling them. Anything
+ * but KEEP records the eviction time for learning. */
+GPUMEM_API uint32_t gpumem_policy_gmt_place(gpumem_policy_gmt *g, uint64_t line, uint64_t vt, uint32_t skips_left) {
+    uint32_t t = gpumem_policy_gmt_predict(g, line);
+    if (t == 1 && skips_left) return GPUMEM_PLACE_KEEP;
+    if (t == 1) t = 2;
+    if (g->recent_n >= g->d.window) { /* a decayed window: drop the average of one entry */
+        g->recent_t3 -= g->recent_t3 / g->d.window;
+        g->recent_n--;
+    }
+    g->recent_n++;
+    g->recent_t3 += t == 3;
+    g->evict_vt[line] = vt + 1;
+    if (t == 3 && (uint64_t)g->recent_t3 * 100 > (uint64_t)g->recent_n * g->d.override_pct)
+        return GPUMEM_PLACE_HOST_IF_FREE;
+    return t == 2 ? GPUMEM_PLACE_HOST : GPUMEM_PLACE_BYPASS;
+}
+
+/* ======================================================================== */
+/* 4. Prefetch                                                              */
+/* ======================================================================== */
+
+/* GAIA-style readahead for GPU miss streams: several streams (GPU misses
+ * arrive scrambled, so one cursor is not enough); a miss at or just past a
+ * stream's expected next line doubles its window up to max, anything else
+ * starts a stream at the minimum window (the Linux ondemand rule with GAIA's
+ * larger cap). */
+#define GPUMEM_POLICY_RA_STREAMS 8u
+typedef struct gpumem_policy_readahead {
+    uint32_t min_window, max_window; /* lines; defaults 4 and 64 (GAIA: 16 MiB cap, 64x the CPU's) */
+    uint32_t slack;                  /* a miss this far past the expected line still continues it (8) */
+    uint64_t expect[GPUMEM_POLICY_RA_STREAMS];
+    uint32_t window[GPUMEM_POLICY_RA_STREAMS];
+    uint32_t age[GPUMEM_POLICY_RA_STREAMS];
+    uint32_t tick;
+} gpumem_policy_readahead;
+
+GPUMEM_API void gpumem_policy_readahead_init(gpumem_policy_readahead *r, uint32_t min_window, uint32_t max_window) {
+    gpumem__pzero(r, sizeof *r);
+    r->min_window = min_window ? min_window : 4;
+    r->max_window = max_window >= r->min_window ? max_window : r->min_window;
+    r->slack = 8;
+}
+
+/* A demand miss on `line`: lines [*first, *first + *count) should be read
+ * ahead (*count may be 0). */
+GPUMEM_API void gpumem_policy_readahead_on_miss(gpumem_policy_readahead *r, uint64_t line, uint64_t *first,
+                                                uint32_t *count) {
+    uint32_t i, s = 0, oldest = 0;
+    r->tick++;
+    *first = line + 1;
+    *count = 0;
+    for (i = 0; i < GPUMEM_POLICY_RA_STREAMS; i++) {
+        if (r->window[i] && line >= r->expect[i] && line <= r->expect[i] + r->slack) {
+            s = i;
+            break;
+        }
+        if (r->age[i] < r->age[oldest]) oldest = i;
+    }
+    if (i == GPUMEM_POLICY_RA_STREAMS) { /* a new stream: no readahead yet, one line of evidence */
+        r->window[oldest] = r->min_window;
+        r->expect[oldest] = line + 1;
+        r->age[oldest] = r->tick;
+        return;
+    }
+    r->window[s] = r->window[s] * 2 > r->max_window ? r->max_window : r->window[s] * 2;
+    *count = r->window[s];
+    r->expect[s] = line + 1 + r->window[s];
+    r->age[s] = r->tick;
+}
+
+/* ObservUVM's feedback-directed prefetch (FDP, §6.1): regions of 2^shift
+ * lines; aggressive mode (AP) reads the whole region on a miss in it (the
+ * caller skips lines it holds), the tree-threshold mode (TBP) reads the rest
+ * of a region once more than threshold_pct of it has missed (counting the
+ * region's misses since its last such read: the header cannot see residency). Feedback from prefetched lines - used
+ * before eviction or evicted unused - picks the mode over windows of
+ * `period` events: AP while more than 80% are used. */
+typedef struct gpumem_policy_fdp {
+    uint32_t shift, threshold_pct, period, ap_pct;
+    uint32_t ap;           /* 1: aggressive mode */
+    uint32_t used, wasted; /* this window */
+    uint8_t *missed;       /* per region: demand misses seen (saturating) */
+    uint64_t n_regions;
+} gpumem_policy_fdp;
+
+GPUMEM_API size_t gpumem_policy_fdp_bytes(uint64_t n_lines, uint32_t shift) {
+    return (size_t)((n_lines + (1ull << shift) - 1) >> shift);
+}
+
+GPUMEM_API void gpumem_policy_fdp_init(gpumem_policy_fdp *f, uint64_t n_lines, uint32_t shift, void *mem) {
+    gpumem__pzero(f, sizeof *f);
+    f->shift = shift;       /* 5: 2 MiB regions of 64 KiB pages, as in UVM */
+    f->threshold_pct = 51;  /* the UVM driver's default */
+    f->period = 256;        /* not given; long enough to be a rate, short enough to switch back */
+    f->ap_pct = 80;         /* paper */
+    f->ap = 1;              /* start aggressive: every application but GMM chose AP */
+    f->missed = (uint8_t *)mem;
+    f->n_regions = gpumem_policy_fdp_bytes(n_lines, shift);
+    gpumem__pzero(mem, (size_t)f->n_regions);
+}
+
+GPUMEM_API void gpumem_policy_fdp_on_miss(gpumem_policy_fdp *f, uint64_t line, uint64_t *first, uint32_t *count) {
+    uint64_t r = line >> f->shift;
+    uint32_t size = 1u << f->shift, m = f->missed[r];
+    *first = r << f->shift;
+    *count = 0;
+    if (f->ap) { /* the region is (re)read on any miss in it */
+        *count = size;
+        return;
+    }
+    if (m < 255) f->missed[r] = (uint8_t)++m;
+    if (m * 100 > size * f->threshold_pct) { /* past the threshold: the rest; count again from 0 */
+        *count = size;
+        f->missed[r] = 0;
+    }
+}
+
+/* A prefetched line was used (1) or evicted unused (0). */
+GPUMEM_API void gpumem_policy_fdp_feedback(gpumem_policy_fdp *f, int used) {
+    if (used) f->used++;
+    else f->wasted++;
+    if (f->used + f->wasted >= f->period) {
+        f->ap = (uint64_t)f->used * 100 > (uint64_t)(f->used + f->wasted) * f->ap_pct;
+        f->used = f->wasted = 0;
+    }
+}
+
+/* ======================================================================== */
+/* 5. Access traces                                                          */
+/* ======================================================================== */
+
+#define GPUMEM_POLICY_TRACE_MAGIC "GPMTRC01"
+#define GPUMEM_POLICY_TRACE_WRITE (1ull << 63)
+
+/* Caller memory for `cap` accesses; accesses past it are counted in
+ * `dropped`, not recorded. Safe from any number of host or GPU threads. */
+typedef struct gpumem_policy_trace {
+    uint64_t *buf;
+    uint64_t cap;
+    uint64_t n;       /* slots handed out (may exceed cap) */
+} gpumem_policy_trace;
+
+GPUMEM_API void gpumem_policy_trace_record(gpumem_policy_trace *t, uint64_t line, int write) {
+    uint64_t i = gpumem_atomic_fetch_add_u64(&t->n, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
+    if (i < t->cap) t->buf[i] = line | (write ? GPUMEM_POLICY_TRACE_WRITE : 0);
+}
+
+GPUMEM_API uint64_t gpumem_policy_trace_count(const gpumem_policy_trace *t) { return t->n < t->cap ? t->n : t->cap; }
+
+#if !GPUMEM_ON_DEVICE && !defined(GPUMEM_NO_HOST_SHIM) && (defined(GPUMEM_IMPLEMENTATION) || defined(GPUMEM_POLICY_TRACE_IO))
+#include <stdio.h>
+/* Write the recorded accesses to `path` in the binary trace format
+ * (little-endian hosts). Host only. */
+static inline gpumem_status gpumem_policy_trace_write(const gpumem_policy_trace *t, const char *path) {
+    FILE *f = fopen(path, "wb");
+    uint64_t n = gpumem_policy_trace_count(t);
+    int ok;
+    if (!f) return GPUMEM_EIO;
+    ok = fwrite(GPUMEM_POLICY_TRACE_MAGIC, 1, 8, f) == 8 && fwrite(t->buf, 8, (size_t)n, f) == (size_t)n;
+    ok = (fclose(f) == 0) && ok;
+    return ok ? GPUMEM_OK : GPUMEM_EIO;
+}
+#endif
+
+#endif /* GPUMEM_POLICY_H */
