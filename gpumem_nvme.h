@@ -1035,14 +1035,14 @@ GPUMEM_API uint64_t gpumem__cmd_bytes(const gpumem_nvme_qp *qp, const gpumem_nvm
     return ((uint64_t)(c->cdw12 & 0xFFFFu) + 1) << qp->ns.lba_shift;
 }
 
-/* Can `data` carry command c? Checked before a command ID is taken, so that
- * building its PRPs under the ID cannot fail: GPUMEM_EALIGN unless dword
- * aligned (the PRP rule), GPUMEM_E2BIG if it needs more PRP-list pages than
- * each command ID of the pair has (or the pair has none). */
+/* Can `data` carry command c (built by gpumem__qp_data_cmd, which refused a
+ * NULL buffer)? Checked before a command ID is taken, so that building its
+ * PRPs under the ID cannot fail: GPUMEM_EALIGN unless dword aligned (the PRP
+ * rule), GPUMEM_E2BIG if it needs more PRP-list pages than each command ID
+ * of the pair has (or the pair has none). */
 GPUMEM_API gpumem_status gpumem__qp_data_check(const gpumem_nvme_qp *qp, const gpumem_nvme_cmd *c,
                                                const gpumem_nvme_iomap *data) {
     uint64_t iova = gpumem_nvme_iomap_at(data, 0);
-    if (iova == 0) return GPUMEM_ENULL;
     if ((iova & 3u) != 0) return GPUMEM_EALIGN;
     if (gpumem_nvme_prp_list_pages(gpumem_nvme_prp_pages(iova, gpumem__cmd_bytes(qp, c))) > qp->prp_list_pages)
         return GPUMEM_E2BIG;
@@ -1255,9 +1255,9 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_write(gpumem_nvme_qp *qp, uint64_t slba,
 GPUMEM_API gpumem_status gpumem__qp_data_cmd(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
                                              const gpumem_nvme_iomap *data, gpumem_nvme_cmd *c) {
     if (!qp || !data) return GPUMEM_ENULL;
-    /* PRP1 here only satisfies the builder's NULL check; the real PRPs are
-     * built at submission, under the command ID. */
-    return gpumem_nvme_cmd_rw(c, opcode, &qp->ns, slba, nlb, gpumem_nvme_iomap_at(data, 0) | 1u, 0);
+    /* The buffer's address as PRP1: the builder refuses a NULL one. The real
+     * PRPs are built at submission, under the command ID. */
+    return gpumem_nvme_cmd_rw(c, opcode, &qp->ns, slba, nlb, gpumem_nvme_iomap_at(data, 0), 0);
 }
 
 GPUMEM_API gpumem_status gpumem_nvme_qp_submit_map(gpumem_nvme_qp *qp, uint8_t opcode, uint64_t slba, uint32_t nlb,
@@ -1839,7 +1839,7 @@ GPUMEM_API gpumem_nvme_qp *gpumem_nvme_gpuctl_pair(void *mem, uint32_t i) {
 GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const gpumem_nvme_gpuctl_desc *d) {
     gpumem_nvme_gpuctl *c = (gpumem_nvme_gpuctl *)mem;
     unsigned char *base = (unsigned char *)mem;
-    size_t block, first, k;
+    size_t block, core, first, k;
     uint32_t i;
     gpumem_status st;
     if (!mem || !d || !d->ram || !d->control) return GPUMEM_ENULL;
@@ -1851,6 +1851,7 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
     if (d->n_blocks > UINT64_MAX / d->lba_bytes) return GPUMEM_ERANGE; /* byte offsets must not wrap */
     if (bytes < gpumem_nvme_gpuctl_bytes(d)) return GPUMEM_ENOMEM;
     block = gpumem__gpuctl_pair_block(d);
+    core = gpumem__gpuctl_pair_core(d);
     first = gpumem__gpuctl_first_block(d->n_pairs);
     for (k = 0; k < first; k++) base[k] = 0;
     c->ns = gpumem_nvme_gpuctl_ns(d);
@@ -1878,8 +1879,7 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
         q.cq_doorbell = (uint32_t *)(p + rings + GPUMEM_PAD_BYTES);
         q.state = p + rings + 2 * GPUMEM_PAD_BYTES;
         q.state_bytes = state;
-        if (block > gpumem__gpuctl_pair_core(d))
-            q.prp_lists = (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)(p + gpumem__gpuctl_pair_core(d)), 4096);
+        if (block > core) q.prp_lists = (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)(p + core), 4096);
         if ((st = gpumem_nvme_qp_init(&c->pairs[i], &q)) != GPUMEM_OK) return st;
         if ((st = gpumem_nvme_swq_init(&c->queues[i], &c->pairs[i], p + rings + 2 * GPUMEM_PAD_BYTES + state,
                                        gpumem_nvme_swq_mem_bytes(d->depth))) != GPUMEM_OK)
@@ -1975,6 +1975,7 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_stop(const gpumem_nvme_gpuctl_desc *
 #if !GPUMEM_ON_DEVICE
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static inline size_t gpumem__appendf(char *buf, size_t n, size_t at, const char *fmt, ...) {
     va_list ap;
@@ -2024,6 +2025,9 @@ static inline size_t gpumem_nvme_qp_report(const gpumem_nvme_qp *qp, char *buf, 
 static inline size_t gpumem_nvme_swq_report(const gpumem_nvme_swq *q, const gpumem_nvme_sw_stats *st, char *buf,
                                             size_t n, size_t at) {
     uint32_t fetched_not_posted = 0, i;
+    gpumem_nvme_sw_stats sum; /* st's counts with their violations summed */
+    memset(&sum, 0, sizeof sum);
+    gpumem_nvme_sw_stats_add(&sum, st);
     for (i = 0; i < 65536u; i++) fetched_not_posted += q->cid_state[i] == 1;
     return gpumem__appendf(buf, n, at,
                            "  controller: SQ fetched up to %u of doorbell %u, CQ posted up to %u (phase %u), CQ "
@@ -2034,10 +2038,7 @@ static inline size_t gpumem_nvme_swq_report(const gpumem_nvme_swq *q, const gpum
                            q->sq_head, q->sq_tail, q->cq_tail, q->cq_phase, q->cq_head, q->cq_posted,
                            fetched_not_posted, (unsigned long long)st->commands, (unsigned long long)st->reads,
                            (unsigned long long)st->writes, (unsigned long long)st->flushes,
-                           (unsigned long long)st->dropped,
-                           (unsigned long long)(st->bad_doorbell + st->doorbell_backwards + st->cq_head_past_posted +
-                                                st->cid_in_flight + st->bad_prp + st->lba_out_of_range +
-                                                st->bad_opcode + st->bad_nsid));
+                           (unsigned long long)st->dropped, (unsigned long long)sum.violations);
 }
 #endif /* !GPUMEM_ON_DEVICE */
 
