@@ -308,9 +308,9 @@ typedef struct gpumem_cache {
  * behaves exactly as without one. */
 struct gpumem_tier;
 
-/* A line found in the host tier whose copy into its slot the caller makes:
- * the warp of a coalesced acquire copies it cooperatively (GMT's zero-copy
- * warp transfer), then gpumem__cache_fill_finish publishes the line. */
+/* A line found (and claimed) in the host tier, to be copied into its GPU
+ * slot. The warp of a coalesced acquire copies it cooperatively (GMT's
+ * zero-copy warp transfer), then gpumem__cache_fill_finish publishes it. */
 typedef struct gpumem__tier_copy {
     const unsigned char *src; /* the host slot */
     unsigned char *dst;       /* the cache slot */
@@ -322,20 +322,18 @@ typedef struct gpumem__tier_copy {
     uint32_t write;           /* the acquire writes */
 } gpumem__tier_copy;
 
-/* What gpumem__tier_fetch did: nothing (read storage), the copy, or left it
- * to the caller (gpumem__tier_copy.pending). */
-enum { GPUMEM__TIER_STORAGE = 0, GPUMEM__TIER_COPIED = 1, GPUMEM__TIER_PENDING = 2 };
 /* What the tier did with an eviction candidate: nothing (the cache writes a
  * dirty line back and drops it), moved it to host memory, or wants it kept. */
 enum { GPUMEM__TIER_BYPASS = 0, GPUMEM__TIER_MOVED = 1, GPUMEM__TIER_KEEP = 2 };
-/* Candidates GMT-Reuse may keep (predicted short reuse) in one sweep before
- * it must evict: the paper gives no bound, and without one a cache of lines
+/* Candidates GMT-Reuse may keep (predicted short reuse) in one search for a
+ * slot before it must evict: the paper gives no bound, and without one a cache of lines
  * all predicted short would never free a slot (the simulator uses the same). */
 #define GPUMEM_TIER_MAX_SKIPS 16u
 
 GPUMEM_API void gpumem__tier_on_access(struct gpumem_tier *t, uint64_t line);
-GPUMEM_API uint32_t gpumem__tier_fetch(struct gpumem_tier *t, uint64_t line, uint32_t slot, gpumem__tier_copy *cp,
-                                       int defer);
+GPUMEM_API int gpumem__tier_lookup(struct gpumem_tier *t, uint64_t line, gpumem__tier_copy *cp);
+GPUMEM_API void gpumem__tier_undo_lookup(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp,
+                                         int in_host);
 GPUMEM_API void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp);
 GPUMEM_API uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uint32_t slot, int dirty,
                                        uint32_t skips_left);
@@ -630,14 +628,14 @@ GPUMEM_API int gpumem__slot_take(gpumem_cache *c, uint32_t k, uint64_t line, uin
 
 /* One sweep for a slot: cold slots first, then the policy's hand. Returns
  * OK with *slot set, EAGAIN if no candidate was free, EIO if a write-back
- * failed. */
-GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint64_t line, uint32_t *slot) {
-    uint32_t i, n = gpumem__policy_sweep_len(c), skips = GPUMEM_TIER_MAX_SKIPS;
+ * failed. *skips: the host tier's keeps left to this search. */
+GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint64_t line, uint32_t *slot, uint32_t *skips) {
+    uint32_t i, n = gpumem__policy_sweep_len(c);
     if (gpumem_atomic_load_u32(&c->cold.v, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) < c->n_slots) {
         uint32_t k = gpumem_atomic_fetch_add_u32(&c->cold.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
         /* The hand may have taken this cold slot already: then it is not empty
          * and slot_take treats it as any other candidate. */
-        if (k < c->n_slots && gpumem__slot_take(c, k, line, &skips) == GPUMEM__TAKE_OK) {
+        if (k < c->n_slots && gpumem__slot_take(c, k, line, skips) == GPUMEM__TAKE_OK) {
             *slot = k;
             return GPUMEM_OK;
         }
@@ -646,7 +644,7 @@ GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint64_t line, uin
         uint32_t k = gpumem__policy_candidate(c);
         int r;
         if (k == c->n_slots) continue;
-        r = gpumem__slot_take(c, k, line, &skips);
+        r = gpumem__slot_take(c, k, line, skips);
         if (r == GPUMEM__TAKE_OK) {
             *slot = k;
             return GPUMEM_OK;
@@ -657,11 +655,13 @@ GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint64_t line, uin
     return GPUMEM_EAGAIN;
 }
 
-/* Find a slot for `line`, waiting up to full_sweeps sweeps. */
+/* Find a slot for `line`, waiting up to full_sweeps sweeps. The host tier
+ * may keep GPUMEM_TIER_MAX_SKIPS candidates in the whole search (not per
+ * sweep: a sweep of a small cache could keep every slot, every time). */
 GPUMEM_API gpumem_status gpumem__cache_find_slot(gpumem_cache *c, uint64_t line, uint32_t *slot) {
     gpumem_status st = GPUMEM_EAGAIN;
-    uint32_t sweeps = 0;
-    GPUMEM_WAIT_UNTIL(&c->event, (st = gpumem__cache_sweep(c, line, slot)) != GPUMEM_EAGAIN ||
+    uint32_t sweeps = 0, skips = GPUMEM_TIER_MAX_SKIPS;
+    GPUMEM_WAIT_UNTIL(&c->event, (st = gpumem__cache_sweep(c, line, slot, &skips)) != GPUMEM_EAGAIN ||
                                      ++sweeps >= c->full_sweeps);
     return st;
 }
@@ -680,26 +680,38 @@ GPUMEM_API void gpumem__cache_publish(gpumem_cache *c, uint64_t line, uint32_t k
 }
 
 /* The miss winner's job: find a slot, read the line into it (from the host
- * tier if it is there, else from the backing), publish it. With `cp` given
- * (a warp's leader) a copy from the host tier is left to the caller
- * (cp->pending), who makes it and calls gpumem__cache_fill_finish. On
- * failure the line goes back to "not cached" and the caller's reference is
- * withdrawn, both in one fetch_sub (BUSY is known set and the count is known
- * to include ours, so nothing borrows across fields). */
+ * tier if it is there, else from the backing), publish it. The host copy is
+ * claimed before the search for a slot, so the evictions that search makes
+ * cannot displace it. With `cp` given (a warp's leader) the copy from the
+ * host tier is left to the caller (cp->pending), who makes it and calls
+ * gpumem__cache_fill_finish. On failure the line goes back to "not cached"
+ * and the caller's reference is withdrawn, both in one fetch_sub (BUSY is
+ * known set and the count is known to include ours, so nothing borrows
+ * across fields). */
 GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint32_t count, int write,
                                             uint32_t *slot_out, gpumem__tier_copy *cp) {
     uint32_t *st_word = gpumem__line_state(c, line);
-    uint32_t k = 0, from = GPUMEM__TIER_STORAGE;
+    uint32_t k = 0;
     gpumem__tier_copy own, *job = cp ? cp : &own;
-    gpumem_status st = gpumem__cache_find_slot(c, line, &k);
-    if (st == GPUMEM_OK && c->tier) from = gpumem__tier_fetch(c->tier, line, k, job, cp != 0);
-    if (from == GPUMEM__TIER_PENDING) {
+    int in_host = 0;
+    gpumem_status st;
+    memset(&own, 0, sizeof own);
+    if (c->tier) in_host = gpumem__tier_lookup(c->tier, line, job);
+    st = gpumem__cache_find_slot(c, line, &k);
+    if (c->tier && st != GPUMEM_OK) gpumem__tier_undo_lookup(c->tier, line, job, in_host);
+    if (in_host && st == GPUMEM_OK) {
         job->slot = k;
         job->write = (uint32_t)write;
-        *slot_out = k;
-        return GPUMEM_OK;
+        job->dst = gpumem__slot_data(c, k);
+        if (cp) { /* the caller's group copies */
+            cp->pending = 1;
+            *slot_out = k;
+            return GPUMEM_OK;
+        }
+        gpumem_tier_copy_share(job->dst, job->src, job->bytes, 0, 1);
+        gpumem__tier_fetch_done(c->tier, line, job);
     }
-    if (st == GPUMEM_OK && from == GPUMEM__TIER_STORAGE) {
+    if (st == GPUMEM_OK && !in_host) {
         st = gpumem__cache_io(c, 0, line, k);
         if (st != GPUMEM_OK) { /* give the slot back empty */
             gpumem__slot_lock(c, k);
@@ -713,7 +725,7 @@ GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint
         gpumem_event_notify(&c->event);
         return st;
     }
-    gpumem__cache_publish(c, line, k, write || (from == GPUMEM__TIER_COPIED && job->dirty));
+    gpumem__cache_publish(c, line, k, write || (in_host && job->dirty));
     *slot_out = k;
     return GPUMEM_OK;
 }

@@ -387,11 +387,12 @@ GPUMEM_API void gpumem__tier_on_access(struct gpumem_tier *t, uint64_t line) {
     if (vt < t->sample_cap) gpumem_atomic_store_u64(&t->samples[vt], line, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
 }
 
-/* A GPU-cache miss on `line`, whose filler owns GPU slot `slot`: take it
- * from host memory if it is there. */
-GPUMEM_API uint32_t gpumem__tier_fetch(struct gpumem_tier *t, uint64_t line, uint32_t slot, gpumem__tier_copy *cp,
-                                       int defer) {
+/* A GPU-cache miss on `line` (its filler holds the line's BUSY): if the
+ * line is in host memory, claim its host copy (1, *cp filled in but for the
+ * GPU slot), else 0: read storage. */
+GPUMEM_API int gpumem__tier_lookup(struct gpumem_tier *t, uint64_t line, gpumem__tier_copy *cp) {
     uint32_t s;
+    cp->pending = 0;
     if (t->placement == GPUMEM_TIER_GMT_REUSE) { /* learn where it should have gone */
         gpumem__tier_lock_gmt(t);
         gpumem_policy_gmt_on_fetch(&t->gmt, line, gpumem_atomic_load_u64(&t->vt, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV));
@@ -401,8 +402,7 @@ GPUMEM_API uint32_t gpumem__tier_fetch(struct gpumem_tier *t, uint64_t line, uin
         s = gpumem_atomic_load_u32(&t->home[line], GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV);
         if (!(s & GPUMEM_TIER_IN)) { /* storage is up to date (a displacement wrote it before clearing) */
             gpumem__tier_count(t, GPUMEM__TS_HOST_MISSES, 1);
-            cp->pending = 0;
-            return GPUMEM__TIER_STORAGE;
+            return 0;
         }
         if (!(s & GPUMEM_TIER_BUSY) && (s = gpumem__tier_claim(t, line)) != 0) break;
         /* Being displaced (written to storage) or written back: wait it out. */
@@ -411,18 +411,18 @@ GPUMEM_API uint32_t gpumem__tier_fetch(struct gpumem_tier *t, uint64_t line, uin
     }
     cp->hslot = s & GPUMEM_TIER_SLOT_MASK;
     cp->src = gpumem__tier_slot_data(t, cp->hslot);
-    cp->dst = gpumem__slot_data(t->cache, slot);
     cp->bytes = t->cache->line_bytes;
     cp->dirty = (s & GPUMEM_TIER_DIRTY) != 0;
     gpumem__tier_count(t, GPUMEM__TS_HOST_HITS, 1);
-    if (defer) {
-        cp->pending = 1;
-        return GPUMEM__TIER_PENDING;
-    }
-    cp->pending = 0;
-    gpumem_tier_copy_share(cp->dst, cp->src, cp->bytes, 0, 1);
-    gpumem__tier_fetch_done(t, line, cp);
-    return GPUMEM__TIER_COPIED;
+    return 1;
+}
+
+/* No GPU slot for it after all (a full cache): give the host copy back, and
+ * take back the lookup's count (the fill it counted did not happen). */
+GPUMEM_API void gpumem__tier_undo_lookup(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp,
+                                         int in_host) {
+    if (in_host) gpumem__tier_set_home(t, line, GPUMEM_TIER_IN | (cp->dirty ? GPUMEM_TIER_DIRTY : 0) | cp->hslot);
+    gpumem__tier_count(t, in_host ? GPUMEM__TS_HOST_HITS : GPUMEM__TS_HOST_MISSES, (uint64_t)0 - 1);
 }
 
 /* The line is copied up: mark it dirty in the cache first (a flush then sees
