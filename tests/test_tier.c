@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "gpumem_tier.h"
+#include "gpumem_swctl.h"
 #include "cache_workload.h"
 
 TestSuite(tier, .timeout = 300);
