@@ -23,62 +23,7 @@ TestSuite(tier, .timeout = 300);
 TestSuite(tier_path, .timeout = 60);
 TestSuite(tier_args, .timeout = 60);
 
-/* ---- the workloads through three tiers ------------------------------------------ */
-
-static int tier_workloads(cache_workload *w) {
-    int n = 0;
-#define WL(nm) (w[n].name = (nm), &w[n++].cfg)
-#define TIER(c, slots, placement, policy, model) \
-    ((c)->tier_slots = (slots), (c)->tier_placement = (placement), (c)->tier_policy = (policy), \
-     (c)->tier_model = (model), (c)->rounds = 3)
-    cache_cfg *c;
-    /* 2048 lines, 32 in GPU memory, 256 in host memory: both tiers full, the
-     * host tier displacing dirty lines to storage. */
-    c = WL("tier-order, FIFO, NVMe, 512 B lines, writes, hold check");
-    *c = cache_cfg_base(512, 2048, 32, 32, 150), c->n_ctrls = 1, c->write_permille = 300, c->hold_check = 1;
-    TIER(c, 256, GPUMEM_TIER_ORDER, GPUMEM_POLICY_FIFO, 0);
-    c = WL("tier-order, CLOCK, NVMe, 4 KiB lines, writes, array reference");
-    *c = cache_cfg_base(4096, 512, 24, 32, 150), c->n_ctrls = 1, c->write_permille = 400, c->use_ref = 1;
-    TIER(c, 96, GPUMEM_TIER_ORDER, GPUMEM_POLICY_CLOCK, 0);
-    c = WL("gmt-reuse trained, FIFO, NVMe, 512 B lines, writes");
-    *c = cache_cfg_base(512, 2048, 32, 32, 150), c->n_ctrls = 1, c->write_permille = 300;
-    TIER(c, 256, GPUMEM_TIER_GMT_REUSE, GPUMEM_POLICY_FIFO, TIER_MODEL_TRAINED);
-    /* Every line predicted for storage: dirty lines bypass the host tier
-     * (written by the cache), the 80% override fills free host slots only. */
-    c = WL("gmt-reuse predicting storage (bypass), CLOCK, NVMe, writes");
-    *c = cache_cfg_base(512, 2048, 32, 32, 150), c->n_ctrls = 1, c->write_permille = 300;
-    TIER(c, 64, GPUMEM_TIER_GMT_REUSE, GPUMEM_POLICY_CLOCK, TIER_MODEL_STORAGE);
-    /* Every line predicted for the GPU: candidates are kept up to the skip
-     * bound, then placed anyway. */
-    c = WL("gmt-reuse predicting GPU (keep), FIFO, NVMe, writes, hold check");
-    *c = cache_cfg_base(512, 1024, 16, 32, 150), c->n_ctrls = 1, c->write_permille = 300, c->hold_check = 1;
-    TIER(c, 128, GPUMEM_TIER_GMT_REUSE, GPUMEM_POLICY_FIFO, TIER_MODEL_KEEP);
-    c = WL("never-host (two tiers), NVMe, writes");
-    *c = cache_cfg_base(512, 1024, 32, 32, 150), c->n_ctrls = 1, c->write_permille = 300;
-    TIER(c, 128, GPUMEM_TIER_NEVER_HOST, GPUMEM_POLICY_FIFO, 0);
-    /* Lines past two pages: the host slots' own PRP lists. */
-    c = WL("tier-order, NVMe, 64 KiB lines (PRP lists), writes");
-    *c = cache_cfg_base(65536, 48, 4, 16, 40), c->n_ctrls = 1, c->write_permille = 500;
-    TIER(c, 12, GPUMEM_TIER_ORDER, GPUMEM_POLICY_FIFO, 0);
-    c = WL("tier-order, two controllers replicated, writes");
-    *c = cache_cfg_base(4096, 256, 16, 32, 150), c->n_ctrls = 2, c->pairs_per_ctrl = 2, c->write_permille = 300,
-    c->layout = GPUMEM_CACHE_REPLICATE;
-    TIER(c, 64, GPUMEM_TIER_ORDER, GPUMEM_POLICY_CLOCK, 0);
-    c = WL("tier-order, memory, 4 KiB lines, writes, flush of both tiers running");
-    *c = cache_cfg_base(4096, 256, 16, 32, 150), c->write_permille = 500, c->flusher = 1;
-    TIER(c, 64, GPUMEM_TIER_ORDER, GPUMEM_POLICY_FIFO, 0);
-    c = WL("gmt-reuse trained, NVMe, 512 B lines, array reference, flusher");
-    *c = cache_cfg_base(512, 1024, 24, 32, 120), c->n_ctrls = 1, c->write_permille = 400, c->use_ref = 1,
-    c->flusher = 1;
-    TIER(c, 96, GPUMEM_TIER_GMT_REUSE, GPUMEM_POLICY_FIFO, TIER_MODEL_TRAINED);
-    /* Host tier larger than the rest of the data: nothing ever displaced. */
-    c = WL("tier-order, host tier holds everything, NVMe, reads");
-    *c = cache_cfg_base(512, 256, 16, 32, 200), c->n_ctrls = 1, c->hold_check = 1;
-    TIER(c, 512, GPUMEM_TIER_ORDER, GPUMEM_POLICY_CLOCK, 0);
-#undef TIER
-#undef WL
-    return n;
-}
+/* ---- the workloads through three tiers (cache_workload.h's tier_workloads) -------- */
 
 ParameterizedTestParameters(tier, workload) {
     static cache_workload w[16];
