@@ -36,7 +36,7 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-.PHONY: all test policy-sim headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
+.PHONY: all test policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
 
 all: test
 
@@ -325,3 +325,17 @@ policy-sim: $(BUILD)/policy_sim $(BUILD)/graph
 	gnuplot -e "in='$(RESULTS)/policy-sim.dat'; out='$(RESULTS)/policy-sim.png'" bench/policy_sim.gp
 	cat $(RESULTS)/policy-sim.md
 	$(BUILD)/graph policies $(BUILD)/kron18.graph --policy brrip --cache-mib 4 | tail -6 | tee $(RESULTS)/policy-graph.txt
+
+# Three tiers against two (bench/tier_bench.c): the simulator's loop, zipf,
+# Kronecker BFS and phase-mix traces replayed by 64 threads through the cache,
+# the host tier (never-host, tier-order, GMT-Reuse) and the queue pairs of a
+# software controller at 130 us per command; a few minutes. Writes
+# $(RESULTS)/tier-bench.{md,tsv} (`make results` commits them).
+$(BUILD)/tier_bench: bench/tier_bench.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
+tier-bench:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/tier_bench
+	@mkdir -p $(RESULTS)
+	$(BUILD)/tier_bench --out $(RESULTS) --machine "$$(sh tools/machine.sh)"
+	cat $(RESULTS)/tier-bench.md

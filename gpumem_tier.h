@@ -87,7 +87,8 @@
  * buffer; gpumem_tier_train (host, one thread at a time) computes their
  * exact reuse distances (gpumem_policy_rd), fits RD = m * VTD + b and hands
  * the model to the predictor. The predictor itself (per-line history, the
- * transition weights) is sequential: its calls hold the tier's gmt_lock.
+ * transition weights) is sequential: its calls hold the tier's gmt_lock
+ * (a miss learns only if the lock is free at once; a placement waits).
  * Until a model exists it places as tier order (the paper's fallback).
  *
  * Destroying never drops dirty data: gpumem_tier_detach writes back the host
@@ -290,11 +291,12 @@ GPUMEM_API uint32_t gpumem__tier_claim(gpumem_tier *t, uint64_t line) {
                                                                                                                : 0;
 }
 
-GPUMEM_API void gpumem__tier_lock_gmt(gpumem_tier *t) {
-    uint32_t unlocked;
-    GPUMEM_WAIT_UNTIL(&t->event, (unlocked = 0, gpumem_atomic_cas_u32(&t->gmt_lock.v, &unlocked, 1,
-                                                                      GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV)));
+GPUMEM_API int gpumem__tier_trylock_gmt(gpumem_tier *t) {
+    uint32_t unlocked = 0;
+    return gpumem_atomic_cas_u32(&t->gmt_lock.v, &unlocked, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV);
 }
+
+GPUMEM_API void gpumem__tier_lock_gmt(gpumem_tier *t) { GPUMEM_WAIT_UNTIL(&t->event, gpumem__tier_trylock_gmt(t)); }
 
 GPUMEM_API void gpumem__tier_unlock_gmt(gpumem_tier *t) {
     gpumem_atomic_store_u32(&t->gmt_lock.v, 0, GPUMEM_ORDER_RELEASE, GPUMEM__TDEV);
@@ -393,8 +395,11 @@ GPUMEM_API void gpumem__tier_on_access(struct gpumem_tier *t, uint64_t line) {
 GPUMEM_API int gpumem__tier_lookup(struct gpumem_tier *t, uint64_t line, gpumem__tier_copy *cp) {
     uint32_t s;
     cp->pending = 0;
-    if (t->placement == GPUMEM_TIER_GMT_REUSE) { /* learn where it should have gone */
-        gpumem__tier_lock_gmt(t);
+    /* Learn where it should have gone - when the predictor is free at once:
+     * under contention it learns from a sample of the misses (as the cache's
+     * sequential policies see a sample of the hits), and no miss queues
+     * behind another's learning. */
+    if (t->placement == GPUMEM_TIER_GMT_REUSE && gpumem__tier_trylock_gmt(t)) {
         gpumem_policy_gmt_on_fetch(&t->gmt, line, gpumem_atomic_load_u64(&t->vt, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV));
         gpumem__tier_unlock_gmt(t);
     }
