@@ -70,9 +70,11 @@
  * that finds BUSY waits, so it never reads storage while a displaced dirty
  * line is still being written there. Host slots have the cache's slot record
  * (lock, policy word, tag): the lock is taken to change a tag. Free slots
- * are counted (n_free): an insertion reserves one by decrementing the count,
- * then finds an empty slot; replacement (FIFO or CLOCK of gpumem_policy.h,
- * a fetch-add hand) looks only at occupied ones.
+ * are counted (n_free) and marked in a bitmap: an insertion reserves one by
+ * decrementing the count, then takes a set bit (fetch_and), so finding it
+ * costs a scan of n/64 words, not of the slots; a move up frees its slot by
+ * setting its bit, then the count. Replacement (FIFO or CLOCK of
+ * gpumem_policy.h, a fetch-add hand) looks only at occupied slots.
  *
  * Who owns what when: a line moving down is BUSY in the cache (the evictor
  * owns it) until its host word is published (release), so the next filler,
@@ -168,6 +170,7 @@ typedef struct gpumem_tier {
     gpumem_cache *cache;
     uint32_t *home;            /* per line: IN | BUSY | DIRTY | host slot */
     gpumem__cache_slot *slots; /* per host slot: lock, policy word, tag */
+    uint64_t *free_map;        /* bit per host slot: empty and not taken */
     unsigned char *data;
     uint64_t data_iova;
     uint64_t *prp_lists;
@@ -186,7 +189,7 @@ typedef struct gpumem_tier {
     /* hot words */
     gpumem__nvme_word gmt_lock;
     gpumem__nvme_word hand;    /* host replacement hand */
-    gpumem__nvme_word free_hand; /* where the search for an empty slot goes on */
+    gpumem__nvme_word free_hand; /* the free_map word the next search starts at */
     gpumem__nvme_word n_free;  /* empty host slots not reserved */
     gpumem__nvme_word fills;   /* the policy's fill counter */
     uint64_t vt;               /* virtual time */
@@ -199,6 +202,17 @@ typedef struct gpumem_tier {
 
 GPUMEM_API size_t gpumem__tier_align8(size_t n) { return (n + 7u) & ~(size_t)7u; }
 
+GPUMEM_API size_t gpumem__tier_map_words(uint32_t n_slots) { return ((size_t)n_slots + 63u) / 64u; }
+
+/* The lowest set bit of x != 0. */
+GPUMEM_API uint32_t gpumem__tier_ctz64(uint64_t x) {
+#if GPUMEM_ON_DEVICE
+    return (uint32_t)__ffsll((long long)x) - 1u;
+#else
+    return (uint32_t)__builtin_ctzll(x);
+#endif
+}
+
 /* Bytes of metadata for gpumem_tier_init: the host words, the host slot
  * table and, for GMT-Reuse, the predictor's per-line state, the sample
  * buffer and the trainer's reuse-distance state. */
@@ -207,7 +221,8 @@ GPUMEM_API size_t gpumem_tier_meta_bytes(const gpumem_tier_desc *d) {
     uint64_t lines;
     if (!d || !d->cache) return 0;
     lines = d->cache->n_lines;
-    n = gpumem__tier_align8((size_t)lines * 4) + (size_t)d->n_slots * sizeof(gpumem__cache_slot);
+    n = gpumem__tier_align8((size_t)lines * 4) + (size_t)d->n_slots * sizeof(gpumem__cache_slot) +
+        gpumem__tier_map_words(d->n_slots) * 8;
     if (d->placement == GPUMEM_TIER_GMT_REUSE)
         n += gpumem__tier_align8(gpumem_policy_gmt_bytes(&d->gmt)) + (size_t)d->train_accesses * 8 +
              gpumem_policy_rd_bytes(lines, d->train_accesses);
@@ -323,18 +338,25 @@ GPUMEM_API gpumem_status gpumem__tier_alloc(gpumem_tier *t, int displace, uint32
     uint32_t i, n = t->n_slots, f = gpumem_atomic_load_u32(&t->n_free.v, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
     while (f > 0 && !gpumem_atomic_cas_u32(&t->n_free.v, &f, f - 1, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV)) {
     }
-    if (f > 0) { /* one empty slot is ours: find it (others hold locks only briefly) */
-        for (i = 0; i < 4 * n; i++) {
-            uint32_t k = gpumem_policy_slot_next(&t->free_hand.v, n);
-            if (!gpumem__tier_slot_trylock(t, k)) continue;
-            if (gpumem__tier_tag(t, k) == GPUMEM_CACHE_EMPTY) {
-                *out = k;
-                return GPUMEM_OK;
+    if (f > 0) { /* one set bit is ours: every reserver takes one, and bits are set before the count */
+        const uint32_t words = (uint32_t)gpumem__tier_map_words(n);
+        for (;;) {
+            uint32_t j = gpumem_policy_slot_next(&t->free_hand.v, words);
+            uint64_t w = gpumem_atomic_load_u64(&t->free_map[j], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+            while (w) {
+                const uint64_t bit = 1ull << gpumem__tier_ctz64(w);
+                /* Acquire: the freer's EMPTY tag is visible. */
+                if (gpumem_atomic_fetch_and_u64(&t->free_map[j], ~bit, GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV) & bit) {
+                    uint32_t k = j * 64u + gpumem__tier_ctz64(bit);
+                    /* A displacer's hand may hold the lock for a moment. */
+                    GPUMEM_WAIT_UNTIL(&t->event, gpumem__tier_slot_trylock(t, k));
+                    if (gpumem__tier_tag(t, k) != GPUMEM_CACHE_EMPTY) gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
+                    *out = k;
+                    return GPUMEM_OK;
+                }
+                w = gpumem_atomic_load_u64(&t->free_map[j], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
             }
-            gpumem__tier_slot_unlock(t, k);
         }
-        gpumem_atomic_fetch_add_u32(&t->n_free.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV); /* give it back */
-        return GPUMEM_EAGAIN;
     }
     if (!displace) return GPUMEM_EAGAIN;
     for (i = 0; i < gpumem_policy_slot_sweep_len(t->policy, n); i++) {
@@ -443,7 +465,9 @@ GPUMEM_API void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, co
     gpumem_atomic_store_u32(&t->slots[k].ref, 0, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
     gpumem__tier_set_home(t, line, 0);
     gpumem__tier_slot_unlock(t, k);
-    gpumem_atomic_fetch_add_u32(&t->n_free.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV); /* after the tag is EMPTY */
+    /* The bit after the tag is EMPTY (release), the count after the bit. */
+    gpumem_atomic_fetch_or_u64(&t->free_map[k / 64u], 1ull << (k % 64u), GPUMEM_ORDER_RELEASE, GPUMEM__TDEV);
+    gpumem_atomic_fetch_add_u32(&t->n_free.v, 1, GPUMEM_ORDER_RELEASE, GPUMEM__TDEV);
 }
 
 /* A GPU eviction candidate `line` in GPU slot `slot`, owned by the evictor:
@@ -558,6 +582,8 @@ GPUMEM_API gpumem_status gpumem_tier_init(gpumem_tier *t, const gpumem_tier_desc
     m += gpumem__tier_align8((size_t)c->n_lines * 4);
     t->slots = (gpumem__cache_slot *)m;
     m += (size_t)d->n_slots * sizeof(gpumem__cache_slot);
+    t->free_map = (uint64_t *)(void *)m;
+    m += gpumem__tier_map_words(d->n_slots) * 8;
     t->data = (unsigned char *)d->data;
     t->data_iova = d->data_iova ? d->data_iova : (uint64_t)(uintptr_t)d->data;
     t->prp_lists = d->prp_lists;
@@ -573,6 +599,8 @@ GPUMEM_API gpumem_status gpumem_tier_init(gpumem_tier *t, const gpumem_tier_desc
         t->slots[k].tag = GPUMEM_CACHE_EMPTY;
     }
     t->n_free.v = d->n_slots;
+    for (k = 0; k < gpumem__tier_map_words(d->n_slots); k++)
+        t->free_map[k] = (k + 1) * 64u <= d->n_slots ? ~0ull : (1ull << (d->n_slots % 64u)) - 1u;
     if (d->placement == GPUMEM_TIER_GMT_REUSE) {
         if ((st = gpumem_policy_gmt_init(&t->gmt, &d->gmt, m)) != GPUMEM_OK) return st;
         m += gpumem__tier_align8(gpumem_policy_gmt_bytes(&d->gmt));
@@ -700,7 +728,9 @@ GPUMEM_API uint64_t gpumem_tier_check_quiescent(const gpumem_tier *t) {
     }
     for (k = 0; k < t->n_slots; k++) {
         uint64_t tag = t->slots[k].tag;
+        const int free_bit = (t->free_map[k / 64u] >> (k % 64u)) & 1u;
         if (t->slots[k].lock) bad++;
+        if (free_bit != (tag == GPUMEM_CACHE_EMPTY)) bad++; /* the bitmap says what the tags say */
         if (tag == GPUMEM_CACHE_EMPTY) {
             empty++;
             continue;
