@@ -180,7 +180,7 @@ static void print_result(const result *x) {
            (double)x->counts.edges / x->seconds / 1e6);
     printf("    cache %.1f MiB for a %.1f MiB graph: %.1f %% hits, %llu lines read (%.1f MiB/s from storage)\n",
            x->cache_mib, x->graph_mib, acq > 0 ? 100.0 * (double)x->cs.hits / acq : 0.0,
-           (unsigned long long)x->cs.fills, (double)x->cs.bytes_read / 1048576.0 / x->seconds);
+           (unsigned long long)x->cs.reads, (double)x->cs.bytes_read / 1048576.0 / x->seconds);
     printf("    I/O amplification %.2f (%.1f MiB read / %.1f MiB needed); controller: %llu reads, %llu violations;"
            " wrong answers: %llu\n",
            amp, (double)x->cs.bytes_read / 1048576.0, (double)x->counts.bytes_needed / 1048576.0,
