@@ -1301,36 +1301,56 @@ gpumem_status gpumem_cache_destroy(gpumem_cache *c);
 #endif
 
 #if defined(GPUMEM_IMPLEMENTATION) && !GPUMEM_ON_DEVICE
-gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out) {
+/* One GPUMEM_MALLOC block for an object of obj_bytes, its metadata, its
+ * line-sized slots and their PRP lists (prp_bytes, may be 0), each part on a
+ * page of its own (slots and PRP lists must start on one). The cache's and
+ * the host tier's create use it; raw is what to free. */
+typedef struct gpumem__slot_block {
+    unsigned char *raw, *obj, *meta, *data;
+    uint64_t *prp_lists; /* NULL when prp_bytes is 0 */
+    size_t meta_bytes;   /* rounded up to a page */
+} gpumem__slot_block;
+
+static gpumem_status gpumem__slot_block_alloc(size_t obj_bytes, size_t meta_bytes, size_t data_bytes,
+                                              size_t prp_bytes, gpumem__slot_block *b) {
     const size_t pg = GPUMEM_NVME_PAGE_BYTES;
-    size_t meta, data, prp, total;
-    unsigned char *raw, *p;
+    b->meta_bytes = GPUMEM_ALIGN_UP(meta_bytes, pg);
+    b->raw = (unsigned char *)GPUMEM_MALLOC(GPUMEM_ALIGN_UP(obj_bytes, pg) + b->meta_bytes +
+                                            GPUMEM_ALIGN_UP(data_bytes, pg) + prp_bytes + pg);
+    if (!b->raw) return GPUMEM_ENOMEM;
+    b->obj = (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)b->raw, pg);
+    b->meta = b->obj + GPUMEM_ALIGN_UP(obj_bytes, pg);
+    b->data = b->meta + b->meta_bytes;
+    b->prp_lists = prp_bytes ? (uint64_t *)(void *)(b->data + GPUMEM_ALIGN_UP(data_bytes, pg)) : NULL;
+    return GPUMEM_OK;
+}
+
+gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out) {
+    gpumem__slot_block b;
     gpumem_cache_desc e;
     uint32_t bpl;
     gpumem_status st;
     if (!d || !out) return GPUMEM_ENULL;
     *out = NULL;
     if ((st = gpumem__cache_check_desc(d, &bpl)) != GPUMEM_OK) return st; /* before sizes are computed */
-    meta = GPUMEM_ALIGN_UP(gpumem_cache_meta_bytes(d), pg);
-    data = (size_t)d->n_slots * d->line_bytes;
-    prp = gpumem_cache_prp_bytes(d->line_bytes, d->n_slots, d->backing.kind);
-    total = GPUMEM_ALIGN_UP(sizeof(gpumem_cache), pg) + meta + GPUMEM_ALIGN_UP(data, pg) + prp + pg;
-    raw = (unsigned char *)GPUMEM_MALLOC(total);
-    if (!raw) return GPUMEM_ENOMEM;
-    p = (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)raw, pg);
+    if ((st = gpumem__slot_block_alloc(sizeof(gpumem_cache), gpumem_cache_meta_bytes(d),
+                                       (size_t)d->n_slots * d->line_bytes,
+                                       gpumem_cache_prp_bytes(d->line_bytes, d->n_slots, d->backing.kind), &b)) !=
+        GPUMEM_OK)
+        return st;
     e = *d;
-    e.meta = p + GPUMEM_ALIGN_UP(sizeof(gpumem_cache), pg);
-    e.meta_bytes = meta;
-    e.data = (unsigned char *)e.meta + meta;
+    e.meta = b.meta;
+    e.meta_bytes = b.meta_bytes;
+    e.data = b.data;
     e.data_iova = 0;
-    e.prp_lists = prp ? (uint64_t *)((unsigned char *)e.data + GPUMEM_ALIGN_UP(data, pg)) : NULL;
+    e.prp_lists = b.prp_lists;
     e.prp_lists_iova = 0;
-    if ((st = gpumem_cache_init((gpumem_cache *)p, &e)) != GPUMEM_OK) {
-        GPUMEM_FREE(raw);
+    if ((st = gpumem_cache_init((gpumem_cache *)(void *)b.obj, &e)) != GPUMEM_OK) {
+        GPUMEM_FREE(b.raw);
         return st;
     }
-    ((gpumem_cache *)p)->owned_ = raw;
-    *out = (gpumem_cache *)p;
+    ((gpumem_cache *)(void *)b.obj)->owned_ = b.raw;
+    *out = (gpumem_cache *)(void *)b.obj;
     return GPUMEM_OK;
 }
 

@@ -764,34 +764,29 @@ gpumem_status gpumem_tier_destroy(gpumem_tier *t);
 
 #if defined(GPUMEM_IMPLEMENTATION) && !GPUMEM_ON_DEVICE
 gpumem_status gpumem_tier_create(const gpumem_tier_desc *d, gpumem_tier **out) {
-    const size_t pg = GPUMEM_NVME_PAGE_BYTES;
-    size_t meta, data, prp, total;
-    unsigned char *raw, *p;
+    gpumem__slot_block b; /* gpumem_cache.h's one-block layout */
     gpumem_tier_desc e;
     gpumem_status st;
     if (!d || !out) return GPUMEM_ENULL;
     *out = NULL;
     if ((st = gpumem__tier_check_desc(d)) != GPUMEM_OK) return st; /* before sizes are computed */
-    meta = GPUMEM_ALIGN_UP(gpumem_tier_meta_bytes(d), pg);
-    data = (size_t)d->n_slots * d->cache->line_bytes;
-    prp = gpumem_cache_prp_bytes(d->cache->line_bytes, d->n_slots, d->cache->backing.kind);
-    total = GPUMEM_ALIGN_UP(sizeof(gpumem_tier), pg) + meta + GPUMEM_ALIGN_UP(data, pg) + prp + pg;
-    raw = (unsigned char *)GPUMEM_MALLOC(total);
-    if (!raw) return GPUMEM_ENOMEM;
-    p = (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)raw, pg);
+    if ((st = gpumem__slot_block_alloc(
+             sizeof(gpumem_tier), gpumem_tier_meta_bytes(d), (size_t)d->n_slots * d->cache->line_bytes,
+             gpumem_cache_prp_bytes(d->cache->line_bytes, d->n_slots, d->cache->backing.kind), &b)) != GPUMEM_OK)
+        return st;
     e = *d;
-    e.meta = p + GPUMEM_ALIGN_UP(sizeof(gpumem_tier), pg);
-    e.meta_bytes = meta;
-    e.data = (unsigned char *)e.meta + meta;
+    e.meta = b.meta;
+    e.meta_bytes = b.meta_bytes;
+    e.data = b.data;
     e.data_iova = 0;
-    e.prp_lists = prp ? (uint64_t *)(void *)((unsigned char *)e.data + GPUMEM_ALIGN_UP(data, pg)) : NULL;
+    e.prp_lists = b.prp_lists;
     e.prp_lists_iova = 0;
-    if ((st = gpumem_tier_init((gpumem_tier *)(void *)p, &e)) != GPUMEM_OK) {
-        GPUMEM_FREE(raw);
+    if ((st = gpumem_tier_init((gpumem_tier *)(void *)b.obj, &e)) != GPUMEM_OK) {
+        GPUMEM_FREE(b.raw);
         return st;
     }
-    ((gpumem_tier *)(void *)p)->owned_ = raw;
-    *out = (gpumem_tier *)(void *)p;
+    ((gpumem_tier *)(void *)b.obj)->owned_ = b.raw;
+    *out = (gpumem_tier *)(void *)b.obj;
     return GPUMEM_OK;
 }
 
