@@ -184,6 +184,7 @@ typedef struct gpumem_tier {
     gpumem_policy_gmt gmt;
     gpumem_policy_rd rd;
     uint64_t trained;          /* samples consumed by the trainer */
+    uint64_t fitted;           /* (VTD, RD) pairs in the fit (a copy of rd.samples, under gmt_lock) */
     uint64_t model_updates;
     uint64_t predicted[4], placed[5];
     /* hot words */
@@ -669,8 +670,11 @@ GPUMEM_API gpumem_status gpumem_tier_train(gpumem_tier *t, uint64_t *fitted) {
         got++;
     }
     if (fitted) *fitted = t->rd.samples;
-    if (got && gpumem_policy_ols_solve(&t->rd.ols, &m, &b)) return gpumem_tier_set_model(t, m, b);
-    return GPUMEM_OK;
+    if (!got) return GPUMEM_OK;
+    gpumem__tier_lock_gmt(t); /* the figures get_stats reads */
+    t->fitted = t->rd.samples;
+    gpumem__tier_unlock_gmt(t);
+    return gpumem_policy_ols_solve(&t->rd.ols, &m, &b) ? gpumem_tier_set_model(t, m, b) : GPUMEM_OK;
 }
 
 /* Sum the counters (atomic loads: safe while threads run; the predictor's
@@ -694,7 +698,7 @@ GPUMEM_API gpumem_status gpumem_tier_get_stats(gpumem_tier *t, gpumem_tier_stats
     out->host_resident = t->n_slots - gpumem_atomic_load_u32(&t->n_free.v, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
     if (t->placement == GPUMEM_TIER_GMT_REUSE) {
         gpumem__tier_lock_gmt(t);
-        out->samples = t->rd.samples;
+        out->samples = t->fitted;
         out->model_updates = t->model_updates;
         for (k = 0; k < 4; k++) out->predicted[k] = t->predicted[k];
         for (k = 0; k < 5; k++) out->placed[k] = t->placed[k];
