@@ -54,11 +54,12 @@
  * tiers).
  *
  * The three-tier read path. A GPU-cache miss (the thread that won the line's
- * BUSY) looks at the line's host word: in host memory, it claims the word
- * (BUSY), copies the host slot into its GPU slot, frees the host slot, and
- * publishes the line (dirty if the host copy was); otherwise it reads
- * storage. On the device the copy is the coalesced group's (see above); on
- * the host, one memcpy-like copy.
+ * BUSY) looks at the line's host word first: in host memory, it claims the
+ * word (BUSY) before it looks for a GPU slot - so the evictions that free
+ * one cannot displace the line it came for - then copies the host slot into
+ * the GPU slot, frees the host slot, and publishes the line (dirty if the
+ * host copy was); otherwise it reads storage. On the device the copy is the
+ * coalesced group's (see above); on the host, one memcpy.
  *
  * Host words (one 32-bit word per line of the data, the cache's discipline):
  *     bit 31 IN     the line is in host slot `slot`
