@@ -876,6 +876,20 @@ typedef struct gpumem_swctl_config {
     uint64_t drop_command; /* test hook: the Nth command fetched (1 = the first) is never
                               completed, as a faulty device would; 0 = none. Counted in
                               stats.dropped; what a watchdog is for. */
+    /* When idle, how the controller hears doorbells. Host threads that ring
+     * one also wake the controller (gpumem_event_notify on its doorbell
+     * event); GPU threads cannot (a device thread's notify is a no-op), so
+     * for them the controller must look at the doorbell words itself. After
+     * its last piece of work it polls every pair's doorbells for
+     * idle_spin_ns (busy: a core), then parks, at most park_ns at a time,
+     * polling once between parks. A doorbell that nobody notifies is thus
+     * seen within a poll while the controller spins, and within park_ns
+     * once it parks. GPUMEM_SWCTL_NEVER_PARK: poll forever (a core, always;
+     * the lowest latency for GPU clients); so does a controller with a pair
+     * set polled (gpumem_swctl_set_polled). Defaults: 50 us, 1 ms. CPU time
+     * of each setting: bench/results/issue12-doorbell-vm.md. */
+    uint64_t idle_spin_ns;
+    uint64_t park_ns;      /* 1 us .. 1 s; 0: the default */
     /* Where memory comes from, by who touches it (gpumem_nvme_qp_desc).
      * Ring memory, which the controller thread and the pairs' users share:
      * each pair's rings, doorbells and signals block, its PRP-list pages,
@@ -899,6 +913,11 @@ typedef struct gpumem_swctl_config {
     void *client_ctx;
 } gpumem_swctl_config;
 
+/* idle_spin_ns: never park. */
+#define GPUMEM_SWCTL_NEVER_PARK UINT64_MAX
+#define GPUMEM_SWCTL_DEFAULT_SPIN_NS 50000ull
+#define GPUMEM_SWCTL_DEFAULT_PARK_NS 1000000ull
+
 /* The counts of gpumem_nvme_sw_stats (the core above), for the whole controller. */
 typedef gpumem_nvme_sw_stats gpumem_swctl_stats;
 
@@ -912,6 +931,11 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
 gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t n_cids, uint32_t virtual_start,
                                      gpumem_nvme_qp **out);
 gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme_qp **out);
+/* Mark a pair of this controller polled (polled != 0): its clients cannot
+ * wake the controller (GPU threads), so while any pair is polled the
+ * controller never parks, whatever idle_spin_ns says. Any time, any
+ * thread. GPUMEM_EINVAL if qp is not one of its pairs. */
+gpumem_status gpumem_swctl_set_polled(gpumem_swctl *ctl, const gpumem_nvme_qp *qp, int polled);
 /* Start serving; the pairs' calls work again after a stop. */
 gpumem_status gpumem_swctl_start(gpumem_swctl *ctl);
 /* Stop serving. Every thread waiting in one of its pairs (for a command ID
@@ -925,6 +949,10 @@ gpumem_status gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out)
 /* Completions posted so far: safe to read from any thread at any time (a
  * watchdog's measure of progress). */
 uint64_t gpumem_swctl_progress(gpumem_swctl *ctl);
+/* CPU time (ns) the controller thread has used since its last start; after
+ * a stop, what it used until then. What each idle setting costs. Call it
+ * from the thread that starts and stops the controller. */
+uint64_t gpumem_swctl_cpu_ns(gpumem_swctl *ctl);
 /* Every pair in words, client side and controller side (gpumem_nvme_qp_report,
  * gpumem_nvme_swq_report), appended to buf; returns the whole text's length.
  * Call it with the controller stopped: it reads the controller thread's state. */
@@ -976,6 +1004,7 @@ typedef struct gpumem__sw_queue {
                            only the pages that transfers use are ever touched) */
     void *sw_mem;       /* the controller thread's own memory for sw (GPUMEM_MALLOC) */
     gpumem_nvme_swq sw; /* the controller's side (core above): ring memory only */
+    int polled;         /* gpumem_swctl_set_polled; accessed atomically */
     gpumem__sw_pending *pend; /* ring of fetched commands, in fetch order */
     uint32_t pend_head, pend_count;
 } gpumem__sw_queue;
@@ -993,6 +1022,8 @@ struct gpumem_swctl {
     gpumem_event *doorbell_event;
     int running;      /* accessed atomically */
     int thread_alive;
+    uint32_t n_polled;      /* pairs set polled: never park while nonzero (atomic) */
+    uint64_t cpu_ns_final;  /* the thread's CPU time, stored as it ends (atomic) */
     uint64_t last_due_ns;
     uint64_t rng;
     uint64_t fetched;       /* commands fetched (the drop_command hook counts them) */
@@ -1036,6 +1067,8 @@ gpumem_swctl_config gpumem_swctl_config_default(void) {
     c.max_blocks = 256;
     c.max_pending = 4096;
     c.seed = 0x9E3779B97F4A7C15ull;
+    c.idle_spin_ns = GPUMEM_SWCTL_DEFAULT_SPIN_NS;
+    c.park_ns = GPUMEM_SWCTL_DEFAULT_PARK_NS;
     return c;
 }
 
@@ -1054,6 +1087,10 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
         return GPUMEM_EINVAL;
     }
     if (cfg->n_blocks > (UINT64_MAX / cfg->lba_bytes)) return GPUMEM_EINVAL;
+    if (cfg->park_ns != 0 && (cfg->park_ns < 1000 || cfg->park_ns > 1000000000ull)) {
+        GPUMEM_LOG("software controller: park_ns %llu out of range (1 us .. 1 s)", (unsigned long long)cfg->park_ns);
+        return GPUMEM_EINVAL;
+    }
     if (!cfg->alloc != !cfg->free || !cfg->client_alloc != !cfg->client_free) {
         GPUMEM_LOG("software controller: give both allocator callbacks of a pair (alloc and free, client_alloc "
                    "and client_free) or neither");
@@ -1070,6 +1107,7 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
     memset(c->doorbell_event, 0, sizeof *c->doorbell_event);
     c->doorbell_event->shared = 1;
     c->cfg = *cfg;
+    if (!c->cfg.park_ns) c->cfg.park_ns = GPUMEM_SWCTL_DEFAULT_PARK_NS;
     c->ns.nsid = 1;
     c->ns.lba_shift = gpumem_log2_u64(cfg->lba_bytes);
     c->ns.n_blocks = cfg->n_blocks;
@@ -1300,37 +1338,84 @@ static void gpumem__sw_publish(gpumem_swctl *c) {
         gpumem_atomic_store_u64(&to[k], from[k], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
 }
 
+/* Whether any pair's doorbell moved since the controller last took it. */
+static int gpumem__sw_doorbell_rung(const gpumem_swctl *c) {
+    uint32_t i;
+    for (i = 0; i < c->n_queues; i++) {
+        const gpumem_nvme_swq *q = &c->queues[i]->sw;
+        if (__atomic_load_n(q->sq_doorbell, __ATOMIC_ACQUIRE) != q->sq_db_seen ||
+            __atomic_load_n(q->cq_doorbell, __ATOMIC_ACQUIRE) != q->cq_db_seen)
+            return 1;
+    }
+    return 0;
+}
+
+/* The controller thread: serve every pair; when idle, poll the doorbells
+ * for idle_spin_ns after the last work (clients that cannot wake it, GPU
+ * threads, are heard within a poll), then park on the doorbell event at
+ * most park_ns at a time, or until the next command falls due, polling
+ * once between parks. The park bound also bounds how long a stop takes. */
 static void *gpumem__sw_main(void *arg) {
     gpumem_swctl *c = (gpumem_swctl *)arg;
-    gpumem_backoff b = gpumem_backoff_start();
+    uint64_t last_work = gpumem_clock_ns();
+    struct timespec cpu;
     while (__atomic_load_n(&c->running, __ATOMIC_ACQUIRE)) {
         uint64_t now = gpumem_clock_ns(), next;
         uint32_t i, work = 0, seen;
         for (i = 0; i < c->n_queues; i++) work += gpumem__sw_service(c, c->queues[i], now);
         if (work) {
             gpumem__sw_publish(c);
-            b = gpumem_backoff_start();
+            last_work = now;
             continue;
         }
-        if (gpumem_backoff_pause(&b)) continue;
-        /* Idle: park until a doorbell rings or the next command falls due
-         * (at most 1 ms, which also bounds how long stop() takes). */
-        seen = gpumem__event_begin(c->doorbell_event);
-        for (i = 0; i < c->n_queues; i++) {
-            gpumem__sw_queue *q = c->queues[i];
-            if (__atomic_load_n(q->sw.sq_doorbell, __ATOMIC_ACQUIRE) != q->sw.sq_db_seen ||
-                __atomic_load_n(q->sw.cq_doorbell, __ATOMIC_ACQUIRE) != q->sw.cq_db_seen)
-                work++;
+        if (c->cfg.idle_spin_ns == GPUMEM_SWCTL_NEVER_PARK || __atomic_load_n(&c->n_polled, __ATOMIC_RELAXED) ||
+            now - last_work < c->cfg.idle_spin_ns) {
+            gpumem__cpu_relax(); /* a poll every few tens of nanoseconds */
+            continue;
         }
+        /* Park: register, look at the doorbells once more (a client that
+         * rang after the look above and saw nobody registered did not
+         * notify), then sleep unless one moved or a command is due. */
+        seen = gpumem__event_begin(c->doorbell_event);
         next = gpumem__sw_next_due(c);
         now = gpumem_clock_ns();
-        if (!work && next > now) {
+        if (!gpumem__sw_doorbell_rung(c) && next > now) {
             uint64_t wait = next - now;
-            gpumem__event_sleep(c->doorbell_event, seen, (long)(wait < 1000000ull ? wait : 1000000ull));
+            gpumem__event_sleep(c->doorbell_event, seen, (long)(wait < c->cfg.park_ns ? wait : c->cfg.park_ns));
         }
         gpumem__event_end(c->doorbell_event);
     }
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    __atomic_store_n(&c->cpu_ns_final, (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec,
+                     __ATOMIC_RELEASE);
     return NULL;
+}
+
+gpumem_status gpumem_swctl_set_polled(gpumem_swctl *ctl, const gpumem_nvme_qp *qp, int polled) {
+    uint32_t i;
+    if (!ctl || !qp) return GPUMEM_ENULL;
+    for (i = 0; i < ctl->n_queues; i++) {
+        gpumem__sw_queue *q = ctl->queues[i];
+        /* compares the pointer only: the pair's memory is its clients' */
+        if (q->qp != qp) continue;
+        polled = polled != 0;
+        if (__atomic_exchange_n(&q->polled, polled, __ATOMIC_RELAXED) != polled) {
+            if (polled) __atomic_fetch_add(&ctl->n_polled, 1u, __ATOMIC_RELAXED);
+            else __atomic_fetch_sub(&ctl->n_polled, 1u, __ATOMIC_RELAXED);
+        }
+        return GPUMEM_OK;
+    }
+    return GPUMEM_EINVAL;
+}
+
+uint64_t gpumem_swctl_cpu_ns(gpumem_swctl *ctl) {
+    clockid_t id;
+    struct timespec t;
+    if (!ctl) return 0;
+    if (ctl->thread_alive && __atomic_load_n(&ctl->running, __ATOMIC_ACQUIRE) &&
+        pthread_getcpuclockid(ctl->thread, &id) == 0 && clock_gettime(id, &t) == 0)
+        return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+    return __atomic_load_n(&ctl->cpu_ns_final, __ATOMIC_ACQUIRE);
 }
 
 gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
@@ -1343,6 +1428,7 @@ gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
         return GPUMEM_ESTATE;
     }
     for (i = 0; i < ctl->n_queues; i++) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 0);
+    __atomic_store_n(&ctl->cpu_ns_final, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&ctl->running, 1, __ATOMIC_RELEASE);
     rc = pthread_create(&ctl->thread, NULL, gpumem__sw_main, ctl);
     if (rc != 0) {
@@ -1360,6 +1446,7 @@ gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl) {
     if (!ctl) return GPUMEM_ENULL;
     if (!ctl->thread_alive) return GPUMEM_ESTATE;
     __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
+    gpumem_event_notify(ctl->doorbell_event); /* out of a park at once, however long park_ns */
     pthread_join(ctl->thread, NULL);
     gpumem__sw_publish(ctl); /* the final counts */
     ctl->thread_alive = 0;

@@ -610,6 +610,83 @@ Test(nvme_ctl, allocator_callbacks_place_rings_and_client_state_apart) {
     cr_assert_eq(ring.frees, 5);
 }
 
+/* ---- doorbells nobody notifies (GPU clients) -------------------------------- */
+
+/* Clients that cannot wake the controller, as GPU threads cannot (their
+ * notify is a no-op): here host threads whose pair has no doorbell event.
+ * Under every idle setting - park at once, spin then park, never park, and
+ * parking allowed but the pair set polled - the controller still hears every
+ * doorbell (it looks at the doorbell words between parks, or never parks):
+ * 4 threads each write and read back 100 blocks, checked by content, and
+ * the controller completes exactly those commands. No timing is asserted
+ * (bench-doorbell measures it). */
+typedef struct silent_client {
+    gpumem_nvme_qp *qp;
+    uint32_t id, bad;
+} silent_client;
+
+static void *silent_client_main(void *p) {
+    silent_client *c = (silent_client *)p;
+    unsigned char buf[LBA] __attribute__((aligned(LBA)));
+    uint32_t k;
+    for (k = 0; k < 100; k++) {
+        uint64_t lba = c->id * 100u + k;
+        fill_block(buf, lba, 3);
+        if (gpumem_nvme_qp_write_buf(c->qp, lba, 1, buf, NULL) != GPUMEM_OK) c->bad++;
+        memset(buf, 0, sizeof buf);
+        if (gpumem_nvme_qp_read_buf(c->qp, lba, 1, buf, NULL) != GPUMEM_OK || !block_ok(buf, lba, 3)) c->bad++;
+    }
+    return NULL;
+}
+
+Test(nvme_ctl, doorbells_heard_without_wakeups) {
+    static const struct {
+        uint64_t spin, park;
+        int polled;
+    } settings[] = {{0, 1000000, 0}, {0, 20000, 0}, {50000, 1000000, 0}, {GPUMEM_SWCTL_NEVER_PARK, 1000000, 0},
+                    {0, 1000000, 1}};
+    uint32_t k, i;
+    for (k = 0; k < sizeof settings / sizeof *settings; k++) {
+        gpumem_swctl_config c = gpumem_swctl_config_default();
+        gpumem_swctl *ctl, *other;
+        gpumem_nvme_qp *qp, *foreign;
+        silent_client cl[4];
+        pthread_t th[4];
+        c.idle_spin_ns = settings[k].spin;
+        c.park_ns = settings[k].park;
+        ctl = make_ctl(400, &c);
+        cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
+        qp->doorbell_event = NULL; /* the clients ring doorbells and wake nobody */
+        if (settings[k].polled) cr_assert_eq(gpumem_swctl_set_polled(ctl, qp, 1), GPUMEM_OK);
+        cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+        for (i = 0; i < 4; i++) {
+            cl[i].qp = qp, cl[i].id = i, cl[i].bad = 0;
+            cr_assert_eq(pthread_create(&th[i], NULL, silent_client_main, &cl[i]), 0);
+        }
+        for (i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            cr_assert_eq(cl[i].bad, 0, "setting %u, client %u: %u failed or wrong", k, i, cl[i].bad);
+        }
+        stop_and_check_clean(ctl, 800, NULL);
+        cr_assert_gt(gpumem_swctl_cpu_ns(ctl), 0, "the controller thread's CPU time is read back");
+        /* set_polled: only the controller's own pairs */
+        other = make_ctl(8, NULL);
+        cr_assert_eq(gpumem_swctl_add_qp(other, 4, &foreign), GPUMEM_OK);
+        cr_assert_eq(gpumem_swctl_set_polled(ctl, foreign, 1), GPUMEM_EINVAL);
+        cr_assert_eq(gpumem_swctl_set_polled(ctl, qp, 0), GPUMEM_OK);
+        gpumem_swctl_destroy(other);
+        gpumem_swctl_destroy(ctl);
+    }
+    {   /* the park bound is checked */
+        gpumem_swctl_config c = gpumem_swctl_config_default();
+        gpumem_swctl *ctl;
+        c.park_ns = 999;
+        cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL);
+        c.park_ns = 1000000001ull;
+        cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL);
+    }
+}
+
 /* ---- commands built from buffer pointers ---------------------------------- */
 
 /* Every 512-byte offset within a page (CUDA's allocators return blocks at
