@@ -5,6 +5,8 @@
 #   make bench      Google Benchmark, each against its baseline: queue vs mutex queue, fetch-add vs
 #                   CAS reference count, cache misses vs direct reads (bench-queue, bench-cache),
 #                   then `make plot` (gnuplot) draws them into build/results/bench.png
+#   make bench-doorbell   the host controller hearing doorbells nobody notifies (GPU clients), per idle
+#                   setting: time to notice, throughput, controller CPU time (build/results/issue12-doorbell.md)
 #   make results MACHINE=name   copy build/results/* to bench/results/*-name.* (committed results)
 #   make install PREFIX=/usr/local   headers, gpumem.pc, CMake package (gpumem::gpumem); make uninstall
 #   make install-test   install into a temporary prefix, build tests/consumer with CMake
@@ -36,7 +38,7 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-.PHONY: all test policy-sim headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
+.PHONY: all test policy-sim headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
 
 all: test
 
@@ -157,6 +159,18 @@ BENCH_PAIRS_cache := hit_faa:hit_cas miss_cache:miss_direct
 
 # A run becomes a committed result only by this explicit copy, under a name
 # chosen for the machine: build/results/queue.json -> bench/results/queue-$(MACHINE).json.
+# How the host-thread controller hears doorbells that wake nobody (GPU
+# clients), and the CPU each idle setting costs (issue 12): a plain C program,
+# no Google Benchmark; never asserts on time.
+$(BUILD)/bench_doorbell: bench/bench_doorbell.c $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -pthread
+bench-doorbell:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/bench_doorbell
+	@mkdir -p $(RESULTS)
+	GPUMEM_MACHINE="$$(sh tools/machine.sh)" $(BUILD)/bench_doorbell $(RESULTS)/issue12-doorbell.md $(RESULTS)/issue12-doorbell.tsv
+	cat $(RESULTS)/issue12-doorbell.md
+
 results:
 	@test -n "$(MACHINE)" || { echo "make results MACHINE=name: name the machine (the files say which it was)"; exit 2; }
 	@test -d $(RESULTS) || { echo "results: nothing in $(RESULTS); run make bench or make graph-sweep first"; exit 2; }

@@ -903,13 +903,21 @@ typedef struct gpumem_swctl_config {
      * gpumem_swctl_report). For GPU threads against this host-thread
      * controller: ring memory mapped pinned (cudaHostAlloc with
      * cudaHostAllocMapped, whose host pointers are valid on the GPU with
-     * unified addressing), client memory in GPU memory (docs/gpu.md), so
-     * that no client atomic crosses PCIe (tests/cuda/test_nvme_gpu.cu). */
+     * unified addressing), client memory in GPU memory, so that no client
+     * atomic crosses PCIe: gpumem_swctl_config_gpu_clients sets all of it
+     * (docs/gpu.md). */
     void *(*alloc)(void *ctx, size_t bytes);
     void (*free)(void *ctx, void *p);
     void *alloc_ctx;
     void *(*client_alloc)(void *ctx, size_t bytes);
     void (*client_free)(void *ctx, void *p);
+    /* Optional, for client memory that host code cannot touch (cudaMalloc):
+     * copies `bytes` between it and host memory, either way (cudaMemcpy with
+     * cudaMemcpyDefault; it must not wait for running kernels, because the
+     * watchdog's report reads through it), returning 0 on success. The pair
+     * is then built in host memory and copied in, and destroy's idle check
+     * and the report read a copy. NULL: client memory is host memory. */
+    int (*client_copy)(void *ctx, void *dst, const void *src, size_t bytes);
     void *client_ctx;
 } gpumem_swctl_config;
 
@@ -964,8 +972,9 @@ gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl);
 /* Stop (if running) and free everything, pairs included. Refuses with
  * GPUMEM_EBUSY, changing nothing, while a thread waits in one of its pairs
  * or a request still holds a command ID (submitted and not yet polled to
- * its end; after a stop, polling returns GPUMEM_ENODEV and ends it). It does
- * not drain: finish or abandon the requests, join the threads, then destroy
+ * its end; after a stop, polling returns GPUMEM_ENODEV and ends it), and
+ * with GPUMEM_ESYS if client_copy cannot read a pair to tell. It does not
+ * drain: finish or abandon the requests, join the threads, then destroy
  * (README: shutdown order). */
 gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl);
 /* A watchdog on one software controller: progress is its completions, stop
@@ -998,6 +1007,7 @@ typedef struct gpumem__sw_queue {
     gpumem_nvme_qp *qp; /* the pair its users are handed: at the start of client_mem;
                            only the owner's calls (destroy, report) look at it */
     void *client_mem;   /* client memory: the pair's struct and state */
+    size_t client_bytes; /* of them, from qp */
     void *ring_mem;     /* ring memory: rings, doorbells, signals block; used from
                            its first 4 KiB boundary */
     void *prp_mem;      /* the command IDs' PRP-list pages (own allocation: large, and
@@ -1185,9 +1195,17 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
         return GPUMEM_ENOMEM;
     }
     rings = (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)q->ring_mem, 4096);
-    client = (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)q->client_mem, 64);
+    q->qp = (gpumem_nvme_qp *)GPUMEM_ALIGN_UP((uintptr_t)q->client_mem, 64);
+    q->client_bytes = client_total;
+    /* Client memory host code cannot write: build the pair in host memory
+     * (same layout), then copy it in. */
+    client = ctl->cfg.client_copy ? (unsigned char *)malloc(client_total) : (unsigned char *)q->qp;
+    if (!client) {
+        GPUMEM_FREE(grown);
+        gpumem__sw_queue_free(&ctl->cfg, q);
+        return GPUMEM_ENOMEM;
+    }
     memset(rings, 0, ring_total);
-    q->qp = (gpumem_nvme_qp *)client;
     memset(&d, 0, sizeof d);
     d.depth = depth;
     d.n_cids = n_cids;
@@ -1203,8 +1221,17 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
     d.state_bytes = state_bytes;
     d.doorbell_event = ctl->doorbell_event;
     d.prp_lists = prp_bytes ? (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)q->prp_mem, 4096) : NULL;
-    if ((st = gpumem_nvme_qp_init(q->qp, &d)) != GPUMEM_OK ||
-        (st = gpumem_nvme_swq_init(&q->sw, &d, q->sw_mem, sw_bytes)) != GPUMEM_OK) {
+    if ((st = gpumem_nvme_qp_init((gpumem_nvme_qp *)client, &d)) == GPUMEM_OK &&
+        (st = gpumem_nvme_swq_init(&q->sw, &d, q->sw_mem, sw_bytes)) == GPUMEM_OK && ctl->cfg.client_copy) {
+        gpumem_nvme_qp_relocate_state((gpumem_nvme_qp *)client,
+                                      (unsigned char *)q->qp + GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 64));
+        if (ctl->cfg.client_copy(ctl->cfg.client_ctx, q->qp, client, client_total) != 0) {
+            GPUMEM_LOG("software controller: client_copy of a new pair (%zu bytes) failed", client_total);
+            st = GPUMEM_ESYS;
+        }
+    }
+    if (ctl->cfg.client_copy) free(client);
+    if (st != GPUMEM_OK) {
         GPUMEM_FREE(grown);
         gpumem__sw_queue_free(&ctl->cfg, q);
         return st;
@@ -1478,13 +1505,37 @@ uint64_t gpumem_swctl_progress(gpumem_swctl *ctl) {
     return ctl ? __atomic_load_n(&ctl->progress, __ATOMIC_RELAXED) : 0;
 }
 
+/* A host-readable view of a pair's client state for the owner's calls
+ * (destroy's idle check, the report): the pair itself, or with client_copy
+ * a copy in *copy (free() it) whose pointers are moved to the copy's state.
+ * NULL if the copy failed. Plain malloc, as the watchdog's: GPUMEM_MALLOC
+ * may be a CUDA allocator that waits for a hung device. */
+static gpumem_nvme_qp *gpumem__sw_client_view(const gpumem_swctl *ctl, const gpumem__sw_queue *q, void **copy) {
+    gpumem_nvme_qp *v;
+    *copy = NULL;
+    if (!ctl->cfg.client_copy) return q->qp;
+    if (!(*copy = malloc(q->client_bytes))) return NULL;
+    if (ctl->cfg.client_copy(ctl->cfg.client_ctx, *copy, q->qp, q->client_bytes) != 0) {
+        free(*copy);
+        *copy = NULL;
+        return NULL;
+    }
+    v = (gpumem_nvme_qp *)*copy;
+    gpumem_nvme_qp_relocate_state(v, (unsigned char *)*copy + GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 64));
+    return v;
+}
+
 size_t gpumem_swctl_report(gpumem_swctl *ctl, char *buf, size_t n) {
     size_t at = 0;
     uint32_t i;
     if (!ctl || !buf) return 0;
     if (n) buf[0] = 0;
     for (i = 0; i < ctl->n_queues; i++) {
-        at = gpumem_nvme_qp_report(ctl->queues[i]->qp, buf, n, at);
+        void *copy;
+        gpumem_nvme_qp *view = gpumem__sw_client_view(ctl, ctl->queues[i], &copy);
+        if (view) at = gpumem_nvme_qp_report(view, buf, n, at);
+        else at = gpumem__appendf(buf, n, at, "pair %u: its client state cannot be read\n", i + 1);
+        free(copy);
         at = gpumem__appendf(buf, n, at, "  controller holds %u fetched commands not yet due or posted\n",
                              ctl->queues[i]->pend_count);
         at = gpumem_nvme_swq_report(&ctl->queues[i]->sw, &ctl->st, buf, n, at);
@@ -1508,8 +1559,13 @@ gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const cha
 gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl) {
     uint32_t i;
     if (!ctl) return GPUMEM_ENULL;
-    for (i = 0; i < ctl->n_queues; i++)
-        if (gpumem_nvme_qp_check_idle(ctl->queues[i]->qp) != GPUMEM_OK) return GPUMEM_EBUSY;
+    for (i = 0; i < ctl->n_queues; i++) {
+        void *copy;
+        gpumem_nvme_qp *view = gpumem__sw_client_view(ctl, ctl->queues[i], &copy);
+        gpumem_status st = view ? gpumem_nvme_qp_check_idle(view) : GPUMEM_ESYS;
+        free(copy);
+        if (st != GPUMEM_OK) return st == GPUMEM_ESYS ? st : GPUMEM_EBUSY;
+    }
     if (ctl->thread_alive) gpumem_swctl_stop(ctl);
     for (i = 0; i < ctl->n_queues; i++) gpumem__sw_queue_free(&ctl->cfg, ctl->queues[i]);
     GPUMEM_FREE(ctl->queues);

@@ -5,6 +5,10 @@
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#ifndef MAP_ANONYMOUS
+#define MAP_ANONYMOUS 0x20 /* strict C11 hides it */
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -608,6 +612,85 @@ Test(nvme_ctl, allocator_callbacks_place_rings_and_client_state_apart) {
     cr_assert(inside(&ring, qp) && inside(&ring, qp->cids));
     gpumem_swctl_destroy(ctl);
     cr_assert_eq(ring.frees, 5);
+}
+
+/* Client memory host code cannot touch (GPU memory): here a mapping that
+ * is PROT_NONE except while client_copy copies through it or while the
+ * test's own client calls run, so any direct access by add_qp, destroy or
+ * the report would crash the test. The pair is built in host memory and
+ * copied in; destroy's idle check and the report read copies. */
+typedef struct guarded_client {
+    void *block;
+    size_t bytes;
+    uint32_t copies;
+    int fail;
+} guarded_client;
+
+static void *guarded_alloc(void *ctx, size_t n) {
+    guarded_client *g = (guarded_client *)ctx;
+    void *p = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    g->block = p, g->bytes = n;
+    return p;
+}
+static void guarded_free(void *ctx, void *p) { munmap(p, ((guarded_client *)ctx)->bytes); }
+static void guard(guarded_client *g, int open) {
+    cr_assert_eq(mprotect(g->block, g->bytes, open ? PROT_READ | PROT_WRITE : PROT_NONE), 0);
+}
+static int guarded_copy(void *ctx, void *dst, const void *src, size_t n) {
+    guarded_client *g = (guarded_client *)ctx;
+    if (g->fail) return -1;
+    g->copies++;
+    guard(g, 1);
+    memcpy(dst, src, n);
+    guard(g, 0);
+    return 0;
+}
+
+Test(nvme_ctl, client_memory_host_code_cannot_touch) {
+    guarded_client g;
+    gpumem_swctl_config c = gpumem_swctl_config_default();
+    gpumem_swctl *ctl;
+    gpumem_nvme_qp *qp;
+    gpumem_nvme_req req;
+    unsigned char w[LBA] __attribute__((aligned(LBA))), r[LBA] __attribute__((aligned(LBA)));
+    char *text = malloc(1 << 16);
+    cr_assert(text);
+    memset(&g, 0, sizeof g);
+    c.n_blocks = 64;
+    c.client_alloc = guarded_alloc;
+    c.client_free = guarded_free;
+    c.client_copy = guarded_copy;
+    c.client_ctx = &g;
+    cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_OK);
+    g.fail = 1;
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_ESYS, "a failed copy fails the pair");
+    g.fail = 0;
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
+    cr_assert_eq(g.copies, 1, "built in host memory, copied in once");
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    guard(&g, 1); /* the clients' turn */
+    fill_block(w, 9, 2);
+    cr_assert_eq(gpumem_nvme_qp_write_buf(qp, 9, 1, w, NULL), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_qp_read_buf(qp, 9, 1, r, NULL), GPUMEM_OK);
+    cr_assert(block_ok(r, 9, 2), "the pair built elsewhere works");
+    cr_assert_eq(gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_READ, 9, 1, r, &req), GPUMEM_OK); /* not polled */
+    guard(&g, 0);
+    gpumem__host_sleep_ns(20000000L); /* the controller answers; nobody collects */
+    cr_assert_eq(gpumem_swctl_stop(ctl), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_destroy(ctl), GPUMEM_EBUSY, "the held ID is seen through a copy");
+    gpumem_swctl_report(ctl, text, 1 << 16);
+    cr_assert(strstr(text, "(1 in all)"), "the report reads a copy: %s", text);
+    g.fail = 1;
+    cr_assert_eq(gpumem_swctl_destroy(ctl), GPUMEM_ESYS, "a copy that fails: no verdict, nothing freed");
+    g.fail = 0;
+    guard(&g, 1);
+    cr_assert_eq(gpumem_nvme_qp_poll(qp, &req), GPUMEM_OK);
+    cr_assert(block_ok(r, 9, 2));
+    guard(&g, 0);
+    cr_assert_eq(gpumem_swctl_destroy(ctl), GPUMEM_OK);
+    cr_assert_eq(g.copies, 4, "add_qp, the report and both destroys that got an answer went through the copy");
+    free(text);
 }
 
 /* ---- doorbells nobody notifies (GPU clients) -------------------------------- */
