@@ -27,8 +27,17 @@ CUDA_ARCH ?= sm_90
 WARN    := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -g
 BUILD   := build
-HEADERS := gpumem.h gpumem_nvme.h gpumem_swctl.h gpumem_cache.h gpumem_policy.h
-TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme $(BUILD)/test_cache $(BUILD)/test_robust $(BUILD)/test_wakeup $(BUILD)/test_graph $(BUILD)/test_policy $(BUILD)/test_xproc
+HEADERS := gpumem.h gpumem_nvme.h gpumem_swctl.h gpumem_cache.h gpumem_policy.h gpumem_tier.h
+# One test a line, so that branches adding tests merge without conflict.
+TESTS   := $(BUILD)/test_core
+TESTS   += $(BUILD)/test_nvme
+TESTS   += $(BUILD)/test_cache
+TESTS   += $(BUILD)/test_robust
+TESTS   += $(BUILD)/test_wakeup
+TESTS   += $(BUILD)/test_graph
+TESTS   += $(BUILD)/test_policy
+TESTS   += $(BUILD)/test_xproc
+TESTS   += $(BUILD)/test_tier
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -38,7 +47,7 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-.PHONY: all test policy-sim headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
+.PHONY: all test policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
 
 all: test
 
@@ -339,3 +348,17 @@ policy-sim: $(BUILD)/policy_sim $(BUILD)/graph
 	gnuplot -e "in='$(RESULTS)/policy-sim.dat'; out='$(RESULTS)/policy-sim.png'" bench/policy_sim.gp
 	cat $(RESULTS)/policy-sim.md
 	$(BUILD)/graph policies $(BUILD)/kron18.graph --policy brrip --cache-mib 4 | tail -6 | tee $(RESULTS)/policy-graph.txt
+
+# Three tiers against two (bench/tier_bench.c): the simulator's loop, zipf,
+# Kronecker BFS and phase-mix traces replayed by 64 threads through the cache,
+# the host tier (never-host, tier-order, GMT-Reuse) and the queue pairs of a
+# software controller at 130 us per command; a few minutes. Writes
+# $(RESULTS)/tier-bench.{md,tsv} (`make results` commits them).
+$(BUILD)/tier_bench: bench/tier_bench.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
+tier-bench:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/tier_bench
+	@mkdir -p $(RESULTS)
+	$(BUILD)/tier_bench --out $(RESULTS) --machine "$$(sh tools/machine.sh)"
+	cat $(RESULTS)/tier-bench.md
