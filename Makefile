@@ -12,6 +12,8 @@
 #   make tsan/asan  the concurrency workloads under ThreadSanitizer / ASan+UBSan (asan: the suite too)
 #   make stress     the soak: the concurrency workloads, then random mixes for GPUMEM_SOAK_SECONDS
 #                   (default 60) each under ThreadSanitizer and under ASan+UBSan
+#   make registers  registers per thread of a kernel around each public device entry point (ptxas -v,
+#                   sm_90; no GPU needed): bench/results/registers-$(CUDA_ARCH).md and build/results/
 #   make gpu-test   CUDA tests, then under compute-sanitizer memcheck/racecheck/synccheck (needs a GPU;
 #                   without one it compiles them and says so); gpu-bench likewise for bench/cuda
 #   make qemu-test  the queue pairs drive QEMU's NVMe controller (tests/qemu; needs
@@ -36,12 +38,12 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-.PHONY: all test policy-sim headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
+.PHONY: all test registers policy-sim headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
 
 all: test
 
 # deps-test comes first: make builds prerequisites left to right.
-test: deps-test headers cuda-compile examples run-tests
+test: deps-test headers cuda-compile registers examples run-tests
 deps-test:
 	@$(DEPS) cc criterion
 
@@ -68,6 +70,19 @@ ifneq ($(HAVE_NVCC),)
 endif
 	@echo "header $<: C11, C++17$(if $(HAVE_NVCC), and nvcc,) ok"
 	@touch $@
+
+# Registers per thread (tools/registers.sh): compiled only, so it runs in
+# make test; rewritten when a header or the kernels change. The committed
+# table is the one for CUDA_ARCH; a copy goes to build/results.
+REG_TABLE := bench/results/registers-$(CUDA_ARCH).md
+registers: $(if $(HAVE_NVCC),$(REG_TABLE),)
+ifeq ($(HAVE_NVCC),)
+	@echo "registers: nvcc not found: register report not written"
+endif
+$(REG_TABLE): bench/registers/kernels.cu tools/registers.sh $(HEADERS)
+	@mkdir -p $(RESULTS)
+	sh tools/registers.sh $(NVCC) $(CUDA_ARCH) $@
+	cp $@ $(RESULTS)/
 
 cuda-compile: $(CUDA_OBJS)
 ifeq ($(HAVE_NVCC),)
