@@ -1497,7 +1497,8 @@ extern "C" {
  * waits forever cannot be cancelled: ending the process is the one bounded
  * way out; _exit, so that no exit handler waits on the hung device).
  *
- *   gpumem_watchdog_config w = gpumem_swctl_watchdog_config(ctl, "my run", 10000);
+ *   gpumem_watchdog_config w = gpumem_watchdog_config_make("my run", 10000, progress, stop, report, ctx);
+ *   // (gpumem_swctl_watchdog_config in gpumem_swctl.h fills the hooks for a software controller)
  *   gpumem_watchdog *wd;
  *   gpumem_watchdog_start(&w, &wd);
  *   ... the run ...
