@@ -276,11 +276,19 @@ $(BUILD)/cuda/%.bin: bench/cuda/%.cu $(HEADERS) $(wildcard tests/cuda/*.h bench/
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O3 -arch=$(CUDA_ARCH) -I. -Itests/cuda $< -o $@ -lpthread
 
+# The same benchmark with the statistics compiled out (the cache groups only).
+$(BUILD)/cuda/%_nostats.bin: bench/cuda/%.cu $(HEADERS) $(wildcard tests/cuda/*.h bench/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O3 -arch=$(CUDA_ARCH) -DGPUMEM_NO_STATS -I. -Itests/cuda $< -o $@ -lpthread
+CUDA_BENCH_BINS += $(BUILD)/cuda/bench_gpu_nostats.bin
+
 gpu-bench: cuda-compile $(CUDA_BENCH_BINS)
 	@if ! nvidia-smi -L >/dev/null 2>&1; then \
 	  echo "gpu-bench: NO GPU on this machine: the CUDA benchmarks were compiled, NOT run"; exit 0; fi; \
 	mkdir -p $(RESULTS); \
-	for b in $(CUDA_BENCH_BINS); do echo "== $$b"; timeout -k 10 $${GPU_BENCH_BOUND:-1500} $$b $(RESULTS) || exit 1; done
+	for b in $(CUDA_BENCH_BINS); do echo "== $$b"; timeout -k 10 $${GPU_BENCH_BOUND:-1500} $$b $(RESULTS) || exit 1; done; \
+	if $(DEPS) python3 gnuplot; then python3 bench/plot_gpu.py $(RESULTS)/gpu-run.jsonl $(RESULTS)/gpu-clients.png; \
+	else echo "gpu-bench: plot skipped (needs python3 and gnuplot)"; fi
 
 # ---- install -----------------------------------------------------------------
 # Headers into PREFIX/include, gpumem.pc into PREFIX/share/pkgconfig (a
