@@ -95,16 +95,6 @@
 
 #define GPUMEM_API static inline GPUMEM_HD
 
-/* For a slow path kept out of line on the device (the caller's loop then
- * needs fewer registers: a full SM of threads needs at most 64, and a
- * kernel around one cache or queue call should leave most to its user).
- * Host code is unaffected. */
-#if defined(__CUDACC__)
-#define GPUMEM_SLOW static __noinline__ GPUMEM_HD
-#else
-#define GPUMEM_SLOW static inline GPUMEM_HD
-#endif
-
 #if defined(__cplusplus)
 #define GPUMEM_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
 #else
