@@ -117,6 +117,9 @@
  * accesses claimed their places; gpumem_policy_trace_write saves it for
  * bench/policy_sim.
  *
+ * Statistics: counted per SM on the device (GPUMEM_CACHE_STAT_SHARDS shards,
+ * summed by gpumem_cache_get_stats), or not at all with GPUMEM_NO_STATS.
+ *
  * Configuration: GPUMEM_CACHE_CHECK (default 0) adds a check on every hit
  * that the slot still holds the line, counted in stats.violations.
  */
@@ -141,7 +144,14 @@
 #define GPUMEM_CACHE_MIN_LINE 512u
 #define GPUMEM_CACHE_MAX_LINE (2u << 20)     /* one 4 KiB PRP list page per slot suffices */
 #define GPUMEM_CACHE_DEFAULT_SWEEPS 256u
-#define GPUMEM_CACHE_STAT_SHARDS 16u         /* counters spread over lines so hits don't meet */
+#ifndef GPUMEM_CACHE_STAT_SHARDS
+/* Statistics counters are kept in this many shards, each on lines of its
+ * own, and summed when read: a GPU thread counts in its SM's shard (SM id
+ * modulo the count: at most two SMs of an H100 share one), a host thread in
+ * the line's, so that hits on different SMs never meet on one hot word.
+ * GPUMEM_NO_STATS compiles the counting out. */
+#define GPUMEM_CACHE_STAT_SHARDS 128u
+#endif
 
 /* Replacement: any slot policy of gpumem_policy.h (CLOCK, FIFO, SRRIP, BRRIP). */
 enum { GPUMEM_CACHE_CLOCK = GPUMEM_POLICY_CLOCK, GPUMEM_CACHE_ROUND_ROBIN = GPUMEM_POLICY_FIFO };
@@ -367,9 +377,18 @@ GPUMEM_API size_t gpumem_cache_prp_bytes(uint32_t line_bytes, uint32_t n_slots, 
 
 #define GPUMEM__CDEV GPUMEM_SCOPE_DEVICE
 
+/* Count n in statistic `which`: in the calling SM's shard on the device, in
+ * the shard of `key` (a line) on the host. Relaxed: counts publish nothing. */
 GPUMEM_API void gpumem__cache_count(gpumem_cache *c, uint64_t key, uint32_t which, uint64_t n) {
+#if defined(GPUMEM_NO_STATS)
+    (void)c, (void)key, (void)which, (void)n;
+#else
+#if GPUMEM_ON_DEVICE
+    key = gpumem_sm_id();
+#endif
     gpumem_atomic_fetch_add_u64(&c->stats[key % GPUMEM_CACHE_STAT_SHARDS].v[which], n, GPUMEM_ORDER_RELAXED,
                                 GPUMEM__CDEV);
+#endif
 }
 
 GPUMEM_API uint32_t *gpumem__line_state(gpumem_cache *c, uint64_t line) { return &c->lines[line].state; }
@@ -1135,17 +1154,23 @@ GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_d
     return GPUMEM_OK;
 }
 
-/* Sum the counters: atomic loads, so safe while threads run (each count is
- * monotonic; together they are a recent snapshot, not one instant). */
+/* Sum the counters over the shards: atomic loads, so safe while threads run
+ * (each count is monotonic; together they are a recent snapshot, not one
+ * instant). Built with GPUMEM_NO_STATS: all zero, and GPUMEM_ESTATE. */
 GPUMEM_API gpumem_status gpumem_cache_get_stats(gpumem_cache *c, gpumem_cache_stats *out) {
     uint64_t *o = (uint64_t *)out;
     uint32_t i, j;
     if (!c || !out) return GPUMEM_ENULL;
     for (j = 0; j < GPUMEM__CACHE_N_STATS; j++) o[j] = 0;
+#if defined(GPUMEM_NO_STATS)
+    (void)i;
+    return GPUMEM_ESTATE;
+#else
     for (i = 0; i < GPUMEM_CACHE_STAT_SHARDS; i++)
         for (j = 0; j < GPUMEM__CACHE_N_STATS; j++)
             o[j] += gpumem_atomic_load_u64(&c->stats[i].v[j], GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
     return GPUMEM_OK;
+#endif
 }
 
 /* Check the structure while no thread uses the cache: every tagged slot's
