@@ -40,6 +40,7 @@ TESTS   += $(BUILD)/test_graph
 TESTS   += $(BUILD)/test_policy
 TESTS   += $(BUILD)/test_xproc
 TESTS   += $(BUILD)/test_tier
+TESTS   += $(BUILD)/test_notier
 TESTS   += $(BUILD)/test_nostats
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))

@@ -122,6 +122,13 @@
  *
  * Configuration: GPUMEM_CACHE_CHECK (default 0) adds a check on every hit
  * that the slot still holds the line, counted in stats.violations.
+ * GPUMEM_CACHE_TIER (default 1) compiles in the host tier's hooks
+ * (gpumem_tier.h, included at the end of this header). 0 compiles them out
+ * for kernels that never use a host tier: their calls cost registers even
+ * when no tier is attached (sm_90: 108 registers per thread for one element
+ * read through acquire_coalesced, 72 without them). A cache with a tier
+ * attached is then refused (GPUMEM_ESTATE), never silently bypassed; every
+ * file that uses such a cache needs the hooks.
  */
 #ifndef GPUMEM_CACHE_H
 #define GPUMEM_CACHE_H
@@ -133,6 +140,12 @@
 #ifndef GPUMEM_CACHE_CHECK
 #define GPUMEM_CACHE_CHECK 0
 #endif
+#ifndef GPUMEM_CACHE_TIER
+#define GPUMEM_CACHE_TIER 1
+#endif
+/* A host tier is attached and its hooks are compiled in (a constant 0
+ * otherwise, so the calls and their registers go away). */
+#define GPUMEM__HAS_TIER(c) (GPUMEM_CACHE_TIER && (c)->tier)
 
 #define GPUMEM_CACHE_VALID 0x80000000u
 #define GPUMEM_CACHE_BUSY 0x40000000u
@@ -319,6 +332,15 @@ typedef struct gpumem_cache {
  * behaves exactly as without one. */
 struct gpumem_tier;
 
+/* The tier's hooks are off the hit path (a miss, an eviction, a flush): on
+ * the device they are called, not inlined, so that they do not add to the
+ * registers of every kernel that acquires a line. */
+#if defined(__CUDACC__)
+#define GPUMEM__TIER_HOOK static __noinline__ __host__ __device__
+#else
+#define GPUMEM__TIER_HOOK static inline
+#endif
+
 /* A line found (and claimed) in the host tier, to be copied into its GPU
  * slot. The warp of a coalesced acquire copies it cooperatively (GMT's
  * zero-copy warp transfer), then gpumem__cache_fill_finish publishes it. */
@@ -341,17 +363,42 @@ enum { GPUMEM__TIER_BYPASS = 0, GPUMEM__TIER_MOVED = 1, GPUMEM__TIER_KEEP = 2 };
  * all predicted short would never free a slot (the simulator uses the same). */
 #define GPUMEM_TIER_MAX_SKIPS 16u
 
-GPUMEM_API void gpumem__tier_on_access(struct gpumem_tier *t, uint64_t line);
-GPUMEM_API int gpumem__tier_lookup(struct gpumem_tier *t, uint64_t line, gpumem__tier_copy *cp);
-GPUMEM_API void gpumem__tier_undo_lookup(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp,
+#if GPUMEM_CACHE_TIER
+GPUMEM__TIER_HOOK void gpumem__tier_on_access(struct gpumem_tier *t, uint64_t line);
+GPUMEM__TIER_HOOK int gpumem__tier_lookup(struct gpumem_tier *t, uint64_t line, gpumem__tier_copy *cp);
+GPUMEM__TIER_HOOK void gpumem__tier_undo_lookup(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp,
                                          int in_host);
-GPUMEM_API void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp);
-GPUMEM_API uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uint32_t slot, int dirty,
+GPUMEM__TIER_HOOK void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp);
+GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uint32_t slot, int dirty,
                                        uint32_t skips_left);
-GPUMEM_API gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, uint64_t *written);
+GPUMEM__TIER_HOOK gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, uint64_t *written);
 /* Copy share `rank` of `n` of a line (n threads copy it together). */
 GPUMEM_API void gpumem_tier_copy_share(unsigned char *dst, const unsigned char *src, uint32_t bytes, uint32_t rank,
                                        uint32_t n);
+#else /* compiled out: never called (GPUMEM__HAS_TIER is a constant 0) */
+GPUMEM_API void gpumem__tier_on_access(struct gpumem_tier *t, uint64_t line) { (void)t, (void)line; }
+GPUMEM_API int gpumem__tier_lookup(struct gpumem_tier *t, uint64_t line, gpumem__tier_copy *cp) {
+    return (void)t, (void)line, (void)cp, 0;
+}
+GPUMEM_API void gpumem__tier_undo_lookup(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp,
+                                         int in_host) {
+    (void)t, (void)line, (void)cp, (void)in_host;
+}
+GPUMEM_API void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp) {
+    (void)t, (void)line, (void)cp;
+}
+GPUMEM_API uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uint32_t slot, int dirty,
+                                       uint32_t skips_left) {
+    return (void)t, (void)line, (void)slot, (void)dirty, (void)skips_left, GPUMEM__TIER_BYPASS;
+}
+GPUMEM_API gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, uint64_t *written) {
+    return (void)t, (void)written, GPUMEM_OK;
+}
+GPUMEM_API void gpumem_tier_copy_share(unsigned char *dst, const unsigned char *src, uint32_t bytes, uint32_t rank,
+                                       uint32_t n) {
+    (void)dst, (void)src, (void)bytes, (void)rank, (void)n;
+}
+#endif
 
 /* Pairs behind the cache (0 for memory). */
 GPUMEM_API size_t gpumem__cache_n_pairs(const gpumem_cache_backing *b) {
@@ -613,7 +660,7 @@ GPUMEM_API int gpumem__slot_take(gpumem_cache *c, uint32_t k, uint64_t line, uin
         if (GPUMEM_CACHE_CHECK &&
             gpumem_atomic_load_u32(&c->lines[victim].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != k)
             gpumem__cache_count(c, victim, GPUMEM__ST_VIOLATIONS, 1);
-        if (c->tier) { /* the placement decides while the line is ours and nobody can use it */
+        if (GPUMEM__HAS_TIER(c)) { /* the placement decides while the line is ours and nobody can use it */
             placed = gpumem__tier_evict(c->tier, victim, k, (prev & GPUMEM_CACHE_DIRTY) != 0, skips ? *skips : 0);
             if (placed == GPUMEM__TIER_KEEP) { /* predicted short reuse: a second chance, look further */
                 (*skips)--;
@@ -716,9 +763,9 @@ GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint
     int in_host = 0;
     gpumem_status st;
     memset(&own, 0, sizeof own);
-    if (c->tier) in_host = gpumem__tier_lookup(c->tier, line, job);
+    if (GPUMEM__HAS_TIER(c)) in_host = gpumem__tier_lookup(c->tier, line, job);
     st = gpumem__cache_find_slot(c, line, &k);
-    if (c->tier && st != GPUMEM_OK) gpumem__tier_undo_lookup(c->tier, line, job, in_host);
+    if (GPUMEM__HAS_TIER(c) && st != GPUMEM_OK) gpumem__tier_undo_lookup(c->tier, line, job, in_host);
     if (in_host && st == GPUMEM_OK) {
         job->slot = k;
         job->write = (uint32_t)write;
@@ -775,7 +822,8 @@ GPUMEM_API gpumem_status gpumem__cache_acquire(gpumem_cache *c, uint64_t line, u
     if (count == 0 || count > GPUMEM_CACHE_MAX_GROUP) return GPUMEM_EINVAL;
     st_word = gpumem__line_state(c, line);
     if (c->trace) gpumem_policy_trace_record(c->trace, line, write); /* one access per group */
-    if (c->tier) gpumem__tier_on_access(c->tier, line);
+    if (!GPUMEM_CACHE_TIER && c->tier) return GPUMEM_ESTATE; /* a tier this file cannot serve */
+    if (GPUMEM__HAS_TIER(c)) gpumem__tier_on_access(c->tier, line);
     /* The reference and the look at the state in one step. Acquire: if VALID
      * is set, the filler's writes (data and slot index) are visible. */
     s = gpumem_atomic_fetch_add_u32(st_word, count, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
@@ -904,7 +952,7 @@ GPUMEM_API gpumem_status gpumem_cache_acquire_coalesced(gpumem_cache *c, uint64_
     /* A miss served from the host tier: the group copies the line from host
      * memory together (each lane a strided share, GMT's warp zero-copy), and
      * the leader publishes it once every lane's share is written. */
-    pending = __shfl_sync(g.mask, (int)cp.pending, g.leader);
+    pending = GPUMEM_CACHE_TIER && __shfl_sync(g.mask, (int)cp.pending, g.leader); /* (0: compiled out) */
     if (pending) {
         const unsigned long long src = __shfl_sync(g.mask, (unsigned long long)(uintptr_t)cp.src, g.leader);
         const uint32_t bytes = __shfl_sync(g.mask, cp.bytes, g.leader);
@@ -1013,7 +1061,8 @@ GPUMEM_API gpumem_status gpumem__cache_flush(gpumem_cache *c, uint64_t *written,
     uint32_t j;
     if (!c) return GPUMEM_ENULL;
     st = gpumem_cache_writeback(c, 0, c->n_slots, &n);
-    if (c->tier) host = gpumem__tier_writeback(c->tier, &in_host);
+    if (!GPUMEM_CACHE_TIER && c->tier) return GPUMEM_ESTATE;
+    if (GPUMEM__HAS_TIER(c)) host = gpumem__tier_writeback(c->tier, &in_host);
     if (st == GPUMEM_OK || (st == GPUMEM_EAGAIN && host == GPUMEM_EIO)) st = host;
     n += in_host;
     if (written) *written = n;
@@ -1432,6 +1481,8 @@ struct cache_array_ref {
 #endif
 
 /* The host tier's hooks, declared above, are defined there. */
+#if GPUMEM_CACHE_TIER
 #include "gpumem_tier.h"
+#endif
 
 #endif /* GPUMEM_CACHE_H */

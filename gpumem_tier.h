@@ -104,6 +104,10 @@
 
 #include "gpumem_cache.h"
 
+#if !GPUMEM_CACHE_TIER
+#error "gpumem_tier.h: the cache was compiled without the tier's hooks (GPUMEM_CACHE_TIER 0)"
+#endif
+
 enum { GPUMEM_TIER_GMT_REUSE = 0, GPUMEM_TIER_ORDER = 1, GPUMEM_TIER_NEVER_HOST = 2, GPUMEM_TIER_PLACEMENTS = 3 };
 
 #define GPUMEM_TIER_IN 0x80000000u
@@ -405,7 +409,7 @@ GPUMEM_API uint32_t gpumem__tier_decide(gpumem_tier *t, uint64_t line, uint32_t 
 /* ---- the cache's hooks (declared in gpumem_cache.h) --------------------------- */
 
 /* Every acquire: one tick of virtual time; the first ones are samples. */
-GPUMEM_API void gpumem__tier_on_access(struct gpumem_tier *t, uint64_t line) {
+GPUMEM__TIER_HOOK void gpumem__tier_on_access(struct gpumem_tier *t, uint64_t line) {
     uint64_t vt;
     if (t->placement != GPUMEM_TIER_GMT_REUSE) return;
     vt = gpumem_atomic_fetch_add_u64(&t->vt, 1, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
@@ -416,7 +420,7 @@ GPUMEM_API void gpumem__tier_on_access(struct gpumem_tier *t, uint64_t line) {
 /* A GPU-cache miss on `line` (its filler holds the line's BUSY): if the
  * line is in host memory, claim its host copy (1, *cp filled in but for the
  * GPU slot), else 0: read storage. */
-GPUMEM_API int gpumem__tier_lookup(struct gpumem_tier *t, uint64_t line, gpumem__tier_copy *cp) {
+GPUMEM__TIER_HOOK int gpumem__tier_lookup(struct gpumem_tier *t, uint64_t line, gpumem__tier_copy *cp) {
     uint32_t s;
     cp->pending = 0;
     /* Learn where it should have gone - when the predictor is free at once:
@@ -448,7 +452,7 @@ GPUMEM_API int gpumem__tier_lookup(struct gpumem_tier *t, uint64_t line, gpumem_
 
 /* No GPU slot for it after all (a full cache): give the host copy back, and
  * take back the lookup's count (the fill it counted did not happen). */
-GPUMEM_API void gpumem__tier_undo_lookup(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp,
+GPUMEM__TIER_HOOK void gpumem__tier_undo_lookup(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp,
                                          int in_host) {
     if (in_host) gpumem__tier_set_home(t, line, GPUMEM_TIER_IN | (cp->dirty ? GPUMEM_TIER_DIRTY : 0) | cp->hslot);
     gpumem__tier_count(t, in_host ? GPUMEM__TS_HOST_HITS : GPUMEM__TS_HOST_MISSES, (uint64_t)0 - 1);
@@ -456,7 +460,7 @@ GPUMEM_API void gpumem__tier_undo_lookup(struct gpumem_tier *t, uint64_t line, c
 
 /* The line is copied up: mark it dirty in the cache first (a flush then sees
  * it there), then free its host slot. */
-GPUMEM_API void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp) {
+GPUMEM__TIER_HOOK void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp) {
     uint32_t k = cp->hslot;
     if (cp->dirty)
         gpumem_atomic_fetch_or_u32(gpumem__line_state(t->cache, line), GPUMEM_CACHE_DIRTY, GPUMEM_ORDER_RELAXED,
@@ -474,7 +478,7 @@ GPUMEM_API void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, co
 
 /* A GPU eviction candidate `line` in GPU slot `slot`, owned by the evictor:
  * keep it, move it to host memory, or leave it to the cache (bypass). */
-GPUMEM_API uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uint32_t slot, int dirty,
+GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uint32_t slot, int dirty,
                                        uint32_t skips_left) {
     uint32_t where = gpumem__tier_decide(t, line, skips_left), k = 0;
     gpumem_status st;
@@ -510,7 +514,7 @@ GPUMEM_API uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uin
 /* Write every dirty host line to storage and mark it clean. A line being
  * moved up meanwhile is left to the cache (EAGAIN if it is dirty: it is
  * being filled). *written counts lines written. */
-GPUMEM_API gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, uint64_t *written) {
+GPUMEM__TIER_HOOK gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, uint64_t *written) {
     uint32_t k;
     uint64_t n = 0;
     gpumem_status result = GPUMEM_OK;
