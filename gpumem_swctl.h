@@ -985,6 +985,58 @@ gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const cha
 }
 #endif
 
+#if defined(__CUDACC__)
+/* GPU threads as the pairs' clients (CUDA host code; see docs/gpu.md):
+ * gpumem_swctl_config_gpu_clients(&cfg) before gpumem_swctl_create puts
+ * - ring memory (rings, doorbells, signals block, PRP-list pages, the
+ *   doorbell event, namespace RAM) in pinned host memory mapped for the GPU
+ *   (cudaHostAlloc, cudaHostAllocMapped): the controller thread reaches it,
+ *   the GPU reaches it across PCIe, at system scope;
+ * - client memory (each pair's struct and state: tickets, turns, markers,
+ *   locks, command IDs, the budget) in GPU memory (cudaMalloc), built and read
+ *   on the host through copies on a stream of their own (gpumem__cuda_peek,
+ *   which waits for no kernel): no client atomic crosses PCIe;
+ * - a controller that never parks: GPU threads cannot wake it (their notify
+ *   is a no-op), so it polls the doorbells (a host core, always). For a
+ *   controller that may park, set idle_spin_ns back and mark each GPU-driven
+ *   pair with gpumem_swctl_set_polled while its kernels run.
+ * The gpumem_nvme_qp pointers gpumem_swctl_add_qp returns are then device
+ * pointers: pass them to kernels, never dereference them on the host. */
+static inline void *gpumem__cuda_mapped_alloc(void *ctx, size_t n) {
+    void *p = NULL;
+    (void)ctx;
+    return cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess ? p : NULL;
+}
+static inline void gpumem__cuda_mapped_free(void *ctx, void *p) {
+    (void)ctx;
+    cudaFreeHost(p);
+}
+static inline void *gpumem__cuda_device_alloc(void *ctx, size_t n) {
+    void *p = NULL;
+    (void)ctx;
+    return cudaMalloc(&p, n) == cudaSuccess ? p : NULL;
+}
+static inline void gpumem__cuda_device_free(void *ctx, void *p) {
+    (void)ctx;
+    cudaFree(p);
+}
+static inline int gpumem__cuda_copy(void *ctx, void *dst, const void *src, size_t n) {
+    (void)ctx;
+    return gpumem__cuda_peek(dst, src, n) == GPUMEM_OK ? 0 : -1;
+}
+static inline void gpumem_swctl_config_gpu_clients(gpumem_swctl_config *cfg) {
+    if (!cfg) return;
+    cfg->alloc = gpumem__cuda_mapped_alloc;
+    cfg->free = gpumem__cuda_mapped_free;
+    cfg->alloc_ctx = NULL;
+    cfg->client_alloc = gpumem__cuda_device_alloc;
+    cfg->client_free = gpumem__cuda_device_free;
+    cfg->client_copy = gpumem__cuda_copy;
+    cfg->client_ctx = NULL;
+    cfg->idle_spin_ns = GPUMEM_SWCTL_NEVER_PARK;
+}
+#endif /* __CUDACC__ */
+
 #if defined(GPUMEM_IMPLEMENTATION) && !GPUMEM_ON_DEVICE
 
 #if defined(__STRICT_ANSI__) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(__cplusplus)
