@@ -31,10 +31,15 @@
  *
  * USAGE (GPU threads against a controller)
  *
- *   - the host-thread controller above, with the pairs and the namespace in
- *     pinned, mapped host memory: set cfg.alloc / cfg.free to cudaHostAlloc
- *     (cudaHostAllocMapped) / cudaFreeHost, and pass the gpumem_nvme_qp
- *     pointers to kernels as they are (unified addressing);
+ *   - the host-thread controller above, set up for GPU clients in CUDA host
+ *     code with gpumem_swctl_config_gpu_clients(&cfg) before create: each
+ *     pair's rings, doorbells and signals (ring memory) and the namespace in
+ *     pinned, mapped host memory, its client state (tickets, turns, command
+ *     IDs) in GPU memory, and a controller thread that never parks, because
+ *     GPU threads cannot wake it (cfg.idle_spin_ns / park_ns and
+ *     gpumem_swctl_set_polled choose otherwise; the cost of each setting is
+ *     in bench/results/issue12-doorbell-vm.md). Pass the gpumem_nvme_qp
+ *     pointers to kernels as they are; they are device pointers;
  *   - or the GPU-resident controller, gpumem_nvme_gpuctl: a persistent block
  *     that serves pairs in GPU memory, from a namespace in GPU memory or in
  *     pinned host memory; see "GPU-resident software controller" below.
@@ -836,7 +841,12 @@ static inline size_t gpumem_nvme_gpuctl_report_cuda(const gpumem_nvme_gpuctl *c,
 /* ======================================================================== */
 /*
  * A host thread that is an NVMe controller on the queue memory above: it
- * watches the doorbells, fetches commands in order, serves Read/Write/Flush
+ * touches only each pair's ring memory (rings, doorbells, signals block,
+ * PRP-list pages), never its client state, so the pairs' users may keep that
+ * where the controller cannot reach (GPU memory; another process,
+ * tests/test_xproc.c). It watches the doorbells, polling them for a while
+ * when idle (clients that cannot wake it, GPU threads, are heard that way)
+ * before it parks, fetches commands in order, serves Read/Write/Flush
  * from RAM or from a file, and posts completions with phase tag, SQ head, SQ
  * ID, command ID and status, never into a full CQ. Each command is completed
  * no earlier than latency_ns after it was fetched and no sooner than 1/iops
