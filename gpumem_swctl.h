@@ -54,6 +54,7 @@
 #define GPUMEM_SWCTL_H
 
 #include "gpumem_nvme.h"
+#include <string.h> /* memcpy: the host side of the copies */
 
 /* ======================================================================== */
 /* Software controller core (host and device)                               */
@@ -285,27 +286,33 @@ typedef struct gpumem_nvme_prp_walk {
     uint64_t list_left;   /* entries left on the current list page */
 } gpumem_nvme_prp_walk;
 
-/* Start a walk of `len` (> 0) bytes. Returns 0, or -1 for a bad PRP. */
-GPUMEM_API int gpumem_nvme_prp_walk_start(gpumem_nvme_prp_walk *w, const gpumem_nvme_cmd *cmd, uint64_t len) {
+/* Start a walk of `len` (> 0) bytes given by prp1 and prp2. Returns 0, or
+ * -1 for a bad PRP. */
+GPUMEM_API int gpumem__prp_walk_begin(gpumem_nvme_prp_walk *w, uint64_t prp1, uint64_t prp2, uint64_t len) {
     const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
     uint64_t first;
-    if (!w || !cmd) return -1;
-    w->prp1 = cmd->prp1;
-    w->prp2 = cmd->prp2;
+    w->prp1 = prp1;
+    w->prp2 = prp2;
     w->len = len;
     w->done = w->k = 0;
     w->list = (const uint64_t *)0;
     w->list_left = 0;
-    if (cmd->prp1 == 0 || (cmd->prp1 & 3u)) return -1;
-    first = pg - (cmd->prp1 & (pg - 1));
+    if (prp1 == 0 || (prp1 & 3u)) return -1;
+    first = pg - (prp1 & (pg - 1));
     w->n_pages = 1 + (len > first ? (len - first + pg - 1) / pg : 0);
-    if (w->n_pages == 2 && (cmd->prp2 == 0 || (cmd->prp2 & (pg - 1)))) return -1;
+    if (w->n_pages == 2 && (prp2 == 0 || (prp2 & (pg - 1)))) return -1;
     if (w->n_pages > 2) {
-        if (cmd->prp2 == 0 || (cmd->prp2 & 7u)) return -1;
-        w->list = (const uint64_t *)(uintptr_t)cmd->prp2;
-        w->list_left = (pg - (cmd->prp2 & (pg - 1))) / 8;
+        if (prp2 == 0 || (prp2 & 7u)) return -1;
+        w->list = (const uint64_t *)(uintptr_t)prp2;
+        w->list_left = (pg - (prp2 & (pg - 1))) / 8;
     }
     return 0;
+}
+
+/* Start a walk of `len` (> 0) bytes of a command. Returns 0, or -1 for a bad PRP. */
+GPUMEM_API int gpumem_nvme_prp_walk_start(gpumem_nvme_prp_walk *w, const gpumem_nvme_cmd *cmd, uint64_t len) {
+    if (!w || !cmd) return -1;
+    return gpumem__prp_walk_begin(w, cmd->prp1, cmd->prp2, len);
 }
 
 /* The next segment: 1 with its address and length, 0 at the end, -1 for a
@@ -337,15 +344,78 @@ GPUMEM_API int gpumem_nvme_prp_walk_next(gpumem_nvme_prp_walk *w, uint64_t *addr
     return 1;
 }
 
-/* Copy n bytes: 8 at a time where both sides allow it. The device pass has
- * no libc; the host pass has memcpy, which does the same, faster. */
-GPUMEM_API void gpumem__copy(void *dst, const void *src, uint64_t n) {
+/* `units` units of `unit` bytes (16, 8, 4, 2 or 1; both addresses aligned
+ * to it), lane `lane` of `width` taking units lane, lane + width, ...: the
+ * lanes of a warp touch neighbouring units, so each step is one coalesced
+ * access of width * unit bytes. The device moves each unit as one vector
+ * load and store (16 bytes: uint4); the host as a fixed-size memcpy. */
+GPUMEM_API void gpumem__copy_units(unsigned char *d, const unsigned char *s, uint64_t units, uint32_t unit,
+                                   uint32_t lane, uint32_t width) {
+    uint64_t k;
+#if GPUMEM_ON_DEVICE
+    switch (unit) {
+    case 16:
+        for (k = lane; k < units; k += width) ((uint4 *)d)[k] = ((const uint4 *)s)[k];
+        break;
+    case 8:
+        for (k = lane; k < units; k += width) ((uint64_t *)d)[k] = ((const uint64_t *)s)[k];
+        break;
+    case 4:
+        for (k = lane; k < units; k += width) ((uint32_t *)d)[k] = ((const uint32_t *)s)[k];
+        break;
+    case 2:
+        for (k = lane; k < units; k += width) ((uint16_t *)d)[k] = ((const uint16_t *)s)[k];
+        break;
+    default:
+        for (k = lane; k < units; k += width) d[k] = s[k];
+    }
+#else
+    for (k = lane; k < units; k += width) memcpy(d + k * unit, s + k * unit, unit);
+#endif
+}
+
+/* Copy n bytes with `width` lanes of a warp together: every lane calls with
+ * the same arguments and its own `lane`, and each byte is copied once. The
+ * middle moves in the widest unit (16, 8, 4, 2 bytes) on which the two
+ * addresses agree, the unaligned head and tail byte by byte. One thread on
+ * the host (width 1) is plain memcpy. */
+GPUMEM_API void gpumem_copy_lanes(void *dst, const void *src, uint64_t n, uint32_t lane, uint32_t width) {
     unsigned char *d = (unsigned char *)dst;
     const unsigned char *s = (const unsigned char *)src;
-    uint64_t i = 0;
-    if ((((uintptr_t)d | (uintptr_t)s) & 7u) == 0)
-        for (; i + 8 <= n; i += 8) *(uint64_t *)(d + i) = *(const uint64_t *)(s + i);
-    for (; i < n; i++) d[i] = s[i];
+    uint32_t unit = 16;
+    uint64_t head, units, i;
+#if !GPUMEM_ON_DEVICE
+    if (width == 1) {
+        if (n) memcpy(d, s, n);
+        return;
+    }
+#endif
+    while (unit > 1 && (((uintptr_t)d ^ (uintptr_t)s) & (unit - 1)) != 0) unit >>= 1;
+    head = (unit - ((uintptr_t)d & (unit - 1))) & (unit - 1);
+    if (head > n) head = n;
+    units = (n - head) / unit;
+    for (i = lane; i < head; i += width) d[i] = s[i];
+    gpumem__copy_units(d + head, s + head, units, unit, lane, width);
+    for (i = head + units * unit + lane; i < n; i += width) d[i] = s[i];
+}
+
+/* Move the `len` bytes of a checked Read (to_host: namespace to buffers) or
+ * Write between the namespace at ram + off and the memory its PRPs name,
+ * lane `lane` of `width` (every lane with the same arguments; on its own a
+ * thread passes 0 and 1). Returns 0, or -1 for a bad PRP (every lane sees
+ * the same: the walk is the same). */
+GPUMEM_API int gpumem_nvme_sw_move_ram(unsigned char *ram, uint64_t off, uint64_t len, int to_host, uint64_t prp1,
+                                       uint64_t prp2, uint32_t lane, uint32_t width) {
+    uint64_t addr, seg;
+    gpumem_nvme_prp_walk w;
+    int r;
+    if (gpumem__prp_walk_begin(&w, prp1, prp2, len) != 0) return -1;
+    while ((r = gpumem_nvme_prp_walk_next(&w, &addr, &seg)) == 1) {
+        unsigned char *at = ram + off + (w.done - seg);
+        if (to_host) gpumem_copy_lanes((void *)(uintptr_t)addr, at, seg, lane, width);
+        else gpumem_copy_lanes(at, (const void *)(uintptr_t)addr, seg, lane, width);
+    }
+    return r == 0 ? 0 : -1;
 }
 
 /* Execute a checked command against a namespace held in memory (`ram`,
@@ -353,20 +423,13 @@ GPUMEM_API void gpumem__copy(void *dst, const void *src, uint64_t n) {
  * address space). Returns the status to post. */
 GPUMEM_API uint16_t gpumem_nvme_sw_execute_ram(gpumem_nvme_sw_stats *st, const gpumem_nvme_ns *ns,
                                                unsigned char *ram, const gpumem_nvme_cmd *cmd) {
-    uint64_t off, len, addr, seg;
-    gpumem_nvme_prp_walk w;
-    int to_host = cmd && (cmd->cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, r;
+    uint64_t off, len;
     uint16_t status = gpumem_nvme_sw_check(st, ns, cmd, &off, &len);
     if (status || len == 0) return status;
     if (!ram) return GPUMEM_NVME_STATUS(0, 0x06); /* internal error */
-    if (gpumem_nvme_prp_walk_start(&w, cmd, len) != 0) goto bad_prp;
-    while ((r = gpumem_nvme_prp_walk_next(&w, &addr, &seg)) == 1) {
-        unsigned char *at = ram + off + (w.done - seg);
-        if (to_host) gpumem__copy((void *)(uintptr_t)addr, at, seg);
-        else gpumem__copy(at, (const void *)(uintptr_t)addr, seg);
-    }
-    if (r == 0) return 0;
-bad_prp:
+    if (gpumem_nvme_sw_move_ram(ram, off, len, (cmd->cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, cmd->prp1, cmd->prp2, 0,
+                                1) == 0)
+        return 0;
     st->bad_prp++;
     return GPUMEM_NVME_STATUS(0, 0x13);
 }
@@ -484,7 +547,19 @@ typedef struct gpumem_nvme_gpuctl {
     uint32_t n_pairs;
     uint32_t init_status;          /* gpumem_nvme_gpuctl_init_cuda's result, read back by copy */
     uint64_t iops;
+    /* The stop word mirrored where the controller lives (GPU memory): thread
+     * 0 alone looks at control[0], which may be across PCIe, and copies it
+     * here, where every other thread looks while idle. */
+    uint32_t stop_mirror;
+    uint32_t reserved_;
 } gpumem_nvme_gpuctl;
+
+#ifndef GPUMEM_GPUCTL_BATCH
+/* Commands a serving lane takes from one pair per visit before the warp
+ * moves on (its other pairs, the stop word): larger batches mean fewer
+ * doorbell reads per command, smaller ones fairer service across pairs. */
+#define GPUMEM_GPUCTL_BATCH 8u
+#endif
 
 GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
     gpumem_nvme_gpuctl_desc d;
@@ -615,15 +690,87 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
     return GPUMEM_OK;
 }
 
+/* Whether the controller is asked to stop. Thread 0 alone reads the host's
+ * stop word (a microsecond across PCIe when it is host memory) and mirrors
+ * it into the controller's memory, where everyone else looks. Relaxed:
+ * nothing is read after it, the loop just ends. */
+GPUMEM_API int gpumem__gpuctl_stopping(gpumem_nvme_gpuctl *c, uint32_t t) {
+    if (t == 0 && gpumem_atomic_load_u32(&c->control[0], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) != 0)
+        gpumem_atomic_store_u32(&c->stop_mirror, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+    return gpumem_atomic_load_u32(&c->stop_mirror, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE) != 0;
+}
+
+/* One visit of a warp to one pair per lane (pair i of this lane; i >=
+ * n_pairs: none, the lane only helps to copy). Each lane takes its pair's
+ * doorbells, then round by round: every lane fetches and checks one
+ * command, the whole warp moves the data of each lane's command in turn
+ * (gpumem_nvme_sw_move_ram with every lane), and each lane posts its
+ * completion; at most `budget` commands per lane. So a warp has up to 32
+ * commands in flight, and a 4 KiB transfer is 8 steps of 32 lanes x 16
+ * bytes instead of 512 steps of one thread. Returns this lane's work. */
+GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint32_t budget, uint32_t lane,
+                                         uint32_t mask) {
+    gpumem_nvme_swq *q = i < c->n_pairs ? &c->queues[i] : (gpumem_nvme_swq *)0;
+    gpumem_nvme_sw_stats *st = q ? &c->stats[i] : (gpumem_nvme_sw_stats *)0;
+    uint32_t work = 0, n = 0;
+    if (q) work = gpumem_nvme_sw_take_cq_doorbell(q, st) + gpumem_nvme_sw_take_sq_doorbell(q, st);
+    for (;;) {
+        gpumem_nvme_cmd cmd;
+        uint64_t off = 0, len = 0;
+        uint16_t status = 0;
+        uint32_t movers;
+        int have = q && n < budget && q->cq_posted < q->depth - 1 && gpumem_nvme_sw_fetch(q, st, &cmd);
+        if (have && !(cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT))
+            status = gpumem_nvme_sw_check(st, &c->ns, &cmd, &off, &len);
+        movers = gpumem_warp_ballot(mask, have && status == 0 && len != 0);
+        if (movers) {
+            while (movers) {
+                const uint32_t from = gpumem_lowest_lane(movers);
+                const uint64_t to_host = gpumem_warp_bcast_u64(mask, (cmd.cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, from);
+                const uint64_t at = gpumem_warp_bcast_u64(mask, off, from), bytes = gpumem_warp_bcast_u64(mask, len, from);
+                const uint64_t prp1 = gpumem_warp_bcast_u64(mask, cmd.prp1, from);
+                const uint64_t prp2 = gpumem_warp_bcast_u64(mask, cmd.prp2, from);
+                if (gpumem_nvme_sw_move_ram(c->ram, at, bytes, (int)to_host, prp1, prp2, lane, GPUMEM_WARP_WIDTH) &&
+                    lane == from) {
+                    st->bad_prp++;
+                    status = GPUMEM_NVME_STATUS(0, 0x13);
+                }
+                movers &= movers - 1;
+            }
+            /* Every lane's share of the data before any lane's completion:
+             * each orders its own stores at system scope, the warp barrier
+             * orders them before the posting lanes' release stores of dw3. */
+            gpumem_atomic_fence(GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+            gpumem_warp_sync(mask);
+        }
+        if (!gpumem_warp_ballot(mask, have)) break;
+        if (have) {
+            if (status) st->errors_other++;
+            gpumem_nvme_sw_post(q, st, &cmd, status);
+            n++;
+        }
+    }
+    return work + n;
+}
+
 /* The serving loop of thread t of n: serves pairs t, t+n, ... until the stop
  * word is set. Call it from every thread of a persistent block (the kernel
- * gpumem_nvme_gpuctl_kernel does), or from a host thread. */
+ * gpumem_nvme_gpuctl_kernel does), or from a host thread. On the device the
+ * lanes of a warp serve together, so t must number threads so that a warp's
+ * lanes are t = 32w .. 32w+31 (threadIdx.x in one block, or the global index
+ * with whole warps per block), and every thread 0 .. n-1 must call it. */
 GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint32_t n) {
-    uint32_t servers, i;
+    const uint32_t lane = t % GPUMEM_WARP_WIDTH, first = t - lane;
+    uint32_t servers, k, visits, lanes, mask;
     uint64_t gap, next = 0;
     gpumem_backoff b = gpumem_backoff_start();
-    if (!c || n == 0) return;
+    if (!c || n == 0 || t >= n) return;
     servers = n < c->n_pairs ? n : c->n_pairs;
+    /* The lanes of this warp that take part (a last warp may be partial),
+     * and how many visits a round has: lane 0's pair count, the most. */
+    lanes = n - first < GPUMEM_WARP_WIDTH ? n - first : GPUMEM_WARP_WIDTH;
+    mask = lanes >= 32 ? 0xFFFFFFFFu : (1u << lanes) - 1u;
+    visits = first < c->n_pairs ? (c->n_pairs - 1 - first) / n + 1 : 0;
     /* With a cap, this thread may complete one command every `gap` ns, with
      * bursts of at most 32 after an idle spell. */
     gap = c->iops ? (1000000000ull * servers + c->iops - 1) / c->iops : 0;
@@ -631,26 +778,28 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
      * word: system scope. */
     gpumem_atomic_fetch_add_u32(&c->control[1], 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
     for (uint32_t round = 0, work = 0;; round++) {
-        /* The stop word may sit across PCIe (a microsecond a look): look
-         * when idle, and every 64th busy round. Relaxed is enough: nothing
-         * is read after it, the loop just ends. */
-        if ((work == 0 || (round & 63u) == 0) &&
-            gpumem_atomic_load_u32(&c->control[0], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) != 0)
-            break;
+        /* Look for the stop when idle, and every 64th busy round. */
+        int stop = (work == 0 || (round & 63u) == 0) && gpumem__gpuctl_stopping(c, t);
+        if (gpumem_warp_ballot(mask, stop)) break;
         work = 0;
-        for (i = t; i < c->n_pairs; i += n) {
-            uint32_t budget = 0;
-            uint64_t now = 0, before;
-            if (gap) {
-                now = gpumem_clock_ns();
-                if (next + 32 * gap < now) next = now - 32 * gap;
-                if (next > now) continue;
-                budget = (uint32_t)((now - next) / gap) + 1;
+        for (k = 0; k < visits; k++) {
+            const uint32_t i = t + k * n;
+            uint32_t budget = GPUMEM_GPUCTL_BATCH;
+            uint64_t before = 0;
+            if (i < c->n_pairs) {
+                if (gap) {
+                    uint64_t now = gpumem_clock_ns();
+                    if (next + 32 * gap < now) next = now - 32 * gap;
+                    if (next > now) budget = 0;
+                    else if ((now - next) / gap + 1 < budget) budget = (uint32_t)((now - next) / gap) + 1;
+                }
+                before = c->stats[i].commands;
             }
-            before = c->stats[i].commands;
-            work += gpumem_nvme_sw_serve_ram(&c->queues[i], &c->stats[i], &c->ns, c->ram, budget);
-            next += gap * (c->stats[i].commands - before);
+            work += gpumem__gpuctl_visit(c, i, budget, lane, mask);
+            if (i < c->n_pairs) next += gap * (c->stats[i].commands - before);
         }
+        /* The warp idles (backs off) only when none of its lanes had work. */
+        work = gpumem_warp_ballot(mask, work != 0) != 0;
         if (work) {
             b = gpumem_backoff_start();
         } else if (!gpumem_backoff_pause(&b)) {
@@ -661,7 +810,7 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
     }
     /* Its pairs will not be served again: their waiters end with ENODEV
      * (through the signals block, the controller's side of each pair). */
-    for (i = t; i < c->n_pairs; i += n) gpumem_nvme_qp_signals_set_stopped(c->queues[i].signals, 1);
+    for (k = t; k < c->n_pairs; k += n) gpumem_nvme_qp_signals_set_stopped(c->queues[k].signals, 1);
 }
 
 /* The sum of every pair's counts (exact once the loop has ended). Runs

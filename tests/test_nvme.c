@@ -537,6 +537,97 @@ Test(nvme_gpuctl, iops_cap_spaces_completions, .timeout = 60) {
     gpuctl_rig_free(&g);
 }
 
+/* One server thread, eight pairs, eight asynchronous requests per client:
+ * the server takes up to GPUMEM_GPUCTL_BATCH commands from a pair per visit,
+ * with several requests of each client in flight. Counted and checked by
+ * content (run_workers). */
+Test(nvme_gpuctl, one_server_eight_pairs_deep_async, .timeout = 600) {
+    run_cfg rc = base_run(64);
+    rc.pairs = 8;
+    rc.n_cids = 64;
+    rc.async_depth = 8;
+    rc.gpuctl_servers = 1;
+    run_workers(&rc, NULL);
+}
+
+/* The controller's copy, split over `width` lanes run one after another here
+ * (on the GPU they run together): every byte copied once, by content, for
+ * every relative alignment (16-, 8-, 4-, 2-byte and byte units), odd sizes,
+ * and nothing outside the range touched. */
+Test(nvme_gpuctl, copy_lanes_every_alignment_size_and_width) {
+    static const uint32_t widths[] = {1, 2, 3, 32};
+    static const uint64_t sizes[] = {0, 1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 100, 511, 512, 513, 4095, 4096, 4109};
+    enum { ROOM = 4200 + 64 };
+    unsigned char *src = aligned_alloc(64, ROOM), *dst = aligned_alloc(64, ROOM);
+    uint64_t checked = 0;
+    size_t i;
+    cr_assert(src && dst);
+    for (i = 0; i < ROOM; i++) src[i] = (unsigned char)(i * 131u + 7u);
+    for (uint32_t w = 0; w < sizeof widths / sizeof *widths; w++)
+        for (uint32_t so = 0; so < 18; so++)
+            for (uint32_t d_o = 0; d_o < 18; d_o++)
+                for (uint32_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+                    const uint64_t n = sizes[z];
+                    memset(dst, 0xEE, ROOM);
+                    for (uint32_t lane = 0; lane < widths[w]; lane++)
+                        gpumem_copy_lanes(dst + d_o, src + so, n, lane, widths[w]);
+                    for (i = 0; i < ROOM; i++) {
+                        unsigned char want = i >= d_o && i < d_o + n ? src[so + (i - d_o)] : 0xEE;
+                        if (dst[i] != want)
+                            cr_assert_fail("width %u, src +%u, dst +%u, %lu bytes: byte %zu is %02x, not %02x", widths[w],
+                                     so, d_o, (unsigned long)n, i, dst[i], want);
+                    }
+                    checked++;
+                }
+    cr_assert_eq(checked, 4 * 18 * 18 * (sizeof sizes / sizeof *sizes));
+    free(src);
+    free(dst);
+}
+
+/* A Read and a Write moved by 32 lanes (one after another) through a PRP list
+ * for a buffer at a dword offset inside its first page: the namespace bytes
+ * land in the buffer and back, by content. */
+Test(nvme_gpuctl, move_ram_by_lanes_through_a_prp_list) {
+    const uint64_t len = 5 * 4096 + 512, off = 3 * 512;
+    unsigned char *ram = aligned_alloc(4096, 16 * 4096), *mem = aligned_alloc(4096, 8 * 4096);
+    uint64_t *list = aligned_alloc(4096, 4096), prp1 = 0, prp2 = 0, i;
+    unsigned char *buf = mem + 4092; /* dword aligned, 4 bytes before a page boundary */
+    cr_assert(ram && mem && list);
+    for (i = 0; i < 16 * 4096; i++) ram[i] = (unsigned char)(i * 7u + (i >> 12));
+    memset(mem, 0, 8 * 4096);
+    cr_assert_eq(gpumem_nvme_prp_identity(buf, len, list, 512, &prp1, &prp2), GPUMEM_OK);
+    for (uint32_t lane = 0; lane < 32; lane++)
+        cr_assert_eq(gpumem_nvme_sw_move_ram(ram, off, len, 1, prp1, prp2, lane, 32), 0);
+    for (i = 0; i < len; i++) cr_assert_eq(buf[i], ram[off + i], "read: byte %lu", (unsigned long)i);
+    cr_assert_eq(mem[4091], 0, "a byte before the buffer was written");
+    cr_assert_eq(buf[len], 0, "a byte after the buffer was written");
+    for (i = 0; i < len; i++) buf[i] = (unsigned char)~buf[i];
+    for (uint32_t lane = 0; lane < 32; lane++) /* Write: buffer to namespace, 8 KiB further on */
+        cr_assert_eq(gpumem_nvme_sw_move_ram(ram, off + 8192, len, 0, prp1, prp2, lane, 32), 0);
+    for (i = 0; i < len; i++) cr_assert_eq(ram[off + 8192 + i], buf[i], "write: byte %lu", (unsigned long)i);
+    cr_assert_eq(gpumem_nvme_sw_move_ram(ram, off, len, 1, prp1 | 2u, prp2, 0, 32), -1, "a misaligned PRP1 is refused");
+    free(ram);
+    free(mem);
+    free(list);
+}
+
+/* The device wait cap of a pair: its default, its range. */
+Test(nvme_gpuctl, wait_cap_is_set_per_pair_within_range) {
+    gpuctl_rig g;
+    run_cfg rc = base_run(64);
+    gpumem_nvme_qp *qp;
+    rc.gpuctl_servers = 1;
+    cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
+    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
+    cr_assert_eq(qp->wait_max_ns, GPUMEM_BACKOFF_MAX_NS);
+    cr_assert_eq(gpumem_nvme_qp_set_wait_max_ns(qp, 0), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_nvme_qp_set_wait_max_ns(qp, 1000001u), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_nvme_qp_set_wait_max_ns(NULL, 100), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_nvme_qp_set_wait_max_ns(qp, 4096), GPUMEM_OK);
+    cr_assert_eq(qp->wait_max_ns, 4096);
+    gpuctl_rig_free(&g);
+}
+
 /* ---- allocator callbacks (pinned, mapped memory for GPU clients) ------------ */
 
 typedef struct counting_alloc {
