@@ -613,4 +613,59 @@ GPUMEM_API int32_t gpumem_wrap_diff_u32(uint32_t a, uint32_t b) { return (int32_
 #endif
 #endif
 
+/* ---- CUDA host helpers ---------------------------------------------------- */
+
+/* For the host side of a .cu file: a persistent kernel (a GPU controller, a
+ * client that spins) must not be running when another kernel's module is
+ * loaded. Lazy module loading (CUDA 12.2+ default, CUDA_MODULE_LOADING=LAZY)
+ * loads a kernel's module at its first launch, and that load waits for the
+ * device to go idle - which it never does while a persistent kernel runs.
+ * Preload every kernel before the first persistent one starts. None of
+ * these calls cudaMalloc or cudaFree, which wait for the whole device. */
+#if defined(__CUDACC__)
+/* Load each kernel's module now (cudaFuncGetAttributes loads it), so that a
+ * later launch never waits for the device. kernels: the __global__ functions
+ * as pointers, e.g. (const void *)my_kernel. GPUMEM_ESYS if CUDA refused. */
+static inline gpumem_status gpumem_cuda_preload(const void *const *kernels, uint32_t n) {
+    uint32_t i;
+    if (n && !kernels) return GPUMEM_ENULL;
+    for (i = 0; i < n; i++) {
+        struct cudaFuncAttributes a;
+        if (!kernels[i]) return GPUMEM_ENULL;
+        if (cudaFuncGetAttributes(&a, kernels[i]) != cudaSuccess) return GPUMEM_ESYS;
+    }
+    return GPUMEM_OK;
+}
+
+/* 1 if modules load lazily, 0 if eagerly, -1 if the driver cannot say
+ * (drivers before CUDA 11.7 have no lazy loading). Asks the driver
+ * (cuModuleGetLoadingMode, found through the runtime: no -lcuda). */
+static inline int gpumem_cuda_lazy_loading(void) {
+    typedef int (*get_mode_fn)(int *mode); /* CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *) */
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q;
+    int mode = 0;
+#if CUDART_VERSION >= 12050
+    if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 11070, cudaEnableDefault, &q) != cudaSuccess)
+        return -1;
+#else
+    if (cudaGetDriverEntryPoint("cuModuleGetLoadingMode", &fn, cudaEnableDefault, &q) != cudaSuccess) return -1;
+#endif
+    if (q != cudaDriverEntryPointSuccess || !fn || ((get_mode_fn)fn)(&mode) != 0) return -1;
+    return mode == 2 ? 1 : 0; /* CU_MODULE_LAZY_LOADING = 2, CU_MODULE_EAGER_LOADING = 1 */
+}
+
+/* Copy `bytes` from device (or any) memory to the host on a stream of its
+ * own that waits for no other, so that it works while kernels run. */
+static inline gpumem_status gpumem__cuda_peek(void *dst, const void *src, size_t bytes) {
+    cudaStream_t s;
+    gpumem_status st = GPUMEM_OK;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return GPUMEM_ESYS;
+    if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess)
+        st = GPUMEM_ESYS;
+    cudaStreamDestroy(s);
+    return st;
+}
+#endif /* __CUDACC__ */
+
 #endif /* GPUMEM_H */

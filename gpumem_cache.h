@@ -12,6 +12,7 @@
  *   #define _POSIX_C_SOURCE 200809L
  *   #define GPUMEM_IMPLEMENTATION             // in exactly one .c file
  *   #include "gpumem_cache.h"
+ *   #include "gpumem_swctl.h"                 // only for a software controller (below)
  *
  *   gpumem_cache_desc d = gpumem_cache_desc_default();
  *   d.n_lines    = data_bytes / 4096;          // lines of the data behind the cache

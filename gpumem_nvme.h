@@ -3,22 +3,20 @@
  * MIT license: use, copy, modify and vendor it, keeping this notice; it comes
  * with no warranty. Full text: the LICENSE file that comes with gpumem. */
 /* gpumem_nvme.h - NVMe queue pairs that thousands of threads share without a lock
- * on the fast path (BaM dissertation, Ch. 5), a software NVMe controller to
- * drive them, and the host-side bring-up of a real NVMe controller.
+ * on the fast path (BaM dissertation, Ch. 5), and the host-side bring-up of a
+ * real NVMe controller. This header is the protocol: the wire format, the
+ * queue pair, and the thin shim for a real controller. The software
+ * controllers (a host thread, or a persistent GPU block, that plays the SSD)
+ * are emulation, for tests, benchmarks and hardware-free use: they are in
+ * gpumem_swctl.h, which includes this one.
  *
- * USAGE (host threads against the software controller)
+ * USAGE (any number of threads on a pair, whoever serves it)
  *
  *   #define _POSIX_C_SOURCE 200809L        // the host shim uses POSIX threads/clocks
  *   #define GPUMEM_IMPLEMENTATION           // in exactly one .c file
- *   #include "gpumem_nvme.h"
+ *   #include "gpumem_nvme.h"                // or gpumem_swctl.h for a software controller
  *
- *   gpumem_swctl_config cfg = gpumem_swctl_config_default();
- *   cfg.n_blocks = 1 << 20;                // 512 MiB of 512-byte blocks in RAM
- *   gpumem_swctl *ctl;
- *   gpumem_swctl_create(&cfg, &ctl);
- *   gpumem_nvme_qp *qp;
- *   gpumem_swctl_add_qp(ctl, 1024, &qp);    // depth 1024; as many pairs as you like
- *   gpumem_swctl_start(ctl);
+ *   gpumem_nvme_qp *qp = ...;   // gpumem_nvmectl_add_qp (below) or gpumem_swctl_add_qp
  *
  *   // any number of threads, each with its own buffer: any dword-aligned
  *   // address (cudaMalloc's 512-byte aligned blocks included); the pair
@@ -33,25 +31,8 @@
  *   while (gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_READ, slba, 8, buf, &req) == GPUMEM_EAGAIN) { reap some; }
  *   ... gpumem_nvme_qp_poll(qp, &req) returns GPUMEM_EAGAIN until it is done ...
  *
- *   gpumem_swctl_stop(ctl);
- *   gpumem_swctl_stats s; gpumem_swctl_get_stats(ctl, &s);   // s.violations == 0
- *   gpumem_swctl_destroy(ctl);
- *
  * The queue-pair functions are __host__ __device__: the same struct in GPU memory
  * is driven by GPU threads (pick a pair per SM with gpumem_nvme_qp_pick).
- *
- * USAGE (GPU threads against a controller)
- *
- *   - the host-thread controller above, with the pairs and the namespace in
- *     pinned, mapped host memory: set cfg.alloc / cfg.free to cudaHostAlloc
- *     (cudaHostAllocMapped) / cudaFreeHost, and pass the gpumem_nvme_qp
- *     pointers to kernels as they are (unified addressing);
- *   - or the GPU-resident controller, gpumem_nvme_gpuctl: a persistent block
- *     that serves pairs in GPU memory, from a namespace in GPU memory or in
- *     pinned host memory; see "GPU-resident software controller" below.
- *
- *   Both run the same per-queue controller code (gpumem_nvme_sw_*), with
- *   the same completions and violation counters.
  *
  * USAGE (host threads against a real NVMe controller; Linux; the device bound
  * to vfio-pci, with /dev/vfio/N owned by the user and a memlock limit that
@@ -81,6 +62,9 @@
  *   gpumem_nvmectl_dma_free(&buf);
  *
  *   (gpumem_nvme_qp_read/write/flush work too, but wait without a time limit.)
+ *
+ * SECTIONS: wire format; queue pair; diagnostics (a pair's state in words);
+ * host shim: a watchdog for runs that may hang; host shim: a real controller.
  *
  * DESIGN
  *
@@ -1760,625 +1744,6 @@ GPUMEM_API gpumem_nvme_qp *gpumem_nvme_qp_pick(gpumem_nvme_qp *pairs, uint32_t n
 }
 
 /* ======================================================================== */
-/* Software controller core (host and device)                               */
-/* ======================================================================== */
-/*
- * The controller's side of the protocol on one queue pair, as plain functions
- * on a plain struct: take the doorbells (and judge them), fetch commands in
- * order, check them (opcode, namespace, LBA range, PRPs, command-ID reuse),
- * execute them against a namespace in memory, and post completions with the
- * phase tag. The host-thread controller (gpumem_swctl) and the GPU-resident
- * controller (gpumem_nvme_gpuctl) both run these, so the host test suite
- * tests the code that the GPU runs.
- *
- * One thread serves a queue at a time. The gpumem_nvme_swq fields and the
- * stats passed in are that thread's own (plain loads and stores); only the
- * rings and doorbells are shared with the queue's users, at system scope.
- */
-
-typedef struct gpumem_nvme_sw_stats {
-    uint64_t commands, reads, writes, flushes;
-    uint64_t blocks_read, blocks_written;
-    uint64_t errors_injected; /* completions given an injected error status (host controller) */
-    uint64_t errors_other;    /* completions with another error status */
-    uint64_t reordered;       /* completions posted ahead of an older due command (host controller) */
-    /* protocol violations by the host */
-    uint64_t bad_doorbell;        /* doorbell value >= depth */
-    uint64_t doorbell_backwards;  /* SQ tail moved back, or past the fetched head */
-    uint64_t cq_head_past_posted; /* CQ head moved over entries never posted */
-    uint64_t cid_in_flight;       /* command ID reused before its completion was passed */
-    uint64_t bad_prp;             /* PRP null, misaligned, or list entry not page aligned */
-    uint64_t lba_out_of_range;
-    uint64_t bad_opcode;
-    uint64_t bad_nsid;
-    uint64_t violations; /* the sum of the eight counts above (set by gpumem_nvme_sw_stats_add) */
-    uint64_t dropped;    /* commands fetched and never completed: the drop_command test hook */
-} gpumem_nvme_sw_stats;
-
-/* out += in, field by field, and out->violations = the sum of out's eight
- * violation counts. */
-GPUMEM_API gpumem_status gpumem_nvme_sw_stats_add(gpumem_nvme_sw_stats *out, const gpumem_nvme_sw_stats *in) {
-    uint64_t *o = (uint64_t *)out;
-    const uint64_t *i = (const uint64_t *)in;
-    size_t k;
-    if (!out || !in) return GPUMEM_ENULL;
-    for (k = 0; k < sizeof *out / sizeof(uint64_t); k++) o[k] += i[k];
-    out->violations = out->bad_doorbell + out->doorbell_backwards + out->cq_head_past_posted +
-                      out->cid_in_flight + out->bad_prp + out->lba_out_of_range + out->bad_opcode + out->bad_nsid;
-    return GPUMEM_OK;
-}
-
-/* The controller's view of one queue pair. */
-typedef struct gpumem_nvme_swq {
-    gpumem_nvme_cmd *sq;   /* the rings and doorbells, shared with the pair's users */
-    gpumem_nvme_cpl *cq;
-    uint32_t *sq_doorbell;
-    uint32_t *cq_doorbell;
-    uint16_t *cq_cid;      /* depth entries: the command ID posted at each CQ position */
-    uint8_t *cid_state;    /* 65536 entries: 0 free, 1 fetched, 2 posted */
-    uint32_t depth, mask, qid;
-    uint32_t sq_head;      /* next SQ entry to fetch */
-    uint32_t sq_tail;      /* last accepted SQ doorbell */
-    uint32_t cq_tail;      /* next CQ entry to post */
-    uint32_t cq_phase;     /* phase to post with */
-    uint32_t cq_head;      /* last accepted CQ doorbell */
-    uint32_t cq_posted;    /* posted, not yet passed by the host's head */
-    uint32_t sq_db_seen, cq_db_seen; /* raw doorbell values last judged (a bad one counts once) */
-} gpumem_nvme_swq;
-
-/* A fetched command whose ID was still in flight carries this mark in cdw0
- * (bit 8, the first FUSE bit, which gpumem never sends) until it completes
- * with "command ID conflict". */
-#define GPUMEM_NVME_SW_CID_CONFLICT 0x100u
-
-/* Bytes of controller-private memory for one queue (cq_cid and cid_state). */
-GPUMEM_API size_t gpumem_nvme_swq_mem_bytes(uint32_t depth) { return (size_t)depth * sizeof(uint16_t) + 65536u; }
-
-/* Bind a controller-side queue to the rings and doorbells of `qp` (right
- * after gpumem_nvme_qp_init, before either side runs). `mem` holds
- * gpumem_nvme_swq_mem_bytes(depth) bytes, 2-byte aligned. */
-GPUMEM_API gpumem_status gpumem_nvme_swq_init(gpumem_nvme_swq *q, const gpumem_nvme_qp *qp, void *mem,
-                                              size_t bytes) {
-    size_t k;
-    if (!q || !qp || !mem) return GPUMEM_ENULL;
-    if (bytes < gpumem_nvme_swq_mem_bytes(qp->depth) || ((uintptr_t)mem & 1u)) return GPUMEM_ENOMEM;
-    q->sq = qp->sq;
-    q->cq = qp->cq;
-    q->sq_doorbell = qp->sq_doorbell;
-    q->cq_doorbell = qp->cq_doorbell;
-    q->cq_cid = (uint16_t *)mem;
-    q->cid_state = (uint8_t *)mem + (size_t)qp->depth * sizeof(uint16_t);
-    for (k = 0; k < qp->depth; k++) q->cq_cid[k] = 0;
-    for (k = 0; k < 65536u; k++) q->cid_state[k] = 0;
-    q->depth = qp->depth;
-    q->mask = qp->depth - 1;
-    q->qid = qp->qid;
-    q->sq_head = q->sq_tail = q->cq_tail = q->cq_head = q->cq_posted = 0;
-    q->sq_db_seen = q->cq_db_seen = 0; /* gpumem_nvme_qp_init zeroed both doorbells */
-    q->cq_phase = 1;
-    return GPUMEM_OK;
-}
-
-/* Take the CQ head doorbell: frees CQ space and the command IDs passed.
- * Returns 1 if the head moved. */
-GPUMEM_API uint32_t gpumem_nvme_sw_take_cq_doorbell(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st) {
-    /* Acquire: pairs with the head mover's doorbell write (a release store on
-     * the host, fence + MMIO store on the GPU); whatever it read of the CQ
-     * entries it passed happened before we overwrite them. */
-    uint32_t db, adv;
-    if (!q || !st) return 0;
-    db = gpumem_atomic_load_u32(q->cq_doorbell, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM);
-    if (db == q->cq_db_seen) return 0;
-    q->cq_db_seen = db;
-    adv = (db - q->cq_head) & q->mask;
-    if (db >= q->depth) {
-        st->bad_doorbell++;
-        return 0;
-    }
-    if (adv > q->cq_posted) {
-        st->cq_head_past_posted++;
-        return 0;
-    }
-    while (q->cq_head != db) {
-        q->cid_state[q->cq_cid[q->cq_head]] = 0;
-        q->cq_head = (q->cq_head + 1) & q->mask;
-    }
-    q->cq_posted -= adv;
-    return 1;
-}
-
-/* Take the SQ tail doorbell. Returns 1 if the tail moved. */
-GPUMEM_API uint32_t gpumem_nvme_sw_take_sq_doorbell(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st) {
-    /* Acquire: pairs with the tail mover's doorbell write, which it made after
-     * the submitters' commands were written: the entries up to the new tail
-     * are visible to our plain loads in gpumem_nvme_sw_fetch. */
-    uint32_t db;
-    if (!q || !st) return 0;
-    db = gpumem_atomic_load_u32(q->sq_doorbell, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM);
-    if (db == q->sq_db_seen) return 0;
-    q->sq_db_seen = db;
-    if (db >= q->depth) {
-        st->bad_doorbell++;
-    } else if (((db - q->sq_head) & q->mask) < ((q->sq_tail - q->sq_head) & q->mask)) {
-        st->doorbell_backwards++;
-    } else {
-        q->sq_tail = db;
-        return 1;
-    }
-    return 0;
-}
-
-/* Fetch the next command (in order) into *cmd. Returns 0 when the SQ is
- * empty. A command whose ID is still in flight is marked
- * GPUMEM_NVME_SW_CID_CONFLICT and counted. */
-GPUMEM_API int gpumem_nvme_sw_fetch(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, gpumem_nvme_cmd *cmd) {
-    uint16_t cid;
-    if (!q || !st || !cmd || q->sq_head == q->sq_tail) return 0;
-    *cmd = q->sq[q->sq_head];
-    q->sq_head = (q->sq_head + 1) & q->mask;
-    cid = (uint16_t)(cmd->cdw0 >> 16);
-    /* A host may reuse an ID once it has rung the CQ doorbell past the old
-     * completion, and it rang that doorbell before the SQ doorbell that
-     * brought this command: look at the CQ doorbell again before calling it
-     * a violation. */
-    if (q->cid_state[cid] == 2) gpumem_nvme_sw_take_cq_doorbell(q, st);
-    if (q->cid_state[cid] != 0) {
-        st->cid_in_flight++;
-        cmd->cdw0 |= GPUMEM_NVME_SW_CID_CONFLICT;
-    } else {
-        q->cid_state[cid] = 1;
-    }
-    return 1;
-}
-
-/* Check a fetched command against the namespace and count it. Returns 0 and
- * the byte range it transfers (*len 0 for Flush), or the status to complete
- * it with. */
-GPUMEM_API uint16_t gpumem_nvme_sw_check(gpumem_nvme_sw_stats *st, const gpumem_nvme_ns *ns,
-                                         const gpumem_nvme_cmd *cmd, uint64_t *off, uint64_t *len) {
-    uint32_t op;
-    uint64_t slba, nlb;
-    if (!st || !ns || !cmd || !off || !len) return GPUMEM_NVME_STATUS(0, 0x06); /* internal error */
-    op = cmd->cdw0 & 0xFFu;
-    *off = *len = 0;
-    if (op == GPUMEM_NVME_OP_FLUSH) {
-        if (cmd->nsid != ns->nsid && cmd->nsid != 0xFFFFFFFFu) {
-            st->bad_nsid++;
-            return GPUMEM_NVME_STATUS(0, 0x0B);
-        }
-        st->flushes++;
-        return 0;
-    }
-    if (op != GPUMEM_NVME_OP_READ && op != GPUMEM_NVME_OP_WRITE) {
-        st->bad_opcode++;
-        return GPUMEM_NVME_STATUS(0, 0x01);
-    }
-    if (cmd->nsid != ns->nsid) {
-        st->bad_nsid++;
-        return GPUMEM_NVME_STATUS(0, 0x0B);
-    }
-    slba = (uint64_t)cmd->cdw10 | ((uint64_t)cmd->cdw11 << 32);
-    nlb = (uint64_t)(cmd->cdw12 & 0xFFFFu) + 1;
-    if (slba >= ns->n_blocks || nlb > ns->n_blocks - slba) {
-        st->lba_out_of_range++;
-        return GPUMEM_NVME_STATUS(0, 0x80);
-    }
-    if (nlb > ns->max_blocks) return GPUMEM_NVME_STATUS(0, 0x02);
-    if (op == GPUMEM_NVME_OP_READ) {
-        st->reads++;
-        st->blocks_read += nlb;
-    } else {
-        st->writes++;
-        st->blocks_written += nlb;
-    }
-    *off = slba << ns->lba_shift;
-    *len = nlb << ns->lba_shift;
-    return 0;
-}
-
-/* Walk the PRPs of a transfer, one memory page (segment) at a time. */
-typedef struct gpumem_nvme_prp_walk {
-    uint64_t prp1, prp2, len, done, k, n_pages;
-    const uint64_t *list; /* next PRP list entry */
-    uint64_t list_left;   /* entries left on the current list page */
-} gpumem_nvme_prp_walk;
-
-/* Start a walk of `len` (> 0) bytes. Returns 0, or -1 for a bad PRP. */
-GPUMEM_API int gpumem_nvme_prp_walk_start(gpumem_nvme_prp_walk *w, const gpumem_nvme_cmd *cmd, uint64_t len) {
-    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
-    uint64_t first;
-    if (!w || !cmd) return -1;
-    w->prp1 = cmd->prp1;
-    w->prp2 = cmd->prp2;
-    w->len = len;
-    w->done = w->k = 0;
-    w->list = (const uint64_t *)0;
-    w->list_left = 0;
-    if (cmd->prp1 == 0 || (cmd->prp1 & 3u)) return -1;
-    first = pg - (cmd->prp1 & (pg - 1));
-    w->n_pages = 1 + (len > first ? (len - first + pg - 1) / pg : 0);
-    if (w->n_pages == 2 && (cmd->prp2 == 0 || (cmd->prp2 & (pg - 1)))) return -1;
-    if (w->n_pages > 2) {
-        if (cmd->prp2 == 0 || (cmd->prp2 & 7u)) return -1;
-        w->list = (const uint64_t *)(uintptr_t)cmd->prp2;
-        w->list_left = (pg - (cmd->prp2 & (pg - 1))) / 8;
-    }
-    return 0;
-}
-
-/* The next segment: 1 with its address and length, 0 at the end, -1 for a
- * bad PRP (null, misaligned, or a list entry not page aligned). */
-GPUMEM_API int gpumem_nvme_prp_walk_next(gpumem_nvme_prp_walk *w, uint64_t *addr, uint64_t *seg) {
-    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
-    uint64_t a;
-    if (!w || !addr || !seg) return -1;
-    a = w->prp1;
-    if (w->k >= w->n_pages) return 0;
-    if (w->k == 1 && w->n_pages == 2) {
-        a = w->prp2;
-    } else if (w->k > 0) {
-        if (w->list_left == 1 && w->n_pages - w->k > 1) { /* last entry of a list page chains to the next */
-            uint64_t next = *w->list;
-            if (next == 0 || (next & 7u)) return -1;
-            w->list = (const uint64_t *)(uintptr_t)next;
-            w->list_left = pg / 8 - ((next & (pg - 1)) / 8);
-        }
-        a = *w->list++;
-        w->list_left--;
-    }
-    if (w->k > 0 && (a == 0 || (a & (pg - 1)))) return -1;
-    *addr = a;
-    *seg = pg - (a & (pg - 1));
-    if (*seg > w->len - w->done) *seg = w->len - w->done;
-    w->done += *seg;
-    w->k++;
-    return 1;
-}
-
-/* Copy n bytes: 8 at a time where both sides allow it. The device pass has
- * no libc; the host pass has memcpy, which does the same, faster. */
-GPUMEM_API void gpumem__copy(void *dst, const void *src, uint64_t n) {
-    unsigned char *d = (unsigned char *)dst;
-    const unsigned char *s = (const unsigned char *)src;
-    uint64_t i = 0;
-    if ((((uintptr_t)d | (uintptr_t)s) & 7u) == 0)
-        for (; i + 8 <= n; i += 8) *(uint64_t *)(d + i) = *(const uint64_t *)(s + i);
-    for (; i < n; i++) d[i] = s[i];
-}
-
-/* Execute a checked command against a namespace held in memory (`ram`,
- * addressable by the serving thread; PRPs are addresses in that thread's
- * address space). Returns the status to post. */
-GPUMEM_API uint16_t gpumem_nvme_sw_execute_ram(gpumem_nvme_sw_stats *st, const gpumem_nvme_ns *ns,
-                                               unsigned char *ram, const gpumem_nvme_cmd *cmd) {
-    uint64_t off, len, addr, seg;
-    gpumem_nvme_prp_walk w;
-    int to_host = cmd && (cmd->cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, r;
-    uint16_t status = gpumem_nvme_sw_check(st, ns, cmd, &off, &len);
-    if (status || len == 0) return status;
-    if (!ram) return GPUMEM_NVME_STATUS(0, 0x06); /* internal error */
-    if (gpumem_nvme_prp_walk_start(&w, cmd, len) != 0) goto bad_prp;
-    while ((r = gpumem_nvme_prp_walk_next(&w, &addr, &seg)) == 1) {
-        unsigned char *at = ram + off + (w.done - seg);
-        if (to_host) gpumem__copy((void *)(uintptr_t)addr, at, seg);
-        else gpumem__copy(at, (const void *)(uintptr_t)addr, seg);
-    }
-    if (r == 0) return 0;
-bad_prp:
-    st->bad_prp++;
-    return GPUMEM_NVME_STATUS(0, 0x13);
-}
-
-/* Post the completion of `cmd` with `status` (a conflict-marked command
- * gets "command ID conflict" instead and leaves its ID as it was). The
- * caller has checked that the CQ has room (cq_posted < depth - 1). */
-GPUMEM_API void gpumem_nvme_sw_post(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, const gpumem_nvme_cmd *cmd,
-                                    uint16_t status) {
-    uint16_t cid;
-    gpumem_nvme_cpl *cpl;
-    if (!q || !st || !cmd) return;
-    cid = (uint16_t)(cmd->cdw0 >> 16);
-    cpl = &q->cq[q->cq_tail];
-    if (cmd->cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) status = GPUMEM_NVME_STATUS(0, 0x03);
-    else q->cid_state[cid] = 2;
-    st->commands++;
-    cpl->dw0 = 0;
-    cpl->dw1 = 0;
-    cpl->dw2 = (q->sq_head & 0xFFFFu) | ((uint32_t)q->qid << 16);
-    q->cq_cid[q->cq_tail] = cid;
-    /* Release, system scope: dw0..dw2, and the data this command moved into
-     * the host's buffer, before the phase flips; pairs with the harvester's
-     * acquire load of dw3 (gpumem__cq_harvest). */
-    gpumem_atomic_store_u32(&cpl->dw3, (uint32_t)cid | (q->cq_phase << 16) | ((uint32_t)status << 17),
-                            GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
-    q->cq_tail = (q->cq_tail + 1) & q->mask;
-    if (q->cq_tail == 0) q->cq_phase ^= 1u;
-    q->cq_posted++;
-}
-
-/* Serve one queue with instant completion from a namespace in memory: take
- * both doorbells, then fetch, execute and post while the CQ has room, at
- * most `budget` commands (0: no limit). Returns the things done (0: idle). */
-GPUMEM_API uint32_t gpumem_nvme_sw_serve_ram(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, const gpumem_nvme_ns *ns,
-                                             unsigned char *ram, uint32_t budget) {
-    uint32_t work, n = 0;
-    gpumem_nvme_cmd cmd;
-    if (!q || !st || !ns || !ram) return 0;
-    work = gpumem_nvme_sw_take_cq_doorbell(q, st) + gpumem_nvme_sw_take_sq_doorbell(q, st);
-    while ((budget == 0 || n < budget) && q->cq_posted < q->depth - 1 && gpumem_nvme_sw_fetch(q, st, &cmd)) {
-        uint16_t status = 0;
-        if (!(cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) && (status = gpumem_nvme_sw_execute_ram(st, ns, ram, &cmd)) != 0)
-            st->errors_other++;
-        gpumem_nvme_sw_post(q, st, &cmd, status);
-        n++;
-    }
-    return work + n;
-}
-
-/* ======================================================================== */
-/* GPU-resident software controller                                         */
-/* ======================================================================== */
-/*
- * A persistent block of GPU threads that is an NVMe controller on queue pairs
- * in memory the caller places: the pairs, rings and controller state in GPU
- * memory (cudaMalloc) or in mapped pinned host memory (cudaHostAlloc with
- * cudaHostAllocMapped), the namespace either in GPU memory or in mapped
- * pinned host memory (then every transfer crosses PCIe). It runs the same
- * core as the host-thread controller (gpumem_nvme_sw_*), so completions
- * carry the same phase, SQ head, SQ ID, command ID and status, and it counts
- * the same protocol violations.
- *
- * It supports a subset of the host controller: instant completion, in order,
- * from a namespace in memory, with an optional IOPS cap (completions spaced
- * by the GPU's global timer, the cap split evenly over the serving threads
- * that have pairs). No file backing, latency model, reordering or error
- * injection: those stay with gpumem_swctl.
- *
- * Thread t of n serves pairs t, t+n, t+2n, ...; each pair has one server, so
- * the controller-side state needs no atomics. The loop ends when the stop
- * word is set. Everything is GPUMEM_API: the host test suite runs the same
- * loop from a POSIX thread against host threads.
- *
- *   gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
- *   d.n_pairs = 8; d.depth = 1024; d.n_blocks = 1 << 20; d.ram = ns_bytes;
- *   d.control = flags;                      // 2 words, mapped pinned host memory
- *   size_t bytes = gpumem_nvme_gpuctl_bytes(&d);
- *   void *mem;  cudaMalloc(&mem, bytes);
- *   gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d);          // a 1-thread kernel inits it
- *   gpumem_nvme_gpuctl *ctl = (gpumem_nvme_gpuctl *)mem;   // device pointers from here
- *   gpumem_nvme_gpuctl_launch(ctl, 128, stream);           // the persistent block
- *   gpumem_nvme_gpuctl_wait_running(&d, 128);              // before clients launch
- *   ... kernels use gpumem_nvme_gpuctl_pair(mem, i) like any other pair ...
- *   gpumem_nvme_gpuctl_stop(&d); cudaStreamSynchronize(stream);
- *   gpumem_nvme_sw_stats s; gpumem_nvme_gpuctl_get_stats_cuda(ctl, &s);   // s.violations == 0
- *
- * Launch the controller on its own non-blocking stream before its clients,
- * and wait until it runs: clients that fill the GPU first would keep it from
- * ever being scheduled. Or run it in block 0 of a cooperative launch that
- * also holds the clients (the device tests do both).
- */
-
-typedef struct gpumem_nvme_gpuctl_desc {
-    uint32_t n_pairs;    /* 1 .. 65535 */
-    uint32_t depth;      /* entries per queue: a power of two, 2 .. 65536 */
-    uint32_t n_cids;     /* command IDs per pair: a power of two, 2 .. 65536 */
-    uint32_t lba_bytes;  /* a power of two, 512 .. 65536 */
-    uint64_t n_blocks;   /* namespace capacity */
-    uint32_t max_blocks; /* most blocks per command (MDTS), 1 .. 65536 */
-    uint32_t reserved_;
-    uint64_t iops;       /* completion rate cap; 0 = none */
-    void *ram;           /* n_blocks * lba_bytes bytes, addressable by the serving threads */
-    uint32_t *control;   /* 2 words, zeroed by init: [0] stop (nonzero ends the loop),
-                            [1] serving threads running; host-visible memory */
-} gpumem_nvme_gpuctl_desc;
-
-typedef struct gpumem_nvme_gpuctl {
-    gpumem_nvme_ns ns;
-    unsigned char *ram;
-    gpumem_nvme_qp *pairs;         /* n_pairs: what the pairs' users are handed */
-    gpumem_nvme_swq *queues;       /* n_pairs: the controller's side of each */
-    gpumem_nvme_sw_stats *stats;   /* n_pairs: written by each pair's server */
-    uint32_t *control;
-    uint32_t n_pairs;
-    uint32_t init_status;          /* gpumem_nvme_gpuctl_init_cuda's result, read back by copy */
-    uint64_t iops;
-} gpumem_nvme_gpuctl;
-
-GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
-    gpumem_nvme_gpuctl_desc d;
-    unsigned char *b = (unsigned char *)&d;
-    size_t k;
-    for (k = 0; k < sizeof d; k++) b[k] = 0;
-    d.n_pairs = 1;
-    d.depth = 1024;
-    d.n_cids = 1024;
-    d.lba_bytes = 512;
-    d.max_blocks = 256;
-    return d;
-}
-
-/* Layout in the caller's memory: the controller, then the pairs, queues and
- * stats arrays, then each pair's block (4 KiB aligned from the base):
- * SQ ring, CQ ring, two doorbells on lines of their own, pair state,
- * controller-side queue memory, then the command IDs' PRP-list pages, on
- * the first page boundary of the real address (the base need only be
- * 64-byte aligned, and CUDA's allocators give 512). */
-#define GPUMEM__GPUCTL_PAIRS_OFF GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_gpuctl), 64)
-
-/* The namespace a controller of this description serves (what a cache in
- * front of its pairs is checked against). */
-GPUMEM_API gpumem_nvme_ns gpumem_nvme_gpuctl_ns(const gpumem_nvme_gpuctl_desc *d) {
-    gpumem_nvme_ns ns;
-    ns.nsid = 1;
-    ns.lba_shift = gpumem_log2_u64(d->lba_bytes);
-    ns.n_blocks = d->n_blocks;
-    ns.max_blocks = d->max_blocks;
-    ns.reserved_ = 0;
-    return ns;
-}
-
-GPUMEM_API size_t gpumem__gpuctl_pair_core(const gpumem_nvme_gpuctl_desc *d) {
-    return GPUMEM_ALIGN_UP((size_t)d->depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl)) +
-                               2 * GPUMEM_PAD_BYTES + gpumem_nvme_qp_state_bytes(d->depth, d->n_cids) +
-                               gpumem_nvme_swq_mem_bytes(d->depth),
-                           4096);
-}
-
-GPUMEM_API size_t gpumem__gpuctl_pair_block(const gpumem_nvme_gpuctl_desc *d) {
-    gpumem_nvme_ns ns = gpumem_nvme_gpuctl_ns(d);
-    size_t prp = gpumem_nvme_qp_prp_bytes(d->n_cids, &ns);
-    return gpumem__gpuctl_pair_core(d) + (prp ? prp + 4096 : 0);
-}
-
-GPUMEM_API size_t gpumem__gpuctl_first_block(uint32_t n_pairs) {
-    return GPUMEM_ALIGN_UP(GPUMEM__GPUCTL_PAIRS_OFF +
-                               (size_t)n_pairs * (sizeof(gpumem_nvme_qp) + sizeof(gpumem_nvme_swq) +
-                                                  sizeof(gpumem_nvme_sw_stats)),
-                           4096);
-}
-
-/* Bytes of memory the controller needs for its pairs (not the namespace). */
-GPUMEM_API size_t gpumem_nvme_gpuctl_bytes(const gpumem_nvme_gpuctl_desc *d) {
-    if (!d) return 0;
-    return gpumem__gpuctl_first_block(d->n_pairs) + (size_t)d->n_pairs * gpumem__gpuctl_pair_block(d);
-}
-
-/* Pair i, computed from the base without touching the memory (so the host
- * can hand device pointers to kernels). */
-GPUMEM_API gpumem_nvme_qp *gpumem_nvme_gpuctl_pair(void *mem, uint32_t i) {
-    if (!mem) return (gpumem_nvme_qp *)0;
-    return (gpumem_nvme_qp *)((unsigned char *)mem + GPUMEM__GPUCTL_PAIRS_OFF) + i;
-}
-
-/* Lay the controller out in `mem` (64-byte aligned, gpumem_nvme_gpuctl_bytes
- * bytes) and initialise it and its pairs; `mem` is then the controller.
- * Runs where the memory can be written: on the host for host-visible memory,
- * in a one-thread kernel for GPU memory (gpumem_nvme_gpuctl_init_cuda). */
-GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const gpumem_nvme_gpuctl_desc *d) {
-    gpumem_nvme_gpuctl *c = (gpumem_nvme_gpuctl *)mem;
-    unsigned char *base = (unsigned char *)mem;
-    size_t block, core, first, k;
-    uint32_t i;
-    gpumem_status st;
-    if (!mem || !d || !d->ram || !d->control) return GPUMEM_ENULL;
-    if (((uintptr_t)mem & 63u) != 0) return GPUMEM_EINVAL;
-    if (d->n_pairs == 0 || d->n_pairs > 65535 || d->max_blocks == 0 || d->max_blocks > 65536 ||
-        d->lba_bytes < 512 || d->lba_bytes > 65536 || !gpumem_is_pow2_u64(d->lba_bytes) || d->n_blocks == 0 ||
-        !gpumem__valid_count(d->depth, GPUMEM_NVME_MAX_DEPTH) || !gpumem__valid_count(d->n_cids, GPUMEM_NVME_MAX_CIDS))
-        return GPUMEM_EINVAL;
-    if (d->n_blocks > UINT64_MAX / d->lba_bytes) return GPUMEM_ERANGE; /* byte offsets must not wrap */
-    if (bytes < gpumem_nvme_gpuctl_bytes(d)) return GPUMEM_ENOMEM;
-    block = gpumem__gpuctl_pair_block(d);
-    core = gpumem__gpuctl_pair_core(d);
-    first = gpumem__gpuctl_first_block(d->n_pairs);
-    for (k = 0; k < first; k++) base[k] = 0;
-    c->ns = gpumem_nvme_gpuctl_ns(d);
-    c->ram = (unsigned char *)d->ram;
-    c->pairs = gpumem_nvme_gpuctl_pair(mem, 0);
-    c->queues = (gpumem_nvme_swq *)(c->pairs + d->n_pairs);
-    c->stats = (gpumem_nvme_sw_stats *)(c->queues + d->n_pairs);
-    c->control = d->control;
-    c->n_pairs = d->n_pairs;
-    c->iops = d->iops;
-    for (i = 0; i < d->n_pairs; i++) {
-        unsigned char *p = base + first + (size_t)i * block;
-        size_t rings = (size_t)d->depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl));
-        size_t state = gpumem_nvme_qp_state_bytes(d->depth, d->n_cids);
-        gpumem_nvme_qp_desc q;
-        unsigned char *qb = (unsigned char *)&q;
-        for (k = 0; k < sizeof q; k++) qb[k] = 0;
-        q.depth = d->depth;
-        q.n_cids = d->n_cids;
-        q.qid = i + 1;
-        q.ns = c->ns;
-        q.sq = (gpumem_nvme_cmd *)p;
-        q.cq = (gpumem_nvme_cpl *)(p + (size_t)d->depth * sizeof(gpumem_nvme_cmd));
-        q.sq_doorbell = (uint32_t *)(p + rings);
-        q.cq_doorbell = (uint32_t *)(p + rings + GPUMEM_PAD_BYTES);
-        q.state = p + rings + 2 * GPUMEM_PAD_BYTES;
-        q.state_bytes = state;
-        if (block > core) q.prp_lists = (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)(p + core), 4096);
-        if ((st = gpumem_nvme_qp_init(&c->pairs[i], &q)) != GPUMEM_OK) return st;
-        if ((st = gpumem_nvme_swq_init(&c->queues[i], &c->pairs[i], p + rings + 2 * GPUMEM_PAD_BYTES + state,
-                                       gpumem_nvme_swq_mem_bytes(d->depth))) != GPUMEM_OK)
-            return st;
-    }
-    d->control[0] = d->control[1] = 0;
-    return GPUMEM_OK;
-}
-
-/* The clock of the IOPS cap (gpumem_clock_ns). */
-GPUMEM_API uint64_t gpumem__clock_ns(void) { return gpumem_clock_ns(); }
-
-/* The serving loop of thread t of n: serves pairs t, t+n, ... until the stop
- * word is set. Call it from every thread of a persistent block (the kernel
- * gpumem_nvme_gpuctl_kernel does), or from a host thread. */
-GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint32_t n) {
-    uint32_t servers, i;
-    uint64_t gap, next = 0;
-    gpumem_backoff b = gpumem_backoff_start();
-    if (!c || n == 0) return;
-    servers = n < c->n_pairs ? n : c->n_pairs;
-    /* With a cap, this thread may complete one command every `gap` ns, with
-     * bursts of at most 32 after an idle spell. */
-    gap = c->iops ? (1000000000ull * servers + c->iops - 1) / c->iops : 0;
-    /* Release is not needed (nothing is published), but the host polls this
-     * word: system scope. */
-    gpumem_atomic_fetch_add_u32(&c->control[1], 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
-    for (uint32_t round = 0, work = 0;; round++) {
-        /* The stop word may sit across PCIe (a microsecond a look): look
-         * when idle, and every 64th busy round. Relaxed is enough: nothing
-         * is read after it, the loop just ends. */
-        if ((work == 0 || (round & 63u) == 0) &&
-            gpumem_atomic_load_u32(&c->control[0], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) != 0)
-            break;
-        work = 0;
-        for (i = t; i < c->n_pairs; i += n) {
-            uint32_t budget = 0;
-            uint64_t now = 0, before;
-            if (gap) {
-                now = gpumem__clock_ns();
-                if (next + 32 * gap < now) next = now - 32 * gap;
-                if (next > now) continue;
-                budget = (uint32_t)((now - next) / gap) + 1;
-            }
-            before = c->stats[i].commands;
-            work += gpumem_nvme_sw_serve_ram(&c->queues[i], &c->stats[i], &c->ns, c->ram, budget);
-            next += gap * (c->stats[i].commands - before);
-        }
-        if (work) {
-            b = gpumem_backoff_start();
-        } else if (!gpumem_backoff_pause(&b)) {
-#if !GPUMEM_ON_DEVICE
-            gpumem__host_sleep_ns(2000); /* a host thread playing the GPU controller (tests) */
-#endif
-        }
-    }
-    /* Its pairs will not be served again: their waiters end with ENODEV. */
-    for (i = t; i < c->n_pairs; i += n) gpumem_nvme_qp_set_stopped(&c->pairs[i], 1);
-}
-
-/* The sum of every pair's counts (exact once the loop has ended). Runs
- * where the controller's memory can be read. */
-GPUMEM_API gpumem_status gpumem_nvme_gpuctl_get_stats(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
-    uint32_t i;
-    unsigned char *b = (unsigned char *)out;
-    size_t k;
-    if (!c || !out) return GPUMEM_ENULL;
-    for (k = 0; k < sizeof *out; k++) b[k] = 0;
-    for (i = 0; i < c->n_pairs; i++) gpumem_nvme_sw_stats_add(out, &c->stats[i]);
-    return GPUMEM_OK;
-}
-
-/* Stop the loop: a release store, so that it is seen after anything the
- * caller wrote before (system scope: the caller may be the host). */
-GPUMEM_API gpumem_status gpumem_nvme_gpuctl_stop(const gpumem_nvme_gpuctl_desc *d) {
-    if (!d || !d->control) return GPUMEM_ENULL;
-    gpumem_atomic_store_u32(&d->control[0], 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
-    return GPUMEM_OK;
-}
-
-/* ======================================================================== */
 /* Diagnostics (host): the state of a pair, both sides, in words            */
 /* ======================================================================== */
 /*
@@ -2438,171 +1803,10 @@ static inline size_t gpumem_nvme_qp_report(const gpumem_nvme_qp *qp, char *buf, 
     return gpumem__appendf(buf, n, at, "%s (%u in all); completed, not yet collected by their owner: %u\n",
                            outstanding > 16 ? " ..." : outstanding ? "" : " none", outstanding, uncollected);
 }
-
-/* Controller side of one queue (the software controllers' core). */
-static inline size_t gpumem_nvme_swq_report(const gpumem_nvme_swq *q, const gpumem_nvme_sw_stats *st, char *buf,
-                                            size_t n, size_t at) {
-    uint32_t fetched_not_posted = 0, i;
-    gpumem_nvme_sw_stats sum; /* st's counts with their violations summed */
-    memset(&sum, 0, sizeof sum);
-    gpumem_nvme_sw_stats_add(&sum, st);
-    for (i = 0; i < 65536u; i++) fetched_not_posted += q->cid_state[i] == 1;
-    return gpumem__appendf(buf, n, at,
-                           "  controller: SQ fetched up to %u of doorbell %u, CQ posted up to %u (phase %u), CQ "
-                           "head doorbell %u, posted and not yet passed %u; command IDs fetched and not "
-                           "completed %u\n"
-                           "          commands %llu (reads %llu, writes %llu, flushes %llu), dropped %llu, "
-                           "protocol violations %llu\n",
-                           q->sq_head, q->sq_tail, q->cq_tail, q->cq_phase, q->cq_head, q->cq_posted,
-                           fetched_not_posted, (unsigned long long)st->commands, (unsigned long long)st->reads,
-                           (unsigned long long)st->writes, (unsigned long long)st->flushes,
-                           (unsigned long long)st->dropped, (unsigned long long)sum.violations);
-}
 #endif /* !GPUMEM_ON_DEVICE */
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) && !GPUMEM_ON_DEVICE /* host code (stdio) */
 #include <stdlib.h>
-#include <string.h>
-/* CUDA helpers for the host side of a .cu file. Templates, so that a header
- * included in several translation units defines each kernel once.
- *
- * Lazy module loading (CUDA 12.2+ default, CUDA_MODULE_LOADING=LAZY): a
- * kernel's module is loaded at its first launch, and that load waits for
- * the device to go idle - which it never does while the persistent
- * controller runs. So a client kernel first launched after the controller
- * started never starts (measured on an H100: the clients stay at stage 0
- * forever). gpumem_nvme_gpuctl_start therefore loads the controller's own
- * kernels and the client kernels it is given (gpumem_cuda_preload) before
- * the controller starts; under lazy loading with no client kernels given it
- * refuses with GPUMEM_ESTATE and says what to do. Kernels launched later
- * must have been preloaded too (or run with CUDA_MODULE_LOADING=EAGER set
- * before the first CUDA call). No helper here calls cudaMalloc or cudaFree,
- * which wait for the whole device. */
-template <typename gpumem_unused_ = void>
-__global__ void gpumem_nvme_gpuctl_kernel(gpumem_nvme_gpuctl *c) {
-    gpumem_nvme_gpuctl_serve(c, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
-}
-template <typename gpumem_unused_ = void>
-__global__ void gpumem__gpuctl_init_kernel(void *mem, size_t bytes, gpumem_nvme_gpuctl_desc d) {
-    /* The status goes where the controller struct starts (the caller checked
-     * that mem holds one), read back with a copy: no allocation. */
-    gpumem_status st = gpumem_nvme_gpuctl_init(mem, bytes, &d);
-    ((gpumem_nvme_gpuctl *)mem)->init_status = (uint32_t)st;
-}
-
-/* Load each kernel's module now (cudaFuncGetAttributes loads it), so that a
- * later launch never waits for the device. kernels: the __global__ functions
- * as pointers, e.g. (const void *)my_kernel. GPUMEM_ESYS if CUDA refused. */
-static inline gpumem_status gpumem_cuda_preload(const void *const *kernels, uint32_t n) {
-    uint32_t i;
-    if (n && !kernels) return GPUMEM_ENULL;
-    for (i = 0; i < n; i++) {
-        struct cudaFuncAttributes a;
-        if (!kernels[i]) return GPUMEM_ENULL;
-        if (cudaFuncGetAttributes(&a, kernels[i]) != cudaSuccess) return GPUMEM_ESYS;
-    }
-    return GPUMEM_OK;
-}
-
-/* 1 if modules load lazily, 0 if eagerly, -1 if the driver cannot say
- * (drivers before CUDA 11.7 have no lazy loading). Asks the driver
- * (cuModuleGetLoadingMode, found through the runtime: no -lcuda). */
-static inline int gpumem_cuda_lazy_loading(void) {
-    typedef int (*get_mode_fn)(int *mode); /* CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *) */
-    void *fn = NULL;
-    enum cudaDriverEntryPointQueryResult q;
-    int mode = 0;
-#if CUDART_VERSION >= 12050
-    if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 11070, cudaEnableDefault, &q) != cudaSuccess)
-        return -1;
-#else
-    if (cudaGetDriverEntryPoint("cuModuleGetLoadingMode", &fn, cudaEnableDefault, &q) != cudaSuccess) return -1;
-#endif
-    if (q != cudaDriverEntryPointSuccess || !fn || ((get_mode_fn)fn)(&mode) != 0) return -1;
-    return mode == 2 ? 1 : 0; /* CU_MODULE_LAZY_LOADING = 2, CU_MODULE_EAGER_LOADING = 1 */
-}
-
-/* Initialise a controller in GPU memory with a one-thread kernel, before
- * its loop starts. GPUMEM_ESYS if CUDA failed. */
-static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes, const gpumem_nvme_gpuctl_desc *d) {
-    uint32_t st = (uint32_t)GPUMEM_ESYS;
-    if (!d || !mem) return GPUMEM_ENULL;
-    if (bytes < sizeof(gpumem_nvme_gpuctl) || ((uintptr_t)mem & 63u) != 0) return GPUMEM_EINVAL;
-    gpumem__gpuctl_init_kernel<<<1, 1>>>(mem, bytes, *d);
-    /* cudaMemcpy on the legacy stream waits for the kernel (and for nothing
-     * on non-blocking streams, such as a running controller). */
-    if (cudaGetLastError() != cudaSuccess ||
-        cudaMemcpy(&st, &((gpumem_nvme_gpuctl *)mem)->init_status, sizeof st, cudaMemcpyDeviceToHost) != cudaSuccess)
-        return GPUMEM_ESYS;
-    return (gpumem_status)st;
-}
-
-/* Start the persistent block of `threads` threads on `stream` (a
- * cudaStreamNonBlocking stream, so that work on the legacy stream does not
- * wait for it) and wait, at most timeout_ms, until it runs. client_kernels
- * (n of them) are the kernels that will use its pairs: they are preloaded
- * first (see above). Under lazy loading with n == 0: GPUMEM_ESTATE, and a
- * message naming the remedies. */
-static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, const gpumem_nvme_gpuctl_desc *d,
-                                                     uint32_t threads, cudaStream_t stream,
-                                                     const void *const *client_kernels, uint32_t n,
-                                                     uint32_t timeout_ms) {
-    const void *own[1] = {(const void *)gpumem_nvme_gpuctl_kernel<>};
-    uint64_t end;
-    gpumem_status st;
-    if (!c || !d || !d->control) return GPUMEM_ENULL;
-    if (threads == 0 || threads > 1024) return GPUMEM_EINVAL;
-    if (n == 0 && gpumem_cuda_lazy_loading() == 1) {
-#if !GPUMEM_ON_DEVICE /* host code, parsed by both passes; the log exists on the host */
-        GPUMEM_LOG("GPU controller: CUDA loads modules lazily (CUDA_MODULE_LOADING=LAZY, the default since CUDA "
-                   "12.2), and a kernel first launched while the controller runs would never start. Pass your "
-                   "client kernels to gpumem_nvme_gpuctl_start (or preload them with gpumem_cuda_preload), or set "
-                   "CUDA_MODULE_LOADING=EAGER before the first CUDA call");
-#endif
-        return GPUMEM_ESTATE;
-    }
-    if ((st = gpumem_cuda_preload(own, 1)) != GPUMEM_OK || (st = gpumem_cuda_preload(client_kernels, n)) != GPUMEM_OK)
-        return st;
-    gpumem_nvme_gpuctl_kernel<<<1, threads, 0, stream>>>(c);
-    if (cudaGetLastError() != cudaSuccess) return GPUMEM_ESYS;
-    end = gpumem__clock_ns() + (uint64_t)timeout_ms * 1000000ull;
-    while (gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) < threads)
-        if (gpumem__clock_ns() > end) return GPUMEM_ETIMEDOUT;
-    return GPUMEM_OK;
-}
-
-/* Copy `bytes` from device (or any) memory to the host on a stream of its
- * own that waits for no other, so that it works while kernels run. */
-static inline gpumem_status gpumem__cuda_peek(void *dst, const void *src, size_t bytes) {
-    cudaStream_t s;
-    gpumem_status st = GPUMEM_OK;
-    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return GPUMEM_ESYS;
-    if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess)
-        st = GPUMEM_ESYS;
-    cudaStreamDestroy(s);
-    return st;
-}
-
-/* The sum of every pair's counts of a controller in GPU memory, copied to
- * the host (exact once the controller has stopped; a snapshot while it
- * runs). No kernel and no device allocation. */
-static inline gpumem_status gpumem_nvme_gpuctl_get_stats_cuda(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
-    gpumem_nvme_gpuctl h;
-    gpumem_nvme_sw_stats *all;
-    gpumem_status st;
-    uint32_t i;
-    if (!c || !out) return GPUMEM_ENULL;
-    memset(out, 0, sizeof *out);
-    if (gpumem__cuda_peek(&h, c, sizeof h) != GPUMEM_OK) return GPUMEM_ESYS;
-    /* One copy of the whole array (a watchdog polls this while it runs). */
-    if (!(all = (gpumem_nvme_sw_stats *)malloc((size_t)h.n_pairs * sizeof *all))) return GPUMEM_ENOMEM;
-    st = gpumem__cuda_peek(all, h.stats, (size_t)h.n_pairs * sizeof *all);
-    for (i = 0; st == GPUMEM_OK && i < h.n_pairs; i++) gpumem_nvme_sw_stats_add(out, &all[i]);
-    free(all);
-    return st;
-}
-
-#if !GPUMEM_ON_DEVICE /* the reports are host code (stdio) */
 /* gpumem_nvme_qp_report for a pair in GPU (or any) memory: copies the pair,
  * its rings, slots and command-ID words to the host first. */
 static inline size_t gpumem_nvme_qp_report_cuda(const gpumem_nvme_qp *dev_qp, char *buf, size_t n, size_t at) {
@@ -2632,133 +1836,17 @@ static inline size_t gpumem_nvme_qp_report_cuda(const gpumem_nvme_qp *dev_qp, ch
     free(cq);
     return at;
 }
-
-/* Every pair of a GPU-resident controller, client and controller side. */
-static inline size_t gpumem_nvme_gpuctl_report_cuda(const gpumem_nvme_gpuctl *c, char *buf, size_t n, size_t at) {
-    gpumem_nvme_gpuctl h;
-    uint32_t i;
-    void *cid_state = malloc(65536);
-    if (gpumem__cuda_peek(&h, c, sizeof h) != GPUMEM_OK || !cid_state) {
-        free(cid_state);
-        return gpumem__appendf(buf, n, at, "GPU controller at %p: cannot be read\n", (const void *)c);
-    }
-    for (i = 0; i < h.n_pairs; i++) {
-        gpumem_nvme_swq q;
-        gpumem_nvme_sw_stats st;
-        at = gpumem_nvme_qp_report_cuda(h.pairs + i, buf, n, at);
-        if (gpumem__cuda_peek(&q, h.queues + i, sizeof q) != GPUMEM_OK ||
-            gpumem__cuda_peek(&st, h.stats + i, sizeof st) != GPUMEM_OK ||
-            gpumem__cuda_peek(cid_state, q.cid_state, 65536) != GPUMEM_OK) {
-            at = gpumem__appendf(buf, n, at, "  controller side of pair %u: cannot be read\n", i + 1);
-            continue;
-        }
-        q.cid_state = (uint8_t *)cid_state;
-        at = gpumem_nvme_swq_report(&q, &st, buf, n, at);
-    }
-    free(cid_state);
-    return at;
-}
-#endif /* !GPUMEM_ON_DEVICE */
-#endif /* __CUDACC__ */
+#endif
 
 
 /* ======================================================================== */
-/* Host shim: the software NVMe controller                                  */
+/* Host shim: a watchdog for runs that may hang                             */
 /* ======================================================================== */
-/*
- * A host thread that is an NVMe controller on the queue memory above: it
- * watches the doorbells, fetches commands in order, serves Read/Write/Flush
- * from RAM or from a file, and posts completions with phase tag, SQ head, SQ
- * ID, command ID and status, never into a full CQ. Each command is completed
- * no earlier than latency_ns after it was fetched and no sooner than 1/iops
- * after the previous one (so throughput = in-flight / latency, up to iops).
- * It can complete out of order and inject errors. It counts every protocol
- * violation it sees; a correct host leaves all counts at zero.
- *
- * Needs POSIX: define _POSIX_C_SOURCE 200809L (or _GNU_SOURCE) before the
- * first #include in the file that defines GPUMEM_IMPLEMENTATION, and link
- * with -pthread.
- */
-/* Declared in both CUDA passes (host code in a .cu file is parsed by both);
- * implemented in the host pass only. */
 #if !defined(GPUMEM_NO_HOST_SHIM)
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef struct gpumem_swctl gpumem_swctl;
-
-typedef struct gpumem_swctl_config {
-    uint32_t lba_bytes;    /* 512 or 4096 (any power of two 512..65536) */
-    uint64_t n_blocks;     /* namespace capacity */
-    void *ram;             /* backing store of n_blocks*lba_bytes, or NULL: */
-    int fd;                /*   ... a file (pread/pwrite), or -1 with ram NULL: allocate RAM */
-    uint32_t max_blocks;   /* most blocks per command (MDTS); default 256 */
-    uint64_t latency_ns;   /* service time per command; 0 = instant */
-    uint64_t iops;         /* completion rate cap; 0 = none */
-    uint32_t reorder;      /* 0 = in order; N>1 = pick randomly among the N oldest due */
-    uint32_t error_ppm;    /* injected error rate, parts per million; an injected command is not carried out */
-    uint16_t error_status; /* status field to inject, GPUMEM_NVME_STATUS(sct, sc); one that reads as
-                              success (SCT 0, SC 0, e.g. the default 0) injects Internal Error (0/0x06):
-                              success is never reported for work not done */
-    uint32_t max_pending;  /* fetched but not completed commands held; default 4096 */
-    uint64_t seed;         /* for reordering and injection */
-    uint64_t drop_command; /* test hook: the Nth command fetched (1 = the first) is never
-                              completed, as a faulty device would; 0 = none. Counted in
-                              stats.dropped; what a watchdog is for. */
-    /* Where the memory the pairs' users touch comes from: each pair's struct,
-     * rings, doorbells and state, and the namespace RAM when the controller
-     * allocates it. NULL: GPUMEM_MALLOC / GPUMEM_FREE. For GPU threads
-     * against this host-thread controller, return mapped pinned memory
-     * (cudaHostAlloc with cudaHostAllocMapped): with unified addressing its
-     * host pointers are valid on the GPU too (tests/cuda/test_nvme_gpu.cu). */
-    void *(*alloc)(void *ctx, size_t bytes);
-    void (*free)(void *ctx, void *p);
-    void *alloc_ctx;
-} gpumem_swctl_config;
-
-/* The counts of gpumem_nvme_sw_stats (the core above), for the whole controller. */
-typedef gpumem_nvme_sw_stats gpumem_swctl_stats;
-
-gpumem_swctl_config gpumem_swctl_config_default(void);
-gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl **out);
-/* Add a queue pair (only while stopped); the pair's memory belongs to the
- * controller, PRP-list pages for each command ID included (see
- * gpumem_nvme_qp_submit_buf). gpumem_swctl_add_qp gives it
- * max(depth, GPUMEM_SWCTL_DEFAULT_CIDS) command IDs. */
-#define GPUMEM_SWCTL_DEFAULT_CIDS 1024u
-gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t n_cids, uint32_t virtual_start,
-                                     gpumem_nvme_qp **out);
-gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme_qp **out);
-/* Start serving; the pairs' calls work again after a stop. */
-gpumem_status gpumem_swctl_start(gpumem_swctl *ctl);
-/* Stop serving. Every thread waiting in one of its pairs (for a command ID
- * or a completion) returns GPUMEM_ENODEV, as do new calls, until the next
- * start; commands fetched but not completed stay with the controller and
- * complete after a restart. */
-gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl);
-/* The counts so far (exact once stopped); safe while the controller runs:
- * each count is read with an atomic load of what the controller published. */
-gpumem_status gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out);
-/* Completions posted so far: safe to read from any thread at any time (a
- * watchdog's measure of progress). */
-uint64_t gpumem_swctl_progress(gpumem_swctl *ctl);
-/* Every pair in words, client side and controller side (gpumem_nvme_qp_report,
- * gpumem_nvme_swq_report), appended to buf; returns the whole text's length.
- * Call it with the controller stopped: it reads the controller thread's state. */
-size_t gpumem_swctl_report(gpumem_swctl *ctl, char *buf, size_t n);
-/* The namespace's bytes when backed by RAM (NULL for a file, or ctl NULL). */
-void *gpumem_swctl_ram(gpumem_swctl *ctl);
-/* The namespace (all zero, so n_blocks 0, for ctl NULL). */
-gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl);
-/* Stop (if running) and free everything, pairs included. Refuses with
- * GPUMEM_EBUSY, changing nothing, while a thread waits in one of its pairs
- * or a request still holds a command ID (submitted and not yet polled to
- * its end; after a stop, polling returns GPUMEM_ENODEV and ends it). It does
- * not drain: finish or abandon the requests, join the threads, then destroy
- * (README: shutdown order). */
-gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl);
 
 /* A watchdog: a host thread that watches a progress count and, when it has
  * not moved for stall_ms, says so, stops the controllers, prints the state
@@ -2766,7 +1854,8 @@ gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl);
  * waits forever cannot be cancelled: ending the process is the one bounded
  * way out; _exit, so that no exit handler waits on the hung device).
  *
- *   gpumem_watchdog_config w = gpumem_swctl_watchdog_config(ctl, "my run", 10000);
+ *   gpumem_watchdog_config w = gpumem_watchdog_config_make("my run", 10000, progress, stop, report, ctx);
+ *   // (gpumem_swctl_watchdog_config in gpumem_swctl.h fills the hooks for a software controller)
  *   gpumem_watchdog *wd;
  *   gpumem_watchdog_start(&w, &wd);
  *   ... the run ...
@@ -2790,9 +1879,6 @@ gpumem_watchdog_config gpumem_watchdog_config_make(const char *what, uint32_t st
 gpumem_status gpumem_watchdog_start(const gpumem_watchdog_config *cfg, gpumem_watchdog **out);
 /* Stop watching and free it; returns 1 if it saw a stall (exit_code -1), else 0. */
 int gpumem_watchdog_finish(gpumem_watchdog *wd);
-/* A watchdog on one software controller: progress is its completions, stop
- * is gpumem_swctl_stop, the report is gpumem_swctl_report. */
-gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const char *what, uint32_t stall_ms);
 
 #ifdef __cplusplus
 }
@@ -2804,431 +1890,12 @@ gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const cha
 #error "gpumem host shim: define _POSIX_C_SOURCE 200809L before the first #include (see gpumem_nvme.h)"
 #endif
 
-#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h> /* malloc: the watchdog's private memory */
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-typedef struct gpumem__sw_pending {
-    gpumem_nvme_cmd cmd;
-    uint64_t due_ns;
-} gpumem__sw_pending;
-
-typedef struct gpumem__sw_queue {
-    gpumem_nvme_qp *qp; /* the pair its users are handed: at the start of mem */
-    void *mem;          /* pair, rings, doorbells, pair state and the controller's
-                           queue memory: one allocation, used from its first 4 KiB boundary */
-    void *prp_mem;      /* the command IDs' PRP-list pages (own allocation: large, and
-                           only the pages that transfers use are ever touched) */
-    gpumem_nvme_swq sw; /* the controller's side (core above) */
-    gpumem__sw_pending *pend; /* ring of fetched commands, in fetch order */
-    uint32_t pend_head, pend_count;
-} gpumem__sw_queue;
-
-struct gpumem_swctl {
-    gpumem_swctl_config cfg;
-    gpumem_nvme_ns ns;
-    unsigned char *ram;
-    int own_ram;
-    gpumem__sw_queue **queues;
-    uint32_t n_queues;
-    pthread_t thread;
-    gpumem_event doorbell_event; /* the pairs notify it when they ring a doorbell */
-    int running;      /* accessed atomically */
-    int thread_alive;
-    uint64_t last_due_ns;
-    uint64_t rng;
-    uint64_t fetched;       /* commands fetched (the drop_command hook counts them) */
-    uint64_t progress;      /* completions posted: written atomically, read by watchdogs */
-    gpumem_swctl_stats st;  /* written by the controller thread only while running */
-    gpumem_swctl_stats pub; /* st as last published: atomic stores by the controller, atomic loads by readers */
-};
-
-static void *gpumem__sw_alloc(const gpumem_swctl_config *cfg, size_t n) {
-    return cfg->alloc ? cfg->alloc(cfg->alloc_ctx, n) : GPUMEM_MALLOC(n);
-}
-static void gpumem__sw_free(const gpumem_swctl_config *cfg, void *p) {
-    if (!p) return;
-    if (cfg->free) cfg->free(cfg->alloc_ctx, p);
-    else GPUMEM_FREE(p);
-}
-
-static uint64_t gpumem__now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t gpumem__rng_next(uint64_t *s) { /* xorshift64* */
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1Dull;
-}
-
-gpumem_swctl_config gpumem_swctl_config_default(void) {
-    gpumem_swctl_config c;
-    memset(&c, 0, sizeof c);
-    c.lba_bytes = 512;
-    c.n_blocks = 1u << 16;
-    c.fd = -1;
-    c.max_blocks = 256;
-    c.max_pending = 4096;
-    c.seed = 0x9E3779B97F4A7C15ull;
-    return c;
-}
-
-gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl **out) {
-    gpumem_swctl *c;
-    if (!cfg || !out) return GPUMEM_ENULL;
-    *out = NULL;
-    if (cfg->lba_bytes < 512 || cfg->lba_bytes > 65536 || !gpumem_is_pow2_u64(cfg->lba_bytes)) {
-        GPUMEM_LOG("software controller: LBA size %u is not a power of two in 512..65536", cfg->lba_bytes);
-        return GPUMEM_EINVAL;
-    }
-    if (cfg->n_blocks == 0 || cfg->max_blocks == 0 || cfg->max_blocks > 65536 || cfg->max_pending == 0 ||
-        cfg->error_ppm > 1000000 || (cfg->reorder == 1)) {
-        GPUMEM_LOG("software controller: n_blocks, max_blocks (1..65536), max_pending, error_ppm (<=1e6) "
-                   "or reorder (0 or >1) out of range");
-        return GPUMEM_EINVAL;
-    }
-    if (cfg->n_blocks > (UINT64_MAX / cfg->lba_bytes)) return GPUMEM_EINVAL;
-    if (!cfg->alloc != !cfg->free) return GPUMEM_EINVAL; /* both callbacks or neither */
-    c = (gpumem_swctl *)GPUMEM_MALLOC(sizeof *c);
-    if (!c) return GPUMEM_ENOMEM;
-    memset(c, 0, sizeof *c);
-    c->cfg = *cfg;
-    c->ns.nsid = 1;
-    c->ns.lba_shift = gpumem_log2_u64(cfg->lba_bytes);
-    c->ns.n_blocks = cfg->n_blocks;
-    c->ns.max_blocks = cfg->max_blocks;
-    c->rng = cfg->seed ? cfg->seed : 1;
-    if (cfg->ram) {
-        c->ram = (unsigned char *)cfg->ram;
-    } else if (cfg->fd < 0) {
-        size_t bytes = (size_t)(cfg->n_blocks * cfg->lba_bytes);
-        c->ram = (unsigned char *)gpumem__sw_alloc(cfg, bytes);
-        if (!c->ram) {
-            GPUMEM_LOG("software controller: cannot allocate %zu bytes of backing RAM", bytes);
-            GPUMEM_FREE(c);
-            return GPUMEM_ENOMEM;
-        }
-        memset(c->ram, 0, bytes);
-        c->own_ram = 1;
-    }
-    *out = c;
-    return GPUMEM_OK;
-}
-
-void *gpumem_swctl_ram(gpumem_swctl *ctl) { return ctl ? ctl->ram : NULL; }
-gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl) {
-    gpumem_nvme_ns none;
-    if (ctl) return ctl->ns;
-    memset(&none, 0, sizeof none);
-    return none;
-}
-
-static void gpumem__sw_queue_free(const gpumem_swctl_config *cfg, gpumem__sw_queue *q) {
-    gpumem__sw_free(cfg, q->mem);
-    gpumem__sw_free(cfg, q->prp_mem);
-    GPUMEM_FREE(q->pend);
-    GPUMEM_FREE(q);
-}
-
-gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t n_cids, uint32_t virtual_start,
-                                     gpumem_nvme_qp **out) {
-    gpumem__sw_queue *q, **grown;
-    unsigned char *raw;
-    gpumem_nvme_qp_desc d;
-    size_t pair_bytes = GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 4096), ring_bytes, state_bytes, sw_bytes, total;
-    size_t prp_bytes;
-    unsigned char *mem, *rings;
-    gpumem_status st;
-    if (!ctl || !out) return GPUMEM_ENULL;
-    *out = NULL;
-    if (__atomic_load_n(&ctl->running, __ATOMIC_ACQUIRE)) return GPUMEM_ESTATE;
-    if (!gpumem__valid_count(depth, GPUMEM_NVME_MAX_DEPTH) || !gpumem__valid_count(n_cids, GPUMEM_NVME_MAX_CIDS))
-        return GPUMEM_EINVAL;
-    if (ctl->n_queues >= 65535) return GPUMEM_EINVAL;
-    q = (gpumem__sw_queue *)GPUMEM_MALLOC(sizeof *q);
-    if (!q) return GPUMEM_ENOMEM;
-    memset(q, 0, sizeof *q);
-    ring_bytes = (size_t)depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl));
-    state_bytes = gpumem_nvme_qp_state_bytes(depth, n_cids);
-    sw_bytes = gpumem_nvme_swq_mem_bytes(depth);
-    total = pair_bytes + GPUMEM_ALIGN_UP(ring_bytes + 2 * GPUMEM_PAD_BYTES + state_bytes + sw_bytes, 4096);
-    raw = (unsigned char *)gpumem__sw_alloc(&ctl->cfg, total + 4096);
-    mem = raw ? (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)raw, 4096) : NULL;
-    q->mem = raw;
-    prp_bytes = gpumem_nvme_qp_prp_bytes(n_cids, &ctl->ns);
-    q->prp_mem = prp_bytes ? gpumem__sw_alloc(&ctl->cfg, prp_bytes + 4096) : NULL;
-    q->pend = (gpumem__sw_pending *)GPUMEM_MALLOC((size_t)ctl->cfg.max_pending * sizeof(gpumem__sw_pending));
-    grown = (gpumem__sw_queue **)GPUMEM_MALLOC((ctl->n_queues + 1) * sizeof *grown);
-    if (!raw || !q->pend || !grown || (prp_bytes && !q->prp_mem)) {
-        GPUMEM_FREE(grown);
-        gpumem__sw_queue_free(&ctl->cfg, q);
-        return GPUMEM_ENOMEM;
-    }
-    memset(mem, 0, total);
-    q->qp = (gpumem_nvme_qp *)mem;
-    rings = mem + pair_bytes;
-    memset(&d, 0, sizeof d);
-    d.depth = depth;
-    d.n_cids = n_cids;
-    d.qid = ctl->n_queues + 1;
-    d.virtual_start = virtual_start;
-    d.ns = ctl->ns;
-    d.sq = (gpumem_nvme_cmd *)rings;
-    d.cq = (gpumem_nvme_cpl *)(rings + (size_t)depth * sizeof(gpumem_nvme_cmd));
-    d.sq_doorbell = (uint32_t *)(rings + ring_bytes);
-    d.cq_doorbell = (uint32_t *)(rings + ring_bytes + GPUMEM_PAD_BYTES);
-    d.state = rings + ring_bytes + 2 * GPUMEM_PAD_BYTES;
-    d.state_bytes = state_bytes;
-    d.doorbell_event = &ctl->doorbell_event;
-    d.prp_lists = prp_bytes ? (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)q->prp_mem, 4096) : NULL;
-    if ((st = gpumem_nvme_qp_init(q->qp, &d)) != GPUMEM_OK ||
-        (st = gpumem_nvme_swq_init(&q->sw, q->qp, (unsigned char *)d.state + state_bytes, sw_bytes)) != GPUMEM_OK) {
-        GPUMEM_FREE(grown);
-        gpumem__sw_queue_free(&ctl->cfg, q);
-        return st;
-    }
-    if (ctl->n_queues) memcpy(grown, ctl->queues, ctl->n_queues * sizeof *grown);
-    GPUMEM_FREE(ctl->queues);
-    ctl->queues = grown;
-    ctl->queues[ctl->n_queues++] = q;
-    *out = q->qp;
-    return GPUMEM_OK;
-}
-
-gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme_qp **out) {
-    return gpumem_swctl_add_qp_ex(ctl, depth, depth > GPUMEM_SWCTL_DEFAULT_CIDS ? depth : GPUMEM_SWCTL_DEFAULT_CIDS,
-                                  0, out);
-}
-
-/* Execute one command; returns the status field to post. A namespace in
- * RAM is the core's gpumem_nvme_sw_execute_ram; a file is read and written
- * here, segment by segment along the same PRP walk. */
-static uint16_t gpumem__sw_execute(gpumem_swctl *c, const gpumem_nvme_cmd *cmd) {
-    uint64_t off, len, addr, seg;
-    gpumem_nvme_prp_walk w;
-    int to_host = (cmd->cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, r;
-    uint16_t status;
-    if (c->ram) return gpumem_nvme_sw_execute_ram(&c->st, &c->ns, c->ram, cmd);
-    if ((status = gpumem_nvme_sw_check(&c->st, &c->ns, cmd, &off, &len)) != 0) return status;
-    if (len == 0) return fsync(c->cfg.fd) == 0 ? 0 : GPUMEM_NVME_STATUS(2, 0x80); /* Flush */
-    if (gpumem_nvme_prp_walk_start(&w, cmd, len) != 0) goto bad_prp;
-    while ((r = gpumem_nvme_prp_walk_next(&w, &addr, &seg)) == 1) {
-        off_t at = (off_t)(off + w.done - seg);
-        ssize_t got = to_host ? pread(c->cfg.fd, (void *)(uintptr_t)addr, (size_t)seg, at)
-                              : pwrite(c->cfg.fd, (const void *)(uintptr_t)addr, (size_t)seg, at);
-        if (got != (ssize_t)seg) {
-            if (to_host && got >= 0) memset((char *)(uintptr_t)addr + got, 0, (size_t)(seg - (uint64_t)got));
-            else return to_host ? GPUMEM_NVME_STATUS(2, 0x81) : GPUMEM_NVME_STATUS(2, 0x80);
-        }
-    }
-    if (r == 0) return 0;
-bad_prp:
-    c->st.bad_prp++;
-    return GPUMEM_NVME_STATUS(0, 0x13);
-}
-
-/* Take doorbell values, fetch commands, post due completions. Returns the
- * number of things done (0 = idle). */
-static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_t now) {
-    gpumem_nvme_swq *sw = &q->sw;
-    uint32_t work = 0, posted_before;
-
-    work += gpumem_nvme_sw_take_cq_doorbell(sw, &c->st);
-    work += gpumem_nvme_sw_take_sq_doorbell(sw, &c->st);
-    /* Fetch in order while there is room to hold them. */
-    while (q->pend_count < c->cfg.max_pending) {
-        gpumem__sw_pending *p = &q->pend[(q->pend_head + q->pend_count) % c->cfg.max_pending];
-        uint64_t due = now + c->cfg.latency_ns;
-        if (!gpumem_nvme_sw_fetch(sw, &c->st, &p->cmd)) break;
-        work++;
-        if (++c->fetched == c->cfg.drop_command) { /* test hook: never completed */
-            c->st.dropped++;
-            continue;
-        }
-        if (c->cfg.iops) {
-            uint64_t gap = 1000000000ull / c->cfg.iops;
-            if (due < c->last_due_ns + gap) due = c->last_due_ns + gap;
-        }
-        c->last_due_ns = due;
-        p->due_ns = due;
-        q->pend_count++;
-    }
-    /* Post completions that are due while the CQ has room (it holds depth-1). */
-    posted_before = sw->cq_posted;
-    while (q->pend_count && sw->cq_posted < sw->depth - 1) {
-        uint32_t pick = 0;
-        gpumem__sw_pending e;
-        uint16_t status = 0;
-        if (q->pend[q->pend_head].due_ns > now) break;
-        if (c->cfg.reorder > 1) {
-            uint32_t window = q->pend_count < c->cfg.reorder ? q->pend_count : c->cfg.reorder;
-            pick = (uint32_t)(gpumem__rng_next(&c->rng) % window);
-            if (q->pend[(q->pend_head + pick) % c->cfg.max_pending].due_ns > now) pick = 0;
-            if (pick) c->st.reordered++;
-        }
-        {   /* take entry `pick`, moving the oldest into its place */
-            uint32_t at = (q->pend_head + pick) % c->cfg.max_pending;
-            e = q->pend[at];
-            q->pend[at] = q->pend[q->pend_head];
-            q->pend_head = (q->pend_head + 1) % c->cfg.max_pending;
-            q->pend_count--;
-        }
-        if (e.cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) {
-            /* completes with "command ID conflict" (gpumem_nvme_sw_post) */
-        } else if (c->cfg.error_ppm && gpumem__rng_next(&c->rng) % 1000000u < c->cfg.error_ppm) {
-            /* injected: the command is not executed, so the status must say
-             * failure; a configured status that reads as success does not */
-            status = (c->cfg.error_status & 0x7FFu) ? c->cfg.error_status : GPUMEM_NVME_STATUS(0, 0x06);
-            c->st.errors_injected++;
-        } else if ((status = gpumem__sw_execute(c, &e.cmd)) != 0) {
-            c->st.errors_other++;
-        }
-        gpumem_nvme_sw_post(sw, &c->st, &e.cmd, status);
-        work++;
-    }
-    if (posted_before != sw->cq_posted) {
-        /* Relaxed: a count for watchdogs, nothing is published through it. */
-        __atomic_fetch_add(&c->progress, (uint64_t)(uint32_t)(sw->cq_posted - posted_before), __ATOMIC_RELAXED);
-        gpumem_event_notify(&q->qp->event); /* wake parked pollers */
-    }
-    return work;
-}
-
-/* Earliest due time among the queues' oldest pending commands (UINT64_MAX: none). */
-static uint64_t gpumem__sw_next_due(gpumem_swctl *c) {
-    uint64_t next = UINT64_MAX;
-    uint32_t i;
-    for (i = 0; i < c->n_queues; i++) {
-        gpumem__sw_queue *q = c->queues[i];
-        if (q->pend_count && q->pend[q->pend_head].due_ns < next) next = q->pend[q->pend_head].due_ns;
-    }
-    return next;
-}
-
-/* Publish the controller's counts for gpumem_swctl_get_stats: relaxed
- * atomic stores, one per count (each is exact; together they are a recent
- * snapshot, not one instant). The controller thread alone writes them. */
-static void gpumem__sw_publish(gpumem_swctl *c) {
-    const uint64_t *from = (const uint64_t *)&c->st;
-    uint64_t *to = (uint64_t *)&c->pub;
-    size_t k;
-    for (k = 0; k < sizeof c->st / sizeof(uint64_t); k++)
-        gpumem_atomic_store_u64(&to[k], from[k], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
-}
-
-static void *gpumem__sw_main(void *arg) {
-    gpumem_swctl *c = (gpumem_swctl *)arg;
-    gpumem_backoff b = gpumem_backoff_start();
-    while (__atomic_load_n(&c->running, __ATOMIC_ACQUIRE)) {
-        uint64_t now = gpumem__now_ns(), next;
-        uint32_t i, work = 0, seen;
-        for (i = 0; i < c->n_queues; i++) work += gpumem__sw_service(c, c->queues[i], now);
-        if (work) {
-            gpumem__sw_publish(c);
-            b = gpumem_backoff_start();
-            continue;
-        }
-        if (gpumem_backoff_pause(&b)) continue;
-        /* Idle: park until a doorbell rings or the next command falls due
-         * (at most 1 ms, which also bounds how long stop() takes). */
-        seen = gpumem__event_begin(&c->doorbell_event);
-        for (i = 0; i < c->n_queues; i++) {
-            gpumem__sw_queue *q = c->queues[i];
-            if (__atomic_load_n(q->sw.sq_doorbell, __ATOMIC_ACQUIRE) != q->sw.sq_db_seen ||
-                __atomic_load_n(q->sw.cq_doorbell, __ATOMIC_ACQUIRE) != q->sw.cq_db_seen)
-                work++;
-        }
-        next = gpumem__sw_next_due(c);
-        now = gpumem__now_ns();
-        if (!work && next > now) {
-            uint64_t wait = next - now;
-            gpumem__event_sleep(&c->doorbell_event, seen, (long)(wait < 1000000ull ? wait : 1000000ull));
-        }
-        gpumem__event_end(&c->doorbell_event);
-    }
-    return NULL;
-}
-
-gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
-    uint32_t i;
-    int rc;
-    if (!ctl) return GPUMEM_ENULL;
-    if (ctl->thread_alive) return GPUMEM_ESTATE;
-    if (ctl->n_queues == 0) {
-        GPUMEM_LOG("software controller: start with no queue pairs");
-        return GPUMEM_ESTATE;
-    }
-    for (i = 0; i < ctl->n_queues; i++) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 0);
-    __atomic_store_n(&ctl->running, 1, __ATOMIC_RELEASE);
-    rc = pthread_create(&ctl->thread, NULL, gpumem__sw_main, ctl);
-    if (rc != 0) {
-        __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
-        for (i = 0; i < ctl->n_queues; i++) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 1);
-        GPUMEM_LOG("software controller: pthread_create failed: %s", strerror(rc));
-        return GPUMEM_ESYS;
-    }
-    ctl->thread_alive = 1;
-    return GPUMEM_OK;
-}
-
-gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl) {
-    uint32_t i;
-    if (!ctl) return GPUMEM_ENULL;
-    if (!ctl->thread_alive) return GPUMEM_ESTATE;
-    __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
-    pthread_join(ctl->thread, NULL);
-    gpumem__sw_publish(ctl); /* the final counts */
-    ctl->thread_alive = 0;
-    /* After the thread has ended, so that no completion follows the mark:
-     * every waiter wakes and returns GPUMEM_ENODEV. */
-    for (i = 0; i < ctl->n_queues; i++) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 1);
-    return GPUMEM_OK;
-}
-
-gpumem_status gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out) {
-    const uint64_t *from;
-    uint64_t *to;
-    size_t k;
-    if (!ctl || !out) return GPUMEM_ENULL;
-    from = (const uint64_t *)&ctl->pub;
-    to = (uint64_t *)out;
-    for (k = 0; k < sizeof *out / sizeof(uint64_t); k++)
-        to[k] = gpumem_atomic_load_u64((uint64_t *)&from[k], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
-    out->violations = 0;
-    {   /* the sum of the violation counts (gpumem_nvme_sw_stats_add sets it) */
-        gpumem_swctl_stats zero;
-        memset(&zero, 0, sizeof zero);
-        gpumem_nvme_sw_stats_add(out, &zero);
-    }
-    return GPUMEM_OK;
-}
-
-uint64_t gpumem_swctl_progress(gpumem_swctl *ctl) {
-    return ctl ? __atomic_load_n(&ctl->progress, __ATOMIC_RELAXED) : 0;
-}
-
-size_t gpumem_swctl_report(gpumem_swctl *ctl, char *buf, size_t n) {
-    size_t at = 0;
-    uint32_t i;
-    if (!ctl || !buf) return 0;
-    if (n) buf[0] = 0;
-    for (i = 0; i < ctl->n_queues; i++) {
-        at = gpumem_nvme_qp_report(ctl->queues[i]->qp, buf, n, at);
-        at = gpumem__appendf(buf, n, at, "  controller holds %u fetched commands not yet due or posted\n",
-                             ctl->queues[i]->pend_count);
-        at = gpumem_nvme_swq_report(&ctl->queues[i]->sw, &ctl->st, buf, n, at);
-    }
-    return at;
-}
 
 /* ---- watchdog ---------------------------------------------------------------- */
 
@@ -3268,7 +1935,7 @@ static void *gpumem__watchdog_main(void *arg) {
     gpumem_watchdog *w = (gpumem_watchdog *)arg;
     const uint64_t stall_ns = (uint64_t)(w->cfg.stall_ms ? w->cfg.stall_ms : 10000u) * 1000000ull;
     const uint64_t tick_ns = stall_ns / 20 < 100000000ull ? stall_ns / 20 + 1 : 100000000ull;
-    uint64_t seen = w->cfg.progress(w->cfg.ctx), since = gpumem__now_ns();
+    uint64_t seen = w->cfg.progress(w->cfg.ctx), since = gpumem_clock_ns();
     pthread_mutex_lock(&w->lock);
     while (!w->done) {
         struct timespec until;
@@ -3280,7 +1947,7 @@ static void *gpumem__watchdog_main(void *arg) {
         pthread_cond_timedwait(&w->wake, &w->lock, &until);
         if (w->done) break;
         count = w->cfg.progress(w->cfg.ctx);
-        now = gpumem__now_ns();
+        now = gpumem_clock_ns();
         if (count != seen) {
             seen = count;
             since = now;
@@ -3333,15 +2000,6 @@ int gpumem_watchdog_finish(gpumem_watchdog *w) {
     return fired;
 }
 
-static uint64_t gpumem__swctl_wd_progress(void *ctx) { return gpumem_swctl_progress((gpumem_swctl *)ctx); }
-static void gpumem__swctl_wd_stop(void *ctx) {
-    gpumem_swctl *c = (gpumem_swctl *)ctx;
-    if (c->thread_alive) gpumem_swctl_stop(c);
-}
-static size_t gpumem__swctl_wd_report(void *ctx, char *buf, size_t n) {
-    return gpumem_swctl_report((gpumem_swctl *)ctx, buf, n);
-}
-
 gpumem_watchdog_config gpumem_watchdog_config_make(const char *what, uint32_t stall_ms,
                                                    uint64_t (*progress)(void *), void (*stop)(void *),
                                                    size_t (*report)(void *, char *, size_t), void *ctx) {
@@ -3354,24 +2012,6 @@ gpumem_watchdog_config gpumem_watchdog_config_make(const char *what, uint32_t st
     w.report = report;
     w.ctx = ctx;
     return w;
-}
-
-gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const char *what, uint32_t stall_ms) {
-    return gpumem_watchdog_config_make(what, stall_ms, gpumem__swctl_wd_progress, gpumem__swctl_wd_stop,
-                                       gpumem__swctl_wd_report, ctl);
-}
-
-gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl) {
-    uint32_t i;
-    if (!ctl) return GPUMEM_ENULL;
-    for (i = 0; i < ctl->n_queues; i++)
-        if (gpumem_nvme_qp_check_idle(ctl->queues[i]->qp) != GPUMEM_OK) return GPUMEM_EBUSY;
-    if (ctl->thread_alive) gpumem_swctl_stop(ctl);
-    for (i = 0; i < ctl->n_queues; i++) gpumem__sw_queue_free(&ctl->cfg, ctl->queues[i]);
-    GPUMEM_FREE(ctl->queues);
-    if (ctl->own_ram) gpumem__sw_free(&ctl->cfg, ctl->ram);
-    GPUMEM_FREE(ctl);
-    return GPUMEM_OK;
 }
 
 #endif /* GPUMEM_IMPLEMENTATION */
@@ -3555,13 +2195,19 @@ gpumem_status gpumem_nvmectl_prp(const gpumem_nvmectl_dma *dma, size_t off, uint
 
 #if defined(GPUMEM_IMPLEMENTATION) && !GPUMEM_ON_DEVICE
 
+#include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <linux/vfio.h>
 
 /* Linux values that strict C11 hides behind _DEFAULT_SOURCE. */
@@ -3743,7 +2389,7 @@ gpumem_status gpumem_nvmectl_check(gpumem_nvmectl *c) {
  * absent controller ends the wait early (what = for the message). */
 static gpumem_status gpumem__nvmectl_wait_csts(gpumem_nvmectl *c, uint32_t mask, uint32_t want,
                                                uint32_t timeout_ms, const char *what) {
-    uint64_t deadline = gpumem__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t deadline = gpumem_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
         uint32_t csts = gpumem__reg_read32(c, GPUMEM__REG_CSTS);
         if (csts == 0xFFFFFFFFu)
@@ -3751,7 +2397,7 @@ static gpumem_status gpumem__nvmectl_wait_csts(gpumem_nvmectl *c, uint32_t mask,
         if ((csts & mask) == want) return GPUMEM_OK;
         if ((csts & GPUMEM__CSTS_CFS) && !(mask & GPUMEM__CSTS_CFS))
             return gpumem__nvmectl_fail(c, GPUMEM_ENODEV, "%s: controller fatal status (CSTS 0x%x)", what, csts);
-        if (gpumem__now_ns() > deadline)
+        if (gpumem_clock_ns() > deadline)
             return gpumem__nvmectl_fail(c, GPUMEM_ETIMEDOUT, "%s: not done after %u ms (CSTS 0x%x)", what,
                                         timeout_ms, csts);
         gpumem__host_sleep_ns(1000000L);
@@ -4065,7 +2711,7 @@ gpumem_status gpumem_nvmectl_prp(const gpumem_nvmectl_dma *dma, size_t off, uint
 
 gpumem_status gpumem_nvmectl_wait(gpumem_nvmectl *c, gpumem_nvme_qp *qp, gpumem_nvme_req *req,
                                   uint32_t timeout_ms) {
-    uint64_t start = gpumem__now_ns(), last_check = start;
+    uint64_t start = gpumem_clock_ns(), last_check = start;
     gpumem_backoff b = gpumem_backoff_start();
     if (!c || !qp || !req) return GPUMEM_ENULL;
     for (;;) {
@@ -4076,7 +2722,7 @@ gpumem_status gpumem_nvmectl_wait(gpumem_nvmectl *c, gpumem_nvme_qp *qp, gpumem_
         /* Nobody notifies a waiter when the controller writes a completion
          * by DMA, so sleep briefly rather than park. */
         gpumem__host_sleep_ns(20000L);
-        now = gpumem__now_ns();
+        now = gpumem_clock_ns();
         /* A register read costs a trip to the device (a VM exit under
          * emulation), so look at CSTS once a millisecond, not every round. */
         if (now - last_check > 1000000ull) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "gpumem_cache.h"
+#include "gpumem_swctl.h"
 #include "cas_baseline.h"
 
 namespace {

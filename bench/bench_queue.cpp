@@ -16,7 +16,7 @@
 #include <mutex>
 #include <vector>
 
-#include "gpumem_nvme.h"
+#include "gpumem_swctl.h"
 
 namespace {
 

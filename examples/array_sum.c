@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "gpumem_cache.h"
+#include "gpumem_swctl.h"
 
 #define BLOCK 4096u /* LBA size */
 #define CHUNK 8u    /* blocks per command: 32 KiB, a PRP list of 8 pages */

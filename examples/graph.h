@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "gpumem_cache.h"
+#include "gpumem_swctl.h"
 
 #define GRAPH_MAGIC "GPUMEMG1"
 #define GRAPH_PAGE 4096u

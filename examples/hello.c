@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gpumem_nvme.h"
+#include "gpumem_swctl.h" /* the software controller; includes gpumem_nvme.h (the queue pair) */
 
 static uint32_t out[1024], in[1024]; /* one 4 KiB block each; NVMe wants data buffers dword aligned */
 

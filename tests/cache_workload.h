@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "gpumem_cache.h"
+#include "gpumem_swctl.h"
 
 static uint64_t initial_word(uint64_t w) { return w * 0x9E3779B97F4A7C15ull ^ 0x5bd1e995ull; }
 static uint64_t written_word(uint64_t w, uint64_t round) { return (w * 0xC2B2AE3D27D4EB4Full) ^ (round << 1) ^ 1; }

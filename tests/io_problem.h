@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "gpumem_nvme.h"
+#include "gpumem_swctl.h"
 
 /* NULL if every check passed, else what was wrong, written to msg. */
 static inline const char *io_problem(char *msg, size_t n, const gpumem_nvme_sw_stats *s, uint64_t issued,

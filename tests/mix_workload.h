@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpumem_nvme.h"
+#include "gpumem_swctl.h"
 #include "block_content.h"
 #include "io_problem.h"
 

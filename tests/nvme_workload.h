@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpumem_nvme.h"
+#include "gpumem_swctl.h"
 #include "block_content.h"
 #include "io_problem.h"
 

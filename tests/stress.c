@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "gpumem_cache.h"
+#include "gpumem_swctl.h"
 #include "nvme_workload.h"
 #include "cache_workload.h"
 #include "mix_workload.h"

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "gpumem_cache.h"
+#include "gpumem_swctl.h"
 #include "cache_workload.h"
 
 /* A hang fails its test instead of stalling the run. */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "gpumem_cache.h"
+#include "gpumem_swctl.h"
 #include "block_content.h"
 #include "bare_pair.h"
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "log_capture.h"
-#include "gpumem_nvme.h"
+#include "gpumem_swctl.h"
 #include "nvme_workload.h"
 #include "bare_pair.h"
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gpumem_cache.h"
+#include "gpumem_swctl.h"
 #include "bare_pair.h"
 #include "mix_workload.h"
 

@@ -15,7 +15,7 @@
 #include <pthread.h>
 #include <sys/resource.h>
 
-#include "gpumem_nvme.h"
+#include "gpumem_swctl.h"
 #include "block_content.h"
 
 enum { N = 32 };

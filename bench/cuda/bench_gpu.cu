@@ -30,6 +30,7 @@
 
 #define GPUMEM_IMPLEMENTATION
 #include "gpumem_cache.h"
+#include "gpumem_swctl.h"
 #include "../cas_baseline.h"
 #include "../../tests/cuda/cuda_check.h"
 #include "../../tests/cuda/cache_rig.h"

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "gpumem_cache.h"
+#include "gpumem_swctl.h"
 #include "tests/cuda/watch.h" // a stalled run reports and exits instead of hanging
 
 #define LINE 4096u

@@ -6,7 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cuda_host.h"
 #define GPUMEM_IMPLEMENTATION
-#include "gpumem_nvme.h"
+#include "gpumem_swctl.h"
 #include "tests/cuda/watch.h" // a stalled run reports and exits instead of hanging
 
 __global__ void hello(gpumem_nvme_qp *qp, char *out, char *in, int *wrong) {

@@ -31,6 +31,7 @@
 #define GPUMEM_CACHE_CHECK 1
 #define GPUMEM_IMPLEMENTATION
 #include "gpumem_cache.h"
+#include "gpumem_swctl.h"
 
 #include "cuda_check.h"
 #include "cache_rig.h"

@@ -25,7 +25,7 @@
 #include <string.h>
 
 #define GPUMEM_IMPLEMENTATION
-#include "gpumem_nvme.h"
+#include "gpumem_swctl.h"
 
 #include "cuda_check.h"
 #include "watch.h"

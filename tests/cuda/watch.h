@@ -8,7 +8,7 @@
 #define GPUMEM_TEST_CUDA_WATCH_H
 #include <stdlib.h>
 #include <string.h>
-#include "gpumem_nvme.h"
+#include "gpumem_swctl.h"
 /* A watchdog on a running GPU-resident controller (gpumem_watchdog): when
  * its command count stops for stall_ms it prints every pair's client and
  * controller state (copied from GPU memory), stops the controller and ends
