@@ -26,7 +26,7 @@ WARN    := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -g
 BUILD   := build
 HEADERS := gpumem.h gpumem_nvme.h gpumem_swctl.h gpumem_cache.h gpumem_policy.h
-TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme $(BUILD)/test_cache $(BUILD)/test_robust $(BUILD)/test_wakeup $(BUILD)/test_graph $(BUILD)/test_policy
+TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme $(BUILD)/test_cache $(BUILD)/test_robust $(BUILD)/test_wakeup $(BUILD)/test_graph $(BUILD)/test_policy $(BUILD)/test_faults $(BUILD)/test_faults_ndebug
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -82,6 +82,11 @@ $(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DGPUMEM_BUILD_DIR='"$(BUILD)"' -I. $< -o $@ -lcriterion -pthread
 
 $(BUILD)/test_policy: bench/policy_sim.h
+
+# The fault tests once more with NDEBUG: a faulty controller must meet the
+# same checks when assertions are compiled out (no check rests on GPUMEM_ASSERT).
+$(BUILD)/test_faults_ndebug: tests/test_faults.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DNDEBUG -I. $< -o $@ -lcriterion -pthread
 
 # The graph test runs the graph program as well as including its header.
 $(BUILD)/test_graph: examples/graph.h $(BUILD)/graph

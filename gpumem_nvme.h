@@ -957,18 +957,20 @@ GPUMEM_API void gpumem__qp_fault(gpumem_nvme_qp *qp, uint32_t bit, uint32_t idx,
 #if !GPUMEM_ON_DEVICE
     if (!(was & bit)) {
         static const char *const what[] = {
-            "a completion whose CID names no command in flight (dropped)",
-            "a completion for an ID in flight under another generation: a stale repeat (dropped)",
-            "a second completion for one command (dropped)",
-            "a completion whose SQ head says its command was not fetched yet (dropped)",
-            "a completion whose SQ head is no forward move within what was submitted (dropped)",
-            "a command outlived the pair's command timeout (its ID stays reserved until it completes or the "
-            "pair is reset)"};
+            "the controller sent a completion whose CID names no command in flight (dropped)",
+            "the controller sent a completion for an ID in flight under another generation, a stale repeat "
+            "(dropped)",
+            "the controller sent a second completion for one command (dropped)",
+            "the controller sent a completion whose SQ head says its command was not fetched yet (dropped)",
+            "the controller sent a completion whose SQ head is no forward move within what was submitted "
+            "(dropped)",
+            "a command outlived the command timeout (its ID stays reserved until it completes or the pair is "
+            "reset)"};
         uint32_t k = 0;
         while ((bit >> k) > 1) k++;
-        GPUMEM_LOG("queue pair %u: the controller sent %s: CID %u, %s %u; further faults of this kind are only "
-                   "counted (gpumem_nvme_qp_get_stats)",
-                   qp->qid, what[k], cid, bit == GPUMEM_NVME_FAULT_TIMEOUT ? "outstanding ms" : "SQ head", detail);
+        GPUMEM_LOG("queue pair %u: %s: CID %u, %s %u; further faults of this kind are only counted "
+                   "(gpumem_nvme_qp_get_stats)",
+                   qp->qid, what[k], cid, bit == GPUMEM_NVME_FAULT_TIMEOUT ? "timeout ms" : "SQ head", detail);
     }
 #else
     (void)was;
