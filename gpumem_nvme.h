@@ -73,8 +73,8 @@
  * is occupied twice per lap - once when the thread's command is handed to the
  * controller (increment #1, done by the submitter when it sees its tail marker
  * reset) and once when the controller is known to have consumed it (increment
- * #2, done by whoever moves the completion-queue head past a completion whose
- * SQ-head field passed the position). So a thread waits until the position's
+ * #2, done by whoever moves the completion-queue head past a completion that
+ * proves the position consumed; see "Validation"). So a thread waits until the position's
  * turn counter equals 2 * lap. It then writes its 64-byte command, sets its
  * tail marker, and either waits for a tail-lock holder to move the tail past it
  * or takes the lock itself: the holder moves the tail over every consecutive
@@ -90,10 +90,10 @@
  * Completion (§5.2, §5.3). Any thread that looks for a completion scans the
  * CQ from the head, lock-free, for entries with the expected phase (lap
  * parity), and harvests every one it finds, not only its own: it claims the
- * entry's head marker (compare-and-swap), copies status and dword 0 into the
- * command ID's mailbox word, and marks the entry taken. Whoever holds the head
- * lock moves the head over consecutive taken entries, applies the SQ-head
- * field of the last one to the submission queue (stale-entry cleanup, §5.4:
+ * entry's head marker (compare-and-swap), validates it, copies status and
+ * dword 0 into the command ID's mailbox, and marks the entry taken. Whoever
+ * holds the head lock moves the head over consecutive taken entries, moves
+ * the SQ head as far as those completions prove (stale-entry cleanup, §5.4:
  * increment #2 of every SQ position passed), rings the CQ doorbell and
  * publishes the head. The holder re-checks the marker at the new head after
  * unlocking, and a harvester checks the lock after marking (a store-then-load
@@ -133,10 +133,63 @@
  * Bounded waits and shutdown. Every wait for an ID or a completion ends on a
  * deadline (the *_timed forms, GPUMEM_ETIMEDOUT) or when the pair's `stopped`
  * word is set (GPUMEM_ENODEV; the software controllers set it when they stop,
- * and notify the pair's event). A caller that stops waiting for a command
- * already submitted leaves its ID ORPHAN: the command may still complete (and
- * its data move) while the controller runs; whoever harvests the completion
- * frees the ID.
+ * and notify the pair's event; GPUMEM_EABORTED while a reset deletes the
+ * queues). A caller that stops waiting for a command already submitted
+ * leaves its ID ORPHAN: the command may still complete (and its data move)
+ * while the controller runs; whoever harvests the completion frees the ID.
+ *
+ * Validation: the controller is untrusted (issue 19). Every completion is
+ * judged in the harvest path, which host and GPU threads share, before it
+ * touches a request (gpumem__cpl_judge):
+ *   - its CID names a command in flight: the ID's word is taken, its
+ *     command submitted and not yet completed;
+ *   - its generation matches. A CID is the ID in its low log2(n_cids) bits
+ *     and a generation above them, advanced each time the ID is taken, so an
+ *     old completion repeated after the ID was reused does not match (Linux
+ *     keeps a 4-bit counter above its tags alike). With at most 4,096 IDs a
+ *     pair has at least 4 generation bits; 8,192 IDs leave 3, 16,384 2,
+ *     32,768 1, and 65,536 none: such a pair tells a stale repeat from the
+ *     current command only by the SQ-head check below (a repeat whose SQ
+ *     head passes the new command's entry is believed). A CID outside
+ *     0..n_cids - 1 is an ID with a generation, like any other;
+ *   - the SQ head in dword 2 is a plausible forward move: at or past the
+ *     head known so far, at most the tail (what was handed over); tail and
+ *     known head are at most depth - 1 apart, so a position names one
+ *     virtual head. A backward move is seen as one past the tail unless it
+ *     is indistinguishable from a forward one;
+ *   - that head has passed the command's own entry (its ticket, kept in the
+ *     ID's word from submission): the command was fetched. A completion
+ *     waiting in the CQ before its command was submitted fails this or the
+ *     first check.
+ * A completion that fails is still consumed (the head moves past it and the
+ * doorbell is rung, so the controller never stalls), then dropped, counted
+ * by kind (gpumem_nvme_qp_get_stats), logged once per kind on the host
+ * (GPUMEM_LOG), and raises a bit of the pair's fault flag
+ * (gpumem_nvme_qp_faults, readable by device code). Only a compare-and-swap
+ * from the exact word judged delivers, so no completion is delivered twice.
+ * The SQ head is then believed only as far as evidence goes: a delivered
+ * completion proves its command fetched, and commands are fetched in order,
+ * so its ticket + 1 entries are consumed; that, not the head the controller
+ * wrote, frees SQ positions. Whatever head a controller reports, no
+ * unconsumed entry is overwritten; and no check anywhere asserts on a value
+ * the controller wrote. The checks cost a few loads of lines the harvester
+ * touches anyway; they are always on.
+ *
+ * Timeouts. A command outstanding longer than the pair's cmd_timeout_ms
+ * (default 30,000 ms, as Linux's I/O timeout; GPUMEM_NVME_CMD_TIMEOUT_NEVER
+ * for none) is given up: its blocking call and its poll return
+ * GPUMEM_ETIMEDOUT (the clock is gpumem_clock_ns: CLOCK_MONOTONIC on the
+ * host, %globaltimer on the GPU). Its ID stays reserved (ORPHAN) until its
+ * late completion arrives, which is counted (`late`) and frees the ID but
+ * reaches no request, or until the pair is reset. Until then the device may
+ * still write into the command's buffer: gpumem_nvme_req_busy says when a
+ * request's buffer may be reused.
+ *
+ * Reset (gpumem_nvme_qp_abort, gpumem_nvme_qp_reinit, driven by
+ * gpumem_swctl_reset_begin/end and gpumem_nvmectl_reset_begin/end): the
+ * controller deletes the I/O SQ, then the CQ (then it moves no more data
+ * for them), the pair is aborted (waits and polls end with GPUMEM_EABORTED),
+ * reinitialised once its users are out, and the queues are recreated.
  *
  * Scopes. Rings (SQ entries, CQ entries) and doorbells are shared with the
  * controller: system scope. Tickets, turns, markers, locks and command IDs are
@@ -547,8 +600,8 @@ typedef struct gpumem__nvme_word {
 #define GPUMEM_NVME_FAULT_TIMEOUT 0x20u   /* a command outlived the pair's cmd_timeout_ms */
 /* Indices of the pair's counts (gpumem_nvme_qp.counts). */
 enum {
-    GPUMEM__QP_STRAY, GPUMEM__QP_STALE, GPUMEM__QP_DUPLICATE, GPUMEM__QP_EARLY, GPUMEM__QP_SQ_HEAD,
-    GPUMEM__QP_LATE, GPUMEM__QP_TIMED_OUT, GPUMEM__QP_ABORTED, GPUMEM__QP_COUNTS
+    GPUMEM__QPC_STRAY, GPUMEM__QPC_STALE, GPUMEM__QPC_DUPLICATE, GPUMEM__QPC_EARLY, GPUMEM__QPC_SQ_HEAD,
+    GPUMEM__QPC_LATE, GPUMEM__QPC_TIMED_OUT, GPUMEM__QPC_ABORTED, GPUMEM__QPC_COUNTS
 };
 
 /* Values of the pair's `stopped` word. */
@@ -597,8 +650,8 @@ typedef struct gpumem_nvme_qp {
     gpumem__nvme_word faults;   /* GPUMEM_NVME_FAULT_* bits raised so far */
     /* Rare events, counted together on one line: completions dropped by
      * kind, late completions, timed-out and aborted commands. */
-    uint32_t counts[GPUMEM__QP_COUNTS];
-    uint32_t pad1_[GPUMEM_PAD_BYTES / 4 - GPUMEM__QP_COUNTS];
+    uint32_t counts[GPUMEM__QPC_COUNTS];
+    uint32_t pad1_[GPUMEM_PAD_BYTES / 4 - GPUMEM__QPC_COUNTS];
     /* Host threads park here when they wait on other threads of the pair. */
     gpumem_event event;
     /* ... and here when they wait for a command ID (a unit of the budget):
@@ -1028,7 +1081,7 @@ GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, const gpumem_nvme_cpl *
             gpumem_atomic_store_u64(&qp->cids[id], orphan ? done : done | GPUMEM__CID_IN_USE, GPUMEM_ORDER_RELEASE,
                                     GPUMEM__DEV);
             if (orphan) {
-                gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QP_LATE], 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+                gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QPC_LATE], 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
                 gpumem__budget_put(qp);
             }
             return (uint32_t)w + 1; /* its ticket + 1 */
@@ -1344,10 +1397,10 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_submit(gpumem_nvme_qp *qp, const gpumem_
 GPUMEM_API int gpumem__cid_give_up(gpumem_nvme_qp *qp, uint16_t wire, gpumem_status why, int expired) {
     if (!gpumem__cid_orphan(qp, wire)) return 0;
     if (expired)
-        gpumem__qp_fault(qp, GPUMEM_NVME_FAULT_TIMEOUT, GPUMEM__QP_TIMED_OUT, wire,
+        gpumem__qp_fault(qp, GPUMEM_NVME_FAULT_TIMEOUT, GPUMEM__QPC_TIMED_OUT, wire,
                          (uint32_t)(qp->cmd_timeout_ns / 1000000ull));
     else if (why == GPUMEM_EABORTED)
-        gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QP_ABORTED], 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QPC_ABORTED], 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     return 1;
 }
 
@@ -1667,7 +1720,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_reinit(gpumem_nvme_qp *qp) {
         qp->cids[i] = GPUMEM__CID_IN_USE | GPUMEM__CID_DONE | wire | (uint32_t)(start - 1);
         aborted++;
     }
-    qp->counts[GPUMEM__QP_ABORTED] += aborted;
+    qp->counts[GPUMEM__QPC_ABORTED] += aborted;
     gpumem__qp_restart(qp, start);
     /* Release (in set_state): all of the above before a user sees the pair running. */
     return gpumem__qp_set_state(qp, GPUMEM__QP_RUNNING);
@@ -1696,21 +1749,21 @@ GPUMEM_API uint32_t gpumem_nvme_qp_faults(gpumem_nvme_qp *qp) {
 /* The counts so far; safe while the pair runs (each one exact, together a
  * recent snapshot). */
 GPUMEM_API gpumem_status gpumem_nvme_qp_get_stats(gpumem_nvme_qp *qp, gpumem_nvme_qp_stats *out) {
-    uint32_t i, c[GPUMEM__QP_COUNTS];
+    uint32_t i, c[GPUMEM__QPC_COUNTS];
     if (!qp || !out) return GPUMEM_ENULL;
-    for (i = 0; i < GPUMEM__QP_COUNTS; i++)
+    for (i = 0; i < GPUMEM__QPC_COUNTS; i++)
         c[i] = gpumem_atomic_load_u32(&qp->counts[i], GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     out->sq_doorbell_writes = gpumem_atomic_load_u32(&qp->sq_doorbell_writes.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     out->cq_doorbell_writes = gpumem_atomic_load_u32(&qp->cq_doorbell_writes.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-    out->stray = c[GPUMEM__QP_STRAY];
-    out->stale = c[GPUMEM__QP_STALE];
-    out->duplicate = c[GPUMEM__QP_DUPLICATE];
-    out->early = c[GPUMEM__QP_EARLY];
-    out->bad_sq_head = c[GPUMEM__QP_SQ_HEAD];
+    out->stray = c[GPUMEM__QPC_STRAY];
+    out->stale = c[GPUMEM__QPC_STALE];
+    out->duplicate = c[GPUMEM__QPC_DUPLICATE];
+    out->early = c[GPUMEM__QPC_EARLY];
+    out->bad_sq_head = c[GPUMEM__QPC_SQ_HEAD];
     out->dropped = out->stray + out->stale + out->duplicate + out->early + out->bad_sq_head;
-    out->late = c[GPUMEM__QP_LATE];
-    out->timed_out = c[GPUMEM__QP_TIMED_OUT];
-    out->aborted = c[GPUMEM__QP_ABORTED];
+    out->late = c[GPUMEM__QPC_LATE];
+    out->timed_out = c[GPUMEM__QPC_TIMED_OUT];
+    out->aborted = c[GPUMEM__QPC_ABORTED];
     out->orphans = 0;
     for (i = 0; i < qp->n_cids; i++) {
         uint64_t w = gpumem_atomic_load_u64(&qp->cids[i], GPUMEM_ORDER_RELAXED, GPUMEM__DEV);

@@ -915,6 +915,21 @@ gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl);
  * not drain: finish or abandon the requests, join the threads, then destroy
  * (README: shutdown order). */
 gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl);
+/* Reset pair qp (issue 19), in two steps around its users, as NVMe does
+ * with Delete and Create I/O Queue (gpumem_nvme.h, "Reset"):
+ * reset_begin deletes the pair's SQ, then its CQ: commands fetched and not
+ * completed are dropped (never carried out: no data moves for the pair's
+ * commands once it returns), nothing more is fetched or posted; then every
+ * wait on the pair and every poll of a request without its result ends
+ * with GPUMEM_EABORTED (gpumem_nvme_qp_abort); safe under load. Once no
+ * thread is inside a call on the pair, reset_end reinitialises it
+ * (gpumem_nvme_qp_reinit: requests still submitted end "aborted", results
+ * that came before are kept) and recreates the queues; the pair is served
+ * again (or stopped, if the controller is). reset_end returns GPUMEM_EBUSY,
+ * changing nothing, while a thread still waits in the pair for an ID:
+ * call it again. Other pairs are served throughout (paused for a moment). */
+gpumem_status gpumem_swctl_reset_begin(gpumem_swctl *ctl, gpumem_nvme_qp *qp);
+gpumem_status gpumem_swctl_reset_end(gpumem_swctl *ctl, gpumem_nvme_qp *qp);
 /* A watchdog on one software controller: progress is its completions, stop
  * is gpumem_swctl_stop, the report is gpumem_swctl_report. */
 gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const char *what, uint32_t stall_ms);
@@ -950,6 +965,7 @@ typedef struct gpumem__sw_queue {
     gpumem_nvme_swq sw; /* the controller's side (core above) */
     gpumem__sw_pending *pend; /* ring of fetched commands, in fetch order */
     uint32_t pend_head, pend_count;
+    int deleted; /* between reset_begin and reset_end: neither fetched from nor posted to */
 } gpumem__sw_queue;
 
 struct gpumem_swctl {
@@ -1250,7 +1266,8 @@ static void *gpumem__sw_main(void *arg) {
     while (__atomic_load_n(&c->running, __ATOMIC_ACQUIRE)) {
         uint64_t now = gpumem_clock_ns(), next;
         uint32_t i, work = 0, seen;
-        for (i = 0; i < c->n_queues; i++) work += gpumem__sw_service(c, c->queues[i], now);
+        for (i = 0; i < c->n_queues; i++)
+            if (!c->queues[i]->deleted) work += gpumem__sw_service(c, c->queues[i], now);
         if (work) {
             gpumem__sw_publish(c);
             b = gpumem_backoff_start();
@@ -1262,6 +1279,7 @@ static void *gpumem__sw_main(void *arg) {
         seen = gpumem__event_begin(&c->doorbell_event);
         for (i = 0; i < c->n_queues; i++) {
             gpumem__sw_queue *q = c->queues[i];
+            if (q->deleted) continue;
             if (__atomic_load_n(q->sw.sq_doorbell, __ATOMIC_ACQUIRE) != q->sw.sq_db_seen ||
                 __atomic_load_n(q->sw.cq_doorbell, __ATOMIC_ACQUIRE) != q->sw.cq_db_seen)
                 work++;
@@ -1277,39 +1295,105 @@ static void *gpumem__sw_main(void *arg) {
     return NULL;
 }
 
-gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
-    uint32_t i;
+/* Start and end the controller thread, touching no pair's stopped word. */
+static gpumem_status gpumem__sw_thread_start(gpumem_swctl *ctl) {
     int rc;
-    if (!ctl) return GPUMEM_ENULL;
-    if (ctl->thread_alive) return GPUMEM_ESTATE;
-    if (ctl->n_queues == 0) {
-        GPUMEM_LOG("software controller: start with no queue pairs");
-        return GPUMEM_ESTATE;
-    }
-    for (i = 0; i < ctl->n_queues; i++) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 0);
     __atomic_store_n(&ctl->running, 1, __ATOMIC_RELEASE);
     rc = pthread_create(&ctl->thread, NULL, gpumem__sw_main, ctl);
     if (rc != 0) {
         __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
-        for (i = 0; i < ctl->n_queues; i++) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 1);
         GPUMEM_LOG("software controller: pthread_create failed: %s", strerror(rc));
         return GPUMEM_ESYS;
     }
     ctl->thread_alive = 1;
     return GPUMEM_OK;
 }
+static void gpumem__sw_thread_stop(gpumem_swctl *ctl) {
+    __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
+    pthread_join(ctl->thread, NULL);
+    gpumem__sw_publish(ctl); /* the final counts */
+    ctl->thread_alive = 0;
+}
+
+gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
+    uint32_t i;
+    if (!ctl) return GPUMEM_ENULL;
+    if (ctl->thread_alive) return GPUMEM_ESTATE;
+    if (ctl->n_queues == 0) {
+        GPUMEM_LOG("software controller: start with no queue pairs");
+        return GPUMEM_ESTATE;
+    }
+    for (i = 0; i < ctl->n_queues; i++)
+        if (!ctl->queues[i]->deleted) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 0);
+    if (gpumem__sw_thread_start(ctl) != GPUMEM_OK) {
+        for (i = 0; i < ctl->n_queues; i++)
+            if (!ctl->queues[i]->deleted) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 1);
+        return GPUMEM_ESYS;
+    }
+    return GPUMEM_OK;
+}
+
+/* The queue of pair qp, or NULL. */
+static gpumem__sw_queue *gpumem__sw_find(gpumem_swctl *ctl, const gpumem_nvme_qp *qp) {
+    uint32_t i;
+    for (i = 0; i < ctl->n_queues; i++)
+        if (ctl->queues[i]->qp == qp) return ctl->queues[i];
+    return NULL;
+}
+
+gpumem_status gpumem_swctl_reset_begin(gpumem_swctl *ctl, gpumem_nvme_qp *qp) {
+    gpumem__sw_queue *q;
+    int was_running;
+    if (!ctl || !qp) return GPUMEM_ENULL;
+    if (!(q = gpumem__sw_find(ctl, qp))) return GPUMEM_EINVAL;
+    if (q->deleted) return GPUMEM_ESTATE;
+    /* The thread is paused while the queue changes: it reads the queue's
+     * fields without a lock. */
+    was_running = ctl->thread_alive;
+    if (was_running) gpumem__sw_thread_stop(ctl);
+    /* Delete I/O SQ, then I/O CQ: what was fetched and not completed is
+     * dropped, never carried out; nothing more is fetched or posted. */
+    q->pend_count = 0;
+    q->deleted = 1;
+    if (was_running && gpumem__sw_thread_start(ctl) != GPUMEM_OK) {
+        gpumem_nvme_qp_abort(qp);
+        return GPUMEM_ESYS;
+    }
+    return gpumem_nvme_qp_abort(qp);
+}
+
+gpumem_status gpumem_swctl_reset_end(gpumem_swctl *ctl, gpumem_nvme_qp *qp) {
+    gpumem__sw_queue *q;
+    gpumem_status st;
+    int was_running;
+    if (!ctl || !qp) return GPUMEM_ENULL;
+    if (!(q = gpumem__sw_find(ctl, qp))) return GPUMEM_EINVAL;
+    if (!q->deleted) return GPUMEM_ESTATE;
+    was_running = ctl->thread_alive;
+    if (was_running) gpumem__sw_thread_stop(ctl);
+    /* The pair first (it zeroes the CQ and the doorbells), then the
+     * controller's side of the recreated queues. */
+    if ((st = gpumem_nvme_qp_reinit(qp)) == GPUMEM_OK &&
+        (st = gpumem_nvme_swq_init(&q->sw, qp, q->sw.cq_cid, gpumem_nvme_swq_mem_bytes(qp->depth))) == GPUMEM_OK) {
+        q->deleted = 0;
+        if (!was_running) gpumem_nvme_qp_set_stopped(qp, 1);
+    }
+    if (was_running && gpumem__sw_thread_start(ctl) != GPUMEM_OK) {
+        gpumem_nvme_qp_set_stopped(qp, 1);
+        return GPUMEM_ESYS;
+    }
+    return st;
+}
 
 gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl) {
     uint32_t i;
     if (!ctl) return GPUMEM_ENULL;
     if (!ctl->thread_alive) return GPUMEM_ESTATE;
-    __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
-    pthread_join(ctl->thread, NULL);
-    gpumem__sw_publish(ctl); /* the final counts */
-    ctl->thread_alive = 0;
+    gpumem__sw_thread_stop(ctl);
     /* After the thread has ended, so that no completion follows the mark:
      * every waiter wakes and returns GPUMEM_ENODEV. */
-    for (i = 0; i < ctl->n_queues; i++) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 1);
+    for (i = 0; i < ctl->n_queues; i++)
+        if (!ctl->queues[i]->deleted) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 1);
     return GPUMEM_OK;
 }
 

@@ -33,7 +33,7 @@ typedef struct fctl {
     gpumem_nvme_cmd sq[FCTL_DEPTH];
     gpumem_nvme_cpl cq[FCTL_DEPTH];
     uint32_t doorbells[2];
-    uint64_t state[2048];
+    _Alignas(64) uint64_t state[2048];
     unsigned char disk[FCTL_BLOCKS * FCTL_LBA];
     /* the controller's side */
     uint32_t sq_head;  /* next entry to fetch */
