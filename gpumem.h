@@ -356,12 +356,20 @@ typedef struct gpumem_backoff {
     uint32_t spins; /* host: rounds so far */
 } gpumem_backoff;
 
-/* An eventcount: seq changes on every notification that found a waiter. */
+/* An eventcount: seq changes on every notification that found a waiter.
+ * `shared` (set before first use, then read-only): waiters and wakers may be
+ * in different processes that map the event's memory (a process-shared
+ * futex, a little slower in the kernel); 0 (what `= {0}` gives): one process. */
 typedef struct gpumem_event {
     uint32_t seq;
     uint32_t waiters;
-    uint32_t pad_[GPUMEM_PAD_BYTES / 4 - 2];
+    uint32_t shared;
+    uint32_t pad_[GPUMEM_PAD_BYTES / 4 - 3];
 } gpumem_event;
+
+/* The futex operation flag for an event: FUTEX_PRIVATE_FLAG (128) unless
+ * the event is process-shared. */
+#define GPUMEM__FUTEX_FLAGS(ev) ((ev)->shared ? 0 : 128)
 
 GPUMEM_API gpumem_backoff gpumem_backoff_start(void) {
     gpumem_backoff b;
@@ -433,7 +441,7 @@ GPUMEM_API void gpumem__event_wake(gpumem_event *ev, int n) {
     if (gpumem_atomic_load_u32(&ev->waiters, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) == 0) return;
     gpumem_atomic_fetch_add_u32(&ev->seq, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM_SCOPE_SYSTEM);
 #if defined(__linux__)
-    syscall(SYS_futex, &ev->seq, 1 /* FUTEX_WAKE */ | 128 /* PRIVATE */, n, NULL, NULL, 0);
+    syscall(SYS_futex, &ev->seq, 1 /* FUTEX_WAKE */ | GPUMEM__FUTEX_FLAGS(ev), n, NULL, NULL, 0);
 #else
     (void)n;
 #endif
@@ -481,7 +489,7 @@ GPUMEM_API void gpumem__event_sleep(gpumem_event *ev, uint32_t seen, long timeou
         gpumem__host_sleep_ns(timeout_ns < 20000 ? timeout_ns : 20000);
         return;
     }
-    syscall(SYS_futex, &ev->seq, 0 /* FUTEX_WAIT */ | 128 /* PRIVATE */, seen, &ts, NULL, 0);
+    syscall(SYS_futex, &ev->seq, 0 /* FUTEX_WAIT */ | GPUMEM__FUTEX_FLAGS(ev), seen, &ts, NULL, 0);
 #else
     (void)ev, (void)seen;
     gpumem__host_sleep_ns(timeout_ns < 20000 ? timeout_ns : 20000);

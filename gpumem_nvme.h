@@ -609,12 +609,39 @@ enum {
 #define GPUMEM__QP_STOPPED 1u /* the controller stopped: waits end with GPUMEM_ENODEV */
 #define GPUMEM__QP_ABORTED 2u /* the queues were deleted (reset): waits end with GPUMEM_EABORTED */
 
+/* The controller-visible words of a pair besides its rings and doorbells:
+ * what a controller writes for the pair's threads to read, and where host
+ * threads park. It lives in ring memory, with the rings, never with the
+ * client state, so that a controller that reaches only the rings (another
+ * process, the far side of PCIe) reaches it too; the host-thread controller
+ * touches nothing else of a pair. Its events are process-shared futexes
+ * (gpumem_event.shared) for the same reason. GPU threads read `stopped` and
+ * never touch the events (a device thread never parks, and its notify is a
+ * no-op). */
+typedef struct gpumem_nvme_qp_signals {
+    gpumem__nvme_word stopped; /* GPUMEM__QP_*: nonzero ends waits (ENODEV; EABORTED during a reset) */
+    /* Host threads park here while they wait on the pair (a turn, the tail,
+     * a completion). Notified by the pair's threads as they make progress
+     * and by a host controller after it posts completions or stops (its
+     * interrupt, in NVMe terms). */
+    gpumem_event event;
+    /* ... and here while they wait for a command ID: each ID given back
+     * wakes one of them, not every waiter of the pair; a stop wakes all. */
+    gpumem_event id_event;
+} gpumem_nvme_qp_signals;
+
+/* The pair as its threads see it: the client state. Every word below is
+ * touched only by the threads that use the pair (GPU threads: keep it in
+ * GPU memory, so that no client atomic crosses PCIe); what the controller
+ * sees is reached through the pointers to ring memory (sq, cq, doorbells,
+ * signals, prp_lists). */
 typedef struct gpumem_nvme_qp {
     /* set at init, read-only afterwards */
     gpumem_nvme_cmd *sq;      /* depth entries, controller-visible */
     gpumem_nvme_cpl *cq;      /* depth entries, controller-visible */
     uint32_t *sq_doorbell;    /* SQ tail doorbell (MMIO for a real controller) */
     uint32_t *cq_doorbell;    /* CQ head doorbell */
+    gpumem_nvme_qp_signals *signals; /* controller-visible: stop flag, host parking */
     gpumem__nvme_slot *slots; /* depth records */
     uint64_t *cids;           /* n_cids words: command-ID state (see above) */
     uint32_t *cid_mail;       /* 2 n_cids words: each ID's completion dword 0 and status field */
@@ -646,17 +673,11 @@ typedef struct gpumem_nvme_qp {
     gpumem__nvme_word cq_doorbell_writes;
     gpumem__nvme_word inflight; /* command IDs taken and not yet given back (the budget) */
     gpumem__nvme_word waiters;  /* threads waiting for an ID inside a pair call */
-    gpumem__nvme_word stopped;  /* GPUMEM__QP_*: nonzero ends waits (ENODEV, EABORTED) */
     gpumem__nvme_word faults;   /* GPUMEM_NVME_FAULT_* bits raised so far */
     /* Rare events, counted together on one line: completions dropped by
      * kind, late completions, timed-out and aborted commands. */
     uint32_t counts[GPUMEM__QPC_COUNTS];
     uint32_t pad1_[GPUMEM_PAD_BYTES / 4 - GPUMEM__QPC_COUNTS];
-    /* Host threads park here when they wait on other threads of the pair. */
-    gpumem_event event;
-    /* ... and here when they wait for a command ID (a unit of the budget):
-     * each ID given back wakes one of them, not every waiter of the pair. */
-    gpumem_event id_event;
     /* Notified after each doorbell write, so that a host-thread controller
      * can park while idle (NULL: none). */
     gpumem_event *doorbell_event;
@@ -667,10 +688,21 @@ typedef struct gpumem_nvme_qp {
 #define GPUMEM_NVME_CMD_TIMEOUT_DEFAULT_MS 30000u
 #define GPUMEM_NVME_CMD_TIMEOUT_NEVER 0xFFFFFFFFu
 
-/* Where a pair's memory lives. sq, cq and the doorbells are what the
- * controller sees; state is private to the threads using the pair. The pair
- * keeps the memory it runs on (sq, cq, doorbells, state, prp_lists,
- * doorbell_event); nothing else of the description is kept. */
+/* Where a pair's memory lives, in two placements by who touches it.
+ *
+ * Ring memory, what the controller reads and writes: sq, cq, the doorbells
+ * and the signals block (and the PRP-list pages, which it reads). A real
+ * controller: DMA memory and its registers. The host-thread controller:
+ * memory its thread can reach (pinned, mapped host memory when GPU threads
+ * drive the pair; memory shared with another process when it runs there).
+ *
+ * Client memory, what only the pair's threads touch: the gpumem_nvme_qp
+ * struct itself (tickets, tail, heads, locks, the budget: passed to
+ * gpumem_nvme_qp_init) and `state` (turns, markers, command-ID words and
+ * mailboxes). GPU threads: GPU memory (cudaMalloc).
+ *
+ * The pair keeps the memory it runs on (sq, cq, doorbells, signals, state,
+ * prp_lists, doorbell_event); nothing else of the description is kept. */
 typedef struct gpumem_nvme_qp_desc {
     uint32_t depth;  /* entries in each queue: a power of two, 2 .. 65536 */
     uint32_t n_cids; /* command IDs: a power of two, 2 .. 65536 */
@@ -678,13 +710,18 @@ typedef struct gpumem_nvme_qp_desc {
     uint32_t virtual_start; /* first ticket and CQ head: 0, or a multiple of 2*depth
                                (tests start just below 2^32 to cross the wrap) */
     gpumem_nvme_ns ns;
+    /* ring memory */
     gpumem_nvme_cmd *sq;
     gpumem_nvme_cpl *cq;
     uint32_t *sq_doorbell;
     uint32_t *cq_doorbell;
+    gpumem_nvme_qp_signals *signals; /* initialised by gpumem_nvme_qp_init */
+    /* client memory */
     void *state;        /* gpumem_nvme_qp_state_bytes() bytes, 16-byte aligned */
     size_t state_bytes;
-    gpumem_event *doorbell_event; /* optional, host controller's parking spot */
+    /* optional: the host-thread controller's parking spot, which the pair's
+     * threads notify after ringing a doorbell; where they can reach it */
+    gpumem_event *doorbell_event;
     /* Optional: one PRP-list area per command ID, so that commands built from
      * buffer pointers (gpumem_nvme_qp_submit_buf and friends) never allocate:
      * gpumem_nvme_qp_prp_bytes() bytes, page aligned, controller-readable.
@@ -703,9 +740,21 @@ typedef struct gpumem_nvme_qp_desc {
     uint32_t reserved_;
 } gpumem_nvme_qp_desc;
 
-/* Bytes of private state for a pair (slot records, command-ID words and mailboxes). */
+/* Bytes of client state for a pair besides its struct (slot records,
+ * command-ID words and mailboxes). */
 GPUMEM_API size_t gpumem_nvme_qp_state_bytes(uint32_t depth, uint32_t n_cids) {
     return (size_t)depth * sizeof(gpumem__nvme_slot) + (size_t)n_cids * (sizeof(uint64_t) + 2 * sizeof(uint32_t));
+}
+
+/* Zero a signals block (not stopped, nobody parked) and make its events
+ * process-shared. gpumem_nvme_qp_init does this. */
+GPUMEM_API void gpumem_nvme_qp_signals_init(gpumem_nvme_qp_signals *s) {
+    unsigned char *b = (unsigned char *)s;
+    size_t k;
+    if (!s) return;
+    for (k = 0; k < sizeof *s; k++) b[k] = 0;
+    s->event.shared = 1;
+    s->id_event.shared = 1;
 }
 
 /* PRP-list pages one command ID needs: enough for the namespace's largest
@@ -752,7 +801,8 @@ GPUMEM_API void gpumem__qp_restart(gpumem_nvme_qp *qp, uint32_t start) {
 GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nvme_qp_desc *d) {
     uint32_t i;
     char *state;
-    if (!qp || !d || !d->sq || !d->cq || !d->sq_doorbell || !d->cq_doorbell || !d->state) return GPUMEM_ENULL;
+    if (!qp || !d || !d->sq || !d->cq || !d->sq_doorbell || !d->cq_doorbell || !d->signals || !d->state)
+        return GPUMEM_ENULL;
     if (!gpumem__valid_count(d->depth, GPUMEM_NVME_MAX_DEPTH)) return GPUMEM_EINVAL;
     if (!gpumem__valid_count(d->n_cids, GPUMEM_NVME_MAX_CIDS)) return GPUMEM_EINVAL;
     if (d->virtual_start % (2u * d->depth) != 0) return GPUMEM_EINVAL; /* CQ lap 0 at position 0 */
@@ -777,6 +827,8 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     qp->cq = d->cq;
     qp->sq_doorbell = d->sq_doorbell;
     qp->cq_doorbell = d->cq_doorbell;
+    qp->signals = d->signals;
+    gpumem_nvme_qp_signals_init(d->signals);
     qp->slots = (gpumem__nvme_slot *)state;
     qp->cids = (uint64_t *)(state + (size_t)d->depth * sizeof(gpumem__nvme_slot));
     qp->cid_mail = (uint32_t *)(qp->cids + d->n_cids);
@@ -868,7 +920,7 @@ GPUMEM_API void gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
         gpumem__doorbell_write(qp->sq_doorbell, (cur + n) & mask);
         gpumem_event_notify(qp->doorbell_event);
         gpumem_atomic_fetch_add_u32(&qp->sq_doorbell_writes.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-        gpumem_event_notify(&qp->event); /* submitters whose marks were cleared */
+        gpumem_event_notify(&qp->signals->event); /* submitters whose marks were cleared */
     }
 }
 
@@ -895,7 +947,7 @@ GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gp
      * (submitted) and of the head mover (consumed by the controller), so the
      * controller is done reading this position before we overwrite it. */
     /* While waiting, harvest completions: the turn may wait on the CQ head. */
-    GPUMEM_WAIT_UNTIL(&qp->event,
+    GPUMEM_WAIT_UNTIL(&qp->signals->event,
                       ((gpumem_atomic_load_u32(&slot->turn, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) - want) &
                        qp->turn_mask) == 0 ||
                           (gpumem__cq_harvest(qp), 0));
@@ -903,11 +955,12 @@ GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gp
     /* Release: publishes the command to the tail mover. */
     gpumem_atomic_store_u32(&slot->tail_mark, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
     /* Until a tail mover (maybe this thread) has passed our entry. */
-    GPUMEM_WAIT_UNTIL(&qp->event, gpumem__sq_try_move_tail(qp, &slot->tail_mark) || (gpumem__cq_harvest(qp), 0));
+    GPUMEM_WAIT_UNTIL(&qp->signals->event,
+                      gpumem__sq_try_move_tail(qp, &slot->tail_mark) || (gpumem__cq_harvest(qp), 0));
     /* Increment #1: the command is with the controller. Release so that the
      * next occupant sees our mark cleared before it sets its own. */
     gpumem_atomic_fetch_add_u32(&slot->turn, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
-    gpumem_event_notify(&qp->event);
+    gpumem_event_notify(&qp->signals->event);
 }
 
 /* ---- command-ID budget (see "Budget" above) --------------------------------- */
@@ -927,7 +980,7 @@ GPUMEM_API int gpumem__budget_take(gpumem_nvme_qp *qp, uint32_t limit) {
 /* Give one unit back; one waiter for an ID may go on. */
 GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) {
     gpumem_atomic_fetch_sub_u32(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-    gpumem_event_notify_one(&qp->id_event);
+    gpumem_event_notify_one(&qp->signals->id_event);
 }
 
 /* ---- completion queue ----------------------------------------------------- */
@@ -991,8 +1044,8 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
              * controller has been told those completions are consumed. */
             gpumem_atomic_store_u32(&qp->cq_released.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
             gpumem_atomic_fetch_add_u32(&qp->cq_doorbell_writes.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-            gpumem_event_notify(&qp->event);         /* turns released */
-            gpumem_event_notify_one(&qp->id_event); /* command IDs reusable */
+            gpumem_event_notify(&qp->signals->event);         /* turns released */
+            gpumem_event_notify_one(&qp->signals->id_event); /* command IDs reusable */
         }
         gpumem_atomic_store_u32(&qp->head_lock.v, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
         if (gpumem_atomic_load_u32(&qp->slots[(cur + n) & mask].head_mark, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 1)
@@ -1133,7 +1186,7 @@ GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
     }
     if (got) {
         gpumem__cq_move_head(qp);
-        gpumem_event_notify(&qp->event); /* owners whose mailboxes were filled */
+        gpumem_event_notify(&qp->signals->event); /* owners whose mailboxes were filled */
     }
     return got;
 }
@@ -1181,13 +1234,13 @@ GPUMEM_API int gpumem__cid_orphan(gpumem_nvme_qp *qp, uint16_t wire) {
 /* Collect a result that orphaning found taken: a harvester has claimed it
  * and is a few stores from DONE. */
 GPUMEM_API void gpumem__cid_collect_now(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
-    GPUMEM_WAIT_UNTIL(&qp->event, gpumem__cid_collect(qp, wire, out));
+    GPUMEM_WAIT_UNTIL(&qp->signals->event, gpumem__cid_collect(qp, wire, out));
 }
 
 /* The pair's `stopped` word (GPUMEM__QP_*). Acquire: pairs with the
  * controller's release store, made after its last completion was posted. */
 GPUMEM_API uint32_t gpumem__qp_stopped(gpumem_nvme_qp *qp) {
-    return gpumem_atomic_load_u32(&qp->stopped.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS);
+    return gpumem_atomic_load_u32(&qp->signals->stopped.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS);
 }
 
 /* The status a call returns for a pair whose stopped word is s (nonzero). */
@@ -1480,7 +1533,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_wait_timed(gpumem_nvme_qp *qp, gpumem_nv
     if (!qp || !req) return GPUMEM_ENULL;
     deadline = gpumem_deadline_ns(timeout_ns);
     /* poll itself ends the wait when the controller stops or the command times out */
-    GPUMEM_WAIT_UNTIL_OR(&qp->event, (st = gpumem_nvme_qp_poll(qp, req)) != GPUMEM_EAGAIN,
+    GPUMEM_WAIT_UNTIL_OR(&qp->signals->event, (st = gpumem_nvme_qp_poll(qp, req)) != GPUMEM_EAGAIN,
                          gpumem_deadline_passed(deadline) && (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK);
     return why != GPUMEM_OK ? why : st;
 }
@@ -1509,7 +1562,7 @@ GPUMEM_API gpumem_status gpumem__qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_
         /* Counted while waiting, so that destroying the pair meanwhile is
          * refused (GPUMEM_EBUSY); a thread that holds an ID is seen by it. */
         gpumem_atomic_fetch_add_u32(&qp->waiters.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-        GPUMEM_WAIT_UNTIL_OR(&qp->id_event,
+        GPUMEM_WAIT_UNTIL_OR(&qp->signals->id_event,
                              gpumem__cid_take(qp, qp->cid_limit, &cid) || (gpumem__cq_harvest(qp), 0),
                              gpumem__qp_give_up(qp, deadline, &why));
         gpumem_atomic_fetch_sub_u32(&qp->waiters.v, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
@@ -1518,7 +1571,7 @@ GPUMEM_API gpumem_status gpumem__qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_
     gpumem__submit(qp, cmd, cid, data);
     /* The command timeout starts at the first look that finds no result,
      * right after submission. */
-    GPUMEM_WAIT_UNTIL_OR(&qp->event, gpumem__cid_collect(qp, cid, &got),
+    GPUMEM_WAIT_UNTIL_OR(&qp->signals->event, gpumem__cid_collect(qp, cid, &got),
                          gpumem__qp_give_up(qp, deadline, &why) ||
                              ((expired = gpumem__cmd_expired(qp, &cmd_deadline)) != 0 &&
                               (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK));
@@ -1654,20 +1707,30 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_flush(gpumem_nvme_qp *qp, gpumem_nvme_cp
     return gpumem_nvme_qp_exec(qp, &c, cpl);
 }
 
-/* Mark the pair's controller stopped (stopped != 0) or running again, for a
- * controller's owner: while stopped, waits for an ID or a completion end
- * with GPUMEM_ENODEV, and so do new calls. Release: the controller's last
- * completions are visible to whoever sees the mark; the notification wakes
- * parked waiters at once. */
-GPUMEM_API gpumem_status gpumem__qp_set_state(gpumem_nvme_qp *qp, uint32_t state) {
-    if (!qp) return GPUMEM_ENULL;
-    gpumem_atomic_store_u32(&qp->stopped.v, state, GPUMEM_ORDER_RELEASE, GPUMEM__SYS);
-    gpumem_event_notify(&qp->event);
-    gpumem_event_notify(&qp->id_event);
+/* Set a pair's stopped word (GPUMEM__QP_*) through its signals block alone:
+ * what a controller calls, which never touches the client state. While it
+ * is nonzero, waits for an ID or a completion end (GPUMEM_ENODEV, or
+ * GPUMEM_EABORTED during a reset), and so do new calls. Release: the
+ * controller's last completions are visible to whoever sees the mark; the
+ * notifications wake parked host waiters at once (in another process too:
+ * the events are process-shared). */
+GPUMEM_API gpumem_status gpumem__signals_set_state(gpumem_nvme_qp_signals *s, uint32_t state) {
+    if (!s) return GPUMEM_ENULL;
+    gpumem_atomic_store_u32(&s->stopped.v, state, GPUMEM_ORDER_RELEASE, GPUMEM__SYS);
+    gpumem_event_notify(&s->event);
+    gpumem_event_notify(&s->id_event);
     return GPUMEM_OK;
 }
+
+/* Mark a pair's controller stopped (stopped != 0) or running again. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_signals_set_stopped(gpumem_nvme_qp_signals *s, int stopped) {
+    return gpumem__signals_set_state(s, stopped ? GPUMEM__QP_STOPPED : GPUMEM__QP_RUNNING);
+}
+
+/* The same for a caller that holds the pair (its owner). */
 GPUMEM_API gpumem_status gpumem_nvme_qp_set_stopped(gpumem_nvme_qp *qp, int stopped) {
-    return gpumem__qp_set_state(qp, stopped ? GPUMEM__QP_STOPPED : GPUMEM__QP_RUNNING);
+    if (!qp) return GPUMEM_ENULL;
+    return gpumem_nvme_qp_signals_set_stopped(qp->signals, stopped);
 }
 
 /*
@@ -1689,7 +1752,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_set_stopped(gpumem_nvme_qp *qp, int stop
  *   5. the controller recreates the CQ, then the SQ, and serves it again.
  */
 GPUMEM_API gpumem_status gpumem_nvme_qp_abort(gpumem_nvme_qp *qp) {
-    return gpumem__qp_set_state(qp, GPUMEM__QP_ABORTED);
+    return qp ? gpumem__signals_set_state(qp->signals, GPUMEM__QP_ABORTED) : GPUMEM_ENULL;
 }
 
 /* Step 4 above. GPUMEM_ESTATE unless the pair was aborted; GPUMEM_EBUSY,
@@ -1723,7 +1786,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_reinit(gpumem_nvme_qp *qp) {
     qp->counts[GPUMEM__QPC_ABORTED] += aborted;
     gpumem__qp_restart(qp, start);
     /* Release (in set_state): all of the above before a user sees the pair running. */
-    return gpumem__qp_set_state(qp, GPUMEM__QP_RUNNING);
+    return gpumem__signals_set_state(qp->signals, GPUMEM__QP_RUNNING);
 }
 
 /* What the pair has seen of its controller, beyond the completions it
@@ -2331,7 +2394,11 @@ typedef struct gpumem__nvmectl_pair {
     gpumem_nvme_qp qp; /* first: qp pointers are handed out */
     gpumem_nvmectl_dma sq_mem, cq_mem;
     gpumem_nvmectl_dma prp_mem; /* the command IDs' PRP-list pages (page by page) */
+    /* Client state in ordinary memory (the controller never sees it), as
+     * the signals block: a real controller writes no stop word and parks
+     * nobody (no interrupts: the threads poll). */
     void *state;
+    gpumem_nvme_qp_signals signals;
 } gpumem__nvmectl_pair;
 
 /* A VFIO type1 container: the device's I/O address space. Shared by the
@@ -2368,6 +2435,7 @@ struct gpumem_nvmectl {
     int enabled;
     gpumem_nvmectl_dma admin_sq, admin_cq, scratch; /* scratch: one page for Identify data */
     void *admin_state;
+    gpumem_nvme_qp_signals admin_signals;
     gpumem_nvme_qp admin; /* the admin queue is a gpumem queue pair too (qid 0) */
     pthread_mutex_t admin_lock;
     gpumem__nvmectl_pair **pairs;
@@ -2908,10 +2976,13 @@ static gpumem_status gpumem__nvmectl_qp_init(gpumem_nvmectl *c, gpumem_nvme_qp *
     return GPUMEM_OK;
 }
 
-/* Ring memory (contiguous) and private state for a pair of `depth` entries. */
+/* The two placements of a pair of `depth` entries (gpumem_nvme_qp_desc):
+ * the rings in DMA memory (contiguous), the client state in ordinary memory
+ * the controller never sees; the caller's signals block is ordinary memory
+ * too. */
 static gpumem_status gpumem__nvmectl_ring_alloc(gpumem_nvmectl *c, uint32_t depth, uint32_t n_cids,
                                                 gpumem_nvmectl_dma *sq, gpumem_nvmectl_dma *cq, void **state,
-                                                gpumem_nvme_qp_desc *d) {
+                                                gpumem_nvme_qp_signals *signals, gpumem_nvme_qp_desc *d) {
     gpumem_status st;
     size_t state_bytes = gpumem_nvme_qp_state_bytes(depth, n_cids);
     if ((st = gpumem_nvmectl_dma_alloc(c, (size_t)depth * sizeof(gpumem_nvme_cmd), GPUMEM_NVMECTL_DMA_CONTIGUOUS,
@@ -2927,6 +2998,7 @@ static gpumem_status gpumem__nvmectl_ring_alloc(gpumem_nvmectl *c, uint32_t dept
     d->n_cids = n_cids;
     d->sq = (gpumem_nvme_cmd *)sq->va;
     d->cq = (gpumem_nvme_cpl *)cq->va;
+    d->signals = signals;
     d->state = (void *)GPUMEM_ALIGN_UP((uintptr_t)*state, 16);
     d->state_bytes = state_bytes;
     return GPUMEM_OK;
@@ -3128,8 +3200,8 @@ static gpumem_status gpumem__nvmectl_enable(gpumem_nvmectl *c) {
     if ((st = gpumem__nvmectl_wait_csts(c, GPUMEM__CSTS_RDY, 0, c->info.ready_timeout_ms, "reset")) != GPUMEM_OK)
         return st;
 
-    if ((st = gpumem__nvmectl_ring_alloc(c, depth, depth, &c->admin_sq, &c->admin_cq, &c->admin_state, &d)) !=
-        GPUMEM_OK)
+    if ((st = gpumem__nvmectl_ring_alloc(c, depth, depth, &c->admin_sq, &c->admin_cq, &c->admin_state,
+                                         &c->admin_signals, &d)) != GPUMEM_OK)
         return st;
     d.qid = 0;
     d.ns.nsid = 0; /* admin commands carry their own; the pair only needs a valid shape */
@@ -3250,7 +3322,8 @@ gpumem_status gpumem_nvmectl_add_qp(gpumem_nvmectl *c, uint32_t depth, gpumem_nv
     /* Four command IDs per entry: an ID is reusable only after the CQ head
      * has passed its completion, so a full queue never waits for IDs. */
     n_cids = depth * 4 < GPUMEM_NVME_MAX_CIDS ? depth * 4 : GPUMEM_NVME_MAX_CIDS;
-    if ((st = gpumem__nvmectl_ring_alloc(c, depth, n_cids, &p->sq_mem, &p->cq_mem, &p->state, &d)) != GPUMEM_OK)
+    if ((st = gpumem__nvmectl_ring_alloc(c, depth, n_cids, &p->sq_mem, &p->cq_mem, &p->state, &p->signals, &d)) !=
+        GPUMEM_OK)
         goto fail;
     d.qid = qid;
     d.ns = c->info.ns;

@@ -101,10 +101,11 @@ GPUMEM_API gpumem_status gpumem_nvme_sw_stats_add(gpumem_nvme_sw_stats *out, con
 
 /* The controller's view of one queue pair. */
 typedef struct gpumem_nvme_swq {
-    gpumem_nvme_cmd *sq;   /* the rings and doorbells, shared with the pair's users */
-    gpumem_nvme_cpl *cq;
+    gpumem_nvme_cmd *sq;   /* the rings, doorbells and signals: the pair's ring memory, */
+    gpumem_nvme_cpl *cq;   /* all a controller touches of a pair (never its client state) */
     uint32_t *sq_doorbell;
     uint32_t *cq_doorbell;
+    gpumem_nvme_qp_signals *signals;
     uint16_t *cq_cid;      /* depth entries: the command ID posted at each CQ position */
     uint8_t *cid_state;    /* 65536 entries: 0 free, 1 fetched, 2 posted */
     uint32_t depth, mask, qid;
@@ -125,28 +126,41 @@ typedef struct gpumem_nvme_swq {
 /* Bytes of controller-private memory for one queue (cq_cid and cid_state). */
 GPUMEM_API size_t gpumem_nvme_swq_mem_bytes(uint32_t depth) { return (size_t)depth * sizeof(uint16_t) + 65536u; }
 
-/* Bind a controller-side queue to the rings and doorbells of `qp` (right
- * after gpumem_nvme_qp_init, before either side runs). `mem` holds
- * gpumem_nvme_swq_mem_bytes(depth) bytes, 2-byte aligned. */
-GPUMEM_API gpumem_status gpumem_nvme_swq_init(gpumem_nvme_swq *q, const gpumem_nvme_qp *qp, void *mem,
-                                              size_t bytes) {
+/* The controller's side of a queue as a newly created queue starts: empty,
+ * nothing fetched, posting from CQ position 0 with phase 1, no command ID
+ * known, both doorbells taken as 0 (the pair zeroes them: init, reinit). */
+GPUMEM_API void gpumem_nvme_swq_restart(gpumem_nvme_swq *q) {
     size_t k;
-    if (!q || !qp || !mem) return GPUMEM_ENULL;
-    if (bytes < gpumem_nvme_swq_mem_bytes(qp->depth) || ((uintptr_t)mem & 1u)) return GPUMEM_ENOMEM;
-    q->sq = qp->sq;
-    q->cq = qp->cq;
-    q->sq_doorbell = qp->sq_doorbell;
-    q->cq_doorbell = qp->cq_doorbell;
-    q->cq_cid = (uint16_t *)mem;
-    q->cid_state = (uint8_t *)mem + (size_t)qp->depth * sizeof(uint16_t);
-    for (k = 0; k < qp->depth; k++) q->cq_cid[k] = 0;
+    if (!q) return;
+    for (k = 0; k < q->depth; k++) q->cq_cid[k] = 0;
     for (k = 0; k < 65536u; k++) q->cid_state[k] = 0;
-    q->depth = qp->depth;
-    q->mask = qp->depth - 1;
-    q->qid = qp->qid;
     q->sq_head = q->sq_tail = q->cq_tail = q->cq_head = q->cq_posted = 0;
-    q->sq_db_seen = q->cq_db_seen = 0; /* gpumem_nvme_qp_init zeroed both doorbells */
+    q->sq_db_seen = q->cq_db_seen = 0;
     q->cq_phase = 1;
+}
+
+/* Bind a controller-side queue to the ring memory of the pair that `d`
+ * describes (right after gpumem_nvme_qp_init, before either side runs):
+ * the description, not the pair, so that the controller never reads the
+ * pair's client state. `mem` holds gpumem_nvme_swq_mem_bytes(depth) bytes,
+ * 2-byte aligned: the controller's own memory. */
+GPUMEM_API gpumem_status gpumem_nvme_swq_init(gpumem_nvme_swq *q, const gpumem_nvme_qp_desc *d, void *mem,
+                                              size_t bytes) {
+    if (!q || !d || !mem || !d->sq || !d->cq || !d->sq_doorbell || !d->cq_doorbell || !d->signals)
+        return GPUMEM_ENULL;
+    if (!gpumem__valid_count(d->depth, GPUMEM_NVME_MAX_DEPTH)) return GPUMEM_EINVAL;
+    if (bytes < gpumem_nvme_swq_mem_bytes(d->depth) || ((uintptr_t)mem & 1u)) return GPUMEM_ENOMEM;
+    q->sq = d->sq;
+    q->cq = d->cq;
+    q->sq_doorbell = d->sq_doorbell;
+    q->cq_doorbell = d->cq_doorbell;
+    q->signals = d->signals;
+    q->cq_cid = (uint16_t *)mem;
+    q->cid_state = (uint8_t *)mem + (size_t)d->depth * sizeof(uint16_t);
+    q->depth = d->depth;
+    q->mask = d->depth - 1;
+    q->qid = d->qid;
+    gpumem_nvme_swq_restart(q);
     return GPUMEM_OK;
 }
 
@@ -490,11 +504,14 @@ GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
 
 /* Layout in the caller's memory: the controller, then the pairs, queues and
  * stats arrays, then each pair's block (4 KiB aligned from the base):
- * SQ ring, CQ ring, two doorbells on lines of their own, pair state,
- * controller-side queue memory, then the command IDs' PRP-list pages, on
+ * SQ ring, CQ ring, two doorbells on lines of their own, the signals block
+ * (ring memory, the controller's side of the pair), pair state (client
+ * memory), controller-side queue memory, then the command IDs' PRP-list
+ * pages, on
  * the first page boundary of the real address (the base need only be
  * 64-byte aligned, and CUDA's allocators give 512). */
 #define GPUMEM__GPUCTL_PAIRS_OFF GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_gpuctl), 64)
+#define GPUMEM__GPUCTL_SIGNALS_BYTES GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp_signals), 64)
 
 /* The namespace a controller of this description serves (what a cache in
  * front of its pairs is checked against). */
@@ -510,7 +527,8 @@ GPUMEM_API gpumem_nvme_ns gpumem_nvme_gpuctl_ns(const gpumem_nvme_gpuctl_desc *d
 
 GPUMEM_API size_t gpumem__gpuctl_pair_core(const gpumem_nvme_gpuctl_desc *d) {
     return GPUMEM_ALIGN_UP((size_t)d->depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl)) +
-                               2 * GPUMEM_PAD_BYTES + gpumem_nvme_qp_state_bytes(d->depth, d->n_cids) +
+                               2 * GPUMEM_PAD_BYTES + GPUMEM__GPUCTL_SIGNALS_BYTES +
+                               gpumem_nvme_qp_state_bytes(d->depth, d->n_cids) +
                                gpumem_nvme_swq_mem_bytes(d->depth),
                            4096);
 }
@@ -575,6 +593,7 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
         unsigned char *p = base + first + (size_t)i * block;
         size_t rings = (size_t)d->depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl));
         size_t state = gpumem_nvme_qp_state_bytes(d->depth, d->n_cids);
+        unsigned char *after_rings = p + rings + 2 * GPUMEM_PAD_BYTES + GPUMEM__GPUCTL_SIGNALS_BYTES;
         gpumem_nvme_qp_desc q;
         unsigned char *qb = (unsigned char *)&q;
         for (k = 0; k < sizeof q; k++) qb[k] = 0;
@@ -586,12 +605,13 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
         q.cq = (gpumem_nvme_cpl *)(p + (size_t)d->depth * sizeof(gpumem_nvme_cmd));
         q.sq_doorbell = (uint32_t *)(p + rings);
         q.cq_doorbell = (uint32_t *)(p + rings + GPUMEM_PAD_BYTES);
-        q.state = p + rings + 2 * GPUMEM_PAD_BYTES;
+        q.signals = (gpumem_nvme_qp_signals *)(p + rings + 2 * GPUMEM_PAD_BYTES);
+        q.state = after_rings;
         q.state_bytes = state;
         if (block > core) q.prp_lists = (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)(p + core), 4096);
         if ((st = gpumem_nvme_qp_init(&c->pairs[i], &q)) != GPUMEM_OK) return st;
-        if ((st = gpumem_nvme_swq_init(&c->queues[i], &c->pairs[i], p + rings + 2 * GPUMEM_PAD_BYTES + state,
-                                       gpumem_nvme_swq_mem_bytes(d->depth))) != GPUMEM_OK)
+        if ((st = gpumem_nvme_swq_init(&c->queues[i], &q, after_rings + state, gpumem_nvme_swq_mem_bytes(d->depth))) !=
+            GPUMEM_OK)
             return st;
     }
     d->control[0] = d->control[1] = 0;
@@ -642,8 +662,9 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
 #endif
         }
     }
-    /* Its pairs will not be served again: their waiters end with ENODEV. */
-    for (i = t; i < c->n_pairs; i += n) gpumem_nvme_qp_set_stopped(&c->pairs[i], 1);
+    /* Its pairs will not be served again: their waiters end with ENODEV
+     * (through the signals block, the controller's side of each pair). */
+    for (i = t; i < c->n_pairs; i += n) gpumem_nvme_qp_signals_set_stopped(c->queues[i].signals, 1);
 }
 
 /* The sum of every pair's counts (exact once the loop has ended). Runs
@@ -863,15 +884,27 @@ typedef struct gpumem_swctl_config {
     uint64_t drop_command; /* test hook: the Nth command fetched (1 = the first) is never
                               completed, as a faulty device would; 0 = none. Counted in
                               stats.dropped; what a watchdog is for. */
-    /* Where the memory the pairs' users touch comes from: each pair's struct,
-     * rings, doorbells and state, and the namespace RAM when the controller
-     * allocates it. NULL: GPUMEM_MALLOC / GPUMEM_FREE. For GPU threads
-     * against this host-thread controller, return mapped pinned memory
-     * (cudaHostAlloc with cudaHostAllocMapped): with unified addressing its
-     * host pointers are valid on the GPU too (tests/cuda/test_nvme_gpu.cu). */
+    /* Where memory comes from, by who touches it (gpumem_nvme_qp_desc).
+     * Ring memory, which the controller thread and the pairs' users share:
+     * each pair's rings, doorbells and signals block, its PRP-list pages,
+     * the controller's doorbell event, and the namespace RAM when the
+     * controller allocates it: alloc / free (NULL: GPUMEM_MALLOC /
+     * GPUMEM_FREE). Client memory, which only the pairs' users touch: each
+     * pair's struct and state: client_alloc / client_free (NULL: alloc /
+     * free as well); the controller thread never reads or writes it (the
+     * pair is built there by gpumem_swctl_add_qp on the calling thread, and
+     * read there only by gpumem_swctl_destroy's idle check and by
+     * gpumem_swctl_report). For GPU threads against this host-thread
+     * controller: ring memory mapped pinned (cudaHostAlloc with
+     * cudaHostAllocMapped, whose host pointers are valid on the GPU with
+     * unified addressing), client memory in GPU memory (docs/gpu.md), so
+     * that no client atomic crosses PCIe (tests/cuda/test_nvme_gpu.cu). */
     void *(*alloc)(void *ctx, size_t bytes);
     void (*free)(void *ctx, void *p);
     void *alloc_ctx;
+    void *(*client_alloc)(void *ctx, size_t bytes);
+    void (*client_free)(void *ctx, void *p);
+    void *client_ctx;
 } gpumem_swctl_config;
 
 /* The counts of gpumem_nvme_sw_stats (the core above), for the whole controller. */
@@ -957,12 +990,15 @@ typedef struct gpumem__sw_pending {
 } gpumem__sw_pending;
 
 typedef struct gpumem__sw_queue {
-    gpumem_nvme_qp *qp; /* the pair its users are handed: at the start of mem */
-    void *mem;          /* pair, rings, doorbells, pair state and the controller's
-                           queue memory: one allocation, used from its first 4 KiB boundary */
+    gpumem_nvme_qp *qp; /* the pair its users are handed: at the start of client_mem;
+                           only the owner's calls (destroy, report) look at it */
+    void *client_mem;   /* client memory: the pair's struct and state */
+    void *ring_mem;     /* ring memory: rings, doorbells, signals block; used from
+                           its first 4 KiB boundary */
     void *prp_mem;      /* the command IDs' PRP-list pages (own allocation: large, and
                            only the pages that transfers use are ever touched) */
-    gpumem_nvme_swq sw; /* the controller's side (core above) */
+    void *sw_mem;       /* the controller thread's own memory for sw (GPUMEM_MALLOC) */
+    gpumem_nvme_swq sw; /* the controller's side (core above): ring memory only */
     gpumem__sw_pending *pend; /* ring of fetched commands, in fetch order */
     uint32_t pend_head, pend_count;
     int deleted; /* between reset_begin and reset_end: neither fetched from nor posted to */
@@ -976,7 +1012,9 @@ struct gpumem_swctl {
     gpumem__sw_queue **queues;
     uint32_t n_queues;
     pthread_t thread;
-    gpumem_event doorbell_event; /* the pairs notify it when they ring a doorbell */
+    /* The pairs' users notify it when they ring a doorbell: ring memory,
+     * process-shared, so that users that reach only ring memory wake it. */
+    gpumem_event *doorbell_event;
     int running;      /* accessed atomically */
     int thread_alive;
     uint64_t last_due_ns;
@@ -994,6 +1032,14 @@ static void gpumem__sw_free(const gpumem_swctl_config *cfg, void *p) {
     if (!p) return;
     if (cfg->free) cfg->free(cfg->alloc_ctx, p);
     else GPUMEM_FREE(p);
+}
+static void *gpumem__sw_client_alloc(const gpumem_swctl_config *cfg, size_t n) {
+    return cfg->client_alloc ? cfg->client_alloc(cfg->client_ctx, n) : gpumem__sw_alloc(cfg, n);
+}
+static void gpumem__sw_client_free(const gpumem_swctl_config *cfg, void *p) {
+    if (!p) return;
+    if (cfg->client_free) cfg->client_free(cfg->client_ctx, p);
+    else gpumem__sw_free(cfg, p);
 }
 
 static uint64_t gpumem__rng_next(uint64_t *s) { /* xorshift64* */
@@ -1032,10 +1078,21 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
         return GPUMEM_EINVAL;
     }
     if (cfg->n_blocks > (UINT64_MAX / cfg->lba_bytes)) return GPUMEM_EINVAL;
-    if (!cfg->alloc != !cfg->free) return GPUMEM_EINVAL; /* both callbacks or neither */
+    if (!cfg->alloc != !cfg->free || !cfg->client_alloc != !cfg->client_free) {
+        GPUMEM_LOG("software controller: give both allocator callbacks of a pair (alloc and free, client_alloc "
+                   "and client_free) or neither");
+        return GPUMEM_EINVAL;
+    }
     c = (gpumem_swctl *)GPUMEM_MALLOC(sizeof *c);
     if (!c) return GPUMEM_ENOMEM;
     memset(c, 0, sizeof *c);
+    c->doorbell_event = (gpumem_event *)gpumem__sw_alloc(cfg, sizeof *c->doorbell_event);
+    if (!c->doorbell_event) {
+        GPUMEM_FREE(c);
+        return GPUMEM_ENOMEM;
+    }
+    memset(c->doorbell_event, 0, sizeof *c->doorbell_event);
+    c->doorbell_event->shared = 1;
     c->cfg = *cfg;
     c->ns.nsid = 1;
     c->ns.lba_shift = gpumem_log2_u64(cfg->lba_bytes);
@@ -1049,6 +1106,7 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
         c->ram = (unsigned char *)gpumem__sw_alloc(cfg, bytes);
         if (!c->ram) {
             GPUMEM_LOG("software controller: cannot allocate %zu bytes of backing RAM", bytes);
+            gpumem__sw_free(cfg, c->doorbell_event);
             GPUMEM_FREE(c);
             return GPUMEM_ENOMEM;
         }
@@ -1068,8 +1126,10 @@ gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl) {
 }
 
 static void gpumem__sw_queue_free(const gpumem_swctl_config *cfg, gpumem__sw_queue *q) {
-    gpumem__sw_free(cfg, q->mem);
+    gpumem__sw_client_free(cfg, q->client_mem);
+    gpumem__sw_free(cfg, q->ring_mem);
     gpumem__sw_free(cfg, q->prp_mem);
+    GPUMEM_FREE(q->sw_mem);
     GPUMEM_FREE(q->pend);
     GPUMEM_FREE(q);
 }
@@ -1077,11 +1137,9 @@ static void gpumem__sw_queue_free(const gpumem_swctl_config *cfg, gpumem__sw_que
 gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t n_cids, uint32_t virtual_start,
                                      gpumem_nvme_qp **out) {
     gpumem__sw_queue *q, **grown;
-    unsigned char *raw;
     gpumem_nvme_qp_desc d;
-    size_t pair_bytes = GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 4096), ring_bytes, state_bytes, sw_bytes, total;
-    size_t prp_bytes;
-    unsigned char *mem, *rings;
+    size_t ring_bytes, state_bytes, sw_bytes, ring_total, client_total, prp_bytes;
+    unsigned char *rings, *client;
     gpumem_status st;
     if (!ctl || !out) return GPUMEM_ENULL;
     *out = NULL;
@@ -1095,22 +1153,27 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
     ring_bytes = (size_t)depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl));
     state_bytes = gpumem_nvme_qp_state_bytes(depth, n_cids);
     sw_bytes = gpumem_nvme_swq_mem_bytes(depth);
-    total = pair_bytes + GPUMEM_ALIGN_UP(ring_bytes + 2 * GPUMEM_PAD_BYTES + state_bytes + sw_bytes, 4096);
-    raw = (unsigned char *)gpumem__sw_alloc(&ctl->cfg, total + 4096);
-    mem = raw ? (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)raw, 4096) : NULL;
-    q->mem = raw;
+    /* Ring memory: SQ, CQ, the two doorbells and the signals block, each
+     * hot word on a line of its own, from a 4 KiB boundary. */
+    ring_total = ring_bytes + 2 * GPUMEM_PAD_BYTES + sizeof(gpumem_nvme_qp_signals);
+    /* Client memory: the pair's struct, then its state, 64-byte aligned. */
+    client_total = GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 64) + state_bytes;
+    q->ring_mem = gpumem__sw_alloc(&ctl->cfg, ring_total + 4096);
+    q->client_mem = gpumem__sw_client_alloc(&ctl->cfg, client_total + 64);
     prp_bytes = gpumem_nvme_qp_prp_bytes(n_cids, &ctl->ns);
     q->prp_mem = prp_bytes ? gpumem__sw_alloc(&ctl->cfg, prp_bytes + 4096) : NULL;
+    q->sw_mem = GPUMEM_MALLOC(sw_bytes);
     q->pend = (gpumem__sw_pending *)GPUMEM_MALLOC((size_t)ctl->cfg.max_pending * sizeof(gpumem__sw_pending));
     grown = (gpumem__sw_queue **)GPUMEM_MALLOC((ctl->n_queues + 1) * sizeof *grown);
-    if (!raw || !q->pend || !grown || (prp_bytes && !q->prp_mem)) {
+    if (!q->ring_mem || !q->client_mem || !q->sw_mem || !q->pend || !grown || (prp_bytes && !q->prp_mem)) {
         GPUMEM_FREE(grown);
         gpumem__sw_queue_free(&ctl->cfg, q);
         return GPUMEM_ENOMEM;
     }
-    memset(mem, 0, total);
-    q->qp = (gpumem_nvme_qp *)mem;
-    rings = mem + pair_bytes;
+    rings = (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)q->ring_mem, 4096);
+    client = (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)q->client_mem, 64);
+    memset(rings, 0, ring_total);
+    q->qp = (gpumem_nvme_qp *)client;
     memset(&d, 0, sizeof d);
     d.depth = depth;
     d.n_cids = n_cids;
@@ -1121,12 +1184,13 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
     d.cq = (gpumem_nvme_cpl *)(rings + (size_t)depth * sizeof(gpumem_nvme_cmd));
     d.sq_doorbell = (uint32_t *)(rings + ring_bytes);
     d.cq_doorbell = (uint32_t *)(rings + ring_bytes + GPUMEM_PAD_BYTES);
-    d.state = rings + ring_bytes + 2 * GPUMEM_PAD_BYTES;
+    d.signals = (gpumem_nvme_qp_signals *)(rings + ring_bytes + 2 * GPUMEM_PAD_BYTES);
+    d.state = client + GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 64);
     d.state_bytes = state_bytes;
-    d.doorbell_event = &ctl->doorbell_event;
+    d.doorbell_event = ctl->doorbell_event;
     d.prp_lists = prp_bytes ? (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)q->prp_mem, 4096) : NULL;
     if ((st = gpumem_nvme_qp_init(q->qp, &d)) != GPUMEM_OK ||
-        (st = gpumem_nvme_swq_init(&q->sw, q->qp, (unsigned char *)d.state + state_bytes, sw_bytes)) != GPUMEM_OK) {
+        (st = gpumem_nvme_swq_init(&q->sw, &d, q->sw_mem, sw_bytes)) != GPUMEM_OK) {
         GPUMEM_FREE(grown);
         gpumem__sw_queue_free(&ctl->cfg, q);
         return st;
@@ -1233,7 +1297,7 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
     if (posted_before != sw->cq_posted) {
         /* Relaxed: a count for watchdogs, nothing is published through it. */
         __atomic_fetch_add(&c->progress, (uint64_t)(uint32_t)(sw->cq_posted - posted_before), __ATOMIC_RELAXED);
-        gpumem_event_notify(&q->qp->event); /* wake parked pollers */
+        gpumem_event_notify(&sw->signals->event); /* the interrupt: wake parked host waiters */
     }
     return work;
 }
@@ -1276,7 +1340,7 @@ static void *gpumem__sw_main(void *arg) {
         if (gpumem_backoff_pause(&b)) continue;
         /* Idle: park until a doorbell rings or the next command falls due
          * (at most 1 ms, which also bounds how long stop() takes). */
-        seen = gpumem__event_begin(&c->doorbell_event);
+        seen = gpumem__event_begin(c->doorbell_event);
         for (i = 0; i < c->n_queues; i++) {
             gpumem__sw_queue *q = c->queues[i];
             if (q->deleted) continue;
@@ -1288,9 +1352,9 @@ static void *gpumem__sw_main(void *arg) {
         now = gpumem_clock_ns();
         if (!work && next > now) {
             uint64_t wait = next - now;
-            gpumem__event_sleep(&c->doorbell_event, seen, (long)(wait < 1000000ull ? wait : 1000000ull));
+            gpumem__event_sleep(c->doorbell_event, seen, (long)(wait < 1000000ull ? wait : 1000000ull));
         }
-        gpumem__event_end(&c->doorbell_event);
+        gpumem__event_end(c->doorbell_event);
     }
     return NULL;
 }
@@ -1324,10 +1388,10 @@ gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
         return GPUMEM_ESTATE;
     }
     for (i = 0; i < ctl->n_queues; i++)
-        if (!ctl->queues[i]->deleted) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 0);
+        if (!ctl->queues[i]->deleted) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 0);
     if (gpumem__sw_thread_start(ctl) != GPUMEM_OK) {
         for (i = 0; i < ctl->n_queues; i++)
-            if (!ctl->queues[i]->deleted) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 1);
+            if (!ctl->queues[i]->deleted) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 1);
         return GPUMEM_ESYS;
     }
     return GPUMEM_OK;
@@ -1355,11 +1419,10 @@ gpumem_status gpumem_swctl_reset_begin(gpumem_swctl *ctl, gpumem_nvme_qp *qp) {
      * dropped, never carried out; nothing more is fetched or posted. */
     q->pend_count = 0;
     q->deleted = 1;
-    if (was_running && gpumem__sw_thread_start(ctl) != GPUMEM_OK) {
-        gpumem_nvme_qp_abort(qp);
-        return GPUMEM_ESYS;
-    }
-    return gpumem_nvme_qp_abort(qp);
+    /* Through the signals block: the pair's waits end with EABORTED. */
+    gpumem__signals_set_state(q->sw.signals, GPUMEM__QP_ABORTED);
+    if (was_running && gpumem__sw_thread_start(ctl) != GPUMEM_OK) return GPUMEM_ESYS;
+    return GPUMEM_OK;
 }
 
 gpumem_status gpumem_swctl_reset_end(gpumem_swctl *ctl, gpumem_nvme_qp *qp) {
@@ -1373,13 +1436,13 @@ gpumem_status gpumem_swctl_reset_end(gpumem_swctl *ctl, gpumem_nvme_qp *qp) {
     if (was_running) gpumem__sw_thread_stop(ctl);
     /* The pair first (it zeroes the CQ and the doorbells), then the
      * controller's side of the recreated queues. */
-    if ((st = gpumem_nvme_qp_reinit(qp)) == GPUMEM_OK &&
-        (st = gpumem_nvme_swq_init(&q->sw, qp, q->sw.cq_cid, gpumem_nvme_swq_mem_bytes(qp->depth))) == GPUMEM_OK) {
+    if ((st = gpumem_nvme_qp_reinit(qp)) == GPUMEM_OK) {
+        gpumem_nvme_swq_restart(&q->sw);
         q->deleted = 0;
-        if (!was_running) gpumem_nvme_qp_set_stopped(qp, 1);
+        if (!was_running) gpumem_nvme_qp_signals_set_stopped(q->sw.signals, 1);
     }
     if (was_running && gpumem__sw_thread_start(ctl) != GPUMEM_OK) {
-        gpumem_nvme_qp_set_stopped(qp, 1);
+        gpumem_nvme_qp_signals_set_stopped(q->sw.signals, 1);
         return GPUMEM_ESYS;
     }
     return st;
@@ -1393,7 +1456,7 @@ gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl) {
     /* After the thread has ended, so that no completion follows the mark:
      * every waiter wakes and returns GPUMEM_ENODEV. */
     for (i = 0; i < ctl->n_queues; i++)
-        if (!ctl->queues[i]->deleted) gpumem_nvme_qp_set_stopped(ctl->queues[i]->qp, 1);
+        if (!ctl->queues[i]->deleted) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 1);
     return GPUMEM_OK;
 }
 
@@ -1455,6 +1518,7 @@ gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl) {
     for (i = 0; i < ctl->n_queues; i++) gpumem__sw_queue_free(&ctl->cfg, ctl->queues[i]);
     GPUMEM_FREE(ctl->queues);
     if (ctl->own_ram) gpumem__sw_free(&ctl->cfg, ctl->ram);
+    gpumem__sw_free(&ctl->cfg, ctl->doorbell_event);
     GPUMEM_FREE(ctl);
     return GPUMEM_OK;
 }

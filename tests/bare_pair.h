@@ -12,6 +12,7 @@ static inline gpumem_nvme_qp_desc bare_pair_desc(uint32_t n_cids, uint64_t n_blo
     static gpumem_nvme_cmd sq[8];
     static gpumem_nvme_cpl cq[8];
     static uint32_t db[2];
+    static gpumem_nvme_qp_signals signals;
     static uint64_t state[4096];
     gpumem_nvme_qp_desc d;
     memset(&d, 0, sizeof d);
@@ -25,6 +26,7 @@ static inline gpumem_nvme_qp_desc bare_pair_desc(uint32_t n_cids, uint64_t n_blo
     d.cq = cq;
     d.sq_doorbell = &db[0];
     d.cq_doorbell = &db[1];
+    d.signals = &signals;
     d.state = state;
     d.state_bytes = sizeof state;
     return d;

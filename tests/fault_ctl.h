@@ -33,6 +33,9 @@ typedef struct fctl {
     gpumem_nvme_cmd sq[FCTL_DEPTH];
     gpumem_nvme_cpl cq[FCTL_DEPTH];
     uint32_t doorbells[2];
+#ifdef GPUMEM_NVME_CMD_TIMEOUT_NEVER
+    gpumem_nvme_qp_signals signals;
+#endif
     _Alignas(64) uint64_t state[2048];
     unsigned char disk[FCTL_BLOCKS * FCTL_LBA];
     /* the controller's side */
@@ -61,6 +64,9 @@ static inline void fctl_desc(fctl *r, gpumem_nvme_qp_desc *d) {
     d->cq_doorbell = &r->doorbells[1];
     d->state = r->state;
     d->state_bytes = sizeof r->state;
+#ifdef GPUMEM_NVME_CMD_TIMEOUT_NEVER
+    d->signals = &r->signals;
+#endif
 }
 
 /* Forget everything fetched and start the rings afresh (after a reset, as a

@@ -560,25 +560,34 @@ static int inside(const counting_alloc *a, const void *p) {
     return 0;
 }
 
-Test(nvme_ctl, allocator_callbacks_place_what_clients_touch) {
-    counting_alloc a;
+Test(nvme_ctl, allocator_callbacks_place_rings_and_client_state_apart) {
+    counting_alloc ring, client;
     gpumem_swctl_config c = gpumem_swctl_config_default();
     gpumem_swctl *ctl;
     gpumem_nvme_qp *qp;
     unsigned char w[LBA] __attribute__((aligned(LBA))), r[LBA] __attribute__((aligned(LBA)));
-    memset(&a, 0, sizeof a);
+    memset(&ring, 0, sizeof ring);
+    memset(&client, 0, sizeof client);
     c.alloc = count_alloc;
     cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL, "alloc without free");
     c.free = count_free;
-    c.alloc_ctx = &a;
+    c.alloc_ctx = &ring;
+    c.client_alloc = count_alloc;
+    cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL, "client_alloc without client_free");
+    c.client_free = count_free;
+    c.client_ctx = &client;
     c.n_blocks = 64;
     cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
-    cr_assert_eq(a.allocs, 3, "the namespace, the pair's memory and its PRP-list pages");
-    cr_assert(inside(&a, gpumem_swctl_ram(ctl)) && inside(&a, qp) && inside(&a, qp->sq) && inside(&a, qp->cq) &&
-                  inside(&a, qp->sq_doorbell) && inside(&a, qp->cq_doorbell) && inside(&a, qp->cids) &&
-                  inside(&a, qp->prp_lists),
-              "everything a client touches comes from the callback");
+    cr_assert_eq(ring.allocs, 4, "the namespace, the doorbell event, the pair's rings and its PRP-list pages");
+    cr_assert_eq(client.allocs, 1, "the pair's struct and state");
+    cr_assert(inside(&ring, gpumem_swctl_ram(ctl)) && inside(&ring, qp->sq) && inside(&ring, qp->cq) &&
+                  inside(&ring, qp->sq_doorbell) && inside(&ring, qp->cq_doorbell) && inside(&ring, qp->signals) &&
+                  inside(&ring, qp->prp_lists) && inside(&ring, qp->doorbell_event),
+              "what the controller touches is ring memory");
+    cr_assert(inside(&client, qp) && inside(&client, qp->slots) && inside(&client, qp->cids) &&
+                  inside(&client, qp->cid_dw0) && !inside(&ring, qp) && !inside(&ring, qp->cids),
+              "what only clients touch is client memory");
     cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
     fill_block(w, 7, 1);
     cr_assert_eq(gpumem_nvme_qp_write(qp, 7, 1, (uintptr_t)w, 0, NULL), GPUMEM_OK);
@@ -586,7 +595,19 @@ Test(nvme_ctl, allocator_callbacks_place_what_clients_touch) {
     cr_assert(block_ok(r, 7, 1));
     stop_and_check_clean(ctl, 2, NULL);
     gpumem_swctl_destroy(ctl);
-    cr_assert_eq(a.frees, 3, "each freed through the callback");
+    cr_assert_eq(ring.frees, 4, "each freed through its callback");
+    cr_assert_eq(client.frees, 1);
+
+    /* Without client callbacks, client memory comes from alloc as well. */
+    memset(&ring, 0, sizeof ring);
+    c.client_alloc = NULL;
+    c.client_free = NULL;
+    cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
+    cr_assert_eq(ring.allocs, 5);
+    cr_assert(inside(&ring, qp) && inside(&ring, qp->cids));
+    gpumem_swctl_destroy(ctl);
+    cr_assert_eq(ring.frees, 5);
 }
 
 /* ---- commands built from buffer pointers ---------------------------------- */

@@ -207,7 +207,7 @@ Test(robust, null_and_out_of_range_table) {
     gpumem_nvme_cpl cpl;
     gpumem_nvme_req req;
     gpumem_nvme_ns ns = {1, 9, 64, 8, 0};
-    gpumem_nvme_qp_desc qd;
+    gpumem_nvme_qp_desc qd, bd = bare_pair_desc(8, 64, 8);
     gpumem_nvme_swq swq;
     gpumem_nvme_sw_stats sw;
     gpumem_nvme_prp_walk walk;
@@ -301,10 +301,12 @@ Test(robust, null_and_out_of_range_table) {
             /* controller core */
             {"sw_stats_add(NULL out)", gpumem_nvme_sw_stats_add(NULL, &sw), GPUMEM_ENULL},
             {"sw_stats_add(NULL in)", gpumem_nvme_sw_stats_add(&sw, NULL), GPUMEM_ENULL},
-            {"swq_init(NULL q)", gpumem_nvme_swq_init(NULL, qp, swmem, sizeof swmem), GPUMEM_ENULL},
-            {"swq_init(NULL qp)", gpumem_nvme_swq_init(&swq, NULL, swmem, sizeof swmem), GPUMEM_ENULL},
-            {"swq_init(NULL mem)", gpumem_nvme_swq_init(&swq, qp, NULL, sizeof swmem), GPUMEM_ENULL},
-            {"swq_init(too small)", gpumem_nvme_swq_init(&swq, qp, swmem, 16), GPUMEM_ENOMEM},
+            {"swq_init(NULL q)", gpumem_nvme_swq_init(NULL, &bd, swmem, sizeof swmem), GPUMEM_ENULL},
+            {"swq_init(NULL desc)", gpumem_nvme_swq_init(&swq, NULL, swmem, sizeof swmem), GPUMEM_ENULL},
+            {"swq_init(desc without rings)", gpumem_nvme_swq_init(&swq, &qd, swmem, sizeof swmem), GPUMEM_ENULL},
+            {"swq_init(NULL mem)", gpumem_nvme_swq_init(&swq, &bd, NULL, sizeof swmem), GPUMEM_ENULL},
+            {"swq_init(too small)", gpumem_nvme_swq_init(&swq, &bd, swmem, 16), GPUMEM_ENOMEM},
+            {"qp_signals_set_stopped(NULL)", gpumem_nvme_qp_signals_set_stopped(NULL, 1), GPUMEM_ENULL},
             {"sw_take_cq_doorbell(NULL q)", gpumem_nvme_sw_take_cq_doorbell(NULL, &sw), 0},
             {"sw_take_cq_doorbell(NULL st)", gpumem_nvme_sw_take_cq_doorbell(&swq, NULL), 0},
             {"sw_take_sq_doorbell(NULL q)", gpumem_nvme_sw_take_sq_doorbell(NULL, &sw), 0},
