@@ -608,6 +608,8 @@ enum {
 #define GPUMEM__QP_RUNNING 0u
 #define GPUMEM__QP_STOPPED 1u /* the controller stopped: waits end with GPUMEM_ENODEV */
 #define GPUMEM__QP_ABORTED 2u /* the queues were deleted (reset): waits end with GPUMEM_EABORTED */
+#define GPUMEM__QP_RESETTING 3u /* the queues are being deleted: new calls are refused (EABORTED),
+                                   waits for commands already out go on */
 
 /* The controller-visible words of a pair besides its rings and doorbells:
  * what a controller writes for the pair's threads to read, and where host
@@ -674,6 +676,7 @@ typedef struct gpumem_nvme_qp {
     gpumem__nvme_word inflight; /* command IDs taken and not yet given back (the budget) */
     gpumem__nvme_word waiters;  /* threads waiting for an ID inside a pair call */
     gpumem__nvme_word faults;   /* GPUMEM_NVME_FAULT_* bits raised so far */
+    gpumem__nvme_word quiet;    /* nonzero while a reset deletes the queues: no doorbell is rung */
     /* Rare events, counted together on one line: completions dropped by
      * kind, late completions, timed-out and aborted commands. */
     uint32_t counts[GPUMEM__QPC_COUNTS];
@@ -890,6 +893,14 @@ GPUMEM_API void gpumem__doorbell_write(uint32_t *db, uint32_t value) {
 #define GPUMEM__DEV GPUMEM_SCOPE_DEVICE
 #define GPUMEM__SYS GPUMEM_SCOPE_SYSTEM
 
+/* Whether the pair's queues are being deleted (a reset): then no doorbell
+ * is rung, as a controller must see no doorbell write for a queue it does
+ * not have; tails and heads still move, so no thread waits on them.
+ * Relaxed: one look per batch at a line that is written twice a reset. */
+GPUMEM_API int gpumem__qp_quiet(gpumem_nvme_qp *qp) {
+    return gpumem_atomic_load_u32(&qp->quiet.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) != 0;
+}
+
 /* ---- submission queue ----------------------------------------------------- */
 
 /* Move the tail over consecutive written entries; caller holds tail_lock.
@@ -917,9 +928,11 @@ GPUMEM_API void gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
         /* Tail before doorbell, so that sq_head (learnt from completions of
          * what the doorbell hands over) never runs ahead of tail. */
         gpumem_atomic_store_u32(&qp->tail.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
-        gpumem__doorbell_write(qp->sq_doorbell, (cur + n) & mask);
-        gpumem_event_notify(qp->doorbell_event);
-        gpumem_atomic_fetch_add_u32(&qp->sq_doorbell_writes.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        if (!gpumem__qp_quiet(qp)) {
+            gpumem__doorbell_write(qp->sq_doorbell, (cur + n) & mask);
+            gpumem_event_notify(qp->doorbell_event);
+            gpumem_atomic_fetch_add_u32(&qp->sq_doorbell_writes.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        }
         gpumem_event_notify(&qp->signals->event); /* submitters whose marks were cleared */
     }
 }
@@ -1038,8 +1051,10 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
             for (k = 0; k < n; k++)
                 gpumem_atomic_store_u32(&qp->slots[(cur + k) & mask].head_mark, 0, GPUMEM_ORDER_RELEASE,
                                         GPUMEM__DEV);
-            gpumem__doorbell_write(qp->cq_doorbell, (cur + n) & mask);
-            gpumem_event_notify(qp->doorbell_event); /* CQ space for a controller */
+            if (!gpumem__qp_quiet(qp)) {
+                gpumem__doorbell_write(qp->cq_doorbell, (cur + n) & mask);
+                gpumem_event_notify(qp->doorbell_event); /* CQ space for a controller */
+            }
             /* Command IDs whose completions lie before this may be reused: the
              * controller has been told those completions are consumed. */
             gpumem_atomic_store_u32(&qp->cq_released.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
@@ -1245,7 +1260,7 @@ GPUMEM_API uint32_t gpumem__qp_stopped(gpumem_nvme_qp *qp) {
 
 /* The status a call returns for a pair whose stopped word is s (nonzero). */
 GPUMEM_API gpumem_status gpumem__stopped_status(uint32_t s) {
-    return s == GPUMEM__QP_ABORTED ? GPUMEM_EABORTED : GPUMEM_ENODEV;
+    return s == GPUMEM__QP_ABORTED || s == GPUMEM__QP_RESETTING ? GPUMEM_EABORTED : GPUMEM_ENODEV;
 }
 
 /* Why a wait should end, or 0: the controller stopped (ENODEV), the pair
@@ -1253,7 +1268,7 @@ GPUMEM_API gpumem_status gpumem__stopped_status(uint32_t s) {
  * reason in *st. */
 GPUMEM_API int gpumem__qp_give_up(gpumem_nvme_qp *qp, uint64_t deadline, gpumem_status *st) {
     uint32_t s = gpumem__qp_stopped(qp);
-    if (s) *st = gpumem__stopped_status(s);
+    if (s && s != GPUMEM__QP_RESETTING) *st = gpumem__stopped_status(s);
     else if (gpumem_deadline_passed(deadline)) *st = GPUMEM_ETIMEDOUT;
     else return 0;
     return 1;
@@ -1483,7 +1498,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req
     default: return GPUMEM_ESTATE;
     }
     if (!gpumem__cid_collect(qp, req->cid, &req->cpl)) {
-        if ((s = gpumem__qp_stopped(qp)) != 0) {
+        if ((s = gpumem__qp_stopped(qp)) != 0 && s != GPUMEM__QP_RESETTING) {
             why = gpumem__stopped_status(s);
             ended = s == GPUMEM__QP_ABORTED ? GPUMEM__REQ_ABORTED : GPUMEM__REQ_ABANDONED;
         } else if (gpumem_deadline_passed(req->deadline_ns)) {
@@ -1785,6 +1800,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_reinit(gpumem_nvme_qp *qp) {
     }
     qp->counts[GPUMEM__QPC_ABORTED] += aborted;
     gpumem__qp_restart(qp, start);
+    qp->quiet.v = 0;
     /* Release (in set_state): all of the above before a user sees the pair running. */
     return gpumem__signals_set_state(qp->signals, GPUMEM__QP_RUNNING);
 }
@@ -2264,6 +2280,17 @@ const char *gpumem_nvmectl_error(const gpumem_nvmectl *ctl);
 /* Create the next I/O queue pair (qid 1, 2, ...) of `depth` entries (a power
  * of two, at most max_queue_entries). The pair belongs to the controller. */
 gpumem_status gpumem_nvmectl_add_qp(gpumem_nvmectl *ctl, uint32_t depth, gpumem_nvme_qp **out);
+/* Reset pair qp (issue 19) in two steps around its users (gpumem_nvme.h,
+ * "Reset"). reset_begin: Delete I/O SQ, then Delete I/O CQ (once the first
+ * has completed the controller moves no more data for the queue's
+ * commands), then every wait on the pair and every poll of a request
+ * without its result ends with GPUMEM_EABORTED; safe under load. reset_end,
+ * once no thread is inside a call on the pair: the pair is reinitialised
+ * (requests still submitted end "aborted"; results that came before are
+ * kept) and Create I/O CQ, Create I/O SQ make the queues again. GPUMEM_EBUSY
+ * from reset_end while a thread still waits in the pair: call it again. */
+gpumem_status gpumem_nvmectl_reset_begin(gpumem_nvmectl *ctl, gpumem_nvme_qp *qp);
+gpumem_status gpumem_nvmectl_reset_end(gpumem_nvmectl *ctl, gpumem_nvme_qp *qp);
 /* One admin command, waited for with the configured timeout (thread-safe).
  * GPUMEM_EIO with the completion in *cpl when the controller refuses it. */
 gpumem_status gpumem_nvmectl_admin(gpumem_nvmectl *ctl, const gpumem_nvme_cmd *cmd, gpumem_nvme_cpl *cpl);
@@ -2399,6 +2426,7 @@ typedef struct gpumem__nvmectl_pair {
      * nobody (no interrupts: the threads poll). */
     void *state;
     gpumem_nvme_qp_signals signals;
+    int deleted; /* between reset_begin and reset_end: its queues do not exist */
 } gpumem__nvmectl_pair;
 
 /* A VFIO type1 container: the device's I/O address space. Shared by the
@@ -3294,10 +3322,83 @@ static void gpumem__nvmectl_pair_free(gpumem__nvmectl_pair *p) {
     GPUMEM_FREE(p);
 }
 
+/* Delete pair p's I/O SQ (is_cq 0) or CQ (1). */
+static gpumem_status gpumem__nvmectl_delete_queue(gpumem_nvmectl *c, const gpumem__nvmectl_pair *p, int is_cq) {
+    gpumem_nvme_cmd cmd = gpumem__admin_cmd(is_cq ? GPUMEM__ADMIN_DELETE_CQ : GPUMEM__ADMIN_DELETE_SQ, 0, 0,
+                                            p->qp.qid, 0);
+    return gpumem_nvmectl_admin(c, &cmd, NULL);
+}
+
+/* Create pair p's I/O CQ, then its SQ, on the pair's rings (physically
+ * contiguous, interrupts off: the threads poll); a CQ whose SQ could not be
+ * created is deleted again. */
+static gpumem_status gpumem__nvmectl_create_queues(gpumem_nvmectl *c, const gpumem__nvmectl_pair *p) {
+    const uint32_t qid = p->qp.qid, depth = p->qp.depth;
+    gpumem_nvme_cmd cmd = gpumem__admin_cmd(GPUMEM__ADMIN_CREATE_CQ, 0, gpumem_nvme_iomap_at(&p->cq_mem.map, 0),
+                                            ((depth - 1) << 16) | qid, 1u);
+    gpumem_status st;
+    if ((st = gpumem_nvmectl_admin(c, &cmd, NULL)) != GPUMEM_OK) return st;
+    cmd = gpumem__admin_cmd(GPUMEM__ADMIN_CREATE_SQ, 0, gpumem_nvme_iomap_at(&p->sq_mem.map, 0),
+                            ((depth - 1) << 16) | qid, (qid << 16) | 1u);
+    if ((st = gpumem_nvmectl_admin(c, &cmd, NULL)) != GPUMEM_OK) gpumem__nvmectl_delete_queue(c, p, 1);
+    return st;
+}
+
+/* The shim's record of pair qp, or NULL. */
+static gpumem__nvmectl_pair *gpumem__nvmectl_find(gpumem_nvmectl *c, const gpumem_nvme_qp *qp) {
+    uint32_t i;
+    for (i = 0; i < c->n_pairs; i++)
+        if (&c->pairs[i]->qp == qp) return c->pairs[i];
+    return NULL;
+}
+
+gpumem_status gpumem_nvmectl_reset_begin(gpumem_nvmectl *c, gpumem_nvme_qp *qp) {
+    gpumem__nvmectl_pair *p;
+    gpumem_status st;
+    if (!c || !qp) return GPUMEM_ENULL;
+    if (!(p = gpumem__nvmectl_find(c, qp))) return gpumem__nvmectl_fail(c, GPUMEM_EINVAL, "reset: not a pair of this controller");
+    if (p->deleted) return gpumem__nvmectl_fail(c, GPUMEM_ESTATE, "reset of queue pair %u: already begun", qp->qid);
+    /* SQ first (the controller then moves no more data for its commands,
+     * aborting those it holds), then the CQ it posted to. Once the SQ is
+     * asked to go, the queues count as deleted whatever the answer: a
+     * controller that refuses leaves reset_end to try again. */
+    p->deleted = 1;
+    /* New calls are refused from here; commands already out may still
+     * complete until the SQ is gone; no doorbell is rung any more. */
+    gpumem__signals_set_state(qp->signals, GPUMEM__QP_RESETTING);
+    gpumem_atomic_store_u32(&qp->quiet.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    if ((st = gpumem__nvmectl_delete_queue(c, p, 0)) == GPUMEM_OK) st = gpumem__nvmectl_delete_queue(c, p, 1);
+    gpumem_nvme_qp_abort(qp);
+    return st;
+}
+
+gpumem_status gpumem_nvmectl_reset_end(gpumem_nvmectl *c, gpumem_nvme_qp *qp) {
+    uint32_t *sq_db, *cq_db, scratch[2] = {0, 0};
+    gpumem__nvmectl_pair *p;
+    gpumem_status st;
+    if (!c || !qp) return GPUMEM_ENULL;
+    if (!(p = gpumem__nvmectl_find(c, qp))) return gpumem__nvmectl_fail(c, GPUMEM_EINVAL, "reset: not a pair of this controller");
+    if (!p->deleted) return gpumem__nvmectl_fail(c, GPUMEM_ESTATE, "reset of queue pair %u: not begun", qp->qid);
+    /* Reinitialised on scratch doorbells, as at creation: the controller
+     * must see no doorbell write for a queue it does not have. */
+    sq_db = qp->sq_doorbell;
+    cq_db = qp->cq_doorbell;
+    qp->sq_doorbell = &scratch[0];
+    qp->cq_doorbell = &scratch[1];
+    st = gpumem_nvme_qp_reinit(qp);
+    if (st == GPUMEM_OK) gpumem_nvme_qp_abort(qp); /* users stay out until the queues exist */
+    qp->sq_doorbell = sq_db;
+    qp->cq_doorbell = cq_db;
+    if (st != GPUMEM_OK)
+        return gpumem__nvmectl_fail(c, st, "reset of queue pair %u: threads still wait in it", qp->qid);
+    if ((st = gpumem__nvmectl_create_queues(c, p)) != GPUMEM_OK) return st;
+    p->deleted = 0;
+    return gpumem_nvme_qp_set_stopped(qp, 0);
+}
+
 gpumem_status gpumem_nvmectl_add_qp(gpumem_nvmectl *c, uint32_t depth, gpumem_nvme_qp **out) {
     gpumem__nvmectl_pair *p, **grown;
     gpumem_nvme_qp_desc d;
-    gpumem_nvme_cmd cmd;
     gpumem_status st;
     uint32_t qid, n_cids;
     if (!c || !out) return GPUMEM_ENULL;
@@ -3336,17 +3437,7 @@ gpumem_status gpumem_nvmectl_add_qp(gpumem_nvmectl *c, uint32_t depth, gpumem_nv
         d.prp_lists_map = p->prp_mem.map;
     }
     if ((st = gpumem__nvmectl_qp_init(c, &p->qp, &d)) != GPUMEM_OK) goto fail;
-    /* Physically contiguous (PC), interrupts off: the threads poll. */
-    cmd = gpumem__admin_cmd(GPUMEM__ADMIN_CREATE_CQ, 0, gpumem_nvme_iomap_at(&p->cq_mem.map, 0),
-                            ((depth - 1) << 16) | qid, 1u);
-    if ((st = gpumem_nvmectl_admin(c, &cmd, NULL)) != GPUMEM_OK) goto fail;
-    cmd = gpumem__admin_cmd(GPUMEM__ADMIN_CREATE_SQ, 0, gpumem_nvme_iomap_at(&p->sq_mem.map, 0),
-                            ((depth - 1) << 16) | qid, (qid << 16) | 1u);
-    if ((st = gpumem_nvmectl_admin(c, &cmd, NULL)) != GPUMEM_OK) {
-        gpumem_nvme_cmd del = gpumem__admin_cmd(GPUMEM__ADMIN_DELETE_CQ, 0, 0, qid, 0);
-        gpumem_nvmectl_admin(c, &del, NULL);
-        goto fail;
-    }
+    if ((st = gpumem__nvmectl_create_queues(c, p)) != GPUMEM_OK) goto fail;
     if (c->n_pairs) memcpy(grown, c->pairs, c->n_pairs * sizeof *grown);
     GPUMEM_FREE(c->pairs);
     c->pairs = grown;
@@ -3365,14 +3456,10 @@ gpumem_status gpumem_nvmectl_close(gpumem_nvmectl *c) {
     if (!c) return GPUMEM_ENULL;
     if (c->bar && c->enabled && gpumem_nvmectl_check(c) == GPUMEM_OK) {
         /* Submission queues first: a CQ may be deleted only once no SQ uses it. */
-        for (i = c->n_pairs; i-- > 0 && first == GPUMEM_OK;) {
-            gpumem_nvme_cmd cmd = gpumem__admin_cmd(GPUMEM__ADMIN_DELETE_SQ, 0, 0, c->pairs[i]->qp.qid, 0);
-            first = gpumem_nvmectl_admin(c, &cmd, NULL);
-        }
-        for (i = c->n_pairs; i-- > 0 && first == GPUMEM_OK;) {
-            gpumem_nvme_cmd cmd = gpumem__admin_cmd(GPUMEM__ADMIN_DELETE_CQ, 0, 0, c->pairs[i]->qp.qid, 0);
-            first = gpumem_nvmectl_admin(c, &cmd, NULL);
-        }
+        for (i = c->n_pairs; i-- > 0 && first == GPUMEM_OK;)
+            if (!c->pairs[i]->deleted) first = gpumem__nvmectl_delete_queue(c, c->pairs[i], 0);
+        for (i = c->n_pairs; i-- > 0 && first == GPUMEM_OK;)
+            if (!c->pairs[i]->deleted) first = gpumem__nvmectl_delete_queue(c, c->pairs[i], 1);
     } else if (c->bar && c->enabled) {
         first = gpumem_nvmectl_check(c);
     }
