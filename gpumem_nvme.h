@@ -1072,11 +1072,13 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
  * first of each kind on a pair is logged on the host. Relaxed: counts and
  * flags publish nothing. */
 GPUMEM_API void gpumem__qp_fault(gpumem_nvme_qp *qp, uint32_t bit, uint32_t idx, uint32_t cid, uint32_t detail) {
-    uint32_t was;
     gpumem_atomic_fetch_add_u32(&qp->counts[idx], 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-    was = gpumem_atomic_fetch_or_u32(&qp->faults.v, bit, GPUMEM_ORDER_RELAXED, GPUMEM__SYS);
-#if !GPUMEM_ON_DEVICE
-    if (!(was & bit)) {
+#if GPUMEM_ON_DEVICE
+    gpumem_atomic_fetch_or_u32(&qp->faults.v, bit, GPUMEM_ORDER_RELAXED, GPUMEM__SYS);
+    (void)cid;
+    (void)detail;
+#else
+    if (!(gpumem_atomic_fetch_or_u32(&qp->faults.v, bit, GPUMEM_ORDER_RELAXED, GPUMEM__SYS) & bit)) {
         static const char *const what[] = {
             "the controller sent a completion whose CID names no command in flight (dropped)",
             "the controller sent a completion for an ID in flight under another generation, a stale repeat "
@@ -1093,10 +1095,6 @@ GPUMEM_API void gpumem__qp_fault(gpumem_nvme_qp *qp, uint32_t bit, uint32_t idx,
                    "(gpumem_nvme_qp_get_stats)",
                    qp->qid, what[k], cid, bit == GPUMEM_NVME_FAULT_TIMEOUT ? "timeout ms" : "SQ head", detail);
     }
-#else
-    (void)was;
-    (void)cid;
-    (void)detail;
 #endif
 }
 

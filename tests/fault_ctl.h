@@ -11,11 +11,17 @@
  *                             completion names it)
  *
  * Posting waits for CQ space (the CQ head doorbell), harvesting the pair
- * meanwhile as a polling user would; if the pair never frees the space (a
- * completion it did not consume) the test fails there. */
+ * meanwhile as a polling user would (host clients; `harvest` 0 when GPU
+ * threads are the clients, which harvest themselves); if the pair never
+ * frees the space (a completion it did not consume) the test fails there.
+ * Failures go through FCTL_ASSERT: Criterion's cr_assert unless the includer
+ * defines it (the CUDA fault test does). */
 #ifndef GPUMEM_TEST_FAULT_CTL_H
 #define GPUMEM_TEST_FAULT_CTL_H
+#ifndef FCTL_ASSERT
 #include <criterion/criterion.h>
+#define FCTL_ASSERT(...) cr_assert(__VA_ARGS__)
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,6 +35,7 @@
 #define FCTL_HELD 64u /* fetched, not yet completed */
 
 typedef struct fctl {
+    uint64_t state[2048]; /* first: the pair state's 16-byte alignment comes from the allocation's */
     gpumem_nvme_qp qp;
     gpumem_nvme_cmd sq[FCTL_DEPTH];
     gpumem_nvme_cpl cq[FCTL_DEPTH];
@@ -36,7 +43,6 @@ typedef struct fctl {
 #ifdef GPUMEM_NVME_CMD_TIMEOUT_NEVER
     gpumem_nvme_qp_signals signals;
 #endif
-    _Alignas(64) uint64_t state[2048];
     unsigned char disk[FCTL_BLOCKS * FCTL_LBA];
     /* the controller's side */
     uint32_t sq_head;  /* next entry to fetch */
@@ -44,10 +50,18 @@ typedef struct fctl {
     uint32_t phase;    /* phase it posts with */
     gpumem_nvme_cmd held[FCTL_HELD]; /* fetched, FIFO */
     uint32_t n_held;
+    int harvest;       /* harvest the pair while waiting (the clients are host threads) */
+    uint32_t posted;   /* completions posted (a watchdog's progress count) */
 } fctl;
 
+#ifdef __CUDACC__
+#define FCTL_HD __host__ __device__ /* the CUDA fault test checks data on the device */
+#else
+#define FCTL_HD
+#endif
+
 /* The disk's initial content: every byte names its block. */
-static inline unsigned char fctl_disk_byte(uint64_t lba, uint32_t k) { return (unsigned char)(lba * 7u + k * 13u + 1u); }
+static inline FCTL_HD unsigned char fctl_disk_byte(uint64_t lba, uint32_t k) { return (unsigned char)(lba * 7u + k * 13u + 1u); }
 
 static inline void fctl_desc(fctl *r, gpumem_nvme_qp_desc *d) {
     memset(d, 0, sizeof *d);
@@ -77,12 +91,12 @@ static inline void fctl_restart(fctl *r) {
     r->n_held = 0;
 }
 
-static inline fctl *fctl_new(uint32_t cmd_timeout_ms) {
-    fctl *r = (fctl *)aligned_alloc(4096, sizeof(fctl));
+/* Set up r (fctl bytes, 64-byte aligned, where both the clients and this
+ * controller reach it): the pair, a disk of known content, the controller. */
+static inline void fctl_init(fctl *r, uint32_t cmd_timeout_ms) {
     gpumem_nvme_qp_desc d;
     uint64_t b;
     uint32_t k;
-    cr_assert(r);
     memset(r, 0, sizeof *r);
     fctl_desc(r, &d);
 #ifdef GPUMEM_NVME_CMD_TIMEOUT_NEVER
@@ -90,10 +104,17 @@ static inline fctl *fctl_new(uint32_t cmd_timeout_ms) {
 #else
     (void)cmd_timeout_ms; /* 0.3.0: no command timeout */
 #endif
-    cr_assert_eq(gpumem_nvme_qp_init(&r->qp, &d), GPUMEM_OK);
+    FCTL_ASSERT(gpumem_nvme_qp_init(&r->qp, &d) == GPUMEM_OK, "pair init");
     for (b = 0; b < FCTL_BLOCKS; b++)
         for (k = 0; k < FCTL_LBA; k++) r->disk[b * FCTL_LBA + k] = fctl_disk_byte(b, k);
     fctl_restart(r);
+    r->harvest = 1;
+}
+
+static inline fctl *fctl_new(uint32_t cmd_timeout_ms) {
+    fctl *r = (fctl *)aligned_alloc(4096, sizeof(fctl));
+    FCTL_ASSERT(r != NULL, "allocation");
+    fctl_init(r, cmd_timeout_ms);
     return r;
 }
 
@@ -101,7 +122,7 @@ static inline fctl *fctl_new(uint32_t cmd_timeout_ms) {
 static inline uint32_t fctl_fetch(fctl *r, uint32_t n) {
     uint32_t db = __atomic_load_n(&r->doorbells[0], __ATOMIC_ACQUIRE), got = 0;
     while (got < n && r->sq_head != db) {
-        cr_assert(r->n_held < FCTL_HELD);
+        FCTL_ASSERT(r->n_held < FCTL_HELD, "too many fetched commands held");
         r->held[r->n_held++] = r->sq[r->sq_head];
         r->sq_head = (r->sq_head + 1) % FCTL_DEPTH;
         got++;
@@ -115,8 +136,8 @@ static inline void fctl_fetch_n(fctl *r, uint32_t n) {
     while (got < n) {
         got += fctl_fetch(r, n - got);
         if (got < n) {
-            cr_assert(++spins < 5000000u, "only %u of %u commands reached the controller", got, n);
-            gpumem__cq_harvest(&r->qp);
+            FCTL_ASSERT(++spins < 5000000u, "only %u of %u commands reached the controller", got, n);
+            if (r->harvest) gpumem__cq_harvest(&r->qp);
         }
     }
 }
@@ -126,7 +147,7 @@ static inline void fctl_exec(fctl *r, const gpumem_nvme_cmd *c) {
     uint64_t bytes = ((uint64_t)(c->cdw12 & 0xFFFFu) + 1) * FCTL_LBA;
     void *buf = (void *)(uintptr_t)c->prp1;
     uint32_t op = c->cdw0 & 0xFFu;
-    cr_assert(slba * FCTL_LBA + bytes <= sizeof r->disk && bytes <= 4096 - (c->prp1 & 4095));
+    FCTL_ASSERT(slba * FCTL_LBA + bytes <= sizeof r->disk && bytes <= 4096 - (c->prp1 & 4095), "command range");
     if (op == GPUMEM_NVME_OP_READ) memcpy(buf, r->disk + slba * FCTL_LBA, bytes);
     else if (op == GPUMEM_NVME_OP_WRITE) memcpy(r->disk + slba * FCTL_LBA, buf, bytes);
 }
@@ -138,8 +159,8 @@ static inline void fctl_post_phase(fctl *r, uint16_t cid, uint16_t sf, uint32_t 
     gpumem_nvme_cpl *e;
     uint32_t spins = 0;
     while (((r->cq_tail - __atomic_load_n(&r->doorbells[1], __ATOMIC_ACQUIRE)) & (FCTL_DEPTH - 1)) >= FCTL_DEPTH - 1) {
-        cr_assert(++spins < 5000000u, "the CQ stays full: the pair does not consume completions");
-        gpumem__cq_harvest(&r->qp);
+        FCTL_ASSERT(++spins < 5000000u, "the CQ stays full: the pair does not consume completions");
+        if (r->harvest) gpumem__cq_harvest(&r->qp);
     }
     e = &r->cq[r->cq_tail];
     e->dw0 = 0;
@@ -149,6 +170,7 @@ static inline void fctl_post_phase(fctl *r, uint16_t cid, uint16_t sf, uint32_t 
                      __ATOMIC_RELEASE);
     r->cq_tail = (r->cq_tail + 1) % FCTL_DEPTH;
     if (r->cq_tail == 0) r->phase ^= 1u;
+    __atomic_fetch_add(&r->posted, 1, __ATOMIC_RELAXED);
 }
 
 static inline void fctl_post(fctl *r, uint16_t cid, uint16_t sf, uint32_t sq_head) {
@@ -167,7 +189,7 @@ static inline void fctl_fix_phase(fctl *r, uint32_t back) {
 /* Take the oldest fetched command off the held list. */
 static inline gpumem_nvme_cmd fctl_pop(fctl *r) {
     gpumem_nvme_cmd c;
-    cr_assert(r->n_held > 0, "no fetched command to complete");
+    FCTL_ASSERT(r->n_held > 0, "no fetched command to complete");
     c = r->held[0];
     memmove(r->held, r->held + 1, (r->n_held - 1) * sizeof r->held[0]);
     r->n_held--;
