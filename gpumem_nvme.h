@@ -1323,7 +1323,7 @@ typedef struct gpumem_nvme_req {
     uint16_t cid;   /* the CID sent: command ID and generation */
     uint16_t state; /* GPUMEM__REQ_*: idle, submitted, done, or ended without a result */
     uint32_t reserved_;
-    uint64_t deadline_ns; /* when the pair's command timeout gives it up (gpumem_clock_ns) */
+    uint64_t deadline_ns; /* when the pair's command timeout gives it up (gpumem_clock_ns; 0: not yet set) */
 } gpumem_nvme_req;
 
 enum {
@@ -1426,10 +1426,10 @@ GPUMEM_API gpumem_status gpumem__qp_submit_within(gpumem_nvme_qp *qp, const gpum
         gpumem__cq_harvest(qp);
         return GPUMEM_EAGAIN;
     }
-    /* The command timeout counts from here (one clock read per
-     * asynchronous submission; blocking calls read it only if the command
-     * did not complete at once). */
-    req->deadline_ns = gpumem_deadline_ns(qp->cmd_timeout_ns);
+    /* The command timeout starts at the first poll that finds the command
+     * outstanding (gpumem__cmd_expired): no clock is read for a command
+     * that is complete when first looked at. */
+    req->deadline_ns = 0;
     gpumem__submit(qp, cmd, cid, data);
     req->cid = cid;
     req->state = GPUMEM__REQ_SUBMITTED;
@@ -1499,7 +1499,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req
         if ((s = gpumem__qp_stopped(qp)) != 0 && s != GPUMEM__QP_RESETTING) {
             why = gpumem__stopped_status(s);
             ended = s == GPUMEM__QP_ABORTED ? GPUMEM__REQ_ABORTED : GPUMEM__REQ_ABANDONED;
-        } else if (gpumem_deadline_passed(req->deadline_ns)) {
+        } else if (gpumem__cmd_expired(qp, &req->deadline_ns)) {
             why = GPUMEM_ETIMEDOUT;
             ended = GPUMEM__REQ_TIMED_OUT;
         } else {
