@@ -310,8 +310,11 @@ typedef struct reset_worker {
     uint64_t ok, aborted, other;
 } reset_worker;
 
-/* Leave the pair until the reset is over. */
+/* A request ended aborted: the pair is being reset. Leave it until the
+ * reset is over (the main thread raises `pause` once reset_begin has
+ * returned, and lowers it after reset_end). */
 static void reset_park(reset_shared *rs) {
+    while (!__atomic_load_n(&rs->pause, __ATOMIC_ACQUIRE)) nanosleep(&(struct timespec){0, 1000000L}, NULL);
     __atomic_fetch_add(&rs->out, 1, __ATOMIC_ACQ_REL);
     while (__atomic_load_n(&rs->pause, __ATOMIC_ACQUIRE)) nanosleep(&(struct timespec){0, 1000000L}, NULL);
     __atomic_fetch_sub(&rs->out, 1, __ATOMIC_ACQ_REL);
@@ -349,17 +352,19 @@ static void *reset_worker_main(void *arg) {
         const uint64_t lba = own + i % 64;
         const uint32_t gen = block_gen(sh, lba) + 1;
         gpumem_status got;
-        if (__atomic_load_n(&rs->pause, __ATOMIC_ACQUIRE)) reset_park(rs);
         fill_block((unsigned char *)buf.va, lba, gen);
         got = reset_io(w, GPUMEM_NVME_OP_WRITE, lba, &buf);
         if (got == GPUMEM_EABORTED) rs->landed[lba - sh->write_base] = gen; /* on the disk or not */
+        if (got == GPUMEM_EABORTED) reset_park(rs);
         if (got != GPUMEM_OK) continue;
         sh->gen[lba - sh->write_base] = gen; /* reported done: must be on the disk */
         rs->landed[lba - sh->write_base] = 0;
         memset(buf.va, 0xEE, LBA);
-        if (reset_io(w, GPUMEM_NVME_OP_READ, lba, &buf) == GPUMEM_OK)
+        got = reset_io(w, GPUMEM_NVME_OP_READ, lba, &buf);
+        if (got == GPUMEM_OK)
             CHECK(block_ok((unsigned char *)buf.va, lba, gen), "reset worker %u: block %llu read back wrong", w->id,
                   (unsigned long long)lba);
+        if (got == GPUMEM_EABORTED) reset_park(rs);
     }
     gpumem_nvmectl_dma_free(&buf);
     __atomic_fetch_add(&rs->out, 1, __ATOMIC_ACQ_REL); /* out for good */
@@ -394,10 +399,12 @@ static void reset_under_load(shared_state *sh) {
     for (r = 0; r < RESET_ROUNDS && !failures; r++) {
         double t0;
         nanosleep(&(struct timespec){0, 300000000L}, NULL);
-        __atomic_store_n(&rs.pause, 1, __ATOMIC_RELEASE);
+        /* Under load: the workers' requests in flight end aborted, and so
+         * does every new call, which sends each worker to park. */
         t0 = now_s();
         st = gpumem_nvmectl_reset_begin(sh->ctl, rs.qp);
         CHECK(st == GPUMEM_OK, "reset_begin: %s: %s", gpumem_status_str(st), gpumem_nvmectl_error(sh->ctl));
+        __atomic_store_n(&rs.pause, 1, __ATOMIC_RELEASE);
         while (__atomic_load_n(&rs.out, __ATOMIC_ACQUIRE) < RESET_THREADS)
             nanosleep(&(struct timespec){0, 1000000L}, NULL);
         st = gpumem_nvmectl_reset_end(sh->ctl, rs.qp);
