@@ -1006,17 +1006,22 @@ GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) {
 GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
     const uint32_t mask = qp->depth - 1;
     for (;;) {
-        uint32_t cur, n = 0;
+        uint32_t cur, n = 0, sq_head, best;
         if (gpumem_atomic_load_u32(&qp->head_lock.v, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0 ||
             gpumem_atomic_exchange_u32(&qp->head_lock.v, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0)
             return; /* the holder will see our marker */
         cur = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        sq_head = best = gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
         while (n < qp->depth - 1) {
-            uint32_t *mark = &qp->slots[(cur + n) & mask].head_mark;
+            gpumem__nvme_slot *slot = &qp->slots[(cur + n) & mask];
+            uint32_t next;
             /* 1 = consumed (0 = not yet, 2 = being harvested). Acquire:
              * pairs with the harvester's marker store, so its reads of the
              * entry (and its sq_next) come before we hand the slot back. */
-            if (gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) != 1) break;
+            if (gpumem_atomic_load_u32(&slot->head_mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) != 1) break;
+            /* The SQ head this completion proves (see below). */
+            next = gpumem_atomic_load_u32(&slot->sq_next, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+            if (gpumem_wrap_diff_u32(next, best) > 0) best = next;
             n++;
         }
         if (n) {
@@ -1028,14 +1033,8 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
              * plausibility (gpumem__cpl_judge): believing it would let a
              * lying controller have unread entries overwritten. Every
              * sq_next lies within what was handed over, so the head never
-             * passes the tail. */
-            uint32_t sq_head = gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-            uint32_t best = sq_head, k;
-            for (k = 0; k < n; k++) {
-                uint32_t next = gpumem_atomic_load_u32(&qp->slots[(cur + k) & mask].sq_next, GPUMEM_ORDER_RELAXED,
-                                                       GPUMEM__DEV);
-                if (gpumem_wrap_diff_u32(next, best) > 0) best = next;
-            }
+             * passes the tail. best: the most the passed ones prove. */
+            uint32_t k;
             for (k = 0; k < best - sq_head; k++) /* increment #2: consumed by the controller */
                 gpumem_atomic_fetch_add_u32(&qp->slots[(sq_head + k) & mask].turn, 1, GPUMEM_ORDER_RELEASE,
                                             GPUMEM__DEV);
