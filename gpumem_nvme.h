@@ -179,7 +179,9 @@
  * (default 30,000 ms, as Linux's I/O timeout; GPUMEM_NVME_CMD_TIMEOUT_NEVER
  * for none) is given up: its blocking call and its poll return
  * GPUMEM_ETIMEDOUT (the clock is gpumem_clock_ns: CLOCK_MONOTONIC on the
- * host, %globaltimer on the GPU). Its ID stays reserved (ORPHAN) until its
+ * host, %globaltimer on the GPU). A blocking call counts from submission,
+ * an asynchronous request from its first poll that finds it outstanding
+ * (so that neither reads a clock for a command complete at its first look). Its ID stays reserved (ORPHAN) until its
  * late completion arrives, which is counted (`late`) and frees the ID but
  * reaches no request, or until the pair is reset. Until then the device may
  * still write into the command's buffer: gpumem_nvme_req_busy says when a
@@ -1473,7 +1475,8 @@ GPUMEM_API int gpumem__cid_give_up(gpumem_nvme_qp *qp, uint16_t wire, gpumem_sta
  * there; GPUMEM_OK, GPUMEM_EIO or GPUMEM_EABORTED (status in req->cpl) once
  * it is. Never waits. The request ends without a completion, and poll says
  * so from then on, when:
- *   - the command outlived the pair's command timeout: GPUMEM_ETIMEDOUT;
+ *   - the command outlived the pair's command timeout, counted from the
+ *     first poll that found it outstanding: GPUMEM_ETIMEDOUT;
  *   - the controller stopped: GPUMEM_ENODEV;
  *   - the pair is being reset: GPUMEM_EABORTED.
  * After ETIMEDOUT or ENODEV the controller may still carry the command out
@@ -1784,20 +1787,22 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_reinit(gpumem_nvme_qp *qp) {
         uint64_t w = qp->cids[i];
         const uint64_t wire = (uint64_t)GPUMEM__CID_WIRE(w) << 32;
         if (!(w & GPUMEM__CID_IN_USE) || (w & GPUMEM__CID_DONE)) continue; /* free, or a result to collect */
+        /* Atomic stores: statistics readers may look at the words meanwhile. */
         if (w & GPUMEM__CID_ORPHAN) {
-            qp->cids[i] = wire; /* nobody waits for it: free at once */
+            gpumem_atomic_store_u64(&qp->cids[i], wire, GPUMEM_ORDER_RELAXED, GPUMEM__DEV); /* nobody waits: free */
             gpumem__budget_put(qp);
             continue;
         }
         /* Its owner will look: it finds its command aborted. */
         qp->cid_mail[2 * i] = 0;
         qp->cid_mail[2 * i + 1] = GPUMEM_NVME_SC_ABORTED_SQ_DELETION;
-        qp->cids[i] = GPUMEM__CID_IN_USE | GPUMEM__CID_DONE | wire | (uint32_t)(start - 1);
+        gpumem_atomic_store_u64(&qp->cids[i], GPUMEM__CID_IN_USE | GPUMEM__CID_DONE | wire | (uint32_t)(start - 1),
+                                GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
         aborted++;
     }
-    qp->counts[GPUMEM__QPC_ABORTED] += aborted;
+    gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QPC_ABORTED], aborted, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     gpumem__qp_restart(qp, start);
-    qp->quiet.v = 0;
+    gpumem_atomic_store_u32(&qp->quiet.v, 0, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     /* Release (in set_state): all of the above before a user sees the pair running. */
     return gpumem__signals_set_state(qp->signals, GPUMEM__QP_RUNNING);
 }
@@ -1931,8 +1936,16 @@ static inline size_t gpumem_nvme_qp_report(const gpumem_nvme_qp *qp, char *buf, 
             uncollected++;
         }
     }
-    return gpumem__appendf(buf, n, at, "%s (%u in all); completed, not yet collected by their owner: %u\n",
-                           outstanding > 16 ? " ..." : outstanding ? "" : " none", outstanding, uncollected);
+    at = gpumem__appendf(buf, n, at, "%s (%u in all); completed, not yet collected by their owner: %u\n",
+                         outstanding > 16 ? " ..." : outstanding ? "" : " none", outstanding, uncollected);
+    /* Plain reads, as above: the report is made where the pair is at rest. */
+    return gpumem__appendf(buf, n, at,
+                           "  controller faults 0x%x: completions dropped: stray %u, stale %u, duplicate %u, early "
+                           "%u, SQ head %u; late %u, timed out %u, aborted by a reset %u\n",
+                           qp->faults.v, qp->counts[GPUMEM__QPC_STRAY], qp->counts[GPUMEM__QPC_STALE],
+                           qp->counts[GPUMEM__QPC_DUPLICATE], qp->counts[GPUMEM__QPC_EARLY],
+                           qp->counts[GPUMEM__QPC_SQ_HEAD], qp->counts[GPUMEM__QPC_LATE],
+                           qp->counts[GPUMEM__QPC_TIMED_OUT], qp->counts[GPUMEM__QPC_ABORTED]);
 }
 #endif /* !GPUMEM_ON_DEVICE */
 
