@@ -5,6 +5,8 @@
 #   make bench      Google Benchmark, each against its baseline: queue vs mutex queue, fetch-add vs
 #                   CAS reference count, cache misses vs direct reads (bench-queue, bench-cache),
 #                   then `make plot` (gnuplot) draws them into build/results/bench.png
+#   make bench-doorbell   the host controller hearing doorbells nobody notifies (GPU clients), per idle
+#                   setting: time to notice, throughput, controller CPU time (build/results/issue12-doorbell.md)
 #   make results MACHINE=name   copy build/results/* to bench/results/*-name.* (committed results)
 #   make install PREFIX=/usr/local   headers, gpumem.pc, CMake package (gpumem::gpumem); make uninstall
 #   make install-test   install into a temporary prefix, build tests/consumer with CMake
@@ -12,6 +14,8 @@
 #   make tsan/asan  the concurrency workloads under ThreadSanitizer / ASan+UBSan (asan: the suite too)
 #   make stress     the soak: the concurrency workloads, then random mixes for GPUMEM_SOAK_SECONDS
 #                   (default 60) each under ThreadSanitizer and under ASan+UBSan
+#   make registers  registers per thread of a kernel around each public device entry point (ptxas -v,
+#                   sm_90; no GPU needed): bench/results/registers-$(CUDA_ARCH).md and build/results/
 #   make gpu-test   CUDA tests, then under compute-sanitizer memcheck/racecheck/synccheck (needs a GPU;
 #                   without one it compiles them and says so); gpu-bench likewise for bench/cuda
 #   make qemu-test  the queue pairs drive QEMU's NVMe controller (tests/qemu; needs
@@ -25,8 +29,20 @@ CUDA_ARCH ?= sm_90
 WARN    := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -g
 BUILD   := build
-HEADERS := gpumem.h gpumem_nvme.h gpumem_swctl.h gpumem_cache.h gpumem_policy.h
-TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme $(BUILD)/test_cache $(BUILD)/test_robust $(BUILD)/test_wakeup $(BUILD)/test_graph $(BUILD)/test_policy $(BUILD)/test_faults $(BUILD)/test_faults_ndebug
+HEADERS := gpumem.h gpumem_nvme.h gpumem_swctl.h gpumem_cache.h gpumem_policy.h gpumem_tier.h
+# One test a line, so that branches adding tests merge without conflict.
+TESTS   := $(BUILD)/test_core
+TESTS   += $(BUILD)/test_nvme
+TESTS   += $(BUILD)/test_cache
+TESTS   += $(BUILD)/test_robust
+TESTS   += $(BUILD)/test_wakeup
+TESTS   += $(BUILD)/test_graph
+TESTS   += $(BUILD)/test_policy
+TESTS   += $(BUILD)/test_xproc
+TESTS   += $(BUILD)/test_tier
+TESTS   += $(BUILD)/test_nostats
+TESTS   += $(BUILD)/test_faults
+TESTS   += $(BUILD)/test_faults_ndebug
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -36,12 +52,12 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-.PHONY: all test policy-sim headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
+.PHONY: all test registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
 
 all: test
 
 # deps-test comes first: make builds prerequisites left to right.
-test: deps-test headers cuda-compile examples run-tests
+test: deps-test headers cuda-compile registers examples run-tests
 deps-test:
 	@$(DEPS) cc criterion
 
@@ -68,6 +84,19 @@ ifneq ($(HAVE_NVCC),)
 endif
 	@echo "header $<: C11, C++17$(if $(HAVE_NVCC), and nvcc,) ok"
 	@touch $@
+
+# Registers per thread (tools/registers.sh): compiled only, so it runs in
+# make test; rewritten when a header or the kernels change. The committed
+# table is the one for CUDA_ARCH; a copy goes to build/results.
+REG_TABLE := bench/results/registers-$(CUDA_ARCH).md
+registers: $(if $(HAVE_NVCC),$(REG_TABLE),)
+ifeq ($(HAVE_NVCC),)
+	@echo "registers: nvcc not found: register report not written"
+endif
+$(REG_TABLE): bench/registers/kernels.cu tools/registers.sh $(HEADERS)
+	@mkdir -p $(RESULTS)
+	sh tools/registers.sh $(NVCC) $(CUDA_ARCH) $@
+	cp $@ $(RESULTS)/
 
 cuda-compile: $(CUDA_OBJS)
 ifeq ($(HAVE_NVCC),)
@@ -162,6 +191,18 @@ BENCH_PAIRS_cache := hit_faa:hit_cas miss_cache:miss_direct
 
 # A run becomes a committed result only by this explicit copy, under a name
 # chosen for the machine: build/results/queue.json -> bench/results/queue-$(MACHINE).json.
+# How the host-thread controller hears doorbells that wake nobody (GPU
+# clients), and the CPU each idle setting costs (issue 12): a plain C program,
+# no Google Benchmark; never asserts on time.
+$(BUILD)/bench_doorbell: bench/bench_doorbell.c $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -pthread
+bench-doorbell:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/bench_doorbell
+	@mkdir -p $(RESULTS)
+	GPUMEM_MACHINE="$$(sh tools/machine.sh)" $(BUILD)/bench_doorbell $(RESULTS)/issue12-doorbell.md $(RESULTS)/issue12-doorbell.tsv
+	cat $(RESULTS)/issue12-doorbell.md
+
 results:
 	@test -n "$(MACHINE)" || { echo "make results MACHINE=name: name the machine (the files say which it was)"; exit 2; }
 	@test -d $(RESULTS) || { echo "results: nothing in $(RESULTS); run make bench or make graph-sweep first"; exit 2; }
@@ -266,11 +307,19 @@ $(BUILD)/cuda/%.bin: bench/cuda/%.cu $(HEADERS) $(wildcard tests/cuda/*.h bench/
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O3 -arch=$(CUDA_ARCH) -I. -Itests/cuda $< -o $@ -lpthread
 
+# The same benchmark with the statistics compiled out (the cache groups only).
+$(BUILD)/cuda/%_nostats.bin: bench/cuda/%.cu $(HEADERS) $(wildcard tests/cuda/*.h bench/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O3 -arch=$(CUDA_ARCH) -DGPUMEM_NO_STATS -I. -Itests/cuda $< -o $@ -lpthread
+CUDA_BENCH_BINS += $(BUILD)/cuda/bench_gpu_nostats.bin
+
 gpu-bench: cuda-compile $(CUDA_BENCH_BINS)
 	@if ! nvidia-smi -L >/dev/null 2>&1; then \
 	  echo "gpu-bench: NO GPU on this machine: the CUDA benchmarks were compiled, NOT run"; exit 0; fi; \
 	mkdir -p $(RESULTS); \
-	for b in $(CUDA_BENCH_BINS); do echo "== $$b"; timeout -k 10 $${GPU_BENCH_BOUND:-1500} $$b $(RESULTS) || exit 1; done
+	for b in $(CUDA_BENCH_BINS); do echo "== $$b"; timeout -k 10 $${GPU_BENCH_BOUND:-1500} $$b $(RESULTS) || exit 1; done; \
+	if $(DEPS) python3 gnuplot; then python3 bench/plot_gpu.py $(RESULTS)/gpu-run.jsonl $(RESULTS)/gpu-clients.png; \
+	else echo "gpu-bench: plot skipped (needs python3 and gnuplot)"; fi
 
 # ---- install -----------------------------------------------------------------
 # Headers into PREFIX/include, gpumem.pc into PREFIX/share/pkgconfig (a
@@ -330,3 +379,17 @@ policy-sim: $(BUILD)/policy_sim $(BUILD)/graph
 	gnuplot -e "in='$(RESULTS)/policy-sim.dat'; out='$(RESULTS)/policy-sim.png'" bench/policy_sim.gp
 	cat $(RESULTS)/policy-sim.md
 	$(BUILD)/graph policies $(BUILD)/kron18.graph --policy brrip --cache-mib 4 | tail -6 | tee $(RESULTS)/policy-graph.txt
+
+# Three tiers against two (bench/tier_bench.c): the simulator's loop, zipf,
+# Kronecker BFS and phase-mix traces replayed by 64 threads through the cache,
+# the host tier (never-host, tier-order, GMT-Reuse) and the queue pairs of a
+# software controller at 130 us per command; a few minutes. Writes
+# $(RESULTS)/tier-bench.{md,tsv} (`make results` commits them).
+$(BUILD)/tier_bench: bench/tier_bench.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
+tier-bench:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/tier_bench
+	@mkdir -p $(RESULTS)
+	$(BUILD)/tier_bench --out $(RESULTS) --machine "$$(sh tools/machine.sh)"
+	cat $(RESULTS)/tier-bench.md

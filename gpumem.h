@@ -42,7 +42,16 @@
  *   GPUMEM_SLOT_BYTES      size of one per-position record in a queue (default 32,
  *                          a GPU L2 sector; a multiple of 16, at least 32)
  *   GPUMEM_BACKOFF_MAX_NS  cap of the device back-off sleep (default 256 ns,
- *                          as measured best in the BaM dissertation's code)
+ *                          as measured best in the BaM dissertation's code; not
+ *                          yet re-measured here: bench_gpu sweeps the per-pair
+ *                          knob, gpumem_nvme_qp_set_wait_max_ns, to choose it)
+ *   GPUMEM_WARP_POLL       device: lanes of a warp that wait on one queue pair
+ *                          together elect one lane to scan its completion queue,
+ *                          the others read their own mailboxes (default 1; 0:
+ *                          every waiting thread scans, as before)
+ *   GPUMEM_NO_STATS        compile the statistics counters of the cache and the
+ *                          queue pairs out (gpumem_cache_get_stats then reports
+ *                          GPUMEM_ESTATE); the software controllers keep theirs
  *   GPUMEM_BACKOFF_SPINS   host: short pause bursts before parking (default 64)
  *   GPUMEM_PARK_TIMEOUT_NS host: longest park on an event before re-checking
  *                          (default 1 ms; only matters if a wake-up is missed)
@@ -119,6 +128,9 @@
 #endif
 #ifndef GPUMEM_BACKOFF_SPINS
 #define GPUMEM_BACKOFF_SPINS 64
+#endif
+#ifndef GPUMEM_WARP_POLL
+#define GPUMEM_WARP_POLL 1
 #endif
 
 
@@ -353,7 +365,7 @@ GPUMEM__DEFINE_ATOMICS(uint64_t, u64)
  */
 typedef struct gpumem_backoff {
     uint32_t ns;    /* device: next sleep */
-    uint32_t spins; /* host: rounds so far */
+    uint32_t spins; /* host: rounds so far; device: the cap of the sleep */
 } gpumem_backoff;
 
 /* An eventcount: seq changes on every notification that found a waiter.
@@ -371,12 +383,23 @@ typedef struct gpumem_event {
  * the event is process-shared. */
 #define GPUMEM__FUTEX_FLAGS(ev) ((ev)->shared ? 0 : 128)
 
-GPUMEM_API gpumem_backoff gpumem_backoff_start(void) {
+/* A back-off whose device sleep grows up to cap_ns (at least 8 ns); the host
+ * ignores the cap (it spins, then parks). Queue pairs pass their own cap
+ * (gpumem_nvme_qp_set_wait_max_ns): many waiters on a pair in host memory
+ * poll across PCIe, and a longer cap trades wake-up latency for bus traffic. */
+GPUMEM_API gpumem_backoff gpumem_backoff_start_capped(uint32_t cap_ns) {
     gpumem_backoff b;
     b.ns = 8;
+#if GPUMEM_ON_DEVICE
+    b.spins = cap_ns < 8 ? 8 : cap_ns;
+#else
+    (void)cap_ns;
     b.spins = 0;
+#endif
     return b;
 }
+
+GPUMEM_API gpumem_backoff gpumem_backoff_start(void) { return gpumem_backoff_start_capped(GPUMEM_BACKOFF_MAX_NS); }
 
 #if !GPUMEM_ON_DEVICE
 #include <sched.h>
@@ -415,7 +438,7 @@ GPUMEM_API int gpumem_backoff_pause(gpumem_backoff *b) {
     if (!b) return 0;
 #if GPUMEM_ON_DEVICE
     __nanosleep(b->ns);
-    b->ns = b->ns * 2 > GPUMEM_BACKOFF_MAX_NS ? GPUMEM_BACKOFF_MAX_NS : b->ns * 2;
+    b->ns = b->ns * 2 > b->spins ? b->spins : b->ns * 2;
     return 1;
 #else
     if (b->spins < GPUMEM_BACKOFF_SPINS) {
@@ -516,9 +539,12 @@ GPUMEM_API void gpumem__event_end(gpumem_event *ev) {
  * apart by what they set. A waker that notifies the event after making
  * `give_up` true (stopping a controller) ends parked waits at once; a
  * deadline is noticed within GPUMEM_PARK_TIMEOUT_NS. */
-#define GPUMEM_WAIT_UNTIL_OR(ev, cond, give_up)                                             \
+#define GPUMEM_WAIT_UNTIL_OR(ev, cond, give_up) GPUMEM_WAIT_CAPPED(ev, GPUMEM_BACKOFF_MAX_NS, cond, give_up)
+
+/* GPUMEM_WAIT_UNTIL_OR with the device back-off capped at cap_ns. */
+#define GPUMEM_WAIT_CAPPED(ev, cap_ns, cond, give_up)                                       \
     do {                                                                                    \
-        gpumem_backoff gpumem_b_ = gpumem_backoff_start();                                  \
+        gpumem_backoff gpumem_b_ = gpumem_backoff_start_capped(cap_ns);                     \
         for (;;) {                                                                          \
             int gpumem_done_;                                                               \
             uint32_t gpumem_seen_;                                                          \
@@ -589,6 +615,37 @@ GPUMEM_API int gpumem_deadline_passed(uint64_t deadline_ns) {
 #endif
 GPUMEM__SPECIAL_REG(gpumem_sm_id, "smid")     /* the SM */
 GPUMEM__SPECIAL_REG(gpumem_lane_id, "laneid") /* the lane in its warp, any block shape */
+
+/* Warp-wide steps for code that runs on both sides: on the device a warp of
+ * GPUMEM_WARP_WIDTH lanes (mask: the lanes taking part, each of which must
+ * make the same call); on the host a thread is a warp of one, so the same
+ * loop runs in the host test suite. */
+#if GPUMEM_ON_DEVICE
+#define GPUMEM_WARP_WIDTH 32u
+GPUMEM_API uint32_t gpumem_warp_ballot(uint32_t mask, int pred) { return __ballot_sync(mask, pred); }
+GPUMEM_API uint64_t gpumem_warp_bcast_u64(uint32_t mask, uint64_t v, uint32_t lane) {
+    return __shfl_sync(mask, (unsigned long long)v, (int)lane);
+}
+GPUMEM_API void gpumem_warp_sync(uint32_t mask) { __syncwarp(mask); }
+#else
+#define GPUMEM_WARP_WIDTH 1u
+GPUMEM_API uint32_t gpumem_warp_ballot(uint32_t mask, int pred) { return pred ? (mask & 1u) : 0u; }
+GPUMEM_API uint64_t gpumem_warp_bcast_u64(uint32_t mask, uint64_t v, uint32_t lane) {
+    (void)mask, (void)lane;
+    return v;
+}
+GPUMEM_API void gpumem_warp_sync(uint32_t mask) { (void)mask; }
+#endif
+/* The lowest lane set in a nonzero mask. */
+GPUMEM_API uint32_t gpumem_lowest_lane(uint32_t mask) {
+#if GPUMEM_ON_DEVICE
+    return (uint32_t)__ffs(mask) - 1u;
+#else
+    uint32_t k = 0;
+    while (!(mask & 1u)) mask >>= 1, k++;
+    return k;
+#endif
+}
 
 GPUMEM_API int gpumem_is_pow2_u64(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 

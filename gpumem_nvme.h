@@ -663,7 +663,8 @@ typedef struct gpumem_nvme_qp {
     uint32_t prp_list_pages; /* per command ID: enough for the namespace's largest transfer */
     uint32_t cid_limit;   /* most commands in flight: min(n_cids, depth - 1) */
     uint32_t async_limit; /* most of them asynchronous: the rest is kept for blocking calls */
-    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 11];
+    uint32_t wait_max_ns; /* device waits on this pair back off up to this (gpumem_nvme_qp_set_wait_max_ns) */
+    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 12];
     /* hot words, one cache line each */
     gpumem__nvme_word ticket;    /* next SQ ticket */
     gpumem__nvme_word tail;      /* virtual SQ tail: entries handed to the controller */
@@ -673,8 +674,8 @@ typedef struct gpumem_nvme_qp {
     gpumem__nvme_word cq_released; /* virtual CQ head as last rung on the doorbell */
     gpumem__nvme_word head_lock;
     gpumem__nvme_word cid_ticket;
-    gpumem__nvme_word sq_doorbell_writes; /* statistics: one per batch */
-    gpumem__nvme_word cq_doorbell_writes;
+    gpumem__nvme_word sq_doorbell_writes; /* statistics: one per batch, written by the lock holder */
+    gpumem__nvme_word cq_doorbell_writes; /* (0 with GPUMEM_NO_STATS) */
     gpumem__nvme_word inflight; /* command IDs taken and not yet given back (the budget) */
     gpumem__nvme_word waiters;  /* threads waiting for an ID inside a pair call */
     gpumem__nvme_word faults;   /* GPUMEM_NVME_FAULT_* bits raised so far */
@@ -802,6 +803,20 @@ GPUMEM_API void gpumem__qp_restart(gpumem_nvme_qp *qp, uint32_t start) {
     *qp->cq_doorbell = 0;
 }
 
+/* Point the pair's client-state pointers into `state`, laid out as
+ * gpumem_nvme_qp_init lays it out (the one place that knows the layout of
+ * the gpumem_nvme_qp_state_bytes() area). Init uses it; so does a pair
+ * built in host memory and then copied where host code cannot write (GPU
+ * memory), and a host copy of such a pair read for diagnostics: the copy's
+ * pointers are moved to the copy's state. */
+GPUMEM_API void gpumem_nvme_qp_relocate_state(gpumem_nvme_qp *qp, void *state) {
+    char *base = (char *)state;
+    if (!qp || !state) return;
+    qp->slots = (gpumem__nvme_slot *)base;
+    qp->cids = (uint64_t *)(base + (size_t)qp->depth * sizeof(gpumem__nvme_slot));
+    qp->cid_mail = (uint32_t *)(qp->cids + qp->n_cids);
+}
+
 /* Initialise a pair (host, before any thread uses it). Zeroes the CQ. */
 GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nvme_qp_desc *d) {
     uint32_t i;
@@ -834,9 +849,6 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     qp->cq_doorbell = d->cq_doorbell;
     qp->signals = d->signals;
     gpumem_nvme_qp_signals_init(d->signals);
-    qp->slots = (gpumem__nvme_slot *)state;
-    qp->cids = (uint64_t *)(state + (size_t)d->depth * sizeof(gpumem__nvme_slot));
-    qp->cid_mail = (uint32_t *)(qp->cids + d->n_cids);
     qp->ns = d->ns;
     qp->cmd_timeout_ns = d->cmd_timeout_ms == GPUMEM_NVME_CMD_TIMEOUT_NEVER ? GPUMEM_NO_TIMEOUT
                          : (uint64_t)(d->cmd_timeout_ms ? d->cmd_timeout_ms : GPUMEM_NVME_CMD_TIMEOUT_DEFAULT_MS) *
@@ -847,6 +859,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     qp->n_cids = d->n_cids;
     qp->cid_shift = gpumem_log2_u64(d->n_cids);
     qp->qid = d->qid;
+    gpumem_nvme_qp_relocate_state(qp, state);
     /* At most depth - 1 commands in flight: then a submitter's turn never
      * waits on the controller, only on other threads (see "Budget" above),
      * so every wait can end when the controller stops. A quarter of them
@@ -859,6 +872,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
      * it there until the controller runs again. */
     qp->cid_limit = d->depth == 2 ? 2 : d->n_cids < d->depth - 1 ? d->n_cids : d->depth - 1;
     qp->async_limit = qp->cid_limit - (qp->cid_limit / 4 > 1 ? qp->cid_limit / 4 : 1);
+    qp->wait_max_ns = GPUMEM_BACKOFF_MAX_NS;
     qp->doorbell_event = d->doorbell_event;
     qp->prp_lists = d->prp_lists;
     qp->prp_map = d->prp_lists_map;
@@ -903,6 +917,37 @@ GPUMEM_API int gpumem__qp_quiet(gpumem_nvme_qp *qp) {
     return gpumem_atomic_load_u32(&qp->quiet.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) != 0;
 }
 
+/* One more in a pair's statistics word. Only a lock holder counts (the tail
+ * lock for SQ doorbells, the head lock for CQ doorbells), so a relaxed load
+ * and store suffice: no read-modify-write on a shared line. Compiled out
+ * with GPUMEM_NO_STATS. */
+GPUMEM_API void gpumem__qp_count(gpumem__nvme_word *w) {
+#if defined(GPUMEM_NO_STATS)
+    (void)w;
+#else
+    gpumem_atomic_store_u32(&w->v, gpumem_atomic_load_u32(&w->v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) + 1,
+                            GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+#endif
+}
+
+/* Set how long a device thread waiting on this pair may sleep between looks
+ * (its back-off doubles from 8 ns up to this; default GPUMEM_BACKOFF_MAX_NS).
+ * A pair whose rings are in host memory is polled across PCIe by every
+ * waiting warp: a longer cap means fewer polls and later wake-ups. Read
+ * relaxed at the start of each wait; host waits ignore it (they park).
+ * GPUMEM_EINVAL for 0 or more than 1 ms. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_set_wait_max_ns(gpumem_nvme_qp *qp, uint32_t ns) {
+    if (!qp) return GPUMEM_ENULL;
+    if (ns == 0 || ns > 1000000u) return GPUMEM_EINVAL;
+    gpumem_atomic_store_u32(&qp->wait_max_ns, ns, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    return GPUMEM_OK;
+}
+
+/* The cap for a wait starting now. */
+GPUMEM_API uint32_t gpumem__qp_wait_cap(gpumem_nvme_qp *qp) {
+    return gpumem_atomic_load_u32(&qp->wait_max_ns, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+}
+
 /* ---- submission queue ----------------------------------------------------- */
 
 /* Move the tail over consecutive written entries; caller holds tail_lock.
@@ -933,7 +978,7 @@ GPUMEM_API void gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
         if (!gpumem__qp_quiet(qp)) {
             gpumem__doorbell_write(qp->sq_doorbell, (cur + n) & mask);
             gpumem_event_notify(qp->doorbell_event);
-            gpumem_atomic_fetch_add_u32(&qp->sq_doorbell_writes.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+            gpumem__qp_count(&qp->sq_doorbell_writes);
         }
         gpumem_event_notify(&qp->signals->event); /* submitters whose marks were cleared */
     }
@@ -952,6 +997,7 @@ GPUMEM_API int gpumem__sq_try_move_tail(gpumem_nvme_qp *qp, uint32_t *mark) {
 }
 
 GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp);
+GPUMEM_API uint32_t gpumem__cq_harvest_warp(gpumem_nvme_qp *qp);
 
 /* Enqueue `cmd` under `ticket`; returns when the controller can see it. */
 GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gpumem_nvme_cmd *cmd) {
@@ -962,16 +1008,17 @@ GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gp
      * (submitted) and of the head mover (consumed by the controller), so the
      * controller is done reading this position before we overwrite it. */
     /* While waiting, harvest completions: the turn may wait on the CQ head. */
-    GPUMEM_WAIT_UNTIL(&qp->signals->event,
-                      ((gpumem_atomic_load_u32(&slot->turn, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) - want) &
-                       qp->turn_mask) == 0 ||
-                          (gpumem__cq_harvest(qp), 0));
+    GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp),
+                       ((gpumem_atomic_load_u32(&slot->turn, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) - want) &
+                        qp->turn_mask) == 0 ||
+                           (gpumem__cq_harvest_warp(qp), 0),
+                       0);
     qp->sq[pos] = *cmd;
     /* Release: publishes the command to the tail mover. */
     gpumem_atomic_store_u32(&slot->tail_mark, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
     /* Until a tail mover (maybe this thread) has passed our entry. */
-    GPUMEM_WAIT_UNTIL(&qp->signals->event,
-                      gpumem__sq_try_move_tail(qp, &slot->tail_mark) || (gpumem__cq_harvest(qp), 0));
+    GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp),
+                       gpumem__sq_try_move_tail(qp, &slot->tail_mark) || (gpumem__cq_harvest_warp(qp), 0), 0);
     /* Increment #1: the command is with the controller. Release so that the
      * next occupant sees our mark cleared before it sets its own. */
     gpumem_atomic_fetch_add_u32(&slot->turn, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
@@ -1059,7 +1106,7 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
             /* Command IDs whose completions lie before this may be reused: the
              * controller has been told those completions are consumed. */
             gpumem_atomic_store_u32(&qp->cq_released.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
-            gpumem_atomic_fetch_add_u32(&qp->cq_doorbell_writes.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+            gpumem__qp_count(&qp->cq_doorbell_writes);
             gpumem_event_notify(&qp->signals->event);         /* turns released */
             gpumem_event_notify_one(&qp->signals->id_event); /* command IDs reusable */
         }
@@ -1205,6 +1252,30 @@ GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
     return got;
 }
 
+/* Harvest for every waiting lane of the calling warp at once (one poller
+ * per warp). Lanes of a warp that reach this together and wait on the same
+ * pair elect their lowest lane; it scans the CQ (which may be in host memory,
+ * across PCIe) and fills everyone's mailboxes, which are in the pair's
+ * state, and the others wait for it at the warp barrier instead of each
+ * scanning the same entries. Harvesting is lock-free and never waits, so the
+ * barrier is short. On the host, or with GPUMEM_WARP_POLL 0: every caller
+ * harvests. Returns what was harvested (the elected lane's count). */
+GPUMEM_API uint32_t gpumem__cq_harvest_warp(gpumem_nvme_qp *qp) {
+#if GPUMEM_ON_DEVICE && GPUMEM_WARP_POLL
+    const uint32_t active = __activemask();
+    const uint32_t peers = __match_any_sync(active, (unsigned long long)(uintptr_t)qp);
+    const uint32_t leader = gpumem_lowest_lane(peers);
+    uint32_t got = 0;
+    if (gpumem_lane_id() == leader) got = gpumem__cq_harvest(qp);
+    /* The shuffle is the barrier. The leader's mailbox stores are release
+     * atomics and the peers load theirs with acquire; a peer that looks
+     * before a store is visible simply finds nothing and waits a round. */
+    return (uint32_t)gpumem_warp_bcast_u64(peers, got, leader);
+#else
+    return gpumem__cq_harvest(qp);
+#endif
+}
+
 /* If the command under CID `wire` has its result, copy it to *out, free
  * the command ID and return 1. Otherwise harvest once and look again. A
  * request ended by a reset (gpumem_nvme_qp_reinit) finds an "aborted"
@@ -1213,7 +1284,7 @@ GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvm
     const uint32_t id = wire & (qp->n_cids - 1);
     uint64_t w = gpumem_atomic_load_u64(&qp->cids[id], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
     if (!(w & GPUMEM__CID_DONE)) {
-        gpumem__cq_harvest(qp);
+        gpumem__cq_harvest_warp(qp);
         w = gpumem_atomic_load_u64(&qp->cids[id], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
         if (!(w & GPUMEM__CID_DONE)) return 0;
     }
@@ -1548,8 +1619,8 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_wait_timed(gpumem_nvme_qp *qp, gpumem_nv
     if (!qp || !req) return GPUMEM_ENULL;
     deadline = gpumem_deadline_ns(timeout_ns);
     /* poll itself ends the wait when the controller stops or the command times out */
-    GPUMEM_WAIT_UNTIL_OR(&qp->signals->event, (st = gpumem_nvme_qp_poll(qp, req)) != GPUMEM_EAGAIN,
-                         gpumem_deadline_passed(deadline) && (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK);
+    GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp), (st = gpumem_nvme_qp_poll(qp, req)) != GPUMEM_EAGAIN,
+                       gpumem_deadline_passed(deadline) && (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK);
     return why != GPUMEM_OK ? why : st;
 }
 
@@ -1577,19 +1648,19 @@ GPUMEM_API gpumem_status gpumem__qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_
         /* Counted while waiting, so that destroying the pair meanwhile is
          * refused (GPUMEM_EBUSY); a thread that holds an ID is seen by it. */
         gpumem_atomic_fetch_add_u32(&qp->waiters.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-        GPUMEM_WAIT_UNTIL_OR(&qp->signals->id_event,
-                             gpumem__cid_take(qp, qp->cid_limit, &cid) || (gpumem__cq_harvest(qp), 0),
-                             gpumem__qp_give_up(qp, deadline, &why));
+        GPUMEM_WAIT_CAPPED(&qp->signals->id_event, gpumem__qp_wait_cap(qp),
+                           gpumem__cid_take(qp, qp->cid_limit, &cid) || (gpumem__cq_harvest_warp(qp), 0),
+                           gpumem__qp_give_up(qp, deadline, &why));
         gpumem_atomic_fetch_sub_u32(&qp->waiters.v, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
         if (why != GPUMEM_OK) return why;
     }
     gpumem__submit(qp, cmd, cid, data);
     /* The command timeout starts at the first look that finds no result,
      * right after submission. */
-    GPUMEM_WAIT_UNTIL_OR(&qp->signals->event, gpumem__cid_collect(qp, cid, &got),
-                         gpumem__qp_give_up(qp, deadline, &why) ||
-                             ((expired = gpumem__cmd_expired(qp, &cmd_deadline)) != 0 &&
-                              (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK));
+    GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp), gpumem__cid_collect(qp, cid, &got),
+                       gpumem__qp_give_up(qp, deadline, &why) ||
+                           ((expired = gpumem__cmd_expired(qp, &cmd_deadline)) != 0 &&
+                            (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK));
     if (why != GPUMEM_OK) {
         if (gpumem__cid_give_up(qp, cid, why, expired)) return why;
         gpumem__cid_collect_now(qp, cid, &got); /* taken just before: its result stands */

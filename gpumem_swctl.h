@@ -49,6 +49,7 @@
 #define GPUMEM_SWCTL_H
 
 #include "gpumem_nvme.h"
+#include <string.h> /* memcpy: the host side of the copies */
 
 /* ======================================================================== */
 /* Software controller core (host and device)                               */
@@ -288,27 +289,33 @@ typedef struct gpumem_nvme_prp_walk {
     uint64_t list_left;   /* entries left on the current list page */
 } gpumem_nvme_prp_walk;
 
-/* Start a walk of `len` (> 0) bytes. Returns 0, or -1 for a bad PRP. */
-GPUMEM_API int gpumem_nvme_prp_walk_start(gpumem_nvme_prp_walk *w, const gpumem_nvme_cmd *cmd, uint64_t len) {
+/* Start a walk of `len` (> 0) bytes given by prp1 and prp2. Returns 0, or
+ * -1 for a bad PRP. */
+GPUMEM_API int gpumem__prp_walk_begin(gpumem_nvme_prp_walk *w, uint64_t prp1, uint64_t prp2, uint64_t len) {
     const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
     uint64_t first;
-    if (!w || !cmd) return -1;
-    w->prp1 = cmd->prp1;
-    w->prp2 = cmd->prp2;
+    w->prp1 = prp1;
+    w->prp2 = prp2;
     w->len = len;
     w->done = w->k = 0;
     w->list = (const uint64_t *)0;
     w->list_left = 0;
-    if (cmd->prp1 == 0 || (cmd->prp1 & 3u)) return -1;
-    first = pg - (cmd->prp1 & (pg - 1));
+    if (prp1 == 0 || (prp1 & 3u)) return -1;
+    first = pg - (prp1 & (pg - 1));
     w->n_pages = 1 + (len > first ? (len - first + pg - 1) / pg : 0);
-    if (w->n_pages == 2 && (cmd->prp2 == 0 || (cmd->prp2 & (pg - 1)))) return -1;
+    if (w->n_pages == 2 && (prp2 == 0 || (prp2 & (pg - 1)))) return -1;
     if (w->n_pages > 2) {
-        if (cmd->prp2 == 0 || (cmd->prp2 & 7u)) return -1;
-        w->list = (const uint64_t *)(uintptr_t)cmd->prp2;
-        w->list_left = (pg - (cmd->prp2 & (pg - 1))) / 8;
+        if (prp2 == 0 || (prp2 & 7u)) return -1;
+        w->list = (const uint64_t *)(uintptr_t)prp2;
+        w->list_left = (pg - (prp2 & (pg - 1))) / 8;
     }
     return 0;
+}
+
+/* Start a walk of `len` (> 0) bytes of a command. Returns 0, or -1 for a bad PRP. */
+GPUMEM_API int gpumem_nvme_prp_walk_start(gpumem_nvme_prp_walk *w, const gpumem_nvme_cmd *cmd, uint64_t len) {
+    if (!w || !cmd) return -1;
+    return gpumem__prp_walk_begin(w, cmd->prp1, cmd->prp2, len);
 }
 
 /* The next segment: 1 with its address and length, 0 at the end, -1 for a
@@ -340,15 +347,78 @@ GPUMEM_API int gpumem_nvme_prp_walk_next(gpumem_nvme_prp_walk *w, uint64_t *addr
     return 1;
 }
 
-/* Copy n bytes: 8 at a time where both sides allow it. The device pass has
- * no libc; the host pass has memcpy, which does the same, faster. */
-GPUMEM_API void gpumem__copy(void *dst, const void *src, uint64_t n) {
+/* `units` units of `unit` bytes (16, 8, 4, 2 or 1; both addresses aligned
+ * to it), lane `lane` of `width` taking units lane, lane + width, ...: the
+ * lanes of a warp touch neighbouring units, so each step is one coalesced
+ * access of width * unit bytes. The device moves each unit as one vector
+ * load and store (16 bytes: uint4); the host as a fixed-size memcpy. */
+GPUMEM_API void gpumem__copy_units(unsigned char *d, const unsigned char *s, uint64_t units, uint32_t unit,
+                                   uint32_t lane, uint32_t width) {
+    uint64_t k;
+#if GPUMEM_ON_DEVICE
+    switch (unit) {
+    case 16:
+        for (k = lane; k < units; k += width) ((uint4 *)d)[k] = ((const uint4 *)s)[k];
+        break;
+    case 8:
+        for (k = lane; k < units; k += width) ((uint64_t *)d)[k] = ((const uint64_t *)s)[k];
+        break;
+    case 4:
+        for (k = lane; k < units; k += width) ((uint32_t *)d)[k] = ((const uint32_t *)s)[k];
+        break;
+    case 2:
+        for (k = lane; k < units; k += width) ((uint16_t *)d)[k] = ((const uint16_t *)s)[k];
+        break;
+    default:
+        for (k = lane; k < units; k += width) d[k] = s[k];
+    }
+#else
+    for (k = lane; k < units; k += width) memcpy(d + k * unit, s + k * unit, unit);
+#endif
+}
+
+/* Copy n bytes with `width` lanes of a warp together: every lane calls with
+ * the same arguments and its own `lane`, and each byte is copied once. The
+ * middle moves in the widest unit (16, 8, 4, 2 bytes) on which the two
+ * addresses agree, the unaligned head and tail byte by byte. One thread on
+ * the host (width 1) is plain memcpy. */
+GPUMEM_API void gpumem_copy_lanes(void *dst, const void *src, uint64_t n, uint32_t lane, uint32_t width) {
     unsigned char *d = (unsigned char *)dst;
     const unsigned char *s = (const unsigned char *)src;
-    uint64_t i = 0;
-    if ((((uintptr_t)d | (uintptr_t)s) & 7u) == 0)
-        for (; i + 8 <= n; i += 8) *(uint64_t *)(d + i) = *(const uint64_t *)(s + i);
-    for (; i < n; i++) d[i] = s[i];
+    uint32_t unit = 16;
+    uint64_t head, units, i;
+#if !GPUMEM_ON_DEVICE
+    if (width == 1) {
+        if (n) memcpy(d, s, n);
+        return;
+    }
+#endif
+    while (unit > 1 && (((uintptr_t)d ^ (uintptr_t)s) & (unit - 1)) != 0) unit >>= 1;
+    head = (unit - ((uintptr_t)d & (unit - 1))) & (unit - 1);
+    if (head > n) head = n;
+    units = (n - head) / unit;
+    for (i = lane; i < head; i += width) d[i] = s[i];
+    gpumem__copy_units(d + head, s + head, units, unit, lane, width);
+    for (i = head + units * unit + lane; i < n; i += width) d[i] = s[i];
+}
+
+/* Move the `len` bytes of a checked Read (to_host: namespace to buffers) or
+ * Write between the namespace at ram + off and the memory its PRPs name,
+ * lane `lane` of `width` (every lane with the same arguments; on its own a
+ * thread passes 0 and 1). Returns 0, or -1 for a bad PRP (every lane sees
+ * the same: the walk is the same). */
+GPUMEM_API int gpumem_nvme_sw_move_ram(unsigned char *ram, uint64_t off, uint64_t len, int to_host, uint64_t prp1,
+                                       uint64_t prp2, uint32_t lane, uint32_t width) {
+    uint64_t addr, seg;
+    gpumem_nvme_prp_walk w;
+    int r;
+    if (gpumem__prp_walk_begin(&w, prp1, prp2, len) != 0) return -1;
+    while ((r = gpumem_nvme_prp_walk_next(&w, &addr, &seg)) == 1) {
+        unsigned char *at = ram + off + (w.done - seg);
+        if (to_host) gpumem_copy_lanes((void *)(uintptr_t)addr, at, seg, lane, width);
+        else gpumem_copy_lanes(at, (const void *)(uintptr_t)addr, seg, lane, width);
+    }
+    return r == 0 ? 0 : -1;
 }
 
 /* Execute a checked command against a namespace held in memory (`ram`,
@@ -356,20 +426,13 @@ GPUMEM_API void gpumem__copy(void *dst, const void *src, uint64_t n) {
  * address space). Returns the status to post. */
 GPUMEM_API uint16_t gpumem_nvme_sw_execute_ram(gpumem_nvme_sw_stats *st, const gpumem_nvme_ns *ns,
                                                unsigned char *ram, const gpumem_nvme_cmd *cmd) {
-    uint64_t off, len, addr, seg;
-    gpumem_nvme_prp_walk w;
-    int to_host = cmd && (cmd->cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, r;
+    uint64_t off, len;
     uint16_t status = gpumem_nvme_sw_check(st, ns, cmd, &off, &len);
     if (status || len == 0) return status;
     if (!ram) return GPUMEM_NVME_STATUS(0, 0x06); /* internal error */
-    if (gpumem_nvme_prp_walk_start(&w, cmd, len) != 0) goto bad_prp;
-    while ((r = gpumem_nvme_prp_walk_next(&w, &addr, &seg)) == 1) {
-        unsigned char *at = ram + off + (w.done - seg);
-        if (to_host) gpumem__copy((void *)(uintptr_t)addr, at, seg);
-        else gpumem__copy(at, (const void *)(uintptr_t)addr, seg);
-    }
-    if (r == 0) return 0;
-bad_prp:
+    if (gpumem_nvme_sw_move_ram(ram, off, len, (cmd->cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, cmd->prp1, cmd->prp2, 0,
+                                1) == 0)
+        return 0;
     st->bad_prp++;
     return GPUMEM_NVME_STATUS(0, 0x13);
 }
@@ -487,7 +550,19 @@ typedef struct gpumem_nvme_gpuctl {
     uint32_t n_pairs;
     uint32_t init_status;          /* gpumem_nvme_gpuctl_init_cuda's result, read back by copy */
     uint64_t iops;
+    /* The stop word mirrored where the controller lives (GPU memory): thread
+     * 0 alone looks at control[0], which may be across PCIe, and copies it
+     * here, where every other thread looks while idle. */
+    uint32_t stop_mirror;
+    uint32_t reserved_;
 } gpumem_nvme_gpuctl;
+
+#ifndef GPUMEM_GPUCTL_BATCH
+/* Commands a serving lane takes from one pair per visit before the warp
+ * moves on (its other pairs, the stop word): larger batches mean fewer
+ * doorbell reads per command, smaller ones fairer service across pairs. */
+#define GPUMEM_GPUCTL_BATCH 8u
+#endif
 
 GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
     gpumem_nvme_gpuctl_desc d;
@@ -618,15 +693,87 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
     return GPUMEM_OK;
 }
 
+/* Whether the controller is asked to stop. Thread 0 alone reads the host's
+ * stop word (a microsecond across PCIe when it is host memory) and mirrors
+ * it into the controller's memory, where everyone else looks. Relaxed:
+ * nothing is read after it, the loop just ends. */
+GPUMEM_API int gpumem__gpuctl_stopping(gpumem_nvme_gpuctl *c, uint32_t t) {
+    if (t == 0 && gpumem_atomic_load_u32(&c->control[0], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) != 0)
+        gpumem_atomic_store_u32(&c->stop_mirror, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+    return gpumem_atomic_load_u32(&c->stop_mirror, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE) != 0;
+}
+
+/* One visit of a warp to one pair per lane (pair i of this lane; i >=
+ * n_pairs: none, the lane only helps to copy). Each lane takes its pair's
+ * doorbells, then round by round: every lane fetches and checks one
+ * command, the whole warp moves the data of each lane's command in turn
+ * (gpumem_nvme_sw_move_ram with every lane), and each lane posts its
+ * completion; at most `budget` commands per lane. So a warp has up to 32
+ * commands in flight, and a 4 KiB transfer is 8 steps of 32 lanes x 16
+ * bytes instead of 512 steps of one thread. Returns this lane's work. */
+GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint32_t budget, uint32_t lane,
+                                         uint32_t mask) {
+    gpumem_nvme_swq *q = i < c->n_pairs ? &c->queues[i] : (gpumem_nvme_swq *)0;
+    gpumem_nvme_sw_stats *st = q ? &c->stats[i] : (gpumem_nvme_sw_stats *)0;
+    uint32_t work = 0, n = 0;
+    if (q) work = gpumem_nvme_sw_take_cq_doorbell(q, st) + gpumem_nvme_sw_take_sq_doorbell(q, st);
+    for (;;) {
+        gpumem_nvme_cmd cmd;
+        uint64_t off = 0, len = 0;
+        uint16_t status = 0;
+        uint32_t movers;
+        int have = q && n < budget && q->cq_posted < q->depth - 1 && gpumem_nvme_sw_fetch(q, st, &cmd);
+        if (have && !(cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT))
+            status = gpumem_nvme_sw_check(st, &c->ns, &cmd, &off, &len);
+        movers = gpumem_warp_ballot(mask, have && status == 0 && len != 0);
+        if (movers) {
+            while (movers) {
+                const uint32_t from = gpumem_lowest_lane(movers);
+                const uint64_t to_host = gpumem_warp_bcast_u64(mask, (cmd.cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, from);
+                const uint64_t at = gpumem_warp_bcast_u64(mask, off, from), bytes = gpumem_warp_bcast_u64(mask, len, from);
+                const uint64_t prp1 = gpumem_warp_bcast_u64(mask, cmd.prp1, from);
+                const uint64_t prp2 = gpumem_warp_bcast_u64(mask, cmd.prp2, from);
+                if (gpumem_nvme_sw_move_ram(c->ram, at, bytes, (int)to_host, prp1, prp2, lane, GPUMEM_WARP_WIDTH) &&
+                    lane == from) {
+                    st->bad_prp++;
+                    status = GPUMEM_NVME_STATUS(0, 0x13);
+                }
+                movers &= movers - 1;
+            }
+            /* Every lane's share of the data before any lane's completion:
+             * each orders its own stores at system scope, the warp barrier
+             * orders them before the posting lanes' release stores of dw3. */
+            gpumem_atomic_fence(GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+            gpumem_warp_sync(mask);
+        }
+        if (!gpumem_warp_ballot(mask, have)) break;
+        if (have) {
+            if (status) st->errors_other++;
+            gpumem_nvme_sw_post(q, st, &cmd, status);
+            n++;
+        }
+    }
+    return work + n;
+}
+
 /* The serving loop of thread t of n: serves pairs t, t+n, ... until the stop
  * word is set. Call it from every thread of a persistent block (the kernel
- * gpumem_nvme_gpuctl_kernel does), or from a host thread. */
+ * gpumem_nvme_gpuctl_kernel does), or from a host thread. On the device the
+ * lanes of a warp serve together, so t must number threads so that a warp's
+ * lanes are t = 32w .. 32w+31 (threadIdx.x in one block, or the global index
+ * with whole warps per block), and every thread 0 .. n-1 must call it. */
 GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint32_t n) {
-    uint32_t servers, i;
+    const uint32_t lane = t % GPUMEM_WARP_WIDTH, first = t - lane;
+    uint32_t servers, k, visits, lanes, mask;
     uint64_t gap, next = 0;
     gpumem_backoff b = gpumem_backoff_start();
-    if (!c || n == 0) return;
+    if (!c || n == 0 || t >= n) return;
     servers = n < c->n_pairs ? n : c->n_pairs;
+    /* The lanes of this warp that take part (a last warp may be partial),
+     * and how many visits a round has: lane 0's pair count, the most. */
+    lanes = n - first < GPUMEM_WARP_WIDTH ? n - first : GPUMEM_WARP_WIDTH;
+    mask = lanes >= 32 ? 0xFFFFFFFFu : (1u << lanes) - 1u;
+    visits = first < c->n_pairs ? (c->n_pairs - 1 - first) / n + 1 : 0;
     /* With a cap, this thread may complete one command every `gap` ns, with
      * bursts of at most 32 after an idle spell. */
     gap = c->iops ? (1000000000ull * servers + c->iops - 1) / c->iops : 0;
@@ -634,26 +781,28 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
      * word: system scope. */
     gpumem_atomic_fetch_add_u32(&c->control[1], 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
     for (uint32_t round = 0, work = 0;; round++) {
-        /* The stop word may sit across PCIe (a microsecond a look): look
-         * when idle, and every 64th busy round. Relaxed is enough: nothing
-         * is read after it, the loop just ends. */
-        if ((work == 0 || (round & 63u) == 0) &&
-            gpumem_atomic_load_u32(&c->control[0], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) != 0)
-            break;
+        /* Look for the stop when idle, and every 64th busy round. */
+        int stop = (work == 0 || (round & 63u) == 0) && gpumem__gpuctl_stopping(c, t);
+        if (gpumem_warp_ballot(mask, stop)) break;
         work = 0;
-        for (i = t; i < c->n_pairs; i += n) {
-            uint32_t budget = 0;
-            uint64_t now = 0, before;
-            if (gap) {
-                now = gpumem_clock_ns();
-                if (next + 32 * gap < now) next = now - 32 * gap;
-                if (next > now) continue;
-                budget = (uint32_t)((now - next) / gap) + 1;
+        for (k = 0; k < visits; k++) {
+            const uint32_t i = t + k * n;
+            uint32_t budget = GPUMEM_GPUCTL_BATCH;
+            uint64_t before = 0;
+            if (i < c->n_pairs) {
+                if (gap) {
+                    uint64_t now = gpumem_clock_ns();
+                    if (next + 32 * gap < now) next = now - 32 * gap;
+                    if (next > now) budget = 0;
+                    else if ((now - next) / gap + 1 < budget) budget = (uint32_t)((now - next) / gap) + 1;
+                }
+                before = c->stats[i].commands;
             }
-            before = c->stats[i].commands;
-            work += gpumem_nvme_sw_serve_ram(&c->queues[i], &c->stats[i], &c->ns, c->ram, budget);
-            next += gap * (c->stats[i].commands - before);
+            work += gpumem__gpuctl_visit(c, i, budget, lane, mask);
+            if (i < c->n_pairs) next += gap * (c->stats[i].commands - before);
         }
+        /* The warp idles (backs off) only when none of its lanes had work. */
+        work = gpumem_warp_ballot(mask, work != 0) != 0;
         if (work) {
             b = gpumem_backoff_start();
         } else if (!gpumem_backoff_pause(&b)) {
@@ -664,7 +813,7 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
     }
     /* Its pairs will not be served again: their waiters end with ENODEV
      * (through the signals block, the controller's side of each pair). */
-    for (i = t; i < c->n_pairs; i += n) gpumem_nvme_qp_signals_set_stopped(c->queues[i].signals, 1);
+    for (k = t; k < c->n_pairs; k += n) gpumem_nvme_qp_signals_set_stopped(c->queues[k].signals, 1);
 }
 
 /* The sum of every pair's counts (exact once the loop has ended). Runs
@@ -884,6 +1033,20 @@ typedef struct gpumem_swctl_config {
     uint64_t drop_command; /* test hook: the Nth command fetched (1 = the first) is never
                               completed, as a faulty device would; 0 = none. Counted in
                               stats.dropped; what a watchdog is for. */
+    /* When idle, how the controller hears doorbells. Host threads that ring
+     * one also wake the controller (gpumem_event_notify on its doorbell
+     * event); GPU threads cannot (a device thread's notify is a no-op), so
+     * for them the controller must look at the doorbell words itself. After
+     * its last piece of work it polls every pair's doorbells for
+     * idle_spin_ns (busy: a core), then parks, at most park_ns at a time,
+     * polling once between parks. A doorbell that nobody notifies is thus
+     * seen within a poll while the controller spins, and within park_ns
+     * once it parks. GPUMEM_SWCTL_NEVER_PARK: poll forever (a core, always;
+     * the lowest latency for GPU clients); so does a controller with a pair
+     * set polled (gpumem_swctl_set_polled). Defaults: 50 us, 1 ms. CPU time
+     * of each setting: bench/results/issue12-doorbell-vm.md. */
+    uint64_t idle_spin_ns;
+    uint64_t park_ns;      /* 1 us .. 1 s; 0: the default */
     /* Where memory comes from, by who touches it (gpumem_nvme_qp_desc).
      * Ring memory, which the controller thread and the pairs' users share:
      * each pair's rings, doorbells and signals block, its PRP-list pages,
@@ -897,15 +1060,28 @@ typedef struct gpumem_swctl_config {
      * gpumem_swctl_report). For GPU threads against this host-thread
      * controller: ring memory mapped pinned (cudaHostAlloc with
      * cudaHostAllocMapped, whose host pointers are valid on the GPU with
-     * unified addressing), client memory in GPU memory (docs/gpu.md), so
-     * that no client atomic crosses PCIe (tests/cuda/test_nvme_gpu.cu). */
+     * unified addressing), client memory in GPU memory, so that no client
+     * atomic crosses PCIe: gpumem_swctl_config_gpu_clients sets all of it
+     * (docs/gpu.md). */
     void *(*alloc)(void *ctx, size_t bytes);
     void (*free)(void *ctx, void *p);
     void *alloc_ctx;
     void *(*client_alloc)(void *ctx, size_t bytes);
     void (*client_free)(void *ctx, void *p);
+    /* Optional, for client memory that host code cannot touch (cudaMalloc):
+     * copies `bytes` between it and host memory, either way (cudaMemcpy with
+     * cudaMemcpyDefault; it must not wait for running kernels, because the
+     * watchdog's report reads through it), returning 0 on success. The pair
+     * is then built in host memory and copied in, and destroy's idle check
+     * and the report read a copy. NULL: client memory is host memory. */
+    int (*client_copy)(void *ctx, void *dst, const void *src, size_t bytes);
     void *client_ctx;
 } gpumem_swctl_config;
+
+/* idle_spin_ns: never park. */
+#define GPUMEM_SWCTL_NEVER_PARK UINT64_MAX
+#define GPUMEM_SWCTL_DEFAULT_SPIN_NS 50000ull
+#define GPUMEM_SWCTL_DEFAULT_PARK_NS 1000000ull
 
 /* The counts of gpumem_nvme_sw_stats (the core above), for the whole controller. */
 typedef gpumem_nvme_sw_stats gpumem_swctl_stats;
@@ -920,6 +1096,11 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
 gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t n_cids, uint32_t virtual_start,
                                      gpumem_nvme_qp **out);
 gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme_qp **out);
+/* Mark a pair of this controller polled (polled != 0): its clients cannot
+ * wake the controller (GPU threads), so while any pair is polled the
+ * controller never parks, whatever idle_spin_ns says. Any time, any
+ * thread. GPUMEM_EINVAL if qp is not one of its pairs. */
+gpumem_status gpumem_swctl_set_polled(gpumem_swctl *ctl, const gpumem_nvme_qp *qp, int polled);
 /* Start serving; the pairs' calls work again after a stop. */
 gpumem_status gpumem_swctl_start(gpumem_swctl *ctl);
 /* Stop serving. Every thread waiting in one of its pairs (for a command ID
@@ -933,6 +1114,10 @@ gpumem_status gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out)
 /* Completions posted so far: safe to read from any thread at any time (a
  * watchdog's measure of progress). */
 uint64_t gpumem_swctl_progress(gpumem_swctl *ctl);
+/* CPU time (ns) the controller thread has used since its last start; after
+ * a stop, what it used until then. What each idle setting costs. Call it
+ * from the thread that starts and stops the controller. */
+uint64_t gpumem_swctl_cpu_ns(gpumem_swctl *ctl);
 /* Every pair in words, client side and controller side (gpumem_nvme_qp_report,
  * gpumem_nvme_swq_report), appended to buf; returns the whole text's length.
  * Call it with the controller stopped: it reads the controller thread's state. */
@@ -944,8 +1129,9 @@ gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl);
 /* Stop (if running) and free everything, pairs included. Refuses with
  * GPUMEM_EBUSY, changing nothing, while a thread waits in one of its pairs
  * or a request still holds a command ID (submitted and not yet polled to
- * its end; after a stop, polling returns GPUMEM_ENODEV and ends it). It does
- * not drain: finish or abandon the requests, join the threads, then destroy
+ * its end; after a stop, polling returns GPUMEM_ENODEV and ends it), and
+ * with GPUMEM_ESYS if client_copy cannot read a pair to tell. It does not
+ * drain: finish or abandon the requests, join the threads, then destroy
  * (README: shutdown order). */
 gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl);
 /* Reset pair qp (issue 19), in two steps around its users, as NVMe does
@@ -993,12 +1179,14 @@ typedef struct gpumem__sw_queue {
     gpumem_nvme_qp *qp; /* the pair its users are handed: at the start of client_mem;
                            only the owner's calls (destroy, report) look at it */
     void *client_mem;   /* client memory: the pair's struct and state */
+    size_t client_bytes; /* of them, from qp */
     void *ring_mem;     /* ring memory: rings, doorbells, signals block; used from
                            its first 4 KiB boundary */
     void *prp_mem;      /* the command IDs' PRP-list pages (own allocation: large, and
                            only the pages that transfers use are ever touched) */
     void *sw_mem;       /* the controller thread's own memory for sw (GPUMEM_MALLOC) */
     gpumem_nvme_swq sw; /* the controller's side (core above): ring memory only */
+    int polled;         /* gpumem_swctl_set_polled; accessed atomically */
     gpumem__sw_pending *pend; /* ring of fetched commands, in fetch order */
     uint32_t pend_head, pend_count;
     int deleted; /* between reset_begin and reset_end: neither fetched from nor posted to */
@@ -1017,6 +1205,8 @@ struct gpumem_swctl {
     gpumem_event *doorbell_event;
     int running;      /* accessed atomically */
     int thread_alive;
+    uint32_t n_polled;      /* pairs set polled: never park while nonzero (atomic) */
+    uint64_t cpu_ns_final;  /* the thread's CPU time, stored as it ends (atomic) */
     uint64_t last_due_ns;
     uint64_t rng;
     uint64_t fetched;       /* commands fetched (the drop_command hook counts them) */
@@ -1060,6 +1250,8 @@ gpumem_swctl_config gpumem_swctl_config_default(void) {
     c.max_blocks = 256;
     c.max_pending = 4096;
     c.seed = 0x9E3779B97F4A7C15ull;
+    c.idle_spin_ns = GPUMEM_SWCTL_DEFAULT_SPIN_NS;
+    c.park_ns = GPUMEM_SWCTL_DEFAULT_PARK_NS;
     return c;
 }
 
@@ -1078,6 +1270,10 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
         return GPUMEM_EINVAL;
     }
     if (cfg->n_blocks > (UINT64_MAX / cfg->lba_bytes)) return GPUMEM_EINVAL;
+    if (cfg->park_ns != 0 && (cfg->park_ns < 1000 || cfg->park_ns > 1000000000ull)) {
+        GPUMEM_LOG("software controller: park_ns %llu out of range (1 us .. 1 s)", (unsigned long long)cfg->park_ns);
+        return GPUMEM_EINVAL;
+    }
     if (!cfg->alloc != !cfg->free || !cfg->client_alloc != !cfg->client_free) {
         GPUMEM_LOG("software controller: give both allocator callbacks of a pair (alloc and free, client_alloc "
                    "and client_free) or neither");
@@ -1094,6 +1290,7 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
     memset(c->doorbell_event, 0, sizeof *c->doorbell_event);
     c->doorbell_event->shared = 1;
     c->cfg = *cfg;
+    if (!c->cfg.park_ns) c->cfg.park_ns = GPUMEM_SWCTL_DEFAULT_PARK_NS;
     c->ns.nsid = 1;
     c->ns.lba_shift = gpumem_log2_u64(cfg->lba_bytes);
     c->ns.n_blocks = cfg->n_blocks;
@@ -1171,9 +1368,17 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
         return GPUMEM_ENOMEM;
     }
     rings = (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)q->ring_mem, 4096);
-    client = (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)q->client_mem, 64);
+    q->qp = (gpumem_nvme_qp *)GPUMEM_ALIGN_UP((uintptr_t)q->client_mem, 64);
+    q->client_bytes = client_total;
+    /* Client memory host code cannot write: build the pair in host memory
+     * (same layout), then copy it in. */
+    client = ctl->cfg.client_copy ? (unsigned char *)malloc(client_total) : (unsigned char *)q->qp;
+    if (!client) {
+        GPUMEM_FREE(grown);
+        gpumem__sw_queue_free(&ctl->cfg, q);
+        return GPUMEM_ENOMEM;
+    }
     memset(rings, 0, ring_total);
-    q->qp = (gpumem_nvme_qp *)client;
     memset(&d, 0, sizeof d);
     d.depth = depth;
     d.n_cids = n_cids;
@@ -1189,8 +1394,17 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
     d.state_bytes = state_bytes;
     d.doorbell_event = ctl->doorbell_event;
     d.prp_lists = prp_bytes ? (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)q->prp_mem, 4096) : NULL;
-    if ((st = gpumem_nvme_qp_init(q->qp, &d)) != GPUMEM_OK ||
-        (st = gpumem_nvme_swq_init(&q->sw, &d, q->sw_mem, sw_bytes)) != GPUMEM_OK) {
+    if ((st = gpumem_nvme_qp_init((gpumem_nvme_qp *)client, &d)) == GPUMEM_OK &&
+        (st = gpumem_nvme_swq_init(&q->sw, &d, q->sw_mem, sw_bytes)) == GPUMEM_OK && ctl->cfg.client_copy) {
+        gpumem_nvme_qp_relocate_state((gpumem_nvme_qp *)client,
+                                      (unsigned char *)q->qp + GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 64));
+        if (ctl->cfg.client_copy(ctl->cfg.client_ctx, q->qp, client, client_total) != 0) {
+            GPUMEM_LOG("software controller: client_copy of a new pair (%zu bytes) failed", client_total);
+            st = GPUMEM_ESYS;
+        }
+    }
+    if (ctl->cfg.client_copy) free(client);
+    if (st != GPUMEM_OK) {
         GPUMEM_FREE(grown);
         gpumem__sw_queue_free(&ctl->cfg, q);
         return st;
@@ -1324,9 +1538,28 @@ static void gpumem__sw_publish(gpumem_swctl *c) {
         gpumem_atomic_store_u64(&to[k], from[k], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
 }
 
+/* Whether any pair's doorbell moved since the controller last took it. */
+static int gpumem__sw_doorbell_rung(const gpumem_swctl *c) {
+    uint32_t i;
+    for (i = 0; i < c->n_queues; i++) {
+        const gpumem_nvme_swq *q = &c->queues[i]->sw;
+        if (c->queues[i]->deleted) continue; /* between reset_begin and reset_end */
+        if (__atomic_load_n(q->sq_doorbell, __ATOMIC_ACQUIRE) != q->sq_db_seen ||
+            __atomic_load_n(q->cq_doorbell, __ATOMIC_ACQUIRE) != q->cq_db_seen)
+            return 1;
+    }
+    return 0;
+}
+
+/* The controller thread: serve every pair; when idle, poll the doorbells
+ * for idle_spin_ns after the last work (clients that cannot wake it, GPU
+ * threads, are heard within a poll), then park on the doorbell event at
+ * most park_ns at a time, or until the next command falls due, polling
+ * once between parks. The park bound also bounds how long a stop takes. */
 static void *gpumem__sw_main(void *arg) {
     gpumem_swctl *c = (gpumem_swctl *)arg;
-    gpumem_backoff b = gpumem_backoff_start();
+    uint64_t last_work = gpumem_clock_ns();
+    struct timespec cpu;
     while (__atomic_load_n(&c->running, __ATOMIC_ACQUIRE)) {
         uint64_t now = gpumem_clock_ns(), next;
         uint32_t i, work = 0, seen;
@@ -1334,29 +1567,57 @@ static void *gpumem__sw_main(void *arg) {
             if (!c->queues[i]->deleted) work += gpumem__sw_service(c, c->queues[i], now);
         if (work) {
             gpumem__sw_publish(c);
-            b = gpumem_backoff_start();
+            last_work = now;
             continue;
         }
-        if (gpumem_backoff_pause(&b)) continue;
-        /* Idle: park until a doorbell rings or the next command falls due
-         * (at most 1 ms, which also bounds how long stop() takes). */
-        seen = gpumem__event_begin(c->doorbell_event);
-        for (i = 0; i < c->n_queues; i++) {
-            gpumem__sw_queue *q = c->queues[i];
-            if (q->deleted) continue;
-            if (__atomic_load_n(q->sw.sq_doorbell, __ATOMIC_ACQUIRE) != q->sw.sq_db_seen ||
-                __atomic_load_n(q->sw.cq_doorbell, __ATOMIC_ACQUIRE) != q->sw.cq_db_seen)
-                work++;
+        if (c->cfg.idle_spin_ns == GPUMEM_SWCTL_NEVER_PARK || __atomic_load_n(&c->n_polled, __ATOMIC_RELAXED) ||
+            now - last_work < c->cfg.idle_spin_ns) {
+            gpumem__cpu_relax(); /* a poll every few tens of nanoseconds */
+            continue;
         }
+        /* Park: register, look at the doorbells once more (a client that
+         * rang after the look above and saw nobody registered did not
+         * notify), then sleep unless one moved or a command is due. */
+        seen = gpumem__event_begin(c->doorbell_event);
         next = gpumem__sw_next_due(c);
         now = gpumem_clock_ns();
-        if (!work && next > now) {
+        if (!gpumem__sw_doorbell_rung(c) && next > now) {
             uint64_t wait = next - now;
-            gpumem__event_sleep(c->doorbell_event, seen, (long)(wait < 1000000ull ? wait : 1000000ull));
+            gpumem__event_sleep(c->doorbell_event, seen, (long)(wait < c->cfg.park_ns ? wait : c->cfg.park_ns));
         }
         gpumem__event_end(c->doorbell_event);
     }
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    __atomic_store_n(&c->cpu_ns_final, (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec,
+                     __ATOMIC_RELEASE);
     return NULL;
+}
+
+gpumem_status gpumem_swctl_set_polled(gpumem_swctl *ctl, const gpumem_nvme_qp *qp, int polled) {
+    uint32_t i;
+    if (!ctl || !qp) return GPUMEM_ENULL;
+    for (i = 0; i < ctl->n_queues; i++) {
+        gpumem__sw_queue *q = ctl->queues[i];
+        /* compares the pointer only: the pair's memory is its clients' */
+        if (q->qp != qp) continue;
+        polled = polled != 0;
+        if (__atomic_exchange_n(&q->polled, polled, __ATOMIC_RELAXED) != polled) {
+            if (polled) __atomic_fetch_add(&ctl->n_polled, 1u, __ATOMIC_RELAXED);
+            else __atomic_fetch_sub(&ctl->n_polled, 1u, __ATOMIC_RELAXED);
+        }
+        return GPUMEM_OK;
+    }
+    return GPUMEM_EINVAL;
+}
+
+uint64_t gpumem_swctl_cpu_ns(gpumem_swctl *ctl) {
+    clockid_t id;
+    struct timespec t;
+    if (!ctl) return 0;
+    if (ctl->thread_alive && __atomic_load_n(&ctl->running, __ATOMIC_ACQUIRE) &&
+        pthread_getcpuclockid(ctl->thread, &id) == 0 && clock_gettime(id, &t) == 0)
+        return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+    return __atomic_load_n(&ctl->cpu_ns_final, __ATOMIC_ACQUIRE);
 }
 
 /* Start and end the controller thread, touching no pair's stopped word. */
@@ -1374,6 +1635,7 @@ static gpumem_status gpumem__sw_thread_start(gpumem_swctl *ctl) {
 }
 static void gpumem__sw_thread_stop(gpumem_swctl *ctl) {
     __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
+    gpumem_event_notify(ctl->doorbell_event); /* out of a park at once, however long park_ns */
     pthread_join(ctl->thread, NULL);
     gpumem__sw_publish(ctl); /* the final counts */
     ctl->thread_alive = 0;
@@ -1389,6 +1651,7 @@ gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
     }
     for (i = 0; i < ctl->n_queues; i++)
         if (!ctl->queues[i]->deleted) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 0);
+    __atomic_store_n(&ctl->cpu_ns_final, 0, __ATOMIC_RELAXED);
     if (gpumem__sw_thread_start(ctl) != GPUMEM_OK) {
         for (i = 0; i < ctl->n_queues; i++)
             if (!ctl->queues[i]->deleted) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 1);
@@ -1482,13 +1745,37 @@ uint64_t gpumem_swctl_progress(gpumem_swctl *ctl) {
     return ctl ? __atomic_load_n(&ctl->progress, __ATOMIC_RELAXED) : 0;
 }
 
+/* A host-readable view of a pair's client state for the owner's calls
+ * (destroy's idle check, the report): the pair itself, or with client_copy
+ * a copy in *copy (free() it) whose pointers are moved to the copy's state.
+ * NULL if the copy failed. Plain malloc, as the watchdog's: GPUMEM_MALLOC
+ * may be a CUDA allocator that waits for a hung device. */
+static gpumem_nvme_qp *gpumem__sw_client_view(const gpumem_swctl *ctl, const gpumem__sw_queue *q, void **copy) {
+    gpumem_nvme_qp *v;
+    *copy = NULL;
+    if (!ctl->cfg.client_copy) return q->qp;
+    if (!(*copy = malloc(q->client_bytes))) return NULL;
+    if (ctl->cfg.client_copy(ctl->cfg.client_ctx, *copy, q->qp, q->client_bytes) != 0) {
+        free(*copy);
+        *copy = NULL;
+        return NULL;
+    }
+    v = (gpumem_nvme_qp *)*copy;
+    gpumem_nvme_qp_relocate_state(v, (unsigned char *)*copy + GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 64));
+    return v;
+}
+
 size_t gpumem_swctl_report(gpumem_swctl *ctl, char *buf, size_t n) {
     size_t at = 0;
     uint32_t i;
     if (!ctl || !buf) return 0;
     if (n) buf[0] = 0;
     for (i = 0; i < ctl->n_queues; i++) {
-        at = gpumem_nvme_qp_report(ctl->queues[i]->qp, buf, n, at);
+        void *copy;
+        gpumem_nvme_qp *view = gpumem__sw_client_view(ctl, ctl->queues[i], &copy);
+        if (view) at = gpumem_nvme_qp_report(view, buf, n, at);
+        else at = gpumem__appendf(buf, n, at, "pair %u: its client state cannot be read\n", i + 1);
+        free(copy);
         at = gpumem__appendf(buf, n, at, "  controller holds %u fetched commands not yet due or posted\n",
                              ctl->queues[i]->pend_count);
         at = gpumem_nvme_swq_report(&ctl->queues[i]->sw, &ctl->st, buf, n, at);
@@ -1512,8 +1799,13 @@ gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const cha
 gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl) {
     uint32_t i;
     if (!ctl) return GPUMEM_ENULL;
-    for (i = 0; i < ctl->n_queues; i++)
-        if (gpumem_nvme_qp_check_idle(ctl->queues[i]->qp) != GPUMEM_OK) return GPUMEM_EBUSY;
+    for (i = 0; i < ctl->n_queues; i++) {
+        void *copy;
+        gpumem_nvme_qp *view = gpumem__sw_client_view(ctl, ctl->queues[i], &copy);
+        gpumem_status st = view ? gpumem_nvme_qp_check_idle(view) : GPUMEM_ESYS;
+        free(copy);
+        if (st != GPUMEM_OK) return st == GPUMEM_ESYS ? st : GPUMEM_EBUSY;
+    }
     if (ctl->thread_alive) gpumem_swctl_stop(ctl);
     for (i = 0; i < ctl->n_queues; i++) gpumem__sw_queue_free(&ctl->cfg, ctl->queues[i]);
     GPUMEM_FREE(ctl->queues);

@@ -181,6 +181,60 @@ Test(cache_ref, sequential_scan_acquires_once_per_line) {
     cache_setup_free(&s);
 }
 
+/* ---- statistics: sharded, summed exactly ----------------------------------------- */
+
+typedef struct stat_arg {
+    gpumem_cache *c;
+    uint64_t n_lines, rounds, words_per_line, bad;
+} stat_arg;
+
+static void *stat_main(void *p) {
+    stat_arg *a = (stat_arg *)p;
+    for (uint64_t r = 0; r < a->rounds; r++)
+        for (uint64_t l = 0; l < a->n_lines; l++) {
+            void *d = NULL;
+            if (gpumem_cache_acquire(a->c, l, 1, 0, &d) != GPUMEM_OK) {
+                a->bad++;
+                continue;
+            }
+            if (((const uint64_t *)d)[a->words_per_line - 1] != initial_word((l + 1) * a->words_per_line - 1)) a->bad++;
+            gpumem_cache_release(a->c, l, 1);
+        }
+    return NULL;
+}
+
+/* Eight threads read every line of 300 (more lines than shards, all cached
+ * after their first fill) four times: the counters, spread over the shards,
+ * sum to exactly the accesses made, one fill and one read per line. */
+Test(cache, stats_summed_across_every_shard_exactly) {
+    enum { THREADS = 8, LINES = 300, ROUNDS = 4 };
+    cache_cfg c = cache_cfg_base(512, LINES, LINES, THREADS, 1);
+    cache_setup s;
+    gpumem_cache_stats st;
+    stat_arg a[THREADS];
+    pthread_t t[THREADS];
+    uint32_t i, shards_used = 0;
+    cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+    for (i = 0; i < THREADS; i++) {
+        a[i] = (stat_arg){s.cache, LINES, ROUNDS, 512 / 8, 0};
+        pthread_create(&t[i], NULL, stat_main, &a[i]);
+    }
+    for (i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert_eq(a[i].bad, 0, "thread %u: %lu failed or wrong reads", i, (unsigned long)a[i].bad);
+    }
+    cr_assert_eq(gpumem_cache_get_stats(s.cache, &st), GPUMEM_OK);
+    cr_assert_eq(st.hits + st.misses, (uint64_t)THREADS * LINES * ROUNDS, "%lu hits + %lu misses",
+                 (unsigned long)st.hits, (unsigned long)st.misses);
+    cr_assert_eq(st.fills, LINES);
+    cr_assert_eq(st.reads, LINES);
+    cr_assert_eq(st.bytes_read, (uint64_t)LINES * 512);
+    cr_assert_eq(st.evictions + st.full + st.io_errors + st.violations, 0);
+    for (i = 0; i < GPUMEM_CACHE_STAT_SHARDS; i++) shards_used += s.cache->stats[i].v[GPUMEM__ST_HITS] != 0;
+    cr_assert_gt(shards_used, 1, "the counts went to one shard");
+    cache_setup_free(&s);
+}
+
 /* ---- errors: bad input, overflow, failing backing --------------------------------- */
 
 Test(cache_errors, bad_descriptions) {

@@ -16,12 +16,26 @@
 //            5.8 G lookups/s on an A100.
 //   array    reading an array through the cache (gpumem_cache_ref_get, every
 //            line resident) against reading the same array directly from GPU
-//            memory: the limit.
+//            memory in the same pattern: the limit. Each warp reads whole
+//            lines, its 32 lanes 32 consecutive elements per step.
+//   clients  throughput against client threads (1K .. 1M, one Flush each) on
+//            one pair, for both controllers: the host-thread controller
+//            (gpumem_swctl, pairs in pinned mapped memory) against host threads
+//            on the same controller in the same run (the baseline), and the
+//            GPU-resident one (the queue rows, against the mutex queue).
+//   waitcap  the device wait cap (gpumem_nvme_qp_set_wait_max_ns) swept on one
+//            pair of each controller, against the default cap in the same run.
 //   misses   line fills per second through a cache that misses on almost every
 //            access, over pairs of the GPU controller with an IOPS cap, against
 //            that cap (the limit), and with no cap.
 //
 //   build/cuda/bench_gpu.bin [RESULTS_DIR] [--quick]      (make gpu-bench)
+//
+// Built a second time with GPUMEM_NO_STATS (build/cuda/bench_gpu_nostats.bin),
+// it measures the cache groups (hits, array) with the statistics compiled out;
+// its rows carry "stats": false. bench/plot_gpu.py draws throughput against
+// client threads and compares the two builds. Every controller run is under a
+// watchdog (tests/cuda/watch.h) and every kernel under a deadline.
 #include <cuda_runtime.h>
 #include <ctype.h>
 #include <stdio.h>
@@ -35,6 +49,16 @@
 #include "../../tests/cuda/cuda_check.h"
 #include "../../tests/cuda/cache_rig.h"
 #include "../../tests/cuda/watch.h"
+#include <pthread.h>
+#include <unistd.h>
+
+#if defined(GPUMEM_NO_STATS)
+static const bool kStats = false; // statistics compiled out: checks use content only
+#define OUT_SUFFIX "-nostats"
+#else
+static const bool kStats = true;
+#define OUT_SUFFIX ""
+#endif
 
 // ---- results ------------------------------------------------------------------
 
@@ -73,8 +97,9 @@ static void record(const char *group, const char *variant, uint32_t threads, uin
         FILE *f = fopen(path, "a");
         if (f) {
             fprintf(f, "{\"gpu\": \"%s\", \"group\": \"%s\", \"variant\": \"%s\", \"threads\": %u, \"pairs\": %u, "
-                       "\"arg\": %u, \"rate\": %.1f, \"unit\": \"%s\", \"checks_ok\": %s}\n",
-                    g_prop.name, group, variant, threads, pairs, arg, rate, unit, ok ? "true" : "false");
+                       "\"arg\": %u, \"rate\": %.1f, \"unit\": \"%s\", \"checks_ok\": %s, \"stats\": %s}\n",
+                    g_prop.name, group, variant, threads, pairs, arg, rate, unit, ok ? "true" : "false",
+                    kStats ? "true" : "false");
             fclose(f);
         }
     }
@@ -92,6 +117,13 @@ static const Result *find(const char *group, const char *variant, uint32_t threa
 }
 
 // ---- the GPU controller, set up afresh for each run -----------------------------
+
+// Set the device wait cap of pairs in GPU memory (the setter runs where the
+// pair can be written).
+__global__ void set_wait_cap(gpumem_nvme_qp **pairs, uint32_t n, uint32_t ns) {
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) gpumem_nvme_qp_set_wait_max_ns(pairs[i], ns);
+}
+
 
 struct Ctl {
     gpumem_nvme_gpuctl_desc d;
@@ -124,12 +156,18 @@ struct Ctl {
         for (uint32_t i = 0; i < n_pairs; i++) pairs[i] = gpumem_nvme_gpuctl_pair(mem, i);
         CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     }
-    // (Re)initialise and start the persistent block.
-    void start(uint64_t iops) {
+    // (Re)initialise and start the persistent block; wait_cap_ns (0: the
+    // default) is set on every pair before it starts.
+    void start(uint64_t iops, uint32_t wait_cap_ns = 0) {
         d.iops = iops;
         if (gpumem_nvme_gpuctl_init_cuda(mem, gpumem_nvme_gpuctl_bytes(&d), &d) != GPUMEM_OK) {
             fprintf(stderr, "controller init failed\n");
             exit(1);
+        }
+        if (wait_cap_ns) {
+            set_wait_cap<<<1, 128>>>(pairs, d.n_pairs, wait_cap_ns);
+            CHECK(cudaGetLastError());
+            CHECK(cudaStreamSynchronize(0));
         }
         servers = d.n_pairs < 128 ? d.n_pairs : 128;
         servers = (servers + 31) / 32 * 32;
@@ -346,24 +384,34 @@ __global__ void hits(gpumem_cache *c, uint64_t n_words, uint32_t per, int kind, 
     if (sum == 42) atomicAdd(bad, 0ull); // keep the loads
 }
 
-__global__ void direct_sum(const uint64_t *a, uint64_t n, unsigned long long *bad) {
-    uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x, T = (uint64_t)gridDim.x * blockDim.x, sum = 0;
-    for (uint64_t e = t; e < n; e += T) {
-        uint64_t v = a[e];
-        if (v != initial_word(e)) atomicAdd(bad, 1ull);
-        sum += v;
-    }
+// The array pattern of both kernels below: warp w of W reads lines w, w+W,
+// ...; in each line its lane k reads elements k, k+32, ..., so a step of the
+// warp is 32 consecutive elements (one coalesced 256-byte access), and a
+// lane's reference keeps the line for all its elements there.
+__global__ void direct_sum(const uint64_t *a, uint64_t n, uint32_t per_line, unsigned long long *bad) {
+    const uint64_t warp = (blockIdx.x * (uint64_t)blockDim.x + threadIdx.x) / 32;
+    const uint64_t warps = (uint64_t)gridDim.x * blockDim.x / 32;
+    uint64_t sum = 0;
+    for (uint64_t line = warp; line * per_line < n; line += warps)
+        for (uint64_t e = line * per_line + threadIdx.x % 32; e < (line + 1) * per_line && e < n; e += 32) {
+            uint64_t v = a[e];
+            if (v != initial_word(e)) atomicAdd(bad, 1ull);
+            sum += v;
+        }
     if (sum == 42) atomicAdd(bad, 0ull);
 }
 
-__global__ void array_sum(const gpumem_cache_array *a, uint64_t n, unsigned long long *bad) {
-    uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x, T = (uint64_t)gridDim.x * blockDim.x, sum = 0;
+__global__ void array_sum(const gpumem_cache_array *a, uint64_t n, uint32_t per_line, unsigned long long *bad) {
+    const uint64_t warp = (blockIdx.x * (uint64_t)blockDim.x + threadIdx.x) / 32;
+    const uint64_t warps = (uint64_t)gridDim.x * blockDim.x / 32;
+    uint64_t sum = 0;
     gpumem_cache_ref r = gpumem_cache_ref_make(a);
-    for (uint64_t e = t; e < n; e += T) {
-        uint64_t v = 0;
-        if (gpumem_cache_ref_get(&r, e, &v) != GPUMEM_OK || v != initial_word(e)) atomicAdd(bad, 1ull);
-        sum += v;
-    }
+    for (uint64_t line = warp; line * per_line < n; line += warps)
+        for (uint64_t e = line * per_line + threadIdx.x % 32; e < (line + 1) * per_line && e < n; e += 32) {
+            uint64_t v = 0;
+            if (gpumem_cache_ref_get(&r, e, &v) != GPUMEM_OK || v != initial_word(e)) atomicAdd(bad, 1ull);
+            sum += v;
+        }
     gpumem_cache_ref_drop(&r);
     if (sum == 42) atomicAdd(bad, 0ull);
 }
@@ -387,7 +435,8 @@ static void bench_hits(bool quick) {
             unsigned long long b;
             CHECK(cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost));
             record("hits", names[kind], threads, 0, lb, (double)threads * per / s, "lookup/s",
-                   b == 0 && after.fills == before.fills && after.hits - before.hits == (uint64_t)threads * per);
+                   b == 0 && (!kStats || (after.fills == before.fills &&
+                                          after.hits - before.hits == (uint64_t)threads * per)));
         }
     }
     // The array view against direct loads: 256 MiB, every line resident.
@@ -398,16 +447,139 @@ static void bench_hits(bool quick) {
         CHECK(cudaMallocManaged(&a, sizeof *a));
         *a = gpumem_cache_array_make(h.cache, 8, 0, h.n_words);
         const unsigned blocks = (unsigned)g_sms * 16;
-        array_sum<<<blocks, 256>>>(a, h.n_words, bad); // warm
+        const uint32_t per_line = 4096 / 8;
+        array_sum<<<blocks, 256>>>(a, h.n_words, per_line, bad); // warm
         CHECK(cudaDeviceSynchronize());
         CHECK(cudaMemset(bad, 0, sizeof *bad));
-        double sc = timed([&](cudaStream_t st) { array_sum<<<blocks, 256, 0, st>>>(a, h.n_words, bad); });
-        double sd = timed([&](cudaStream_t st) { direct_sum<<<blocks, 256, 0, st>>>(h.backing, h.n_words, bad); });
+        double sc = timed([&](cudaStream_t st) { array_sum<<<blocks, 256, 0, st>>>(a, h.n_words, per_line, bad); });
+        double sd = timed([&](cudaStream_t st) { direct_sum<<<blocks, 256, 0, st>>>(h.backing, h.n_words, per_line, bad); });
         unsigned long long b;
         CHECK(cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost));
         record("array", "cache", blocks * 256, 0, (uint32_t)(bytes >> 20), h.n_words / sc, "elem/s", b == 0);
         record("array", "direct", blocks * 256, 0, (uint32_t)(bytes >> 20), h.n_words / sd, "elem/s", b == 0);
         cudaFree(a);
+    }
+    cudaFree(bad);
+}
+
+// ---- clients: throughput against client threads, host-thread controller ---------
+
+// The host-thread controller's memory: pinned and mapped, so that its pairs'
+// host pointers work in kernels (unified addressing).
+static void *pinned_alloc(void *, size_t n) {
+    void *p = nullptr;
+    return cudaHostAlloc(&p, n, cudaHostAllocMapped) == cudaSuccess ? p : nullptr;
+}
+static void pinned_free(void *, void *p) { cudaFreeHost(p); }
+
+struct HostClient {
+    gpumem_nvme_qp *qp;
+    uint32_t n;
+    uint64_t bad;
+};
+static void *host_client(void *p) {
+    HostClient *c = (HostClient *)p;
+    for (uint32_t i = 0; i < c->n; i++)
+        if (gpumem_nvme_qp_flush(c->qp, NULL) != GPUMEM_OK) c->bad++;
+    return nullptr;
+}
+
+// A run that would take longer than this at the rate measured one step
+// before is skipped (and said so): a collapsed configuration must not eat
+// the run.
+static const double kRunBudgetS = 60;
+
+// Host threads, then GPU threads (1K .. 1M, one Flush each), on one pair of
+// the host-thread controller; the GPU rows' ratio is to the host threads' rate.
+// Then the device wait cap swept at 16K GPU threads.
+static void bench_clients(bool quick) {
+    const uint32_t thread_counts[] = {1024, 4096, 16384, 65536, 262144, 1048576};
+    const uint32_t caps[] = {256, 2048, 16384};
+    gpumem_swctl_config cfg = gpumem_swctl_config_default();
+    gpumem_swctl *ctl = nullptr;
+    gpumem_nvme_qp *qp = nullptr, **pairs = nullptr;
+    gpumem_swctl_stats before, after;
+    unsigned long long *bad;
+    cfg.lba_bytes = 512;
+    cfg.n_blocks = 2048;
+    cfg.alloc = pinned_alloc;
+    cfg.free = pinned_free;
+    if (gpumem_swctl_create(&cfg, &ctl) != GPUMEM_OK || gpumem_swctl_add_qp(ctl, MQ_DEPTH, &qp) != GPUMEM_OK ||
+        gpumem_swctl_start(ctl) != GPUMEM_OK) {
+        fprintf(stderr, "host-thread controller setup failed\n");
+        exit(1);
+    }
+    CHECK(cudaMalloc((void **)&bad, sizeof *bad));
+    CHECK(cudaMallocManaged((void **)&pairs, sizeof *pairs));
+    pairs[0] = qp;
+    SwctlWatch watch(ctl, "bench_gpu: host-thread controller", 30000);
+    {   // the baseline: host threads, as many as the machine has cores less two (2 .. 16)
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        uint32_t n = cores > 18 ? 16 : cores > 4 ? (uint32_t)cores - 2 : 2, per = quick ? 2000 : 20000;
+        HostClient hc[16];
+        pthread_t t[16];
+        gpumem_swctl_get_stats(ctl, &before);
+        double t0 = wall_s();
+        for (uint32_t i = 0; i < n; i++) hc[i] = HostClient{qp, per, 0}, pthread_create(&t[i], nullptr, host_client, &hc[i]);
+        uint64_t b = 0;
+        for (uint32_t i = 0; i < n; i++) pthread_join(t[i], nullptr), b += hc[i].bad;
+        double secs = wall_s() - t0;
+        gpumem_swctl_get_stats(ctl, &after);
+        record("clients", "hostctl_host", n, 1, 0, (double)n * per / secs, "cmd/s",
+               b == 0 && after.commands - before.commands == (uint64_t)n * per && after.violations == 0);
+    }
+    double last_rate = 0;
+    for (uint32_t threads : thread_counts) {
+        if (quick && threads > 65536) continue;
+        if (last_rate > 0 && threads / last_rate > kRunBudgetS) {
+            printf("clients hostctl_gpu: %u threads skipped (would take %.0f s at %.0f cmd/s)\n", threads,
+                   threads / last_rate, last_rate);
+            break;
+        }
+        CHECK(cudaMemset(bad, 0, sizeof *bad));
+        gpumem_swctl_get_stats(ctl, &before);
+        double s = timed([&](cudaStream_t st) { queue_lockfree<<<(threads + 255) / 256, 256, 0, st>>>(pairs, 1, threads, 1, bad); });
+        gpumem_swctl_get_stats(ctl, &after);
+        unsigned long long b = 0;
+        CHECK(cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost));
+        last_rate = threads / s;
+        record("clients", "hostctl_gpu", threads, 1, 0, last_rate, "cmd/s",
+               b == 0 && after.commands - before.commands == threads && after.violations == 0);
+    }
+    for (uint32_t cap : caps) { // the wait cap, host-thread controller: the pair is host memory
+        const uint32_t threads = 16384;
+        if (last_rate > 0 && threads / last_rate > kRunBudgetS) break;
+        gpumem_nvme_qp_set_wait_max_ns(qp, cap);
+        CHECK(cudaMemset(bad, 0, sizeof *bad));
+        gpumem_swctl_get_stats(ctl, &before);
+        double s = timed([&](cudaStream_t st) { queue_lockfree<<<threads / 256, 256, 0, st>>>(pairs, 1, threads, 1, bad); });
+        gpumem_swctl_get_stats(ctl, &after);
+        unsigned long long b = 0;
+        CHECK(cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost));
+        record("waitcap", "hostctl", threads, 1, cap, threads / s, "cmd/s",
+               b == 0 && after.commands - before.commands == threads && after.violations == 0);
+    }
+    gpumem_swctl_stop(ctl);
+    gpumem_swctl_destroy(ctl);
+    cudaFree(pairs);
+    cudaFree(bad);
+}
+
+// The wait cap on one pair of the GPU controller (16K threads, 16 Flushes each).
+static void bench_waitcap_gpuctl(bool quick) {
+    const uint32_t caps[] = {256, 2048, 16384}, threads = 16384, per = quick ? 4 : 16;
+    unsigned long long *bad;
+    CHECK(cudaMalloc((void **)&bad, sizeof *bad));
+    Ctl ctl(1, MQ_DEPTH, 1 << 20, 8);
+    for (uint32_t cap : caps) {
+        CHECK(cudaMemset(bad, 0, sizeof *bad));
+        ctl.start(0, cap);
+        double s = timed([&](cudaStream_t st) { queue_lockfree<<<threads / 256, 256, 0, st>>>(ctl.pairs, 1, threads, per, bad); });
+        gpumem_nvme_sw_stats cs = ctl.stop();
+        unsigned long long b = 0;
+        CHECK(cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost));
+        record("waitcap", "gpuctl", threads, 1, cap, (double)threads * per / s, "cmd/s",
+               b == 0 && cs.commands == (uint64_t)threads * per && cs.violations == 0);
     }
     cudaFree(bad);
 }
@@ -467,7 +639,7 @@ static void write_outputs(const char *dir, const cudaDeviceProp &prop, bool quie
     size_t k = 0;
     for (const char *p = prop.name; *p && k + 1 < sizeof name; p++) name[k++] = isalnum((unsigned char)*p) ? *p : '-';
     name[k] = 0;
-    snprintf(path, sizeof path, "%s/gpu-%s.json", dir, name);
+    snprintf(path, sizeof path, "%s/gpu-%s%s.json", dir, name, OUT_SUFFIX);
     FILE *f = fopen(path, "w");
     if (!f) {
         perror(path);
@@ -487,14 +659,14 @@ static void write_outputs(const char *dir, const cudaDeviceProp &prop, bool quie
     fclose(f);
     if (!quiet) printf("wrote %s\n", path);
 
-    snprintf(path, sizeof path, "%s/gpu-%s.md", dir, name);
+    snprintf(path, sizeof path, "%s/gpu-%s%s.md", dir, name, OUT_SUFFIX);
     f = fopen(path, "w");
     if (!f) {
         perror(path);
         exit(1);
     }
-    fprintf(f, "# gpumem on %s (%d SMs, compute capability %d.%d)\n\n", prop.name, prop.multiProcessorCount,
-            prop.major, prop.minor);
+    fprintf(f, "# gpumem on %s (%d SMs, compute capability %d.%d)%s\n\n", prop.name, prop.multiProcessorCount,
+            prop.major, prop.minor, kStats ? "" : ", statistics compiled out (GPUMEM_NO_STATS)");
     fprintf(f, "Every row's ratio is to the baseline (or limit) measured in the same run. A row marked ✗ failed\n"
                "its counts or content checks.\n\n");
     struct Pair {
@@ -519,6 +691,51 @@ static void write_outputs(const char *dir, const cudaDeviceProp &prop, bool quie
         }
         fprintf(f, "\n");
     }
+    // Throughput against client threads, one pair: the host-thread controller
+    // against its host-thread clients; each controller against its best.
+    {
+        const Result *host = nullptr;
+        double best_host = 0, best_gpu = 0;
+        for (int i = 0; i < n_results; i++) {
+            const Result &r = results[i];
+            if (!strcmp(r.group, "clients") && !strcmp(r.variant, "hostctl_host")) host = &r;
+            if (!strcmp(r.group, "clients") && !strcmp(r.variant, "hostctl_gpu") && r.rate > best_host) best_host = r.rate;
+            if (!strcmp(r.group, "queue") && !strcmp(r.variant, "lockfree") && r.pairs == 1 && r.rate > best_gpu)
+                best_gpu = r.rate;
+        }
+        if (host || best_gpu > 0) {
+            fprintf(f, "## Throughput against client threads, one pair (Flush, instant media)\n\n");
+            if (host)
+                fprintf(f, "Host-thread controller, %u host threads: %.0f cmd/s%s (the baseline of the hostctl rows).\n\n",
+                        host->threads, host->rate, host->ok ? "" : " ✗");
+            fprintf(f, "| controller | GPU client threads | cmd/s | vs host-thread clients | vs its best |\n"
+                       "|---|---:|---:|---:|---:|\n");
+            for (int i = 0; i < n_results; i++) {
+                const Result &r = results[i];
+                if (!strcmp(r.group, "clients") && !strcmp(r.variant, "hostctl_gpu"))
+                    fprintf(f, "| host thread | %u | %.0f%s | %s%.2fx | %.2f |\n", r.threads, r.rate, r.ok ? "" : " ✗",
+                            host ? "" : "n/a ", host ? r.rate / host->rate : 0.0, r.rate / best_host);
+                if (!strcmp(r.group, "queue") && !strcmp(r.variant, "lockfree") && r.pairs == 1)
+                    fprintf(f, "| GPU-resident | %u | %.0f%s | - | %.2f |\n", r.threads, r.rate, r.ok ? "" : " ✗",
+                            r.rate / best_gpu);
+            }
+            fprintf(f, "\n");
+        }
+    }
+    // The device wait cap, each row against the default (256 ns) of its controller.
+    bool cap_table = false;
+    for (int i = 0; i < n_results; i++) {
+        const Result &r = results[i];
+        if (strcmp(r.group, "waitcap")) continue;
+        const Result *base = find("waitcap", r.variant, r.threads, r.pairs, 256);
+        if (!cap_table)
+            fprintf(f, "## Device wait cap (gpumem_nvme_qp_set_wait_max_ns), one pair, against 256 ns\n\n"
+                       "| controller | threads | cap (ns) | cmd/s | ratio |\n|---|---:|---:|---:|---:|\n");
+        cap_table = true;
+        fprintf(f, "| %s | %u | %u | %.0f%s | %.2fx |\n", r.variant, r.threads, r.arg, r.rate, r.ok ? "" : " ✗",
+                base ? r.rate / base->rate : 0.0);
+    }
+    if (cap_table) fprintf(f, "\n");
     // Uncapped misses have no limit row: list them on their own.
     for (int i = 0; i < n_results; i++)
         if (!strcmp(results[i].group, "misses") && results[i].arg == 0)
@@ -546,12 +763,16 @@ int main(int argc, char **argv) {
     g_prop = prop;
     const void *kernels[] = {(const void *)mq_init, (const void *)queue_lockfree, (const void *)queue_mutex,
                              (const void *)hits, (const void *)direct_sum, (const void *)array_sum,
-                             (const void *)miss_reads};
+                             (const void *)miss_reads, (const void *)set_wait_cap};
     for (const void *k : kernels) bench_kernels[n_bench_kernels++] = k;
-    printf("bench_gpu on %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
-    bench_queue(quick);
+    printf("bench_gpu%s on %s (%d SMs)\n", OUT_SUFFIX, prop.name, prop.multiProcessorCount);
+    if (kStats) {
+        bench_queue(quick);
+        bench_waitcap_gpuctl(quick);
+        bench_clients(quick);
+    }
     bench_hits(quick);
-    bench_misses(quick);
+    if (kStats) bench_misses(quick);
     write_outputs(dir, prop, false);
     int failed = 0;
     for (int i = 0; i < n_results; i++) failed += !results[i].ok;

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Plot bench_gpu's throughput against client threads with gnuplot.
+
+usage: plot_gpu.py GPU-RUN.jsonl OUT.png
+
+GPU-RUN.jsonl is what bench/cuda/bench_gpu.cu appends, one measurement per
+line (build/results/gpu-run.jsonl; `make gpu-bench` calls this). One panel,
+commands per second against GPU client threads, log-log, one pair each:
+
+  - the host-thread controller with GPU clients, and the same controller's
+    rate with host-thread clients in the same run (a flat line: the baseline);
+  - the GPU-resident controller with the lock-free pair, and the mutex-guarded
+    queue on the same rings (its baseline); the 128-pair lock-free rows too.
+
+It also prints, for rows measured by both builds (statistics on and
+compiled out), the ratio of the two. A key measured twice keeps its last
+row. The data file and the gnuplot script go next to OUT (.dat, .gp)."""
+import json, os, shutil, subprocess, sys
+
+SERIES = [  # (title, group, variant, pairs)
+    ("host-thread controller, GPU clients", "clients", "hostctl_gpu", 1),
+    ("GPU controller, lock-free pair", "queue", "lockfree", 1),
+    ("GPU controller, mutex queue (baseline)", "queue", "mutex", 1),
+    ("GPU controller, lock-free, 128 pairs", "queue", "lockfree", 128),
+]
+
+
+def load(path):
+    """{(group, variant, threads, pairs, arg, stats): row}, the last row of each key."""
+    rows = {}
+    try:
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    r = json.loads(line)
+                    key = (r["group"], r["variant"], r["threads"], r["pairs"], r["arg"], r.get("stats", True))
+                except (ValueError, KeyError, TypeError) as e:
+                    sys.exit(f"plot_gpu.py: {path}:{n}: not a bench_gpu row ({type(e).__name__}: {e})")
+                rows[key] = r
+    except FileNotFoundError:
+        sys.exit(f"plot_gpu.py: {path}: no such file (make gpu-bench writes it, on a machine with a GPU)")
+    return rows
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    rows = load(sys.argv[1])
+    out = sys.argv[2]
+    base = out[:-4] if out.endswith(".png") else out
+    columns = []
+    for title, group, variant, pairs in SERIES:
+        pts = sorted((k[2], r["rate"]) for k, r in rows.items()
+                     if k[0] == group and k[1] == variant and k[3] == pairs and k[5])
+        if pts:
+            columns.append((title, pts))
+    host = [r["rate"] for k, r in rows.items() if k[0] == "clients" and k[1] == "hostctl_host" and k[5]]
+    if not columns:
+        sys.exit(f"plot_gpu.py: {sys.argv[1]}: no client-thread rows to plot")
+    gpu = next(iter(rows.values()))["gpu"]
+    with open(base + ".dat", "w") as f:
+        for title, pts in columns:
+            f.write(f"# {title}\n")
+            for threads, rate in pts:
+                f.write(f"{threads} {rate}\n")
+            f.write("\n\n")
+    plots = [f"'{base}.dat' index {i} using 1:2 with linespoints title '{t}'" for i, (t, _) in enumerate(columns)]
+    if host:
+        plots.append(f"{host[-1]} with lines dashtype 2 title 'host-thread controller, host clients (baseline)'")
+    script = "\n".join([
+        "set terminal pngcairo size 1000,620",
+        f"set output '{out}'",
+        f"set title 'Commands per second against GPU client threads ({gpu}; Flush, instant media)'",
+        "set logscale xy",
+        "set xlabel 'GPU client threads'",
+        "set ylabel 'commands per second'",
+        "set key bottom right",
+        "set grid",
+        "plot " + ", \\\n     ".join(plots),
+        "",
+    ])
+    with open(base + ".gp", "w") as f:
+        f.write(script)
+    if not shutil.which("gnuplot"):
+        sys.exit("plot_gpu.py: gnuplot not found; the data is in " + base + ".dat")
+    subprocess.run(["gnuplot", base + ".gp"], check=True)
+    print(f"wrote {out}")
+    # Statistics on against compiled out, where both builds measured a row.
+    pairs = [(k, r, rows.get(k[:5] + (False,))) for k, r in rows.items() if k[5]]
+    pairs = [(k, on, off) for k, on, off in pairs if off]
+    if pairs:
+        print("statistics on / compiled out (same key, same run of make gpu-bench):")
+        for k, on, off in sorted(pairs):
+            print(f"  {k[0]:7} {k[1]:14} threads {k[2]:8} arg {k[4]:6}: {on['rate']:.4g} / {off['rate']:.4g}"
+                  f" = {on['rate'] / off['rate']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
