@@ -928,9 +928,31 @@ GPUMEM_API void gpumem__doorbell_write(uint32_t *db, uint32_t value) {
 /* Whether the pair's queues are being deleted (a reset): then no doorbell
  * is rung, as a controller must see no doorbell write for a queue it does
  * not have; tails and heads still move, so no thread waits on them.
- * Relaxed: one look per batch at a line that is written twice a reset. */
+ * Relaxed: one look per batch at a line that is written twice a reset; the
+ * look and the doorbell write happen under the tail or head lock, which is
+ * what makes the flag binding (gpumem__qp_hush). */
 GPUMEM_API int gpumem__qp_quiet(gpumem_nvme_qp *qp) {
     return gpumem_atomic_load_u32(&qp->quiet.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) != 0;
+}
+
+/* Stop the pair's doorbells before its queues are deleted: raise `quiet`,
+ * then take and drop the tail lock and the head lock once each. A mover
+ * that looked at the flag before it rose holds its lock until its doorbell
+ * write is done, so once both locks have passed through this thread no
+ * doorbell write can follow (the lock's release carries the flag to every
+ * later holder). Host code of a reset; spins only while a mover holds a
+ * lock, a few stores long. */
+GPUMEM_API void gpumem__qp_hush(gpumem_nvme_qp *qp) {
+    uint32_t *locks[2];
+    int k;
+    locks[0] = &qp->tail_lock.v;
+    locks[1] = &qp->head_lock.v;
+    gpumem_atomic_store_u32(&qp->quiet.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    for (k = 0; k < 2; k++) {
+        while (gpumem_atomic_exchange_u32(locks[k], 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0) {
+        }
+        gpumem_atomic_store_u32(locks[k], 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+    }
 }
 
 /* One more in a pair's statistics word. Only a lock holder counts (the tail
@@ -3463,7 +3485,7 @@ gpumem_status gpumem_nvmectl_reset_begin(gpumem_nvmectl *c, gpumem_nvme_qp *qp) 
     /* New calls are refused from here; commands already out may still
      * complete until the SQ is gone; no doorbell is rung any more. */
     gpumem__signals_set_state(qp->signals, GPUMEM__QP_RESETTING);
-    gpumem_atomic_store_u32(&qp->quiet.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    gpumem__qp_hush(qp);
     if ((st = gpumem__nvmectl_delete_queue(c, p, 0)) == GPUMEM_OK) st = gpumem__nvmectl_delete_queue(c, p, 1);
     gpumem_nvme_qp_abort(qp);
     return st;
