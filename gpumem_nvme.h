@@ -986,16 +986,19 @@ GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
         {   /* Fill the mailbox, or free the ID if its owner gave up (ORPHAN):
              * a compare-and-swap, because the owner may set ORPHAN meanwhile
              * (gpumem__cid_orphan); exactly one of the two wins. Release:
-             * dw0 before the owner can see DONE. */
-            uint64_t old = gpumem_atomic_load_u64(&qp->cids[cid], GPUMEM_ORDER_RELAXED, GPUMEM__DEV), nw;
+             * dw0 before the owner can see DONE. The mailbox word's high half
+             * (status) is computed once, outside the retry loop. */
+            uint64_t *word = &qp->cids[cid];
+            const uint32_t status_hi = (uint32_t)(GPUMEM__CID_DONE >> 32) | (dw3 >> 17);
+            uint64_t old = gpumem_atomic_load_u64(word, GPUMEM_ORDER_RELAXED, GPUMEM__DEV), nw;
             do {
-                nw = (old & GPUMEM__CID_ORPHAN)
-                         ? GPUMEM__CID_DONE | v
-                         : GPUMEM__CID_IN_USE | GPUMEM__CID_DONE | ((uint64_t)(dw3 >> 17) << 32) | v;
-            } while (!gpumem_atomic_cas_u64(&qp->cids[cid], &old, nw, GPUMEM_ORDER_RELEASE, GPUMEM__DEV));
+                nw = (old & GPUMEM__CID_ORPHAN) ? GPUMEM__CID_DONE | v
+                                                : GPUMEM__CID_IN_USE | ((uint64_t)status_hi << 32) | v;
+            } while (!gpumem_atomic_cas_u64(word, &old, nw, GPUMEM_ORDER_RELEASE, GPUMEM__DEV));
             if (old & GPUMEM__CID_ORPHAN) gpumem__budget_put(qp);
         }
-        gpumem_atomic_store_u32(mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+        /* The marker's address again (not kept across the loop above). */
+        gpumem_atomic_store_u32(&qp->slots[v & mask].head_mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
         got++;
     }
     if (got) {
