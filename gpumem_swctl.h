@@ -714,7 +714,9 @@ GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint
         uint64_t off = 0, len = 0;
         uint16_t status = 0;
         uint32_t movers;
-        int have = q && n < budget && q->cq_posted < q->depth - 1 && gpumem_nvme_sw_fetch(q, st, &cmd);
+        int have;
+        cmd.cdw0 = 0, cmd.prp1 = cmd.prp2 = 0; /* a lane without a command still takes part in the shuffles */
+        have = q && n < budget && q->cq_posted < q->depth - 1 && gpumem_nvme_sw_fetch(q, st, &cmd);
         if (have && !(cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT))
             status = gpumem_nvme_sw_check(st, &c->ns, &cmd, &off, &len);
         movers = gpumem_warp_ballot(mask, have && status == 0 && len != 0);
@@ -760,6 +762,7 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
     uint64_t gap, next = 0;
     gpumem_backoff b = gpumem_backoff_start();
     if (!c || n == 0 || t >= n) return;
+    GPUMEM_ASSERT(lane == gpumem_lane_id()); /* t numbered by warp (host: a warp of one, lane 0) */
     servers = n < c->n_pairs ? n : c->n_pairs;
     /* The lanes of this warp that take part (a last warp may be partial),
      * and how many visits a round has: lane 0's pair count, the most. */
