@@ -28,7 +28,7 @@ WARN    := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -g
 BUILD   := build
 HEADERS := gpumem.h gpumem_nvme.h gpumem_swctl.h gpumem_cache.h gpumem_policy.h
-TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme $(BUILD)/test_cache $(BUILD)/test_robust $(BUILD)/test_wakeup $(BUILD)/test_graph $(BUILD)/test_policy $(BUILD)/test_nostats
+TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme $(BUILD)/test_cache $(BUILD)/test_robust $(BUILD)/test_wakeup $(BUILD)/test_graph $(BUILD)/test_policy $(BUILD)/test_nostats $(BUILD)/test_warp
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
