@@ -5,6 +5,8 @@
 #   make bench      Google Benchmark, each against its baseline: queue vs mutex queue, fetch-add vs
 #                   CAS reference count, cache misses vs direct reads (bench-queue, bench-cache),
 #                   then `make plot` (gnuplot) draws them into build/results/bench.png
+#   make bench-doorbell   the host controller hearing doorbells nobody notifies (GPU clients), per idle
+#                   setting: time to notice, throughput, controller CPU time (build/results/issue12-doorbell.md)
 #   make results MACHINE=name   copy build/results/* to bench/results/*-name.* (committed results)
 #   make install PREFIX=/usr/local   headers, gpumem.pc, CMake package (gpumem::gpumem); make uninstall
 #   make install-test   install into a temporary prefix, build tests/consumer with CMake
@@ -27,8 +29,19 @@ CUDA_ARCH ?= sm_90
 WARN    := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -g
 BUILD   := build
-HEADERS := gpumem.h gpumem_nvme.h gpumem_swctl.h gpumem_cache.h gpumem_policy.h
-TESTS   := $(BUILD)/test_core $(BUILD)/test_nvme $(BUILD)/test_cache $(BUILD)/test_robust $(BUILD)/test_wakeup $(BUILD)/test_graph $(BUILD)/test_policy $(BUILD)/test_nostats $(BUILD)/test_warp
+HEADERS := gpumem.h gpumem_nvme.h gpumem_swctl.h gpumem_cache.h gpumem_policy.h gpumem_tier.h
+# One test a line, so that branches adding tests merge without conflict.
+TESTS   := $(BUILD)/test_core
+TESTS   += $(BUILD)/test_nvme
+TESTS   += $(BUILD)/test_cache
+TESTS   += $(BUILD)/test_robust
+TESTS   += $(BUILD)/test_wakeup
+TESTS   += $(BUILD)/test_graph
+TESTS   += $(BUILD)/test_policy
+TESTS   += $(BUILD)/test_xproc
+TESTS   += $(BUILD)/test_tier
+TESTS   += $(BUILD)/test_nostats
+TESTS   += $(BUILD)/test_warp
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -38,7 +51,7 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-.PHONY: all test registers policy-sim headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
+.PHONY: all test registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
 
 all: test
 
@@ -172,6 +185,18 @@ BENCH_PAIRS_cache := hit_faa:hit_cas miss_cache:miss_direct
 
 # A run becomes a committed result only by this explicit copy, under a name
 # chosen for the machine: build/results/queue.json -> bench/results/queue-$(MACHINE).json.
+# How the host-thread controller hears doorbells that wake nobody (GPU
+# clients), and the CPU each idle setting costs (issue 12): a plain C program,
+# no Google Benchmark; never asserts on time.
+$(BUILD)/bench_doorbell: bench/bench_doorbell.c $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -pthread
+bench-doorbell:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/bench_doorbell
+	@mkdir -p $(RESULTS)
+	GPUMEM_MACHINE="$$(sh tools/machine.sh)" $(BUILD)/bench_doorbell $(RESULTS)/issue12-doorbell.md $(RESULTS)/issue12-doorbell.tsv
+	cat $(RESULTS)/issue12-doorbell.md
+
 results:
 	@test -n "$(MACHINE)" || { echo "make results MACHINE=name: name the machine (the files say which it was)"; exit 2; }
 	@test -d $(RESULTS) || { echo "results: nothing in $(RESULTS); run make bench or make graph-sweep first"; exit 2; }
@@ -348,3 +373,17 @@ policy-sim: $(BUILD)/policy_sim $(BUILD)/graph
 	gnuplot -e "in='$(RESULTS)/policy-sim.dat'; out='$(RESULTS)/policy-sim.png'" bench/policy_sim.gp
 	cat $(RESULTS)/policy-sim.md
 	$(BUILD)/graph policies $(BUILD)/kron18.graph --policy brrip --cache-mib 4 | tail -6 | tee $(RESULTS)/policy-graph.txt
+
+# Three tiers against two (bench/tier_bench.c): the simulator's loop, zipf,
+# Kronecker BFS and phase-mix traces replayed by 64 threads through the cache,
+# the host tier (never-host, tier-order, GMT-Reuse) and the queue pairs of a
+# software controller at 130 us per command; a few minutes. Writes
+# $(RESULTS)/tier-bench.{md,tsv} (`make results` commits them).
+$(BUILD)/tier_bench: bench/tier_bench.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
+tier-bench:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/tier_bench
+	@mkdir -p $(RESULTS)
+	$(BUILD)/tier_bench --out $(RESULTS) --machine "$$(sh tools/machine.sh)"
+	cat $(RESULTS)/tier-bench.md

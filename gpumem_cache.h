@@ -294,6 +294,7 @@ typedef struct gpumem_cache {
     void *owned_;             /* gpumem_cache_create's allocation, NULL after init */
     gpumem_policy_trace *trace;
     gpumem_policy *seq;       /* a sequential policy, or NULL (slot policy) */
+    struct gpumem_tier *tier; /* the host tier below, or NULL (set by gpumem_tier_init) */
     /* hot words */
     gpumem__nvme_word hand;   /* replacement hand */
     gpumem__nvme_word fills;  /* fills so far (BRRIP's bimodal throttle) */
@@ -304,6 +305,53 @@ typedef struct gpumem_cache {
      * fill, eviction and failed claim notifies. */
     gpumem_event event;
 } gpumem_cache;
+
+/* ---- the host tier's hooks ----------------------------------------------- */
+
+/* A cache may have a host-memory tier below it, exclusive with it
+ * (gpumem_tier.h; gpumem_tier_init attaches it). The cache calls the tier at
+ * four points: every acquire (GMT's virtual time), a miss (host memory is
+ * looked at before storage), an eviction (keep the line, move it to host
+ * memory, or bypass) and a flush (both tiers are written back). Direct calls,
+ * not function pointers, so device code pays no indirect call: they are
+ * declared here and defined in gpumem_tier.h, which this header includes at
+ * its end. With no tier attached (tier NULL) none is made, and the cache
+ * behaves exactly as without one. */
+struct gpumem_tier;
+
+/* A line found (and claimed) in the host tier, to be copied into its GPU
+ * slot. The warp of a coalesced acquire copies it cooperatively (GMT's
+ * zero-copy warp transfer), then gpumem__cache_fill_finish publishes it. */
+typedef struct gpumem__tier_copy {
+    const unsigned char *src; /* the host slot */
+    unsigned char *dst;       /* the cache slot */
+    uint32_t bytes;
+    uint32_t hslot;           /* host slot, freed once copied */
+    uint32_t dirty;           /* the host copy was dirty: so is the line */
+    uint32_t pending;         /* 1: the copy is the caller's to make */
+    uint32_t slot;            /* the cache slot */
+    uint32_t write;           /* the acquire writes */
+} gpumem__tier_copy;
+
+/* What the tier did with an eviction candidate: nothing (the cache writes a
+ * dirty line back and drops it), moved it to host memory, or wants it kept. */
+enum { GPUMEM__TIER_BYPASS = 0, GPUMEM__TIER_MOVED = 1, GPUMEM__TIER_KEEP = 2 };
+/* Candidates GMT-Reuse may keep (predicted short reuse) in one search for a
+ * slot before it must evict: the paper gives no bound, and without one a cache of lines
+ * all predicted short would never free a slot (the simulator uses the same). */
+#define GPUMEM_TIER_MAX_SKIPS 16u
+
+GPUMEM_API void gpumem__tier_on_access(struct gpumem_tier *t, uint64_t line);
+GPUMEM_API int gpumem__tier_lookup(struct gpumem_tier *t, uint64_t line, gpumem__tier_copy *cp);
+GPUMEM_API void gpumem__tier_undo_lookup(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp,
+                                         int in_host);
+GPUMEM_API void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp);
+GPUMEM_API uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uint32_t slot, int dirty,
+                                       uint32_t skips_left);
+GPUMEM_API gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, uint64_t *written);
+/* Copy share `rank` of `n` of a line (n threads copy it together). */
+GPUMEM_API void gpumem_tier_copy_share(unsigned char *dst, const unsigned char *src, uint32_t bytes, uint32_t rank,
+                                       uint32_t n);
 
 /* Pairs behind the cache (0 for memory). */
 GPUMEM_API size_t gpumem__cache_n_pairs(const gpumem_cache_backing *b) {
@@ -349,13 +397,15 @@ GPUMEM_API unsigned char *gpumem__slot_data(const gpumem_cache *c, uint32_t slot
     return c->data + ((size_t)slot << c->line_shift);
 }
 
-/* Move a line between slot `slot` and the backing (write = 0: read into the
- * slot). The caller owns the slot for the duration: BUSY on the line it holds
- * (fill) or the slot lock with BUSY on its line (write-back), so no two I/Os
- * ever use one slot's data or PRP list at once. */
-GPUMEM_API gpumem_status gpumem__cache_io(gpumem_cache *c, int write, uint64_t line, uint32_t slot) {
+/* Move a line between a line-sized buffer and the backing (write = 0: read
+ * into the buffer): `buf` at I/O address `iova`, with `list` (at `list_iova`)
+ * its own PRP-list page for lines past two pages. The cache's slots use it
+ * through gpumem__cache_io; the host tier (gpumem_tier.h) for its slots. The
+ * caller owns the buffer for the duration, so no two I/Os ever use one
+ * buffer or PRP list at once. */
+GPUMEM_API gpumem_status gpumem__cache_io_buf(gpumem_cache *c, int write, uint64_t line, unsigned char *buf,
+                                              uint64_t iova, uint64_t *list, uint64_t list_iova) {
     const gpumem_cache_backing *b = &c->backing;
-    unsigned char *buf = gpumem__slot_data(c, slot);
     gpumem_status st = GPUMEM_OK;
     if (b->kind == GPUMEM_CACHE_BACKING_MEMORY) {
         unsigned char *home = b->mem + ((size_t)line << c->line_shift);
@@ -363,9 +413,7 @@ GPUMEM_API gpumem_status gpumem__cache_io(gpumem_cache *c, int write, uint64_t l
         else memcpy(buf, home, c->line_bytes);
         gpumem__cache_count(c, line, write ? GPUMEM__ST_WRITES : GPUMEM__ST_READS, 1);
     } else {
-        uint64_t prp1, prp2, iova = c->data_iova + ((uint64_t)slot << c->line_shift);
-        uint64_t *list = c->prp_lists ? c->prp_lists + (size_t)slot * (GPUMEM_NVME_PAGE_BYTES / 8) : 0;
-        uint64_t list_iova = c->prp_lists_iova + (uint64_t)slot * GPUMEM_NVME_PAGE_BYTES;
+        uint64_t prp1, prp2;
         uint32_t home = (uint32_t)(line % b->n_ctrls), k;
         uint64_t index = b->layout == GPUMEM_CACHE_STRIPE ? line / b->n_ctrls : line;
         uint64_t lba = b->first_lba + index * c->blocks_per_line;
@@ -389,6 +437,15 @@ GPUMEM_API gpumem_status gpumem__cache_io(gpumem_cache *c, int write, uint64_t l
     if (st != GPUMEM_OK) gpumem__cache_count(c, line, GPUMEM__ST_IO_ERRORS, 1);
     else if (!write) gpumem__cache_count(c, line, GPUMEM__ST_BYTES_READ, c->line_bytes);
     return st;
+}
+
+/* The same for slot `slot`. The caller owns the slot: BUSY on the line it
+ * holds (fill) or the slot lock with BUSY on its line (write-back). */
+GPUMEM_API gpumem_status gpumem__cache_io(gpumem_cache *c, int write, uint64_t line, uint32_t slot) {
+    return gpumem__cache_io_buf(c, write, line, gpumem__slot_data(c, slot),
+                                c->data_iova + ((uint64_t)slot << c->line_shift),
+                                c->prp_lists ? c->prp_lists + (size_t)slot * (GPUMEM_NVME_PAGE_BYTES / 8) : 0,
+                                c->prp_lists_iova + (uint64_t)slot * GPUMEM_NVME_PAGE_BYTES);
 }
 
 GPUMEM_API int gpumem__slot_trylock(gpumem_cache *c, uint32_t k) {
@@ -524,9 +581,12 @@ GPUMEM_API void gpumem__policy_fill(gpumem_cache *c, uint32_t k, uint64_t line) 
 enum { GPUMEM__TAKE_NO = 0, GPUMEM__TAKE_OK = 1, GPUMEM__TAKE_EIO = 2 };
 
 /* Claim slot k for `line`: empty, or holding a line nobody uses (written back
- * first if dirty). On success the slot's tag is `line`. */
-GPUMEM_API int gpumem__slot_take(gpumem_cache *c, uint32_t k, uint64_t line) {
+ * first if dirty, or handed to the host tier). On success the slot's tag is
+ * `line`. *skips (NULL: none) is how many more candidates the host tier's
+ * placement may keep in this sweep. */
+GPUMEM_API int gpumem__slot_take(gpumem_cache *c, uint32_t k, uint64_t line, uint32_t *skips) {
     uint64_t victim;
+    uint32_t placed = GPUMEM__TIER_BYPASS;
     if (!gpumem__slot_trylock(c, k)) return GPUMEM__TAKE_NO;
     victim = gpumem__slot_tag(c, k);
     if (victim != GPUMEM_CACHE_EMPTY) {
@@ -553,7 +613,18 @@ GPUMEM_API int gpumem__slot_take(gpumem_cache *c, uint32_t k, uint64_t line) {
         if (GPUMEM_CACHE_CHECK &&
             gpumem_atomic_load_u32(&c->lines[victim].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != k)
             gpumem__cache_count(c, victim, GPUMEM__ST_VIOLATIONS, 1);
-        if (prev & GPUMEM_CACHE_DIRTY) {
+        if (c->tier) { /* the placement decides while the line is ours and nobody can use it */
+            placed = gpumem__tier_evict(c->tier, victim, k, (prev & GPUMEM_CACHE_DIRTY) != 0, skips ? *skips : 0);
+            if (placed == GPUMEM__TIER_KEEP) { /* predicted short reuse: a second chance, look further */
+                (*skips)--;
+                gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);
+                gpumem__slot_unlock(c, k);
+                gpumem__policy_touch(c, k, victim);
+                return GPUMEM__TAKE_NO;
+            }
+        }
+        /* Moved to the host tier: dirty there, so nothing is written here. */
+        if ((prev & GPUMEM_CACHE_DIRTY) && placed != GPUMEM__TIER_MOVED) {
             if (gpumem__cache_io(c, 1, victim, k) != GPUMEM_OK) {
                 /* Keep the only up-to-date copy: still valid, still dirty. */
                 gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);
@@ -577,14 +648,14 @@ GPUMEM_API int gpumem__slot_take(gpumem_cache *c, uint32_t k, uint64_t line) {
 
 /* One sweep for a slot: cold slots first, then the policy's hand. Returns
  * OK with *slot set, EAGAIN if no candidate was free, EIO if a write-back
- * failed. */
-GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint64_t line, uint32_t *slot) {
+ * failed. *skips: the host tier's keeps left to this search. */
+GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint64_t line, uint32_t *slot, uint32_t *skips) {
     uint32_t i, n = gpumem__policy_sweep_len(c);
     if (gpumem_atomic_load_u32(&c->cold.v, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) < c->n_slots) {
         uint32_t k = gpumem_atomic_fetch_add_u32(&c->cold.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
         /* The hand may have taken this cold slot already: then it is not empty
          * and slot_take treats it as any other candidate. */
-        if (k < c->n_slots && gpumem__slot_take(c, k, line) == GPUMEM__TAKE_OK) {
+        if (k < c->n_slots && gpumem__slot_take(c, k, line, skips) == GPUMEM__TAKE_OK) {
             *slot = k;
             return GPUMEM_OK;
         }
@@ -593,7 +664,7 @@ GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint64_t line, uin
         uint32_t k = gpumem__policy_candidate(c);
         int r;
         if (k == c->n_slots) continue;
-        r = gpumem__slot_take(c, k, line);
+        r = gpumem__slot_take(c, k, line, skips);
         if (r == GPUMEM__TAKE_OK) {
             *slot = k;
             return GPUMEM_OK;
@@ -604,25 +675,63 @@ GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint64_t line, uin
     return GPUMEM_EAGAIN;
 }
 
-/* Find a slot for `line`, waiting up to full_sweeps sweeps. */
+/* Find a slot for `line`, waiting up to full_sweeps sweeps. The host tier
+ * may keep GPUMEM_TIER_MAX_SKIPS candidates in the whole search (not per
+ * sweep: a sweep of a small cache could keep every slot, every time). */
 GPUMEM_API gpumem_status gpumem__cache_find_slot(gpumem_cache *c, uint64_t line, uint32_t *slot) {
     gpumem_status st = GPUMEM_EAGAIN;
-    uint32_t sweeps = 0;
-    GPUMEM_WAIT_UNTIL(&c->event, (st = gpumem__cache_sweep(c, line, slot)) != GPUMEM_EAGAIN ||
+    uint32_t sweeps = 0, skips = GPUMEM_TIER_MAX_SKIPS;
+    GPUMEM_WAIT_UNTIL(&c->event, (st = gpumem__cache_sweep(c, line, slot, &skips)) != GPUMEM_EAGAIN ||
                                      ++sweeps >= c->full_sweeps);
     return st;
 }
 
-/* The miss winner's job: find a slot, read the line into it, publish it.
- * On failure the line goes back to "not cached" and the caller's reference
- * is withdrawn, both in one fetch_sub (BUSY is known set and the count is
- * known to include ours, so nothing borrows across fields). */
+/* Slot k holds `line` now: publish it. A writer's DIRTY (or the host
+ * tier's) is set (not toggled) while BUSY still keeps everyone out, then
+ * VALID on and BUSY off in one step. Release: the slot data and the slot
+ * index are visible to every thread whose acquire reads VALID. */
+GPUMEM_API void gpumem__cache_publish(gpumem_cache *c, uint64_t line, uint32_t k, int dirty) {
+    uint32_t *st_word = gpumem__line_state(c, line);
+    gpumem_atomic_store_u32(&c->lines[line].slot, k, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    if (dirty) gpumem_atomic_fetch_or_u32(st_word, GPUMEM_CACHE_DIRTY, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    gpumem_atomic_fetch_xor_u32(st_word, GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+    gpumem_event_notify(&c->event);
+    gpumem__cache_count(c, line, GPUMEM__ST_FILLS, 1);
+}
+
+/* The miss winner's job: find a slot, read the line into it (from the host
+ * tier if it is there, else from the backing), publish it. The host copy is
+ * claimed before the search for a slot, so the evictions that search makes
+ * cannot displace it. With `cp` given (a warp's leader) the copy from the
+ * host tier is left to the caller (cp->pending), who makes it and calls
+ * gpumem__cache_fill_finish. On failure the line goes back to "not cached"
+ * and the caller's reference is withdrawn, both in one fetch_sub (BUSY is
+ * known set and the count is known to include ours, so nothing borrows
+ * across fields). */
 GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint32_t count, int write,
-                                            uint32_t *slot_out) {
+                                            uint32_t *slot_out, gpumem__tier_copy *cp) {
     uint32_t *st_word = gpumem__line_state(c, line);
     uint32_t k = 0;
-    gpumem_status st = gpumem__cache_find_slot(c, line, &k);
-    if (st == GPUMEM_OK) {
+    gpumem__tier_copy own, *job = cp ? cp : &own;
+    int in_host = 0;
+    gpumem_status st;
+    memset(&own, 0, sizeof own);
+    if (c->tier) in_host = gpumem__tier_lookup(c->tier, line, job);
+    st = gpumem__cache_find_slot(c, line, &k);
+    if (c->tier && st != GPUMEM_OK) gpumem__tier_undo_lookup(c->tier, line, job, in_host);
+    if (in_host && st == GPUMEM_OK) {
+        job->slot = k;
+        job->write = (uint32_t)write;
+        job->dst = gpumem__slot_data(c, k);
+        if (cp) { /* the caller's group copies */
+            cp->pending = 1;
+            *slot_out = k;
+            return GPUMEM_OK;
+        }
+        gpumem_tier_copy_share(job->dst, job->src, job->bytes, 0, 1);
+        gpumem__tier_fetch_done(c->tier, line, job);
+    }
+    if (st == GPUMEM_OK && !in_host) {
         st = gpumem__cache_io(c, 0, line, k);
         if (st != GPUMEM_OK) { /* give the slot back empty */
             gpumem__slot_lock(c, k);
@@ -636,16 +745,16 @@ GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint
         gpumem_event_notify(&c->event);
         return st;
     }
-    gpumem_atomic_store_u32(&c->lines[line].slot, k, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
-    /* A writer's DIRTY is set (not toggled) while BUSY still keeps everyone
-     * out, then VALID on and BUSY off in one step. Release: the slot data and
-     * the slot index are visible to every thread whose acquire reads VALID. */
-    if (write) gpumem_atomic_fetch_or_u32(st_word, GPUMEM_CACHE_DIRTY, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
-    gpumem_atomic_fetch_xor_u32(st_word, GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
-    gpumem_event_notify(&c->event);
-    gpumem__cache_count(c, line, GPUMEM__ST_FILLS, 1);
+    gpumem__cache_publish(c, line, k, write || (in_host && job->dirty));
     *slot_out = k;
     return GPUMEM_OK;
+}
+
+/* The caller has copied a pending host-tier line (cp) into its slot: free
+ * the host slot, publish the line. */
+GPUMEM_API void gpumem__cache_fill_finish(gpumem_cache *c, uint64_t line, const gpumem__tier_copy *cp) {
+    gpumem__tier_fetch_done(c->tier, line, cp);
+    gpumem__cache_publish(c, line, cp->slot, cp->write || cp->dirty);
 }
 
 /* ---- public API ----------------------------------------------------------- */
@@ -657,8 +766,8 @@ GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint
  * 0 or above GPUMEM_CACHE_MAX_GROUP), EOVERFLOW (too many references),
  * EAGAIN (every slot in use: release what you hold, then retry), EIO (the
  * backing failed). On any status but OK no reference is held. */
-GPUMEM_API gpumem_status gpumem_cache_acquire(gpumem_cache *c, uint64_t line, uint32_t count, int write,
-                                             void **data) {
+GPUMEM_API gpumem_status gpumem__cache_acquire(gpumem_cache *c, uint64_t line, uint32_t count, int write,
+                                              void **data, gpumem__tier_copy *cp) {
     uint32_t *st_word, s;
     int missed = 0;
     if (!c || !data) return GPUMEM_ENULL;
@@ -666,6 +775,7 @@ GPUMEM_API gpumem_status gpumem_cache_acquire(gpumem_cache *c, uint64_t line, ui
     if (count == 0 || count > GPUMEM_CACHE_MAX_GROUP) return GPUMEM_EINVAL;
     st_word = gpumem__line_state(c, line);
     if (c->trace) gpumem_policy_trace_record(c->trace, line, write); /* one access per group */
+    if (c->tier) gpumem__tier_on_access(c->tier, line);
     /* The reference and the look at the state in one step. Acquire: if VALID
      * is set, the filler's writes (data and slot index) are visible. */
     s = gpumem_atomic_fetch_add_u32(st_word, count, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
@@ -697,7 +807,7 @@ GPUMEM_API gpumem_status gpumem_cache_acquire(gpumem_cache *c, uint64_t line, ui
                     gpumem_event_notify(&c->event);
                     continue;
                 }
-                st = gpumem__cache_fill(c, line, count, write, &k);
+                st = gpumem__cache_fill(c, line, count, write, &k, cp);
                 if (st != GPUMEM_OK) return st;
                 gpumem__cache_count(c, line, GPUMEM__ST_MISSES, count);
                 *data = gpumem__slot_data(c, k);
@@ -709,6 +819,12 @@ GPUMEM_API gpumem_status gpumem_cache_acquire(gpumem_cache *c, uint64_t line, ui
         GPUMEM_WAIT_UNTIL(&c->event, !((s = gpumem_atomic_load_u32(st_word, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV)) &
                                        GPUMEM_CACHE_BUSY));
     }
+}
+
+/* The public acquire: the miss winner makes any copy from the host tier itself. */
+GPUMEM_API gpumem_status gpumem_cache_acquire(gpumem_cache *c, uint64_t line, uint32_t count, int write,
+                                             void **data) {
+    return gpumem__cache_acquire(c, line, count, write, data, (gpumem__tier_copy *)0);
 }
 
 /* Drop `count` references. Release order: the caller's writes to the line
@@ -775,12 +891,28 @@ GPUMEM_API gpumem_status gpumem_cache_acquire_coalesced(gpumem_cache *c, uint64_
 #if GPUMEM_ON_DEVICE
     const gpumem_warp_group g = gpumem_warp_group_of(c, line, 0);
     const int any_write = __any_sync(g.mask, write);
+    const int lane = (int)gpumem_lane_id();
     unsigned long long p = 0;
-    int st = GPUMEM_OK;
-    if ((int)gpumem_lane_id() == g.leader) {
+    int st = GPUMEM_OK, pending;
+    gpumem__tier_copy cp;
+    cp.pending = 0;
+    if (lane == g.leader) {
         void *d = 0;
-        st = (int)gpumem_cache_acquire(c, line, (uint32_t)__popc(g.mask), any_write, &d);
+        st = (int)gpumem__cache_acquire(c, line, (uint32_t)__popc(g.mask), any_write, &d, &cp);
         p = (unsigned long long)(uintptr_t)d;
+    }
+    /* A miss served from the host tier: the group copies the line from host
+     * memory together (each lane a strided share, GMT's warp zero-copy), and
+     * the leader publishes it once every lane's share is written. */
+    pending = __shfl_sync(g.mask, (int)cp.pending, g.leader);
+    if (pending) {
+        const unsigned long long src = __shfl_sync(g.mask, (unsigned long long)(uintptr_t)cp.src, g.leader);
+        const uint32_t bytes = __shfl_sync(g.mask, cp.bytes, g.leader);
+        gpumem_tier_copy_share((unsigned char *)(uintptr_t)p, (const unsigned char *)(uintptr_t)src, bytes,
+                               (uint32_t)__popc(g.mask & ((1u << lane) - 1u)), (uint32_t)__popc(g.mask));
+        __threadfence(); /* the shares are written before the leader's release publishes them */
+        __syncwarp(g.mask);
+        if (lane == g.leader) gpumem__cache_fill_finish(c, line, &cp);
     }
     /* The leader's acquire ordered the slot data for the leader only; the
      * barrier extends that order to the group (a shuffle carries no memory
@@ -840,13 +972,15 @@ GPUMEM_API gpumem_status gpumem_cache_writeback(gpumem_cache *c, uint32_t first,
         /* BUSY on a valid line, while we hold the slot lock that eviction,
          * write-back and invalidation need, can only be an acquirer's brief
          * claim that it undoes at once: wait it out. BUSY on an invalid line
-         * is a fill in progress, which holds nothing dirty yet. */
+         * is a fill in progress; it is dirty only when the host tier
+         * (gpumem_tier.h) hands up a dirty line: that counts as held. */
         while ((prev = gpumem_atomic_fetch_or_u32(w, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV)) &
                    GPUMEM_CACHE_BUSY &&
                prev & GPUMEM_CACHE_VALID)
             GPUMEM_WAIT_UNTIL(&c->event,
                               !(gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) & GPUMEM_CACHE_BUSY));
-        if (prev & GPUMEM_CACHE_BUSY) {
+        if (prev & GPUMEM_CACHE_BUSY) { /* a fill: dirty only when it comes from the host tier */
+            if (result == GPUMEM_OK) result = GPUMEM_EAGAIN;
             gpumem__slot_unlock(c, k);
             continue;
         }
@@ -870,14 +1004,18 @@ GPUMEM_API gpumem_status gpumem_cache_writeback(gpumem_cache *c, uint32_t first,
 }
 
 /* Write back every dirty line nobody holds, then send each NVMe controller a
- * Flush so the data is durable. Statuses as gpumem_cache_writeback; the
- * Flush commands are sent only when it returns OK. */
+ * Flush so the data is durable. With a host tier, its dirty lines are
+ * written back too (nobody holds those). Statuses as gpumem_cache_writeback;
+ * the Flush commands are sent only when it returns OK. */
 GPUMEM_API gpumem_status gpumem__cache_flush(gpumem_cache *c, uint64_t *written, int only_if_written) {
-    gpumem_status st;
-    uint64_t n = 0;
+    gpumem_status st, host = GPUMEM_OK;
+    uint64_t n = 0, in_host = 0;
     uint32_t j;
     if (!c) return GPUMEM_ENULL;
     st = gpumem_cache_writeback(c, 0, c->n_slots, &n);
+    if (c->tier) host = gpumem__tier_writeback(c->tier, &in_host);
+    if (st == GPUMEM_OK || (st == GPUMEM_EAGAIN && host == GPUMEM_EIO)) st = host;
+    n += in_host;
     if (written) *written = n;
     if (c->backing.kind == GPUMEM_CACHE_BACKING_NVME && (n || !only_if_written))
         for (j = 0; j < c->backing.n_ctrls && st == GPUMEM_OK; j++)
@@ -1180,7 +1318,8 @@ gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out
  * controller was stopped first; the dirty lines stay, retry once the backing
  * works). So destroy caches before stopping their controllers.
  * GPUMEM_EINVAL for a cache set up with gpumem_cache_init (its memory is
- * the caller's: flush it, then free that). */
+ * the caller's: flush it, then free that). GPUMEM_EBUSY too while a host
+ * tier is attached (gpumem_tier_destroy first). */
 gpumem_status gpumem_cache_destroy(gpumem_cache *c);
 #ifdef __cplusplus
 }
@@ -1225,6 +1364,7 @@ gpumem_status gpumem_cache_destroy(gpumem_cache *c) {
     gpumem_status st;
     if (!c) return GPUMEM_ENULL;
     if (!c->owned_) return GPUMEM_EINVAL;
+    if (c->tier) return GPUMEM_EBUSY; /* a host tier still uses it: destroy that first */
     for (i = 0; i < c->n_lines; i++) /* acquire: the holders' releases are done before we free */
         if (gpumem_atomic_load_u32(gpumem__line_state(c, i), GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV) &
             (GPUMEM_CACHE_BUSY | GPUMEM_CACHE_COUNT_MASK))
@@ -1270,5 +1410,8 @@ struct cache_array_ref {
 };
 } /* namespace gpumem */
 #endif
+
+/* The host tier's hooks, declared above, are defined there. */
+#include "gpumem_tier.h"
 
 #endif /* GPUMEM_CACHE_H */

@@ -660,6 +660,20 @@ GPUMEM_API size_t gpumem_nvme_qp_prp_bytes(uint32_t n_cids, const gpumem_nvme_ns
 
 GPUMEM_API int gpumem__valid_count(uint32_t n, uint32_t max) { return n >= 2 && n <= max && gpumem_is_pow2_u64(n); }
 
+/* Point the pair's client-state pointers into `state`, laid out as
+ * gpumem_nvme_qp_init lays it out (the one place that knows the layout of
+ * the gpumem_nvme_qp_state_bytes() area). Init uses it; so does a pair
+ * built in host memory and then copied where host code cannot write (GPU
+ * memory), and a host copy of such a pair read for diagnostics: the copy's
+ * pointers are moved to the copy's state. */
+GPUMEM_API void gpumem_nvme_qp_relocate_state(gpumem_nvme_qp *qp, void *state) {
+    char *base = (char *)state;
+    if (!qp || !state) return;
+    qp->slots = (gpumem__nvme_slot *)base;
+    qp->cids = (uint64_t *)(base + (size_t)qp->depth * sizeof(gpumem__nvme_slot));
+    qp->cid_dw0 = (uint32_t *)(qp->cids + qp->n_cids);
+}
+
 /* Initialise a pair (host, before any thread uses it). Zeroes the CQ. */
 GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nvme_qp_desc *d) {
     uint32_t i, start_turn;
@@ -692,15 +706,13 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     qp->cq_doorbell = d->cq_doorbell;
     qp->signals = d->signals;
     gpumem_nvme_qp_signals_init(d->signals);
-    qp->slots = (gpumem__nvme_slot *)state;
-    qp->cids = (uint64_t *)(state + (size_t)d->depth * sizeof(gpumem__nvme_slot));
-    qp->cid_dw0 = (uint32_t *)(qp->cids + d->n_cids);
     qp->ns = d->ns;
     qp->depth = d->depth;
     qp->depth_log2 = gpumem_log2_u64(d->depth);
     qp->turn_mask = (uint32_t)((2ull << (32 - qp->depth_log2)) - 1);
     qp->n_cids = d->n_cids;
     qp->qid = d->qid;
+    gpumem_nvme_qp_relocate_state(qp, state);
     /* At most depth - 1 commands in flight: then a submitter's turn never
      * waits on the controller, only on other threads (see "Budget" above),
      * so every wait can end when the controller stops. A quarter of them

@@ -951,6 +951,63 @@ GPUMEM_API int gpumem_policy_ols_solve(const gpumem_policy_ols *o, double *m, do
     return 1;
 }
 
+/* Exact reuse distances of a stream of accesses, GMT's CPU side (§2.3.3):
+ * a Fenwick tree over access times marks each line's latest access, so the
+ * reuse distance of an access (distinct lines since the line's previous
+ * access) is the number of marks after that previous access. Each access
+ * with a previous one is a (VTD, RD) sample for the least-squares fit. The
+ * first `window` accesses are taken; memory from the caller
+ * (gpumem_policy_rd_bytes). One thread. */
+typedef struct gpumem_policy_rd {
+    uint32_t *tree;   /* window entries */
+    uint64_t *last;   /* per line: time of its last access + 1 (0: none) */
+    uint64_t n_lines, window, t, samples;
+    gpumem_policy_ols ols;
+} gpumem_policy_rd;
+
+GPUMEM_API size_t gpumem_policy_rd_bytes(uint64_t n_lines, uint64_t window) {
+    return (size_t)GPUMEM_ALIGN_UP(window * 4, 8) + (size_t)n_lines * 8;
+}
+
+GPUMEM_API void gpumem_policy_rd_init(gpumem_policy_rd *r, uint64_t n_lines, uint64_t window, void *mem) {
+    gpumem__pzero(r, sizeof *r);
+    gpumem__pzero(mem, gpumem_policy_rd_bytes(n_lines, window));
+    r->n_lines = n_lines;
+    r->window = window;
+    r->tree = (uint32_t *)mem;
+    r->last = (uint64_t *)(void *)((unsigned char *)mem + GPUMEM_ALIGN_UP(window * 4, 8));
+}
+
+GPUMEM_API void gpumem__rd_add(gpumem_policy_rd *r, uint64_t i, int v) {
+    for (i++; i <= r->window; i += i & (0 - i)) r->tree[i - 1] += (uint32_t)v;
+}
+
+GPUMEM_API uint64_t gpumem__rd_sum(const gpumem_policy_rd *r, uint64_t i) { /* marks in [0, i) */
+    uint64_t s = 0;
+    for (; i > 0; i -= i & (0 - i)) s += r->tree[i - 1];
+    return s;
+}
+
+/* One access; returns 1 when a sample was added (0 past the window, on a
+ * line's first access, or for a line out of range). */
+GPUMEM_API int gpumem_policy_rd_access(gpumem_policy_rd *r, uint64_t line) {
+    uint64_t t = r->t, prev;
+    int sampled = 0;
+    if (t >= r->window || line >= r->n_lines) return 0;
+    prev = r->last[line];
+    if (prev) {
+        uint64_t rd = gpumem__rd_sum(r, t) - gpumem__rd_sum(r, prev);
+        gpumem_policy_ols_add(&r->ols, (double)(t - (prev - 1)), (double)rd);
+        gpumem__rd_add(r, prev - 1, -1);
+        r->samples++;
+        sampled = 1;
+    }
+    gpumem__rd_add(r, t, 1);
+    r->last[line] = t + 1;
+    r->t++;
+    return sampled;
+}
+
 /* Placements (1..3 are the tiers). HOST_IF_FREE is the under-use override:
  * host tier only if it has a free slot, else bypass - it fills idle host
  * memory and never displaces a line predicted to belong there. */

@@ -1031,6 +1031,20 @@ typedef struct gpumem_swctl_config {
     uint64_t drop_command; /* test hook: the Nth command fetched (1 = the first) is never
                               completed, as a faulty device would; 0 = none. Counted in
                               stats.dropped; what a watchdog is for. */
+    /* When idle, how the controller hears doorbells. Host threads that ring
+     * one also wake the controller (gpumem_event_notify on its doorbell
+     * event); GPU threads cannot (a device thread's notify is a no-op), so
+     * for them the controller must look at the doorbell words itself. After
+     * its last piece of work it polls every pair's doorbells for
+     * idle_spin_ns (busy: a core), then parks, at most park_ns at a time,
+     * polling once between parks. A doorbell that nobody notifies is thus
+     * seen within a poll while the controller spins, and within park_ns
+     * once it parks. GPUMEM_SWCTL_NEVER_PARK: poll forever (a core, always;
+     * the lowest latency for GPU clients); so does a controller with a pair
+     * set polled (gpumem_swctl_set_polled). Defaults: 50 us, 1 ms. CPU time
+     * of each setting: bench/results/issue12-doorbell-vm.md. */
+    uint64_t idle_spin_ns;
+    uint64_t park_ns;      /* 1 us .. 1 s; 0: the default */
     /* Where memory comes from, by who touches it (gpumem_nvme_qp_desc).
      * Ring memory, which the controller thread and the pairs' users share:
      * each pair's rings, doorbells and signals block, its PRP-list pages,
@@ -1044,15 +1058,28 @@ typedef struct gpumem_swctl_config {
      * gpumem_swctl_report). For GPU threads against this host-thread
      * controller: ring memory mapped pinned (cudaHostAlloc with
      * cudaHostAllocMapped, whose host pointers are valid on the GPU with
-     * unified addressing), client memory in GPU memory (docs/gpu.md), so
-     * that no client atomic crosses PCIe (tests/cuda/test_nvme_gpu.cu). */
+     * unified addressing), client memory in GPU memory, so that no client
+     * atomic crosses PCIe: gpumem_swctl_config_gpu_clients sets all of it
+     * (docs/gpu.md). */
     void *(*alloc)(void *ctx, size_t bytes);
     void (*free)(void *ctx, void *p);
     void *alloc_ctx;
     void *(*client_alloc)(void *ctx, size_t bytes);
     void (*client_free)(void *ctx, void *p);
+    /* Optional, for client memory that host code cannot touch (cudaMalloc):
+     * copies `bytes` between it and host memory, either way (cudaMemcpy with
+     * cudaMemcpyDefault; it must not wait for running kernels, because the
+     * watchdog's report reads through it), returning 0 on success. The pair
+     * is then built in host memory and copied in, and destroy's idle check
+     * and the report read a copy. NULL: client memory is host memory. */
+    int (*client_copy)(void *ctx, void *dst, const void *src, size_t bytes);
     void *client_ctx;
 } gpumem_swctl_config;
+
+/* idle_spin_ns: never park. */
+#define GPUMEM_SWCTL_NEVER_PARK UINT64_MAX
+#define GPUMEM_SWCTL_DEFAULT_SPIN_NS 50000ull
+#define GPUMEM_SWCTL_DEFAULT_PARK_NS 1000000ull
 
 /* The counts of gpumem_nvme_sw_stats (the core above), for the whole controller. */
 typedef gpumem_nvme_sw_stats gpumem_swctl_stats;
@@ -1067,6 +1094,11 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
 gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t n_cids, uint32_t virtual_start,
                                      gpumem_nvme_qp **out);
 gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme_qp **out);
+/* Mark a pair of this controller polled (polled != 0): its clients cannot
+ * wake the controller (GPU threads), so while any pair is polled the
+ * controller never parks, whatever idle_spin_ns says. Any time, any
+ * thread. GPUMEM_EINVAL if qp is not one of its pairs. */
+gpumem_status gpumem_swctl_set_polled(gpumem_swctl *ctl, const gpumem_nvme_qp *qp, int polled);
 /* Start serving; the pairs' calls work again after a stop. */
 gpumem_status gpumem_swctl_start(gpumem_swctl *ctl);
 /* Stop serving. Every thread waiting in one of its pairs (for a command ID
@@ -1080,6 +1112,10 @@ gpumem_status gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out)
 /* Completions posted so far: safe to read from any thread at any time (a
  * watchdog's measure of progress). */
 uint64_t gpumem_swctl_progress(gpumem_swctl *ctl);
+/* CPU time (ns) the controller thread has used since its last start; after
+ * a stop, what it used until then. What each idle setting costs. Call it
+ * from the thread that starts and stops the controller. */
+uint64_t gpumem_swctl_cpu_ns(gpumem_swctl *ctl);
 /* Every pair in words, client side and controller side (gpumem_nvme_qp_report,
  * gpumem_nvme_swq_report), appended to buf; returns the whole text's length.
  * Call it with the controller stopped: it reads the controller thread's state. */
@@ -1091,8 +1127,9 @@ gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl);
 /* Stop (if running) and free everything, pairs included. Refuses with
  * GPUMEM_EBUSY, changing nothing, while a thread waits in one of its pairs
  * or a request still holds a command ID (submitted and not yet polled to
- * its end; after a stop, polling returns GPUMEM_ENODEV and ends it). It does
- * not drain: finish or abandon the requests, join the threads, then destroy
+ * its end; after a stop, polling returns GPUMEM_ENODEV and ends it), and
+ * with GPUMEM_ESYS if client_copy cannot read a pair to tell. It does not
+ * drain: finish or abandon the requests, join the threads, then destroy
  * (README: shutdown order). */
 gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl);
 /* A watchdog on one software controller: progress is its completions, stop
@@ -1125,12 +1162,14 @@ typedef struct gpumem__sw_queue {
     gpumem_nvme_qp *qp; /* the pair its users are handed: at the start of client_mem;
                            only the owner's calls (destroy, report) look at it */
     void *client_mem;   /* client memory: the pair's struct and state */
+    size_t client_bytes; /* of them, from qp */
     void *ring_mem;     /* ring memory: rings, doorbells, signals block; used from
                            its first 4 KiB boundary */
     void *prp_mem;      /* the command IDs' PRP-list pages (own allocation: large, and
                            only the pages that transfers use are ever touched) */
     void *sw_mem;       /* the controller thread's own memory for sw (GPUMEM_MALLOC) */
     gpumem_nvme_swq sw; /* the controller's side (core above): ring memory only */
+    int polled;         /* gpumem_swctl_set_polled; accessed atomically */
     gpumem__sw_pending *pend; /* ring of fetched commands, in fetch order */
     uint32_t pend_head, pend_count;
 } gpumem__sw_queue;
@@ -1148,6 +1187,8 @@ struct gpumem_swctl {
     gpumem_event *doorbell_event;
     int running;      /* accessed atomically */
     int thread_alive;
+    uint32_t n_polled;      /* pairs set polled: never park while nonzero (atomic) */
+    uint64_t cpu_ns_final;  /* the thread's CPU time, stored as it ends (atomic) */
     uint64_t last_due_ns;
     uint64_t rng;
     uint64_t fetched;       /* commands fetched (the drop_command hook counts them) */
@@ -1191,6 +1232,8 @@ gpumem_swctl_config gpumem_swctl_config_default(void) {
     c.max_blocks = 256;
     c.max_pending = 4096;
     c.seed = 0x9E3779B97F4A7C15ull;
+    c.idle_spin_ns = GPUMEM_SWCTL_DEFAULT_SPIN_NS;
+    c.park_ns = GPUMEM_SWCTL_DEFAULT_PARK_NS;
     return c;
 }
 
@@ -1209,6 +1252,10 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
         return GPUMEM_EINVAL;
     }
     if (cfg->n_blocks > (UINT64_MAX / cfg->lba_bytes)) return GPUMEM_EINVAL;
+    if (cfg->park_ns != 0 && (cfg->park_ns < 1000 || cfg->park_ns > 1000000000ull)) {
+        GPUMEM_LOG("software controller: park_ns %llu out of range (1 us .. 1 s)", (unsigned long long)cfg->park_ns);
+        return GPUMEM_EINVAL;
+    }
     if (!cfg->alloc != !cfg->free || !cfg->client_alloc != !cfg->client_free) {
         GPUMEM_LOG("software controller: give both allocator callbacks of a pair (alloc and free, client_alloc "
                    "and client_free) or neither");
@@ -1225,6 +1272,7 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
     memset(c->doorbell_event, 0, sizeof *c->doorbell_event);
     c->doorbell_event->shared = 1;
     c->cfg = *cfg;
+    if (!c->cfg.park_ns) c->cfg.park_ns = GPUMEM_SWCTL_DEFAULT_PARK_NS;
     c->ns.nsid = 1;
     c->ns.lba_shift = gpumem_log2_u64(cfg->lba_bytes);
     c->ns.n_blocks = cfg->n_blocks;
@@ -1302,9 +1350,17 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
         return GPUMEM_ENOMEM;
     }
     rings = (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)q->ring_mem, 4096);
-    client = (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)q->client_mem, 64);
+    q->qp = (gpumem_nvme_qp *)GPUMEM_ALIGN_UP((uintptr_t)q->client_mem, 64);
+    q->client_bytes = client_total;
+    /* Client memory host code cannot write: build the pair in host memory
+     * (same layout), then copy it in. */
+    client = ctl->cfg.client_copy ? (unsigned char *)malloc(client_total) : (unsigned char *)q->qp;
+    if (!client) {
+        GPUMEM_FREE(grown);
+        gpumem__sw_queue_free(&ctl->cfg, q);
+        return GPUMEM_ENOMEM;
+    }
     memset(rings, 0, ring_total);
-    q->qp = (gpumem_nvme_qp *)client;
     memset(&d, 0, sizeof d);
     d.depth = depth;
     d.n_cids = n_cids;
@@ -1320,8 +1376,17 @@ gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t
     d.state_bytes = state_bytes;
     d.doorbell_event = ctl->doorbell_event;
     d.prp_lists = prp_bytes ? (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)q->prp_mem, 4096) : NULL;
-    if ((st = gpumem_nvme_qp_init(q->qp, &d)) != GPUMEM_OK ||
-        (st = gpumem_nvme_swq_init(&q->sw, &d, q->sw_mem, sw_bytes)) != GPUMEM_OK) {
+    if ((st = gpumem_nvme_qp_init((gpumem_nvme_qp *)client, &d)) == GPUMEM_OK &&
+        (st = gpumem_nvme_swq_init(&q->sw, &d, q->sw_mem, sw_bytes)) == GPUMEM_OK && ctl->cfg.client_copy) {
+        gpumem_nvme_qp_relocate_state((gpumem_nvme_qp *)client,
+                                      (unsigned char *)q->qp + GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 64));
+        if (ctl->cfg.client_copy(ctl->cfg.client_ctx, q->qp, client, client_total) != 0) {
+            GPUMEM_LOG("software controller: client_copy of a new pair (%zu bytes) failed", client_total);
+            st = GPUMEM_ESYS;
+        }
+    }
+    if (ctl->cfg.client_copy) free(client);
+    if (st != GPUMEM_OK) {
         GPUMEM_FREE(grown);
         gpumem__sw_queue_free(&ctl->cfg, q);
         return st;
@@ -1455,37 +1520,84 @@ static void gpumem__sw_publish(gpumem_swctl *c) {
         gpumem_atomic_store_u64(&to[k], from[k], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
 }
 
+/* Whether any pair's doorbell moved since the controller last took it. */
+static int gpumem__sw_doorbell_rung(const gpumem_swctl *c) {
+    uint32_t i;
+    for (i = 0; i < c->n_queues; i++) {
+        const gpumem_nvme_swq *q = &c->queues[i]->sw;
+        if (__atomic_load_n(q->sq_doorbell, __ATOMIC_ACQUIRE) != q->sq_db_seen ||
+            __atomic_load_n(q->cq_doorbell, __ATOMIC_ACQUIRE) != q->cq_db_seen)
+            return 1;
+    }
+    return 0;
+}
+
+/* The controller thread: serve every pair; when idle, poll the doorbells
+ * for idle_spin_ns after the last work (clients that cannot wake it, GPU
+ * threads, are heard within a poll), then park on the doorbell event at
+ * most park_ns at a time, or until the next command falls due, polling
+ * once between parks. The park bound also bounds how long a stop takes. */
 static void *gpumem__sw_main(void *arg) {
     gpumem_swctl *c = (gpumem_swctl *)arg;
-    gpumem_backoff b = gpumem_backoff_start();
+    uint64_t last_work = gpumem_clock_ns();
+    struct timespec cpu;
     while (__atomic_load_n(&c->running, __ATOMIC_ACQUIRE)) {
         uint64_t now = gpumem_clock_ns(), next;
         uint32_t i, work = 0, seen;
         for (i = 0; i < c->n_queues; i++) work += gpumem__sw_service(c, c->queues[i], now);
         if (work) {
             gpumem__sw_publish(c);
-            b = gpumem_backoff_start();
+            last_work = now;
             continue;
         }
-        if (gpumem_backoff_pause(&b)) continue;
-        /* Idle: park until a doorbell rings or the next command falls due
-         * (at most 1 ms, which also bounds how long stop() takes). */
-        seen = gpumem__event_begin(c->doorbell_event);
-        for (i = 0; i < c->n_queues; i++) {
-            gpumem__sw_queue *q = c->queues[i];
-            if (__atomic_load_n(q->sw.sq_doorbell, __ATOMIC_ACQUIRE) != q->sw.sq_db_seen ||
-                __atomic_load_n(q->sw.cq_doorbell, __ATOMIC_ACQUIRE) != q->sw.cq_db_seen)
-                work++;
+        if (c->cfg.idle_spin_ns == GPUMEM_SWCTL_NEVER_PARK || __atomic_load_n(&c->n_polled, __ATOMIC_RELAXED) ||
+            now - last_work < c->cfg.idle_spin_ns) {
+            gpumem__cpu_relax(); /* a poll every few tens of nanoseconds */
+            continue;
         }
+        /* Park: register, look at the doorbells once more (a client that
+         * rang after the look above and saw nobody registered did not
+         * notify), then sleep unless one moved or a command is due. */
+        seen = gpumem__event_begin(c->doorbell_event);
         next = gpumem__sw_next_due(c);
         now = gpumem_clock_ns();
-        if (!work && next > now) {
+        if (!gpumem__sw_doorbell_rung(c) && next > now) {
             uint64_t wait = next - now;
-            gpumem__event_sleep(c->doorbell_event, seen, (long)(wait < 1000000ull ? wait : 1000000ull));
+            gpumem__event_sleep(c->doorbell_event, seen, (long)(wait < c->cfg.park_ns ? wait : c->cfg.park_ns));
         }
         gpumem__event_end(c->doorbell_event);
     }
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    __atomic_store_n(&c->cpu_ns_final, (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec,
+                     __ATOMIC_RELEASE);
     return NULL;
+}
+
+gpumem_status gpumem_swctl_set_polled(gpumem_swctl *ctl, const gpumem_nvme_qp *qp, int polled) {
+    uint32_t i;
+    if (!ctl || !qp) return GPUMEM_ENULL;
+    for (i = 0; i < ctl->n_queues; i++) {
+        gpumem__sw_queue *q = ctl->queues[i];
+        /* compares the pointer only: the pair's memory is its clients' */
+        if (q->qp != qp) continue;
+        polled = polled != 0;
+        if (__atomic_exchange_n(&q->polled, polled, __ATOMIC_RELAXED) != polled) {
+            if (polled) __atomic_fetch_add(&ctl->n_polled, 1u, __ATOMIC_RELAXED);
+            else __atomic_fetch_sub(&ctl->n_polled, 1u, __ATOMIC_RELAXED);
+        }
+        return GPUMEM_OK;
+    }
+    return GPUMEM_EINVAL;
+}
+
+uint64_t gpumem_swctl_cpu_ns(gpumem_swctl *ctl) {
+    clockid_t id;
+    struct timespec t;
+    if (!ctl) return 0;
+    if (ctl->thread_alive && __atomic_load_n(&ctl->running, __ATOMIC_ACQUIRE) &&
+        pthread_getcpuclockid(ctl->thread, &id) == 0 && clock_gettime(id, &t) == 0)
+        return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+    return __atomic_load_n(&ctl->cpu_ns_final, __ATOMIC_ACQUIRE);
 }
 
 gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
@@ -1498,6 +1610,7 @@ gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
         return GPUMEM_ESTATE;
     }
     for (i = 0; i < ctl->n_queues; i++) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 0);
+    __atomic_store_n(&ctl->cpu_ns_final, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&ctl->running, 1, __ATOMIC_RELEASE);
     rc = pthread_create(&ctl->thread, NULL, gpumem__sw_main, ctl);
     if (rc != 0) {
@@ -1515,6 +1628,7 @@ gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl) {
     if (!ctl) return GPUMEM_ENULL;
     if (!ctl->thread_alive) return GPUMEM_ESTATE;
     __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
+    gpumem_event_notify(ctl->doorbell_event); /* out of a park at once, however long park_ns */
     pthread_join(ctl->thread, NULL);
     gpumem__sw_publish(ctl); /* the final counts */
     ctl->thread_alive = 0;
@@ -1546,13 +1660,37 @@ uint64_t gpumem_swctl_progress(gpumem_swctl *ctl) {
     return ctl ? __atomic_load_n(&ctl->progress, __ATOMIC_RELAXED) : 0;
 }
 
+/* A host-readable view of a pair's client state for the owner's calls
+ * (destroy's idle check, the report): the pair itself, or with client_copy
+ * a copy in *copy (free() it) whose pointers are moved to the copy's state.
+ * NULL if the copy failed. Plain malloc, as the watchdog's: GPUMEM_MALLOC
+ * may be a CUDA allocator that waits for a hung device. */
+static gpumem_nvme_qp *gpumem__sw_client_view(const gpumem_swctl *ctl, const gpumem__sw_queue *q, void **copy) {
+    gpumem_nvme_qp *v;
+    *copy = NULL;
+    if (!ctl->cfg.client_copy) return q->qp;
+    if (!(*copy = malloc(q->client_bytes))) return NULL;
+    if (ctl->cfg.client_copy(ctl->cfg.client_ctx, *copy, q->qp, q->client_bytes) != 0) {
+        free(*copy);
+        *copy = NULL;
+        return NULL;
+    }
+    v = (gpumem_nvme_qp *)*copy;
+    gpumem_nvme_qp_relocate_state(v, (unsigned char *)*copy + GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 64));
+    return v;
+}
+
 size_t gpumem_swctl_report(gpumem_swctl *ctl, char *buf, size_t n) {
     size_t at = 0;
     uint32_t i;
     if (!ctl || !buf) return 0;
     if (n) buf[0] = 0;
     for (i = 0; i < ctl->n_queues; i++) {
-        at = gpumem_nvme_qp_report(ctl->queues[i]->qp, buf, n, at);
+        void *copy;
+        gpumem_nvme_qp *view = gpumem__sw_client_view(ctl, ctl->queues[i], &copy);
+        if (view) at = gpumem_nvme_qp_report(view, buf, n, at);
+        else at = gpumem__appendf(buf, n, at, "pair %u: its client state cannot be read\n", i + 1);
+        free(copy);
         at = gpumem__appendf(buf, n, at, "  controller holds %u fetched commands not yet due or posted\n",
                              ctl->queues[i]->pend_count);
         at = gpumem_nvme_swq_report(&ctl->queues[i]->sw, &ctl->st, buf, n, at);
@@ -1576,8 +1714,13 @@ gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const cha
 gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl) {
     uint32_t i;
     if (!ctl) return GPUMEM_ENULL;
-    for (i = 0; i < ctl->n_queues; i++)
-        if (gpumem_nvme_qp_check_idle(ctl->queues[i]->qp) != GPUMEM_OK) return GPUMEM_EBUSY;
+    for (i = 0; i < ctl->n_queues; i++) {
+        void *copy;
+        gpumem_nvme_qp *view = gpumem__sw_client_view(ctl, ctl->queues[i], &copy);
+        gpumem_status st = view ? gpumem_nvme_qp_check_idle(view) : GPUMEM_ESYS;
+        free(copy);
+        if (st != GPUMEM_OK) return st == GPUMEM_ESYS ? st : GPUMEM_EBUSY;
+    }
     if (ctl->thread_alive) gpumem_swctl_stop(ctl);
     for (i = 0; i < ctl->n_queues; i++) gpumem__sw_queue_free(&ctl->cfg, ctl->queues[i]);
     GPUMEM_FREE(ctl->queues);

@@ -237,11 +237,11 @@ static int run(const char *path, const run_opts *o) {
             if (fread(ids, 4, m, idf) != m || read_next_chunk(nf, n, from, m, next) != 0) return 1;
             for (j = 0; j < m; j += STEP) { /* in steps, so GMT's model arrives as it would online */
                 size_t e = m - j > STEP ? j + STEP : m, x;
-                if (have_rd && rd.t < rd.window) { /* GMT's CPU side: samples, a refit per batch */
-                    uint64_t before = rd.samples / TRAIN_BATCH;
+                if (have_rd && rd.rd.t < rd.rd.window) { /* GMT's CPU side: samples, a refit per batch */
+                    uint64_t before = rd.rd.samples / TRAIN_BATCH;
                     double mm, bb;
                     for (x = j; x < e; x++) psim_rd_access(&rd, ids[x]);
-                    if (rd.samples / TRAIN_BATCH != before && gpumem_policy_ols_solve(&rd.ols, &mm, &bb))
+                    if (rd.rd.samples / TRAIN_BATCH != before && gpumem_policy_ols_solve(&rd.rd.ols, &mm, &bb))
                         for (k = 0; k < n_sims; k++)
                             if (sims[k].s.placement == PSIM_REUSE) gpumem_policy_gmt_set_model(&sims[k].s.gmt, mm, bb);
                 }

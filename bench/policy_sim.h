@@ -315,56 +315,24 @@ static inline double psim_time_us(const psim *s) {
 
 /* ---- GMT training: exact reuse distances of the first accesses ------------------- */
 
-/* Fenwick tree over access times marking each line's latest access: the
- * reuse distance of an access is the number of marks after the line's
- * previous access (notes/gmt.md §2.3.3, done on the CPU as in the paper). */
+/* gpumem_policy_rd (gpumem_policy.h) in memory of its own: the exact
+ * reuse distances on the CPU, as in the paper and in gpumem_tier.h. */
 typedef struct psim_rd {
-    uint32_t *tree;     /* window + 1 */
-    uint64_t *last;     /* per line: time of last access + 1 (0: none) */
-    uint64_t window, t, samples;
-    gpumem_policy_ols ols;
+    gpumem_policy_rd rd;
+    void *mem;
 } psim_rd;
 
 static inline int psim_rd_init(psim_rd *r, uint32_t n_ids, uint64_t window) {
-    memset(r, 0, sizeof *r);
-    r->window = window;
-    r->tree = (uint32_t *)calloc(window + 1, 4);
-    r->last = (uint64_t *)calloc((size_t)n_ids + 1, 8);
-    return r->tree && r->last ? 0 : -1;
+    r->mem = malloc(gpumem_policy_rd_bytes(n_ids, window));
+    if (!r->mem) return -1;
+    gpumem_policy_rd_init(&r->rd, n_ids, window, r->mem);
+    return 0;
 }
 
-static inline void psim_rd_free(psim_rd *r) {
-    free(r->tree);
-    free(r->last);
-}
-
-static inline void psim_rd_add(psim_rd *r, uint64_t i, int v) {
-    for (i++; i <= r->window; i += i & (0 - i)) r->tree[i - 1] += (uint32_t)v;
-}
-
-static inline uint64_t psim_rd_sum(const psim_rd *r, uint64_t i) { /* marks in [0, i) */
-    uint64_t s = 0;
-    for (; i > 0; i -= i & (0 - i)) s += r->tree[i - 1];
-    return s;
-}
+static inline void psim_rd_free(psim_rd *r) { free(r->mem); }
 
 /* One access; returns 1 when a sample was added (while inside the window). */
-static inline int psim_rd_access(psim_rd *r, uint32_t line) {
-    uint64_t t = r->t, prev = r->last[line];
-    int sampled = 0;
-    if (t >= r->window) return 0;
-    if (prev) {
-        uint64_t rd = psim_rd_sum(r, t) - psim_rd_sum(r, prev);
-        gpumem_policy_ols_add(&r->ols, (double)(t - (prev - 1)), (double)rd);
-        psim_rd_add(r, prev - 1, -1);
-        r->samples++;
-        sampled = 1;
-    }
-    psim_rd_add(r, t, 1);
-    r->last[line] = t + 1;
-    r->t++;
-    return sampled;
-}
+static inline int psim_rd_access(psim_rd *r, uint32_t line) { return gpumem_policy_rd_access(&r->rd, line); }
 
 /* ---- Belady's OPT ------------------------------------------------------------------ */
 

@@ -16,6 +16,9 @@
  *                                         the graph under CLOCK and under P, in
  *                                         one run: hit rate and line reads
  *   options: --cache-mib M  --threads T  --pairs P  --depth D  --iops N
+ *            --host-mib M (a host-memory tier below the cache, gpumem_tier.h;
+ *            demo: 4x the small cache by default, so it shows the storage
+ *            reads without and with it)  --placement P (the host tier's)
  *            --ordered (BFS: expand each level in vertex order)
  *            --policy P (the cache's replacement policy, gpumem_policy.h)
  *            --trace OUT (record the cache's accesses for bench/policy_sim)
@@ -40,6 +43,8 @@ typedef struct options {
     int ordered; /* BFS: expand each level's frontier in vertex order */
     uint32_t policy;   /* the cache's replacement policy */
     const char *trace; /* record the cache's accesses to this file */
+    uint64_t host_bytes;     /* a host tier below the cache; 0: none */
+    uint32_t host_placement; /* its placement (GPUMEM_TIER_*) */
 } options;
 
 /* Room for this many recorded accesses (8 bytes each); the rest are dropped
@@ -158,6 +163,9 @@ typedef struct result {
     double seconds, cache_mib, graph_mib;
     graph_counts counts;
     gpumem_cache_stats cs;
+    gpumem_tier_stats ts; /* with a host tier */
+    double host_mib;
+    uint32_t host_placement;
     gpumem_swctl_stats ctl;
     uint64_t wrong, rounds;
     int ok;
@@ -172,11 +180,16 @@ static void print_result(const result *x) {
            (double)x->counts.edges / x->seconds / 1e6);
     printf("    cache %.1f MiB for a %.1f MiB graph: %.1f %% hits, %llu lines read (%.1f MiB/s from storage)\n",
            x->cache_mib, x->graph_mib, acq > 0 ? 100.0 * (double)x->cs.hits / acq : 0.0,
-           (unsigned long long)x->cs.fills, (double)x->cs.bytes_read / 1048576.0 / x->seconds);
+           (unsigned long long)x->cs.reads, (double)x->cs.bytes_read / 1048576.0 / x->seconds);
     printf("    I/O amplification %.2f (%.1f MiB read / %.1f MiB needed); controller: %llu reads, %llu violations;"
            " wrong answers: %llu\n",
            amp, (double)x->cs.bytes_read / 1048576.0, (double)x->counts.bytes_needed / 1048576.0,
            (unsigned long long)x->ctl.reads, (unsigned long long)x->ctl.violations, (unsigned long long)x->wrong);
+    if (x->host_mib > 0)
+        printf("    host tier %.1f MiB (%s): %llu misses served from host memory, %llu lines moved there;"
+               " %llu reads reached storage\n",
+               x->host_mib, gpumem_tier_placement_name(x->host_placement), (unsigned long long)x->ts.host_hits,
+               (unsigned long long)x->ts.moves, (unsigned long long)x->cs.reads);
     if (x->counts.full_retries)
         printf("    %llu acquires found the cache full and were retried\n", x->counts.full_retries);
 }
@@ -220,6 +233,12 @@ static void reference_free(reference *r) {
     r->levels = r->labels = NULL;
 }
 
+/* Between rounds (no thread in the cache): GMT-Reuse's CPU side refits the
+ * host tier's reuse-distance model from the accesses sampled so far. */
+static void graph_train(graph_store *s) {
+    if (s->tier && s->tier->placement == GPUMEM_TIER_GMT_REUSE) gpumem_tier_train(s->tier, NULL);
+}
+
 /* Runs BFS (kind RUN_BFS, from `source`) or CC over a fresh store and checks
  * it. Returns 0 ok, 1 failed or wrong, 2 unusable arguments. */
 static int traverse(const options *o, reference *answers, int kind, uint32_t source, const char *name,
@@ -243,6 +262,8 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     sc.latency_ns = 0;
     sc.policy = o->policy;
     sc.trace = NULL;
+    sc.host_bytes = o->host_bytes;
+    sc.host_placement = o->host_placement;
     if (o->trace) {
         sc.trace = (gpumem_policy_trace *)calloc(1, sizeof *sc.trace);
         if (sc.trace) sc.trace->buf = (uint64_t *)malloc((size_t)TRACE_CAP * 8);
@@ -267,6 +288,8 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     }
     x->cache_mib = (double)s.n_slots * GRAPH_LINE / 1048576.0;
     x->graph_mib = (double)s.h.file_bytes / 1048576.0;
+    x->host_mib = s.tier ? (double)s.tier->n_slots * GRAPH_LINE / 1048576.0 : 0;
+    x->host_placement = o->host_placement;
     r.store = &s;
     r.kind = kind;
     r.n_threads = o->threads;
@@ -295,6 +318,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
             printf("    level %2u: %9llu vertices expanded, %9u found  (%.2f s)\n", r.level,
                    (unsigned long long)r.n_items, r.next_count, graph_now_s() - tr);
             fflush(stdout);
+            graph_train(&s);
             tmp = r.frontier;
             r.frontier = r.next;
             r.next = tmp;
@@ -335,6 +359,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
                    (unsigned long long)x->rounds, x->counts.vertices - before, x->counts.updates - upd,
                    graph_now_s() - tr);
             fflush(stdout);
+            graph_train(&s);
             tmp = r.active;
             r.active = r.next_active;
             r.next_active = tmp; /* all zero again: worker cleared each active flag it used */
@@ -348,7 +373,8 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     }
     x->seconds = graph_now_s() - t0;
     gpumem_cache_get_stats(s.cache, &x->cs);
-    if (gpumem_cache_check_quiescent(s.cache) != GPUMEM_OK) {
+    if (s.tier) gpumem_tier_get_stats(s.tier, &x->ts);
+    if (s.tier ? gpumem_tier_check_quiescent(s.tier) != 0 : gpumem_cache_check_quiescent(s.cache) != 0) {
         fprintf(stderr, "graph: %s: the cache is not quiescent after the run\n", name);
         rc = 1;
     }
@@ -384,7 +410,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
 enum {
     O_SCALE = 1 << 0, O_EDGE_FACTOR = 1 << 1, O_SEED = 1 << 2, O_SOURCE = 1 << 3, O_CACHE = 1 << 4,
     O_THREADS = 1 << 5, O_PAIRS = 1 << 6, O_DEPTH = 1 << 7, O_IOPS = 1 << 8, O_ORDERED = 1 << 9, O_MACHINE = 1 << 10,
-    O_POLICY = 1 << 11, O_TRACE = 1 << 12
+    O_POLICY = 1 << 11, O_TRACE = 1 << 12, O_HOST = 1 << 13, O_PLACEMENT = 1 << 14
 };
 static const struct option_doc {
     const char *name, *arg, *what;
@@ -404,8 +430,12 @@ static const struct option_doc {
     {"--policy", "P", "the cache's replacement policy: brrip (default), clock, fifo, srrip, or a sequential one:\n"
                       "                       lru, lfu, cp, hpe, tournament (gpumem_policy.h)", O_POLICY},
     {"--trace", "OUT", "record the cache's accesses to OUT (bench/policy_sim's binary trace format)", O_TRACE},
+    {"--host-mib", "M", "a host-memory tier of M MiB below the cache (gpumem_tier.h); 0: none (the default; demo:\n"
+                        "                       4x the small cache, and it shows the storage reads without and with it)",
+     O_HOST},
+    {"--placement", "P", "the host tier's placement: gmt-reuse (default), tier-order or never-host", O_PLACEMENT},
 };
-#define RUN_OPTS (O_CACHE | O_THREADS | O_PAIRS | O_DEPTH | O_IOPS | O_POLICY)
+#define RUN_OPTS (O_CACHE | O_THREADS | O_PAIRS | O_DEPTH | O_IOPS | O_POLICY | O_HOST | O_PLACEMENT)
 static const struct command {
     const char *name, *args, *what;
     int files_min, files_max, opts;
@@ -534,12 +564,18 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
                 if (!strcmp(a, gpumem_policy_name(o->policy))) break;
             if (o->policy == GPUMEM_POLICY_KINDS)
                 return bad_args(cmd, "--policy %s: want brrip, clock, fifo, srrip, lru, lfu, cp, hpe or tournament", a);
-        } else if (od->bit == O_CACHE) {
+        } else if (od->bit == O_PLACEMENT) {
+            for (o->host_placement = 0; o->host_placement < GPUMEM_TIER_PLACEMENTS; o->host_placement++)
+                if (!strcmp(a, gpumem_tier_placement_name(o->host_placement))) break;
+            if (o->host_placement == GPUMEM_TIER_PLACEMENTS)
+                return bad_args(cmd, "--placement %s: want gmt-reuse, tier-order or never-host", a);
+        } else if (od->bit == O_CACHE || od->bit == O_HOST) {
             char *end;
             double mib = strtod(a, &end);
-            if (end == a || *end || !(mib > 0) || mib > 1048576.0)
-                return bad_args(cmd, "--cache-mib %s: want a size in MiB, > 0", a);
-            o->cache_bytes = (uint64_t)(mib * 1048576.0);
+            if (end == a || *end || !(mib > 0 || (od->bit == O_HOST && mib == 0)) || mib > 1048576.0)
+                return bad_args(cmd, "%s %s: want a size in MiB, %s", od->name, a, od->bit == O_HOST ? ">= 0" : "> 0");
+            if (od->bit == O_CACHE) o->cache_bytes = (uint64_t)(mib * 1048576.0);
+            else o->host_bytes = (uint64_t)(mib * 1048576.0);
         } else if (parse_u64(a, 0, UINT64_MAX, &v) != 0) {
             return bad_args(cmd, "%s %s: not a number", od->name, a);
         } else if (od->bit == O_SCALE) {
@@ -652,15 +688,15 @@ static uint32_t source_of(const options *o, const graph_csr *g) {
     return (o->given & O_SOURCE) ? (uint32_t)o->source : graph_pick_source(g, o->seed);
 }
 
-#define DEMO_RUNS 4
+#define DEMO_RUNS 6 /* the last two with the host tier */
 static int demo(options *o) {
     graph_csr g;
     reference answers = {&g, NULL, 0, NULL};
     result x[DEMO_RUNS];
-    uint64_t graph_bytes, small, min_cache;
+    uint64_t graph_bytes, small, min_cache, host;
     uint32_t source;
-    char names[DEMO_RUNS][64], small_name[40];
-    int rc = 0, i, n_runs = 0;
+    char names[DEMO_RUNS][96], small_name[40];
+    int rc = 0, i, n_runs = 0, planned;
     double t0 = graph_now_s();
     printf("gpumem %s graph demo: BFS and connected components through cache, queue pairs and the software NVMe"
            " controller\n", GPUMEM_VERSION_STRING);
@@ -690,38 +726,56 @@ static int demo(options *o) {
     snprintf(names[1], sizeof names[1], "BFS, %s, ordered", small_name);
     snprintf(names[2], sizeof names[2], "BFS, cache holds graph");
     snprintf(names[3], sizeof names[3], "CC, %s", small_name);
+    /* The host tier: --host-mib, or GMT's proportion, 4x the GPU tier. */
+    host = (o->given & O_HOST) ? o->host_bytes : 4 * small;
+    snprintf(names[4], sizeof names[4], "BFS, %s + host %.4g MiB", small_name, (double)host / 1048576.0);
+    snprintf(names[5], sizeof names[5], "CC, %s + host %.4g MiB", small_name, (double)host / 1048576.0);
+    planned = host ? DEMO_RUNS : DEMO_RUNS - 2;
     /* BFS with the small cache (frontier in discovery order, as BaM's BFS,
      * then in vertex order), with a cache that holds the whole graph, and CC
-     * with the small cache. */
+     * with the small cache; then BFS and CC with the small cache and a host
+     * tier below it (three tiers), to set against the first and the fourth. */
     {
-        const struct { int kind, ordered; uint64_t cache; } plan[DEMO_RUNS] = {
-            {RUN_BFS, 0, small},
-            {RUN_BFS, 1, small},
-            {RUN_BFS, 0, graph_bytes > min_cache ? graph_bytes : min_cache},
-            {RUN_CC, 0, small},
+        const struct { int kind, ordered; uint64_t cache, host; } plan[DEMO_RUNS] = {
+            {RUN_BFS, 0, small, 0},
+            {RUN_BFS, 1, small, 0},
+            {RUN_BFS, 0, graph_bytes > min_cache ? graph_bytes : min_cache, 0},
+            {RUN_CC, 0, small, 0},
+            {RUN_BFS, 0, small, host},
+            {RUN_CC, 0, small, host},
         };
-        for (i = 0; i < DEMO_RUNS && rc < 2; i++, n_runs++) {
+        for (i = 0; i < planned && rc < 2; i++, n_runs++) {
             o->ordered = plan[i].ordered;
             o->cache_bytes = plan[i].cache;
+            o->host_bytes = plan[i].host;
             rc |= traverse(o, &answers, plan[i].kind, source, names[i], &x[i]);
         }
     }
     reference_free(&answers);
     graph_free(&g);
-    if (n_runs == DEMO_RUNS) {
-        printf("\n  %-30s %6s %7s %9s %8s %14s %10s\n", "run", "cache", "hits", "read MiB", "amplif.",
+    if (n_runs == planned) {
+        printf("\n  %-40s %6s %7s %9s %8s %14s %10s\n", "run", "cache", "hits", "read MiB", "amplif.",
                "reads per line", "M edges/s");
-        for (i = 0; i < DEMO_RUNS; i++)
-            printf("  %-30s %5.0f%% %6.1f%% %9.1f %8.2f %14.0f %10.2f\n", x[i].name,
+        for (i = 0; i < planned; i++)
+            printf("  %-40s %5.0f%% %6.1f%% %9.1f %8.2f %14.0f %10.2f\n", x[i].name,
                    100.0 * x[i].cache_mib / x[i].graph_mib,
                    100.0 * (double)x[i].cs.hits / (double)(x[i].cs.hits + x[i].cs.misses),
                    (double)x[i].cs.bytes_read / 1048576.0,
                    (double)x[i].cs.bytes_read / (double)x[i].counts.bytes_needed,
-                   (double)(2 * x[i].counts.vertices + x[i].counts.edges) / (double)x[i].cs.fills,
+                   (double)(2 * x[i].counts.vertices + x[i].counts.edges) / (double)x[i].cs.reads,
                    (double)x[i].counts.edges / x[i].seconds / 1e6);
         printf("  amplif.: bytes read from storage / bytes the algorithm needed. reads per line: element reads"
                " served by each\n  line read from storage (without a cache each would be a request; BaM's cache cut"
                " requests 308x for BFS\n  and 493x for CC on GAP-kron, 8 GB cache for 31.5 GB).\n");
+        for (i = 4; i < planned; i++) {
+            const result *two = &x[i == 4 ? 0 : 3], *three = &x[i];
+            printf("  %s with the host tier (%s): %llu storage reads against %llu without (%.2fx fewer);"
+                   " %llu misses served from host memory\n",
+                   i == 4 ? "BFS" : "CC", gpumem_tier_placement_name(three->host_placement),
+                   (unsigned long long)three->cs.reads, (unsigned long long)two->cs.reads,
+                   three->cs.reads ? (double)two->cs.reads / (double)three->cs.reads : 0.0,
+                   (unsigned long long)three->ts.host_hits);
+        }
     }
     printf("graph demo: %s (%.1f s)\n", rc ? "FAILED" : "ok", graph_now_s() - t0);
     return rc;

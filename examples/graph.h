@@ -33,6 +33,7 @@
 
 #include "gpumem_cache.h"
 #include "gpumem_swctl.h"
+#include "gpumem_tier.h"
 
 #define GRAPH_MAGIC "GPUMEMG1"
 #define GRAPH_PAGE 4096u
@@ -431,6 +432,8 @@ typedef struct graph_store_config {
     uint64_t latency_ns;  /* and its service time per command */
     uint32_t policy;      /* the cache's replacement policy (any gpumem_policy.h kind) */
     gpumem_policy_trace *trace; /* NULL, or the cache records every access there */
+    uint64_t host_bytes;  /* a host tier below the cache (gpumem_tier.h) of this many bytes; 0: none */
+    uint32_t host_placement; /* its placement, GPUMEM_TIER_* (GMT-Reuse: call graph_store_train between rounds) */
 } graph_store_config;
 
 typedef struct graph_store {
@@ -439,6 +442,7 @@ typedef struct graph_store {
     gpumem_swctl *ctl;
     gpumem_nvme_qp *pairs[GRAPH_MAX_PAIRS];
     gpumem_cache *cache;
+    gpumem_tier *tier;    /* the host tier, or NULL */
     gpumem_policy seq;    /* the cache's policy when it is a sequential one */
     void *seq_mem;
     gpumem_cache_array offsets, edges; /* the graph's two arrays, views into the cache */
@@ -446,6 +450,8 @@ typedef struct graph_store {
 } graph_store;
 
 GRAPH_API void graph_store_close(graph_store *s) {
+    if (s->tier) gpumem_tier_destroy(s->tier); /* read-only: nothing dirty to write */
+    s->tier = NULL;
     if (s->ctl) {
         gpumem_swctl_stop(s->ctl);
         gpumem_swctl_destroy(s->ctl);
@@ -518,6 +524,19 @@ GRAPH_API gpumem_status graph_store_open(graph_store *s, const char *path, const
     if ((st = gpumem_cache_create(&d, &s->cache)) != GPUMEM_OK) {
         graph_fail(err, len, st, "cache of %u lines: %s", s->n_slots, gpumem_status_str(st));
         goto fail;
+    }
+    if (cfg->host_bytes / GRAPH_LINE > 0) {
+        gpumem_tier_desc td = gpumem_tier_desc_default(s->cache, (uint32_t)(cfg->host_bytes / GRAPH_LINE));
+        td.placement = cfg->host_placement;
+        if (cfg->host_bytes / GRAPH_LINE > GPUMEM_TIER_MAX_SLOTS) {
+            st = graph_fail(err, len, GPUMEM_ERANGE, "host tier of %llu bytes: too large",
+                            (unsigned long long)cfg->host_bytes);
+            goto fail;
+        }
+        if ((st = gpumem_tier_create(&td, &s->tier)) != GPUMEM_OK) {
+            graph_fail(err, len, st, "host tier of %u lines: %s", td.n_slots, gpumem_status_str(st));
+            goto fail;
+        }
     }
     s->offsets = gpumem_cache_array_make(s->cache, 8, s->h.offsets_at, s->h.n_nodes + 1);
     s->edges = gpumem_cache_array_make(s->cache, 4, s->h.edges_at, s->h.n_edges);

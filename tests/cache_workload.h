@@ -16,7 +16,11 @@
  *   - with use_ref, the same through gpumem_cache_ref, in runs of
  *     consecutive words (the reference keeps its line between accesses).
  * A full cache (GPUMEM_EAGAIN) is counted and retried after dropping what
- * the thread holds; that is the documented rule. */
+ * the thread holds; that is the documented rule.
+ *
+ * With tier_slots > 0 a host tier (gpumem_tier.h) sits below the cache: the
+ * same workload then runs through all three tiers (test_tier.c), in `rounds`
+ * rounds with both tiers checked quiescent (no line in both) in between. */
 #ifndef GPUMEM_TEST_CACHE_WORKLOAD_H
 #define GPUMEM_TEST_CACHE_WORKLOAD_H
 
@@ -63,7 +67,17 @@ typedef struct cache_cfg {
     uint32_t layout;
     uint32_t depth;
     uint64_t latency_ns;
+    /* a host tier below the cache (tier_slots 0: none) */
+    uint32_t tier_slots;
+    uint32_t tier_placement; /* GPUMEM_TIER_* */
+    uint32_t tier_policy;    /* GPUMEM_POLICY_FIFO or _CLOCK */
+    uint32_t tier_model;     /* GMT-Reuse after round 1: TIER_MODEL_* */
+    uint32_t rounds;         /* 0: 1 */
 } cache_cfg;
+
+/* GMT-Reuse's model after the first round: trained on the samples, or set
+ * so that every line is predicted for storage, or for the GPU (kept). */
+enum { TIER_MODEL_TRAINED = 0, TIER_MODEL_STORAGE = 1, TIER_MODEL_KEEP = 2 };
 
 typedef struct cache_result {
     uint64_t ops, acquires, eagain, eio, other_status, bad_data, words_checked;
@@ -74,6 +88,7 @@ typedef struct cache_result {
     uint64_t backing_mismatches; /* words in the backing that differ from expect */
     uint64_t ctl_violations, ctl_reads, ctl_writes;
     uint64_t flusher_rounds, flusher_errors;
+    gpumem_tier_stats tier;
 } cache_result;
 
 typedef struct cache_setup {
@@ -86,6 +101,7 @@ typedef struct cache_setup {
     uint64_t n_words;
     gpumem_policy seq;               /* cfg->policy a sequential kind: the cache's policy */
     void *seq_mem;
+    gpumem_tier *tier;               /* cfg->tier_slots > 0: the host tier */
 } cache_setup;
 
 typedef struct cache_worker {
@@ -93,6 +109,7 @@ typedef struct cache_worker {
     uint32_t id;
     uint64_t ops, acquires, eagain, eio, other_status, bad_data, words_checked;
     uint64_t round;
+    uint64_t rng;
 } cache_worker;
 
 /* Where word w lives in the backing of controller/memory `which`. */
@@ -161,11 +178,19 @@ static gpumem_status cache_setup_make(cache_setup *s, const cache_cfg *cfg) {
         gpumem_nvme_ns ns = gpumem_swctl_ns(s->ctls[0]);
         d.backing = gpumem_cache_backing_nvme(s->pairs, cfg->n_ctrls, cfg->pairs_per_ctrl, &ns, 0, cfg->layout);
     }
-    return gpumem_cache_create(&d, &s->cache);
+    if ((st = gpumem_cache_create(&d, &s->cache)) != GPUMEM_OK || !cfg->tier_slots) return st;
+    {
+        gpumem_tier_desc td = gpumem_tier_desc_default(s->cache, cfg->tier_slots);
+        td.placement = cfg->tier_placement;
+        td.policy = cfg->tier_policy;
+        td.train_accesses = 1u << 16;
+        return gpumem_tier_create(&td, &s->tier);
+    }
 }
 
 static void cache_setup_free(cache_setup *s) {
     uint32_t j;
+    gpumem_tier_destroy(s->tier);
     gpumem_cache_destroy(s->cache);
     for (j = 0; j < 4; j++) gpumem_swctl_destroy(s->ctls[j]);
     free(s->mem);
@@ -264,7 +289,9 @@ typedef struct cache_flusher {
 static void *cache_flusher_main(void *arg) {
     cache_flusher *f = (cache_flusher *)arg;
     while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
-        gpumem_status st = gpumem_cache_writeback(f->cache, 0, f->cache->n_slots, NULL);
+        /* With a host tier, the flush of both tiers (and the Flush command). */
+        gpumem_status st = f->cache->tier ? gpumem_cache_flush(f->cache, NULL)
+                                          : gpumem_cache_writeback(f->cache, 0, f->cache->n_slots, NULL);
         if (st != GPUMEM_OK && st != GPUMEM_EAGAIN) f->errors++; /* EAGAIN: lines in use were left */
         if (gpumem_cache_invalidate(f->cache, 0, f->cache->n_slots, NULL) != GPUMEM_OK) f->errors++;
         f->rounds++;
@@ -275,12 +302,25 @@ static void *cache_flusher_main(void *arg) {
 static void *cache_worker_main(void *arg) {
     cache_worker *wk = (cache_worker *)arg;
     gpumem_cache_array a = gpumem_cache_array_make(wk->s->cache, 8, 0, wk->s->n_words);
-    uint64_t rng = 0x9E3779B97F4A7C15ull * (wk->id + 1), i;
+    uint64_t i;
     for (i = 0; i < wk->s->cfg.ops; i++, wk->ops++) {
-        if (wk->s->cfg.use_ref) op_ref(wk, &rng, &a);
-        else op_direct(wk, &rng);
+        if (wk->s->cfg.use_ref) op_ref(wk, &wk->rng, &a);
+        else op_direct(wk, &wk->rng);
     }
     return NULL;
+}
+
+/* Between rounds (no thread in the cache): the structure checked, and
+ * GMT-Reuse's model trained or set after the first. */
+static uint64_t cache_between_rounds(cache_setup *s, uint32_t round) {
+    uint64_t problems = s->tier ? gpumem_tier_check_quiescent(s->tier) : gpumem_cache_check_quiescent(s->cache);
+    if (s->tier && s->cfg.tier_placement == GPUMEM_TIER_GMT_REUSE && round == 0) {
+        gpumem_status st = s->cfg.tier_model == TIER_MODEL_TRAINED ? gpumem_tier_train(s->tier, NULL)
+                           : s->cfg.tier_model == TIER_MODEL_STORAGE ? gpumem_tier_set_model(s->tier, 0, 1e12)
+                                                                     : gpumem_tier_set_model(s->tier, 0, 0);
+        if (st != GPUMEM_OK) problems++;
+    }
+    return problems;
 }
 
 /* Run the workload, flush, and compare the backing with expect. */
@@ -289,7 +329,7 @@ static gpumem_status cache_run(const cache_cfg *cfg, cache_result *res) {
     cache_worker *wk;
     cache_flusher fl;
     pthread_t *th, flusher;
-    uint32_t t, j;
+    uint32_t t, j, round, rounds = cfg->rounds ? cfg->rounds : 1;
     uint64_t w;
     gpumem_status st = cache_setup_make(&s, cfg);
     memset(res, 0, sizeof *res);
@@ -299,16 +339,26 @@ static gpumem_status cache_run(const cache_cfg *cfg, cache_result *res) {
     }
     wk = (cache_worker *)calloc(cfg->threads, sizeof *wk);
     th = (pthread_t *)calloc(cfg->threads, sizeof *th);
-    memset(&fl, 0, sizeof fl);
-    fl.cache = s.cache;
-    if (cfg->flusher) pthread_create(&flusher, NULL, cache_flusher_main, &fl);
     for (t = 0; t < cfg->threads; t++) {
         wk[t].s = &s;
         wk[t].id = t;
-        pthread_create(&th[t], NULL, cache_worker_main, &wk[t]);
+        wk[t].rng = 0x9E3779B97F4A7C15ull * (t + 1);
+    }
+    for (round = 0; round < rounds; round++) {
+        memset(&fl, 0, sizeof fl);
+        fl.cache = s.cache;
+        if (cfg->flusher) pthread_create(&flusher, NULL, cache_flusher_main, &fl);
+        for (t = 0; t < cfg->threads; t++) pthread_create(&th[t], NULL, cache_worker_main, &wk[t]);
+        for (t = 0; t < cfg->threads; t++) pthread_join(th[t], NULL);
+        if (cfg->flusher) {
+            __atomic_store_n(&fl.stop, 1, __ATOMIC_RELEASE);
+            pthread_join(flusher, NULL);
+            res->flusher_rounds += fl.rounds;
+            res->flusher_errors += fl.errors;
+        }
+        res->quiescent_problems += cache_between_rounds(&s, round);
     }
     for (t = 0; t < cfg->threads; t++) {
-        pthread_join(th[t], NULL);
         res->ops += wk[t].ops;
         res->acquires += wk[t].acquires;
         res->eagain += wk[t].eagain;
@@ -317,16 +367,10 @@ static gpumem_status cache_run(const cache_cfg *cfg, cache_result *res) {
         res->bad_data += wk[t].bad_data;
         res->words_checked += wk[t].words_checked;
     }
-    if (cfg->flusher) {
-        __atomic_store_n(&fl.stop, 1, __ATOMIC_RELEASE);
-        pthread_join(flusher, NULL);
-        res->flusher_rounds = fl.rounds;
-        res->flusher_errors = fl.errors;
-    }
-    res->quiescent_problems = gpumem_cache_check_quiescent(s.cache);
     res->flush_status = gpumem_cache_flush(s.cache, &res->flushed);
-    res->quiescent_problems += gpumem_cache_check_quiescent(s.cache);
+    res->quiescent_problems += s.tier ? gpumem_tier_check_quiescent(s.tier) : gpumem_cache_check_quiescent(s.cache);
     gpumem_cache_get_stats(s.cache, &res->stats);
+    if (s.tier) gpumem_tier_get_stats(s.tier, &res->tier);
     for (j = 0; j < cfg->n_ctrls; j++) {
         gpumem_swctl_stats cs;
         gpumem_swctl_stop(s.ctls[j]);
@@ -356,8 +400,12 @@ static const char *cache_check(const cache_cfg *cfg, const cache_result *r, char
         }                                       \
     } while (0)
     const gpumem_cache_stats *st = &r->stats;
-    CACHE_CHECK(r->ops == (uint64_t)cfg->threads * cfg->ops, "ran %llu of %llu operations",
-                (unsigned long long)r->ops, (unsigned long long)cfg->threads * cfg->ops);
+    const gpumem_tier_stats *ts = &r->tier;
+    const uint64_t all_ops = (uint64_t)cfg->threads * cfg->ops * (cfg->rounds ? cfg->rounds : 1);
+    /* Fills from storage; the others came up from the host tier. */
+    const uint64_t storage_fills = st->fills - ts->host_hits;
+    CACHE_CHECK(r->ops == all_ops, "ran %llu of %llu operations", (unsigned long long)r->ops,
+                (unsigned long long)all_ops);
     CACHE_CHECK(r->words_checked > 0, "nothing was checked");
     CACHE_CHECK(r->bad_data == 0, "%llu of %llu words read wrong", (unsigned long long)r->bad_data,
                 (unsigned long long)r->words_checked);
@@ -372,9 +420,9 @@ static const char *cache_check(const cache_cfg *cfg, const cache_result *r, char
     /* Every lane of every acquire is a hit or a miss; every fill is one read. */
     CACHE_CHECK(cfg->use_ref || st->hits + st->misses == r->acquires, "hits %llu + misses %llu != acquires %llu",
                 (unsigned long long)st->hits, (unsigned long long)st->misses, (unsigned long long)r->acquires);
-    CACHE_CHECK(st->reads == st->fills && st->bytes_read == st->fills * cfg->line_bytes,
-                "reads %llu, bytes %llu for %llu fills", (unsigned long long)st->reads,
-                (unsigned long long)st->bytes_read, (unsigned long long)st->fills);
+    CACHE_CHECK(st->reads == storage_fills && st->bytes_read == storage_fills * cfg->line_bytes,
+                "reads %llu, bytes %llu for %llu fills from storage", (unsigned long long)st->reads,
+                (unsigned long long)st->bytes_read, (unsigned long long)storage_fills);
     CACHE_CHECK(st->fills - st->evictions - st->invalidations <= cfg->n_slots, "more lines resident than slots");
     CACHE_CHECK(st->io_errors == 0, "%llu I/O errors", (unsigned long long)st->io_errors);
     if (cfg->flusher)
@@ -385,14 +433,39 @@ static const char *cache_check(const cache_cfg *cfg, const cache_result *r, char
                     (unsigned long long)st->evictions, (unsigned long long)st->fills);
     else
         CACHE_CHECK(st->evictions > 0, "the cache never had to evict");
-    if (cfg->write_permille) CACHE_CHECK(st->writebacks > 0, "nothing written back");
+    if (cfg->write_permille)
+        CACHE_CHECK(st->writebacks + ts->writebacks > 0, "nothing written back");
+    if (cfg->tier_slots) {
+        /* Every fill looked in the host tier once; every eviction either
+         * moved its line there or bypassed it. */
+        CACHE_CHECK(ts->host_hits + ts->host_misses == st->fills, "host hits %llu + misses %llu != fills %llu",
+                    (unsigned long long)ts->host_hits, (unsigned long long)ts->host_misses,
+                    (unsigned long long)st->fills);
+        CACHE_CHECK(ts->moves + ts->bypasses == st->evictions, "moves %llu + bypasses %llu != evictions %llu",
+                    (unsigned long long)ts->moves, (unsigned long long)ts->bypasses,
+                    (unsigned long long)st->evictions);
+        CACHE_CHECK(ts->violations == 0 && ts->io_errors == 0, "tier: %llu violations, %llu I/O errors",
+                    (unsigned long long)ts->violations, (unsigned long long)ts->io_errors);
+        CACHE_CHECK(ts->host_resident <= cfg->tier_slots, "host tier holds %u of %u", ts->host_resident,
+                    cfg->tier_slots);
+        if (cfg->tier_placement == GPUMEM_TIER_NEVER_HOST)
+            CACHE_CHECK(ts->moves == 0 && ts->host_hits == 0, "never-host moved %llu, hit %llu",
+                        (unsigned long long)ts->moves, (unsigned long long)ts->host_hits);
+        else
+            CACHE_CHECK(ts->moves > 0 && ts->host_hits > 0, "the host tier was not used: %llu moves, %llu hits",
+                        (unsigned long long)ts->moves, (unsigned long long)ts->host_hits);
+        if (cfg->tier_placement == GPUMEM_TIER_ORDER && cfg->tier_slots + cfg->n_slots < cfg->n_lines) {
+            CACHE_CHECK(ts->host_evictions > 0, "the host tier never filled up");
+            if (cfg->write_permille) CACHE_CHECK(ts->writebacks > 0, "no dirty host line written back");
+        }
+    }
     if (cfg->n_ctrls) {
         uint64_t copies = cfg->layout == GPUMEM_CACHE_REPLICATE ? cfg->n_ctrls : 1;
         CACHE_CHECK(r->ctl_violations == 0, "controller saw %llu protocol violations",
                     (unsigned long long)r->ctl_violations);
         CACHE_CHECK(r->ctl_reads == st->reads, "controller reads %llu, cache issued %llu",
                     (unsigned long long)r->ctl_reads, (unsigned long long)st->reads);
-        CACHE_CHECK(r->ctl_writes == st->writes && st->writes == copies * st->writebacks,
+        CACHE_CHECK(r->ctl_writes == st->writes && st->writes == copies * (st->writebacks + ts->writebacks),
                     "controller writes %llu, cache writes %llu, write-backs %llu", (unsigned long long)r->ctl_writes,
                     (unsigned long long)st->writes, (unsigned long long)st->writebacks);
     }
@@ -422,7 +495,7 @@ static cache_cfg cache_cfg_base(uint32_t line_bytes, uint64_t n_lines, uint32_t 
 }
 
 /* Fills w[] (room for 20); returns the count. */
-static int cache_workloads(cache_workload *w) {
+static inline int cache_workloads(cache_workload *w) {
     int n = 0;
 #define WL(nm) (w[n].name = (nm), &w[n++].cfg)
     cache_cfg *c;
@@ -468,6 +541,63 @@ static int cache_workloads(cache_workload *w) {
      * re-check of the count in the claim) shows up in the hold check. */
     c = WL("reads, 3 hot lines, 2 slots, hold check");
     *c = cache_cfg_base(512, 3, 2, 32, 8000), c->hold_check = 1;
+#undef WL
+    return n;
+}
+
+/* The same workload through three tiers (test_tier.c; fills w[], room for
+ * 16; returns the count). */
+static inline int tier_workloads(cache_workload *w) {
+    int n = 0;
+#define WL(nm) (w[n].name = (nm), &w[n++].cfg)
+#define TIER(c, slots, placement, policy, model) \
+    ((c)->tier_slots = (slots), (c)->tier_placement = (placement), (c)->tier_policy = (policy), \
+     (c)->tier_model = (model), (c)->rounds = 3)
+    cache_cfg *c;
+    /* 2048 lines, 32 in GPU memory, 256 in host memory: both tiers full, the
+     * host tier displacing dirty lines to storage. */
+    c = WL("tier-order, FIFO, NVMe, 512 B lines, writes, hold check");
+    *c = cache_cfg_base(512, 2048, 32, 32, 150), c->n_ctrls = 1, c->write_permille = 300, c->hold_check = 1;
+    TIER(c, 256, GPUMEM_TIER_ORDER, GPUMEM_POLICY_FIFO, 0);
+    c = WL("tier-order, CLOCK, NVMe, 4 KiB lines, writes, array reference");
+    *c = cache_cfg_base(4096, 512, 24, 32, 150), c->n_ctrls = 1, c->write_permille = 400, c->use_ref = 1;
+    TIER(c, 96, GPUMEM_TIER_ORDER, GPUMEM_POLICY_CLOCK, 0);
+    c = WL("gmt-reuse trained, FIFO, NVMe, 512 B lines, writes");
+    *c = cache_cfg_base(512, 2048, 32, 32, 150), c->n_ctrls = 1, c->write_permille = 300;
+    TIER(c, 256, GPUMEM_TIER_GMT_REUSE, GPUMEM_POLICY_FIFO, TIER_MODEL_TRAINED);
+    /* Every line predicted for storage: dirty lines bypass the host tier
+     * (written by the cache), the 80% override fills free host slots only. */
+    c = WL("gmt-reuse predicting storage (bypass), CLOCK, NVMe, writes");
+    *c = cache_cfg_base(512, 2048, 32, 32, 150), c->n_ctrls = 1, c->write_permille = 300;
+    TIER(c, 64, GPUMEM_TIER_GMT_REUSE, GPUMEM_POLICY_CLOCK, TIER_MODEL_STORAGE);
+    /* Every line predicted for the GPU: candidates are kept up to the skip
+     * bound, then placed anyway. */
+    c = WL("gmt-reuse predicting GPU (keep), FIFO, NVMe, writes, hold check");
+    *c = cache_cfg_base(512, 1024, 16, 32, 150), c->n_ctrls = 1, c->write_permille = 300, c->hold_check = 1;
+    TIER(c, 128, GPUMEM_TIER_GMT_REUSE, GPUMEM_POLICY_FIFO, TIER_MODEL_KEEP);
+    c = WL("never-host (two tiers), NVMe, writes");
+    *c = cache_cfg_base(512, 1024, 32, 32, 150), c->n_ctrls = 1, c->write_permille = 300;
+    TIER(c, 128, GPUMEM_TIER_NEVER_HOST, GPUMEM_POLICY_FIFO, 0);
+    /* Lines past two pages: the host slots' own PRP lists. */
+    c = WL("tier-order, NVMe, 64 KiB lines (PRP lists), writes");
+    *c = cache_cfg_base(65536, 48, 4, 16, 40), c->n_ctrls = 1, c->write_permille = 500;
+    TIER(c, 12, GPUMEM_TIER_ORDER, GPUMEM_POLICY_FIFO, 0);
+    c = WL("tier-order, two controllers replicated, writes");
+    *c = cache_cfg_base(4096, 256, 16, 32, 150), c->n_ctrls = 2, c->pairs_per_ctrl = 2, c->write_permille = 300,
+    c->layout = GPUMEM_CACHE_REPLICATE;
+    TIER(c, 64, GPUMEM_TIER_ORDER, GPUMEM_POLICY_CLOCK, 0);
+    c = WL("tier-order, memory, 4 KiB lines, writes, flush of both tiers running");
+    *c = cache_cfg_base(4096, 256, 16, 32, 150), c->write_permille = 500, c->flusher = 1;
+    TIER(c, 64, GPUMEM_TIER_ORDER, GPUMEM_POLICY_FIFO, 0);
+    c = WL("gmt-reuse trained, NVMe, 512 B lines, array reference, flusher");
+    *c = cache_cfg_base(512, 1024, 24, 32, 120), c->n_ctrls = 1, c->write_permille = 400, c->use_ref = 1,
+    c->flusher = 1;
+    TIER(c, 96, GPUMEM_TIER_GMT_REUSE, GPUMEM_POLICY_FIFO, TIER_MODEL_TRAINED);
+    /* Host tier larger than the rest of the data: nothing ever displaced. */
+    c = WL("tier-order, host tier holds everything, NVMe, reads");
+    *c = cache_cfg_base(512, 256, 16, 32, 200), c->n_ctrls = 1, c->hold_check = 1;
+    TIER(c, 512, GPUMEM_TIER_ORDER, GPUMEM_POLICY_CLOCK, 0);
+#undef TIER
 #undef WL
     return n;
 }

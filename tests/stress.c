@@ -23,10 +23,12 @@ static double now_s(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* The cache workloads of test_cache.c; returns the number that failed. */
+/* The cache workloads of test_cache.c, then the same through the host tier
+ * (test_tier.c); returns the number that failed. */
 static int cache_runs(void) {
-    cache_workload w[20];
+    cache_workload w[40];
     int n = cache_workloads(w), i, failed = 0;
+    n += tier_workloads(w + n);
     for (i = 0; i < n; i++) {
         cache_result r;
         char why[256];

@@ -158,7 +158,7 @@ Test(graph, file_round_trip_and_damage_refused) {
 Test(graph, store_refuses_bad_configuration) {
     char path[256], err[256];
     graph_store s;
-    graph_store_config c = {4, 64, 1 << 20, 0, 0, GPUMEM_POLICY_BRRIP, NULL};
+    graph_store_config c = {4, 64, 1 << 20, 0, 0, GPUMEM_POLICY_BRRIP, NULL, 0, 0};
     temp_path(path, sizeof path, "store");
     make_graph_file(path, 10);
     c.n_pairs = 0;

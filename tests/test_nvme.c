@@ -5,6 +5,10 @@
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#ifndef MAP_ANONYMOUS
+#define MAP_ANONYMOUS 0x20 /* strict C11 hides it */
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -699,6 +703,162 @@ Test(nvme_ctl, allocator_callbacks_place_rings_and_client_state_apart) {
     cr_assert(inside(&ring, qp) && inside(&ring, qp->cids));
     gpumem_swctl_destroy(ctl);
     cr_assert_eq(ring.frees, 5);
+}
+
+/* Client memory host code cannot touch (GPU memory): here a mapping that
+ * is PROT_NONE except while client_copy copies through it or while the
+ * test's own client calls run, so any direct access by add_qp, destroy or
+ * the report would crash the test. The pair is built in host memory and
+ * copied in; destroy's idle check and the report read copies. */
+typedef struct guarded_client {
+    void *block;
+    size_t bytes;
+    uint32_t copies;
+    int fail;
+} guarded_client;
+
+static void *guarded_alloc(void *ctx, size_t n) {
+    guarded_client *g = (guarded_client *)ctx;
+    void *p = mmap(NULL, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    g->block = p, g->bytes = n;
+    return p;
+}
+static void guarded_free(void *ctx, void *p) { munmap(p, ((guarded_client *)ctx)->bytes); }
+static void guard(guarded_client *g, int open) {
+    cr_assert_eq(mprotect(g->block, g->bytes, open ? PROT_READ | PROT_WRITE : PROT_NONE), 0);
+}
+static int guarded_copy(void *ctx, void *dst, const void *src, size_t n) {
+    guarded_client *g = (guarded_client *)ctx;
+    if (g->fail) return -1;
+    g->copies++;
+    guard(g, 1);
+    memcpy(dst, src, n);
+    guard(g, 0);
+    return 0;
+}
+
+Test(nvme_ctl, client_memory_host_code_cannot_touch) {
+    guarded_client g;
+    gpumem_swctl_config c = gpumem_swctl_config_default();
+    gpumem_swctl *ctl;
+    gpumem_nvme_qp *qp;
+    gpumem_nvme_req req;
+    unsigned char w[LBA] __attribute__((aligned(LBA))), r[LBA] __attribute__((aligned(LBA)));
+    char *text = malloc(1 << 16);
+    cr_assert(text);
+    memset(&g, 0, sizeof g);
+    c.n_blocks = 64;
+    c.client_alloc = guarded_alloc;
+    c.client_free = guarded_free;
+    c.client_copy = guarded_copy;
+    c.client_ctx = &g;
+    cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_OK);
+    g.fail = 1;
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_ESYS, "a failed copy fails the pair");
+    g.fail = 0;
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
+    cr_assert_eq(g.copies, 1, "built in host memory, copied in once");
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    guard(&g, 1); /* the clients' turn */
+    fill_block(w, 9, 2);
+    cr_assert_eq(gpumem_nvme_qp_write_buf(qp, 9, 1, w, NULL), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_qp_read_buf(qp, 9, 1, r, NULL), GPUMEM_OK);
+    cr_assert(block_ok(r, 9, 2), "the pair built elsewhere works");
+    cr_assert_eq(gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_READ, 9, 1, r, &req), GPUMEM_OK); /* not polled */
+    guard(&g, 0);
+    gpumem__host_sleep_ns(20000000L); /* the controller answers; nobody collects */
+    cr_assert_eq(gpumem_swctl_stop(ctl), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_destroy(ctl), GPUMEM_EBUSY, "the held ID is seen through a copy");
+    gpumem_swctl_report(ctl, text, 1 << 16);
+    cr_assert(strstr(text, "(1 in all)"), "the report reads a copy: %s", text);
+    g.fail = 1;
+    cr_assert_eq(gpumem_swctl_destroy(ctl), GPUMEM_ESYS, "a copy that fails: no verdict, nothing freed");
+    g.fail = 0;
+    guard(&g, 1);
+    cr_assert_eq(gpumem_nvme_qp_poll(qp, &req), GPUMEM_OK);
+    cr_assert(block_ok(r, 9, 2));
+    guard(&g, 0);
+    cr_assert_eq(gpumem_swctl_destroy(ctl), GPUMEM_OK);
+    cr_assert_eq(g.copies, 4, "add_qp, the report and both destroys that got an answer went through the copy");
+    free(text);
+}
+
+/* ---- doorbells nobody notifies (GPU clients) -------------------------------- */
+
+/* Clients that cannot wake the controller, as GPU threads cannot (their
+ * notify is a no-op): here host threads whose pair has no doorbell event.
+ * Under every idle setting - park at once, spin then park, never park, and
+ * parking allowed but the pair set polled - the controller still hears every
+ * doorbell (it looks at the doorbell words between parks, or never parks):
+ * 4 threads each write and read back 100 blocks, checked by content, and
+ * the controller completes exactly those commands. No timing is asserted
+ * (bench-doorbell measures it). */
+typedef struct silent_client {
+    gpumem_nvme_qp *qp;
+    uint32_t id, bad;
+} silent_client;
+
+static void *silent_client_main(void *p) {
+    silent_client *c = (silent_client *)p;
+    unsigned char buf[LBA] __attribute__((aligned(LBA)));
+    uint32_t k;
+    for (k = 0; k < 100; k++) {
+        uint64_t lba = c->id * 100u + k;
+        fill_block(buf, lba, 3);
+        if (gpumem_nvme_qp_write_buf(c->qp, lba, 1, buf, NULL) != GPUMEM_OK) c->bad++;
+        memset(buf, 0, sizeof buf);
+        if (gpumem_nvme_qp_read_buf(c->qp, lba, 1, buf, NULL) != GPUMEM_OK || !block_ok(buf, lba, 3)) c->bad++;
+    }
+    return NULL;
+}
+
+Test(nvme_ctl, doorbells_heard_without_wakeups) {
+    static const struct {
+        uint64_t spin, park;
+        int polled;
+    } settings[] = {{0, 1000000, 0}, {0, 20000, 0}, {50000, 1000000, 0}, {GPUMEM_SWCTL_NEVER_PARK, 1000000, 0},
+                    {0, 1000000, 1}};
+    uint32_t k, i;
+    for (k = 0; k < sizeof settings / sizeof *settings; k++) {
+        gpumem_swctl_config c = gpumem_swctl_config_default();
+        gpumem_swctl *ctl, *other;
+        gpumem_nvme_qp *qp, *foreign;
+        silent_client cl[4];
+        pthread_t th[4];
+        c.idle_spin_ns = settings[k].spin;
+        c.park_ns = settings[k].park;
+        ctl = make_ctl(400, &c);
+        cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
+        qp->doorbell_event = NULL; /* the clients ring doorbells and wake nobody */
+        if (settings[k].polled) cr_assert_eq(gpumem_swctl_set_polled(ctl, qp, 1), GPUMEM_OK);
+        cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+        for (i = 0; i < 4; i++) {
+            cl[i].qp = qp, cl[i].id = i, cl[i].bad = 0;
+            cr_assert_eq(pthread_create(&th[i], NULL, silent_client_main, &cl[i]), 0);
+        }
+        for (i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            cr_assert_eq(cl[i].bad, 0, "setting %u, client %u: %u failed or wrong", k, i, cl[i].bad);
+        }
+        stop_and_check_clean(ctl, 800, NULL);
+        cr_assert_gt(gpumem_swctl_cpu_ns(ctl), 0, "the controller thread's CPU time is read back");
+        /* set_polled: only the controller's own pairs */
+        other = make_ctl(8, NULL);
+        cr_assert_eq(gpumem_swctl_add_qp(other, 4, &foreign), GPUMEM_OK);
+        cr_assert_eq(gpumem_swctl_set_polled(ctl, foreign, 1), GPUMEM_EINVAL);
+        cr_assert_eq(gpumem_swctl_set_polled(ctl, qp, 0), GPUMEM_OK);
+        gpumem_swctl_destroy(other);
+        gpumem_swctl_destroy(ctl);
+    }
+    {   /* the park bound is checked */
+        gpumem_swctl_config c = gpumem_swctl_config_default();
+        gpumem_swctl *ctl;
+        c.park_ns = 999;
+        cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL);
+        c.park_ns = 1000000001ull;
+        cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL);
+    }
 }
 
 /* ---- commands built from buffer pointers ---------------------------------- */

@@ -374,7 +374,7 @@ Test(policy, gmt_reuse_beats_tier_order_on_a_loop) {
     for (i = 0; i < 60; i++) psim_rd_access(&rd, i % 20); /* loops of 20, 25 and 30: RD = VTD - 1 */
     for (i = 0; i < 75; i++) psim_rd_access(&rd, i % 25);
     for (i = 0; i < 90; i++) psim_rd_access(&rd, i % 30);
-    cr_assert_eq(gpumem_policy_ols_solve(&rd.ols, &m, &b), 1);
+    cr_assert_eq(gpumem_policy_ols_solve(&rd.rd.ols, &m, &b), 1);
     cr_assert_float_eq(m, 1.0, 1e-6, "loop: RD = VTD - 1");
     cr_assert_float_eq(b, -1.0, 1e-6);
     gpumem_policy_gmt_set_model(&re.gmt, m, b);

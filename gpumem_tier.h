@@ -1,0 +1,809 @@
+/* SPDX-License-Identifier: MIT
+ * Copyright (c) 2026 The gpumem authors. gpumem is free software under the
+ * MIT license: use, copy, modify and vendor it, keeping this notice; it comes
+ * with no warranty. Full text: the LICENSE file that comes with gpumem. */
+/* gpumem_tier.h - a host-memory tier below the gpumem cache: three tiers
+ * (GPU memory, host memory, storage) orchestrated by the threads that use
+ * them, with GMT's reuse-based placement (notes/gmt.md).
+ *
+ * USAGE (host threads; a cache made as in gpumem_cache.h)
+ *
+ *   #define _POSIX_C_SOURCE 200809L
+ *   #define GPUMEM_IMPLEMENTATION             // in exactly one .c file
+ *   #include "gpumem_tier.h"                  // includes gpumem_cache.h
+ *
+ *   gpumem_tier_desc td = gpumem_tier_desc_default(cache, 4 * n_slots);  // host slots, in lines
+ *   td.placement = GPUMEM_TIER_GMT_REUSE;      // or GPUMEM_TIER_ORDER, GPUMEM_TIER_NEVER_HOST
+ *   td.policy    = GPUMEM_POLICY_FIFO;         // host-tier replacement: FIFO or CLOCK
+ *   gpumem_tier *t;
+ *   gpumem_tier_create(&td, &t);               // attaches itself to the cache
+ *   // threads use the cache exactly as before (gpumem_cache_acquire, refs, ...):
+ *   // misses look in host memory first, evictions may move lines there.
+ *   // GMT-Reuse learns from a CPU thread (the paper's "dedicated CPU thread"):
+ *   gpumem_tier_train(t);                      // now and then; refits the model
+ *   gpumem_cache_flush(cache, NULL);           // writes back BOTH tiers' dirty lines
+ *   gpumem_tier_stats s; gpumem_tier_get_stats(t, &s);
+ *   gpumem_tier_destroy(t);                    // writes back the host tier, detaches
+ *   gpumem_cache_destroy(cache);               // (refused while a tier is attached)
+ *
+ * In device code, use the cache as usual (gpumem_cache_acquire_coalesced and
+ * the array reference): a miss served from host memory is copied into the
+ * GPU slot by the whole coalesced group, each lane a strided share. Place
+ * the tier with gpumem_tier_init: metadata in GPU memory (the per-line
+ * lookup is then one load of GPU memory, as GMT's ~50 ns), host slots in
+ * pinned memory mapped into the GPU (cudaHostAlloc(..., cudaHostAllocMapped)).
+ * gpumem_tier_create uses GPUMEM_MALLOC (host threads only).
+ *
+ * DESIGN
+ *
+ * Exclusive tiers. A line is in a GPU slot or in a host slot, never both.
+ * Reads from storage go straight into GPU slots (GMT's up-path bypass). On
+ * a GPU eviction the placement decides, while the evicting thread owns the
+ * line (BUSY, no references, slot locked):
+ *   - keep: the line stays, with a second chance in the cache's policy, and
+ *     the sweep looks at the next candidate (at most GPUMEM_TIER_MAX_SKIPS
+ *     per sweep);
+ *   - host: the line is copied into a host slot, dirty or not; a dirty line
+ *     stays dirty there and is written to storage only when displaced from
+ *     the host tier or flushed;
+ *   - bypass: the cache drops a clean line and writes a dirty one to storage.
+ * Placements: GMT-Reuse (gpumem_policy_gmt: the reuse-distance predictor;
+ * host when its class is Tier-2, and when the host tier is full it displaces
+ * the oldest; Tier-3 goes to a free host slot only under the 80% override),
+ * tier order (always host, displacing when full) and never-host (BaM's two
+ * tiers).
+ *
+ * The three-tier read path. A GPU-cache miss (the thread that won the line's
+ * BUSY) looks at the line's host word: in host memory, it claims the word
+ * (BUSY), copies the host slot into its GPU slot, frees the host slot, and
+ * publishes the line (dirty if the host copy was); otherwise it reads
+ * storage. On the device the copy is the coalesced group's (see above); on
+ * the host, one memcpy-like copy.
+ *
+ * Host words (one 32-bit word per line of the data, the cache's discipline):
+ *     bit 31 IN     the line is in host slot `slot`
+ *     bit 30 BUSY   being moved up, displaced or written back: wait
+ *     bit 29 DIRTY  the host copy is newer than storage
+ *     28..0  slot
+ * Every change of a present word is a compare-and-swap to BUSY first, so a
+ * fetch, a displacement and a write-back of one line never overlap; a fetch
+ * that finds BUSY waits, so it never reads storage while a displaced dirty
+ * line is still being written there. Host slots have the cache's slot record
+ * (lock, policy word, tag): the lock is taken to change a tag. Free slots
+ * are counted (n_free) and marked in a bitmap: an insertion reserves one by
+ * decrementing the count, then takes a set bit (fetch_and), so finding it
+ * costs a scan of n/64 words, not of the slots; a move up frees its slot by
+ * setting its bit, then the count. Replacement (FIFO or CLOCK of
+ * gpumem_policy.h, a fetch-add hand) looks only at occupied slots.
+ *
+ * Who owns what when: a line moving down is BUSY in the cache (the evictor
+ * owns it) until its host word is published (release), so the next filler,
+ * which acquires the cache word, sees the host word. A line moving up is
+ * BUSY in the cache (the filler) and BUSY in the host tier until copied; its
+ * cache word gets DIRTY before its host copy is freed, so a flush never
+ * finds a dirty line in neither place (gpumem_cache_writeback reports a dirty
+ * line being filled as EAGAIN).
+ *
+ * GMT-Reuse's learning. Virtual time counts acquires (one per coalesced
+ * group). The first `train_accesses` accesses are recorded in a sample
+ * buffer; gpumem_tier_train (host, one thread at a time) computes their
+ * exact reuse distances (gpumem_policy_rd), fits RD = m * VTD + b and hands
+ * the model to the predictor. The predictor itself (per-line history, the
+ * transition weights) is sequential: its calls hold the tier's gmt_lock
+ * (a miss learns only if the lock is free at once; a placement waits).
+ * Until a model exists it places as tier order (the paper's fallback).
+ *
+ * Destroying never drops dirty data: gpumem_tier_detach writes back the host
+ * tier (and the cache's dirty lines), sends a Flush, and only then detaches;
+ * it refuses with GPUMEM_EBUSY while a line is held or moving, and returns
+ * the write-back's failure (GPUMEM_EIO) keeping everything attached.
+ */
+#ifndef GPUMEM_TIER_H
+#define GPUMEM_TIER_H
+
+#include "gpumem_cache.h"
+
+enum { GPUMEM_TIER_GMT_REUSE = 0, GPUMEM_TIER_ORDER = 1, GPUMEM_TIER_NEVER_HOST = 2, GPUMEM_TIER_PLACEMENTS = 3 };
+
+#define GPUMEM_TIER_IN 0x80000000u
+#define GPUMEM_TIER_BUSY 0x40000000u
+#define GPUMEM_TIER_DIRTY 0x20000000u
+#define GPUMEM_TIER_SLOT_MASK 0x1FFFFFFFu
+#define GPUMEM_TIER_MAX_SLOTS GPUMEM_TIER_SLOT_MASK
+#define GPUMEM_TIER_NO_SAMPLE UINT64_MAX
+/* GMT-Reuse: accesses sampled for the model by default (the paper collects
+ * "hundreds of thousands" of samples; the simulator fits over 4M accesses). */
+#define GPUMEM_TIER_DEFAULT_TRAIN (1ull << 20)
+
+GPUMEM_API const char *gpumem_tier_placement_name(uint32_t p) {
+    return p == GPUMEM_TIER_GMT_REUSE ? "gmt-reuse" : p == GPUMEM_TIER_ORDER ? "tier-order"
+                                                  : p == GPUMEM_TIER_NEVER_HOST ? "never-host" : "?";
+}
+
+typedef struct gpumem_tier_desc {
+    gpumem_cache *cache;     /* the GPU tier; the tier attaches itself (cache->tier) */
+    uint32_t n_slots;        /* host slots, in lines of the cache, >= 1 */
+    uint32_t placement;      /* GPUMEM_TIER_GMT_REUSE (default), _ORDER or _NEVER_HOST */
+    uint32_t policy;         /* host replacement: GPUMEM_POLICY_FIFO (default; GMT §2.2) or _CLOCK */
+    uint64_t train_accesses; /* GMT-Reuse: accesses recorded for training (0: none, no model) */
+    gpumem_policy_gmt_desc gmt; /* the predictor's parameters (tier sizes filled in by default) */
+    /* memory the caller places (gpumem_tier_init only) */
+    void *meta;              /* gpumem_tier_meta_bytes() bytes, 8-byte aligned */
+    size_t meta_bytes;
+    void *data;              /* n_slots * line_bytes: the host slots */
+    uint64_t data_iova;      /* their I/O address, contiguous (0: the virtual address) */
+    uint64_t *prp_lists;     /* NVMe with lines > 8 KiB: gpumem_cache_prp_bytes(line, n_slots, kind) bytes */
+    uint64_t prp_lists_iova;
+} gpumem_tier_desc;
+
+/* Counters (gpumem_tier_get_stats). */
+typedef struct gpumem_tier_stats {
+    uint64_t accesses;       /* virtual time: acquires seen (GMT-Reuse only) */
+    uint64_t host_hits;      /* GPU-cache misses served from host memory */
+    uint64_t host_misses;    /* GPU-cache misses that went to storage (a failed host lookup) */
+    uint64_t moves;          /* GPU evictions moved to host memory */
+    uint64_t dirty_moves;    /* ... of them dirty */
+    uint64_t bypasses;       /* GPU evictions not moved (the cache dropped or wrote them) */
+    uint64_t keeps;          /* eviction candidates kept in GPU memory (predicted short reuse) */
+    uint64_t host_evictions; /* host lines displaced to make room */
+    uint64_t writebacks;     /* dirty host lines written to storage (displaced or flushed) */
+    uint64_t io_errors;      /* those writes that failed (the line stayed, dirty) */
+    uint64_t violations;     /* broken invariants seen (always 0 unless there is a bug) */
+    /* the predictor (GMT-Reuse) */
+    uint64_t samples;        /* (VTD, RD) samples fitted */
+    uint64_t model_updates;  /* fits handed to the predictor */
+    uint64_t predicted[4];   /* eviction candidates by predicted class: [1] GPU, [2] host, [3] storage */
+    uint64_t placed[5];      /* by placement: [GPUMEM_PLACE_KEEP], _HOST, _BYPASS, _HOST_IF_FREE */
+    double m, b;             /* the fitted line RRD = m * RVTD + b */
+    uint32_t model_ready;
+    uint32_t host_resident;  /* host slots holding a line now */
+} gpumem_tier_stats;
+
+enum { /* counter indices */
+    GPUMEM__TS_HOST_HITS, GPUMEM__TS_HOST_MISSES, GPUMEM__TS_MOVES, GPUMEM__TS_DIRTY_MOVES, GPUMEM__TS_BYPASSES,
+    GPUMEM__TS_KEEPS, GPUMEM__TS_HOST_EVICTIONS, GPUMEM__TS_WRITEBACKS, GPUMEM__TS_IO_ERRORS,
+    GPUMEM__TS_VIOLATIONS, GPUMEM__TS_N
+};
+
+typedef struct gpumem_tier {
+    /* set at init, read-only afterwards */
+    gpumem_cache *cache;
+    uint32_t *home;            /* per line: IN | BUSY | DIRTY | host slot */
+    gpumem__cache_slot *slots; /* per host slot: lock, policy word, tag */
+    uint64_t *free_map;        /* bit per host slot: empty and not taken */
+    unsigned char *data;
+    uint64_t data_iova;
+    uint64_t *prp_lists;
+    uint64_t prp_lists_iova;
+    uint64_t n_lines;
+    uint32_t n_slots, placement, policy, line_shift;
+    uint64_t *samples;         /* the first accesses' lines, for training (NO_SAMPLE: not yet written) */
+    uint64_t sample_cap;
+    void *owned_;              /* gpumem_tier_create's allocation */
+    /* GMT-Reuse's predictor and its trainer's state (behind gmt_lock; rd: the trainer's) */
+    gpumem_policy_gmt gmt;
+    gpumem_policy_rd rd;
+    uint64_t trained;          /* samples consumed by the trainer */
+    uint64_t model_updates;
+    uint64_t predicted[4], placed[5];
+    /* hot words */
+    gpumem__nvme_word gmt_lock;
+    gpumem__nvme_word hand;    /* host replacement hand */
+    gpumem__nvme_word free_hand; /* the free_map word the next search starts at */
+    gpumem__nvme_word n_free;  /* empty host slots not reserved */
+    gpumem__nvme_word fills;   /* the policy's fill counter */
+    uint64_t vt;               /* virtual time */
+    uint64_t pad_[GPUMEM_PAD_BYTES / 8 - 1];
+    uint64_t stats[GPUMEM__TS_N];
+    gpumem_event event;        /* host waiters for a BUSY host word or a slot lock */
+} gpumem_tier;
+
+#define GPUMEM__TDEV GPUMEM_SCOPE_DEVICE
+
+GPUMEM_API size_t gpumem__tier_align8(size_t n) { return (n + 7u) & ~(size_t)7u; }
+
+GPUMEM_API size_t gpumem__tier_map_words(uint32_t n_slots) { return ((size_t)n_slots + 63u) / 64u; }
+
+/* The lowest set bit of x != 0. */
+GPUMEM_API uint32_t gpumem__tier_ctz64(uint64_t x) {
+#if GPUMEM_ON_DEVICE
+    return (uint32_t)__ffsll((long long)x) - 1u;
+#else
+    return (uint32_t)__builtin_ctzll(x);
+#endif
+}
+
+/* Bytes of metadata for gpumem_tier_init: the host words, the host slot
+ * table and, for GMT-Reuse, the predictor's per-line state, the sample
+ * buffer and the trainer's reuse-distance state. */
+GPUMEM_API size_t gpumem_tier_meta_bytes(const gpumem_tier_desc *d) {
+    size_t n;
+    uint64_t lines;
+    if (!d || !d->cache) return 0;
+    lines = d->cache->n_lines;
+    n = gpumem__tier_align8((size_t)lines * 4) + (size_t)d->n_slots * sizeof(gpumem__cache_slot) +
+        gpumem__tier_map_words(d->n_slots) * 8;
+    if (d->placement == GPUMEM_TIER_GMT_REUSE)
+        n += gpumem__tier_align8(gpumem_policy_gmt_bytes(&d->gmt)) + (size_t)d->train_accesses * 8 +
+             gpumem_policy_rd_bytes(lines, d->train_accesses);
+    return n;
+}
+
+GPUMEM_API gpumem_tier_desc gpumem_tier_desc_default(gpumem_cache *cache, uint32_t n_slots) {
+    gpumem_tier_desc d;
+    memset(&d, 0, sizeof d);
+    d.cache = cache;
+    d.n_slots = n_slots;
+    d.placement = GPUMEM_TIER_GMT_REUSE;
+    d.policy = GPUMEM_POLICY_FIFO;
+    d.train_accesses = GPUMEM_TIER_DEFAULT_TRAIN;
+    d.gmt = gpumem_policy_gmt_desc_default(cache ? cache->n_lines : 0, cache ? cache->n_slots : 0, n_slots);
+    return d;
+}
+
+/* ---- internals ------------------------------------------------------------- */
+
+GPUMEM_API void gpumem__tier_count(gpumem_tier *t, uint32_t which, uint64_t n) {
+    gpumem_atomic_fetch_add_u64(&t->stats[which], n, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+}
+
+GPUMEM_API unsigned char *gpumem__tier_slot_data(const gpumem_tier *t, uint32_t k) {
+    return t->data + ((size_t)k << t->line_shift);
+}
+
+/* Share `rank` of `n` of a line copy: 16-byte words, lane-strided, so the n
+ * threads of a group touch consecutive words at once (coalesced over PCIe
+ * on the device). Line sizes are powers of two >= 512, so the words divide
+ * the line; buffers are line aligned within their pools. */
+GPUMEM_API void gpumem_tier_copy_share(unsigned char *dst, const unsigned char *src, uint32_t bytes, uint32_t rank,
+                                       uint32_t n) {
+#if GPUMEM_ON_DEVICE
+    const uint4 *s = (const uint4 *)src;
+    uint4 *d = (uint4 *)dst;
+    uint32_t i;
+    for (i = rank; i < bytes / 16; i += n) d[i] = s[i];
+#else
+    if (rank == 0 && n == 1) memcpy(dst, src, bytes);
+    else {
+        uint32_t i, chunk = 16;
+        for (i = rank * chunk; i < bytes; i += n * chunk) memcpy(dst + i, src + i, chunk);
+    }
+#endif
+}
+
+GPUMEM_API int gpumem__tier_slot_trylock(gpumem_tier *t, uint32_t k) {
+    uint32_t unlocked = 0;
+    return gpumem_atomic_cas_u32(&t->slots[k].lock, &unlocked, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV);
+}
+
+GPUMEM_API void gpumem__tier_slot_unlock(gpumem_tier *t, uint32_t k) {
+    gpumem_atomic_store_u32(&t->slots[k].lock, 0, GPUMEM_ORDER_RELEASE, GPUMEM__TDEV);
+    gpumem_event_notify(&t->event);
+}
+
+GPUMEM_API uint64_t gpumem__tier_tag(gpumem_tier *t, uint32_t k) {
+    return gpumem_atomic_load_u64(&t->slots[k].tag, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+}
+
+GPUMEM_API void gpumem__tier_set_tag(gpumem_tier *t, uint32_t k, uint64_t tag) {
+    gpumem_atomic_store_u64(&t->slots[k].tag, tag, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+}
+
+/* Publish a line's host word (or clear it). Release: the host slot's data,
+ * written before, is visible to whoever acquires the word. */
+GPUMEM_API void gpumem__tier_set_home(gpumem_tier *t, uint64_t line, uint32_t w) {
+    gpumem_atomic_store_u32(&t->home[line], w, GPUMEM_ORDER_RELEASE, GPUMEM__TDEV);
+    gpumem_event_notify(&t->event);
+}
+
+/* Claim a present, idle host word for a move or a write-back (CAS to BUSY).
+ * Acquire: the host slot's data is the one its publisher wrote. Returns the
+ * word as it was, or 0 when it was absent or busy. */
+GPUMEM_API uint32_t gpumem__tier_claim(gpumem_tier *t, uint64_t line) {
+    uint32_t s = gpumem_atomic_load_u32(&t->home[line], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    if (!(s & GPUMEM_TIER_IN) || (s & GPUMEM_TIER_BUSY)) return 0;
+    return gpumem_atomic_cas_u32(&t->home[line], &s, s | GPUMEM_TIER_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV) ? s
+                                                                                                               : 0;
+}
+
+GPUMEM_API int gpumem__tier_trylock_gmt(gpumem_tier *t) {
+    uint32_t unlocked = 0;
+    return gpumem_atomic_cas_u32(&t->gmt_lock.v, &unlocked, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV);
+}
+
+GPUMEM_API void gpumem__tier_lock_gmt(gpumem_tier *t) { GPUMEM_WAIT_UNTIL(&t->event, gpumem__tier_trylock_gmt(t)); }
+
+GPUMEM_API void gpumem__tier_unlock_gmt(gpumem_tier *t) {
+    gpumem_atomic_store_u32(&t->gmt_lock.v, 0, GPUMEM_ORDER_RELEASE, GPUMEM__TDEV);
+    gpumem_event_notify(&t->event);
+}
+
+/* Write the line in host slot k (claimed BUSY by the caller) to storage,
+ * through the cache's backing. */
+GPUMEM_API gpumem_status gpumem__tier_write(gpumem_tier *t, uint64_t line, uint32_t k) {
+    gpumem_status st = gpumem__cache_io_buf(
+        t->cache, 1, line, gpumem__tier_slot_data(t, k), t->data_iova + ((uint64_t)k << t->line_shift),
+        t->prp_lists ? t->prp_lists + (size_t)k * (GPUMEM_NVME_PAGE_BYTES / 8) : 0,
+        t->prp_lists_iova + (uint64_t)k * GPUMEM_NVME_PAGE_BYTES);
+    gpumem__tier_count(t, st == GPUMEM_OK ? GPUMEM__TS_WRITEBACKS : GPUMEM__TS_IO_ERRORS, 1);
+    return st;
+}
+
+/* An empty host slot, locked, for a line coming down: a free one if any
+ * (reserved through n_free), else - only if `displace` - the replacement
+ * policy's victim, written to storage first if dirty. EAGAIN: none (full and
+ * not displacing, or every candidate moving); EIO: the victim's write failed
+ * (it stays, dirty). */
+GPUMEM_API gpumem_status gpumem__tier_alloc(gpumem_tier *t, int displace, uint32_t *out) {
+    uint32_t i, n = t->n_slots, f = gpumem_atomic_load_u32(&t->n_free.v, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    while (f > 0 && !gpumem_atomic_cas_u32(&t->n_free.v, &f, f - 1, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV)) {
+    }
+    if (f > 0) { /* one set bit is ours: every reserver takes one, and bits are set before the count */
+        const uint32_t words = (uint32_t)gpumem__tier_map_words(n);
+        for (;;) {
+            uint32_t j = gpumem_policy_slot_next(&t->free_hand.v, words);
+            uint64_t w = gpumem_atomic_load_u64(&t->free_map[j], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+            while (w) {
+                const uint64_t bit = 1ull << gpumem__tier_ctz64(w);
+                /* Acquire: the freer's EMPTY tag is visible. */
+                if (gpumem_atomic_fetch_and_u64(&t->free_map[j], ~bit, GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV) & bit) {
+                    uint32_t k = j * 64u + gpumem__tier_ctz64(bit);
+                    /* A displacer's hand may hold the lock for a moment. */
+                    GPUMEM_WAIT_UNTIL(&t->event, gpumem__tier_slot_trylock(t, k));
+                    if (gpumem__tier_tag(t, k) != GPUMEM_CACHE_EMPTY) gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
+                    *out = k;
+                    return GPUMEM_OK;
+                }
+                w = gpumem_atomic_load_u64(&t->free_map[j], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+            }
+        }
+    }
+    if (!displace) return GPUMEM_EAGAIN;
+    for (i = 0; i < gpumem_policy_slot_sweep_len(t->policy, n); i++) {
+        uint32_t k = gpumem_policy_slot_next(&t->hand.v, n), s;
+        uint64_t victim;
+        if (!gpumem__tier_slot_trylock(t, k)) continue;
+        victim = gpumem__tier_tag(t, k);
+        /* Empty slots are the reservers'; lines being moved up or written are busy. */
+        if (victim == GPUMEM_CACHE_EMPTY || !gpumem_policy_slot_consider(t->policy, &t->slots[k].ref) ||
+            (s = gpumem__tier_claim(t, victim)) == 0) {
+            gpumem__tier_slot_unlock(t, k);
+            continue;
+        }
+        if ((s & GPUMEM_TIER_SLOT_MASK) != k) gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
+        if ((s & GPUMEM_TIER_DIRTY) && gpumem__tier_write(t, victim, k) != GPUMEM_OK) {
+            gpumem__tier_set_home(t, victim, s); /* keep the only up-to-date copy */
+            gpumem__tier_slot_unlock(t, k);
+            return GPUMEM_EIO;
+        }
+        /* Written (or clean): storage is up to date before the word says "not here". */
+        gpumem__tier_set_home(t, victim, 0);
+        gpumem__tier_set_tag(t, k, GPUMEM_CACHE_EMPTY);
+        gpumem__tier_count(t, GPUMEM__TS_HOST_EVICTIONS, 1);
+        *out = k;
+        return GPUMEM_OK;
+    }
+    return GPUMEM_EAGAIN;
+}
+
+/* GMT-Reuse's decision for an eviction candidate, with its figures. */
+GPUMEM_API uint32_t gpumem__tier_decide(gpumem_tier *t, uint64_t line, uint32_t skips_left) {
+    uint32_t where;
+    if (t->placement == GPUMEM_TIER_NEVER_HOST) return GPUMEM_PLACE_BYPASS;
+    if (t->placement == GPUMEM_TIER_ORDER) return GPUMEM_PLACE_HOST;
+    gpumem__tier_lock_gmt(t);
+    t->predicted[gpumem_policy_gmt_predict(&t->gmt, line)]++;
+    where = gpumem_policy_gmt_place(&t->gmt, line,
+                                    gpumem_atomic_load_u64(&t->vt, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV), skips_left);
+    t->placed[where]++;
+    gpumem__tier_unlock_gmt(t);
+    return where;
+}
+
+/* ---- the cache's hooks (declared in gpumem_cache.h) --------------------------- */
+
+/* Every acquire: one tick of virtual time; the first ones are samples. */
+GPUMEM_API void gpumem__tier_on_access(struct gpumem_tier *t, uint64_t line) {
+    uint64_t vt;
+    if (t->placement != GPUMEM_TIER_GMT_REUSE) return;
+    vt = gpumem_atomic_fetch_add_u64(&t->vt, 1, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    /* Release: the trainer reads the sample only once it is written. */
+    if (vt < t->sample_cap) gpumem_atomic_store_u64(&t->samples[vt], line, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+}
+
+/* A GPU-cache miss on `line` (its filler holds the line's BUSY): if the
+ * line is in host memory, claim its host copy (1, *cp filled in but for the
+ * GPU slot), else 0: read storage. */
+GPUMEM_API int gpumem__tier_lookup(struct gpumem_tier *t, uint64_t line, gpumem__tier_copy *cp) {
+    uint32_t s;
+    cp->pending = 0;
+    /* Learn where it should have gone - when the predictor is free at once:
+     * under contention it learns from a sample of the misses (as the cache's
+     * sequential policies see a sample of the hits), and no miss queues
+     * behind another's learning. */
+    if (t->placement == GPUMEM_TIER_GMT_REUSE && gpumem__tier_trylock_gmt(t)) {
+        gpumem_policy_gmt_on_fetch(&t->gmt, line, gpumem_atomic_load_u64(&t->vt, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV));
+        gpumem__tier_unlock_gmt(t);
+    }
+    for (;;) {
+        s = gpumem_atomic_load_u32(&t->home[line], GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV);
+        if (!(s & GPUMEM_TIER_IN)) { /* storage is up to date (a displacement wrote it before clearing) */
+            gpumem__tier_count(t, GPUMEM__TS_HOST_MISSES, 1);
+            return 0;
+        }
+        if (!(s & GPUMEM_TIER_BUSY) && (s = gpumem__tier_claim(t, line)) != 0) break;
+        /* Being displaced (written to storage) or written back: wait it out. */
+        GPUMEM_WAIT_UNTIL(&t->event, !(gpumem_atomic_load_u32(&t->home[line], GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV) &
+                                       GPUMEM_TIER_BUSY));
+    }
+    cp->hslot = s & GPUMEM_TIER_SLOT_MASK;
+    cp->src = gpumem__tier_slot_data(t, cp->hslot);
+    cp->bytes = t->cache->line_bytes;
+    cp->dirty = (s & GPUMEM_TIER_DIRTY) != 0;
+    gpumem__tier_count(t, GPUMEM__TS_HOST_HITS, 1);
+    return 1;
+}
+
+/* No GPU slot for it after all (a full cache): give the host copy back, and
+ * take back the lookup's count (the fill it counted did not happen). */
+GPUMEM_API void gpumem__tier_undo_lookup(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp,
+                                         int in_host) {
+    if (in_host) gpumem__tier_set_home(t, line, GPUMEM_TIER_IN | (cp->dirty ? GPUMEM_TIER_DIRTY : 0) | cp->hslot);
+    gpumem__tier_count(t, in_host ? GPUMEM__TS_HOST_HITS : GPUMEM__TS_HOST_MISSES, (uint64_t)0 - 1);
+}
+
+/* The line is copied up: mark it dirty in the cache first (a flush then sees
+ * it there), then free its host slot. */
+GPUMEM_API void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp) {
+    uint32_t k = cp->hslot;
+    if (cp->dirty)
+        gpumem_atomic_fetch_or_u32(gpumem__line_state(t->cache, line), GPUMEM_CACHE_DIRTY, GPUMEM_ORDER_RELAXED,
+                                   GPUMEM__CDEV);
+    GPUMEM_WAIT_UNTIL(&t->event, gpumem__tier_slot_trylock(t, k));
+    if (gpumem__tier_tag(t, k) != line) gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
+    gpumem__tier_set_tag(t, k, GPUMEM_CACHE_EMPTY);
+    gpumem_atomic_store_u32(&t->slots[k].ref, 0, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    gpumem__tier_set_home(t, line, 0);
+    gpumem__tier_slot_unlock(t, k);
+    /* The bit after the tag is EMPTY (release), the count after the bit. */
+    gpumem_atomic_fetch_or_u64(&t->free_map[k / 64u], 1ull << (k % 64u), GPUMEM_ORDER_RELEASE, GPUMEM__TDEV);
+    gpumem_atomic_fetch_add_u32(&t->n_free.v, 1, GPUMEM_ORDER_RELEASE, GPUMEM__TDEV);
+}
+
+/* A GPU eviction candidate `line` in GPU slot `slot`, owned by the evictor:
+ * keep it, move it to host memory, or leave it to the cache (bypass). */
+GPUMEM_API uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uint32_t slot, int dirty,
+                                       uint32_t skips_left) {
+    uint32_t where = gpumem__tier_decide(t, line, skips_left), k = 0;
+    gpumem_status st;
+    if (where == GPUMEM_PLACE_KEEP) {
+        gpumem__tier_count(t, GPUMEM__TS_KEEPS, 1);
+        return GPUMEM__TIER_KEEP;
+    }
+    if (where == GPUMEM_PLACE_BYPASS) {
+        gpumem__tier_count(t, GPUMEM__TS_BYPASSES, 1);
+        return GPUMEM__TIER_BYPASS;
+    }
+    /* Exclusive tiers: a line in a GPU slot has no host copy. */
+    if (gpumem_atomic_load_u32(&t->home[line], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV) != 0) {
+        gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
+        return GPUMEM__TIER_BYPASS;
+    }
+    st = gpumem__tier_alloc(t, where == GPUMEM_PLACE_HOST, &k);
+    if (st != GPUMEM_OK) { /* full (GMT-Reuse's "discard when full"), or the displaced line's write failed */
+        gpumem__tier_count(t, GPUMEM__TS_BYPASSES, 1);
+        return GPUMEM__TIER_BYPASS;
+    }
+    gpumem_tier_copy_share(gpumem__tier_slot_data(t, k), gpumem__slot_data(t->cache, slot), t->cache->line_bytes, 0,
+                           1);
+    gpumem__tier_set_tag(t, k, line);
+    gpumem_policy_slot_fill(t->policy, &t->slots[k].ref, &t->fills.v);
+    gpumem__tier_set_home(t, line, GPUMEM_TIER_IN | (dirty ? GPUMEM_TIER_DIRTY : 0) | k);
+    gpumem__tier_slot_unlock(t, k);
+    gpumem__tier_count(t, GPUMEM__TS_MOVES, 1);
+    if (dirty) gpumem__tier_count(t, GPUMEM__TS_DIRTY_MOVES, 1);
+    return GPUMEM__TIER_MOVED;
+}
+
+/* Write every dirty host line to storage and mark it clean. A line being
+ * moved up meanwhile is left to the cache (EAGAIN if it is dirty: it is
+ * being filled). *written counts lines written. */
+GPUMEM_API gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, uint64_t *written) {
+    uint32_t k;
+    uint64_t n = 0;
+    gpumem_status result = GPUMEM_OK;
+    for (k = 0; k < t->n_slots; k++) {
+        uint64_t line;
+        uint32_t s;
+        GPUMEM_WAIT_UNTIL(&t->event, gpumem__tier_slot_trylock(t, k));
+        line = gpumem__tier_tag(t, k);
+        if (line == GPUMEM_CACHE_EMPTY ||
+            !(gpumem_atomic_load_u32(&t->home[line], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV) & GPUMEM_TIER_DIRTY)) {
+            gpumem__tier_slot_unlock(t, k);
+            continue;
+        }
+        if ((s = gpumem__tier_claim(t, line)) == 0) { /* moving up (its filler waits for this lock) */
+            if (result == GPUMEM_OK) result = GPUMEM_EAGAIN;
+        } else if (gpumem__tier_write(t, line, k) == GPUMEM_OK) {
+            n++;
+            gpumem__tier_set_home(t, line, s & ~GPUMEM_TIER_DIRTY);
+        } else {
+            result = GPUMEM_EIO;
+            gpumem__tier_set_home(t, line, s);
+        }
+        gpumem__tier_slot_unlock(t, k);
+    }
+    if (written) *written = n;
+    return result;
+}
+
+/* ---- public API ------------------------------------------------------------ */
+
+/* Check a description against its cache. */
+GPUMEM_API gpumem_status gpumem__tier_check_desc(const gpumem_tier_desc *d) {
+    if (!d->cache) return GPUMEM_ENULL;
+    if (d->n_slots == 0 || d->placement >= GPUMEM_TIER_PLACEMENTS) return GPUMEM_EINVAL;
+    if (d->n_slots > GPUMEM_TIER_MAX_SLOTS) return GPUMEM_ERANGE;
+    if (d->policy != GPUMEM_POLICY_FIFO && d->policy != GPUMEM_POLICY_CLOCK) return GPUMEM_EINVAL;
+    if ((uint64_t)d->n_slots * d->cache->line_bytes > (uint64_t)SIZE_MAX / 2 ||
+        d->cache->n_lines > (uint64_t)SIZE_MAX / 32 || d->train_accesses > (uint64_t)SIZE_MAX / 32)
+        return GPUMEM_ERANGE;
+    if (d->placement == GPUMEM_TIER_GMT_REUSE &&
+        (d->gmt.n_lines != d->cache->n_lines || d->gmt.override_pct > 100 || d->gmt.window == 0))
+        return GPUMEM_EINVAL;
+    return GPUMEM_OK;
+}
+
+/* Set up a tier in memory the caller placed and attach it to d->cache, while
+ * no thread uses the cache (and none has a tier attached: EBUSY). Every host
+ * slot starts empty. */
+GPUMEM_API gpumem_status gpumem_tier_init(gpumem_tier *t, const gpumem_tier_desc *d) {
+    gpumem_status st;
+    gpumem_cache *c;
+    unsigned char *m;
+    uint64_t i;
+    uint32_t k;
+    if (!t || !d || !d->meta || !d->data) return GPUMEM_ENULL;
+    if ((st = gpumem__tier_check_desc(d)) != GPUMEM_OK) return st;
+    c = d->cache;
+    if (c->tier) return GPUMEM_EBUSY;
+    if (d->meta_bytes < gpumem_tier_meta_bytes(d)) return GPUMEM_ENOMEM;
+    if (((uintptr_t)d->meta & 7u) != 0) return GPUMEM_EINVAL;
+    if (c->backing.kind == GPUMEM_CACHE_BACKING_NVME) { /* the cache's rules for its slots */
+        uint64_t iova = d->data_iova ? d->data_iova : (uint64_t)(uintptr_t)d->data;
+        uint64_t align = c->line_bytes < GPUMEM_NVME_PAGE_BYTES ? c->line_bytes : GPUMEM_NVME_PAGE_BYTES;
+        if ((iova & (align - 1)) != 0) return GPUMEM_EALIGN;
+        if (c->line_bytes > 2 * GPUMEM_NVME_PAGE_BYTES && !d->prp_lists) return GPUMEM_ENULL;
+    }
+    memset(t, 0, sizeof *t);
+    t->cache = c;
+    m = (unsigned char *)d->meta;
+    t->home = (uint32_t *)m;
+    m += gpumem__tier_align8((size_t)c->n_lines * 4);
+    t->slots = (gpumem__cache_slot *)m;
+    m += (size_t)d->n_slots * sizeof(gpumem__cache_slot);
+    t->free_map = (uint64_t *)(void *)m;
+    m += gpumem__tier_map_words(d->n_slots) * 8;
+    t->data = (unsigned char *)d->data;
+    t->data_iova = d->data_iova ? d->data_iova : (uint64_t)(uintptr_t)d->data;
+    t->prp_lists = d->prp_lists;
+    t->prp_lists_iova = d->prp_lists_iova ? d->prp_lists_iova : (uint64_t)(uintptr_t)d->prp_lists;
+    t->n_lines = c->n_lines;
+    t->n_slots = d->n_slots;
+    t->placement = d->placement;
+    t->policy = d->policy;
+    t->line_shift = c->line_shift;
+    for (i = 0; i < c->n_lines; i++) t->home[i] = 0;
+    for (k = 0; k < d->n_slots; k++) {
+        t->slots[k].lock = t->slots[k].ref = 0;
+        t->slots[k].tag = GPUMEM_CACHE_EMPTY;
+    }
+    t->n_free.v = d->n_slots;
+    for (k = 0; k < gpumem__tier_map_words(d->n_slots); k++)
+        t->free_map[k] = (k + 1) * 64u <= d->n_slots ? ~0ull : (1ull << (d->n_slots % 64u)) - 1u;
+    if (d->placement == GPUMEM_TIER_GMT_REUSE) {
+        if ((st = gpumem_policy_gmt_init(&t->gmt, &d->gmt, m)) != GPUMEM_OK) return st;
+        m += gpumem__tier_align8(gpumem_policy_gmt_bytes(&d->gmt));
+        t->samples = (uint64_t *)(void *)m;
+        t->sample_cap = d->train_accesses;
+        for (i = 0; i < t->sample_cap; i++) t->samples[i] = GPUMEM_TIER_NO_SAMPLE;
+        m += (size_t)d->train_accesses * 8;
+        gpumem_policy_rd_init(&t->rd, c->n_lines, d->train_accesses, m);
+    }
+    c->tier = t;
+    return GPUMEM_OK;
+}
+
+/* Write back both tiers (gpumem_cache_flush, Flush command included), then
+ * detach the tier from its cache, which goes on alone. Refuses, changing
+ * nothing: GPUMEM_EBUSY while a cache line is held or moving (threads still
+ * use the cache), or the write-back's failure (GPUMEM_EIO: the dirty lines
+ * stay where they are, the tier attached; retry once storage works). So
+ * nothing dirty is ever dropped. For a tier set up with gpumem_tier_init;
+ * gpumem_tier_destroy does this, then frees. */
+GPUMEM_API gpumem_status gpumem_tier_detach(gpumem_tier *t) {
+    gpumem_cache *c;
+    gpumem_status st;
+    uint64_t i;
+    if (!t || !t->cache) return GPUMEM_ENULL;
+    c = t->cache;
+    if (c->tier != t) return GPUMEM_ESTATE;
+    for (i = 0; i < c->n_lines; i++) /* acquire: the holders' releases are done */
+        if ((gpumem_atomic_load_u32(gpumem__line_state(c, i), GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV) &
+             (GPUMEM_CACHE_BUSY | GPUMEM_CACHE_COUNT_MASK)) ||
+            (gpumem_atomic_load_u32(&t->home[i], GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV) & GPUMEM_TIER_BUSY))
+            return GPUMEM_EBUSY;
+    if ((st = gpumem__cache_flush(c, (uint64_t *)0, 1)) != GPUMEM_OK) return st;
+    c->tier = 0;
+    return GPUMEM_OK;
+}
+
+/* Hand the predictor a model: RRD = m * RVTD + b (what gpumem_tier_train
+ * does with its own fit; for a model found elsewhere). */
+GPUMEM_API gpumem_status gpumem_tier_set_model(gpumem_tier *t, double m, double b) {
+    if (!t) return GPUMEM_ENULL;
+    if (t->placement != GPUMEM_TIER_GMT_REUSE) return GPUMEM_EINVAL;
+    gpumem__tier_lock_gmt(t);
+    gpumem_policy_gmt_set_model(&t->gmt, m, b);
+    t->model_updates++;
+    gpumem__tier_unlock_gmt(t);
+    return GPUMEM_OK;
+}
+
+/* GMT's CPU side: take the samples recorded since the last call, compute
+ * their exact reuse distances, refit RD = m * VTD + b and hand it to the
+ * predictor. One thread at a time (the caller's "trainer"); safe while the
+ * cache is in use. *fitted (may be NULL): samples in the fit so far. With
+ * no new samples the model is left as it is (OK). EINVAL: not GMT-Reuse. */
+GPUMEM_API gpumem_status gpumem_tier_train(gpumem_tier *t, uint64_t *fitted) {
+    double m, b;
+    uint64_t got = 0;
+    if (!t) return GPUMEM_ENULL;
+    if (t->placement != GPUMEM_TIER_GMT_REUSE) return GPUMEM_EINVAL;
+    while (t->trained < t->sample_cap) {
+        uint64_t line =
+            gpumem_atomic_load_u64(&t->samples[t->trained], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM);
+        if (line == GPUMEM_TIER_NO_SAMPLE) break; /* not written yet */
+        gpumem_policy_rd_access(&t->rd, line);
+        t->trained++;
+        got++;
+    }
+    if (fitted) *fitted = t->rd.samples;
+    if (got && gpumem_policy_ols_solve(&t->rd.ols, &m, &b)) return gpumem_tier_set_model(t, m, b);
+    return GPUMEM_OK;
+}
+
+/* Sum the counters (atomic loads: safe while threads run; the predictor's
+ * figures are read under its lock). */
+GPUMEM_API gpumem_status gpumem_tier_get_stats(gpumem_tier *t, gpumem_tier_stats *out) {
+    uint32_t k;
+    if (!t || !out) return GPUMEM_ENULL;
+    memset(out, 0, sizeof *out);
+    out->accesses = gpumem_atomic_load_u64(&t->vt, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    out->host_hits = gpumem_atomic_load_u64(&t->stats[GPUMEM__TS_HOST_HITS], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    out->host_misses = gpumem_atomic_load_u64(&t->stats[GPUMEM__TS_HOST_MISSES], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    out->moves = gpumem_atomic_load_u64(&t->stats[GPUMEM__TS_MOVES], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    out->dirty_moves = gpumem_atomic_load_u64(&t->stats[GPUMEM__TS_DIRTY_MOVES], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    out->bypasses = gpumem_atomic_load_u64(&t->stats[GPUMEM__TS_BYPASSES], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    out->keeps = gpumem_atomic_load_u64(&t->stats[GPUMEM__TS_KEEPS], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    out->host_evictions =
+        gpumem_atomic_load_u64(&t->stats[GPUMEM__TS_HOST_EVICTIONS], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    out->writebacks = gpumem_atomic_load_u64(&t->stats[GPUMEM__TS_WRITEBACKS], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    out->io_errors = gpumem_atomic_load_u64(&t->stats[GPUMEM__TS_IO_ERRORS], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    out->violations = gpumem_atomic_load_u64(&t->stats[GPUMEM__TS_VIOLATIONS], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    out->host_resident = t->n_slots - gpumem_atomic_load_u32(&t->n_free.v, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    if (t->placement == GPUMEM_TIER_GMT_REUSE) {
+        gpumem__tier_lock_gmt(t);
+        out->samples = t->rd.samples;
+        out->model_updates = t->model_updates;
+        for (k = 0; k < 4; k++) out->predicted[k] = t->predicted[k];
+        for (k = 0; k < 5; k++) out->placed[k] = t->placed[k];
+        out->m = t->gmt.m;
+        out->b = t->gmt.b;
+        out->model_ready = t->gmt.ready;
+        gpumem__tier_unlock_gmt(t);
+    }
+    return GPUMEM_OK;
+}
+
+/* Check both tiers while no thread uses the cache: the cache's own check,
+ * and: no line is both in a GPU slot and in a host slot; every present host
+ * word names a slot that carries its tag, and every tagged host slot is
+ * named by its line's word; nothing is busy or locked; the free count equals
+ * the empty slots. Returns the number of problems (0 is healthy). */
+GPUMEM_API uint64_t gpumem_tier_check_quiescent(const gpumem_tier *t) {
+    uint64_t bad, i, empty = 0;
+    uint32_t k;
+    if (!t || !t->cache) return 1;
+    bad = gpumem_cache_check_quiescent(t->cache);
+    for (i = 0; i < t->n_lines; i++) {
+        uint32_t s = t->home[i];
+        if (s & GPUMEM_TIER_BUSY) bad++;
+        if (!(s & GPUMEM_TIER_IN)) {
+            if (s) bad++; /* DIRTY or a slot without IN */
+            continue;
+        }
+        if (t->cache->lines[i].state & GPUMEM_CACHE_VALID) bad++; /* in both tiers */
+        if ((s & GPUMEM_TIER_SLOT_MASK) >= t->n_slots || t->slots[s & GPUMEM_TIER_SLOT_MASK].tag != i) bad++;
+    }
+    for (k = 0; k < t->n_slots; k++) {
+        uint64_t tag = t->slots[k].tag;
+        const int free_bit = (t->free_map[k / 64u] >> (k % 64u)) & 1u;
+        if (t->slots[k].lock) bad++;
+        if (free_bit != (tag == GPUMEM_CACHE_EMPTY)) bad++; /* the bitmap says what the tags say */
+        if (tag == GPUMEM_CACHE_EMPTY) {
+            empty++;
+            continue;
+        }
+        if (tag >= t->n_lines || !(t->home[tag] & GPUMEM_TIER_IN) || (t->home[tag] & GPUMEM_TIER_SLOT_MASK) != k)
+            bad++;
+    }
+    if (empty != t->n_free.v) bad++;
+    if (t->gmt_lock.v) bad++;
+    return bad;
+}
+
+/* ======================================================================== */
+/* Host convenience: allocate, initialise and attach in one call            */
+/* ======================================================================== */
+#if !defined(GPUMEM_NO_HOST_SHIM)
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Allocates the tier, its metadata, its host slots (page aligned) and PRP
+ * lists with GPUMEM_MALLOC and attaches it to d->cache (host threads; for
+ * GPU threads place the memory yourself and use gpumem_tier_init). */
+gpumem_status gpumem_tier_create(const gpumem_tier_desc *d, gpumem_tier **out);
+/* gpumem_tier_detach (both tiers written back, never a dirty line dropped;
+ * EBUSY / EIO as there, freeing nothing), then free. GPUMEM_EINVAL for a
+ * tier set up with gpumem_tier_init (detach it, then free its memory). */
+gpumem_status gpumem_tier_destroy(gpumem_tier *t);
+#ifdef __cplusplus
+}
+#endif
+
+#if defined(GPUMEM_IMPLEMENTATION) && !GPUMEM_ON_DEVICE
+gpumem_status gpumem_tier_create(const gpumem_tier_desc *d, gpumem_tier **out) {
+    const size_t pg = GPUMEM_NVME_PAGE_BYTES;
+    size_t meta, data, prp, total;
+    unsigned char *raw, *p;
+    gpumem_tier_desc e;
+    gpumem_status st;
+    if (!d || !out) return GPUMEM_ENULL;
+    *out = NULL;
+    if ((st = gpumem__tier_check_desc(d)) != GPUMEM_OK) return st; /* before sizes are computed */
+    meta = GPUMEM_ALIGN_UP(gpumem_tier_meta_bytes(d), pg);
+    data = (size_t)d->n_slots * d->cache->line_bytes;
+    prp = gpumem_cache_prp_bytes(d->cache->line_bytes, d->n_slots, d->cache->backing.kind);
+    total = GPUMEM_ALIGN_UP(sizeof(gpumem_tier), pg) + meta + GPUMEM_ALIGN_UP(data, pg) + prp + pg;
+    raw = (unsigned char *)GPUMEM_MALLOC(total);
+    if (!raw) return GPUMEM_ENOMEM;
+    p = (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)raw, pg);
+    e = *d;
+    e.meta = p + GPUMEM_ALIGN_UP(sizeof(gpumem_tier), pg);
+    e.meta_bytes = meta;
+    e.data = (unsigned char *)e.meta + meta;
+    e.data_iova = 0;
+    e.prp_lists = prp ? (uint64_t *)(void *)((unsigned char *)e.data + GPUMEM_ALIGN_UP(data, pg)) : NULL;
+    e.prp_lists_iova = 0;
+    if ((st = gpumem_tier_init((gpumem_tier *)(void *)p, &e)) != GPUMEM_OK) {
+        GPUMEM_FREE(raw);
+        return st;
+    }
+    ((gpumem_tier *)(void *)p)->owned_ = raw;
+    *out = (gpumem_tier *)(void *)p;
+    return GPUMEM_OK;
+}
+
+gpumem_status gpumem_tier_destroy(gpumem_tier *t) {
+    gpumem_status st;
+    if (!t) return GPUMEM_ENULL;
+    if (!t->owned_) return GPUMEM_EINVAL;
+    if ((st = gpumem_tier_detach(t)) != GPUMEM_OK) return st;
+    GPUMEM_FREE(t->owned_);
+    return GPUMEM_OK;
+}
+#endif /* GPUMEM_IMPLEMENTATION */
+#endif /* GPUMEM_NO_HOST_SHIM */
+
+#endif /* GPUMEM_TIER_H */
