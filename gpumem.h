@@ -402,6 +402,7 @@ GPUMEM_API gpumem_backoff gpumem_backoff_start(void) { return gpumem_backoff_sta
 #include <sched.h>
 #include <time.h>
 #if defined(__linux__)
+#include <errno.h>
 #include <limits.h>
 #include <sys/syscall.h>
 #if defined(__cplusplus) || !defined(__STRICT_ANSI__) || defined(_DEFAULT_SOURCE) || defined(_GNU_SOURCE)
@@ -509,7 +510,12 @@ GPUMEM_API void gpumem__event_sleep(gpumem_event *ev, uint32_t seen, long timeou
         gpumem__host_sleep_ns(timeout_ns < 20000 ? timeout_ns : 20000);
         return;
     }
-    syscall(SYS_futex, &ev->seq, 0 /* FUTEX_WAIT */ | GPUMEM__FUTEX_FLAGS(ev), seen, &ts, NULL, 0);
+    if (syscall(SYS_futex, &ev->seq, 0 /* FUTEX_WAIT */ | GPUMEM__FUTEX_FLAGS(ev), seen, &ts, NULL, 0) != 0 &&
+        errno != EAGAIN && errno != ETIMEDOUT && errno != EINTR)
+        /* Memory the kernel cannot key a process-shared futex on (a driver's
+         * mapping, such as pinned CUDA memory may be): a short sleep instead,
+         * so the wait stays a wait and stays bounded. */
+        gpumem__host_sleep_ns(timeout_ns < 20000 ? timeout_ns : 20000);
 #else
     (void)ev, (void)seen;
     gpumem__host_sleep_ns(timeout_ns < 20000 ? timeout_ns : 20000);

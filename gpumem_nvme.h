@@ -133,14 +133,29 @@
  * Bounded waits and shutdown. Every wait for an ID or a completion ends on a
  * deadline (the *_timed forms, GPUMEM_ETIMEDOUT) or when the pair's `stopped`
  * word is set (GPUMEM_ENODEV; the software controllers set it when they stop,
- * and notify the pair's event). A caller that stops waiting for a command
- * already submitted leaves its ID ORPHAN: the command may still complete (and
- * its data move) while the controller runs; whoever harvests the completion
- * frees the ID.
+ * and notify the events host waiters park on; both live in the signals block,
+ * below). A caller that stops waiting for a command already submitted leaves
+ * its ID ORPHAN: the command may still complete (and its data move) while the
+ * controller runs; whoever harvests the completion frees the ID.
  *
- * Scopes. Rings (SQ entries, CQ entries) and doorbells are shared with the
- * controller: system scope. Tickets, turns, markers, locks and command IDs are
- * shared only by the threads that use the pair: device scope.
+ * Memory, by who touches it (issue 12). Ring memory is what the controller
+ * reads and writes: the SQ and CQ rings, the doorbells, the PRP-list pages
+ * and the signals block (gpumem_nvme_qp_signals: the `stopped` word and the
+ * host parking events, which a host controller notifies after posting, as an
+ * interrupt would). Client memory is what only the pair's threads touch: the
+ * gpumem_nvme_qp struct (tickets, tail, heads, locks, the command-ID budget)
+ * and its state area (turns, markers, command-ID words and mailboxes). The
+ * description places the two apart (gpumem_nvme_qp_desc), so that when GPU
+ * threads drive a pair its client state lives in GPU memory and no client
+ * atomic crosses PCIe, while the rings live where the controller reaches them
+ * (pinned host memory for a host controller, DMA memory for an SSD). A
+ * controller never touches client memory: the software controllers bind to
+ * the description and stop a pair through its signals block, and
+ * tests/test_xproc.c runs the host controller in another process that cannot
+ * reach the clients' memory at all.
+ *
+ * Scopes. Ring memory is shared with the controller: system scope. Client
+ * memory is shared only by the threads that use the pair: device scope.
  *
  * Byte order: NVMe structures are little-endian, as are x86-64, AArch64 and
  * NVIDIA GPUs; gpumem does not byte-swap.

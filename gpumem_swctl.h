@@ -31,10 +31,15 @@
  *
  * USAGE (GPU threads against a controller)
  *
- *   - the host-thread controller above, with the pairs and the namespace in
- *     pinned, mapped host memory: set cfg.alloc / cfg.free to cudaHostAlloc
- *     (cudaHostAllocMapped) / cudaFreeHost, and pass the gpumem_nvme_qp
- *     pointers to kernels as they are (unified addressing);
+ *   - the host-thread controller above, set up for GPU clients in CUDA host
+ *     code with gpumem_swctl_config_gpu_clients(&cfg) before create: each
+ *     pair's rings, doorbells and signals (ring memory) and the namespace in
+ *     pinned, mapped host memory, its client state (tickets, turns, command
+ *     IDs) in GPU memory, and a controller thread that never parks, because
+ *     GPU threads cannot wake it (cfg.idle_spin_ns / park_ns and
+ *     gpumem_swctl_set_polled choose otherwise; the cost of each setting is
+ *     in bench/results/issue12-doorbell-vm.md). Pass the gpumem_nvme_qp
+ *     pointers to kernels as they are; they are device pointers;
  *   - or the GPU-resident controller, gpumem_nvme_gpuctl: a persistent block
  *     that serves pairs in GPU memory, from a namespace in GPU memory or in
  *     pinned host memory; see "GPU-resident software controller" below.
@@ -991,7 +996,12 @@ static inline size_t gpumem_nvme_gpuctl_report_cuda(const gpumem_nvme_gpuctl *c,
 /* ======================================================================== */
 /*
  * A host thread that is an NVMe controller on the queue memory above: it
- * watches the doorbells, fetches commands in order, serves Read/Write/Flush
+ * touches only each pair's ring memory (rings, doorbells, signals block,
+ * PRP-list pages), never its client state, so the pairs' users may keep that
+ * where the controller cannot reach (GPU memory; another process,
+ * tests/test_xproc.c). It watches the doorbells, polling them for a while
+ * when idle (clients that cannot wake it, GPU threads, are heard that way)
+ * before it parks, fetches commands in order, serves Read/Write/Flush
  * from RAM or from a file, and posts completions with phase tag, SQ head, SQ
  * ID, command ID and status, never into a full CQ. Each command is completed
  * no earlier than latency_ns after it was fetched and no sooner than 1/iops
@@ -1139,6 +1149,58 @@ gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const cha
 #ifdef __cplusplus
 }
 #endif
+
+#if defined(__CUDACC__)
+/* GPU threads as the pairs' clients (CUDA host code; see docs/gpu.md):
+ * gpumem_swctl_config_gpu_clients(&cfg) before gpumem_swctl_create puts
+ * - ring memory (rings, doorbells, signals block, PRP-list pages, the
+ *   doorbell event, namespace RAM) in pinned host memory mapped for the GPU
+ *   (cudaHostAlloc, cudaHostAllocMapped): the controller thread reaches it,
+ *   the GPU reaches it across PCIe, at system scope;
+ * - client memory (each pair's struct and state: tickets, turns, markers,
+ *   locks, command IDs, the budget) in GPU memory (cudaMalloc), built and read
+ *   on the host through copies on a stream of their own (gpumem__cuda_peek,
+ *   which waits for no kernel): no client atomic crosses PCIe;
+ * - a controller that never parks: GPU threads cannot wake it (their notify
+ *   is a no-op), so it polls the doorbells (a host core, always). For a
+ *   controller that may park, set idle_spin_ns back and mark each GPU-driven
+ *   pair with gpumem_swctl_set_polled while its kernels run.
+ * The gpumem_nvme_qp pointers gpumem_swctl_add_qp returns are then device
+ * pointers: pass them to kernels, never dereference them on the host. */
+static inline void *gpumem__cuda_mapped_alloc(void *ctx, size_t n) {
+    void *p = NULL;
+    (void)ctx;
+    return cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess ? p : NULL;
+}
+static inline void gpumem__cuda_mapped_free(void *ctx, void *p) {
+    (void)ctx;
+    cudaFreeHost(p);
+}
+static inline void *gpumem__cuda_device_alloc(void *ctx, size_t n) {
+    void *p = NULL;
+    (void)ctx;
+    return cudaMalloc(&p, n) == cudaSuccess ? p : NULL;
+}
+static inline void gpumem__cuda_device_free(void *ctx, void *p) {
+    (void)ctx;
+    cudaFree(p);
+}
+static inline int gpumem__cuda_copy(void *ctx, void *dst, const void *src, size_t n) {
+    (void)ctx;
+    return gpumem__cuda_peek(dst, src, n) == GPUMEM_OK ? 0 : -1;
+}
+static inline void gpumem_swctl_config_gpu_clients(gpumem_swctl_config *cfg) {
+    if (!cfg) return;
+    cfg->alloc = gpumem__cuda_mapped_alloc;
+    cfg->free = gpumem__cuda_mapped_free;
+    cfg->alloc_ctx = NULL;
+    cfg->client_alloc = gpumem__cuda_device_alloc;
+    cfg->client_free = gpumem__cuda_device_free;
+    cfg->client_copy = gpumem__cuda_copy;
+    cfg->client_ctx = NULL;
+    cfg->idle_spin_ns = GPUMEM_SWCTL_NEVER_PARK;
+}
+#endif /* __CUDACC__ */
 
 #if defined(GPUMEM_IMPLEMENTATION) && !GPUMEM_ON_DEVICE
 

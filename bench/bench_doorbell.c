@@ -13,15 +13,14 @@
  *   notice  one client submits one read after an idle gap and polls for its
  *           completion without parking (as a GPU thread does): the round
  *           trip, median and 99th percentile over many, after a short gap
- *           (the controller still spinning, if it spins) and after a 2 ms
- *           gap (past every spin but "never"). What the controller adds by
- *           noticing late is the round trip less the never-park round trip
- *           of the same kind, in the same run;
- *   load    4 client threads issue blocking reads for 0.5 s: commands/s,
+ *           (the controller still spinning, if it spins) and after a random
+ *           2-3 ms gap (past every spin but "never");
+ *   load    4 client threads issue blocking reads for 0.25 s: commands/s,
  *           and the controller thread's CPU time per second of wall time;
- *   idle    no client for 0.5 s: the controller thread's CPU time per second.
- * Ratios in the same run: silent / wake throughput for each setting, and
- * each setting's silent throughput against the never-park one.
+ *   idle    no client for 0.25 s: the controller thread's CPU time per second.
+ * Ratios in the same run: silent / wake, for the short-gap round trip and
+ * for throughput, at each setting. Each figure is the median of 5 rounds
+ * that interleave the settings.
  *
  *   make bench-doorbell      writes build/results/issue12-doorbell.{md,tsv}
  *
@@ -79,10 +78,15 @@ static double scale(void) {
     return v > 0 ? v : 1.0;
 }
 
-/* One read submitted, then polled without parking: the round trip in ns. */
+/* One read submitted, then polled without parking, as a GPU thread waits:
+ * 2,000 polls back to back, then one every ~20 us with the CPU given up in
+ * between (a GPU client spins on the GPU, not on a host core: a host thread
+ * that spun on would take the core the controller needs on a small machine).
+ * The round trip in ns. */
 static uint64_t round_trip(gpumem_nvme_qp *qp, void *buf, uint64_t lba) {
     gpumem_nvme_req req;
     uint64_t t0 = gpumem_clock_ns();
+    uint32_t polls = 0;
     gpumem_status st;
     while ((st = gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_READ, lba, 1, buf, &req)) == GPUMEM_EAGAIN)
         gpumem__cpu_relax();
@@ -90,7 +94,9 @@ static uint64_t round_trip(gpumem_nvme_qp *qp, void *buf, uint64_t lba) {
         fprintf(stderr, "bench_doorbell: submit: %s\n", gpumem_status_str(st));
         exit(1);
     }
-    while ((st = gpumem_nvme_qp_poll(qp, &req)) == GPUMEM_EAGAIN) gpumem__cpu_relax();
+    while ((st = gpumem_nvme_qp_poll(qp, &req)) == GPUMEM_EAGAIN)
+        if (++polls < 2000) gpumem__cpu_relax();
+        else gpumem__host_sleep_ns(20000L);
     if (st != GPUMEM_OK) {
         fprintf(stderr, "bench_doorbell: poll: %s\n", gpumem_status_str(st));
         exit(1);
@@ -99,13 +105,17 @@ static uint64_t round_trip(gpumem_nvme_qp *qp, void *buf, uint64_t lba) {
 }
 
 /* Median and 99th percentile (us) of n round trips, each after sleeping
- * gap_ns; *gap: the median of what the sleeps took (us). */
-static void notice(gpumem_nvme_qp *qp, void *buf, uint32_t n, long gap_ns, double *med, double *p99, double *gap) {
+ * gap_ns plus a random part of up to jitter_ns (a controller that parks
+ * right after the last completion would otherwise always be met at the same
+ * point of its park); *gap: the median of what the sleeps took (us). */
+static void notice(gpumem_nvme_qp *qp, void *buf, uint32_t n, long gap_ns, long jitter_ns, double *med, double *p99,
+                   double *gap) {
     uint64_t *t = (uint64_t *)malloc(n * sizeof *t), *g = (uint64_t *)malloc(n * sizeof *g);
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
     uint32_t i;
     for (i = 0; i < n; i++) {
         uint64_t t0 = gpumem_clock_ns();
-        gpumem__host_sleep_ns(gap_ns);
+        gpumem__host_sleep_ns(gap_ns + (jitter_ns ? (long)(gpumem__rng_next(&rng) % (uint64_t)jitter_ns) : 0));
         g[i] = gpumem_clock_ns() - t0;
         t[i] = round_trip(qp, buf, i % BD_BLOCKS);
     }
@@ -159,8 +169,9 @@ static void run_one(const bd_setting *s, int silent, bd_result *r) {
     if (silent) qp->doorbell_event = NULL; /* ring, wake nobody: as GPU threads */
     gpumem_swctl_start(ctl);
 
-    notice(qp, buf, n_short, 20000, &r->rtt_short_med_us, &r->rtt_short_p99_us, &r->gap_short_us);
-    notice(qp, buf, n_idle, 2000000, &r->rtt_idle_med_us, &r->rtt_idle_p99_us, &idle_gap_us);
+    notice(qp, buf, n_short, 20000, 0, &r->rtt_short_med_us, &r->rtt_short_p99_us, &r->gap_short_us);
+    notice(qp, buf, n_idle, 2000000, (long)GPUMEM_SWCTL_DEFAULT_PARK_NS, &r->rtt_idle_med_us, &r->rtt_idle_p99_us,
+           &idle_gap_us);
 
     gpumem__host_sleep_ns(5000000L); /* past every spin but "never" */
     t0 = gpumem_clock_ns();
@@ -261,10 +272,11 @@ int main(int argc, char **argv) {
     fprintf(md, "`make bench-doorbell` (bench/bench_doorbell.c). One pair, depth 256, instant media, 512-byte "
                 "reads; park_ns 1 ms. *wake*: host clients that notify the controller's doorbell event; "
                 "*silent*: clients that ring and wake nobody, as GPU threads must. Round trip: one read "
-                "submitted and polled without parking (as a GPU thread waits), median / 99th percentile in us, "
-                "after a short gap (a 20 us sleep, which took %.0f us, median) and after a 2 ms gap (past every "
-                "spin but never-park). *silent / wake* columns: the two kinds in the same run, for that "
-                "setting (round-trip medians after the short gap; throughputs). Load: %u blocking client "
+                "submitted and polled without parking (as a GPU thread waits: 2,000 polls, then one every "
+                "~20 us, sleeping between, so as to leave the host cores to the controller), median / 99th "
+                "percentile in us, after a short gap (a 20 us sleep, which took %.0f us, median) and after a "
+                "gap of 2 to 3 ms (random, so that it ends anywhere in a 1 ms park; past every spin but "
+                "never-park). *silent / wake* columns: the two kinds in the same run, for that setting (round-trip medians after the short gap; throughputs). Load: %u blocking client "
                 "threads for 0.25 s, commands/s. CPU: the controller thread's CPU time per second of wall time "
                 "(CLOCK_THREAD_CPUTIME_ID), under that load and with no clients for 0.25 s. Each figure is the "
                 "median of %u rounds that interleave the settings, a fresh controller each. Machine: `%s`, %ld "
@@ -273,7 +285,7 @@ int main(int argc, char **argv) {
             r[0][0].gap_short_us, BD_LOAD_THREADS, BD_ROUNDS,
             getenv("GPUMEM_MACHINE") ? getenv("GPUMEM_MACHINE") : "unnamed", sysconf(_SC_NPROCESSORS_ONLN),
             load_before, load_after);
-    fprintf(md, "| idle setting | clients | round trip, short gap (us) | round trip, 2 ms gap (us) | silent / wake "
+    fprintf(md, "| idle setting | clients | round trip, short gap (us) | round trip, 2-3 ms gap (us) | silent / wake "
                 "round trip | load (cmd/s) | silent / wake throughput | controller CPU, load | controller CPU, "
                 "idle |\n");
     fprintf(md, "|---|---|---|---|---|---|---|---|---|\n");

@@ -19,7 +19,6 @@ import json, os, shutil, subprocess, sys
 
 SERIES = [  # (title, group, variant, pairs)
     ("host-thread controller, GPU clients", "clients", "hostctl_gpu", 1),
-    ("host-thread controller, GPU clients, pair polled", "clients", "hostctl_gpu_polled", 1),
     ("GPU controller, lock-free pair", "queue", "lockfree", 1),
     ("GPU controller, mutex queue (baseline)", "queue", "mutex", 1),
     ("GPU controller, lock-free, 128 pairs", "queue", "lockfree", 128),

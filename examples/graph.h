@@ -488,6 +488,11 @@ GRAPH_API gpumem_status graph_store_open(graph_store *s, const char *path, const
                         (unsigned long long)cfg->cache_bytes, GRAPH_LINE);
         goto fail;
     }
+#ifdef __CUDACC__
+    /* GPU threads drive the pairs: rings pinned and mapped, each pair's
+     * client state in GPU memory, a controller that never parks. */
+    gpumem_swctl_config_gpu_clients(&cc);
+#endif
     cc.lba_bytes = GRAPH_LINE;
     cc.n_blocks = s->h.file_bytes / GRAPH_LINE;
     cc.fd = s->fd;

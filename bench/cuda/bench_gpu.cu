@@ -20,9 +20,10 @@
 //            lines, its 32 lanes 32 consecutive elements per step.
 //   clients  throughput against client threads (1K .. 1M, one Flush each) on
 //            one pair, for both controllers: the host-thread controller
-//            (gpumem_swctl, pairs in pinned mapped memory; default idling, then
-//            the pair set polled) against host threads on the same controller
-//            in the same run (the baseline), and the
+//            (gpumem_swctl; for GPU clients its rings pinned and mapped, the
+//            pair's client state in GPU memory, never parking:
+//            gpumem_swctl_config_gpu_clients) against host threads on a pair
+//            of the same controller code in the same run (the baseline), and the
 //            GPU-resident one (the queue rows, against the mutex queue).
 //   waitcap  the device wait cap (gpumem_nvme_qp_set_wait_max_ns) swept on one
 //            pair of each controller, against the default cap in the same run.
@@ -465,14 +466,6 @@ static void bench_hits(bool quick) {
 
 // ---- clients: throughput against client threads, host-thread controller ---------
 
-// The host-thread controller's memory: pinned and mapped, so that its pairs'
-// host pointers work in kernels (unified addressing).
-static void *pinned_alloc(void *, size_t n) {
-    void *p = nullptr;
-    return cudaHostAlloc(&p, n, cudaHostAllocMapped) == cudaSuccess ? p : nullptr;
-}
-static void pinned_free(void *, void *p) { cudaFreeHost(p); }
-
 struct HostClient {
     gpumem_nvme_qp *qp;
     uint32_t n;
@@ -490,31 +483,41 @@ static void *host_client(void *p) {
 // the run.
 static const double kRunBudgetS = 60;
 
-// Host threads, then GPU threads (1K .. 1M, one Flush each), on one pair of
-// the host-thread controller; the GPU rows' ratio is to the host threads' rate.
-// Then the device wait cap swept at 16K GPU threads.
-static void bench_clients(bool quick) {
-    const uint32_t thread_counts[] = {1024, 4096, 16384, 65536, 262144, 1048576};
-    const uint32_t caps[] = {256, 2048, 16384};
+// A started host-thread controller with one pair of MQ_DEPTH, set up for
+// host-thread clients or (gpu) for GPU clients: rings pinned and mapped, the
+// pair's client state in GPU memory, a controller that never parks
+// (gpumem_swctl_config_gpu_clients).
+static gpumem_swctl *clients_ctl(bool gpu, gpumem_nvme_qp **qp) {
     gpumem_swctl_config cfg = gpumem_swctl_config_default();
     gpumem_swctl *ctl = nullptr;
-    gpumem_nvme_qp *qp = nullptr, **pairs = nullptr;
-    gpumem_swctl_stats before, after;
-    unsigned long long *bad;
+    if (gpu) gpumem_swctl_config_gpu_clients(&cfg);
     cfg.lba_bytes = 512;
     cfg.n_blocks = 2048;
-    cfg.alloc = pinned_alloc;
-    cfg.free = pinned_free;
-    if (gpumem_swctl_create(&cfg, &ctl) != GPUMEM_OK || gpumem_swctl_add_qp(ctl, MQ_DEPTH, &qp) != GPUMEM_OK ||
+    if (gpumem_swctl_create(&cfg, &ctl) != GPUMEM_OK || gpumem_swctl_add_qp(ctl, MQ_DEPTH, qp) != GPUMEM_OK ||
         gpumem_swctl_start(ctl) != GPUMEM_OK) {
         fprintf(stderr, "host-thread controller setup failed\n");
         exit(1);
     }
+    return ctl;
+}
+
+// Host threads on one pair of the host-thread controller (its client state in
+// host memory), then GPU threads (1K .. 1M, one Flush each) on one pair of a
+// controller set up for them (client state in GPU memory); the GPU rows'
+// ratio is to the host threads' rate. Then the device wait cap swept at 16K
+// GPU threads.
+static void bench_clients(bool quick) {
+    const uint32_t thread_counts[] = {1024, 4096, 16384, 65536, 262144, 1048576};
+    const uint32_t caps[] = {256, 2048, 16384};
+    gpumem_swctl *ctl = nullptr;
+    gpumem_nvme_qp *qp = nullptr, **pairs = nullptr;
+    gpumem_swctl_stats before, after;
+    unsigned long long *bad;
     CHECK(cudaMalloc((void **)&bad, sizeof *bad));
     CHECK(cudaMallocManaged((void **)&pairs, sizeof *pairs));
-    pairs[0] = qp;
-    SwctlWatch watch(ctl, "bench_gpu: host-thread controller", 30000);
+    ctl = clients_ctl(false, &qp);
     {   // the baseline: host threads, as many as the machine has cores less two (2 .. 16)
+        SwctlWatch watch(ctl, "bench_gpu: host-thread controller, host clients", 30000);
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         uint32_t n = cores > 18 ? 16 : cores > 4 ? (uint32_t)cores - 2 : 2, per = quick ? 2000 : 20000;
         HostClient hc[16];
@@ -529,37 +532,34 @@ static void bench_clients(bool quick) {
         record("clients", "hostctl_host", n, 1, 0, (double)n * per / secs, "cmd/s",
                b == 0 && after.commands - before.commands == (uint64_t)n * per && after.violations == 0);
     }
-    // GPU threads: with the controller's default idling (it polls the
-    // doorbells a while after its last work, then parks), then with the pair
-    // set polled (it never parks while the pair is), each sweep bounded.
+    gpumem_swctl_stop(ctl);
+    gpumem_swctl_destroy(ctl);
+    ctl = clients_ctl(true, &qp); // qp is now a device pointer
+    pairs[0] = qp;
+    SwctlWatch watch(ctl, "bench_gpu: host-thread controller, GPU clients", 30000);
     double last_rate = 0;
-    for (int polled = 0; polled < 2; polled++) {
-        gpumem_swctl_set_polled(ctl, qp, polled);
-        last_rate = 0;
-        for (uint32_t threads : thread_counts) {
-            const char *variant = polled ? "hostctl_gpu_polled" : "hostctl_gpu";
-            if (quick && threads > 65536) continue;
-            if (last_rate > 0 && threads / last_rate > kRunBudgetS) {
-                printf("clients %s: %u threads and more skipped (would take %.0f s at %.0f cmd/s)\n", variant,
-                       threads, threads / last_rate, last_rate);
-                break;
-            }
-            CHECK(cudaMemset(bad, 0, sizeof *bad));
-            gpumem_swctl_get_stats(ctl, &before);
-            double s = timed([&](cudaStream_t st) { queue_lockfree<<<(threads + 255) / 256, 256, 0, st>>>(pairs, 1, threads, 1, bad); });
-            gpumem_swctl_get_stats(ctl, &after);
-            unsigned long long b = 0;
-            CHECK(cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost));
-            last_rate = threads / s;
-            record("clients", variant, threads, 1, 0, last_rate, "cmd/s",
-                   b == 0 && after.commands - before.commands == threads && after.violations == 0);
+    for (uint32_t threads : thread_counts) {
+        if (quick && threads > 65536) continue;
+        if (last_rate > 0 && threads / last_rate > kRunBudgetS) {
+            printf("clients hostctl_gpu: %u threads and more skipped (would take %.0f s at %.0f cmd/s)\n", threads,
+                   threads / last_rate, last_rate);
+            break;
         }
+        CHECK(cudaMemset(bad, 0, sizeof *bad));
+        gpumem_swctl_get_stats(ctl, &before);
+        double s = timed([&](cudaStream_t st) { queue_lockfree<<<(threads + 255) / 256, 256, 0, st>>>(pairs, 1, threads, 1, bad); });
+        gpumem_swctl_get_stats(ctl, &after);
+        unsigned long long b = 0;
+        CHECK(cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost));
+        last_rate = threads / s;
+        record("clients", "hostctl_gpu", threads, 1, 0, last_rate, "cmd/s",
+               b == 0 && after.commands - before.commands == threads && after.violations == 0);
     }
-    // The wait cap below runs with the pair polled.
-    for (uint32_t cap : caps) { // the wait cap, host-thread controller: the pair is host memory
+    for (uint32_t cap : caps) { // the wait cap, host-thread controller: the pair's client state is GPU memory
         const uint32_t threads = 16384;
         if (last_rate > 0 && threads / last_rate > kRunBudgetS) break;
-        gpumem_nvme_qp_set_wait_max_ns(qp, cap);
+        set_wait_cap<<<1, 32>>>(pairs, 1, cap);
+        CHECK(cudaDeviceSynchronize());
         CHECK(cudaMemset(bad, 0, sizeof *bad));
         gpumem_swctl_get_stats(ctl, &before);
         double s = timed([&](cudaStream_t st) { queue_lockfree<<<threads / 256, 256, 0, st>>>(pairs, 1, threads, 1, bad); });
@@ -709,8 +709,7 @@ static void write_outputs(const char *dir, const cudaDeviceProp &prop, bool quie
         for (int i = 0; i < n_results; i++) {
             const Result &r = results[i];
             if (!strcmp(r.group, "clients") && !strcmp(r.variant, "hostctl_host")) host = &r;
-            if (!strcmp(r.group, "clients") && !strncmp(r.variant, "hostctl_gpu", 11) && r.rate > best_host)
-                best_host = r.rate;
+            if (!strcmp(r.group, "clients") && !strcmp(r.variant, "hostctl_gpu") && r.rate > best_host) best_host = r.rate;
             if (!strcmp(r.group, "queue") && !strcmp(r.variant, "lockfree") && r.pairs == 1 && r.rate > best_gpu)
                 best_gpu = r.rate;
         }
@@ -723,10 +722,9 @@ static void write_outputs(const char *dir, const cudaDeviceProp &prop, bool quie
                        "|---|---:|---:|---:|---:|\n");
             for (int i = 0; i < n_results; i++) {
                 const Result &r = results[i];
-                if (!strcmp(r.group, "clients") && !strncmp(r.variant, "hostctl_gpu", 11))
-                    fprintf(f, "| host thread%s | %u | %.0f%s | %s%.2fx | %.2f |\n", strstr(r.variant, "polled") ? ", pair polled" : "",
-                            r.threads, r.rate, r.ok ? "" : " ✗", host ? "" : "n/a ", host ? r.rate / host->rate : 0.0,
-                            r.rate / best_host);
+                if (!strcmp(r.group, "clients") && !strcmp(r.variant, "hostctl_gpu"))
+                    fprintf(f, "| host thread | %u | %.0f%s | %s%.2fx | %.2f |\n", r.threads, r.rate, r.ok ? "" : " ✗",
+                            host ? "" : "n/a ", host ? r.rate / host->rate : 0.0, r.rate / best_host);
                 if (!strcmp(r.group, "queue") && !strcmp(r.variant, "lockfree") && r.pairs == 1)
                     fprintf(f, "| GPU-resident | %u | %.0f%s | - | %.2f |\n", r.threads, r.rate, r.ok ? "" : " ✗",
                             r.rate / best_gpu);

@@ -87,6 +87,9 @@ int main(int argc, char **argv) {
         }
     }
     free(chunk);
+    // GPU threads drive the pairs: rings pinned and mapped, their client state
+    // in GPU memory, a controller that never parks (GPU threads cannot wake it)
+    gpumem_swctl_config_gpu_clients(&cfg);
     cfg.lba_bytes = LINE;
     cfg.n_blocks = n_lines;
     cfg.fd = fd;

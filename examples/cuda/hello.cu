@@ -39,6 +39,9 @@ int main(void) {
     char *out, *in;
     int *wrong, b;
     need_gpu("hello");
+    // GPU threads drive the pair: rings pinned and mapped, its client state in
+    // GPU memory, a controller that never parks (GPU threads cannot wake it)
+    gpumem_swctl_config_gpu_clients(&cfg);
     cfg.lba_bytes = 4096;
     cfg.n_blocks = 1024;
     if (gpumem_swctl_create(&cfg, &ctl) != GPUMEM_OK || gpumem_swctl_add_qp(ctl, 64, &qp) != GPUMEM_OK ||

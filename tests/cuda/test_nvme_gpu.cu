@@ -1,7 +1,8 @@
 // GPU threads drive gpumem queue pairs against three controllers:
-//   1. the host-thread software controller (gpumem_swctl), its queue memory
-//      and namespace in pinned, mapped host memory through the allocator
-//      callbacks (with unified addressing those pointers work on both sides);
+//   1. the host-thread software controller (gpumem_swctl), its ring memory
+//      (rings, doorbells, signals) and namespace in pinned, mapped host memory,
+//      each pair's client state in GPU memory, and a controller that never
+//      parks (gpumem_swctl_config_gpu_clients);
 //   2. the GPU-resident controller (gpumem_nvme_gpuctl) in GPU memory with the
 //      namespace in GPU memory, as a persistent block on its own stream;
 //   3. the same with the namespace in pinned host memory (every transfer
@@ -107,12 +108,6 @@ __global__ void fused_kernel(gpumem_nvme_gpuctl *ctl, Clients a, uint32_t *finis
 
 static int small_run = 0, fused_only = 0;
 
-static void *pinned(void *, size_t n) {
-    void *p = NULL;
-    return cudaHostAlloc(&p, n, cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess ? p : NULL;
-}
-static void pinned_free(void *, void *p) { cudaFreeHost(p); }
-
 // Check the controller's counts and the namespace against n clients.
 static void expect_clean(const gpumem_nvme_sw_stats &s, const Counts &c, uint32_t n, const uint32_t *ns) {
     uint32_t bad = 0;
@@ -133,7 +128,7 @@ static void expect_clean(const gpumem_nvme_sw_stats &s, const Counts &c, uint32_
     EXPECT(bad == 0, "%u blocks of the namespace differ", bad);
 }
 
-// ---- 1. host-thread controller, pinned mapped queues -----------------------
+// ---- 1. host-thread controller: rings pinned and mapped, client state in GPU memory
 
 static void test_host_controller() {
     const uint32_t n = small_run ? 512 : 16384, pairs = 4;
@@ -145,8 +140,9 @@ static void test_host_controller() {
     test_begin();
     cfg.lba_bytes = LBA;
     cfg.n_blocks = n;
-    cfg.alloc = pinned; // pairs, rings, doorbells and namespace: pinned, mapped
-    cfg.free = pinned_free;
+    // rings, doorbells, signals and namespace pinned and mapped; each pair's
+    // client state in GPU memory; the controller polls, never parks
+    gpumem_swctl_config_gpu_clients(&cfg);
     if (gpumem_swctl_create(&cfg, &ctl) != GPUMEM_OK) exit(1);
     CHECK(cudaHostAlloc((void **)&a.pairs, pairs * sizeof *a.pairs, cudaHostAllocMapped));
     for (uint32_t i = 0; i < pairs; i++)
@@ -158,17 +154,17 @@ static void test_host_controller() {
     memset(a.counts, 0, sizeof *a.counts);
     if (gpumem_swctl_start(ctl) != GPUMEM_OK) exit(1);
     {
-        SwctlWatch watch(ctl, "host controller, pinned queues", 20000);
+        SwctlWatch watch(ctl, "host controller, client state in GPU memory", 20000);
         clients_kernel<<<(n + 255) / 256, 256>>>(a);
         CHECK(cudaGetLastError());
-        wait_stream(0, 120, "host controller, pinned queues");
+        wait_stream(0, 120, "host controller, client state in GPU memory");
     }
     gpumem_swctl_stop(ctl);
     gpumem_swctl_get_stats(ctl, &s);
     expect_clean(s, *a.counts, n, (const uint32_t *)gpumem_swctl_ram(ctl));
     snprintf(detail, sizeof detail, "%u GPU threads, %u pairs of 256, %llu commands, %llu violations", n, pairs,
              (unsigned long long)s.commands, (unsigned long long)s.violations);
-    test_end("host-thread controller, queues in pinned mapped memory", detail);
+    test_end("host-thread controller, rings pinned and mapped, client state in GPU memory", detail);
     gpumem_swctl_destroy(ctl);
     cudaFreeHost(a.bufs);
     cudaFreeHost(a.counts);

@@ -162,9 +162,16 @@ boot() {
         -drive file="$WORK/disk.img",if=none,id=nvm,format=raw,cache=writeback \
         -device "nvme,serial=gpumem0,drive=nvm$devopts" \
         -D "$WORK/$name.qemu.log" -d guest_errors -trace 'pci_nvme_err*' -trace 'pci_nvme_ub*' \
-        < /dev/null 2>&1 | tee "$WORK/$name.console" | grep --line-buffered -v '^GENS '
+        < /dev/null 2> "$WORK/$name.qemu.stderr" | tee "$WORK/$name.console" | grep --line-buffered -v '^GENS '
     local rc=${PIPESTATUS[0]}
     set -e
+    # QEMU's own messages go to a file of their own, not into the console: written
+    # to the same pipe, they could land inside a guest line that the checks below
+    # parse (an IOVA or a command ID). Kept with the trace log, and shown.
+    if [ -s "$WORK/$name.qemu.stderr" ]; then
+        sed 's/^/    qemu: /' "$WORK/$name.qemu.stderr" >&2
+        cat "$WORK/$name.qemu.stderr" >> "$WORK/$name.qemu.log"
+    fi
     say "boot '$name' took $((SECONDS - t0)) s"
     [ "$rc" = 124 ] || [ "$rc" = 137 ] && die "boot '$name' ran past ${limit}s (console: $WORK/$name.console)"
     grep -q GPUMEM_GUEST_DONE "$WORK/$name.console" || die "boot '$name': the guest did not finish (rc $rc)"
@@ -201,7 +208,7 @@ nvme_errors "$WORK/negative.qemu.log" | sed 's/^/    /' | cut -c1-160
 boot run run "$ACCEL" ""
 ERRS=$(nvme_errors "$WORK/run.qemu.log")
 if [ -n "$ERRS" ]; then
-    echo "$ERRS" | head -n 20 >&2
+    printf '%s\n' "$ERRS" | sed -n '1,20p' >&2  # sed reads it all: no SIGPIPE under pipefail
     die "QEMU reported $(echo "$ERRS" | wc -l) NVMe guest errors in the workload boot"
 fi
 say "workload boot: 0 NVMe guest errors reported by QEMU"
@@ -236,7 +243,7 @@ ERRS=$( (nvme_errors "$WORK/iommu.qemu.log"; grep -a '^Invalid \(read\|write\) a
        grep -v -E "($ALLOWED)\b" | grep -v -i -E "^Invalid (read|write) at addr ($PAGES)[0-9a-f]{3}," |
        grep -v -E "^pci_nvme_err_req_status cid ($CIDS) nsid 1 status 0x4004 opc 0x2$" || true)
 if [ -n "$ERRS" ]; then
-    echo "$ERRS" | head -n 20 >&2
+    printf '%s\n' "$ERRS" | sed -n '1,20p' >&2  # sed reads it all: no SIGPIPE under pipefail
     die "QEMU reported $(echo "$ERRS" | wc -l) NVMe guest errors in the iommu boot outside the negative cases"
 fi
 say "iommu boot: 0 NVMe guest errors and 0 rejected DMA outside the negative cases; provoked on purpose:"
