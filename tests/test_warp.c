@@ -11,14 +11,22 @@
 
 #include "nvme_workload.h"
 
-/* Fewer clients and I/Os than the queue suite: every step of a host warp is
- * two barrier waits, so these servers are slow. */
-static void run_clean(run_cfg *rc) {
+/* The queue workload (blocking and asynchronous I/O, every read by content)
+ * on `pairs` pairs of `depth` served by `servers` host threads in warps of
+ * 4. Fewer clients and I/Os than the queue suite: every step of a host warp
+ * is two barrier waits, so these servers are slow. */
+static void serve_with_warps(uint32_t depth, uint32_t pairs, uint32_t n_cids, uint32_t async_depth,
+                             uint32_t servers) {
+    run_cfg rc = base_run(depth);
     run_result r;
-    rc->threads = 32;
-    rc->ios = (uint32_t)(300 * test_scale());
     const char *problem;
-    run_workload(rc, &r);
+    rc.pairs = pairs;
+    rc.n_cids = n_cids;
+    rc.async_depth = async_depth;
+    rc.gpuctl_servers = servers;
+    rc.threads = 32;
+    rc.ios = (uint32_t)(300 * test_scale());
+    run_workload(&rc, &r);
     problem = run_problem(&r);
     cr_assert_null(problem, "%s", problem ? problem : "");
     cr_assert_gt(r.issued, 0);
@@ -26,23 +34,10 @@ static void run_clean(run_cfg *rc) {
 
 /* Two warps of four lanes, a pair per lane: each lane's commands moved by
  * its whole warp, up to four commands in flight per warp at a time. */
-Test(host_warp, two_warps_of_four_lanes_eight_pairs, .timeout = 600) {
-    run_cfg rc = base_run(64);
-    rc.pairs = 8;
-    rc.n_cids = 64;
-    rc.async_depth = 8;
-    rc.gpuctl_servers = 8;
-    run_clean(&rc);
-}
+Test(host_warp, two_warps_of_four_lanes_eight_pairs, .timeout = 600) { serve_with_warps(64, 8, 64, 8, 8); }
 
 /* A partial last warp (3 lanes), and lanes without a pair that only copy. */
-Test(host_warp, partial_warp_and_lanes_without_pairs, .timeout = 600) {
-    run_cfg rc = base_run(16);
-    rc.pairs = 5;
-    rc.n_cids = 16;
-    rc.gpuctl_servers = 7;
-    run_clean(&rc);
-}
+Test(host_warp, partial_warp_and_lanes_without_pairs, .timeout = 600) { serve_with_warps(16, 5, 16, 4, 7); }
 
 /* One pair served by lane 0 of one warp, the other three lanes copying:
  * transfers of 1 to 9 blocks at every dword offset class in a page (so the
