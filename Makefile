@@ -41,6 +41,8 @@ TESTS   += $(BUILD)/test_policy
 TESTS   += $(BUILD)/test_xproc
 TESTS   += $(BUILD)/test_tier
 TESTS   += $(BUILD)/test_nostats
+TESTS   += $(BUILD)/test_faults
+TESTS   += $(BUILD)/test_faults_ndebug
 TESTS   += $(BUILD)/test_warp
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
@@ -110,6 +112,11 @@ $(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DGPUMEM_BUILD_DIR='"$(BUILD)"' -I. $< -o $@ -lcriterion -pthread
 
 $(BUILD)/test_policy: bench/policy_sim.h
+
+# The fault tests once more with NDEBUG: a faulty controller must meet the
+# same checks when assertions are compiled out (no check rests on GPUMEM_ASSERT).
+$(BUILD)/test_faults_ndebug: tests/test_faults.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DNDEBUG -I. $< -o $@ -lcriterion -pthread
 
 # The graph test runs the graph program as well as including its header.
 $(BUILD)/test_graph: examples/graph.h $(BUILD)/graph

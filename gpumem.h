@@ -40,7 +40,7 @@
  *   GPUMEM_PAD_BYTES       size every hot shared word is padded to, so that two
  *                          unrelated words never share a cache line (default 64)
  *   GPUMEM_SLOT_BYTES      size of one per-position record in a queue (default 32,
- *                          a GPU L2 sector; a multiple of 16)
+ *                          a GPU L2 sector; a multiple of 16, at least 32)
  *   GPUMEM_BACKOFF_MAX_NS  cap of the device back-off sleep (default 256 ns,
  *                          as measured best in the BaM dissertation's code; not
  *                          yet re-measured here: bench_gpu sweeps the per-pair
@@ -136,8 +136,8 @@
 
 GPUMEM_STATIC_ASSERT(GPUMEM_PAD_BYTES >= 8 && (GPUMEM_PAD_BYTES & (GPUMEM_PAD_BYTES - 1)) == 0,
                      "GPUMEM_PAD_BYTES must be a power of two >= 8");
-GPUMEM_STATIC_ASSERT(GPUMEM_SLOT_BYTES >= 16 && GPUMEM_SLOT_BYTES % 16 == 0,
-                     "GPUMEM_SLOT_BYTES must be a multiple of 16");
+GPUMEM_STATIC_ASSERT(GPUMEM_SLOT_BYTES >= 32 && GPUMEM_SLOT_BYTES % 16 == 0,
+                     "GPUMEM_SLOT_BYTES must be a multiple of 16, at least 32");
 
 /* ---- status codes -------------------------------------------------------- */
 
@@ -157,6 +157,8 @@ typedef enum gpumem_status {
     GPUMEM_EALIGN,    /* a buffer's address breaks an alignment rule (NVMe: data dword aligned) */
     GPUMEM_E2BIG,     /* a transfer is longer than one command may carry (MDTS, PRP list) */
     GPUMEM_EBUSY,     /* the object still has waiters or outstanding work */
+    GPUMEM_EABORTED,  /* the command was aborted (its queue pair was reset, or the controller
+                         aborted it); the device no longer touches its buffer */
     GPUMEM_STATUS_COUNT_
 } gpumem_status;
 
@@ -177,6 +179,7 @@ GPUMEM_API const char *gpumem_status_str(gpumem_status s) {
     case GPUMEM_EALIGN: return "misaligned address: NVMe data buffers must be 4-byte (dword) aligned; PRP lists and cache slots page aligned";
     case GPUMEM_E2BIG: return "transfer too long for one command (namespace MDTS or the command's PRP list)";
     case GPUMEM_EBUSY: return "busy: waiters or outstanding commands remain";
+    case GPUMEM_EABORTED: return "command aborted (queue pair reset, or aborted by the controller); its buffer is no longer touched";
     case GPUMEM_STATUS_COUNT_: break;
     }
     return "unknown status";

@@ -73,8 +73,8 @@
  * is occupied twice per lap - once when the thread's command is handed to the
  * controller (increment #1, done by the submitter when it sees its tail marker
  * reset) and once when the controller is known to have consumed it (increment
- * #2, done by whoever moves the completion-queue head past a completion whose
- * SQ-head field passed the position). So a thread waits until the position's
+ * #2, done by whoever moves the completion-queue head past a completion that
+ * proves the position consumed; see "Validation"). So a thread waits until the position's
  * turn counter equals 2 * lap. It then writes its 64-byte command, sets its
  * tail marker, and either waits for a tail-lock holder to move the tail past it
  * or takes the lock itself: the holder moves the tail over every consecutive
@@ -90,10 +90,10 @@
  * Completion (§5.2, §5.3). Any thread that looks for a completion scans the
  * CQ from the head, lock-free, for entries with the expected phase (lap
  * parity), and harvests every one it finds, not only its own: it claims the
- * entry's head marker (compare-and-swap), copies status and dword 0 into the
- * command ID's mailbox word, and marks the entry taken. Whoever holds the head
- * lock moves the head over consecutive taken entries, applies the SQ-head
- * field of the last one to the submission queue (stale-entry cleanup, §5.4:
+ * entry's head marker (compare-and-swap), validates it, copies status and
+ * dword 0 into the command ID's mailbox, and marks the entry taken. Whoever
+ * holds the head lock moves the head over consecutive taken entries, moves
+ * the SQ head as far as those completions prove (stale-entry cleanup, §5.4:
  * increment #2 of every SQ position passed), rings the CQ doorbell and
  * publishes the head. The holder re-checks the marker at the new head after
  * unlocking, and a harvester checks the lock after marking (a store-then-load
@@ -133,10 +133,66 @@
  * Bounded waits and shutdown. Every wait for an ID or a completion ends on a
  * deadline (the *_timed forms, GPUMEM_ETIMEDOUT) or when the pair's `stopped`
  * word is set (GPUMEM_ENODEV; the software controllers set it when they stop,
- * and notify the events host waiters park on; both live in the signals block,
- * below). A caller that stops waiting for a command already submitted leaves
- * its ID ORPHAN: the command may still complete (and its data move) while the
- * controller runs; whoever harvests the completion frees the ID.
+ * and notify the events host waiters park on; both live in the signals
+ * block, below; GPUMEM_EABORTED while a reset deletes the queues). A caller that stops waiting for a command already submitted
+ * leaves its ID ORPHAN: the command may still complete (and its data move)
+ * while the controller runs; whoever harvests the completion frees the ID.
+ *
+ * Validation: the controller is untrusted (issue 19). Every completion is
+ * judged in the harvest path, which host and GPU threads share, before it
+ * touches a request (gpumem__cpl_judge):
+ *   - its CID names a command in flight: the ID's word is taken, its
+ *     command submitted and not yet completed;
+ *   - its generation matches. A CID is the ID in its low log2(n_cids) bits
+ *     and a generation above them, advanced each time the ID is taken, so an
+ *     old completion repeated after the ID was reused does not match (Linux
+ *     keeps a 4-bit counter above its tags alike). With at most 4,096 IDs a
+ *     pair has at least 4 generation bits; 8,192 IDs leave 3, 16,384 2,
+ *     32,768 1, and 65,536 none: such a pair tells a stale repeat from the
+ *     current command only by the SQ-head check below (a repeat whose SQ
+ *     head passes the new command's entry is believed). A CID outside
+ *     0..n_cids - 1 is an ID with a generation, like any other;
+ *   - the SQ head in dword 2 is a plausible forward move: at or past the
+ *     head known so far, at most the tail (what was handed over); tail and
+ *     known head are at most depth - 1 apart, so a position names one
+ *     virtual head. A backward move is seen as one past the tail unless it
+ *     is indistinguishable from a forward one;
+ *   - that head has passed the command's own entry (its ticket, kept in the
+ *     ID's word from submission): the command was fetched. A completion
+ *     waiting in the CQ before its command was submitted fails this or the
+ *     first check.
+ * A completion that fails is still consumed (the head moves past it and the
+ * doorbell is rung, so the controller never stalls), then dropped, counted
+ * by kind (gpumem_nvme_qp_get_stats), logged once per kind on the host
+ * (GPUMEM_LOG), and raises a bit of the pair's fault flag
+ * (gpumem_nvme_qp_faults, readable by device code). Only a compare-and-swap
+ * from the exact word judged delivers, so no completion is delivered twice.
+ * The SQ head is then believed only as far as evidence goes: a delivered
+ * completion proves its command fetched, and commands are fetched in order,
+ * so its ticket + 1 entries are consumed; that, not the head the controller
+ * wrote, frees SQ positions. Whatever head a controller reports, no
+ * unconsumed entry is overwritten; and no check anywhere asserts on a value
+ * the controller wrote. The checks cost a few loads of lines the harvester
+ * touches anyway; they are always on.
+ *
+ * Timeouts. A command outstanding longer than the pair's cmd_timeout_ms
+ * (default 30,000 ms, as Linux's I/O timeout; GPUMEM_NVME_CMD_TIMEOUT_NEVER
+ * for none) is given up: its blocking call and its poll return
+ * GPUMEM_ETIMEDOUT (the clock is gpumem_clock_ns: CLOCK_MONOTONIC on the
+ * host, %globaltimer on the GPU). A blocking call counts from submission,
+ * an asynchronous request from its first poll that finds it outstanding
+ * (so that neither reads a clock for a command complete at its first
+ * look). Its ID stays reserved (ORPHAN) until its late completion arrives,
+ * which is counted (`late`) and frees the ID but reaches no request, or
+ * until the pair is reset. Until then the device may
+ * still write into the command's buffer: gpumem_nvme_req_busy says when a
+ * request's buffer may be reused.
+ *
+ * Reset (gpumem_nvme_qp_abort, gpumem_nvme_qp_reinit, driven by
+ * gpumem_swctl_reset_begin/end and gpumem_nvmectl_reset_begin/end): the
+ * controller deletes the I/O SQ, then the CQ (then it moves no more data
+ * for them), the pair is aborted (waits and polls end with GPUMEM_EABORTED),
+ * reinitialised once its users are out, and the queues are recreated.
  *
  * Memory, by who touches it (issue 12). Ring memory is what the controller
  * reads and writes: the SQ and CQ rings, the doorbells, the PRP-list pages
@@ -213,6 +269,8 @@ enum {
 /* The 15-bit status field of a completion (dw3 >> 17). */
 #define GPUMEM_NVME_SC(sf) ((sf) & 0xFFu)          /* status code */
 #define GPUMEM_NVME_SCT(sf) (((sf) >> 8) & 0x7u)   /* status code type */
+#define GPUMEM_NVME_CRD(sf) (((sf) >> 11) & 0x3u)  /* command retry delay (index into CRDT) */
+#define GPUMEM_NVME_MORE(sf) (((sf) >> 13) & 0x1u) /* more status information in a log page */
 #define GPUMEM_NVME_DNR(sf) (((sf) >> 14) & 0x1u)  /* do not retry */
 #define GPUMEM_NVME_STATUS(sct, sc) ((uint16_t)((((sct) & 0x7u) << 8) | ((sc) & 0xFFu)))
 
@@ -222,6 +280,20 @@ GPUMEM_API uint32_t gpumem_nvme_cpl_phase(const gpumem_nvme_cpl *c) { return c ?
 GPUMEM_API uint16_t gpumem_nvme_cpl_status(const gpumem_nvme_cpl *c) { return c ? (uint16_t)(c->dw3 >> 17) : 0; }
 GPUMEM_API uint16_t gpumem_nvme_cpl_sq_head(const gpumem_nvme_cpl *c) { return c ? (uint16_t)(c->dw2 & 0xFFFFu) : 0; }
 GPUMEM_API uint16_t gpumem_nvme_cpl_sq_id(const gpumem_nvme_cpl *c) { return c ? (uint16_t)(c->dw2 >> 16) : 0; }
+
+/* Status decode as the specification says (and Linux and SPDK do): a
+ * status field reports success when SCT = 0 and SC = 0. CRD, More and DNR
+ * describe a failure; alone they make none. */
+GPUMEM_API int gpumem_nvme_status_ok(uint16_t sf) { return GPUMEM_NVME_SCT(sf) == 0 && GPUMEM_NVME_SC(sf) == 0; }
+/* Do Not Retry: the controller says the same command would fail again (a
+ * caller deciding whether to retry a GPUMEM_EIO looks here; 0 for c NULL). */
+GPUMEM_API int gpumem_nvme_cpl_dnr(const gpumem_nvme_cpl *c) {
+    return c ? (int)GPUMEM_NVME_DNR(gpumem_nvme_cpl_status(c)) : 0;
+}
+/* The status a controller gives commands it aborts when their SQ is deleted
+ * (a queue reset): SCT 0, SC 0x08. gpumem gives it to every request a reset
+ * ends, too; either way the request returns GPUMEM_EABORTED. */
+#define GPUMEM_NVME_SC_ABORTED_SQ_DELETION GPUMEM_NVME_STATUS(0, 0x08)
 
 /* Words for a status field (SCT and SC; CRD/More/DNR are ignored). */
 GPUMEM_API const char *gpumem_nvme_status_str(uint16_t sf) {
@@ -505,8 +577,9 @@ GPUMEM_API gpumem_status gpumem_nvme_prp_identity(const void *buf, uint64_t len,
 typedef struct gpumem__nvme_slot {
     uint32_t turn;      /* SQ: +2 per lap; a submitter of lap L waits for 2L */
     uint32_t tail_mark; /* SQ: 1 = command written, tail not yet past it */
-    uint32_t head_mark; /* CQ: 1 = completion taken by its owner, head not yet past it */
-    uint32_t pad_[GPUMEM_SLOT_BYTES / 4 - 3];
+    uint32_t head_mark; /* CQ: 1 = completion consumed (delivered or dropped), head not yet past it */
+    uint32_t sq_next;   /* CQ, with head_mark 1: the SQ head this completion proves (see "Validation") */
+    uint32_t pad_[GPUMEM_SLOT_BYTES / 4 - 4];
 } gpumem__nvme_slot;
 
 /* A hot word alone on its cache line. */
@@ -515,17 +588,50 @@ typedef struct gpumem__nvme_word {
     uint32_t pad_[GPUMEM_PAD_BYTES / 4 - 1];
 } gpumem__nvme_word;
 
-/* Command-ID words (64-bit), one per command ID, double as the completion
- * mailbox:  IN_USE          held by a thread that has not yet seen its result
- *           DONE | v        its completion was harvested from CQ position v
- *           [46:32]         the completion's status field (with DONE)
- * A word without IN_USE is free once it is 0, or once the CQ head has passed
- * v, so that no scan can meet the old completion again. */
+/* Command-ID words (64-bit), one per command ID:
+ *   [47:32]  the CID on the wire of the ID's current (or last) command:
+ *            the ID in the low cid_shift bits, its generation above
+ *   [31:0]   SUBMITTED: the command's SQ ticket; DONE: the CQ position
+ *            (virtual) its completion was taken from
+ *   IN_USE     held by a thread that has not yet seen its result
+ *   SUBMITTED  with IN_USE: the command is (about to be) on the SQ
+ *   ORPHAN     with SUBMITTED: its owner gave up waiting (timed out, the
+ *              controller stopped, or the pair was aborted); whoever
+ *              harvests the completion frees the ID
+ *   CLAIMED    with SUBMITTED: a harvester is filling the mailbox; DONE follows
+ *   DONE       with IN_USE: the mailbox holds the result; without IN_USE: free
+ * A free word (no IN_USE) may be taken once it has no DONE, or once the CQ
+ * head has passed v, so that no scan can meet the old completion again.
+ * The mailbox (cid_mail[2 id], [2 id + 1]) holds the completion's dword 0
+ * and status field. */
 #define GPUMEM__CID_IN_USE (1ull << 63)
 #define GPUMEM__CID_DONE (1ull << 62)
-/* With IN_USE: its owner gave up waiting (timed out, or the controller
- * stopped); whoever harvests the completion frees the ID. */
 #define GPUMEM__CID_ORPHAN (1ull << 61)
+#define GPUMEM__CID_SUBMITTED (1ull << 60)
+#define GPUMEM__CID_CLAIMED (1ull << 59)
+#define GPUMEM__CID_WIRE(w) ((uint32_t)((w) >> 32) & 0xFFFFu)
+
+/* Why a completion was dropped: bits of the pair's fault flag (device code
+ * reads it with gpumem_nvme_qp_faults) and, with the counts below, what
+ * gpumem_nvme_qp_get_stats reports. */
+#define GPUMEM_NVME_FAULT_STRAY 0x01u     /* its CID names no command in flight */
+#define GPUMEM_NVME_FAULT_STALE 0x02u     /* its ID is in flight under another generation */
+#define GPUMEM_NVME_FAULT_DUPLICATE 0x04u /* the command's completion was taken already */
+#define GPUMEM_NVME_FAULT_EARLY 0x08u     /* its SQ head says the command was not fetched yet */
+#define GPUMEM_NVME_FAULT_SQ_HEAD 0x10u   /* its SQ head is no forward move within what was submitted */
+#define GPUMEM_NVME_FAULT_TIMEOUT 0x20u   /* a command outlived the pair's cmd_timeout_ms */
+/* Indices of the pair's counts (gpumem_nvme_qp.counts). */
+enum {
+    GPUMEM__QPC_STRAY, GPUMEM__QPC_STALE, GPUMEM__QPC_DUPLICATE, GPUMEM__QPC_EARLY, GPUMEM__QPC_SQ_HEAD,
+    GPUMEM__QPC_LATE, GPUMEM__QPC_TIMED_OUT, GPUMEM__QPC_ABORTED, GPUMEM__QPC_COUNTS
+};
+
+/* Values of the pair's `stopped` word. */
+#define GPUMEM__QP_RUNNING 0u
+#define GPUMEM__QP_STOPPED 1u /* the controller stopped: waits end with GPUMEM_ENODEV */
+#define GPUMEM__QP_ABORTED 2u /* the queues were deleted (reset): waits end with GPUMEM_EABORTED */
+#define GPUMEM__QP_RESETTING 3u /* the queues are being deleted: new calls are refused (EABORTED),
+                                   waits for commands already out go on */
 
 /* The controller-visible words of a pair besides its rings and doorbells:
  * what a controller writes for the pair's threads to read, and where host
@@ -537,7 +643,7 @@ typedef struct gpumem__nvme_word {
  * never touch the events (a device thread never parks, and its notify is a
  * no-op). */
 typedef struct gpumem_nvme_qp_signals {
-    gpumem__nvme_word stopped; /* nonzero: the controller stopped; waits end with GPUMEM_ENODEV */
+    gpumem__nvme_word stopped; /* GPUMEM__QP_*: nonzero ends waits (ENODEV; EABORTED during a reset) */
     /* Host threads park here while they wait on the pair (a turn, the tail,
      * a completion). Notified by the pair's threads as they make progress
      * and by a host controller after it posts completions or stops (its
@@ -561,22 +667,24 @@ typedef struct gpumem_nvme_qp {
     uint32_t *cq_doorbell;    /* CQ head doorbell */
     gpumem_nvme_qp_signals *signals; /* controller-visible: stop flag, host parking */
     gpumem__nvme_slot *slots; /* depth records */
-    uint64_t *cids;           /* n_cids words: command-ID state and completion mailbox */
-    uint32_t *cid_dw0;        /* n_cids words: the command-specific dword of each completion */
+    uint64_t *cids;           /* n_cids words: command-ID state (see above) */
+    uint32_t *cid_mail;       /* 2 n_cids words: each ID's completion dword 0 and status field */
     uint64_t *prp_lists;      /* n_cids * prp_list_pages pages: command ID k's PRP list
                                  starts at page k * prp_list_pages (NULL: none) */
     gpumem_nvme_iomap prp_map; /* where the controller sees prp_lists */
     gpumem_nvme_ns ns;
+    uint64_t cmd_timeout_ns; /* a command outstanding longer is given up (GPUMEM_NO_TIMEOUT: never) */
     uint32_t depth;
     uint32_t depth_log2;
     uint32_t turn_mask; /* turns compare modulo 2^(33 - depth_log2) */
     uint32_t n_cids;
+    uint32_t cid_shift; /* log2 n_cids: the generation lies above this bit of a CID */
     uint32_t qid;
     uint32_t prp_list_pages; /* per command ID: enough for the namespace's largest transfer */
     uint32_t cid_limit;   /* most commands in flight: min(n_cids, depth - 1) */
     uint32_t async_limit; /* most of them asynchronous: the rest is kept for blocking calls */
     uint32_t wait_max_ns; /* device waits on this pair back off up to this (gpumem_nvme_qp_set_wait_max_ns) */
-    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 9];
+    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 12];
     /* hot words, one cache line each */
     gpumem__nvme_word ticket;    /* next SQ ticket */
     gpumem__nvme_word tail;      /* virtual SQ tail: entries handed to the controller */
@@ -590,10 +698,21 @@ typedef struct gpumem_nvme_qp {
     gpumem__nvme_word cq_doorbell_writes; /* (0 with GPUMEM_NO_STATS) */
     gpumem__nvme_word inflight; /* command IDs taken and not yet given back (the budget) */
     gpumem__nvme_word waiters;  /* threads waiting for an ID inside a pair call */
+    gpumem__nvme_word faults;   /* GPUMEM_NVME_FAULT_* bits raised so far */
+    gpumem__nvme_word quiet;    /* nonzero while a reset deletes the queues: no doorbell is rung */
+    /* Rare events, counted together on one line: completions dropped by
+     * kind, late completions, timed-out and aborted commands. */
+    uint32_t counts[GPUMEM__QPC_COUNTS];
+    uint32_t pad1_[GPUMEM_PAD_BYTES / 4 - GPUMEM__QPC_COUNTS];
     /* Notified after each doorbell write, so that a host-thread controller
      * can park while idle (NULL: none). */
     gpumem_event *doorbell_event;
 } gpumem_nvme_qp;
+
+/* cmd_timeout_ms: 0 is the default (Linux's I/O timeout, 30 s); this value
+ * is "never" (commands wait for the controller as long as it runs). */
+#define GPUMEM_NVME_CMD_TIMEOUT_DEFAULT_MS 30000u
+#define GPUMEM_NVME_CMD_TIMEOUT_NEVER 0xFFFFFFFFu
 
 /* Where a pair's memory lives, in two placements by who touches it.
  *
@@ -639,12 +758,18 @@ typedef struct gpumem_nvme_qp_desc {
      * its own DMA page table, which lives as long as the pair). */
     uint64_t *prp_lists;
     gpumem_nvme_iomap prp_lists_map;
+    /* A command outstanding longer than this is given up: its blocking call
+     * and its poll return GPUMEM_ETIMEDOUT (see "Timeouts" above). 0: the
+     * default, GPUMEM_NVME_CMD_TIMEOUT_DEFAULT_MS; GPUMEM_NVME_CMD_TIMEOUT_NEVER:
+     * never (waits then end only when the controller stops or the pair is reset). */
+    uint32_t cmd_timeout_ms;
+    uint32_t reserved_;
 } gpumem_nvme_qp_desc;
 
-/* Bytes of client state for a pair besides its struct (slot records and
- * command-ID words). */
+/* Bytes of client state for a pair besides its struct (slot records,
+ * command-ID words and mailboxes). */
 GPUMEM_API size_t gpumem_nvme_qp_state_bytes(uint32_t depth, uint32_t n_cids) {
-    return (size_t)depth * sizeof(gpumem__nvme_slot) + (size_t)n_cids * (sizeof(uint64_t) + sizeof(uint32_t));
+    return (size_t)depth * sizeof(gpumem__nvme_slot) + (size_t)n_cids * (sizeof(uint64_t) + 2 * sizeof(uint32_t));
 }
 
 /* Zero a signals block (not stopped, nobody parked) and make its events
@@ -675,6 +800,29 @@ GPUMEM_API size_t gpumem_nvme_qp_prp_bytes(uint32_t n_cids, const gpumem_nvme_ns
 
 GPUMEM_API int gpumem__valid_count(uint32_t n, uint32_t max) { return n >= 2 && n <= max && gpumem_is_pow2_u64(n); }
 
+/* Put the pair's rings and counters where a fresh pair of this layout
+ * starts, `start` being the first ticket and CQ head: every turn at its
+ * first lap, no marks, the CQ zeroed (so no old entry carries the phase the
+ * controller posts first), both doorbells 0. What init and reinit share. */
+GPUMEM_API void gpumem__qp_restart(gpumem_nvme_qp *qp, uint32_t start) {
+    /* Every position's first ticket is start + p, of lap start / depth. */
+    const uint32_t start_turn = (start >> qp->depth_log2) * 2u;
+    uint32_t i, j;
+    qp->ticket.v = qp->tail.v = qp->sq_head.v = qp->cq_head.v = qp->cq_released.v = start;
+    qp->tail_lock.v = qp->head_lock.v = 0;
+    for (i = 0; i < qp->depth; i++) {
+        gpumem__nvme_slot *s = &qp->slots[i];
+        s->turn = start_turn;
+        s->tail_mark = 0;
+        s->head_mark = 0;
+        s->sq_next = 0;
+        for (j = 0; j < GPUMEM_SLOT_BYTES / 4 - 4; j++) s->pad_[j] = 0;
+        qp->cq[i].dw0 = qp->cq[i].dw1 = qp->cq[i].dw2 = qp->cq[i].dw3 = 0;
+    }
+    *qp->sq_doorbell = 0;
+    *qp->cq_doorbell = 0;
+}
+
 /* Point the pair's client-state pointers into `state`, laid out as
  * gpumem_nvme_qp_init lays it out (the one place that knows the layout of
  * the gpumem_nvme_qp_state_bytes() area). Init uses it; so does a pair
@@ -686,12 +834,12 @@ GPUMEM_API void gpumem_nvme_qp_relocate_state(gpumem_nvme_qp *qp, void *state) {
     if (!qp || !state) return;
     qp->slots = (gpumem__nvme_slot *)base;
     qp->cids = (uint64_t *)(base + (size_t)qp->depth * sizeof(gpumem__nvme_slot));
-    qp->cid_dw0 = (uint32_t *)(qp->cids + qp->n_cids);
+    qp->cid_mail = (uint32_t *)(qp->cids + qp->n_cids);
 }
 
 /* Initialise a pair (host, before any thread uses it). Zeroes the CQ. */
 GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nvme_qp_desc *d) {
-    uint32_t i, start_turn;
+    uint32_t i;
     char *state;
     if (!qp || !d || !d->sq || !d->cq || !d->sq_doorbell || !d->cq_doorbell || !d->signals || !d->state)
         return GPUMEM_ENULL;
@@ -722,10 +870,14 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     qp->signals = d->signals;
     gpumem_nvme_qp_signals_init(d->signals);
     qp->ns = d->ns;
+    qp->cmd_timeout_ns = d->cmd_timeout_ms == GPUMEM_NVME_CMD_TIMEOUT_NEVER ? GPUMEM_NO_TIMEOUT
+                         : (uint64_t)(d->cmd_timeout_ms ? d->cmd_timeout_ms : GPUMEM_NVME_CMD_TIMEOUT_DEFAULT_MS) *
+                               1000000ull;
     qp->depth = d->depth;
     qp->depth_log2 = gpumem_log2_u64(d->depth);
     qp->turn_mask = (uint32_t)((2ull << (32 - qp->depth_log2)) - 1);
     qp->n_cids = d->n_cids;
+    qp->cid_shift = gpumem_log2_u64(d->n_cids);
     qp->qid = d->qid;
     gpumem_nvme_qp_relocate_state(qp, state);
     /* At most depth - 1 commands in flight: then a submitter's turn never
@@ -747,21 +899,8 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     if (d->prp_lists && !qp->prp_map.pages && qp->prp_map.iova == 0)
         qp->prp_map = gpumem_nvme_iomap_contiguous((uint64_t)(uintptr_t)d->prp_lists);
     qp->prp_list_pages = d->prp_lists ? gpumem_nvme_qp_prp_pages(&d->ns) : 0;
-    qp->ticket.v = qp->tail.v = qp->sq_head.v = qp->cq_head.v = qp->cq_released.v = d->virtual_start;
-    /* Every position's first ticket is virtual_start + p, of lap virtual_start/depth. */
-    start_turn = (d->virtual_start >> qp->depth_log2) * 2u;
-    for (i = 0; i < d->depth; i++) {
-        gpumem__nvme_slot *s = &qp->slots[i];
-        uint32_t j;
-        s->turn = start_turn;
-        s->tail_mark = 0;
-        s->head_mark = 0;
-        for (j = 0; j < GPUMEM_SLOT_BYTES / 4 - 3; j++) s->pad_[j] = 0;
-        d->cq[i].dw0 = d->cq[i].dw1 = d->cq[i].dw2 = d->cq[i].dw3 = 0;
-    }
-    for (i = 0; i < d->n_cids; i++) qp->cids[i] = qp->cid_dw0[i] = 0;
-    *d->sq_doorbell = 0;
-    *d->cq_doorbell = 0;
+    for (i = 0; i < d->n_cids; i++) qp->cids[i] = qp->cid_mail[2 * i] = qp->cid_mail[2 * i + 1] = 0;
+    gpumem__qp_restart(qp, d->virtual_start);
     return GPUMEM_OK;
 }
 
@@ -789,6 +928,36 @@ GPUMEM_API void gpumem__doorbell_write(uint32_t *db, uint32_t value) {
 /* Shorthands for the two scopes used below. */
 #define GPUMEM__DEV GPUMEM_SCOPE_DEVICE
 #define GPUMEM__SYS GPUMEM_SCOPE_SYSTEM
+
+/* Whether the pair's queues are being deleted (a reset): then no doorbell
+ * is rung, as a controller must see no doorbell write for a queue it does
+ * not have; tails and heads still move, so no thread waits on them.
+ * Relaxed: one look per batch at a line that is written twice a reset; the
+ * look and the doorbell write happen under the tail or head lock, which is
+ * what makes the flag binding (gpumem__qp_hush). */
+GPUMEM_API int gpumem__qp_quiet(gpumem_nvme_qp *qp) {
+    return gpumem_atomic_load_u32(&qp->quiet.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) != 0;
+}
+
+/* Stop the pair's doorbells before its queues are deleted: raise `quiet`,
+ * then take and drop the tail lock and the head lock once each. A mover
+ * that looked at the flag before it rose holds its lock until its doorbell
+ * write is done, so once both locks have passed through this thread no
+ * doorbell write can follow (the lock's release carries the flag to every
+ * later holder). Host code of a reset; spins only while a mover holds a
+ * lock, a few stores long. */
+GPUMEM_API void gpumem__qp_hush(gpumem_nvme_qp *qp) {
+    uint32_t *locks[2];
+    int k;
+    locks[0] = &qp->tail_lock.v;
+    locks[1] = &qp->head_lock.v;
+    gpumem_atomic_store_u32(&qp->quiet.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    for (k = 0; k < 2; k++) {
+        while (gpumem_atomic_exchange_u32(locks[k], 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0) {
+        }
+        gpumem_atomic_store_u32(locks[k], 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+    }
+}
 
 /* One more in a pair's statistics word. Only a lock holder counts (the tail
  * lock for SQ doorbells, the head lock for CQ doorbells), so a relaxed load
@@ -848,9 +1017,11 @@ GPUMEM_API void gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
         /* Tail before doorbell, so that sq_head (learnt from completions of
          * what the doorbell hands over) never runs ahead of tail. */
         gpumem_atomic_store_u32(&qp->tail.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
-        gpumem__doorbell_write(qp->sq_doorbell, (cur + n) & mask);
-        gpumem_event_notify(qp->doorbell_event);
-        gpumem__qp_count(&qp->sq_doorbell_writes);
+        if (!gpumem__qp_quiet(qp)) {
+            gpumem__doorbell_write(qp->sq_doorbell, (cur + n) & mask);
+            gpumem_event_notify(qp->doorbell_event);
+            gpumem__qp_count(&qp->sq_doorbell_writes);
+        }
         gpumem_event_notify(&qp->signals->event); /* submitters whose marks were cleared */
     }
 }
@@ -918,7 +1089,7 @@ GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) {
 
 /* ---- completion queue ----------------------------------------------------- */
 
-/* Move the CQ head over consecutive harvested completions, if the head lock
+/* Move the CQ head over consecutive consumed completions, if the head lock
  * is free. The holder re-checks the marker at the new head after unlocking; the
  * marker setter checks the lock after setting its marker. Both use seq_cst,
  * so at least one of them sees the other (store-buffering handshake) and no
@@ -926,37 +1097,40 @@ GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) {
 GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
     const uint32_t mask = qp->depth - 1;
     for (;;) {
-        uint32_t cur, n = 0;
+        uint32_t cur, n = 0, sq_head, best;
         if (gpumem_atomic_load_u32(&qp->head_lock.v, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0 ||
             gpumem_atomic_exchange_u32(&qp->head_lock.v, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0)
             return; /* the holder will see our marker */
         cur = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        sq_head = best = gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
         while (n < qp->depth - 1) {
-            uint32_t *mark = &qp->slots[(cur + n) & mask].head_mark;
-            /* 1 = harvested (0 = not yet, 2 = being harvested). Acquire:
+            gpumem__nvme_slot *slot = &qp->slots[(cur + n) & mask];
+            uint32_t next;
+            /* 1 = consumed (0 = not yet, 2 = being harvested). Acquire:
              * pairs with the harvester's marker store, so its reads of the
-             * entry come before we hand the slot back. */
-            if (gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) != 1) break;
+             * entry (and its sq_next) come before we hand the slot back. */
+            if (gpumem_atomic_load_u32(&slot->head_mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) != 1) break;
+            /* The SQ head this completion proves (see below). */
+            next = gpumem_atomic_load_u32(&slot->sq_next, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+            if (gpumem_wrap_diff_u32(next, best) > 0) best = next;
             n++;
         }
         if (n) {
-            /* Stale-entry cleanup (§5.4): the controller reported in the last
-             * passed completion how far it has consumed the SQ. Completions are
-             * passed in order, so this value only moves forward. Read it before
-             * the doorbell hands the entry back to the controller. */
-            const gpumem_nvme_cpl *last = &qp->cq[(cur + n - 1) & mask];
-            uint32_t sq_head = gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-            uint32_t advance = ((last->dw2 & 0xFFFFu) - sq_head) & mask;
+            /* Stale-entry cleanup (§5.4), from evidence only: a command
+             * that completed was fetched, and the controller fetches in
+             * order, so its ticket + 1 entries are consumed (sq_next; a
+             * dropped completion proves nothing and carries the head as it
+             * was). The SQ head the controller wrote was only checked for
+             * plausibility (gpumem__cpl_judge): believing it would let a
+             * lying controller have unread entries overwritten. Every
+             * sq_next lies within what was handed over, so the head never
+             * passes the tail. best: the most the passed ones prove. */
             uint32_t k;
-            /* A controller cannot have consumed entries it was never handed;
-             * a head that says so is the device's fault, not ours: it is not
-             * believed (no assert on a value a device wrote). */
-            if (advance > gpumem_atomic_load_u32(&qp->tail.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) - sq_head) advance = 0;
-            for (k = 0; k < advance; k++) /* increment #2: consumed by the controller */
+            for (k = 0; k < best - sq_head; k++) /* increment #2: consumed by the controller */
                 gpumem_atomic_fetch_add_u32(&qp->slots[(sq_head + k) & mask].turn, 1, GPUMEM_ORDER_RELEASE,
                                             GPUMEM__DEV);
-            if (advance)
-                gpumem_atomic_store_u32(&qp->sq_head.v, sq_head + advance, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+            if (best != sq_head)
+                gpumem_atomic_store_u32(&qp->sq_head.v, best, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
             /* Publish the head, then clear the markers, then hand the slots to
              * the controller. Head first: a harvester with a stale view that
              * claims a just-cleared marker re-reads the head (the release
@@ -967,8 +1141,10 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
             for (k = 0; k < n; k++)
                 gpumem_atomic_store_u32(&qp->slots[(cur + k) & mask].head_mark, 0, GPUMEM_ORDER_RELEASE,
                                         GPUMEM__DEV);
-            gpumem__doorbell_write(qp->cq_doorbell, (cur + n) & mask);
-            gpumem_event_notify(qp->doorbell_event); /* CQ space for a controller */
+            if (!gpumem__qp_quiet(qp)) {
+                gpumem__doorbell_write(qp->cq_doorbell, (cur + n) & mask);
+                gpumem_event_notify(qp->doorbell_event); /* CQ space for a controller */
+            }
             /* Command IDs whose completions lie before this may be reused: the
              * controller has been told those completions are consumed. */
             gpumem_atomic_store_u32(&qp->cq_released.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
@@ -982,11 +1158,105 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
     }
 }
 
+/* Count a fault of kind `bit` (count index `idx`) and raise its flag; the
+ * first of each kind on a pair is logged on the host. Relaxed: counts and
+ * flags publish nothing. */
+GPUMEM_API void gpumem__qp_fault(gpumem_nvme_qp *qp, uint32_t bit, uint32_t idx, uint32_t cid, uint32_t detail) {
+    gpumem_atomic_fetch_add_u32(&qp->counts[idx], 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+#if GPUMEM_ON_DEVICE
+    gpumem_atomic_fetch_or_u32(&qp->faults.v, bit, GPUMEM_ORDER_RELAXED, GPUMEM__SYS);
+    (void)cid;
+    (void)detail;
+#else
+    if (!(gpumem_atomic_fetch_or_u32(&qp->faults.v, bit, GPUMEM_ORDER_RELAXED, GPUMEM__SYS) & bit)) {
+        static const char *const what[] = {
+            "the controller sent a completion whose CID names no command in flight (dropped)",
+            "the controller sent a completion for an ID in flight under another generation, a stale repeat "
+            "(dropped)",
+            "the controller sent a second completion for one command (dropped)",
+            "the controller sent a completion whose SQ head says its command was not fetched yet (dropped)",
+            "the controller sent a completion whose SQ head is no forward move within what was submitted "
+            "(dropped)",
+            "a command outlived the command timeout (its ID stays reserved until it completes or the pair is "
+            "reset)"};
+        uint32_t k = 0;
+        while ((bit >> k) > 1) k++;
+        GPUMEM_LOG("queue pair %u: %s: CID %u, %s %u; further faults of this kind are only counted "
+                   "(gpumem_nvme_qp_get_stats)",
+                   qp->qid, what[k], cid, bit == GPUMEM_NVME_FAULT_TIMEOUT ? "timeout ms" : "SQ head", detail);
+    }
+#endif
+}
+
+/* Validation: may completion (dw2, wire CID) complete the command that ID
+ * word w describes? 0 if so, else the fault bit. The CID must name a
+ * command in flight under its generation, not yet completed; the SQ head
+ * the controller reports must be a plausible forward move (at or past the
+ * known head, at most the tail: the tail is read before the head, so the
+ * window is at most depth - 1 long and the position names one virtual
+ * head) that has passed the command's own entry (its ticket). */
+GPUMEM_API uint32_t gpumem__cpl_judge(gpumem_nvme_qp *qp, uint32_t dw2, uint32_t wire, uint64_t w) {
+    uint32_t pos = dw2 & 0xFFFFu, tail, known, head;
+    if (!(w & GPUMEM__CID_IN_USE))
+        return (w & GPUMEM__CID_DONE) && GPUMEM__CID_WIRE(w) == wire ? GPUMEM_NVME_FAULT_DUPLICATE
+                                                                    : GPUMEM_NVME_FAULT_STRAY;
+    if (GPUMEM__CID_WIRE(w) != wire) return GPUMEM_NVME_FAULT_STALE;
+    if (w & (GPUMEM__CID_DONE | GPUMEM__CID_CLAIMED)) return GPUMEM_NVME_FAULT_DUPLICATE;
+    if (!(w & GPUMEM__CID_SUBMITTED)) return GPUMEM_NVME_FAULT_STRAY; /* its ID is taken, the command not sent */
+    if (pos >= qp->depth) return GPUMEM_NVME_FAULT_SQ_HEAD;
+    /* Acquire: the tail store came before the doorbell that handed the
+     * command over; the completion's acquire load ordered this after it. */
+    tail = gpumem_atomic_load_u32(&qp->tail.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    known = gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    head = known + ((pos - known) & (qp->depth - 1));
+    if (head - known > tail - known) return GPUMEM_NVME_FAULT_SQ_HEAD;
+    if (gpumem_wrap_diff_u32(head, (uint32_t)w) <= 0) return GPUMEM_NVME_FAULT_EARLY;
+    return 0;
+}
+
+/* Deliver the completion at CQ position v (dw3 as read) to its command ID,
+ * or drop it; either way the entry is consumed. Returns the SQ head it
+ * proves (sq_next). Only a compare-and-swap from the exact word judged
+ * takes the ID, so two harvesters of a repeated completion cannot both
+ * deliver, and a word that changed meanwhile (its owner orphaned it) is
+ * judged again. */
+GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, const gpumem_nvme_cpl *e, uint32_t dw3, uint32_t v) {
+    const uint32_t wire = dw3 & 0xFFFFu, id = wire & (qp->n_cids - 1);
+    const uint32_t dw2 = e->dw2; /* ordered by the caller's acquire load of dw3 */
+    uint64_t w = gpumem_atomic_load_u64(&qp->cids[id], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    uint32_t bad;
+    for (;;) {
+        if ((bad = gpumem__cpl_judge(qp, dw2, wire, w)) != 0) break;
+        if (gpumem_atomic_cas_u64(&qp->cids[id], &w, w | GPUMEM__CID_CLAIMED, GPUMEM_ORDER_ACQ_REL, GPUMEM__DEV)) {
+            const int orphan = (w & GPUMEM__CID_ORPHAN) != 0;
+            const uint64_t done = GPUMEM__CID_DONE | ((uint64_t)wire << 32) | v;
+            qp->cid_mail[2 * id] = e->dw0;
+            qp->cid_mail[2 * id + 1] = dw3 >> 17;
+            /* Release: the mailbox before the owner can see DONE. An
+             * orphan's ID is free at once (its owner is gone). */
+            gpumem_atomic_store_u64(&qp->cids[id], orphan ? done : done | GPUMEM__CID_IN_USE, GPUMEM_ORDER_RELEASE,
+                                    GPUMEM__DEV);
+            if (orphan) {
+                gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QPC_LATE], 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+                gpumem__budget_put(qp);
+            }
+            return (uint32_t)w + 1; /* its ticket + 1 */
+        }
+    }
+    {
+        uint32_t idx = 0;
+        while ((bad >> idx) > 1) idx++;
+        gpumem__qp_fault(qp, bad, idx, wire, dw2 & 0xFFFFu);
+    }
+    return gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+}
+
 /* Harvest every completion the controller has posted and nobody has taken
- * yet: copy it into its command ID's mailbox and mark it for the head mover.
- * Any thread may do this for any command, so the CQ head never waits on one
- * particular thread (an owner busy elsewhere, or waiting on another of its
- * requests). Returns the number harvested. */
+ * yet: validate it, deliver it to its command ID's mailbox or drop it, and
+ * mark it for the head mover. Any thread may do this for any command, so
+ * the CQ head never waits on one particular thread (an owner busy
+ * elsewhere, or waiting on another of its requests). Returns the number
+ * consumed. */
 GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
     const uint32_t mask = qp->depth - 1;
     uint32_t head = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
@@ -995,41 +1265,26 @@ GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
         uint32_t v = head + i, expected = 0;
         uint32_t want_phase = ((v >> qp->depth_log2) & 1u) ^ 1u; /* phase 1 on even laps */
         gpumem_nvme_cpl *e = &qp->cq[v & mask];
-        uint32_t *mark = &qp->slots[v & mask].head_mark;
+        gpumem__nvme_slot *slot = &qp->slots[v & mask];
         /* Acquire: pairs with the controller's release store of dw3, made
          * after dw0..dw2. */
-        uint32_t dw3 = gpumem_atomic_load_u32(&e->dw3, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS), cid;
+        uint32_t dw3 = gpumem_atomic_load_u32(&e->dw3, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS);
         if (((dw3 >> 16) & 1u) != want_phase) break; /* reached the tail */
-        if (gpumem_atomic_load_u32(mark, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) != 0) continue;
+        if (gpumem_atomic_load_u32(&slot->head_mark, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) != 0) continue;
         /* Claim the entry (0 -> 2): one harvester per completion. */
-        if (!gpumem_atomic_cas_u32(mark, &expected, 2, GPUMEM_ORDER_ACQ_REL, GPUMEM__DEV)) continue;
+        if (!gpumem_atomic_cas_u32(&slot->head_mark, &expected, 2, GPUMEM_ORDER_ACQ_REL, GPUMEM__DEV)) continue;
         /* Our head may be stale by whole laps. The entry is v only if the
          * head has not passed v (so v is unconsumed and lies in the posted
          * window) and the slot still carries v's phase; otherwise un-claim. */
         if (v - gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) >= qp->depth ||
             (((dw3 = gpumem_atomic_load_u32(&e->dw3, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS)) >> 16) & 1u) !=
                 want_phase) {
-            gpumem_atomic_store_u32(mark, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+            gpumem_atomic_store_u32(&slot->head_mark, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
             break;
         }
-        cid = (dw3 & 0xFFFFu) & (qp->n_cids - 1);
-        qp->cid_dw0[cid] = e->dw0;
-        {   /* Fill the mailbox, or free the ID if its owner gave up (ORPHAN):
-             * a compare-and-swap, because the owner may set ORPHAN meanwhile
-             * (gpumem__cid_orphan); exactly one of the two wins. Release:
-             * dw0 before the owner can see DONE. The mailbox word's high half
-             * (status) is computed once, outside the retry loop. */
-            uint64_t *word = &qp->cids[cid];
-            const uint32_t status_hi = (uint32_t)(GPUMEM__CID_DONE >> 32) | (dw3 >> 17);
-            uint64_t old = gpumem_atomic_load_u64(word, GPUMEM_ORDER_RELAXED, GPUMEM__DEV), nw;
-            do {
-                nw = (old & GPUMEM__CID_ORPHAN) ? GPUMEM__CID_DONE | v
-                                                : GPUMEM__CID_IN_USE | ((uint64_t)status_hi << 32) | v;
-            } while (!gpumem_atomic_cas_u64(word, &old, nw, GPUMEM_ORDER_RELEASE, GPUMEM__DEV));
-            if (old & GPUMEM__CID_ORPHAN) gpumem__budget_put(qp);
-        }
-        /* The marker's address again (not kept across the loop above). */
-        gpumem_atomic_store_u32(&qp->slots[v & mask].head_mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+        gpumem_atomic_store_u32(&slot->sq_next, gpumem__cpl_take(qp, e, dw3, v), GPUMEM_ORDER_RELAXED,
+                                GPUMEM__DEV);
+        gpumem_atomic_store_u32(&slot->head_mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
         got++;
     }
     if (got) {
@@ -1063,59 +1318,98 @@ GPUMEM_API uint32_t gpumem__cq_harvest_warp(gpumem_nvme_qp *qp) {
 #endif
 }
 
-/* If `cid`'s completion has been harvested, copy it to *out, free the
- * command ID and return 1. Otherwise harvest once and look again. */
-GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t cid, gpumem_nvme_cpl *out) {
-    uint64_t w = gpumem_atomic_load_u64(&qp->cids[cid], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+/* If the command under CID `wire` has its result, copy it to *out, free
+ * the command ID and return 1. Otherwise harvest once and look again. A
+ * request ended by a reset (gpumem_nvme_qp_reinit) finds an "aborted"
+ * result here. */
+GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
+    const uint32_t id = wire & (qp->n_cids - 1);
+    uint64_t w = gpumem_atomic_load_u64(&qp->cids[id], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
     if (!(w & GPUMEM__CID_DONE)) {
         gpumem__cq_harvest_warp(qp);
-        w = gpumem_atomic_load_u64(&qp->cids[cid], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+        w = gpumem_atomic_load_u64(&qp->cids[id], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
         if (!(w & GPUMEM__CID_DONE)) return 0;
     }
-    out->dw0 = qp->cid_dw0[cid];
+    out->dw0 = qp->cid_mail[2 * id];
     out->dw1 = 0;
     out->dw2 = qp->qid << 16; /* the SQ head it carried was consumed by the head mover */
-    out->dw3 = (uint32_t)cid | ((uint32_t)((w >> 32) & 0x7FFFu) << 17);
-    /* Release the ID, keeping where its completion was: reusable once the
-     * head has passed it. */
-    gpumem_atomic_store_u64(&qp->cids[cid], GPUMEM__CID_DONE | (uint32_t)w, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+    out->dw3 = (uint32_t)wire | ((qp->cid_mail[2 * id + 1] & 0x7FFFu) << 17);
+    /* Release the ID, keeping its CID (the next one is a generation on) and
+     * where its completion was: reusable once the head has passed it. */
+    gpumem_atomic_store_u64(&qp->cids[id], w & ~GPUMEM__CID_IN_USE, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
     gpumem__budget_put(qp);
     return 1;
 }
 
-/* The owner of `cid` stops waiting for it: mark it ORPHAN so that the
- * harvester frees it. Returns 0 if the completion was harvested first (then
- * the owner collects it as usual). */
-GPUMEM_API int gpumem__cid_orphan(gpumem_nvme_qp *qp, uint16_t cid) {
-    uint64_t w = GPUMEM__CID_IN_USE;
+/* The owner of CID `wire` stops waiting for it: mark it ORPHAN so that the
+ * harvester frees it. Returns 0 if its completion was taken first (then
+ * the owner collects it as usual: gpumem__cid_collect_now). */
+GPUMEM_API int gpumem__cid_orphan(gpumem_nvme_qp *qp, uint16_t wire) {
+    const uint32_t id = wire & (qp->n_cids - 1);
+    uint64_t w = gpumem_atomic_load_u64(&qp->cids[id], GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     /* Relaxed: nothing is published; the harvester's compare-and-swap sees
-     * either this mark or the plain IN_USE word. */
-    return gpumem_atomic_cas_u64(&qp->cids[cid], &w, GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN, GPUMEM_ORDER_RELAXED,
-                                 GPUMEM__DEV);
+     * either this mark or the word without it. Fails once a harvester has
+     * claimed the word (or the word changed some other way: then retry). */
+    while ((w & (GPUMEM__CID_IN_USE | GPUMEM__CID_SUBMITTED | GPUMEM__CID_CLAIMED | GPUMEM__CID_DONE)) ==
+               (GPUMEM__CID_IN_USE | GPUMEM__CID_SUBMITTED) &&
+           GPUMEM__CID_WIRE(w) == wire)
+        if (gpumem_atomic_cas_u64(&qp->cids[id], &w, w | GPUMEM__CID_ORPHAN, GPUMEM_ORDER_RELAXED, GPUMEM__DEV))
+            return 1;
+    return 0;
 }
 
-/* Whether the pair's controller has stopped. Acquire: pairs with the
+/* Collect a result that orphaning found taken: a harvester has claimed it
+ * and is a few stores from DONE. */
+GPUMEM_API void gpumem__cid_collect_now(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
+    GPUMEM_WAIT_UNTIL(&qp->signals->event, gpumem__cid_collect(qp, wire, out));
+}
+
+/* The pair's `stopped` word (GPUMEM__QP_*). Acquire: pairs with the
  * controller's release store, made after its last completion was posted. */
-GPUMEM_API int gpumem__qp_stopped(gpumem_nvme_qp *qp) {
-    return gpumem_atomic_load_u32(&qp->signals->stopped.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS) != 0;
+GPUMEM_API uint32_t gpumem__qp_stopped(gpumem_nvme_qp *qp) {
+    return gpumem_atomic_load_u32(&qp->signals->stopped.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__SYS);
 }
 
-/* Why a wait should end, or 0: the controller stopped (ENODEV), or the
- * deadline passed (ETIMEDOUT). Stores the reason in *st. */
+/* The status a call returns for a pair whose stopped word is s (nonzero). */
+GPUMEM_API gpumem_status gpumem__stopped_status(uint32_t s) {
+    return s == GPUMEM__QP_ABORTED || s == GPUMEM__QP_RESETTING ? GPUMEM_EABORTED : GPUMEM_ENODEV;
+}
+
+/* Why a wait should end, or 0: the controller stopped (ENODEV), the pair
+ * was aborted (EABORTED), or the deadline passed (ETIMEDOUT). Stores the
+ * reason in *st. */
 GPUMEM_API int gpumem__qp_give_up(gpumem_nvme_qp *qp, uint64_t deadline, gpumem_status *st) {
-    if (gpumem__qp_stopped(qp)) *st = GPUMEM_ENODEV;
+    uint32_t s = gpumem__qp_stopped(qp);
+    if (s && s != GPUMEM__QP_RESETTING) *st = gpumem__stopped_status(s);
     else if (gpumem_deadline_passed(deadline)) *st = GPUMEM_ETIMEDOUT;
     else return 0;
     return 1;
 }
 
+/* The pair's command timeout for a command first seen outstanding now
+ * (*deadline 0: not yet looked): sets the deadline on the first call and
+ * says, on later ones, whether it passed. The first look comes right after
+ * submission in a blocking call, so the clock is read only for commands
+ * that did not complete at once. */
+GPUMEM_API int gpumem__cmd_expired(gpumem_nvme_qp *qp, uint64_t *deadline) {
+    if (*deadline == 0) {
+        *deadline = gpumem_deadline_ns(qp->cmd_timeout_ns);
+        return 0;
+    }
+    return gpumem_deadline_passed(*deadline);
+}
+
 /* ---- command IDs ---------------------------------------------------------- */
 
-/* Try to take one command ID (one candidate from the round-robin ticket). */
+/* Try to take one command ID (one candidate from the round-robin ticket);
+ * *cid is the CID to send: the ID with its generation advanced by one
+ * (wrapping within the bits above the ID), so that a completion of the
+ * ID's previous command cannot pass for this one. */
 GPUMEM_API int gpumem__cid_try_take(gpumem_nvme_qp *qp, uint16_t *cid) {
     uint32_t c = gpumem_atomic_fetch_add_u32(&qp->cid_ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) &
                  (qp->n_cids - 1);
     uint64_t w = gpumem_atomic_load_u64(&qp->cids[c], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    uint32_t wire;
     if (w & GPUMEM__CID_IN_USE) return 0;
     if (w & GPUMEM__CID_DONE) {
         /* Reusable only once the head has passed the old completion and the
@@ -1126,8 +1420,12 @@ GPUMEM_API int gpumem__cid_try_take(gpumem_nvme_qp *qp, uint16_t *cid) {
         uint32_t head = gpumem_atomic_load_u32(&qp->cq_released.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
         if (gpumem_wrap_diff_u32(head, (uint32_t)w) <= 0) return 0;
     }
-    if (!gpumem_atomic_cas_u64(&qp->cids[c], &w, GPUMEM__CID_IN_USE, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV)) return 0;
-    *cid = (uint16_t)c;
+    wire = (GPUMEM__CID_WIRE(w) + qp->n_cids) & 0xFFFFu; /* generation + 1; the ID bits stay */
+    wire = (wire & ~(qp->n_cids - 1)) | c;
+    if (!gpumem_atomic_cas_u64(&qp->cids[c], &w, GPUMEM__CID_IN_USE | ((uint64_t)wire << 32), GPUMEM_ORDER_ACQUIRE,
+                               GPUMEM__DEV))
+        return 0;
+    *cid = (uint16_t)wire;
     return 1;
 }
 
@@ -1135,16 +1433,29 @@ GPUMEM_API int gpumem__cid_try_take(gpumem_nvme_qp *qp, uint16_t *cid) {
 
 /* An asynchronous request: submit fills it, poll completes it. */
 typedef struct gpumem_nvme_req {
-    gpumem_nvme_cpl cpl; /* the completion, valid once poll returned OK or EIO */
-    uint16_t cid;
-    uint16_t state; /* 0 idle, 1 submitted, 2 done, 3 abandoned (the controller stopped) */
+    gpumem_nvme_cpl cpl; /* the completion, valid once poll returned OK, EIO or EABORTED */
+    uint16_t cid;   /* the CID sent: command ID and generation */
+    uint16_t state; /* GPUMEM__REQ_*: idle, submitted, done, or ended without a result */
     uint32_t reserved_;
+    uint64_t deadline_ns; /* when the pair's command timeout gives it up (gpumem_clock_ns; 0: not yet set) */
 } gpumem_nvme_req;
 
-enum { GPUMEM__REQ_IDLE = 0, GPUMEM__REQ_SUBMITTED = 1, GPUMEM__REQ_DONE = 2, GPUMEM__REQ_ABANDONED = 3 };
+enum {
+    GPUMEM__REQ_IDLE = 0,
+    GPUMEM__REQ_SUBMITTED = 1,
+    GPUMEM__REQ_DONE = 2,
+    GPUMEM__REQ_ABANDONED = 3, /* the controller stopped */
+    GPUMEM__REQ_TIMED_OUT = 4, /* outlived the command timeout */
+    GPUMEM__REQ_ABORTED = 5    /* the pair was reset */
+};
 
+/* What a completion means for its caller: GPUMEM_OK for success (SCT 0,
+ * SC 0, whatever CRD, More and DNR say), GPUMEM_EABORTED for a command
+ * aborted by SQ deletion (a reset), GPUMEM_EIO for any other error. */
 GPUMEM_API gpumem_status gpumem__cpl_result(const gpumem_nvme_cpl *c) {
-    return (c->dw3 >> 17) == 0 ? GPUMEM_OK : GPUMEM_EIO;
+    uint16_t sf = gpumem_nvme_cpl_status(c);
+    if (gpumem_nvme_status_ok(sf)) return GPUMEM_OK;
+    return (sf & 0x7FFu) == GPUMEM_NVME_SC_ABORTED_SQ_DELETION ? GPUMEM_EABORTED : GPUMEM_EIO;
 }
 
 /* Take a unit of the budget (below `limit`) and a free command ID with it,
@@ -1187,18 +1498,29 @@ GPUMEM_API gpumem_status gpumem__qp_data_check(const gpumem_nvme_qp *qp, const g
  * controller. */
 GPUMEM_API void gpumem__submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, uint16_t cid,
                                const gpumem_nvme_iomap *data) {
+    const uint32_t id = cid & (qp->n_cids - 1);
     gpumem_nvme_cmd c = *cmd;
+    uint32_t ticket;
     c.cdw0 = (c.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
     if (data) {
         const uint64_t page_words = GPUMEM_NVME_PAGE_BYTES / 8;
-        gpumem_nvme_iomap list = gpumem_nvme_iomap_sub(&qp->prp_map, (uint64_t)cid * qp->prp_list_pages *
+        gpumem_nvme_iomap list = gpumem_nvme_iomap_sub(&qp->prp_map, (uint64_t)id * qp->prp_list_pages *
                                                                          GPUMEM_NVME_PAGE_BYTES);
-        uint64_t *words = qp->prp_lists ? qp->prp_lists + (size_t)cid * qp->prp_list_pages * page_words : 0;
+        uint64_t *words = qp->prp_lists ? qp->prp_lists + (size_t)id * qp->prp_list_pages * page_words : 0;
         /* Cannot fail: gpumem__qp_data_check passed. */
         (void)gpumem_nvme_prp_build(data, gpumem__cmd_bytes(qp, &c), words, &list,
                                     (uint32_t)(qp->prp_list_pages * page_words), &c.prp1, &c.prp2);
     }
-    gpumem__sq_enqueue(qp, gpumem_atomic_fetch_add_u32(&qp->ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV), &c);
+    ticket = gpumem_atomic_fetch_add_u32(&qp->ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    /* The ID word learns its command's ticket before the command can reach
+     * the controller, so that a harvester can judge its completion's SQ
+     * head. Relaxed: the command is published by the tail marker's release
+     * and the doorbell, which come after this store in this thread's order;
+     * the completion that a harvester judges comes after the doorbell. */
+    gpumem_atomic_store_u64(&qp->cids[id],
+                            GPUMEM__CID_IN_USE | GPUMEM__CID_SUBMITTED | ((uint64_t)cid << 32) | ticket,
+                            GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    gpumem__sq_enqueue(qp, ticket, &c);
 }
 
 /* gpumem_nvme_qp_submit with PRPs built from `data` when it is not NULL, and
@@ -1209,14 +1531,19 @@ GPUMEM_API gpumem_status gpumem__qp_submit_within(gpumem_nvme_qp *qp, const gpum
                                                   const gpumem_nvme_iomap *data, gpumem_nvme_req *req,
                                                   uint32_t limit) {
     uint16_t cid = 0;
+    uint32_t s;
     gpumem_status st;
     if (!qp || !cmd || !req) return GPUMEM_ENULL;
-    if (gpumem__qp_stopped(qp)) return GPUMEM_ENODEV;
+    if ((s = gpumem__qp_stopped(qp)) != 0) return gpumem__stopped_status(s);
     if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
     if (!gpumem__cid_take(qp, limit, &cid)) {
         gpumem__cq_harvest(qp);
         return GPUMEM_EAGAIN;
     }
+    /* The command timeout starts at the first poll that finds the command
+     * outstanding (gpumem__cmd_expired): no clock is read for a command
+     * that is complete when first looked at. */
+    req->deadline_ns = 0;
     gpumem__submit(qp, cmd, cid, data);
     req->cid = cid;
     req->state = GPUMEM__REQ_SUBMITTED;
@@ -1234,50 +1561,112 @@ GPUMEM_API gpumem_status gpumem__qp_submit(gpumem_nvme_qp *qp, const gpumem_nvme
  * waits on the controller (see "Budget"). GPUMEM_EAGAIN when the pair's
  * asynchronous budget (async_limit IDs) is used up or no ID is free:
  * poll or wait for requests of yours, then retry. GPUMEM_ENODEV once the
- * pair's controller has stopped. The command carries its own PRPs;
- * gpumem_nvme_qp_submit_buf builds them. */
+ * pair's controller has stopped, GPUMEM_EABORTED while the pair is being
+ * reset. The command carries its own PRPs; gpumem_nvme_qp_submit_buf
+ * builds them. */
 GPUMEM_API gpumem_status gpumem_nvme_qp_submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
                                                gpumem_nvme_req *req) {
     return gpumem__qp_submit(qp, cmd, (const gpumem_nvme_iomap *)0, req);
 }
 
-/* One look for the request's completion: GPUMEM_EAGAIN while it is not there,
- * GPUMEM_OK or GPUMEM_EIO (status in req->cpl) once it is. Never waits. Once
- * the controller has stopped without answering, GPUMEM_ENODEV: the request
- * is abandoned (its ID is freed if the command ever completes, and until then
- * its buffer may still be written should the controller be started again). */
+/* The owner of CID `wire` gives its command up for `why` (GPUMEM_ETIMEDOUT
+ * by the command timeout when `expired`, GPUMEM_ENODEV, GPUMEM_EABORTED, or
+ * a caller's own deadline): orphans the ID and counts it. Returns 0 if the
+ * completion was taken first: then the caller collects it
+ * (gpumem__cid_collect_now) instead. */
+GPUMEM_API int gpumem__cid_give_up(gpumem_nvme_qp *qp, uint16_t wire, gpumem_status why, int expired) {
+    if (!gpumem__cid_orphan(qp, wire)) return 0;
+    if (expired)
+        gpumem__qp_fault(qp, GPUMEM_NVME_FAULT_TIMEOUT, GPUMEM__QPC_TIMED_OUT, wire,
+                         (uint32_t)(qp->cmd_timeout_ns / 1000000ull));
+    else if (why == GPUMEM_EABORTED)
+        gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QPC_ABORTED], 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    return 1;
+}
+
+/* One look for the request's completion: GPUMEM_EAGAIN while it is not
+ * there; GPUMEM_OK, GPUMEM_EIO or GPUMEM_EABORTED (status in req->cpl) once
+ * it is. Never waits. The request ends without a completion, and poll says
+ * so from then on, when:
+ *   - the command outlived the pair's command timeout, counted from the
+ *     first poll that found it outstanding: GPUMEM_ETIMEDOUT;
+ *   - the controller stopped: GPUMEM_ENODEV;
+ *   - the pair is being reset: GPUMEM_EABORTED.
+ * After ETIMEDOUT or ENODEV the controller may still carry the command out
+ * and write into its buffer, until its late completion arrives (it is then
+ * dropped, counted, and the ID freed) or the pair is reset:
+ * gpumem_nvme_req_busy says when the buffer may be reused. After EABORTED
+ * it never will (the queues were deleted first). */
 GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
+    gpumem_status why;
+    uint16_t ended;
+    uint32_t s;
     if (!qp || !req) return GPUMEM_ENULL;
-    if (req->state == GPUMEM__REQ_DONE) return gpumem__cpl_result(&req->cpl);
-    if (req->state == GPUMEM__REQ_ABANDONED) return GPUMEM_ENODEV;
-    if (req->state != GPUMEM__REQ_SUBMITTED || req->cid >= qp->n_cids) return GPUMEM_ESTATE;
+    switch (req->state) {
+    case GPUMEM__REQ_SUBMITTED: break;
+    case GPUMEM__REQ_DONE: return gpumem__cpl_result(&req->cpl);
+    case GPUMEM__REQ_ABANDONED: return GPUMEM_ENODEV;
+    case GPUMEM__REQ_TIMED_OUT: return GPUMEM_ETIMEDOUT;
+    case GPUMEM__REQ_ABORTED: return GPUMEM_EABORTED;
+    default: return GPUMEM_ESTATE;
+    }
     if (!gpumem__cid_collect(qp, req->cid, &req->cpl)) {
-        if (!gpumem__qp_stopped(qp)) return GPUMEM_EAGAIN;
-        if (gpumem__cid_orphan(qp, req->cid)) {
-            req->state = GPUMEM__REQ_ABANDONED;
-            return GPUMEM_ENODEV;
+        if ((s = gpumem__qp_stopped(qp)) != 0 && s != GPUMEM__QP_RESETTING) {
+            why = gpumem__stopped_status(s);
+            ended = s == GPUMEM__QP_ABORTED ? GPUMEM__REQ_ABORTED : GPUMEM__REQ_ABANDONED;
+        } else if (gpumem__cmd_expired(qp, &req->deadline_ns)) {
+            why = GPUMEM_ETIMEDOUT;
+            ended = GPUMEM__REQ_TIMED_OUT;
+        } else {
+            return GPUMEM_EAGAIN;
         }
-        gpumem__cid_collect(qp, req->cid, &req->cpl); /* it completed just before */
+        if (gpumem__cid_give_up(qp, req->cid, why, why == GPUMEM_ETIMEDOUT)) {
+            req->state = ended;
+            return why;
+        }
+        gpumem__cid_collect_now(qp, req->cid, &req->cpl); /* it completed just before */
     }
     req->state = GPUMEM__REQ_DONE;
     return gpumem__cpl_result(&req->cpl);
 }
 
+/* Whether the controller may still read or write the request's buffer (0
+ * for NULL arguments): 1 while it is submitted and not yet polled to its
+ * end, and after GPUMEM_ETIMEDOUT or GPUMEM_ENODEV until the command's late
+ * completion has arrived or the pair was reset; 0 once the request has its
+ * result or was aborted. A buffer may be reused (freed, or handed to
+ * another request) only when this says 0. */
+GPUMEM_API int gpumem_nvme_req_busy(gpumem_nvme_qp *qp, const gpumem_nvme_req *req) {
+    uint64_t w;
+    if (!qp || !req) return 0;
+    if (req->state == GPUMEM__REQ_SUBMITTED) return 1;
+    if (req->state != GPUMEM__REQ_TIMED_OUT && req->state != GPUMEM__REQ_ABANDONED) return 0;
+    if (gpumem__qp_stopped(qp) == GPUMEM__QP_ABORTED) return 0; /* its queues are deleted */
+    /* Acquire: pairs with the harvester's release of the freed word, and so
+     * with the controller's writes into the buffer that its completion
+     * followed. */
+    w = gpumem_atomic_load_u64(&qp->cids[req->cid & (qp->n_cids - 1)], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    return (w & (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN)) == (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN) &&
+           GPUMEM__CID_WIRE(w) == req->cid;
+}
+
 /* Poll until done, at most timeout_ns (GPUMEM_NO_TIMEOUT: no limit).
- * GPUMEM_ETIMEDOUT leaves the request submitted: wait or poll again later.
- * GPUMEM_ENODEV as gpumem_nvme_qp_poll. */
+ * GPUMEM_ETIMEDOUT: either the caller's timeout_ns passed, which leaves the
+ * request submitted (wait or poll again later), or the pair's command
+ * timeout did, which ends it (poll then says GPUMEM_ETIMEDOUT again; see
+ * gpumem_nvme_qp_poll). ENODEV and EABORTED as gpumem_nvme_qp_poll. */
 GPUMEM_API gpumem_status gpumem_nvme_qp_wait_timed(gpumem_nvme_qp *qp, gpumem_nvme_req *req, uint64_t timeout_ns) {
     gpumem_status st = GPUMEM_OK, why = GPUMEM_OK;
     uint64_t deadline;
     if (!qp || !req) return GPUMEM_ENULL;
     deadline = gpumem_deadline_ns(timeout_ns);
-    /* poll itself ends the wait when the controller stops */
+    /* poll itself ends the wait when the controller stops or the command times out */
     GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp), (st = gpumem_nvme_qp_poll(qp, req)) != GPUMEM_EAGAIN,
                        gpumem_deadline_passed(deadline) && (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK);
     return why != GPUMEM_OK ? why : st;
 }
 
-/* Poll until done. */
+/* Poll until done (the pair's command timeout still applies). */
 GPUMEM_API gpumem_status gpumem_nvme_qp_wait(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
     return gpumem_nvme_qp_wait_timed(qp, req, GPUMEM_NO_TIMEOUT);
 }
@@ -1288,11 +1677,13 @@ GPUMEM_API gpumem_status gpumem__qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_
                                                uint64_t timeout_ns) {
     gpumem_nvme_cpl got;
     gpumem_status why = GPUMEM_OK;
-    uint64_t deadline;
+    uint64_t deadline, cmd_deadline = 0;
     uint16_t cid = 0;
+    uint32_t s;
+    int expired = 0;
     gpumem_status st;
     if (!qp || !cmd) return GPUMEM_ENULL;
-    if (gpumem__qp_stopped(qp)) return GPUMEM_ENODEV;
+    if ((s = gpumem__qp_stopped(qp)) != 0) return gpumem__stopped_status(s);
     if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
     deadline = gpumem_deadline_ns(timeout_ns);
     if (!gpumem__cid_take(qp, qp->cid_limit, &cid)) {
@@ -1306,11 +1697,15 @@ GPUMEM_API gpumem_status gpumem__qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_
         if (why != GPUMEM_OK) return why;
     }
     gpumem__submit(qp, cmd, cid, data);
+    /* The command timeout starts at the first look that finds no result,
+     * right after submission. */
     GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp), gpumem__cid_collect(qp, cid, &got),
-                       gpumem__qp_give_up(qp, deadline, &why));
+                       gpumem__qp_give_up(qp, deadline, &why) ||
+                           ((expired = gpumem__cmd_expired(qp, &cmd_deadline)) != 0 &&
+                            (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK));
     if (why != GPUMEM_OK) {
-        if (gpumem__cid_orphan(qp, cid)) return why;
-        gpumem__cid_collect(qp, cid, &got); /* harvested just before: take it */
+        if (gpumem__cid_give_up(qp, cid, why, expired)) return why;
+        gpumem__cid_collect_now(qp, cid, &got); /* taken just before: its result stands */
     }
     if (cpl) *cpl = got;
     return gpumem__cpl_result(&got);
@@ -1322,13 +1717,19 @@ GPUMEM_API gpumem_status gpumem__qp_exec(gpumem_nvme_qp *qp, const gpumem_nvme_c
     return gpumem__qp_exec_timed(qp, cmd, data, cpl, GPUMEM_NO_TIMEOUT);
 }
 
-/* Blocking, at most timeout_ns (GPUMEM_NO_TIMEOUT: no limit): take a command
- * ID, submit, wait for the completion and copy it to *cpl (may be NULL).
- * GPUMEM_EIO if the controller reported an error. GPUMEM_ETIMEDOUT or
- * GPUMEM_ENODEV (the controller stopped) before an ID was had: nothing was
- * submitted. After submission: the command was abandoned and may still be
- * carried out (its buffer read or written) until it completes; its ID is
- * freed then. */
+/* Blocking, at most timeout_ns (GPUMEM_NO_TIMEOUT: no limit) and at most
+ * the pair's command timeout after submission: take a command ID, submit,
+ * wait for the completion and copy it to *cpl (may be NULL). GPUMEM_EIO if
+ * the controller reported an error (gpumem_nvme_cpl_dnr: whether a retry
+ * may help), GPUMEM_EABORTED if the command was aborted. GPUMEM_ETIMEDOUT,
+ * GPUMEM_ENODEV (the controller stopped) or GPUMEM_EABORTED (a reset)
+ * before an ID was had: nothing was submitted. After submission: the
+ * command was given up. ETIMEDOUT and ENODEV: it may still be carried out
+ * (its buffer read or written) until its late completion frees its ID
+ * (gpumem_nvme_qp_get_stats counts those still out: `orphans`) or the pair
+ * is reset; so such a buffer may be reused only once `orphans` is 0 or the
+ * pair was reset (a request, gpumem_nvme_qp_submit, can be asked on its
+ * own: gpumem_nvme_req_busy). EABORTED: it never will. */
 GPUMEM_API gpumem_status gpumem_nvme_qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
                                                    gpumem_nvme_cpl *cpl, uint64_t timeout_ns) {
     return gpumem__qp_exec_timed(qp, cmd, (const gpumem_nvme_iomap *)0, cpl, timeout_ns);
@@ -1434,25 +1835,136 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_flush(gpumem_nvme_qp *qp, gpumem_nvme_cp
     return gpumem_nvme_qp_exec(qp, &c, cpl);
 }
 
-/* Mark a pair's controller stopped (stopped != 0) or running again, through
- * the pair's signals block alone: what a controller calls, which never
- * touches the client state. While stopped, waits for an ID or a completion
- * end with GPUMEM_ENODEV, and so do new calls. Release: the controller's
- * last completions are visible to whoever sees the mark; the notifications
- * wake parked host waiters at once (in another process too: the events are
- * process-shared). */
-GPUMEM_API gpumem_status gpumem_nvme_qp_signals_set_stopped(gpumem_nvme_qp_signals *s, int stopped) {
+/* Set a pair's stopped word (GPUMEM__QP_*) through its signals block alone:
+ * what a controller calls, which never touches the client state. While it
+ * is nonzero, waits for an ID or a completion end (GPUMEM_ENODEV, or
+ * GPUMEM_EABORTED during a reset), and so do new calls. Release: the
+ * controller's last completions are visible to whoever sees the mark; the
+ * notifications wake parked host waiters at once (in another process too:
+ * the events are process-shared). */
+GPUMEM_API gpumem_status gpumem__signals_set_state(gpumem_nvme_qp_signals *s, uint32_t state) {
     if (!s) return GPUMEM_ENULL;
-    gpumem_atomic_store_u32(&s->stopped.v, stopped ? 1u : 0u, GPUMEM_ORDER_RELEASE, GPUMEM__SYS);
+    gpumem_atomic_store_u32(&s->stopped.v, state, GPUMEM_ORDER_RELEASE, GPUMEM__SYS);
     gpumem_event_notify(&s->event);
     gpumem_event_notify(&s->id_event);
     return GPUMEM_OK;
+}
+
+/* Mark a pair's controller stopped (stopped != 0) or running again. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_signals_set_stopped(gpumem_nvme_qp_signals *s, int stopped) {
+    return gpumem__signals_set_state(s, stopped ? GPUMEM__QP_STOPPED : GPUMEM__QP_RUNNING);
 }
 
 /* The same for a caller that holds the pair (its owner). */
 GPUMEM_API gpumem_status gpumem_nvme_qp_set_stopped(gpumem_nvme_qp *qp, int stopped) {
     if (!qp) return GPUMEM_ENULL;
     return gpumem_nvme_qp_signals_set_stopped(qp->signals, stopped);
+}
+
+/*
+ * Queue reset, the pair's part (a controller's owner drives it:
+ * gpumem_swctl_reset_begin/end, gpumem_nvmectl_reset_begin/end):
+ *
+ *   1. the controller deletes the pair's I/O SQ, then its CQ: from then on
+ *      it transfers no data for the pair's commands (NVMe: once Delete I/O
+ *      SQ has completed);
+ *   2. gpumem_nvme_qp_abort: every wait on the pair, every poll of a
+ *      request without its result, and every new call ends with
+ *      GPUMEM_EABORTED; under load, from any thread;
+ *   3. the pair's users leave it (no thread inside a call on the pair);
+ *   4. gpumem_nvme_qp_reinit: the rings and counters start afresh, IDs
+ *      given up (timed out, abandoned, aborted) are free again, requests
+ *      still submitted end with an "aborted" completion (status
+ *      GPUMEM_NVME_SC_ABORTED_SQ_DELETION; poll returns GPUMEM_EABORTED),
+ *      and results that arrived before the reset are kept for their owners;
+ *   5. the controller recreates the CQ, then the SQ, and serves it again.
+ */
+GPUMEM_API gpumem_status gpumem_nvme_qp_abort(gpumem_nvme_qp *qp) {
+    return qp ? gpumem__signals_set_state(qp->signals, GPUMEM__QP_ABORTED) : GPUMEM_ENULL;
+}
+
+/* Step 4 above. GPUMEM_ESTATE unless the pair was aborted; GPUMEM_EBUSY,
+ * changing nothing, while a thread still waits in it for an ID (the caller
+ * must also know that no thread is inside any other call on the pair). The
+ * numbering of tickets and CQ positions goes on from the next lap boundary
+ * of both queues (position 0, phase 1, where a new queue starts), so free
+ * IDs stay reusable as they were. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_reinit(gpumem_nvme_qp *qp) {
+    uint32_t i, last, start, aborted = 0;
+    if (!qp) return GPUMEM_ENULL;
+    if (gpumem__qp_stopped(qp) != GPUMEM__QP_ABORTED) return GPUMEM_ESTATE;
+    if (gpumem_atomic_load_u32(&qp->waiters.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) != 0) return GPUMEM_EBUSY;
+    last = gpumem_wrap_diff_u32(qp->ticket.v, qp->cq_head.v) > 0 ? qp->ticket.v : qp->cq_head.v;
+    start = (last + 2u * qp->depth) & ~(2u * qp->depth - 1);
+    for (i = 0; i < qp->n_cids; i++) {
+        uint64_t w = qp->cids[i];
+        const uint64_t wire = (uint64_t)GPUMEM__CID_WIRE(w) << 32;
+        if (!(w & GPUMEM__CID_IN_USE) || (w & GPUMEM__CID_DONE)) continue; /* free, or a result to collect */
+        /* Atomic stores: statistics readers may look at the words meanwhile. */
+        if (w & GPUMEM__CID_ORPHAN) {
+            gpumem_atomic_store_u64(&qp->cids[i], wire, GPUMEM_ORDER_RELAXED, GPUMEM__DEV); /* nobody waits: free */
+            gpumem__budget_put(qp);
+            continue;
+        }
+        /* Its owner will look: it finds its command aborted. */
+        qp->cid_mail[2 * i] = 0;
+        qp->cid_mail[2 * i + 1] = GPUMEM_NVME_SC_ABORTED_SQ_DELETION;
+        gpumem_atomic_store_u64(&qp->cids[i], GPUMEM__CID_IN_USE | GPUMEM__CID_DONE | wire | (uint32_t)(start - 1),
+                                GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        aborted++;
+    }
+    gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QPC_ABORTED], aborted, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    gpumem__qp_restart(qp, start);
+    gpumem_atomic_store_u32(&qp->quiet.v, 0, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    /* Release (in set_state): all of the above before a user sees the pair running. */
+    return gpumem__signals_set_state(qp->signals, GPUMEM__QP_RUNNING);
+}
+
+/* What the pair has seen of its controller, beyond the completions it
+ * delivered. Counts wrap at 2^32. */
+typedef struct gpumem_nvme_qp_stats {
+    uint32_t sq_doorbell_writes, cq_doorbell_writes;
+    /* completions dropped, by kind (GPUMEM_NVME_FAULT_*) */
+    uint32_t stray, stale, duplicate, early, bad_sq_head;
+    uint32_t dropped;   /* their sum */
+    uint32_t late;      /* completions of given-up commands: their IDs freed */
+    uint32_t timed_out; /* commands given up after the command timeout */
+    uint32_t aborted;   /* requests ended by a reset */
+    uint32_t orphans;   /* IDs held now by given-up commands whose completion has not come */
+    uint32_t faults;    /* GPUMEM_NVME_FAULT_* bits raised so far (gpumem_nvme_qp_faults) */
+} gpumem_nvme_qp_stats;
+
+/* The pair's fault flag: the GPUMEM_NVME_FAULT_* bits raised so far (0 for
+ * a healthy controller). One load; device code may look at it. */
+GPUMEM_API uint32_t gpumem_nvme_qp_faults(gpumem_nvme_qp *qp) {
+    return qp ? gpumem_atomic_load_u32(&qp->faults.v, GPUMEM_ORDER_RELAXED, GPUMEM__SYS) : 0;
+}
+
+/* The counts so far; safe while the pair runs (each one exact, together a
+ * recent snapshot). */
+GPUMEM_API gpumem_status gpumem_nvme_qp_get_stats(gpumem_nvme_qp *qp, gpumem_nvme_qp_stats *out) {
+    uint32_t i, c[GPUMEM__QPC_COUNTS];
+    if (!qp || !out) return GPUMEM_ENULL;
+    for (i = 0; i < GPUMEM__QPC_COUNTS; i++)
+        c[i] = gpumem_atomic_load_u32(&qp->counts[i], GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    out->sq_doorbell_writes = gpumem_atomic_load_u32(&qp->sq_doorbell_writes.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    out->cq_doorbell_writes = gpumem_atomic_load_u32(&qp->cq_doorbell_writes.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    out->stray = c[GPUMEM__QPC_STRAY];
+    out->stale = c[GPUMEM__QPC_STALE];
+    out->duplicate = c[GPUMEM__QPC_DUPLICATE];
+    out->early = c[GPUMEM__QPC_EARLY];
+    out->bad_sq_head = c[GPUMEM__QPC_SQ_HEAD];
+    out->dropped = out->stray + out->stale + out->duplicate + out->early + out->bad_sq_head;
+    out->late = c[GPUMEM__QPC_LATE];
+    out->timed_out = c[GPUMEM__QPC_TIMED_OUT];
+    out->aborted = c[GPUMEM__QPC_ABORTED];
+    out->orphans = 0;
+    for (i = 0; i < qp->n_cids; i++) {
+        uint64_t w = gpumem_atomic_load_u64(&qp->cids[i], GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        out->orphans += (w & (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN)) == (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN);
+    }
+    out->faults = gpumem_nvme_qp_faults(qp);
+    return GPUMEM_OK;
 }
 
 /* GPUMEM_OK if nothing needs the pair any more: no thread waits in it for an
@@ -1537,8 +2049,16 @@ static inline size_t gpumem_nvme_qp_report(const gpumem_nvme_qp *qp, char *buf, 
             uncollected++;
         }
     }
-    return gpumem__appendf(buf, n, at, "%s (%u in all); completed, not yet collected by their owner: %u\n",
-                           outstanding > 16 ? " ..." : outstanding ? "" : " none", outstanding, uncollected);
+    at = gpumem__appendf(buf, n, at, "%s (%u in all); completed, not yet collected by their owner: %u\n",
+                         outstanding > 16 ? " ..." : outstanding ? "" : " none", outstanding, uncollected);
+    /* Plain reads, as above: the report is made where the pair is at rest. */
+    return gpumem__appendf(buf, n, at,
+                           "  controller faults 0x%x: completions dropped: stray %u, stale %u, duplicate %u, early "
+                           "%u, SQ head %u; late %u, timed out %u, aborted by a reset %u\n",
+                           qp->faults.v, qp->counts[GPUMEM__QPC_STRAY], qp->counts[GPUMEM__QPC_STALE],
+                           qp->counts[GPUMEM__QPC_DUPLICATE], qp->counts[GPUMEM__QPC_EARLY],
+                           qp->counts[GPUMEM__QPC_SQ_HEAD], qp->counts[GPUMEM__QPC_LATE],
+                           qp->counts[GPUMEM__QPC_TIMED_OUT], qp->counts[GPUMEM__QPC_ABORTED]);
 }
 #endif /* !GPUMEM_ON_DEVICE */
 
@@ -1883,6 +2403,17 @@ const char *gpumem_nvmectl_error(const gpumem_nvmectl *ctl);
 /* Create the next I/O queue pair (qid 1, 2, ...) of `depth` entries (a power
  * of two, at most max_queue_entries). The pair belongs to the controller. */
 gpumem_status gpumem_nvmectl_add_qp(gpumem_nvmectl *ctl, uint32_t depth, gpumem_nvme_qp **out);
+/* Reset pair qp (issue 19) in two steps around its users (gpumem_nvme.h,
+ * "Reset"). reset_begin: Delete I/O SQ, then Delete I/O CQ (once the first
+ * has completed the controller moves no more data for the queue's
+ * commands), then every wait on the pair and every poll of a request
+ * without its result ends with GPUMEM_EABORTED; safe under load. reset_end,
+ * once no thread is inside a call on the pair: the pair is reinitialised
+ * (requests still submitted end "aborted"; results that came before are
+ * kept) and Create I/O CQ, Create I/O SQ make the queues again. GPUMEM_EBUSY
+ * from reset_end while a thread still waits in the pair: call it again. */
+gpumem_status gpumem_nvmectl_reset_begin(gpumem_nvmectl *ctl, gpumem_nvme_qp *qp);
+gpumem_status gpumem_nvmectl_reset_end(gpumem_nvmectl *ctl, gpumem_nvme_qp *qp);
 /* One admin command, waited for with the configured timeout (thread-safe).
  * GPUMEM_EIO with the completion in *cpl when the controller refuses it. */
 gpumem_status gpumem_nvmectl_admin(gpumem_nvmectl *ctl, const gpumem_nvme_cmd *cmd, gpumem_nvme_cpl *cpl);
@@ -2018,6 +2549,7 @@ typedef struct gpumem__nvmectl_pair {
      * nobody (no interrupts: the threads poll). */
     void *state;
     gpumem_nvme_qp_signals signals;
+    int deleted; /* between reset_begin and reset_end: its queues do not exist */
 } gpumem__nvmectl_pair;
 
 /* A VFIO type1 container: the device's I/O address space. Shared by the
@@ -2913,10 +3445,83 @@ static void gpumem__nvmectl_pair_free(gpumem__nvmectl_pair *p) {
     GPUMEM_FREE(p);
 }
 
+/* Delete pair p's I/O SQ (is_cq 0) or CQ (1). */
+static gpumem_status gpumem__nvmectl_delete_queue(gpumem_nvmectl *c, const gpumem__nvmectl_pair *p, int is_cq) {
+    gpumem_nvme_cmd cmd = gpumem__admin_cmd(is_cq ? GPUMEM__ADMIN_DELETE_CQ : GPUMEM__ADMIN_DELETE_SQ, 0, 0,
+                                            p->qp.qid, 0);
+    return gpumem_nvmectl_admin(c, &cmd, NULL);
+}
+
+/* Create pair p's I/O CQ, then its SQ, on the pair's rings (physically
+ * contiguous, interrupts off: the threads poll); a CQ whose SQ could not be
+ * created is deleted again. */
+static gpumem_status gpumem__nvmectl_create_queues(gpumem_nvmectl *c, const gpumem__nvmectl_pair *p) {
+    const uint32_t qid = p->qp.qid, depth = p->qp.depth;
+    gpumem_nvme_cmd cmd = gpumem__admin_cmd(GPUMEM__ADMIN_CREATE_CQ, 0, gpumem_nvme_iomap_at(&p->cq_mem.map, 0),
+                                            ((depth - 1) << 16) | qid, 1u);
+    gpumem_status st;
+    if ((st = gpumem_nvmectl_admin(c, &cmd, NULL)) != GPUMEM_OK) return st;
+    cmd = gpumem__admin_cmd(GPUMEM__ADMIN_CREATE_SQ, 0, gpumem_nvme_iomap_at(&p->sq_mem.map, 0),
+                            ((depth - 1) << 16) | qid, (qid << 16) | 1u);
+    if ((st = gpumem_nvmectl_admin(c, &cmd, NULL)) != GPUMEM_OK) gpumem__nvmectl_delete_queue(c, p, 1);
+    return st;
+}
+
+/* The shim's record of pair qp, or NULL. */
+static gpumem__nvmectl_pair *gpumem__nvmectl_find(gpumem_nvmectl *c, const gpumem_nvme_qp *qp) {
+    uint32_t i;
+    for (i = 0; i < c->n_pairs; i++)
+        if (&c->pairs[i]->qp == qp) return c->pairs[i];
+    return NULL;
+}
+
+gpumem_status gpumem_nvmectl_reset_begin(gpumem_nvmectl *c, gpumem_nvme_qp *qp) {
+    gpumem__nvmectl_pair *p;
+    gpumem_status st;
+    if (!c || !qp) return GPUMEM_ENULL;
+    if (!(p = gpumem__nvmectl_find(c, qp))) return gpumem__nvmectl_fail(c, GPUMEM_EINVAL, "reset: not a pair of this controller");
+    if (p->deleted) return gpumem__nvmectl_fail(c, GPUMEM_ESTATE, "reset of queue pair %u: already begun", qp->qid);
+    /* SQ first (the controller then moves no more data for its commands,
+     * aborting those it holds), then the CQ it posted to. Once the SQ is
+     * asked to go, the queues count as deleted whatever the answer: a
+     * controller that refuses leaves reset_end to try again. */
+    p->deleted = 1;
+    /* New calls are refused from here; commands already out may still
+     * complete until the SQ is gone; no doorbell is rung any more. */
+    gpumem__signals_set_state(qp->signals, GPUMEM__QP_RESETTING);
+    gpumem__qp_hush(qp);
+    if ((st = gpumem__nvmectl_delete_queue(c, p, 0)) == GPUMEM_OK) st = gpumem__nvmectl_delete_queue(c, p, 1);
+    gpumem_nvme_qp_abort(qp);
+    return st;
+}
+
+gpumem_status gpumem_nvmectl_reset_end(gpumem_nvmectl *c, gpumem_nvme_qp *qp) {
+    uint32_t *sq_db, *cq_db, scratch[2] = {0, 0};
+    gpumem__nvmectl_pair *p;
+    gpumem_status st;
+    if (!c || !qp) return GPUMEM_ENULL;
+    if (!(p = gpumem__nvmectl_find(c, qp))) return gpumem__nvmectl_fail(c, GPUMEM_EINVAL, "reset: not a pair of this controller");
+    if (!p->deleted) return gpumem__nvmectl_fail(c, GPUMEM_ESTATE, "reset of queue pair %u: not begun", qp->qid);
+    /* Reinitialised on scratch doorbells, as at creation: the controller
+     * must see no doorbell write for a queue it does not have. */
+    sq_db = qp->sq_doorbell;
+    cq_db = qp->cq_doorbell;
+    qp->sq_doorbell = &scratch[0];
+    qp->cq_doorbell = &scratch[1];
+    st = gpumem_nvme_qp_reinit(qp);
+    if (st == GPUMEM_OK) gpumem_nvme_qp_abort(qp); /* users stay out until the queues exist */
+    qp->sq_doorbell = sq_db;
+    qp->cq_doorbell = cq_db;
+    if (st != GPUMEM_OK)
+        return gpumem__nvmectl_fail(c, st, "reset of queue pair %u: threads still wait in it", qp->qid);
+    if ((st = gpumem__nvmectl_create_queues(c, p)) != GPUMEM_OK) return st;
+    p->deleted = 0;
+    return gpumem_nvme_qp_set_stopped(qp, 0);
+}
+
 gpumem_status gpumem_nvmectl_add_qp(gpumem_nvmectl *c, uint32_t depth, gpumem_nvme_qp **out) {
     gpumem__nvmectl_pair *p, **grown;
     gpumem_nvme_qp_desc d;
-    gpumem_nvme_cmd cmd;
     gpumem_status st;
     uint32_t qid, n_cids;
     if (!c || !out) return GPUMEM_ENULL;
@@ -2955,17 +3560,7 @@ gpumem_status gpumem_nvmectl_add_qp(gpumem_nvmectl *c, uint32_t depth, gpumem_nv
         d.prp_lists_map = p->prp_mem.map;
     }
     if ((st = gpumem__nvmectl_qp_init(c, &p->qp, &d)) != GPUMEM_OK) goto fail;
-    /* Physically contiguous (PC), interrupts off: the threads poll. */
-    cmd = gpumem__admin_cmd(GPUMEM__ADMIN_CREATE_CQ, 0, gpumem_nvme_iomap_at(&p->cq_mem.map, 0),
-                            ((depth - 1) << 16) | qid, 1u);
-    if ((st = gpumem_nvmectl_admin(c, &cmd, NULL)) != GPUMEM_OK) goto fail;
-    cmd = gpumem__admin_cmd(GPUMEM__ADMIN_CREATE_SQ, 0, gpumem_nvme_iomap_at(&p->sq_mem.map, 0),
-                            ((depth - 1) << 16) | qid, (qid << 16) | 1u);
-    if ((st = gpumem_nvmectl_admin(c, &cmd, NULL)) != GPUMEM_OK) {
-        gpumem_nvme_cmd del = gpumem__admin_cmd(GPUMEM__ADMIN_DELETE_CQ, 0, 0, qid, 0);
-        gpumem_nvmectl_admin(c, &del, NULL);
-        goto fail;
-    }
+    if ((st = gpumem__nvmectl_create_queues(c, p)) != GPUMEM_OK) goto fail;
     if (c->n_pairs) memcpy(grown, c->pairs, c->n_pairs * sizeof *grown);
     GPUMEM_FREE(c->pairs);
     c->pairs = grown;
@@ -2984,14 +3579,10 @@ gpumem_status gpumem_nvmectl_close(gpumem_nvmectl *c) {
     if (!c) return GPUMEM_ENULL;
     if (c->bar && c->enabled && gpumem_nvmectl_check(c) == GPUMEM_OK) {
         /* Submission queues first: a CQ may be deleted only once no SQ uses it. */
-        for (i = c->n_pairs; i-- > 0 && first == GPUMEM_OK;) {
-            gpumem_nvme_cmd cmd = gpumem__admin_cmd(GPUMEM__ADMIN_DELETE_SQ, 0, 0, c->pairs[i]->qp.qid, 0);
-            first = gpumem_nvmectl_admin(c, &cmd, NULL);
-        }
-        for (i = c->n_pairs; i-- > 0 && first == GPUMEM_OK;) {
-            gpumem_nvme_cmd cmd = gpumem__admin_cmd(GPUMEM__ADMIN_DELETE_CQ, 0, 0, c->pairs[i]->qp.qid, 0);
-            first = gpumem_nvmectl_admin(c, &cmd, NULL);
-        }
+        for (i = c->n_pairs; i-- > 0 && first == GPUMEM_OK;)
+            if (!c->pairs[i]->deleted) first = gpumem__nvmectl_delete_queue(c, c->pairs[i], 0);
+        for (i = c->n_pairs; i-- > 0 && first == GPUMEM_OK;)
+            if (!c->pairs[i]->deleted) first = gpumem__nvmectl_delete_queue(c, c->pairs[i], 1);
     } else if (c->bar && c->enabled) {
         first = gpumem_nvmectl_check(c);
     }

@@ -132,6 +132,19 @@ typedef struct gpumem_nvme_swq {
 /* Bytes of controller-private memory for one queue (cq_cid and cid_state). */
 GPUMEM_API size_t gpumem_nvme_swq_mem_bytes(uint32_t depth) { return (size_t)depth * sizeof(uint16_t) + 65536u; }
 
+/* The controller's side of a queue as a newly created queue starts: empty,
+ * nothing fetched, posting from CQ position 0 with phase 1, no command ID
+ * known, both doorbells taken as 0 (the pair zeroes them: init, reinit). */
+GPUMEM_API void gpumem_nvme_swq_restart(gpumem_nvme_swq *q) {
+    size_t k;
+    if (!q) return;
+    for (k = 0; k < q->depth; k++) q->cq_cid[k] = 0;
+    for (k = 0; k < 65536u; k++) q->cid_state[k] = 0;
+    q->sq_head = q->sq_tail = q->cq_tail = q->cq_head = q->cq_posted = 0;
+    q->sq_db_seen = q->cq_db_seen = 0;
+    q->cq_phase = 1;
+}
+
 /* Bind a controller-side queue to the ring memory of the pair that `d`
  * describes (right after gpumem_nvme_qp_init, before either side runs):
  * the description, not the pair, so that the controller never reads the
@@ -139,7 +152,6 @@ GPUMEM_API size_t gpumem_nvme_swq_mem_bytes(uint32_t depth) { return (size_t)dep
  * 2-byte aligned: the controller's own memory. */
 GPUMEM_API gpumem_status gpumem_nvme_swq_init(gpumem_nvme_swq *q, const gpumem_nvme_qp_desc *d, void *mem,
                                               size_t bytes) {
-    size_t k;
     if (!q || !d || !mem || !d->sq || !d->cq || !d->sq_doorbell || !d->cq_doorbell || !d->signals)
         return GPUMEM_ENULL;
     if (!gpumem__valid_count(d->depth, GPUMEM_NVME_MAX_DEPTH)) return GPUMEM_EINVAL;
@@ -151,14 +163,10 @@ GPUMEM_API gpumem_status gpumem_nvme_swq_init(gpumem_nvme_swq *q, const gpumem_n
     q->signals = d->signals;
     q->cq_cid = (uint16_t *)mem;
     q->cid_state = (uint8_t *)mem + (size_t)d->depth * sizeof(uint16_t);
-    for (k = 0; k < d->depth; k++) q->cq_cid[k] = 0;
-    for (k = 0; k < 65536u; k++) q->cid_state[k] = 0;
     q->depth = d->depth;
     q->mask = d->depth - 1;
     q->qid = d->qid;
-    q->sq_head = q->sq_tail = q->cq_tail = q->cq_head = q->cq_posted = 0;
-    q->sq_db_seen = q->cq_db_seen = 0; /* gpumem_nvme_qp_init zeroed both doorbells */
-    q->cq_phase = 1;
+    gpumem_nvme_swq_restart(q);
     return GPUMEM_OK;
 }
 
@@ -1142,6 +1150,23 @@ gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl);
  * drain: finish or abandon the requests, join the threads, then destroy
  * (README: shutdown order). */
 gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl);
+/* Reset pair qp (issue 19), in two steps around its users, as NVMe does
+ * with Delete and Create I/O Queue (gpumem_nvme.h, "Reset"):
+ * reset_begin deletes the pair's SQ, then its CQ: commands fetched and not
+ * completed are dropped (never carried out: no data moves for the pair's
+ * commands once it returns), nothing more is fetched or posted; then every
+ * wait on the pair and every poll of a request without its result ends
+ * with GPUMEM_EABORTED (gpumem_nvme_qp_abort); safe under load. Once no
+ * thread is inside a call on the pair, reset_end reinitialises it
+ * (gpumem_nvme_qp_reinit: requests still submitted end "aborted", results
+ * that came before are kept) and recreates the queues; the pair is served
+ * again (or stopped, if the controller is). reset_end returns GPUMEM_EBUSY,
+ * changing nothing, while a thread still waits in the pair for an ID:
+ * call it again. Other pairs are served throughout (paused for a moment).
+ * Not for pairs whose client memory the host cannot write (cfg.client_copy
+ * set, as gpumem_swctl_config_gpu_clients does): GPUMEM_ESTATE. */
+gpumem_status gpumem_swctl_reset_begin(gpumem_swctl *ctl, gpumem_nvme_qp *qp);
+gpumem_status gpumem_swctl_reset_end(gpumem_swctl *ctl, gpumem_nvme_qp *qp);
 /* A watchdog on one software controller: progress is its completions, stop
  * is gpumem_swctl_stop, the report is gpumem_swctl_report. */
 gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const char *what, uint32_t stall_ms);
@@ -1234,6 +1259,7 @@ typedef struct gpumem__sw_queue {
     int polled;         /* gpumem_swctl_set_polled; accessed atomically */
     gpumem__sw_pending *pend; /* ring of fetched commands, in fetch order */
     uint32_t pend_head, pend_count;
+    int deleted; /* between reset_begin and reset_end: neither fetched from nor posted to */
 } gpumem__sw_queue;
 
 struct gpumem_swctl {
@@ -1587,6 +1613,7 @@ static int gpumem__sw_doorbell_rung(const gpumem_swctl *c) {
     uint32_t i;
     for (i = 0; i < c->n_queues; i++) {
         const gpumem_nvme_swq *q = &c->queues[i]->sw;
+        if (c->queues[i]->deleted) continue; /* between reset_begin and reset_end */
         if (__atomic_load_n(q->sq_doorbell, __ATOMIC_ACQUIRE) != q->sq_db_seen ||
             __atomic_load_n(q->cq_doorbell, __ATOMIC_ACQUIRE) != q->cq_db_seen)
             return 1;
@@ -1606,7 +1633,8 @@ static void *gpumem__sw_main(void *arg) {
     while (__atomic_load_n(&c->running, __ATOMIC_ACQUIRE)) {
         uint64_t now = gpumem_clock_ns(), next;
         uint32_t i, work = 0, seen;
-        for (i = 0; i < c->n_queues; i++) work += gpumem__sw_service(c, c->queues[i], now);
+        for (i = 0; i < c->n_queues; i++)
+            if (!c->queues[i]->deleted) work += gpumem__sw_service(c, c->queues[i], now);
         if (work) {
             gpumem__sw_publish(c);
             last_work = now;
@@ -1662,41 +1690,112 @@ uint64_t gpumem_swctl_cpu_ns(gpumem_swctl *ctl) {
     return __atomic_load_n(&ctl->cpu_ns_final, __ATOMIC_ACQUIRE);
 }
 
-gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
-    uint32_t i;
+/* Start and end the controller thread, touching no pair's stopped word. */
+static gpumem_status gpumem__sw_thread_start(gpumem_swctl *ctl) {
     int rc;
-    if (!ctl) return GPUMEM_ENULL;
-    if (ctl->thread_alive) return GPUMEM_ESTATE;
-    if (ctl->n_queues == 0) {
-        GPUMEM_LOG("software controller: start with no queue pairs");
-        return GPUMEM_ESTATE;
-    }
-    for (i = 0; i < ctl->n_queues; i++) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 0);
-    __atomic_store_n(&ctl->cpu_ns_final, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&ctl->running, 1, __ATOMIC_RELEASE);
     rc = pthread_create(&ctl->thread, NULL, gpumem__sw_main, ctl);
     if (rc != 0) {
         __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
-        for (i = 0; i < ctl->n_queues; i++) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 1);
         GPUMEM_LOG("software controller: pthread_create failed: %s", strerror(rc));
         return GPUMEM_ESYS;
     }
     ctl->thread_alive = 1;
     return GPUMEM_OK;
 }
-
-gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl) {
-    uint32_t i;
-    if (!ctl) return GPUMEM_ENULL;
-    if (!ctl->thread_alive) return GPUMEM_ESTATE;
+static void gpumem__sw_thread_stop(gpumem_swctl *ctl) {
     __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
     gpumem_event_notify(ctl->doorbell_event); /* out of a park at once, however long park_ns */
     pthread_join(ctl->thread, NULL);
     gpumem__sw_publish(ctl); /* the final counts */
     ctl->thread_alive = 0;
+}
+
+gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
+    uint32_t i;
+    if (!ctl) return GPUMEM_ENULL;
+    if (ctl->thread_alive) return GPUMEM_ESTATE;
+    if (ctl->n_queues == 0) {
+        GPUMEM_LOG("software controller: start with no queue pairs");
+        return GPUMEM_ESTATE;
+    }
+    for (i = 0; i < ctl->n_queues; i++)
+        if (!ctl->queues[i]->deleted) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 0);
+    __atomic_store_n(&ctl->cpu_ns_final, 0, __ATOMIC_RELAXED);
+    if (gpumem__sw_thread_start(ctl) != GPUMEM_OK) {
+        for (i = 0; i < ctl->n_queues; i++)
+            if (!ctl->queues[i]->deleted) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 1);
+        return GPUMEM_ESYS;
+    }
+    return GPUMEM_OK;
+}
+
+/* The queue of pair qp, or NULL. */
+static gpumem__sw_queue *gpumem__sw_find(gpumem_swctl *ctl, const gpumem_nvme_qp *qp) {
+    uint32_t i;
+    for (i = 0; i < ctl->n_queues; i++)
+        if (ctl->queues[i]->qp == qp) return ctl->queues[i];
+    return NULL;
+}
+
+gpumem_status gpumem_swctl_reset_begin(gpumem_swctl *ctl, gpumem_nvme_qp *qp) {
+    gpumem__sw_queue *q;
+    int was_running;
+    if (!ctl || !qp) return GPUMEM_ENULL;
+    if (!(q = gpumem__sw_find(ctl, qp))) return GPUMEM_EINVAL;
+    if (ctl->cfg.client_copy) {
+        /* reset_end reinitialises the pair's client state from the host */
+        GPUMEM_LOG("software controller: reset of a pair whose client memory the host cannot write (client_copy "
+                   "set, e.g. GPU clients) is not supported");
+        return GPUMEM_ESTATE;
+    }
+    if (q->deleted) return GPUMEM_ESTATE;
+    /* The thread is paused while the queue changes: it reads the queue's
+     * fields without a lock. */
+    was_running = ctl->thread_alive;
+    if (was_running) gpumem__sw_thread_stop(ctl);
+    /* Delete I/O SQ, then I/O CQ: what was fetched and not completed is
+     * dropped, never carried out; nothing more is fetched or posted. */
+    q->pend_count = 0;
+    q->deleted = 1;
+    /* Through the signals block: the pair's waits end with EABORTED. */
+    gpumem__signals_set_state(q->sw.signals, GPUMEM__QP_ABORTED);
+    if (was_running && gpumem__sw_thread_start(ctl) != GPUMEM_OK) return GPUMEM_ESYS;
+    return GPUMEM_OK;
+}
+
+gpumem_status gpumem_swctl_reset_end(gpumem_swctl *ctl, gpumem_nvme_qp *qp) {
+    gpumem__sw_queue *q;
+    gpumem_status st;
+    int was_running;
+    if (!ctl || !qp) return GPUMEM_ENULL;
+    if (!(q = gpumem__sw_find(ctl, qp))) return GPUMEM_EINVAL;
+    if (!q->deleted) return GPUMEM_ESTATE;
+    was_running = ctl->thread_alive;
+    if (was_running) gpumem__sw_thread_stop(ctl);
+    /* The pair first (it zeroes the CQ and the doorbells), then the
+     * controller's side of the recreated queues. */
+    if ((st = gpumem_nvme_qp_reinit(qp)) == GPUMEM_OK) {
+        gpumem_nvme_swq_restart(&q->sw);
+        q->deleted = 0;
+        if (!was_running) gpumem_nvme_qp_signals_set_stopped(q->sw.signals, 1);
+    }
+    if (was_running && gpumem__sw_thread_start(ctl) != GPUMEM_OK) {
+        gpumem_nvme_qp_signals_set_stopped(q->sw.signals, 1);
+        return GPUMEM_ESYS;
+    }
+    return st;
+}
+
+gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl) {
+    uint32_t i;
+    if (!ctl) return GPUMEM_ENULL;
+    if (!ctl->thread_alive) return GPUMEM_ESTATE;
+    gpumem__sw_thread_stop(ctl);
     /* After the thread has ended, so that no completion follows the mark:
      * every waiter wakes and returns GPUMEM_ENODEV. */
-    for (i = 0; i < ctl->n_queues; i++) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 1);
+    for (i = 0; i < ctl->n_queues; i++)
+        if (!ctl->queues[i]->deleted) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 1);
     return GPUMEM_OK;
 }
 

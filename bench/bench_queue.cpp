@@ -8,7 +8,13 @@
 // Each benchmark uses a fresh controller and one queue pair of depth 1024,
 // except wakeup_depth: 64 blocking threads on one pair of depth 4 and of
 // depth 1024 (issue 13: waiters for a command ID are woken one per ID
-// given back, so a shallow queue should not cost much more than a deep one).
+// given back, so a shallow queue should not cost much more than a deep one),
+// and inline: one thread is both the pair's user and its controller (the
+// software controller's core, gpumem_nvme_sw_serve_ram, called in line):
+// submit a batch of N reads, serve them, poll them; no controller thread, so
+// the rate is the pair's and the controller core's own CPU cost, which the
+// thread scheduling of a loaded machine does not set (issue 19 measures its
+// completion validation with it).
 #define GPUMEM_IMPLEMENTATION
 #include <benchmark/benchmark.h>
 
@@ -135,8 +141,80 @@ void BM_Submit(benchmark::State &state) {
     }
 }
 
+// The inline rig: a pair and the controller core's queue in ordinary memory,
+// served by the calling thread. Builds against 0.3.0's header too (for the
+// issue 19 comparison): there the pair has no signals block and the
+// controller's queue binds to the pair.
+struct InlineRig {
+    static constexpr uint32_t kBlocks = 1 << 12;
+    std::vector<gpumem_nvme_cmd> sq{kDepth};
+    std::vector<gpumem_nvme_cpl> cq{kDepth};
+    alignas(64) uint32_t doorbells[32] = {};
+    std::vector<uint64_t> state;
+    std::vector<uint16_t> swq_mem;
+    std::vector<unsigned char> ram = std::vector<unsigned char>((size_t)kBlocks * kLba);
+    gpumem_nvme_qp qp;
+    gpumem_nvme_swq swq;
+    gpumem_nvme_sw_stats st;
+#ifdef GPUMEM_NVME_CMD_TIMEOUT_NEVER
+    gpumem_nvme_qp_signals signals;
+#endif
+    InlineRig() {
+        gpumem_nvme_qp_desc d;
+        memset(&d, 0, sizeof d);
+        memset(&st, 0, sizeof st);
+        d.depth = kDepth;
+        d.n_cids = kDepth;
+        d.qid = 1;
+        d.ns.nsid = 1;
+        d.ns.lba_shift = 9;
+        d.ns.n_blocks = kBlocks;
+        d.ns.max_blocks = 8;
+        d.sq = sq.data();
+        d.cq = cq.data();
+        d.sq_doorbell = &doorbells[0];
+        d.cq_doorbell = &doorbells[16];
+        state.resize(gpumem_nvme_qp_state_bytes(kDepth, kDepth) / 8 + 2);
+        d.state = state.data();
+        d.state_bytes = state.size() * 8;
+        swq_mem.resize(gpumem_nvme_swq_mem_bytes(kDepth) / 2 + 1);
+#ifdef GPUMEM_NVME_CMD_TIMEOUT_NEVER
+        d.signals = &signals;
+        if (gpumem_nvme_qp_init(&qp, &d) != GPUMEM_OK ||
+            gpumem_nvme_swq_init(&swq, &d, swq_mem.data(), swq_mem.size() * 2) != GPUMEM_OK)
+            abort();
+#else
+        if (gpumem_nvme_qp_init(&qp, &d) != GPUMEM_OK ||
+            gpumem_nvme_swq_init(&swq, &qp, swq_mem.data(), swq_mem.size() * 2) != GPUMEM_OK)
+            abort();
+#endif
+    }
+};
+
+void BM_Inline(benchmark::State &state) {
+    static InlineRig rig;
+    const uint32_t batch = (uint32_t)state.range(0);
+    alignas(4096) static unsigned char bufs[16][kLba];
+    gpumem_nvme_req req[16];
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    for (auto _ : state) {
+        uint32_t i;
+        for (i = 0; i < batch; i++) {
+            gpumem_nvme_cmd cmd;
+            uint64_t lba = ((rng = rng * 6364136223846793005ull + 1) >> 40) % InlineRig::kBlocks;
+            gpumem_nvme_cmd_read(&cmd, &rig.qp.ns, lba, 1, (uintptr_t)bufs[i], 0);
+            if (gpumem_nvme_qp_submit(&rig.qp, &cmd, &req[i]) != GPUMEM_OK) state.SkipWithError("submit");
+        }
+        gpumem_nvme_sw_serve_ram(&rig.swq, &rig.st, &rig.qp.ns, rig.ram.data(), 0);
+        for (i = 0; i < batch; i++)
+            if (gpumem_nvme_qp_poll(&rig.qp, &req[i]) != GPUMEM_OK) state.SkipWithError("poll");
+    }
+    state.SetItemsProcessed(state.iterations() * batch);
+}
+
 }  // namespace
 
+BENCHMARK(BM_Inline)->Name("inline")->Arg(1)->Arg(16)->MinTime(0.5);
 #define GPUMEM_THREADS Threads(1)->Threads(2)->Threads(4)->Threads(16)->Threads(64)
 BENCHMARK_TEMPLATE(BM_Submit, true)->Name("lockfree")->GPUMEM_THREADS->UseRealTime()->MinTime(0.5);
 BENCHMARK_TEMPLATE(BM_Submit, false)->Name("mutex")->GPUMEM_THREADS->UseRealTime()->MinTime(0.5);

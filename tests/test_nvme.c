@@ -681,7 +681,7 @@ Test(nvme_ctl, allocator_callbacks_place_rings_and_client_state_apart) {
                   inside(&ring, qp->prp_lists) && inside(&ring, qp->doorbell_event),
               "what the controller touches is ring memory");
     cr_assert(inside(&client, qp) && inside(&client, qp->slots) && inside(&client, qp->cids) &&
-                  inside(&client, qp->cid_dw0) && !inside(&ring, qp) && !inside(&ring, qp->cids),
+                  inside(&client, qp->cid_mail) && !inside(&ring, qp) && !inside(&ring, qp->cids),
               "what only clients touch is client memory");
     cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
     fill_block(w, 7, 1);

@@ -1,5 +1,6 @@
 // Watchdogs for the CUDA tests, benchmarks and examples: GpuctlWatch on a
-// GPU-resident controller, SwctlWatch on a host-thread one. When the
+// GPU-resident controller, SwctlWatch on a host-thread one, CountWatch on any
+// progress count. When the
 // controller's command count stops moving for stall_ms, the watchdog prints
 // every pair's client and controller state, stops the controller and ends the
 // process with status 1, naming what stalled (gpumem_watchdog). Include after
@@ -37,6 +38,18 @@ struct GpuctlWatch {
         if (gpumem_watchdog_start(&w, &wd) != GPUMEM_OK) exit(1);
     }
     ~GpuctlWatch() { gpumem_watchdog_finish(wd); }
+};
+
+/* A watchdog on any progress count (a scripted controller's completions
+ * posted): no controller to stop, no state to print; it names the run. */
+struct CountWatch {
+    gpumem_watchdog *wd = nullptr;
+    CountWatch(uint64_t (*progress)(void *), void *ctx, const char *what, uint32_t stall_ms) {
+        gpumem_watchdog_config w = gpumem_watchdog_config_make(what, stall_ms, progress, nullptr, nullptr, ctx);
+        w.exit_code = 1;
+        if (gpumem_watchdog_start(&w, &wd) != GPUMEM_OK) exit(1);
+    }
+    ~CountWatch() { gpumem_watchdog_finish(wd); }
 };
 
 /* A watchdog on a host-thread controller serving GPU clients. */

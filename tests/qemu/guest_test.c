@@ -289,6 +289,164 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
+/* ---- a queue reset under load ------------------------------------------------- */
+
+#define RESET_THREADS 4u
+#define RESET_ROUNDS 3u
+#define RESET_OPS 600u /* writes per thread (each read back when it completes) */
+
+typedef struct reset_shared {
+    shared_state *sh;
+    gpumem_nvme_qp *qp;
+    uint32_t pause;     /* the main thread asks the workers to leave the pair */
+    uint32_t out;       /* workers out of the pair: parked, or through */
+    uint32_t *landed;   /* per written-area block: generation of an aborted write, 0 if none */
+} reset_shared;
+
+typedef struct reset_worker {
+    reset_shared *rs;
+    uint32_t id;
+    pthread_t thread;
+    uint64_t ok, aborted, other;
+} reset_worker;
+
+/* A request ended aborted: the pair is being reset. Leave it until the
+ * reset is over (the main thread raises `pause` once reset_begin has
+ * returned, and lowers it after reset_end). */
+static void reset_park(reset_shared *rs) {
+    while (!__atomic_load_n(&rs->pause, __ATOMIC_ACQUIRE)) nanosleep(&(struct timespec){0, 1000000L}, NULL);
+    __atomic_fetch_add(&rs->out, 1, __ATOMIC_ACQ_REL);
+    while (__atomic_load_n(&rs->pause, __ATOMIC_ACQUIRE)) nanosleep(&(struct timespec){0, 1000000L}, NULL);
+    __atomic_fetch_sub(&rs->out, 1, __ATOMIC_ACQ_REL);
+}
+
+/* One command on the reset pair, waited for: OK, EABORTED (the reset met
+ * it), or a failure. */
+static gpumem_status reset_io(reset_worker *w, uint8_t op, uint64_t lba, gpumem_nvmectl_dma *buf) {
+    reset_shared *rs = w->rs;
+    gpumem_nvme_req req;
+    gpumem_status st;
+    while ((st = gpumem_nvme_qp_submit_map(rs->qp, op, lba, 1, &buf->map, &req)) == GPUMEM_EAGAIN)
+        nanosleep(&(struct timespec){0, 20000L}, NULL);
+    if (st == GPUMEM_OK) st = gpumem_nvmectl_wait(rs->sh->ctl, rs->qp, &req, IO_TIMEOUT_MS);
+    if (st == GPUMEM_OK) w->ok++;
+    else if (st == GPUMEM_EABORTED) w->aborted++;
+    else {
+        w->other++;
+        CHECK(0, "reset worker %u: %s at %llu: %s", w->id, op == GPUMEM_NVME_OP_WRITE ? "write" : "read",
+              (unsigned long long)lba, gpumem_status_str(st));
+    }
+    return st;
+}
+
+static void *reset_worker_main(void *arg) {
+    reset_worker *w = (reset_worker *)arg;
+    reset_shared *rs = w->rs;
+    shared_state *sh = rs->sh;
+    const uint64_t own = sh->write_base + (uint64_t)w->id * (WRITE_BLOCKS / RESET_THREADS);
+    gpumem_nvmectl_dma buf;
+    uint32_t i;
+    gpumem_status st = gpumem_nvmectl_dma_alloc(sh->ctl, 4096, GPUMEM_NVMECTL_DMA_SMALL_PAGES, &buf);
+    CHECK(st == GPUMEM_OK, "reset worker buffer: %s", gpumem_status_str(st));
+    for (i = 0; st == GPUMEM_OK && i < RESET_OPS && !__atomic_load_n(&failures, __ATOMIC_RELAXED); i++) {
+        const uint64_t lba = own + i % 64;
+        const uint32_t gen = block_gen(sh, lba) + 1;
+        gpumem_status got;
+        fill_block((unsigned char *)buf.va, lba, gen);
+        got = reset_io(w, GPUMEM_NVME_OP_WRITE, lba, &buf);
+        if (got == GPUMEM_EABORTED) rs->landed[lba - sh->write_base] = gen; /* on the disk or not */
+        if (got == GPUMEM_EABORTED) reset_park(rs);
+        if (got != GPUMEM_OK) continue;
+        sh->gen[lba - sh->write_base] = gen; /* reported done: must be on the disk */
+        rs->landed[lba - sh->write_base] = 0;
+        memset(buf.va, 0xEE, LBA);
+        got = reset_io(w, GPUMEM_NVME_OP_READ, lba, &buf);
+        if (got == GPUMEM_OK)
+            CHECK(block_ok((unsigned char *)buf.va, lba, gen), "reset worker %u: block %llu read back wrong", w->id,
+                  (unsigned long long)lba);
+        if (got == GPUMEM_EABORTED) reset_park(rs);
+    }
+    gpumem_nvmectl_dma_free(&buf);
+    __atomic_fetch_add(&rs->out, 1, __ATOMIC_ACQ_REL); /* out for good */
+    return NULL;
+}
+
+/* Threads write (and read back) their own blocks through pair 3 while it is
+ * reset RESET_ROUNDS times (Delete I/O SQ, Delete I/O CQ, recreate): every
+ * request ends with a status, done or aborted, and every write reported
+ * done is on the disk, unless a later write of the same block, reported
+ * aborted, landed (a write the controller carried out before the SQ went):
+ * the guest reads such blocks after the resets and records what is there;
+ * the host then checks the whole image against the generation table. */
+static void reset_under_load(shared_state *sh) {
+    reset_shared rs;
+    reset_worker ws[RESET_THREADS];
+    uint64_t ok = 0, aborted = 0, other = 0, landed = 0;
+    uint32_t i, r;
+    gpumem_nvme_qp_stats qs;
+    gpumem_nvmectl_dma buf;
+    gpumem_status st;
+    memset(&rs, 0, sizeof rs);
+    memset(ws, 0, sizeof ws);
+    rs.sh = sh;
+    rs.qp = sh->pairs[2];
+    rs.landed = (uint32_t *)calloc(WRITE_BLOCKS, sizeof(uint32_t));
+    for (i = 0; i < RESET_THREADS; i++) {
+        ws[i].rs = &rs;
+        ws[i].id = i;
+        pthread_create(&ws[i].thread, NULL, reset_worker_main, &ws[i]);
+    }
+    for (r = 0; r < RESET_ROUNDS && !failures; r++) {
+        double t0;
+        nanosleep(&(struct timespec){0, 300000000L}, NULL);
+        /* Under load: the workers' requests in flight end aborted, and so
+         * does every new call, which sends each worker to park. */
+        t0 = now_s();
+        st = gpumem_nvmectl_reset_begin(sh->ctl, rs.qp);
+        CHECK(st == GPUMEM_OK, "reset_begin: %s: %s", gpumem_status_str(st), gpumem_nvmectl_error(sh->ctl));
+        __atomic_store_n(&rs.pause, 1, __ATOMIC_RELEASE);
+        while (__atomic_load_n(&rs.out, __ATOMIC_ACQUIRE) < RESET_THREADS)
+            nanosleep(&(struct timespec){0, 1000000L}, NULL);
+        st = gpumem_nvmectl_reset_end(sh->ctl, rs.qp);
+        CHECK(st == GPUMEM_OK, "reset_end: %s: %s", gpumem_status_str(st), gpumem_nvmectl_error(sh->ctl));
+        printf("reset %u of queue pair %u under load: %.1f ms\n", r + 1, rs.qp->qid, (now_s() - t0) * 1e3);
+        __atomic_store_n(&rs.pause, 0, __ATOMIC_RELEASE);
+    }
+    for (i = 0; i < RESET_THREADS; i++) pthread_join(ws[i].thread, NULL);
+    for (i = 0; i < RESET_THREADS; i++) ok += ws[i].ok, aborted += ws[i].aborted, other += ws[i].other;
+    /* Blocks whose last write was aborted: what the disk holds now is the
+     * aborted generation or the last one reported done, nothing else. */
+    st = gpumem_nvmectl_dma_alloc(sh->ctl, 4096, GPUMEM_NVMECTL_DMA_SMALL_PAGES, &buf);
+    CHECK(st == GPUMEM_OK, "buffer: %s", gpumem_status_str(st));
+    for (i = 0; st == GPUMEM_OK && i < WRITE_BLOCKS; i++) {
+        const uint64_t lba = sh->write_base + i;
+        if (!rs.landed[i]) continue;
+        st = gpumem_nvme_qp_rw_map(sh->pairs[0], GPUMEM_NVME_OP_READ, lba, 1, &buf.map, NULL);
+        CHECK(st == GPUMEM_OK, "read of block %llu after the resets: %s", (unsigned long long)lba,
+              gpumem_status_str(st));
+        if (st != GPUMEM_OK) break;
+        if (block_ok((unsigned char *)buf.va, lba, rs.landed[i])) {
+            sh->gen[i] = rs.landed[i];
+            landed++;
+        } else {
+            CHECK(block_ok((unsigned char *)buf.va, lba, sh->gen[i]),
+                  "block %llu holds neither the write reported done (generation %u) nor the aborted one (%u)",
+                  (unsigned long long)lba, sh->gen[i], rs.landed[i]);
+        }
+    }
+    gpumem_nvmectl_dma_free(&buf);
+    memset(&qs, 0, sizeof qs);
+    gpumem_nvme_qp_get_stats(rs.qp, &qs);
+    printf("reset under load: %u resets, %llu requests done, %llu aborted (%llu aborted writes landed), %llu "
+           "failed; the pair counted %u aborted, %u completions dropped\n",
+           RESET_ROUNDS, (unsigned long long)ok, (unsigned long long)aborted, (unsigned long long)landed,
+           (unsigned long long)other, qs.aborted, qs.dropped);
+    CHECK(other == 0, "%llu requests ended with neither a result nor aborted", (unsigned long long)other);
+    CHECK(ok > 0, "no request completed around the resets");
+    CHECK(qs.dropped == 0, "QEMU's controller sent %u completions the pair dropped", qs.dropped);
+    free(rs.landed);
+}
+
 static char open_error[320]; /* the reason of the last failed open */
 
 static gpumem_nvmectl *open_ctl(const char *addr, uint32_t nsid, uint32_t max_pairs, gpumem_status *st) {
@@ -387,6 +545,7 @@ static int run(const char *addr, uint32_t n_threads, uint64_t n_commands) {
     CHECK(errors == 0, "%llu commands failed", (unsigned long long)errors);
     CHECK(reads + writes + flushes >= n_commands, "ran %llu of %llu commands",
           (unsigned long long)(reads + writes + flushes), (unsigned long long)n_commands);
+    if (!failures) reset_under_load(&sh);
     st = gpumem_nvmectl_close(sh.ctl);
     CHECK(st == GPUMEM_OK, "close (delete queues, shutdown): %s", gpumem_status_str(st));
     /* The generation of every written block, for the host's check of the image. */
