@@ -1252,7 +1252,13 @@ GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, uint32_t dw3, uint32_t 
         if ((bad = gpumem__cpl_judge(qp, v, wire, w)) != 0) break;
         if (gpumem_atomic_cas_u64(gpumem__cid_word(qp, wire), &w, w | GPUMEM__CID_CLAIMED, GPUMEM_ORDER_ACQ_REL,
                                   GPUMEM__DEV)) {
-            const int orphan = (w & GPUMEM__CID_ORPHAN) != 0;
+            /* The word is ours and stays w | CLAIMED until the DONE store
+             * below (nobody else changes a claimed word): read back, so
+             * that w need not be kept across the compare-and-swap (two
+             * registers; see gpumem__slot). */
+            const uint64_t claimed =
+                gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+            const int orphan = (claimed & GPUMEM__CID_ORPHAN) != 0;
             const uint64_t done = GPUMEM__CID_DONE | ((uint64_t)wire << 32) | v;
             gpumem__cid_mail(qp, wire)[0] = qp->cq[v & (qp->depth - 1)].dw0;
             gpumem__cid_mail(qp, wire)[1] = dw3 >> 17;
@@ -1264,7 +1270,7 @@ GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, uint32_t dw3, uint32_t 
                 gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QPC_LATE], 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
                 gpumem__budget_put(qp);
             }
-            return (uint32_t)w + 1; /* its ticket + 1 */
+            return (uint32_t)claimed + 1; /* its ticket + 1 */
         }
     }
     {
@@ -1350,20 +1356,19 @@ GPUMEM_API void gpumem__cq_harvest_warp(gpumem_nvme_qp *qp) {
  * request ended by a reset (gpumem_nvme_qp_reinit) finds an "aborted"
  * result here. */
 GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
-    const uint32_t id = wire & (qp->n_cids - 1);
-    uint64_t w = gpumem_atomic_load_u64(&qp->cids[id], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    uint64_t w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
     if (!(w & GPUMEM__CID_DONE)) {
         gpumem__cq_harvest_warp(qp);
-        w = gpumem_atomic_load_u64(&qp->cids[id], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+        w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
         if (!(w & GPUMEM__CID_DONE)) return 0;
     }
-    out->dw0 = qp->cid_mail[2 * id];
+    out->dw0 = gpumem__cid_mail(qp, wire)[0];
     out->dw1 = 0;
     out->dw2 = qp->qid << 16; /* the SQ head it carried was consumed by the head mover */
-    out->dw3 = (uint32_t)wire | ((qp->cid_mail[2 * id + 1] & 0x7FFFu) << 17);
+    out->dw3 = (uint32_t)wire | ((gpumem__cid_mail(qp, wire)[1] & 0x7FFFu) << 17);
     /* Release the ID, keeping its CID (the next one is a generation on) and
      * where its completion was: reusable once the head has passed it. */
-    gpumem_atomic_store_u64(&qp->cids[id], w & ~GPUMEM__CID_IN_USE, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+    gpumem_atomic_store_u64(gpumem__cid_word(qp, wire), w & ~GPUMEM__CID_IN_USE, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
     gpumem__budget_put(qp);
     return 1;
 }
@@ -1372,15 +1377,15 @@ GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvm
  * harvester frees it. Returns 0 if its completion was taken first (then
  * the owner collects it as usual: gpumem__cid_collect_now). */
 GPUMEM_API int gpumem__cid_orphan(gpumem_nvme_qp *qp, uint16_t wire) {
-    const uint32_t id = wire & (qp->n_cids - 1);
-    uint64_t w = gpumem_atomic_load_u64(&qp->cids[id], GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    uint64_t w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     /* Relaxed: nothing is published; the harvester's compare-and-swap sees
      * either this mark or the word without it. Fails once a harvester has
      * claimed the word (or the word changed some other way: then retry). */
     while ((w & (GPUMEM__CID_IN_USE | GPUMEM__CID_SUBMITTED | GPUMEM__CID_CLAIMED | GPUMEM__CID_DONE)) ==
                (GPUMEM__CID_IN_USE | GPUMEM__CID_SUBMITTED) &&
            GPUMEM__CID_WIRE(w) == wire)
-        if (gpumem_atomic_cas_u64(&qp->cids[id], &w, w | GPUMEM__CID_ORPHAN, GPUMEM_ORDER_RELAXED, GPUMEM__DEV))
+        if (gpumem_atomic_cas_u64(gpumem__cid_word(qp, wire), &w, w | GPUMEM__CID_ORPHAN, GPUMEM_ORDER_RELAXED,
+                                  GPUMEM__DEV))
             return 1;
     return 0;
 }
@@ -1672,7 +1677,7 @@ GPUMEM_API int gpumem_nvme_req_busy(gpumem_nvme_qp *qp, const gpumem_nvme_req *r
     /* Acquire: pairs with the harvester's release of the freed word, and so
      * with the controller's writes into the buffer that its completion
      * followed. */
-    w = gpumem_atomic_load_u64(&qp->cids[req->cid & (qp->n_cids - 1)], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    w = gpumem_atomic_load_u64(gpumem__cid_word(qp, req->cid), GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
     return (w & (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN)) == (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN) &&
            GPUMEM__CID_WIRE(w) == req->cid;
 }
