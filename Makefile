@@ -43,6 +43,7 @@ TESTS   += $(BUILD)/test_tier
 TESTS   += $(BUILD)/test_nostats
 TESTS   += $(BUILD)/test_faults
 TESTS   += $(BUILD)/test_faults_ndebug
+TESTS   += $(BUILD)/test_warp
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -86,9 +87,11 @@ endif
 	@touch $@
 
 # Registers per thread (tools/registers.sh): compiled only, so it runs in
-# make test; rewritten when a header or the kernels change. The committed
-# table is the one for CUDA_ARCH; a copy goes to build/results.
-REG_TABLE := bench/results/registers-$(CUDA_ARCH).md
+# make test; rewritten when a header or the kernels change. Made in
+# build/results (so that a checkout or merge, which touches the committed
+# copy, never makes it look current) and copied to bench/results, where the
+# table for CUDA_ARCH is committed.
+REG_TABLE := $(RESULTS)/registers-$(CUDA_ARCH).md
 registers: $(if $(HAVE_NVCC),$(REG_TABLE),)
 ifeq ($(HAVE_NVCC),)
 	@echo "registers: nvcc not found: register report not written"
@@ -96,7 +99,7 @@ endif
 $(REG_TABLE): bench/registers/kernels.cu tools/registers.sh $(HEADERS)
 	@mkdir -p $(RESULTS)
 	sh tools/registers.sh $(NVCC) $(CUDA_ARCH) $@
-	cp $@ $(RESULTS)/
+	cp $@ bench/results/
 
 cuda-compile: $(CUDA_OBJS)
 ifeq ($(HAVE_NVCC),)

@@ -633,6 +633,19 @@ GPUMEM_API uint64_t gpumem_warp_bcast_u64(uint32_t mask, uint64_t v, uint32_t la
     return __shfl_sync(mask, (unsigned long long)v, (int)lane);
 }
 GPUMEM_API void gpumem_warp_sync(uint32_t mask) { __syncwarp(mask); }
+#elif defined(GPUMEM_HOST_WARP)
+/* For tests: host threads play warps of GPUMEM_HOST_WARP lanes (at most 32),
+ * so that warp-wide code runs with several lanes on the host. The program
+ * defines the three steps (tests/host_warp.h: a barrier per warp). */
+#define GPUMEM_WARP_WIDTH ((uint32_t)(GPUMEM_HOST_WARP))
+uint32_t gpumem_host_warp_ballot(uint32_t mask, int pred);
+uint64_t gpumem_host_warp_bcast_u64(uint32_t mask, uint64_t v, uint32_t lane);
+void gpumem_host_warp_sync(uint32_t mask);
+GPUMEM_API uint32_t gpumem_warp_ballot(uint32_t mask, int pred) { return gpumem_host_warp_ballot(mask, pred); }
+GPUMEM_API uint64_t gpumem_warp_bcast_u64(uint32_t mask, uint64_t v, uint32_t lane) {
+    return gpumem_host_warp_bcast_u64(mask, v, lane);
+}
+GPUMEM_API void gpumem_warp_sync(uint32_t mask) { gpumem_host_warp_sync(mask); }
 #else
 #define GPUMEM_WARP_WIDTH 1u
 GPUMEM_API uint32_t gpumem_warp_ballot(uint32_t mask, int pred) { return pred ? (mask & 1u) : 0u; }

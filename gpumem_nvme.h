@@ -510,8 +510,10 @@ GPUMEM_API uint64_t gpumem_nvme_prp_list_pages(uint64_t n_pages) {
 GPUMEM_API gpumem_status gpumem_nvme_prp_build(const gpumem_nvme_iomap *data, uint64_t len, uint64_t *list,
                                                const gpumem_nvme_iomap *list_map, uint32_t list_entries,
                                                uint64_t *prp1, uint64_t *prp2) {
-    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES, per_page = pg / 8;
-    uint64_t iova, first, n_pages, k, slot;
+    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
+    const uint32_t per_page = GPUMEM_NVME_PAGE_BYTES / 8;
+    uint64_t iova, first, n_pages;
+    uint32_t k, slot, pages;
     if (!data || !prp1 || !prp2) return GPUMEM_ENULL;
     iova = gpumem_nvme_iomap_at(data, 0);
     if (iova == 0) return GPUMEM_ENULL;
@@ -533,14 +535,16 @@ GPUMEM_API gpumem_status gpumem_nvme_prp_build(const gpumem_nvme_iomap *data, ui
     /* Entries for n_pages - 1 data pages, plus one chain pointer per full list
      * page that is followed by another. */
     if (n_pages - 1 + gpumem_nvme_prp_list_pages(n_pages) - 1 > list_entries) return GPUMEM_ENOMEM;
+    /* From here the page count fits in 32 bits (the list holds them all):
+     * 32-bit counters, fewer registers in the device loop. */
+    pages = (uint32_t)n_pages;
     slot = 0;
-    for (k = 1; k < n_pages; k++) {
-        uint64_t remaining = n_pages - k;
-        if (slot % per_page == per_page - 1 && remaining > 1) {
-            list[slot] = gpumem_nvme_iomap_at(list_map, (slot + 1) * 8); /* start of the next list page */
+    for (k = 1; k < pages; k++) {
+        if (slot % per_page == per_page - 1 && k + 1 < pages) {
+            list[slot] = gpumem_nvme_iomap_at(list_map, (uint64_t)(slot + 1) * 8); /* start of the next list page */
             slot++;
         }
-        list[slot++] = gpumem_nvme_iomap_at(data, first + (k - 1) * pg);
+        list[slot++] = gpumem_nvme_iomap_at(data, first + (uint64_t)(k - 1) * pg);
     }
     *prp2 = gpumem_nvme_iomap_at(list_map, 0);
     return GPUMEM_OK;
@@ -1345,7 +1349,7 @@ GPUMEM_API void gpumem__cq_harvest_warp(gpumem_nvme_qp *qp) {
      * visible simply finds nothing and waits a round. No count is shared:
      * no caller uses it, and broadcasting it kept the leader's lane number
      * live across the harvest (a register; issue 12). */
-    __syncwarp(peers);
+    gpumem_warp_sync(peers);
 #else
     gpumem__cq_harvest(qp);
 #endif

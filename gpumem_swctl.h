@@ -708,8 +708,8 @@ GPUMEM_API int gpumem__gpuctl_stopping(gpumem_nvme_gpuctl *c, uint32_t t) {
     return gpumem_atomic_load_u32(&c->stop_mirror, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE) != 0;
 }
 
-/* One visit of a warp to one pair per lane (pair i of this lane; i >=
- * n_pairs: none, the lane only helps to copy). Each lane takes its pair's
+/* One visit of a warp (`lanes` lanes, `mask` of them) to one pair per lane
+ * (pair i of this lane; i >= n_pairs: none, the lane only helps to copy). Each lane takes its pair's
  * doorbells, then round by round: every lane fetches and checks one
  * command, the whole warp moves the data of each lane's command in turn
  * (gpumem_nvme_sw_move_ram with every lane), and each lane posts its
@@ -717,7 +717,7 @@ GPUMEM_API int gpumem__gpuctl_stopping(gpumem_nvme_gpuctl *c, uint32_t t) {
  * commands in flight, and a 4 KiB transfer is 8 steps of 32 lanes x 16
  * bytes instead of 512 steps of one thread. Returns this lane's work. */
 GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint32_t budget, uint32_t lane,
-                                         uint32_t mask) {
+                                         uint32_t lanes, uint32_t mask) {
     gpumem_nvme_swq *q = i < c->n_pairs ? &c->queues[i] : (gpumem_nvme_swq *)0;
     gpumem_nvme_sw_stats *st = q ? &c->stats[i] : (gpumem_nvme_sw_stats *)0;
     uint32_t work = 0, n = 0;
@@ -727,7 +727,9 @@ GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint
         uint64_t off = 0, len = 0;
         uint16_t status = 0;
         uint32_t movers;
-        int have = q && n < budget && q->cq_posted < q->depth - 1 && gpumem_nvme_sw_fetch(q, st, &cmd);
+        int have;
+        cmd.cdw0 = 0, cmd.prp1 = cmd.prp2 = 0; /* a lane without a command still takes part in the shuffles */
+        have = q && n < budget && q->cq_posted < q->depth - 1 && gpumem_nvme_sw_fetch(q, st, &cmd);
         if (have && !(cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT))
             status = gpumem_nvme_sw_check(st, &c->ns, &cmd, &off, &len);
         movers = gpumem_warp_ballot(mask, have && status == 0 && len != 0);
@@ -738,7 +740,8 @@ GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint
                 const uint64_t at = gpumem_warp_bcast_u64(mask, off, from), bytes = gpumem_warp_bcast_u64(mask, len, from);
                 const uint64_t prp1 = gpumem_warp_bcast_u64(mask, cmd.prp1, from);
                 const uint64_t prp2 = gpumem_warp_bcast_u64(mask, cmd.prp2, from);
-                if (gpumem_nvme_sw_move_ram(c->ram, at, bytes, (int)to_host, prp1, prp2, lane, GPUMEM_WARP_WIDTH) &&
+                /* Split over the lanes there are (a last warp may be partial). */
+                if (gpumem_nvme_sw_move_ram(c->ram, at, bytes, (int)to_host, prp1, prp2, lane, lanes) &&
                     lane == from) {
                     st->bad_prp++;
                     status = GPUMEM_NVME_STATUS(0, 0x13);
@@ -773,6 +776,9 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
     uint64_t gap, next = 0;
     gpumem_backoff b = gpumem_backoff_start();
     if (!c || n == 0 || t >= n) return;
+#if GPUMEM_ON_DEVICE
+    GPUMEM_ASSERT(lane == gpumem_lane_id()); /* t numbered by warp */
+#endif
     servers = n < c->n_pairs ? n : c->n_pairs;
     /* The lanes of this warp that take part (a last warp may be partial),
      * and how many visits a round has: lane 0's pair count, the most. */
@@ -803,7 +809,7 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
                 }
                 before = c->stats[i].commands;
             }
-            work += gpumem__gpuctl_visit(c, i, budget, lane, mask);
+            work += gpumem__gpuctl_visit(c, i, budget, lane, lanes, mask);
             if (i < c->n_pairs) next += gap * (c->stats[i].commands - before);
         }
         /* The warp idles (backs off) only when none of its lanes had work. */

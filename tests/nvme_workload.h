@@ -18,6 +18,9 @@
 
 #include "gpumem_swctl.h"
 #include "block_content.h"
+#if defined(GPUMEM_HOST_WARP)
+#include "host_warp.h" /* the GPU controller's servers play warps of several lanes */
+#endif
 #include "io_problem.h"
 
 static double test_scale(void) {
@@ -176,6 +179,9 @@ static gpuctl_rig *gpuctl_rig_now; /* the rig the server threads serve */
 
 static void *gpuctl_server(void *p) {
     uint32_t t = *(const uint32_t *)p;
+#if defined(GPUMEM_HOST_WARP)
+    host_warp_enter(t);
+#endif
     gpumem_nvme_gpuctl_serve((gpumem_nvme_gpuctl *)gpuctl_rig_now->mem, t, gpuctl_rig_now->servers);
     return NULL;
 }
@@ -204,6 +210,9 @@ static gpumem_status gpuctl_rig_init(gpuctl_rig *g, const run_cfg *rc, uint64_t 
 static void gpuctl_rig_start(gpuctl_rig *g) {
     uint32_t i;
     gpuctl_rig_now = g;
+#if defined(GPUMEM_HOST_WARP)
+    host_warp_setup(g->servers);
+#endif
     for (i = 0; i < g->servers; i++) {
         g->index[i] = i;
         pthread_create(&g->thread[i], NULL, gpuctl_server, &g->index[i]);
@@ -215,6 +224,9 @@ static void gpuctl_rig_stop(gpuctl_rig *g, gpumem_nvme_sw_stats *s) {
     uint32_t i;
     gpumem_nvme_gpuctl_stop(&g->d);
     for (i = 0; i < g->servers; i++) pthread_join(g->thread[i], NULL);
+#if defined(GPUMEM_HOST_WARP)
+    host_warp_teardown();
+#endif
     gpumem_nvme_gpuctl_get_stats((gpumem_nvme_gpuctl *)g->mem, s);
 }
 

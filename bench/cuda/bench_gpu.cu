@@ -541,7 +541,7 @@ static void bench_clients(bool quick) {
     for (uint32_t threads : thread_counts) {
         if (quick && threads > 65536) continue;
         if (last_rate > 0 && threads / last_rate > kRunBudgetS) {
-            printf("clients hostctl_gpu: %u threads skipped (would take %.0f s at %.0f cmd/s)\n", threads,
+            printf("clients hostctl_gpu: %u threads and more skipped (would take %.0f s at %.0f cmd/s)\n", threads,
                    threads / last_rate, last_rate);
             break;
         }
