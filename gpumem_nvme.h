@@ -1039,31 +1039,42 @@ GPUMEM_API int gpumem__sq_try_move_tail(gpumem_nvme_qp *qp, uint32_t *mark) {
 }
 
 GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp);
-GPUMEM_API uint32_t gpumem__cq_harvest_warp(gpumem_nvme_qp *qp);
+GPUMEM_API void gpumem__cq_harvest_warp(gpumem_nvme_qp *qp);
+
+/* The record of virtual SQ/CQ position v. Code that waits, or harvests,
+ * looks it up again after each wait instead of keeping the pointer: every
+ * wait inlines the harvest, so a pointer kept across it costs each waiting
+ * GPU thread two more registers (issue 12 budgets 32 for a blocking read);
+ * the lookup is two loads of lines the thread touches anyway. The same
+ * goes for gpumem__cid_word and gpumem__cid_mail. */
+GPUMEM_API gpumem__nvme_slot *gpumem__slot(gpumem_nvme_qp *qp, uint32_t v) { return &qp->slots[v & (qp->depth - 1)]; }
+
+/* Whether SQ ticket `ticket` has its turn at its position. Acquire: pairs
+ * with the release increments of the previous occupant (submitted) and of
+ * the head mover (consumed by the controller), so the controller is done
+ * reading the position before we overwrite it. */
+GPUMEM_API int gpumem__sq_turn_ok(gpumem_nvme_qp *qp, uint32_t ticket) {
+    const uint32_t want = (ticket >> qp->depth_log2) * 2u;
+    return ((gpumem_atomic_load_u32(&gpumem__slot(qp, ticket)->turn, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) - want) &
+            qp->turn_mask) == 0;
+}
 
 /* Enqueue `cmd` under `ticket`; returns when the controller can see it. */
 GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gpumem_nvme_cmd *cmd) {
-    const uint32_t pos = ticket & (qp->depth - 1);
-    const uint32_t want = (ticket >> qp->depth_log2) * 2u;
-    gpumem__nvme_slot *slot = &qp->slots[pos];
-    /* Acquire: pairs with the release increments of the previous occupant
-     * (submitted) and of the head mover (consumed by the controller), so the
-     * controller is done reading this position before we overwrite it. */
     /* While waiting, harvest completions: the turn may wait on the CQ head. */
     GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp),
-                       ((gpumem_atomic_load_u32(&slot->turn, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) - want) &
-                        qp->turn_mask) == 0 ||
-                           (gpumem__cq_harvest_warp(qp), 0),
-                       0);
-    qp->sq[pos] = *cmd;
+                       gpumem__sq_turn_ok(qp, ticket) || (gpumem__cq_harvest_warp(qp), 0), 0);
+    qp->sq[ticket & (qp->depth - 1)] = *cmd;
     /* Release: publishes the command to the tail mover. */
-    gpumem_atomic_store_u32(&slot->tail_mark, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+    gpumem_atomic_store_u32(&gpumem__slot(qp, ticket)->tail_mark, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
     /* Until a tail mover (maybe this thread) has passed our entry. */
     GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp),
-                       gpumem__sq_try_move_tail(qp, &slot->tail_mark) || (gpumem__cq_harvest_warp(qp), 0), 0);
+                       gpumem__sq_try_move_tail(qp, &gpumem__slot(qp, ticket)->tail_mark) ||
+                           (gpumem__cq_harvest_warp(qp), 0),
+                       0);
     /* Increment #1: the command is with the controller. Release so that the
      * next occupant sees our mark cleared before it sets its own. */
-    gpumem_atomic_fetch_add_u32(&slot->turn, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+    gpumem_atomic_fetch_add_u32(&gpumem__slot(qp, ticket)->turn, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
     gpumem_event_notify(&qp->signals->event);
 }
 
@@ -1126,6 +1137,11 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
              * sq_next lies within what was handed over, so the head never
              * passes the tail. best: the most the passed ones prove. */
             uint32_t k;
+            /* Not unrolled on the GPU: this rare loop's unrolled copies took
+             * registers beyond the harvest's peak (issue 12's count). */
+#if defined(__CUDA_ARCH__)
+#pragma unroll 1
+#endif
             for (k = 0; k < best - sq_head; k++) /* increment #2: consumed by the controller */
                 gpumem_atomic_fetch_add_u32(&qp->slots[(sq_head + k) & mask].turn, 1, GPUMEM_ORDER_RELEASE,
                                             GPUMEM__DEV);
@@ -1188,15 +1204,25 @@ GPUMEM_API void gpumem__qp_fault(gpumem_nvme_qp *qp, uint32_t bit, uint32_t idx,
 #endif
 }
 
-/* Validation: may completion (dw2, wire CID) complete the command that ID
- * word w describes? 0 if so, else the fault bit. The CID must name a
+/* The ID word and the mailbox (two words: dword 0 and status) of CID
+ * `wire`, whose low bits are the ID; looked up where used (see
+ * gpumem__slot). */
+GPUMEM_API uint64_t *gpumem__cid_word(gpumem_nvme_qp *qp, uint32_t wire) { return &qp->cids[wire & (qp->n_cids - 1)]; }
+GPUMEM_API uint32_t *gpumem__cid_mail(gpumem_nvme_qp *qp, uint32_t wire) {
+    return &qp->cid_mail[2 * (wire & (qp->n_cids - 1))];
+}
+
+/* Validation: may the completion at CQ position v (its CID `wire`, its SQ
+ * head read here from dword 2) complete the command that ID word w
+ * describes? 0 if so, else the fault bit. The CID must name a
  * command in flight under its generation, not yet completed; the SQ head
  * the controller reports must be a plausible forward move (at or past the
  * known head, at most the tail: the tail is read before the head, so the
  * window is at most depth - 1 long and the position names one virtual
  * head) that has passed the command's own entry (its ticket). */
-GPUMEM_API uint32_t gpumem__cpl_judge(gpumem_nvme_qp *qp, uint32_t dw2, uint32_t wire, uint64_t w) {
-    uint32_t pos = dw2 & 0xFFFFu, tail, known, head;
+GPUMEM_API uint32_t gpumem__cpl_judge(gpumem_nvme_qp *qp, uint32_t v, uint32_t wire, uint64_t w) {
+    /* Ordered by the harvester's acquire load of dw3. */
+    uint32_t pos = qp->cq[v & (qp->depth - 1)].dw2 & 0xFFFFu, tail, known, head;
     if (!(w & GPUMEM__CID_IN_USE))
         return (w & GPUMEM__CID_DONE) && GPUMEM__CID_WIRE(w) == wire ? GPUMEM_NVME_FAULT_DUPLICATE
                                                                     : GPUMEM_NVME_FAULT_STRAY;
@@ -1220,33 +1246,41 @@ GPUMEM_API uint32_t gpumem__cpl_judge(gpumem_nvme_qp *qp, uint32_t dw2, uint32_t
  * takes the ID, so two harvesters of a repeated completion cannot both
  * deliver, and a word that changed meanwhile (its owner orphaned it) is
  * judged again. */
-GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, const gpumem_nvme_cpl *e, uint32_t dw3, uint32_t v) {
-    const uint32_t wire = dw3 & 0xFFFFu, id = wire & (qp->n_cids - 1);
-    const uint32_t dw2 = e->dw2; /* ordered by the caller's acquire load of dw3 */
-    uint64_t w = gpumem_atomic_load_u64(&qp->cids[id], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, uint32_t dw3, uint32_t v) {
+    /* The entry (dwords 0 and 2) and the ID's words are looked up again
+     * where used (see gpumem__slot); the claimed entry stays put meanwhile. */
+    const uint32_t wire = dw3 & 0xFFFFu;
+    uint64_t w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
     uint32_t bad;
     for (;;) {
-        if ((bad = gpumem__cpl_judge(qp, dw2, wire, w)) != 0) break;
-        if (gpumem_atomic_cas_u64(&qp->cids[id], &w, w | GPUMEM__CID_CLAIMED, GPUMEM_ORDER_ACQ_REL, GPUMEM__DEV)) {
-            const int orphan = (w & GPUMEM__CID_ORPHAN) != 0;
+        if ((bad = gpumem__cpl_judge(qp, v, wire, w)) != 0) break;
+        if (gpumem_atomic_cas_u64(gpumem__cid_word(qp, wire), &w, w | GPUMEM__CID_CLAIMED, GPUMEM_ORDER_ACQ_REL,
+                                  GPUMEM__DEV)) {
+            /* The word is ours and stays w | CLAIMED until the DONE store
+             * below (nobody else changes a claimed word): read back, so
+             * that w need not be kept across the compare-and-swap (two
+             * registers; see gpumem__slot). */
+            const uint64_t claimed =
+                gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+            const int orphan = (claimed & GPUMEM__CID_ORPHAN) != 0;
             const uint64_t done = GPUMEM__CID_DONE | ((uint64_t)wire << 32) | v;
-            qp->cid_mail[2 * id] = e->dw0;
-            qp->cid_mail[2 * id + 1] = dw3 >> 17;
+            gpumem__cid_mail(qp, wire)[0] = qp->cq[v & (qp->depth - 1)].dw0;
+            gpumem__cid_mail(qp, wire)[1] = dw3 >> 17;
             /* Release: the mailbox before the owner can see DONE. An
              * orphan's ID is free at once (its owner is gone). */
-            gpumem_atomic_store_u64(&qp->cids[id], orphan ? done : done | GPUMEM__CID_IN_USE, GPUMEM_ORDER_RELEASE,
-                                    GPUMEM__DEV);
+            gpumem_atomic_store_u64(gpumem__cid_word(qp, wire), orphan ? done : done | GPUMEM__CID_IN_USE,
+                                    GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
             if (orphan) {
                 gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QPC_LATE], 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
                 gpumem__budget_put(qp);
             }
-            return (uint32_t)w + 1; /* its ticket + 1 */
+            return (uint32_t)claimed + 1; /* its ticket + 1 */
         }
     }
     {
         uint32_t idx = 0;
         while ((bad >> idx) > 1) idx++;
-        gpumem__qp_fault(qp, bad, idx, wire, dw2 & 0xFFFFu);
+        gpumem__qp_fault(qp, bad, idx, wire, qp->cq[v & (qp->depth - 1)].dw2 & 0xFFFFu);
     }
     return gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
 }
@@ -1282,9 +1316,12 @@ GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
             gpumem_atomic_store_u32(&slot->head_mark, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
             break;
         }
-        gpumem_atomic_store_u32(&slot->sq_next, gpumem__cpl_take(qp, e, dw3, v), GPUMEM_ORDER_RELAXED,
-                                GPUMEM__DEV);
-        gpumem_atomic_store_u32(&slot->head_mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+        {
+            /* The slot looked up again, not kept across the take (see gpumem__slot). */
+            const uint32_t next = gpumem__cpl_take(qp, dw3, v);
+            gpumem_atomic_store_u32(&gpumem__slot(qp, v)->sq_next, next, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+            gpumem_atomic_store_u32(&gpumem__slot(qp, v)->head_mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+        }
         got++;
     }
     if (got) {
@@ -1301,20 +1338,20 @@ GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
  * state, and the others wait for it at the warp barrier instead of each
  * scanning the same entries. Harvesting is lock-free and never waits, so the
  * barrier is short. On the host, or with GPUMEM_WARP_POLL 0: every caller
- * harvests. Returns what was harvested (the elected lane's count). */
-GPUMEM_API uint32_t gpumem__cq_harvest_warp(gpumem_nvme_qp *qp) {
+ * harvests. */
+GPUMEM_API void gpumem__cq_harvest_warp(gpumem_nvme_qp *qp) {
 #if GPUMEM_ON_DEVICE && GPUMEM_WARP_POLL
     const uint32_t active = __activemask();
     const uint32_t peers = __match_any_sync(active, (unsigned long long)(uintptr_t)qp);
-    const uint32_t leader = gpumem_lowest_lane(peers);
-    uint32_t got = 0;
-    if (gpumem_lane_id() == leader) got = gpumem__cq_harvest(qp);
-    /* The shuffle is the barrier. The leader's mailbox stores are release
-     * atomics and the peers load theirs with acquire; a peer that looks
-     * before a store is visible simply finds nothing and waits a round. */
-    return (uint32_t)gpumem_warp_bcast_u64(peers, got, leader);
+    if (gpumem_lane_id() == gpumem_lowest_lane(peers)) gpumem__cq_harvest(qp);
+    /* The barrier. The leader's mailbox stores are release atomics and the
+     * peers load theirs with acquire; a peer that looks before a store is
+     * visible simply finds nothing and waits a round. No count is shared:
+     * no caller uses it, and broadcasting it kept the leader's lane number
+     * live across the harvest (a register; issue 12). */
+    gpumem_warp_sync(peers);
 #else
-    return gpumem__cq_harvest(qp);
+    gpumem__cq_harvest(qp);
 #endif
 }
 
@@ -1323,20 +1360,19 @@ GPUMEM_API uint32_t gpumem__cq_harvest_warp(gpumem_nvme_qp *qp) {
  * request ended by a reset (gpumem_nvme_qp_reinit) finds an "aborted"
  * result here. */
 GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
-    const uint32_t id = wire & (qp->n_cids - 1);
-    uint64_t w = gpumem_atomic_load_u64(&qp->cids[id], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    uint64_t w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
     if (!(w & GPUMEM__CID_DONE)) {
         gpumem__cq_harvest_warp(qp);
-        w = gpumem_atomic_load_u64(&qp->cids[id], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+        w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
         if (!(w & GPUMEM__CID_DONE)) return 0;
     }
-    out->dw0 = qp->cid_mail[2 * id];
+    out->dw0 = gpumem__cid_mail(qp, wire)[0];
     out->dw1 = 0;
     out->dw2 = qp->qid << 16; /* the SQ head it carried was consumed by the head mover */
-    out->dw3 = (uint32_t)wire | ((qp->cid_mail[2 * id + 1] & 0x7FFFu) << 17);
+    out->dw3 = (uint32_t)wire | ((gpumem__cid_mail(qp, wire)[1] & 0x7FFFu) << 17);
     /* Release the ID, keeping its CID (the next one is a generation on) and
      * where its completion was: reusable once the head has passed it. */
-    gpumem_atomic_store_u64(&qp->cids[id], w & ~GPUMEM__CID_IN_USE, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+    gpumem_atomic_store_u64(gpumem__cid_word(qp, wire), w & ~GPUMEM__CID_IN_USE, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
     gpumem__budget_put(qp);
     return 1;
 }
@@ -1345,15 +1381,15 @@ GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvm
  * harvester frees it. Returns 0 if its completion was taken first (then
  * the owner collects it as usual: gpumem__cid_collect_now). */
 GPUMEM_API int gpumem__cid_orphan(gpumem_nvme_qp *qp, uint16_t wire) {
-    const uint32_t id = wire & (qp->n_cids - 1);
-    uint64_t w = gpumem_atomic_load_u64(&qp->cids[id], GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    uint64_t w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     /* Relaxed: nothing is published; the harvester's compare-and-swap sees
      * either this mark or the word without it. Fails once a harvester has
      * claimed the word (or the word changed some other way: then retry). */
     while ((w & (GPUMEM__CID_IN_USE | GPUMEM__CID_SUBMITTED | GPUMEM__CID_CLAIMED | GPUMEM__CID_DONE)) ==
                (GPUMEM__CID_IN_USE | GPUMEM__CID_SUBMITTED) &&
            GPUMEM__CID_WIRE(w) == wire)
-        if (gpumem_atomic_cas_u64(&qp->cids[id], &w, w | GPUMEM__CID_ORPHAN, GPUMEM_ORDER_RELAXED, GPUMEM__DEV))
+        if (gpumem_atomic_cas_u64(gpumem__cid_word(qp, wire), &w, w | GPUMEM__CID_ORPHAN, GPUMEM_ORDER_RELAXED,
+                                  GPUMEM__DEV))
             return 1;
     return 0;
 }
@@ -1645,7 +1681,7 @@ GPUMEM_API int gpumem_nvme_req_busy(gpumem_nvme_qp *qp, const gpumem_nvme_req *r
     /* Acquire: pairs with the harvester's release of the freed word, and so
      * with the controller's writes into the buffer that its completion
      * followed. */
-    w = gpumem_atomic_load_u64(&qp->cids[req->cid & (qp->n_cids - 1)], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    w = gpumem_atomic_load_u64(gpumem__cid_word(qp, req->cid), GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
     return (w & (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN)) == (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN) &&
            GPUMEM__CID_WIRE(w) == req->cid;
 }
