@@ -1386,6 +1386,13 @@ typedef struct gpumem__slot_block {
     size_t meta_bytes;   /* rounded up to a page */
 } gpumem__slot_block;
 
+/* Points a description's placement fields (a gpumem_cache_desc or a
+ * gpumem_tier_desc: both name them alike) at the block; host memory, so
+ * the I/O addresses are the virtual ones (iova 0). */
+#define GPUMEM__DESC_PLACE_IN_BLOCK(e, b)                                                        \
+    ((e).meta = (b).meta, (e).meta_bytes = (b).meta_bytes, (e).data = (b).data, (e).data_iova = 0, \
+     (e).prp_lists = (b).prp_lists, (e).prp_lists_iova = 0)
+
 static gpumem_status gpumem__slot_block_alloc(size_t obj_bytes, size_t meta_bytes, size_t data_bytes,
                                               size_t prp_bytes, gpumem__slot_block *b) {
     const size_t pg = GPUMEM_NVME_PAGE_BYTES;
@@ -1414,12 +1421,7 @@ gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out
         GPUMEM_OK)
         return st;
     e = *d;
-    e.meta = b.meta;
-    e.meta_bytes = b.meta_bytes;
-    e.data = b.data;
-    e.data_iova = 0;
-    e.prp_lists = b.prp_lists;
-    e.prp_lists_iova = 0;
+    GPUMEM__DESC_PLACE_IN_BLOCK(e, b);
     if ((st = gpumem_cache_init((gpumem_cache *)(void *)b.obj, &e)) != GPUMEM_OK) {
         GPUMEM_FREE(b.raw);
         return st;

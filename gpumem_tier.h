@@ -784,12 +784,7 @@ gpumem_status gpumem_tier_create(const gpumem_tier_desc *d, gpumem_tier **out) {
              gpumem_cache_prp_bytes(d->cache->line_bytes, d->n_slots, d->cache->backing.kind), &b)) != GPUMEM_OK)
         return st;
     e = *d;
-    e.meta = b.meta;
-    e.meta_bytes = b.meta_bytes;
-    e.data = b.data;
-    e.data_iova = 0;
-    e.prp_lists = b.prp_lists;
-    e.prp_lists_iova = 0;
+    GPUMEM__DESC_PLACE_IN_BLOCK(e, b);
     if ((st = gpumem_tier_init((gpumem_tier *)(void *)b.obj, &e)) != GPUMEM_OK) {
         GPUMEM_FREE(b.raw);
         return st;

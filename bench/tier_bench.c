@@ -49,11 +49,7 @@
 static const uint32_t placements[N_PLACEMENTS] = {GPUMEM_TIER_NEVER_HOST, GPUMEM_TIER_ORDER,
                                                   GPUMEM_TIER_GMT_REUSE};
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+static double now_s(void) { return (double)gpumem_clock_ns() * 1e-9; } /* gpumem.h's monotonic clock */
 
 typedef struct trace {
     const char *name;
