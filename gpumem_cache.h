@@ -326,7 +326,7 @@ typedef struct gpumem_cache {
  * (gpumem_tier.h; gpumem_tier_init attaches it). The cache calls the tier at
  * four points: every acquire (GMT's virtual time), a miss (host memory is
  * looked at before storage), an eviction (keep the line, move it to host
- * memory, or bypass) and a flush (both tiers are written back). Direct calls,
+ * memory, or bypass: decided in the search for a slot, carried out after it) and a flush (both tiers are written back). Direct calls,
  * not function pointers, so device code pays no indirect call: they are
  * declared here and defined in gpumem_tier.h, which this header includes at
  * its end. With no tier attached (tier NULL) none is made, and the cache
@@ -356,9 +356,10 @@ typedef struct gpumem__tier_copy {
     uint32_t write;           /* the acquire writes */
 } gpumem__tier_copy;
 
-/* What the tier did with an eviction candidate: nothing (the cache writes a
- * dirty line back and drops it), moved it to host memory, or wants it kept. */
-enum { GPUMEM__TIER_BYPASS = 0, GPUMEM__TIER_MOVED = 1, GPUMEM__TIER_KEEP = 2 };
+/* What the tier did with an evicted line: nothing (the cache writes a dirty
+ * line back and drops it) or moved it to host memory. (Whether to keep a
+ * candidate instead is gpumem__tier_place's GPUMEM_PLACE_KEEP.) */
+enum { GPUMEM__TIER_BYPASS = 0, GPUMEM__TIER_MOVED = 1 };
 /* Candidates GMT-Reuse may keep (predicted short reuse) in one search for a
  * slot before it must evict: the paper gives no bound, and without one a cache of lines
  * all predicted short would never free a slot (the simulator uses the same). */
@@ -370,8 +371,9 @@ GPUMEM__TIER_HOOK int gpumem__tier_lookup(struct gpumem_tier *t, uint64_t line, 
 GPUMEM__TIER_HOOK void gpumem__tier_undo_lookup(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp,
                                          int in_host);
 GPUMEM__TIER_HOOK void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp);
+GPUMEM__TIER_HOOK uint32_t gpumem__tier_place(struct gpumem_tier *t, uint64_t line, uint32_t skips_left);
 GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uint32_t slot, int dirty,
-                                       uint32_t skips_left);
+                                       uint32_t where);
 GPUMEM__TIER_HOOK gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, uint64_t *written);
 /* Copy share `rank` of `n` of a line (n threads copy it together). */
 GPUMEM_API void gpumem_tier_copy_share(unsigned char *dst, const unsigned char *src, uint32_t bytes, uint32_t rank,
@@ -388,9 +390,12 @@ GPUMEM_API void gpumem__tier_undo_lookup(struct gpumem_tier *t, uint64_t line, c
 GPUMEM_API void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp) {
     (void)t, (void)line, (void)cp;
 }
+GPUMEM_API uint32_t gpumem__tier_place(struct gpumem_tier *t, uint64_t line, uint32_t skips_left) {
+    return (void)t, (void)line, (void)skips_left, GPUMEM_PLACE_BYPASS;
+}
 GPUMEM_API uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uint32_t slot, int dirty,
-                                       uint32_t skips_left) {
-    return (void)t, (void)line, (void)slot, (void)dirty, (void)skips_left, GPUMEM__TIER_BYPASS;
+                                       uint32_t where) {
+    return (void)t, (void)line, (void)slot, (void)dirty, (void)where, GPUMEM__TIER_BYPASS;
 }
 GPUMEM_API gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, uint64_t *written) {
     return (void)t, (void)written, GPUMEM_OK;
@@ -626,16 +631,26 @@ GPUMEM_API void gpumem__policy_fill(gpumem_cache *c, uint32_t k, uint64_t line) 
 
 /* ---- eviction ------------------------------------------------------------- */
 
-enum { GPUMEM__TAKE_NO = 0, GPUMEM__TAKE_OK = 1, GPUMEM__TAKE_EIO = 2 };
+/* A search for a slot is split in two, so that no I/O happens inside the
+ * sweep's loops: gpumem__slot_claim picks and claims (no I/O; the host
+ * tier's placement may keep a candidate and the sweep goes on), then
+ * gpumem__slot_evict, called once the search has ended, moves the victim
+ * to the host tier or writes it back (I/O) and hands the slot over. On the
+ * device every value live in the sweep would otherwise add to the registers
+ * of the NVMe command under it, and so to those of every kernel that
+ * acquires a line (bench/results/registers-*.md). */
+enum { GPUMEM__CLAIM_NO = 0, GPUMEM__CLAIM_OK = 1 };
 
-/* Claim slot k for `line`: empty, or holding a line nobody uses (written back
- * first if dirty, or handed to the host tier). On success the slot's tag is
- * `line`. *skips (NULL: none) is how many more candidates the host tier's
- * placement may keep in this sweep. */
-GPUMEM_API int gpumem__slot_take(gpumem_cache *c, uint32_t k, uint64_t line, uint32_t *skips) {
+/* Claim slot k: lock it, and if it holds a line, claim that line (BUSY)
+ * provided nobody uses it. *skips (NULL: none) is how many more candidates
+ * the host tier's placement may keep in this search; *where is its
+ * placement for the victim (GPUMEM_PLACE_*, BYPASS without a tier). On
+ * CLAIM_OK the slot is locked and its line, if any, claimed with count 0:
+ * gpumem__slot_evict finishes. */
+GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, uint32_t *where) {
     uint64_t victim;
-    uint32_t placed = GPUMEM__TIER_BYPASS;
-    if (!gpumem__slot_trylock(c, k)) return GPUMEM__TAKE_NO;
+    if (!gpumem__slot_trylock(c, k)) return GPUMEM__CLAIM_NO;
+    *where = GPUMEM_PLACE_BYPASS;
     victim = gpumem__slot_tag(c, k);
     if (victim != GPUMEM_CACHE_EMPTY) {
         uint32_t *vs = gpumem__line_state(c, victim);
@@ -643,41 +658,58 @@ GPUMEM_API int gpumem__slot_take(gpumem_cache *c, uint32_t k, uint64_t line, uin
         /* First check: cheap, and keeps us from setting BUSY on lines in use. */
         if ((s & (GPUMEM_CACHE_BUSY | GPUMEM_CACHE_COUNT_MASK)) != 0 || !(s & GPUMEM_CACHE_VALID)) {
             gpumem__slot_unlock(c, k);
-            return GPUMEM__TAKE_NO;
+            return GPUMEM__CLAIM_NO;
         }
         /* Second check, in the claim itself. Acquire: if the count is 0 here,
          * every holder's release (fetch_sub, release order) came before, so
-         * their writes to the slot are visible to the write-back below. */
+         * their writes to the slot are visible to the write-back. */
         prev = gpumem_atomic_fetch_or_u32(vs, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
         if (prev & GPUMEM_CACHE_BUSY) { /* someone else's claim: leave it alone */
             gpumem__slot_unlock(c, k);
-            return GPUMEM__TAKE_NO;
+            return GPUMEM__CLAIM_NO;
         }
         if (prev & GPUMEM_CACHE_COUNT_MASK) { /* acquired since the first check */
             gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);
             gpumem__slot_unlock(c, k);
-            return GPUMEM__TAKE_NO;
+            return GPUMEM__CLAIM_NO;
         }
         if (GPUMEM_CACHE_CHECK &&
             gpumem_atomic_load_u32(&c->lines[victim].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != k)
             gpumem__cache_count(c, victim, GPUMEM__ST_VIOLATIONS, 1);
-        if (GPUMEM__HAS_TIER(c)) { /* the placement decides while the line is ours and nobody can use it */
-            placed = gpumem__tier_evict(c->tier, victim, k, (prev & GPUMEM_CACHE_DIRTY) != 0, skips ? *skips : 0);
-            if (placed == GPUMEM__TIER_KEEP) { /* predicted short reuse: a second chance, look further */
-                (*skips)--;
-                gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);
-                gpumem__slot_unlock(c, k);
-                gpumem__policy_touch(c, k, victim);
-                return GPUMEM__TAKE_NO;
-            }
+        /* The placement decides while the line is ours and nobody can use it. */
+        if (GPUMEM__HAS_TIER(c) &&
+            (*where = gpumem__tier_place(c->tier, victim, skips ? *skips : 0)) == GPUMEM_PLACE_KEEP) {
+            /* predicted short reuse: a second chance, look further */
+            (*skips)--;
+            gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);
+            gpumem__slot_unlock(c, k);
+            gpumem__policy_touch(c, k, victim);
+            return GPUMEM__CLAIM_NO;
         }
+    }
+    return GPUMEM__CLAIM_OK;
+}
+
+/* Finish a claim of slot k (gpumem__slot_claim returned CLAIM_OK) for
+ * `line`: its old line, if any, goes to the host tier (placement `where`)
+ * or, dirty, is written back first; then the slot's tag is `line`. The
+ * slot is locked and its line claimed, so the tag, and the line's DIRTY bit
+ * (no holder can set it; newcomers wait on BUSY), are read again here
+ * rather than carried over from the claim. EIO: the write-back failed, the
+ * line stays cached and dirty, the slot is not taken. */
+GPUMEM_API gpumem_status gpumem__slot_evict(gpumem_cache *c, uint32_t k, uint64_t line, uint32_t where) {
+    const uint64_t victim = gpumem__slot_tag(c, k);
+    if (victim != GPUMEM_CACHE_EMPTY) {
+        uint32_t *vs = gpumem__line_state(c, victim);
+        const int dirty = (gpumem_atomic_load_u32(vs, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) & GPUMEM_CACHE_DIRTY) != 0;
         /* Moved to the host tier: dirty there, so nothing is written here. */
-        if ((prev & GPUMEM_CACHE_DIRTY) && placed != GPUMEM__TIER_MOVED) {
+        if (!(GPUMEM__HAS_TIER(c) && gpumem__tier_evict(c->tier, victim, k, dirty, where) == GPUMEM__TIER_MOVED) &&
+            dirty) {
             if (gpumem__cache_io(c, 1, victim, k) != GPUMEM_OK) {
                 /* Keep the only up-to-date copy: still valid, still dirty. */
                 gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);
                 gpumem__slot_unlock(c, k);
-                return GPUMEM__TAKE_EIO;
+                return GPUMEM_EIO;
             }
             gpumem__cache_count(c, victim, GPUMEM__ST_WRITEBACKS, 1);
         }
@@ -691,47 +723,46 @@ GPUMEM_API int gpumem__slot_take(gpumem_cache *c, uint32_t k, uint64_t line, uin
     gpumem__slot_set_tag(c, k, line);
     gpumem__policy_fill(c, k, line);
     gpumem__slot_unlock(c, k);
-    return GPUMEM__TAKE_OK;
+    return GPUMEM_OK;
 }
 
 /* One sweep for a slot: cold slots first, then the policy's hand. Returns
- * OK with *slot set, EAGAIN if no candidate was free, EIO if a write-back
- * failed. *skips: the host tier's keeps left to this search. */
-GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint64_t line, uint32_t *slot, uint32_t *skips) {
+ * OK with *slot claimed (see gpumem__slot_claim), EAGAIN if no candidate
+ * was free. *skips: the host tier's keeps left to this search. */
+GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint32_t *slot, uint32_t *skips, uint32_t *where) {
     uint32_t i, n = gpumem__policy_sweep_len(c);
     if (gpumem_atomic_load_u32(&c->cold.v, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) < c->n_slots) {
         uint32_t k = gpumem_atomic_fetch_add_u32(&c->cold.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
         /* The hand may have taken this cold slot already: then it is not empty
-         * and slot_take treats it as any other candidate. */
-        if (k < c->n_slots && gpumem__slot_take(c, k, line, skips) == GPUMEM__TAKE_OK) {
+         * and slot_claim treats it as any other candidate. */
+        if (k < c->n_slots && gpumem__slot_claim(c, k, skips, where) == GPUMEM__CLAIM_OK) {
             *slot = k;
             return GPUMEM_OK;
         }
     }
     for (i = 0; i < n; i++) {
         uint32_t k = gpumem__policy_candidate(c);
-        int r;
         if (k == c->n_slots) continue;
-        r = gpumem__slot_take(c, k, line, skips);
-        if (r == GPUMEM__TAKE_OK) {
+        if (gpumem__slot_claim(c, k, skips, where) == GPUMEM__CLAIM_OK) {
             *slot = k;
             return GPUMEM_OK;
         }
-        if (r == GPUMEM__TAKE_EIO) return GPUMEM_EIO;
         gpumem__policy_refused(c, k);
     }
     return GPUMEM_EAGAIN;
 }
 
-/* Find a slot for `line`, waiting up to full_sweeps sweeps. The host tier
- * may keep GPUMEM_TIER_MAX_SKIPS candidates in the whole search (not per
- * sweep: a sweep of a small cache could keep every slot, every time). */
+/* Find a slot for `line`, waiting up to full_sweeps sweeps, and take it
+ * (evicting its line). The host tier may keep GPUMEM_TIER_MAX_SKIPS
+ * candidates in the whole search (not per sweep: a sweep of a small cache
+ * could keep every slot, every time). The search's counters are dead once
+ * a slot is claimed: the eviction's I/O runs without them. */
 GPUMEM_API gpumem_status gpumem__cache_find_slot(gpumem_cache *c, uint64_t line, uint32_t *slot) {
     gpumem_status st = GPUMEM_EAGAIN;
-    uint32_t sweeps = 0, skips = GPUMEM_TIER_MAX_SKIPS;
-    GPUMEM_WAIT_UNTIL(&c->event, (st = gpumem__cache_sweep(c, line, slot, &skips)) != GPUMEM_EAGAIN ||
+    uint32_t sweeps = 0, skips = GPUMEM_TIER_MAX_SKIPS, where = GPUMEM_PLACE_BYPASS;
+    GPUMEM_WAIT_UNTIL(&c->event, (st = gpumem__cache_sweep(c, slot, &skips, &where)) != GPUMEM_EAGAIN ||
                                      ++sweeps >= c->full_sweeps);
-    return st;
+    return st != GPUMEM_OK ? st : gpumem__slot_evict(c, *slot, line, where);
 }
 
 /* Slot k holds `line` now: publish it. A writer's DIRTY (or the host

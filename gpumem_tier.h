@@ -476,16 +476,23 @@ GPUMEM__TIER_HOOK void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t l
     gpumem_atomic_fetch_add_u32(&t->n_free.v, 1, GPUMEM_ORDER_RELEASE, GPUMEM__TDEV);
 }
 
-/* A GPU eviction candidate `line` in GPU slot `slot`, owned by the evictor:
- * keep it, move it to host memory, or leave it to the cache (bypass). */
+/* A GPU eviction candidate `line`, owned by the evictor: where should it
+ * go (GPUMEM_PLACE_*)? KEEP (predicted short reuse, at most skips_left
+ * more in this search) is counted here; the others are carried out by
+ * gpumem__tier_evict once the cache's search for a slot has ended. */
+GPUMEM__TIER_HOOK uint32_t gpumem__tier_place(struct gpumem_tier *t, uint64_t line, uint32_t skips_left) {
+    const uint32_t where = gpumem__tier_decide(t, line, skips_left);
+    if (where == GPUMEM_PLACE_KEEP) gpumem__tier_count(t, GPUMEM__TS_KEEPS, 1);
+    return where;
+}
+
+/* Carry out placement `where` (gpumem__tier_place's, not KEEP) of the
+ * evicted `line` in GPU slot `slot`, owned by the evictor: move it to host
+ * memory, or leave it to the cache (bypass). */
 GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uint32_t slot, int dirty,
-                                       uint32_t skips_left) {
-    uint32_t where = gpumem__tier_decide(t, line, skips_left), k = 0;
+                                       uint32_t where) {
+    uint32_t k = 0;
     gpumem_status st;
-    if (where == GPUMEM_PLACE_KEEP) {
-        gpumem__tier_count(t, GPUMEM__TS_KEEPS, 1);
-        return GPUMEM__TIER_KEEP;
-    }
     if (where == GPUMEM_PLACE_BYPASS) {
         gpumem__tier_count(t, GPUMEM__TS_BYPASSES, 1);
         return GPUMEM__TIER_BYPASS;
