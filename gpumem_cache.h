@@ -289,14 +289,22 @@ enum { /* indices into a shard, in gpumem_cache_stats order */
     GPUMEM__ST_VIOLATIONS
 };
 
+/* Line-sized slots and where the controller finds them: the cache's, and
+ * the host tier's (gpumem_tier.h). I/O is addressed as (pool, slot), so that
+ * the slot's addresses are worked out where the command is built, not kept
+ * live through the routing before it (registers, on the device). */
+typedef struct gpumem__slot_pool {
+    unsigned char *data;     /* the slots, line_bytes apart */
+    uint64_t data_iova;      /* their I/O address, contiguous */
+    uint64_t *prp_lists;     /* a PRP-list page per slot, or NULL (lines of two pages or less) */
+    uint64_t prp_lists_iova; /* their I/O address */
+} gpumem__slot_pool;
+
 typedef struct gpumem_cache {
     /* set at init, read-only afterwards */
     gpumem__cache_line *lines;
     gpumem__cache_slot *slots;
-    unsigned char *data;
-    uint64_t data_iova;
-    uint64_t *prp_lists;
-    uint64_t prp_lists_iova;
+    gpumem__slot_pool pool;   /* the slots' data */
     gpumem_cache_backing backing;
     uint64_t n_lines;
     uint32_t n_slots;
@@ -446,42 +454,53 @@ GPUMEM_API void gpumem__cache_count(gpumem_cache *c, uint64_t key, uint32_t whic
 
 GPUMEM_API uint32_t *gpumem__line_state(gpumem_cache *c, uint64_t line) { return &c->lines[line].state; }
 
-GPUMEM_API unsigned char *gpumem__slot_data(const gpumem_cache *c, uint32_t slot) {
-    return c->data + ((size_t)slot << c->line_shift);
+/* Slot k of a pool (line_bytes apart, as every pool of this cache). */
+GPUMEM_API unsigned char *gpumem__pool_data(const gpumem_cache *c, const gpumem__slot_pool *pool, uint32_t k) {
+    return pool->data + ((size_t)k << c->line_shift);
 }
 
-/* Move a line between a line-sized buffer and the backing (write = 0: read
- * into the buffer): `buf` at I/O address `iova`, with `list` (at `list_iova`)
- * its own PRP-list page for lines past two pages. The cache's slots use it
- * through gpumem__cache_io; the host tier (gpumem_tier.h) for its slots. The
- * caller owns the buffer for the duration, so no two I/Os ever use one
- * buffer or PRP list at once. */
-GPUMEM_API gpumem_status gpumem__cache_io_buf(gpumem_cache *c, int write, uint64_t line, unsigned char *buf,
-                                              uint64_t iova, uint64_t *list, uint64_t list_iova) {
+GPUMEM_API unsigned char *gpumem__slot_data(const gpumem_cache *c, uint32_t slot) {
+    return gpumem__pool_data(c, &c->pool, slot);
+}
+
+/* Move a line between slot k of `pool` and the backing (write = 0: read
+ * into the slot); the slot's own PRP-list page serves lines past two pages.
+ * The cache's slots use it (gpumem__cache_io), and the host tier
+ * (gpumem_tier.h) for its own. The caller owns the slot for the duration,
+ * so no two I/Os ever use one slot or PRP list at once. The slot's
+ * addresses are worked out after the routing (controller, LBA, pair): on the
+ * device, the fewer values live there, the fewer registers every kernel
+ * that can miss needs. */
+GPUMEM_API gpumem_status gpumem__cache_io_pool(gpumem_cache *c, int write, uint64_t line,
+                                               const gpumem__slot_pool *pool, uint32_t k) {
     const gpumem_cache_backing *b = &c->backing;
     gpumem_status st = GPUMEM_OK;
     if (b->kind == GPUMEM_CACHE_BACKING_MEMORY) {
         unsigned char *home = b->mem + ((size_t)line << c->line_shift);
-        if (write) memcpy(home, buf, c->line_bytes);
-        else memcpy(buf, home, c->line_bytes);
+        if (write) memcpy(home, gpumem__pool_data(c, pool, k), c->line_bytes);
+        else memcpy(gpumem__pool_data(c, pool, k), home, c->line_bytes);
         gpumem__cache_count(c, line, write ? GPUMEM__ST_WRITES : GPUMEM__ST_READS, 1);
     } else {
         uint64_t prp1, prp2;
-        uint32_t home = (uint32_t)(line % b->n_ctrls), k;
-        uint64_t index = b->layout == GPUMEM_CACHE_STRIPE ? line / b->n_ctrls : line;
-        uint64_t lba = b->first_lba + index * c->blocks_per_line;
+        /* One division: line = stripe * n_ctrls + home. */
+        const uint64_t stripe = line / b->n_ctrls;
+        uint32_t home = (uint32_t)(line - stripe * b->n_ctrls), j;
+        uint64_t lba = b->first_lba + (b->layout == GPUMEM_CACHE_STRIPE ? stripe : line) * c->blocks_per_line;
         /* Threads of one SM share a pair on the GPU (as in BaM); on the host,
          * consecutive lines go to different pairs. */
-        uint32_t pick = (uint32_t)(line / b->n_ctrls) + gpumem_sm_id();
+        uint32_t pick = (uint32_t)stripe + gpumem_sm_id();
         uint32_t first = home, last = home;
-        st = gpumem_nvme_prp_setup(iova, c->line_bytes, list, list_iova, GPUMEM_NVME_PAGE_BYTES / 8, &prp1, &prp2);
+        st = gpumem_nvme_prp_setup(pool->data_iova + ((uint64_t)k << c->line_shift), c->line_bytes,
+                                   pool->prp_lists ? pool->prp_lists + (size_t)k * (GPUMEM_NVME_PAGE_BYTES / 8) : 0,
+                                   pool->prp_lists_iova + (uint64_t)k * GPUMEM_NVME_PAGE_BYTES,
+                                   GPUMEM_NVME_PAGE_BYTES / 8, &prp1, &prp2);
         if (st != GPUMEM_OK) return st;
         if (write && b->layout == GPUMEM_CACHE_REPLICATE) {
             first = 0;
             last = b->n_ctrls - 1;
         }
-        for (k = first; k <= last && st == GPUMEM_OK; k++) {
-            gpumem_nvme_qp *qp = b->pairs[(size_t)k * b->pairs_per_ctrl + pick % b->pairs_per_ctrl];
+        for (j = first; j <= last && st == GPUMEM_OK; j++) {
+            gpumem_nvme_qp *qp = b->pairs[(size_t)j * b->pairs_per_ctrl + pick % b->pairs_per_ctrl];
             st = gpumem_nvme_qp_rw(qp, write ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ, lba, c->blocks_per_line,
                                    prp1, prp2, (gpumem_nvme_cpl *)0);
             gpumem__cache_count(c, line, write ? GPUMEM__ST_WRITES : GPUMEM__ST_READS, 1);
@@ -495,10 +514,7 @@ GPUMEM_API gpumem_status gpumem__cache_io_buf(gpumem_cache *c, int write, uint64
 /* The same for slot `slot`. The caller owns the slot: BUSY on the line it
  * holds (fill) or the slot lock with BUSY on its line (write-back). */
 GPUMEM_API gpumem_status gpumem__cache_io(gpumem_cache *c, int write, uint64_t line, uint32_t slot) {
-    return gpumem__cache_io_buf(c, write, line, gpumem__slot_data(c, slot),
-                                c->data_iova + ((uint64_t)slot << c->line_shift),
-                                c->prp_lists ? c->prp_lists + (size_t)slot * (GPUMEM_NVME_PAGE_BYTES / 8) : 0,
-                                c->prp_lists_iova + (uint64_t)slot * GPUMEM_NVME_PAGE_BYTES);
+    return gpumem__cache_io_pool(c, write, line, &c->pool, slot);
 }
 
 GPUMEM_API int gpumem__slot_trylock(gpumem_cache *c, uint32_t k) {
@@ -1206,10 +1222,10 @@ GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_d
     memset(c, 0, sizeof *c);
     c->lines = (gpumem__cache_line *)d->meta;
     c->slots = (gpumem__cache_slot *)(c->lines + d->n_lines);
-    c->data = (unsigned char *)d->data;
-    c->data_iova = data_iova;
-    c->prp_lists = d->prp_lists;
-    c->prp_lists_iova = prp_iova;
+    c->pool.data = (unsigned char *)d->data;
+    c->pool.data_iova = data_iova;
+    c->pool.prp_lists = d->prp_lists;
+    c->pool.prp_lists_iova = prp_iova;
     c->backing = d->backing;
     if (gpumem__cache_n_pairs(&d->backing)) {
         /* Our own copy: the caller's array may be gone once init returns. */

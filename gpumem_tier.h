@@ -176,12 +176,9 @@ typedef struct gpumem_tier {
     uint32_t *home;            /* per line: IN | BUSY | DIRTY | host slot */
     gpumem__cache_slot *slots; /* per host slot: lock, policy word, tag */
     uint64_t *free_map;        /* bit per host slot: empty and not taken */
-    unsigned char *data;
-    uint64_t data_iova;
-    uint64_t *prp_lists;
-    uint64_t prp_lists_iova;
+    gpumem__slot_pool pool;    /* the host slots' data */
     uint64_t n_lines;
-    uint32_t n_slots, placement, policy, line_shift;
+    uint32_t n_slots, placement, policy;
     uint64_t *samples;         /* the first accesses' lines, for training (NO_SAMPLE: not yet written) */
     uint64_t sample_cap;
     void *owned_;              /* gpumem_tier_create's allocation */
@@ -254,7 +251,7 @@ GPUMEM_API void gpumem__tier_count(gpumem_tier *t, uint32_t which, uint64_t n) {
 }
 
 GPUMEM_API unsigned char *gpumem__tier_slot_data(const gpumem_tier *t, uint32_t k) {
-    return t->data + ((size_t)k << t->line_shift);
+    return gpumem__pool_data(t->cache, &t->pool, k);
 }
 
 /* Share `rank` of `n` of a line copy: 16-byte words, lane-strided, so the n
@@ -327,10 +324,7 @@ GPUMEM_API void gpumem__tier_unlock_gmt(gpumem_tier *t) {
 /* Write the line in host slot k (claimed BUSY by the caller) to storage,
  * through the cache's backing. */
 GPUMEM_API gpumem_status gpumem__tier_write(gpumem_tier *t, uint64_t line, uint32_t k) {
-    gpumem_status st = gpumem__cache_io_buf(
-        t->cache, 1, line, gpumem__tier_slot_data(t, k), t->data_iova + ((uint64_t)k << t->line_shift),
-        t->prp_lists ? t->prp_lists + (size_t)k * (GPUMEM_NVME_PAGE_BYTES / 8) : 0,
-        t->prp_lists_iova + (uint64_t)k * GPUMEM_NVME_PAGE_BYTES);
+    gpumem_status st = gpumem__cache_io_pool(t->cache, 1, line, &t->pool, k);
     gpumem__tier_count(t, st == GPUMEM_OK ? GPUMEM__TS_WRITEBACKS : GPUMEM__TS_IO_ERRORS, 1);
     return st;
 }
@@ -597,15 +591,14 @@ GPUMEM_API gpumem_status gpumem_tier_init(gpumem_tier *t, const gpumem_tier_desc
     m += (size_t)d->n_slots * sizeof(gpumem__cache_slot);
     t->free_map = (uint64_t *)(void *)m;
     m += gpumem__tier_map_words(d->n_slots) * 8;
-    t->data = (unsigned char *)d->data;
-    t->data_iova = d->data_iova ? d->data_iova : (uint64_t)(uintptr_t)d->data;
-    t->prp_lists = d->prp_lists;
-    t->prp_lists_iova = d->prp_lists_iova ? d->prp_lists_iova : (uint64_t)(uintptr_t)d->prp_lists;
+    t->pool.data = (unsigned char *)d->data;
+    t->pool.data_iova = d->data_iova ? d->data_iova : (uint64_t)(uintptr_t)d->data;
+    t->pool.prp_lists = d->prp_lists;
+    t->pool.prp_lists_iova = d->prp_lists_iova ? d->prp_lists_iova : (uint64_t)(uintptr_t)d->prp_lists;
     t->n_lines = c->n_lines;
     t->n_slots = d->n_slots;
     t->placement = d->placement;
     t->policy = d->policy;
-    t->line_shift = c->line_shift;
     for (i = 0; i < c->n_lines; i++) t->home[i] = 0;
     for (k = 0; k < d->n_slots; k++) {
         t->slots[k].lock = t->slots[k].ref = 0;
