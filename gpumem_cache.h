@@ -380,8 +380,7 @@ GPUMEM__TIER_HOOK void gpumem__tier_undo_lookup(struct gpumem_tier *t, uint64_t 
                                          int in_host);
 GPUMEM__TIER_HOOK void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp);
 GPUMEM__TIER_HOOK uint32_t gpumem__tier_place(struct gpumem_tier *t, uint64_t line, uint32_t skips_left);
-GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uint32_t slot, int dirty,
-                                       uint32_t where);
+GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint32_t slot, uint32_t where);
 GPUMEM__TIER_HOOK gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, uint64_t *written);
 /* Copy share `rank` of `n` of a line (n threads copy it together). */
 GPUMEM_API void gpumem_tier_copy_share(unsigned char *dst, const unsigned char *src, uint32_t bytes, uint32_t rank,
@@ -401,9 +400,8 @@ GPUMEM_API void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, co
 GPUMEM_API uint32_t gpumem__tier_place(struct gpumem_tier *t, uint64_t line, uint32_t skips_left) {
     return (void)t, (void)line, (void)skips_left, GPUMEM_PLACE_BYPASS;
 }
-GPUMEM_API uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uint32_t slot, int dirty,
-                                       uint32_t where) {
-    return (void)t, (void)line, (void)slot, (void)dirty, (void)where, GPUMEM__TIER_BYPASS;
+GPUMEM_API uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint32_t slot, uint32_t where) {
+    return (void)t, (void)slot, (void)where, GPUMEM__TIER_BYPASS;
 }
 GPUMEM_API gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, uint64_t *written) {
     return (void)t, (void)written, GPUMEM_OK;
@@ -719,8 +717,7 @@ GPUMEM_API gpumem_status gpumem__slot_evict(gpumem_cache *c, uint32_t k, uint64_
         uint32_t *vs = gpumem__line_state(c, victim);
         const int dirty = (gpumem_atomic_load_u32(vs, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) & GPUMEM_CACHE_DIRTY) != 0;
         /* Moved to the host tier: dirty there, so nothing is written here. */
-        if (!(GPUMEM__HAS_TIER(c) && gpumem__tier_evict(c->tier, victim, k, dirty, where) == GPUMEM__TIER_MOVED) &&
-            dirty) {
+        if (!(GPUMEM__HAS_TIER(c) && gpumem__tier_evict(c->tier, k, where) == GPUMEM__TIER_MOVED) && dirty) {
             if (gpumem__cache_io(c, 1, victim, k) != GPUMEM_OK) {
                 /* Keep the only up-to-date copy: still valid, still dirty. */
                 gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);

@@ -329,6 +329,30 @@ GPUMEM_API gpumem_status gpumem__tier_write(gpumem_tier *t, uint64_t line, uint3
     return st;
 }
 
+/* Empty host slot k, locked, whose line the caller has claimed (BUSY):
+ * written to storage first if dirty. The line and its word are read again
+ * here (the slot lock and BUSY keep both as they were), so that the search
+ * that found the slot keeps nothing live through the write (registers, on
+ * the device). EIO: the write failed, the line stays (dirty), the slot is
+ * unlocked. */
+GPUMEM_API gpumem_status gpumem__tier_displace(gpumem_tier *t, uint32_t k) {
+    if ((gpumem_atomic_load_u32(&t->home[gpumem__tier_tag(t, k)], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV) &
+         GPUMEM_TIER_DIRTY) &&
+        gpumem__tier_write(t, gpumem__tier_tag(t, k), k) != GPUMEM_OK) {
+        /* keep the only up-to-date copy: its word as it was before our claim */
+        const uint64_t victim = gpumem__tier_tag(t, k);
+        gpumem__tier_set_home(
+            t, victim, gpumem_atomic_load_u32(&t->home[victim], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV) & ~GPUMEM_TIER_BUSY);
+        gpumem__tier_slot_unlock(t, k);
+        return GPUMEM_EIO;
+    }
+    /* Written (or clean): storage is up to date before the word says "not here". */
+    gpumem__tier_set_home(t, gpumem__tier_tag(t, k), 0);
+    gpumem__tier_set_tag(t, k, GPUMEM_CACHE_EMPTY);
+    gpumem__tier_count(t, GPUMEM__TS_HOST_EVICTIONS, 1);
+    return GPUMEM_OK;
+}
+
 /* An empty host slot, locked, for a line coming down: a free one if any
  * (reserved through n_free), else - only if `displace` - the replacement
  * policy's victim, written to storage first if dirty. EAGAIN: none (full and
@@ -371,17 +395,8 @@ GPUMEM_API gpumem_status gpumem__tier_alloc(gpumem_tier *t, int displace, uint32
             continue;
         }
         if ((s & GPUMEM_TIER_SLOT_MASK) != k) gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
-        if ((s & GPUMEM_TIER_DIRTY) && gpumem__tier_write(t, victim, k) != GPUMEM_OK) {
-            gpumem__tier_set_home(t, victim, s); /* keep the only up-to-date copy */
-            gpumem__tier_slot_unlock(t, k);
-            return GPUMEM_EIO;
-        }
-        /* Written (or clean): storage is up to date before the word says "not here". */
-        gpumem__tier_set_home(t, victim, 0);
-        gpumem__tier_set_tag(t, k, GPUMEM_CACHE_EMPTY);
-        gpumem__tier_count(t, GPUMEM__TS_HOST_EVICTIONS, 1);
         *out = k;
-        return GPUMEM_OK;
+        return gpumem__tier_displace(t, k);
     }
     return GPUMEM_EAGAIN;
 }
@@ -480,27 +495,33 @@ GPUMEM__TIER_HOOK uint32_t gpumem__tier_place(struct gpumem_tier *t, uint64_t li
     return where;
 }
 
-/* Carry out placement `where` (gpumem__tier_place's, not KEEP) of the
- * evicted `line` in GPU slot `slot`, owned by the evictor: move it to host
- * memory, or leave it to the cache (bypass). */
-GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint64_t line, uint32_t slot, int dirty,
-                                       uint32_t where) {
+/* Carry out placement `where` (gpumem__tier_place's, not KEEP) of the line
+ * evicted from GPU slot `slot` (its tag), owned by the evictor (slot lock,
+ * BUSY): move it to host memory, or leave it to the cache (bypass). The line
+ * and its DIRTY bit are read from the slot and the line's word, which the
+ * evictor's ownership keeps as they were, after the search for a host slot
+ * (which may write a displaced line to storage) rather than kept through it. */
+GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint32_t slot, uint32_t where) {
     uint32_t k = 0;
-    gpumem_status st;
+    uint64_t line;
+    int dirty;
     if (where == GPUMEM_PLACE_BYPASS) {
         gpumem__tier_count(t, GPUMEM__TS_BYPASSES, 1);
         return GPUMEM__TIER_BYPASS;
     }
     /* Exclusive tiers: a line in a GPU slot has no host copy. */
-    if (gpumem_atomic_load_u32(&t->home[line], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV) != 0) {
+    if (gpumem_atomic_load_u32(&t->home[gpumem__slot_tag(t->cache, slot)], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV) != 0) {
         gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
         return GPUMEM__TIER_BYPASS;
     }
-    st = gpumem__tier_alloc(t, where == GPUMEM_PLACE_HOST, &k);
-    if (st != GPUMEM_OK) { /* full (GMT-Reuse's "discard when full"), or the displaced line's write failed */
+    if (gpumem__tier_alloc(t, where == GPUMEM_PLACE_HOST, &k) != GPUMEM_OK) {
+        /* full (GMT-Reuse's "discard when full"), or the displaced line's write failed */
         gpumem__tier_count(t, GPUMEM__TS_BYPASSES, 1);
         return GPUMEM__TIER_BYPASS;
     }
+    line = gpumem__slot_tag(t->cache, slot);
+    dirty = (gpumem_atomic_load_u32(gpumem__line_state(t->cache, line), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
+             GPUMEM_CACHE_DIRTY) != 0;
     gpumem_tier_copy_share(gpumem__tier_slot_data(t, k), gpumem__slot_data(t->cache, slot), t->cache->line_bytes, 0,
                            1);
     gpumem__tier_set_tag(t, k, line);
