@@ -365,9 +365,20 @@ typedef struct gpumem__tier_copy {
 } gpumem__tier_copy;
 
 /* What the tier did with an evicted line: nothing (the cache writes a dirty
- * line back and drops it) or moved it to host memory. (Whether to keep a
- * candidate instead is gpumem__tier_place's GPUMEM_PLACE_KEEP.) */
-enum { GPUMEM__TIER_BYPASS = 0, GPUMEM__TIER_MOVED = 1 };
+ * line back and drops it), moved it to host memory, or needs a write to
+ * storage first (a dirty host line it displaces to make room: *io). (Whether
+ * to keep a candidate instead is gpumem__tier_place's GPUMEM_PLACE_KEEP.) */
+enum { GPUMEM__TIER_BYPASS = 0, GPUMEM__TIER_MOVED = 1, GPUMEM__TIER_WRITE_FIRST = 2 };
+/* That write: `line`, in slot k of the host tier's pool. The cache makes it
+ * (gpumem__slot_evict) and hands the status to gpumem__tier_evict_resume, so
+ * that the hook's call does no I/O: on the device a call's registers add to
+ * those live around it, and an NVMe command under the hook made it the
+ * costliest point of every kernel that acquires a line. */
+typedef struct gpumem__tier_io {
+    const struct gpumem__slot_pool *pool;
+    uint64_t line;
+    uint32_t k;
+} gpumem__tier_io;
 /* Candidates GMT-Reuse may keep (predicted short reuse) in one search for a
  * slot before it must evict: the paper gives no bound, and without one a cache of lines
  * all predicted short would never free a slot (the simulator uses the same). */
@@ -380,7 +391,10 @@ GPUMEM__TIER_HOOK void gpumem__tier_undo_lookup(struct gpumem_tier *t, uint64_t 
                                          int in_host);
 GPUMEM__TIER_HOOK void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, const gpumem__tier_copy *cp);
 GPUMEM__TIER_HOOK uint32_t gpumem__tier_place(struct gpumem_tier *t, uint64_t line, uint32_t skips_left);
-GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint32_t slot, uint32_t where);
+GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint32_t slot, uint32_t where,
+                                              gpumem__tier_io *io);
+GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict_resume(struct gpumem_tier *t, uint32_t slot, const gpumem__tier_io *io,
+                                                     gpumem_status written);
 GPUMEM__TIER_HOOK gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, uint64_t *written);
 /* Copy share `rank` of `n` of a line (n threads copy it together). */
 GPUMEM_API void gpumem_tier_copy_share(unsigned char *dst, const unsigned char *src, uint32_t bytes, uint32_t rank,
@@ -400,8 +414,12 @@ GPUMEM_API void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t line, co
 GPUMEM_API uint32_t gpumem__tier_place(struct gpumem_tier *t, uint64_t line, uint32_t skips_left) {
     return (void)t, (void)line, (void)skips_left, GPUMEM_PLACE_BYPASS;
 }
-GPUMEM_API uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint32_t slot, uint32_t where) {
-    return (void)t, (void)slot, (void)where, GPUMEM__TIER_BYPASS;
+GPUMEM_API uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint32_t slot, uint32_t where, gpumem__tier_io *io) {
+    return (void)t, (void)slot, (void)where, (void)io, GPUMEM__TIER_BYPASS;
+}
+GPUMEM_API uint32_t gpumem__tier_evict_resume(struct gpumem_tier *t, uint32_t slot, const gpumem__tier_io *io,
+                                              gpumem_status written) {
+    return (void)t, (void)slot, (void)io, (void)written, GPUMEM__TIER_BYPASS;
 }
 GPUMEM_API gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, uint64_t *written) {
     return (void)t, (void)written, GPUMEM_OK;
@@ -716,8 +734,17 @@ GPUMEM_API gpumem_status gpumem__slot_evict(gpumem_cache *c, uint32_t k, uint64_
     if (victim != GPUMEM_CACHE_EMPTY) {
         uint32_t *vs = gpumem__line_state(c, victim);
         const int dirty = (gpumem_atomic_load_u32(vs, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) & GPUMEM_CACHE_DIRTY) != 0;
+        uint32_t placed = GPUMEM__TIER_BYPASS;
+        if (GPUMEM__HAS_TIER(c)) {
+            gpumem__tier_io io;
+            memset(&io, 0, sizeof io);
+            placed = gpumem__tier_evict(c->tier, k, where, &io);
+            if (placed == GPUMEM__TIER_WRITE_FIRST) /* the line it displaces, written by us */
+                placed = gpumem__tier_evict_resume(c->tier, k, &io,
+                                                   gpumem__cache_io_pool(c, 1, io.line, io.pool, io.k));
+        }
         /* Moved to the host tier: dirty there, so nothing is written here. */
-        if (!(GPUMEM__HAS_TIER(c) && gpumem__tier_evict(c->tier, k, where) == GPUMEM__TIER_MOVED) && dirty) {
+        if (placed != GPUMEM__TIER_MOVED && dirty) {
             if (gpumem__cache_io(c, 1, victim, k) != GPUMEM_OK) {
                 /* Keep the only up-to-date copy: still valid, still dirty. */
                 gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);

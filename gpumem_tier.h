@@ -321,33 +321,34 @@ GPUMEM_API void gpumem__tier_unlock_gmt(gpumem_tier *t) {
     gpumem_event_notify(&t->event);
 }
 
-/* Write the line in host slot k (claimed BUSY by the caller) to storage,
- * through the cache's backing. */
-GPUMEM_API gpumem_status gpumem__tier_write(gpumem_tier *t, uint64_t line, uint32_t k) {
-    gpumem_status st = gpumem__cache_io_pool(t->cache, 1, line, &t->pool, k);
+/* Count a host line's write to storage that ended with status st. */
+GPUMEM_API gpumem_status gpumem__tier_written(gpumem_tier *t, gpumem_status st) {
     gpumem__tier_count(t, st == GPUMEM_OK ? GPUMEM__TS_WRITEBACKS : GPUMEM__TS_IO_ERRORS, 1);
     return st;
 }
 
-/* Empty host slot k, locked, whose line the caller has claimed (BUSY):
- * written to storage first if dirty. The line and its word are read again
- * here (the slot lock and BUSY keep both as they were), so that the search
- * that found the slot keeps nothing live through the write (registers, on
- * the device). EIO: the write failed, the line stays (dirty), the slot is
- * unlocked. */
-GPUMEM_API gpumem_status gpumem__tier_displace(gpumem_tier *t, uint32_t k) {
-    if ((gpumem_atomic_load_u32(&t->home[gpumem__tier_tag(t, k)], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV) &
-         GPUMEM_TIER_DIRTY) &&
-        gpumem__tier_write(t, gpumem__tier_tag(t, k), k) != GPUMEM_OK) {
+/* Write the line in host slot k (claimed BUSY by the caller) to storage,
+ * through the cache's backing. */
+GPUMEM_API gpumem_status gpumem__tier_write(gpumem_tier *t, uint64_t line, uint32_t k) {
+    return gpumem__tier_written(t, gpumem__cache_io_pool(t->cache, 1, line, &t->pool, k));
+}
+
+/* Finish displacing the line of host slot k (locked; its line claimed
+ * BUSY), once it is written to storage if it was dirty (`written`: that
+ * write's status; OK for a clean line). The line and its word are read
+ * again here (the slot lock and BUSY keep both as they were). EIO: the write
+ * failed, the line stays (dirty) and the slot is unlocked. */
+GPUMEM_API gpumem_status gpumem__tier_displace_done(gpumem_tier *t, uint32_t k, gpumem_status written) {
+    const uint64_t victim = gpumem__tier_tag(t, k);
+    if (written != GPUMEM_OK) {
         /* keep the only up-to-date copy: its word as it was before our claim */
-        const uint64_t victim = gpumem__tier_tag(t, k);
         gpumem__tier_set_home(
             t, victim, gpumem_atomic_load_u32(&t->home[victim], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV) & ~GPUMEM_TIER_BUSY);
         gpumem__tier_slot_unlock(t, k);
         return GPUMEM_EIO;
     }
     /* Written (or clean): storage is up to date before the word says "not here". */
-    gpumem__tier_set_home(t, gpumem__tier_tag(t, k), 0);
+    gpumem__tier_set_home(t, victim, 0);
     gpumem__tier_set_tag(t, k, GPUMEM_CACHE_EMPTY);
     gpumem__tier_count(t, GPUMEM__TS_HOST_EVICTIONS, 1);
     return GPUMEM_OK;
@@ -355,11 +356,14 @@ GPUMEM_API gpumem_status gpumem__tier_displace(gpumem_tier *t, uint32_t k) {
 
 /* An empty host slot, locked, for a line coming down: a free one if any
  * (reserved through n_free), else - only if `displace` - the replacement
- * policy's victim, written to storage first if dirty. EAGAIN: none (full and
- * not displacing, or every candidate moving); EIO: the victim's write failed
- * (it stays, dirty). */
-GPUMEM_API gpumem_status gpumem__tier_alloc(gpumem_tier *t, int displace, uint32_t *out) {
+ * policy's victim. A clean victim is displaced here; a dirty one must be
+ * written to storage first: *write_first is then set, the slot is locked
+ * and its line claimed, and the caller writes it and calls
+ * gpumem__tier_displace_done (the search itself does no I/O). EAGAIN: none
+ * (full and not displacing, or every candidate moving). */
+GPUMEM_API gpumem_status gpumem__tier_alloc(gpumem_tier *t, int displace, uint32_t *out, int *write_first) {
     uint32_t i, n = t->n_slots, f = gpumem_atomic_load_u32(&t->n_free.v, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
+    *write_first = 0;
     while (f > 0 && !gpumem_atomic_cas_u32(&t->n_free.v, &f, f - 1, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV)) {
     }
     if (f > 0) { /* one set bit is ours: every reserver takes one, and bits are set before the count */
@@ -396,7 +400,8 @@ GPUMEM_API gpumem_status gpumem__tier_alloc(gpumem_tier *t, int displace, uint32
         }
         if ((s & GPUMEM_TIER_SLOT_MASK) != k) gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
         *out = k;
-        return gpumem__tier_displace(t, k);
+        *write_first = (s & GPUMEM_TIER_DIRTY) != 0;
+        return *write_first ? GPUMEM_OK : gpumem__tier_displace_done(t, k, GPUMEM_OK);
     }
     return GPUMEM_EAGAIN;
 }
@@ -495,33 +500,15 @@ GPUMEM__TIER_HOOK uint32_t gpumem__tier_place(struct gpumem_tier *t, uint64_t li
     return where;
 }
 
-/* Carry out placement `where` (gpumem__tier_place's, not KEEP) of the line
- * evicted from GPU slot `slot` (its tag), owned by the evictor (slot lock,
- * BUSY): move it to host memory, or leave it to the cache (bypass). The line
- * and its DIRTY bit are read from the slot and the line's word, which the
- * evictor's ownership keeps as they were, after the search for a host slot
- * (which may write a displaced line to storage) rather than kept through it. */
-GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint32_t slot, uint32_t where) {
-    uint32_t k = 0;
-    uint64_t line;
-    int dirty;
-    if (where == GPUMEM_PLACE_BYPASS) {
-        gpumem__tier_count(t, GPUMEM__TS_BYPASSES, 1);
-        return GPUMEM__TIER_BYPASS;
-    }
-    /* Exclusive tiers: a line in a GPU slot has no host copy. */
-    if (gpumem_atomic_load_u32(&t->home[gpumem__slot_tag(t->cache, slot)], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV) != 0) {
-        gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
-        return GPUMEM__TIER_BYPASS;
-    }
-    if (gpumem__tier_alloc(t, where == GPUMEM_PLACE_HOST, &k) != GPUMEM_OK) {
-        /* full (GMT-Reuse's "discard when full"), or the displaced line's write failed */
-        gpumem__tier_count(t, GPUMEM__TS_BYPASSES, 1);
-        return GPUMEM__TIER_BYPASS;
-    }
-    line = gpumem__slot_tag(t->cache, slot);
-    dirty = (gpumem_atomic_load_u32(gpumem__line_state(t->cache, line), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
-             GPUMEM_CACHE_DIRTY) != 0;
+/* Move the line evicted from GPU slot `slot` (its tag; the evictor owns it:
+ * slot lock, BUSY) into host slot k (locked, empty). The line and its DIRTY
+ * bit are read here, from the slot and the line's word, which that
+ * ownership keeps as they were. */
+GPUMEM_API uint32_t gpumem__tier_move(gpumem_tier *t, uint32_t slot, uint32_t k) {
+    const uint64_t line = gpumem__slot_tag(t->cache, slot);
+    const int dirty = (gpumem_atomic_load_u32(gpumem__line_state(t->cache, line), GPUMEM_ORDER_RELAXED,
+                                              GPUMEM__CDEV) &
+                       GPUMEM_CACHE_DIRTY) != 0;
     gpumem_tier_copy_share(gpumem__tier_slot_data(t, k), gpumem__slot_data(t->cache, slot), t->cache->line_bytes, 0,
                            1);
     gpumem__tier_set_tag(t, k, line);
@@ -531,6 +518,50 @@ GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint32_t sl
     gpumem__tier_count(t, GPUMEM__TS_MOVES, 1);
     if (dirty) gpumem__tier_count(t, GPUMEM__TS_DIRTY_MOVES, 1);
     return GPUMEM__TIER_MOVED;
+}
+
+/* Carry out placement `where` (gpumem__tier_place's, not KEEP) of the line
+ * evicted from GPU slot `slot`, owned by the evictor: move it to host
+ * memory, or leave it to the cache (bypass). When the host slot found for
+ * it holds a dirty line to displace, that line must reach storage first:
+ * GPUMEM__TIER_WRITE_FIRST, *io says what to write, and the cache calls
+ * gpumem__tier_evict_resume with the write's status. */
+GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint32_t slot, uint32_t where,
+                                              gpumem__tier_io *io) {
+    uint32_t k = 0;
+    int write_first = 0;
+    if (where == GPUMEM_PLACE_BYPASS) {
+        gpumem__tier_count(t, GPUMEM__TS_BYPASSES, 1);
+        return GPUMEM__TIER_BYPASS;
+    }
+    /* Exclusive tiers: a line in a GPU slot has no host copy. */
+    if (gpumem_atomic_load_u32(&t->home[gpumem__slot_tag(t->cache, slot)], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV) != 0) {
+        gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
+        return GPUMEM__TIER_BYPASS;
+    }
+    if (gpumem__tier_alloc(t, where == GPUMEM_PLACE_HOST, &k, &write_first) != GPUMEM_OK) {
+        gpumem__tier_count(t, GPUMEM__TS_BYPASSES, 1); /* full: GMT-Reuse's "discard when full" */
+        return GPUMEM__TIER_BYPASS;
+    }
+    if (write_first) {
+        io->pool = &t->pool;
+        io->line = gpumem__tier_tag(t, k);
+        io->k = k;
+        return GPUMEM__TIER_WRITE_FIRST;
+    }
+    return gpumem__tier_move(t, slot, k);
+}
+
+/* The displaced line of *io has been written (`written`: the status): free
+ * its host slot and move the evicted line in, or, if the write failed, keep
+ * the displaced line (dirty) and bypass. */
+GPUMEM__TIER_HOOK uint32_t gpumem__tier_evict_resume(struct gpumem_tier *t, uint32_t slot, const gpumem__tier_io *io,
+                                                     gpumem_status written) {
+    if (gpumem__tier_displace_done(t, io->k, gpumem__tier_written(t, written)) != GPUMEM_OK) {
+        gpumem__tier_count(t, GPUMEM__TS_BYPASSES, 1); /* the displaced line's write failed */
+        return GPUMEM__TIER_BYPASS;
+    }
+    return gpumem__tier_move(t, slot, io->k);
 }
 
 /* Write every dirty host line to storage and mark it clean. A line being
