@@ -497,20 +497,21 @@ GPUMEM_API gpumem_status gpumem__cache_io_pool(gpumem_cache *c, int write, uint6
         else memcpy(gpumem__pool_data(c, pool, k), home, c->line_bytes);
         gpumem__cache_count(c, line, write ? GPUMEM__ST_WRITES : GPUMEM__ST_READS, 1);
     } else {
-        uint64_t prp1, prp2;
-        /* One division: line = stripe * n_ctrls + home. */
-        const uint64_t stripe = line / b->n_ctrls;
-        uint32_t home = (uint32_t)(line - stripe * b->n_ctrls), j;
-        uint64_t lba = b->first_lba + (b->layout == GPUMEM_CACHE_STRIPE ? stripe : line) * c->blocks_per_line;
-        /* Threads of one SM share a pair on the GPU (as in BaM); on the host,
-         * consecutive lines go to different pairs. */
-        uint32_t pick = (uint32_t)stripe + gpumem_sm_id();
-        uint32_t first = home, last = home;
+        uint64_t prp1, prp2, stripe, lba;
+        uint32_t home, j, pick, first, last;
         st = gpumem_nvme_prp_setup(pool->data_iova + ((uint64_t)k << c->line_shift), c->line_bytes,
                                    pool->prp_lists ? pool->prp_lists + (size_t)k * (GPUMEM_NVME_PAGE_BYTES / 8) : 0,
                                    pool->prp_lists_iova + (uint64_t)k * GPUMEM_NVME_PAGE_BYTES,
                                    GPUMEM_NVME_PAGE_BYTES / 8, &prp1, &prp2);
         if (st != GPUMEM_OK) return st;
+        /* One division: line = stripe * n_ctrls + home. */
+        stripe = line / b->n_ctrls;
+        home = (uint32_t)(line - stripe * b->n_ctrls);
+        lba = b->first_lba + (b->layout == GPUMEM_CACHE_STRIPE ? stripe : line) * c->blocks_per_line;
+        /* Threads of one SM share a pair on the GPU (as in BaM); on the host,
+         * consecutive lines go to different pairs. */
+        pick = (uint32_t)stripe + gpumem_sm_id();
+        first = last = home;
         if (write && b->layout == GPUMEM_CACHE_REPLICATE) {
             first = 0;
             last = b->n_ctrls - 1;
@@ -550,6 +551,13 @@ GPUMEM_API uint64_t gpumem__slot_tag(gpumem_cache *c, uint32_t k) {
 
 GPUMEM_API void gpumem__slot_set_tag(gpumem_cache *c, uint32_t k, uint64_t tag) {
     gpumem_atomic_store_u64(&c->slots[k].tag, tag, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+}
+
+/* The state word of the line slot k holds, for a caller that holds the
+ * slot's lock (so the tag stays put): looked up where used, rather than
+ * kept through I/O (registers, on the device). */
+GPUMEM_API uint32_t *gpumem__slot_line_state(gpumem_cache *c, uint32_t k) {
+    return gpumem__line_state(c, gpumem__slot_tag(c, k));
 }
 
 /* Lock slot k, waiting for it (holders keep it briefly), and return its tag. */
@@ -730,10 +738,9 @@ GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, 
  * rather than carried over from the claim. EIO: the write-back failed, the
  * line stays cached and dirty, the slot is not taken. */
 GPUMEM_API gpumem_status gpumem__slot_evict(gpumem_cache *c, uint32_t k, uint64_t line, uint32_t where) {
-    const uint64_t victim = gpumem__slot_tag(c, k);
-    if (victim != GPUMEM_CACHE_EMPTY) {
-        uint32_t *vs = gpumem__line_state(c, victim);
-        const int dirty = (gpumem_atomic_load_u32(vs, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) & GPUMEM_CACHE_DIRTY) != 0;
+    if (gpumem__slot_tag(c, k) != GPUMEM_CACHE_EMPTY) {
+        const int dirty = (gpumem_atomic_load_u32(gpumem__slot_line_state(c, k), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
+                           GPUMEM_CACHE_DIRTY) != 0;
         uint32_t placed = GPUMEM__TIER_BYPASS;
         if (GPUMEM__HAS_TIER(c)) {
             gpumem__tier_io io;
@@ -745,20 +752,20 @@ GPUMEM_API gpumem_status gpumem__slot_evict(gpumem_cache *c, uint32_t k, uint64_
         }
         /* Moved to the host tier: dirty there, so nothing is written here. */
         if (placed != GPUMEM__TIER_MOVED && dirty) {
-            if (gpumem__cache_io(c, 1, victim, k) != GPUMEM_OK) {
+            if (gpumem__cache_io(c, 1, gpumem__slot_tag(c, k), k) != GPUMEM_OK) {
                 /* Keep the only up-to-date copy: still valid, still dirty. */
-                gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);
+                gpumem__line_end_claim(c, gpumem__slot_line_state(c, k), ~GPUMEM_CACHE_BUSY);
                 gpumem__slot_unlock(c, k);
                 return GPUMEM_EIO;
             }
-            gpumem__cache_count(c, victim, GPUMEM__ST_WRITEBACKS, 1);
+            gpumem__cache_count(c, gpumem__slot_tag(c, k), GPUMEM__ST_WRITEBACKS, 1);
         }
         /* Clear VALID, BUSY and DIRTY, keep the count of threads that arrived
          * since (they wait on BUSY and will refill the line). Release: our
          * reads of the slot for the write-back are done before anyone can
          * claim the line again. */
-        gpumem__line_end_claim(c, vs, GPUMEM_CACHE_COUNT_MASK);
-        gpumem__cache_count(c, victim, GPUMEM__ST_EVICTIONS, 1);
+        gpumem__line_end_claim(c, gpumem__slot_line_state(c, k), GPUMEM_CACHE_COUNT_MASK);
+        gpumem__cache_count(c, gpumem__slot_tag(c, k), GPUMEM__ST_EVICTIONS, 1);
     }
     gpumem__slot_set_tag(c, k, line);
     gpumem__policy_fill(c, k, line);
@@ -771,23 +778,21 @@ GPUMEM_API gpumem_status gpumem__slot_evict(gpumem_cache *c, uint32_t k, uint64_
  * was free. *skips: the host tier's keeps left to this search. */
 GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint32_t *slot, uint32_t *skips, uint32_t *where) {
     uint32_t i, n = gpumem__policy_sweep_len(c);
-    if (gpumem_atomic_load_u32(&c->cold.v, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) < c->n_slots) {
-        uint32_t k = gpumem_atomic_fetch_add_u32(&c->cold.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
-        /* The hand may have taken this cold slot already: then it is not empty
-         * and slot_claim treats it as any other candidate. */
-        if (k < c->n_slots && gpumem__slot_claim(c, k, skips, where) == GPUMEM__CLAIM_OK) {
-            *slot = k;
-            return GPUMEM_OK;
-        }
-    }
-    for (i = 0; i < n; i++) {
-        uint32_t k = gpumem__policy_candidate(c);
-        if (k == c->n_slots) continue;
+    /* Step 0 is a cold slot (if any are left), steps 1..n the policy's
+     * candidates: one claim site for both (its code is inlined). */
+    for (i = 0; i <= n; i++) {
+        uint32_t k = c->n_slots;
+        if (i > 0) k = gpumem__policy_candidate(c);
+        else if (gpumem_atomic_load_u32(&c->cold.v, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) < c->n_slots)
+            /* The hand may have taken this cold slot already: then it is not
+             * empty and slot_claim treats it as any other candidate. */
+            k = gpumem_atomic_fetch_add_u32(&c->cold.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+        if (k >= c->n_slots) continue;
         if (gpumem__slot_claim(c, k, skips, where) == GPUMEM__CLAIM_OK) {
             *slot = k;
             return GPUMEM_OK;
         }
-        gpumem__policy_refused(c, k);
+        if (i > 0) gpumem__policy_refused(c, k);
     }
     return GPUMEM_EAGAIN;
 }
