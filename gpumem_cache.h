@@ -834,7 +834,6 @@ GPUMEM_API void gpumem__cache_publish(gpumem_cache *c, uint64_t line, uint32_t k
  * across fields). */
 GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint32_t count, int write,
                                             uint32_t *slot_out, gpumem__tier_copy *cp) {
-    uint32_t *st_word = gpumem__line_state(c, line);
     uint32_t k = 0;
     gpumem__tier_copy own, *job = cp ? cp : &own;
     int in_host = 0;
@@ -865,7 +864,8 @@ GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint
     }
     if (st != GPUMEM_OK) {
         if (st == GPUMEM_EAGAIN) gpumem__cache_count(c, line, GPUMEM__ST_FULL, 1);
-        gpumem_atomic_fetch_sub_u32(st_word, GPUMEM_CACHE_BUSY + count, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+        gpumem_atomic_fetch_sub_u32(gpumem__line_state(c, line), GPUMEM_CACHE_BUSY + count, GPUMEM_ORDER_RELEASE,
+                                    GPUMEM__CDEV);
         gpumem_event_notify(&c->event);
         return st;
     }
