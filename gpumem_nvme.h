@@ -600,6 +600,8 @@ typedef struct gpumem__nvme_word {
  *              harvests the completion frees the ID
  *   CLAIMED    with SUBMITTED: a harvester is filling the mailbox; DONE follows
  *   DONE       with IN_USE: the mailbox holds the result; without IN_USE: free
+ *   PARKED     its owner (a host thread) may be asleep waiting for the result:
+ *              whoever delivers it wakes the owner's class (see "Wakeups")
  * A free word (no IN_USE) may be taken once it has no DONE, or once the CQ
  * head has passed v, so that no scan can meet the old completion again.
  * The mailbox (cid_mail[2 id], [2 id + 1]) holds the completion's dword 0
@@ -609,6 +611,7 @@ typedef struct gpumem__nvme_word {
 #define GPUMEM__CID_ORPHAN (1ull << 61)
 #define GPUMEM__CID_SUBMITTED (1ull << 60)
 #define GPUMEM__CID_CLAIMED (1ull << 59)
+#define GPUMEM__CID_PARKED (1ull << 58)
 #define GPUMEM__CID_WIRE(w) ((uint32_t)((w) >> 32) & 0xFFFFu)
 
 /* Why a completion was dropped: bits of the pair's fault flag (device code
@@ -644,14 +647,19 @@ enum {
  * no-op). */
 typedef struct gpumem_nvme_qp_signals {
     gpumem__nvme_word stopped; /* GPUMEM__QP_*: nonzero ends waits (ENODEV; EABORTED during a reset) */
-    /* Host threads park here while they wait on the pair (a turn, the tail,
-     * a completion). Notified by the pair's threads as they make progress
-     * and by a host controller after it posts completions or stops (its
-     * interrupt, in NVMe terms). */
+    /* Host threads park here while they wait for a completion, each as
+     * the class of its command ID (gpumem__cid_class): whoever delivers a
+     * completion to a parked owner wakes that class only. A host
+     * controller that posts completions wakes one waiter of any class (its
+     * interrupt, in NVMe terms), which harvests for everyone. */
     gpumem_event event;
-    /* ... and here while they wait for a command ID: each ID given back
-     * wakes one of them, not every waiter of the pair; a stop wakes all. */
+    /* ... here while they wait for a command ID: each ID given back wakes
+     * one of them, not every waiter of the pair ... */
     gpumem_event id_event;
+    /* ... and here while they wait in the submission queue (a turn, the
+     * tail), woken by whoever moves the tail or releases turns. A stop
+     * wakes everyone on all three. */
+    gpumem_event sq_event;
 } gpumem_nvme_qp_signals;
 
 /* The pair as its threads see it: the client state. Every word below is
@@ -781,6 +789,19 @@ GPUMEM_API void gpumem_nvme_qp_signals_init(gpumem_nvme_qp_signals *s) {
     for (k = 0; k < sizeof *s; k++) b[k] = 0;
     s->event.shared = 1;
     s->id_event.shared = 1;
+    s->sq_event.shared = 1;
+}
+
+/* A controller's interrupt, after it posted completions: wake one host
+ * thread parked for a completion, whichever (it harvests every completion
+ * there, and wakes the owners it delivers to), and every thread parked in
+ * the submission queue (whose turn may wait on the CQ head; rare). One
+ * wake per batch, not one per parked thread. */
+GPUMEM_API void gpumem_nvme_qp_signals_interrupt(gpumem_nvme_qp_signals *s) {
+    if (!s) return;
+    gpumem__event_fence();
+    gpumem__event_kick(&s->event, 1, GPUMEM_EVENT_ALL);
+    gpumem__event_kick(&s->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
 }
 
 /* PRP-list pages one command ID needs: enough for the namespace's largest
@@ -1019,10 +1040,14 @@ GPUMEM_API void gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
         gpumem_atomic_store_u32(&qp->tail.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
         if (!gpumem__qp_quiet(qp)) {
             gpumem__doorbell_write(qp->sq_doorbell, (cur + n) & mask);
-            gpumem_event_notify(qp->doorbell_event);
             gpumem__qp_count(&qp->sq_doorbell_writes);
         }
-        gpumem_event_notify(&qp->signals->event); /* submitters whose marks were cleared */
+        /* One fence for both wakes: a parked host controller (no doorbell
+         * event for a real one, nor while quiet: kicking it costs a load),
+         * and submitters whose marks were cleared. */
+        gpumem__event_fence();
+        if (!gpumem__qp_quiet(qp)) gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
+        gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
     }
 }
 
@@ -1062,20 +1087,20 @@ GPUMEM_API int gpumem__sq_turn_ok(gpumem_nvme_qp *qp, uint32_t ticket) {
 /* Enqueue `cmd` under `ticket`; returns when the controller can see it. */
 GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gpumem_nvme_cmd *cmd) {
     /* While waiting, harvest completions: the turn may wait on the CQ head. */
-    GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp),
+    GPUMEM_WAIT_CAPPED(&qp->signals->sq_event, gpumem__qp_wait_cap(qp),
                        gpumem__sq_turn_ok(qp, ticket) || (gpumem__cq_harvest_warp(qp), 0), 0);
     qp->sq[ticket & (qp->depth - 1)] = *cmd;
     /* Release: publishes the command to the tail mover. */
     gpumem_atomic_store_u32(&gpumem__slot(qp, ticket)->tail_mark, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
     /* Until a tail mover (maybe this thread) has passed our entry. */
-    GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp),
+    GPUMEM_WAIT_CAPPED(&qp->signals->sq_event, gpumem__qp_wait_cap(qp),
                        gpumem__sq_try_move_tail(qp, &gpumem__slot(qp, ticket)->tail_mark) ||
                            (gpumem__cq_harvest_warp(qp), 0),
                        0);
     /* Increment #1: the command is with the controller. Release so that the
      * next occupant sees our mark cleared before it sets its own. */
     gpumem_atomic_fetch_add_u32(&gpumem__slot(qp, ticket)->turn, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
-    gpumem_event_notify(&qp->signals->event);
+    gpumem_event_notify(&qp->signals->sq_event);
 }
 
 /* ---- command-ID budget (see "Budget" above) --------------------------------- */
@@ -1157,16 +1182,17 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
             for (k = 0; k < n; k++)
                 gpumem_atomic_store_u32(&qp->slots[(cur + k) & mask].head_mark, 0, GPUMEM_ORDER_RELEASE,
                                         GPUMEM__DEV);
-            if (!gpumem__qp_quiet(qp)) {
-                gpumem__doorbell_write(qp->cq_doorbell, (cur + n) & mask);
-                gpumem_event_notify(qp->doorbell_event); /* CQ space for a controller */
-            }
+            if (!gpumem__qp_quiet(qp)) gpumem__doorbell_write(qp->cq_doorbell, (cur + n) & mask);
             /* Command IDs whose completions lie before this may be reused: the
              * controller has been told those completions are consumed. */
             gpumem_atomic_store_u32(&qp->cq_released.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
             gpumem__qp_count(&qp->cq_doorbell_writes);
-            gpumem_event_notify(&qp->signals->event);         /* turns released */
-            gpumem_event_notify_one(&qp->signals->id_event); /* command IDs reusable */
+            /* One fence for three wakes (each a load unless someone is parked). */
+            gpumem__event_fence();
+            if (!gpumem__qp_quiet(qp)) /* CQ space for a parked host controller */
+                gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
+            gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL); /* turns released */
+            gpumem__event_kick(&qp->signals->id_event, 1, GPUMEM_EVENT_ALL);          /* command IDs reusable */
         }
         gpumem_atomic_store_u32(&qp->head_lock.v, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
         if (gpumem_atomic_load_u32(&qp->slots[(cur + n) & mask].head_mark, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 1)
@@ -1210,6 +1236,25 @@ GPUMEM_API void gpumem__qp_fault(gpumem_nvme_qp *qp, uint32_t bit, uint32_t idx,
 GPUMEM_API uint64_t *gpumem__cid_word(gpumem_nvme_qp *qp, uint32_t wire) { return &qp->cids[wire & (qp->n_cids - 1)]; }
 GPUMEM_API uint32_t *gpumem__cid_mail(gpumem_nvme_qp *qp, uint32_t wire) {
     return &qp->cid_mail[2 * (wire & (qp->n_cids - 1))];
+}
+
+/* The class (gpumem__event_sleep_bits) a host thread waiting for CID
+ * `wire`'s completion parks as: one of 32 by the ID's low bits, so a
+ * delivery wakes its owner and, on average, one in 32 of the other parked
+ * owners. */
+GPUMEM_API uint32_t gpumem__cid_class(uint32_t wire) { return 1u << (wire & 31u); }
+
+/* Host, before the owner of CID `wire` parks: mark the word PARKED, unless
+ * the result is there already. Seq_cst, before the owner registers with the
+ * event: the harvester's exchange of the word (gpumem__cpl_take) either
+ * comes first, and the owner's re-check finds DONE, or returns the mark,
+ * and the harvester wakes the owner's class. */
+GPUMEM_API void gpumem__cid_will_park(gpumem_nvme_qp *qp, uint32_t wire) {
+    uint64_t w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    while (!(w & (GPUMEM__CID_DONE | GPUMEM__CID_PARKED)) && GPUMEM__CID_WIRE(w) == (wire & 0xFFFFu))
+        if (gpumem_atomic_cas_u64(gpumem__cid_word(qp, wire), &w, w | GPUMEM__CID_PARKED, GPUMEM_ORDER_SEQ_CST,
+                                  GPUMEM__DEV))
+            break;
 }
 
 /* Validation: may the completion at CQ position v (its CID `wire`, its SQ
@@ -1268,8 +1313,20 @@ GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, uint32_t dw3, uint32_t 
             gpumem__cid_mail(qp, wire)[1] = dw3 >> 17;
             /* Release: the mailbox before the owner can see DONE. An
              * orphan's ID is free at once (its owner is gone). */
+#if GPUMEM_ON_DEVICE
             gpumem_atomic_store_u64(gpumem__cid_word(qp, wire), orphan ? done : done | GPUMEM__CID_IN_USE,
                                     GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+#else
+            /* A host owner may have marked the word PARKED since the claim
+             * (gpumem__cid_will_park): the exchange sees the mark that the
+             * store would overwrite, and the owner's class is woken. */
+            if (gpumem_atomic_exchange_u64(gpumem__cid_word(qp, wire), orphan ? done : done | GPUMEM__CID_IN_USE,
+                                           GPUMEM_ORDER_ACQ_REL, GPUMEM__DEV) &
+                GPUMEM__CID_PARKED) {
+                gpumem__event_fence();
+                gpumem__event_kick(&qp->signals->event, 0x7FFFFFFF, gpumem__cid_class(wire));
+            }
+#endif
             if (orphan) {
                 gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QPC_LATE], 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
                 gpumem__budget_put(qp);
@@ -1324,10 +1381,8 @@ GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
         }
         got++;
     }
-    if (got) {
-        gpumem__cq_move_head(qp);
-        gpumem_event_notify(&qp->signals->event); /* owners whose mailboxes were filled */
-    }
+    /* Owners parked for what was delivered were woken by gpumem__cpl_take. */
+    if (got) gpumem__cq_move_head(qp);
     return got;
 }
 
@@ -1354,6 +1409,18 @@ GPUMEM_API void gpumem__cq_harvest_warp(gpumem_nvme_qp *qp) {
     gpumem__cq_harvest(qp);
 #endif
 }
+
+/* Wait until `cond` (or `give_up`) for the completion of CID `wire`. A host
+ * thread parks as the class of its ID, marking the word PARKED first so
+ * that whoever delivers the completion wakes it; each time it wakes (its
+ * delivery, a controller's interrupt, a stop, the park's timeout) it
+ * harvests once, for everyone, before it looks at its own result: a
+ * thread woken by the interrupt whose own result is already there must
+ * still take the completions the interrupt announced. Device threads wait
+ * as in GPUMEM_WAIT_CAPPED. */
+#define GPUMEM__QP_WAIT_CPL(qp, wire, cond, give_up)                                                       \
+    GPUMEM__WAIT_PARKING(&(qp)->signals->event, gpumem__qp_wait_cap(qp), gpumem__cid_class(wire), cond, \
+                         give_up, gpumem__cid_will_park((qp), (wire)), gpumem__cq_harvest(qp))
 
 /* If the command under CID `wire` has its result, copy it to *out, free
  * the command ID and return 1. Otherwise harvest once and look again. A
@@ -1397,7 +1464,7 @@ GPUMEM_API int gpumem__cid_orphan(gpumem_nvme_qp *qp, uint16_t wire) {
 /* Collect a result that orphaning found taken: a harvester has claimed it
  * and is a few stores from DONE. */
 GPUMEM_API void gpumem__cid_collect_now(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
-    GPUMEM_WAIT_UNTIL(&qp->signals->event, gpumem__cid_collect(qp, wire, out));
+    GPUMEM__QP_WAIT_CPL(qp, wire, gpumem__cid_collect(qp, wire, out), 0);
 }
 
 /* The pair's `stopped` word (GPUMEM__QP_*). Acquire: pairs with the
@@ -1697,8 +1764,8 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_wait_timed(gpumem_nvme_qp *qp, gpumem_nv
     if (!qp || !req) return GPUMEM_ENULL;
     deadline = gpumem_deadline_ns(timeout_ns);
     /* poll itself ends the wait when the controller stops or the command times out */
-    GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp), (st = gpumem_nvme_qp_poll(qp, req)) != GPUMEM_EAGAIN,
-                       gpumem_deadline_passed(deadline) && (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK);
+    GPUMEM__QP_WAIT_CPL(qp, req->cid, (st = gpumem_nvme_qp_poll(qp, req)) != GPUMEM_EAGAIN,
+                        gpumem_deadline_passed(deadline) && (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK);
     return why != GPUMEM_OK ? why : st;
 }
 
@@ -1735,10 +1802,10 @@ GPUMEM_API gpumem_status gpumem__qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_
     gpumem__submit(qp, cmd, cid, data);
     /* The command timeout starts at the first look that finds no result,
      * right after submission. */
-    GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp), gpumem__cid_collect(qp, cid, &got),
-                       gpumem__qp_give_up(qp, deadline, &why) ||
-                           ((expired = gpumem__cmd_expired(qp, &cmd_deadline)) != 0 &&
-                            (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK));
+    GPUMEM__QP_WAIT_CPL(qp, cid, gpumem__cid_collect(qp, cid, &got),
+                        gpumem__qp_give_up(qp, deadline, &why) ||
+                            ((expired = gpumem__cmd_expired(qp, &cmd_deadline)) != 0 &&
+                             (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK));
     if (why != GPUMEM_OK) {
         if (gpumem__cid_give_up(qp, cid, why, expired)) return why;
         gpumem__cid_collect_now(qp, cid, &got); /* taken just before: its result stands */
@@ -1883,6 +1950,7 @@ GPUMEM_API gpumem_status gpumem__signals_set_state(gpumem_nvme_qp_signals *s, ui
     gpumem_atomic_store_u32(&s->stopped.v, state, GPUMEM_ORDER_RELEASE, GPUMEM__SYS);
     gpumem_event_notify(&s->event);
     gpumem_event_notify(&s->id_event);
+    gpumem_event_notify(&s->sq_event);
     return GPUMEM_OK;
 }
 
