@@ -384,7 +384,7 @@ typedef struct gpumem_event {
 #define GPUMEM__FUTEX_FLAGS(ev) ((ev)->shared ? 0 : 128)
 
 /* A back-off whose device sleep grows up to cap_ns (at least 8 ns); the host
- * ignores the cap (it spins, then parks). Queue pairs pass their own cap
+ * ignores the cap (it spins, then parks), except that 0 spins only briefly. Queue pairs pass their own cap
  * (gpumem_nvme_qp_set_wait_max_ns): many waiters on a pair in host memory
  * poll across PCIe, and a longer cap trades wake-up latency for bus traffic. */
 GPUMEM_API gpumem_backoff gpumem_backoff_start_capped(uint32_t cap_ns) {
@@ -393,8 +393,11 @@ GPUMEM_API gpumem_backoff gpumem_backoff_start_capped(uint32_t cap_ns) {
 #if GPUMEM_ON_DEVICE
     b.spins = cap_ns < 8 ? 8 : cap_ns;
 #else
-    (void)cap_ns;
-    b.spins = 0;
+    /* cap_ns 0: a wait on another host thread's step, which, when there
+     * are more threads than cores, has usually been preempted: a few
+     * rounds of pause (well under a microsecond), then park, so that it
+     * gets the core. */
+    b.spins = cap_ns == 0 && GPUMEM_BACKOFF_SPINS > 4 ? GPUMEM_BACKOFF_SPINS - 4 : 0;
 #endif
     return b;
 }

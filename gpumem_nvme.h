@@ -1015,8 +1015,9 @@ GPUMEM_API uint32_t gpumem__qp_wait_cap(gpumem_nvme_qp *qp) {
 
 /* Move the tail over consecutive written entries; caller holds tail_lock.
  * Stops at the first unwritten entry or when only one free slot would remain.
- * Rings the doorbell once for the batch. */
-GPUMEM_API void gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
+ * Rings the doorbell once for the batch; returns how many it passed (the
+ * caller wakes whoever waits for that after unlocking: gpumem__sq_moved). */
+GPUMEM_API uint32_t gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
     const uint32_t mask = qp->depth - 1;
     /* The lock's acquire made the previous holder's tail store visible. */
     uint32_t cur = gpumem_atomic_load_u32(&qp->tail.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
@@ -1042,13 +1043,18 @@ GPUMEM_API void gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
             gpumem__doorbell_write(qp->sq_doorbell, (cur + n) & mask);
             gpumem__qp_count(&qp->sq_doorbell_writes);
         }
-        /* One fence for both wakes: a parked host controller (no doorbell
-         * event for a real one, nor while quiet: kicking it costs a load),
-         * and submitters whose marks were cleared. */
-        gpumem__event_fence();
-        if (!gpumem__qp_quiet(qp)) gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
-        gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
     }
+    return n;
+}
+
+/* After a tail move, out of the tail lock: wake a parked host controller
+ * and the submitters whose marks were cleared, with one fence. Never while
+ * holding the lock: a woken thread may take this one's core on the spot,
+ * and every submitter would wait for the lock meanwhile. */
+GPUMEM_API void gpumem__sq_moved(gpumem_nvme_qp *qp) {
+    gpumem__event_fence();
+    if (!gpumem__qp_quiet(qp)) gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
+    gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
 }
 
 /* Returns 1 once *mark is clear; otherwise moves the tail if the tail lock
@@ -1058,8 +1064,12 @@ GPUMEM_API int gpumem__sq_try_move_tail(gpumem_nvme_qp *qp, uint32_t *mark) {
     if (gpumem_atomic_load_u32(&qp->tail_lock.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) != 0 ||
         gpumem_atomic_exchange_u32(&qp->tail_lock.v, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) != 0)
         return 0;
-    gpumem__sq_move_tail(qp);
-    gpumem_atomic_store_u32(&qp->tail_lock.v, 0, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+    if (gpumem__sq_move_tail(qp)) {
+        gpumem_atomic_store_u32(&qp->tail_lock.v, 0, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+        gpumem__sq_moved(qp);
+    } else {
+        gpumem_atomic_store_u32(&qp->tail_lock.v, 0, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+    }
     return gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) == 0;
 }
 
@@ -1084,16 +1094,27 @@ GPUMEM_API int gpumem__sq_turn_ok(gpumem_nvme_qp *qp, uint32_t ticket) {
             qp->turn_mask) == 0;
 }
 
+/* The back-off cap of a wait in the submission queue (a turn, the tail).
+ * There a thread waits for another thread's step (its command written, the
+ * tail lock let go); on a host with more threads than cores that thread has
+ * usually been preempted, so a host waiter parks after a brief spin (cap 0,
+ * gpumem_backoff_start_capped) and lets it have the core. */
+#if GPUMEM_ON_DEVICE
+#define GPUMEM__SQ_WAIT_CAP(qp) gpumem__qp_wait_cap(qp)
+#else
+#define GPUMEM__SQ_WAIT_CAP(qp) 0u
+#endif
+
 /* Enqueue `cmd` under `ticket`; returns when the controller can see it. */
 GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gpumem_nvme_cmd *cmd) {
     /* While waiting, harvest completions: the turn may wait on the CQ head. */
-    GPUMEM_WAIT_CAPPED(&qp->signals->sq_event, gpumem__qp_wait_cap(qp),
+    GPUMEM_WAIT_CAPPED(&qp->signals->sq_event, GPUMEM__SQ_WAIT_CAP(qp),
                        gpumem__sq_turn_ok(qp, ticket) || (gpumem__cq_harvest_warp(qp), 0), 0);
     qp->sq[ticket & (qp->depth - 1)] = *cmd;
     /* Release: publishes the command to the tail mover. */
     gpumem_atomic_store_u32(&gpumem__slot(qp, ticket)->tail_mark, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
     /* Until a tail mover (maybe this thread) has passed our entry. */
-    GPUMEM_WAIT_CAPPED(&qp->signals->sq_event, gpumem__qp_wait_cap(qp),
+    GPUMEM_WAIT_CAPPED(&qp->signals->sq_event, GPUMEM__SQ_WAIT_CAP(qp),
                        gpumem__sq_try_move_tail(qp, &gpumem__slot(qp, ticket)->tail_mark) ||
                            (gpumem__cq_harvest_warp(qp), 0),
                        0);
@@ -1130,6 +1151,17 @@ GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) {
  * marker setter checks the lock after setting its marker. Both use seq_cst,
  * so at least one of them sees the other (store-buffering handshake) and no
  * marker is left without someone to move the head over it. */
+/* After a head move, out of the head lock: wake a parked host controller
+ * (CQ space), the submitters waiting for turns it released, and one waiter
+ * for a command ID it made reusable; one fence for the three (each a load
+ * unless someone is parked). */
+GPUMEM_API void gpumem__cq_moved(gpumem_nvme_qp *qp) {
+    gpumem__event_fence();
+    if (!gpumem__qp_quiet(qp)) gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
+    gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
+    gpumem__event_kick(&qp->signals->id_event, 1, GPUMEM_EVENT_ALL);
+}
+
 GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
     const uint32_t mask = qp->depth - 1;
     for (;;) {
@@ -1187,14 +1219,9 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
              * controller has been told those completions are consumed. */
             gpumem_atomic_store_u32(&qp->cq_released.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
             gpumem__qp_count(&qp->cq_doorbell_writes);
-            /* One fence for three wakes (each a load unless someone is parked). */
-            gpumem__event_fence();
-            if (!gpumem__qp_quiet(qp)) /* CQ space for a parked host controller */
-                gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
-            gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL); /* turns released */
-            gpumem__event_kick(&qp->signals->id_event, 1, GPUMEM_EVENT_ALL);          /* command IDs reusable */
         }
         gpumem_atomic_store_u32(&qp->head_lock.v, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+        if (n) gpumem__cq_moved(qp); /* out of the lock, as gpumem__sq_moved */
         if (gpumem_atomic_load_u32(&qp->slots[(cur + n) & mask].head_mark, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 1)
             return;
     }
@@ -1287,11 +1314,12 @@ GPUMEM_API uint32_t gpumem__cpl_judge(gpumem_nvme_qp *qp, uint32_t v, uint32_t w
 
 /* Deliver the completion at CQ position v (dw3 as read) to its command ID,
  * or drop it; either way the entry is consumed. Returns the SQ head it
- * proves (sq_next). Only a compare-and-swap from the exact word judged
+ * proves (sq_next); adds the owner's class to *wake if a host owner may be
+ * parked (the harvester wakes them all at the end of its pass). Only a compare-and-swap from the exact word judged
  * takes the ID, so two harvesters of a repeated completion cannot both
  * deliver, and a word that changed meanwhile (its owner orphaned it) is
  * judged again. */
-GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, uint32_t dw3, uint32_t v) {
+GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, uint32_t dw3, uint32_t v, uint32_t *wake) {
     /* The entry (dwords 0 and 2) and the ID's words are looked up again
      * where used (see gpumem__slot); the claimed entry stays put meanwhile. */
     const uint32_t wire = dw3 & 0xFFFFu;
@@ -1316,16 +1344,15 @@ GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, uint32_t dw3, uint32_t 
 #if GPUMEM_ON_DEVICE
             gpumem_atomic_store_u64(gpumem__cid_word(qp, wire), orphan ? done : done | GPUMEM__CID_IN_USE,
                                     GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+            (void)wake;
 #else
             /* A host owner may have marked the word PARKED since the claim
              * (gpumem__cid_will_park): the exchange sees the mark that the
              * store would overwrite, and the owner's class is woken. */
             if (gpumem_atomic_exchange_u64(gpumem__cid_word(qp, wire), orphan ? done : done | GPUMEM__CID_IN_USE,
                                            GPUMEM_ORDER_ACQ_REL, GPUMEM__DEV) &
-                GPUMEM__CID_PARKED) {
-                gpumem__event_fence();
-                gpumem__event_kick(&qp->signals->event, 0x7FFFFFFF, gpumem__cid_class(wire));
-            }
+                GPUMEM__CID_PARKED)
+                *wake |= gpumem__cid_class(wire);
 #endif
             if (orphan) {
                 gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QPC_LATE], 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
@@ -1351,7 +1378,7 @@ GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, uint32_t dw3, uint32_t 
 GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
     const uint32_t mask = qp->depth - 1;
     uint32_t head = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
-    uint32_t i, got = 0;
+    uint32_t i, got = 0, wake = 0;
     for (i = 0; i < qp->depth - 1; i++) {
         uint32_t v = head + i, expected = 0;
         uint32_t want_phase = ((v >> qp->depth_log2) & 1u) ^ 1u; /* phase 1 on even laps */
@@ -1375,14 +1402,22 @@ GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
         }
         {
             /* The slot looked up again, not kept across the take (see gpumem__slot). */
-            const uint32_t next = gpumem__cpl_take(qp, dw3, v);
+            const uint32_t next = gpumem__cpl_take(qp, dw3, v, &wake);
             gpumem_atomic_store_u32(&gpumem__slot(qp, v)->sq_next, next, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
             gpumem_atomic_store_u32(&gpumem__slot(qp, v)->head_mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
         }
         got++;
     }
-    /* Owners parked for what was delivered were woken by gpumem__cpl_take. */
     if (got) gpumem__cq_move_head(qp);
+#if !GPUMEM_ON_DEVICE
+    /* The owners of what was delivered that may be parked, in one wake, once
+     * every entry is marked consumed and the head has moved: a woken owner
+     * may take this thread's core at once, and nobody waits on it now. */
+    if (wake) {
+        gpumem__event_fence();
+        gpumem__event_kick(&qp->signals->event, 0x7FFFFFFF, wake);
+    }
+#endif
     return got;
 }
 

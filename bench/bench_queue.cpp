@@ -51,9 +51,16 @@ struct MutexQueue {
     std::unique_ptr<uint32_t[]> parked{new uint32_t[65536]()};  // per CID: its owner may be asleep
     explicit MutexQueue(gpumem_nvme_qp *q) : qp(q), done(65536, 0), status(65536, 0) {}
 
-    void drain_locked() {
+    // Drain under the lock; what to wake is returned, and woken by
+    // wake_after() once the lock is dropped (as the pair does: a woken thread
+    // may take the waker's core on the spot).
+    struct Wakes {
+        uint32_t drained = 0, owners = 0;
+    };
+    Wakes drain_locked() {
         const uint32_t mask = qp->depth - 1;
-        uint32_t n = 0, wake = 0;
+        Wakes w;
+        uint32_t &n = w.drained, &wake = w.owners;
         for (;;) {
             gpumem_nvme_cpl *e = &qp->cq[cq_head];
             uint32_t dw3 = __atomic_load_n(&e->dw3, __ATOMIC_ACQUIRE);
@@ -67,37 +74,56 @@ struct MutexQueue {
             n++;
         }
         if (n) __atomic_store_n(qp->cq_doorbell, cq_head, __ATOMIC_RELEASE);
-        if (n || wake) {
-            gpumem__event_fence();
-            if (n) gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
-            if (wake) gpumem__event_kick(&qp->signals->event, 0x7FFFFFFF, wake);
-        }
+        return w;
+    }
+    void wake_after(Wakes w, bool submitted) {
+        if (!w.drained && !w.owners && !submitted) return;
+        gpumem__event_fence();
+        if (w.drained || submitted) gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
+        if (w.owners) gpumem__event_kick(&qp->signals->event, 0x7FFFFFFF, w.owners);
     }
     void drain() {
-        std::lock_guard<std::mutex> g(m);
-        drain_locked();
+        Wakes w;
+        {
+            std::lock_guard<std::mutex> g(m);
+            w = drain_locked();
+        }
+        wake_after(w, false);
     }
     bool try_submit(gpumem_nvme_cmd &cmd, uint16_t &cid) {
         const uint32_t mask = qp->depth - 1;
-        std::lock_guard<std::mutex> g(m);
-        drain_locked();
-        if (((tail + 1) & mask) == sq_head || done[next_cid & 0xFFFF] != 0) return false;
-        cid = (uint16_t)(next_cid++ & 0xFFFF);
-        done[cid] = 1;
-        cmd.cdw0 = (cmd.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
-        qp->sq[tail] = cmd;
-        tail = (tail + 1) & mask;
-        __atomic_store_n(qp->sq_doorbell, tail, __ATOMIC_RELEASE);
-        gpumem_event_notify(qp->doorbell_event);
-        return true;
+        Wakes w;
+        bool ok = false;
+        {
+            std::lock_guard<std::mutex> g(m);
+            w = drain_locked();
+            if (((tail + 1) & mask) != sq_head && done[next_cid & 0xFFFF] == 0) {
+                cid = (uint16_t)(next_cid++ & 0xFFFF);
+                done[cid] = 1;
+                cmd.cdw0 = (cmd.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
+                qp->sq[tail] = cmd;
+                tail = (tail + 1) & mask;
+                __atomic_store_n(qp->sq_doorbell, tail, __ATOMIC_RELEASE);
+                ok = true;
+            }
+        }
+        wake_after(w, ok);
+        return ok;
     }
     bool try_complete(uint16_t cid, gpumem_status &st) {
-        std::lock_guard<std::mutex> g(m);
-        drain_locked();
-        if (done[cid] != 2) return false;
-        done[cid] = 0;
-        st = status[cid] ? GPUMEM_EIO : GPUMEM_OK;
-        return true;
+        Wakes w;
+        bool ok = false;
+        {
+            std::lock_guard<std::mutex> g(m);
+            w = drain_locked();
+            if (done[cid] == 2) {
+                done[cid] = 0;
+                st = status[cid] ? GPUMEM_EIO : GPUMEM_OK;
+                ok = true;
+            }
+        }
+        wake_after(w, false);
+        return ok;
     }
 
     gpumem_status exec(gpumem_nvme_cmd cmd) {
