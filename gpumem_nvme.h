@@ -656,11 +656,16 @@ typedef struct gpumem_nvme_qp_signals {
     /* ... here while they wait for a command ID: each ID given back wakes
      * one of them, not every waiter of the pair ... */
     gpumem_event id_event;
-    /* ... and here while they wait in the submission queue (a turn, the
-     * tail), woken by whoever moves the tail or releases turns. A stop
-     * wakes everyone on all three. */
+    /* ... and here while they wait in the submission queue, in two classes:
+     * for the tail to pass their entry (GPUMEM__SQ_TAIL), woken by tail
+     * moves, and for a turn (GPUMEM__SQ_TURN), woken by turn releases and a
+     * controller's interrupt. A stop wakes everyone on all three. */
     gpumem_event sq_event;
 } gpumem_nvme_qp_signals;
+
+/* Classes of sq_event's waiters (gpumem__event_sleep_bits). */
+#define GPUMEM__SQ_TAIL 1u
+#define GPUMEM__SQ_TURN 2u
 
 /* The pair as its threads see it: the client state. Every word below is
  * touched only by the threads that use the pair (GPU threads: keep it in
@@ -801,7 +806,7 @@ GPUMEM_API void gpumem_nvme_qp_signals_interrupt(gpumem_nvme_qp_signals *s) {
     if (!s) return;
     gpumem__event_fence();
     gpumem__event_kick(&s->event, 1, GPUMEM_EVENT_ALL);
-    gpumem__event_kick(&s->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
+    gpumem__event_kick(&s->sq_event, 0x7FFFFFFF, GPUMEM__SQ_TURN);
 }
 
 /* PRP-list pages one command ID needs: enough for the namespace's largest
@@ -1054,7 +1059,7 @@ GPUMEM_API uint32_t gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
 GPUMEM_API void gpumem__sq_moved(gpumem_nvme_qp *qp) {
     gpumem__event_fence();
     if (!gpumem__qp_quiet(qp)) gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
-    gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
+    gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM__SQ_TAIL);
 }
 
 /* Returns 1 once *mark is clear; otherwise moves the tail if the tail lock
@@ -1108,20 +1113,21 @@ GPUMEM_API int gpumem__sq_turn_ok(gpumem_nvme_qp *qp, uint32_t ticket) {
 /* Enqueue `cmd` under `ticket`; returns when the controller can see it. */
 GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gpumem_nvme_cmd *cmd) {
     /* While waiting, harvest completions: the turn may wait on the CQ head. */
-    GPUMEM_WAIT_CAPPED(&qp->signals->sq_event, GPUMEM__SQ_WAIT_CAP(qp),
-                       gpumem__sq_turn_ok(qp, ticket) || (gpumem__cq_harvest_warp(qp), 0), 0);
+    GPUMEM__WAIT_PARKING(&qp->signals->sq_event, GPUMEM__SQ_WAIT_CAP(qp), GPUMEM__SQ_TURN,
+                         gpumem__sq_turn_ok(qp, ticket) || (gpumem__cq_harvest_warp(qp), 0), 0, (void)0, (void)0);
     qp->sq[ticket & (qp->depth - 1)] = *cmd;
     /* Release: publishes the command to the tail mover. */
     gpumem_atomic_store_u32(&gpumem__slot(qp, ticket)->tail_mark, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
     /* Until a tail mover (maybe this thread) has passed our entry. */
-    GPUMEM_WAIT_CAPPED(&qp->signals->sq_event, GPUMEM__SQ_WAIT_CAP(qp),
-                       gpumem__sq_try_move_tail(qp, &gpumem__slot(qp, ticket)->tail_mark) ||
-                           (gpumem__cq_harvest_warp(qp), 0),
-                       0);
+    GPUMEM__WAIT_PARKING(&qp->signals->sq_event, GPUMEM__SQ_WAIT_CAP(qp), GPUMEM__SQ_TAIL,
+                         gpumem__sq_try_move_tail(qp, &gpumem__slot(qp, ticket)->tail_mark) ||
+                             (gpumem__cq_harvest_warp(qp), 0),
+                         0, (void)0, (void)0);
     /* Increment #1: the command is with the controller. Release so that the
      * next occupant sees our mark cleared before it sets its own. */
     gpumem_atomic_fetch_add_u32(&gpumem__slot(qp, ticket)->turn, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
-    gpumem_event_notify(&qp->signals->sq_event);
+    gpumem__event_fence();
+    gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM__SQ_TURN);
 }
 
 /* ---- command-ID budget (see "Budget" above) --------------------------------- */
@@ -1158,7 +1164,7 @@ GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) {
 GPUMEM_API void gpumem__cq_moved(gpumem_nvme_qp *qp) {
     gpumem__event_fence();
     if (!gpumem__qp_quiet(qp)) gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
-    gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
+    gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM__SQ_TURN);
     gpumem__event_kick(&qp->signals->id_event, 1, GPUMEM_EVENT_ALL);
 }
 
