@@ -71,15 +71,20 @@
  * Submission (dissertation §5.1, §5.4). A thread takes a ticket with one
  * fetch-add. position = ticket mod depth, lap = ticket / depth. Every position
  * is occupied twice per lap - once when the thread's command is handed to the
- * controller (increment #1, done by the submitter when it sees its tail marker
- * reset) and once when the controller is known to have consumed it (increment
- * #2, done by whoever moves the completion-queue head past a completion that
- * proves the position consumed; see "Validation"). So a thread waits until the position's
- * turn counter equals 2 * lap. It then writes its 64-byte command, sets its
- * tail marker, and either waits for a tail-lock holder to move the tail past it
- * or takes the lock itself: the holder moves the tail over every consecutive
- * ready entry, never leaving fewer than one free slot (an NVMe queue holds
- * depth - 1 commands), and rings the doorbell once for the whole batch.
+ * controller (increment #1, done by the tail mover as it passes the entry)
+ * and once when the controller is known to have consumed it (increment #2,
+ * done by whoever moves the completion-queue head past a completion that
+ * proves the position consumed; see "Validation"). So a thread waits until
+ * the position's turn counter equals 2 * lap. It then writes its 64-byte
+ * command, sets its tail marker, and takes the tail lock if it is free: the
+ * holder moves the tail over every consecutive ready entry, never leaving
+ * fewer than one free slot (an NVMe queue holds depth - 1 commands), and
+ * rings the doorbell once for the whole batch. If the lock is held, the
+ * submitter leaves: the holder looks at the tail again after unlocking (a
+ * store-then-load handshake, gpumem__sq_push), so no submitter waits for
+ * another once it has its turn. (BaM's submitters wait for the tail to pass
+ * their entry; on a host with more threads than cores the thread they wait
+ * for is often preempted, issue 13.)
  *
  * Wrap past 2^32. Tickets are 32-bit and wrap; depth divides 2^32, so
  * positions stay consistent. The turn counter grows by 2 per lap and wraps at
@@ -123,7 +128,7 @@
  * once the controller answers: no mix of threads, depth, IDs and outstanding
  * requests deadlocks; an asynchronous submit that finds no budget returns
  * GPUMEM_EAGAIN. And with at most depth - 1 tickets beyond the known SQ head,
- * a submitter's turn and tail wait only on other threads' steps (a ticket
+ * a submitter's turn waits only on other threads' steps (a ticket
  * depth before it belongs to a command whose ID was given back, so its
  * completion was harvested, and passing it moves the SQ head), never on the
  * controller; so a stopped controller strands nobody inside the queue. (Depth
@@ -656,16 +661,11 @@ typedef struct gpumem_nvme_qp_signals {
     /* ... here while they wait for a command ID: each ID given back wakes
      * one of them, not every waiter of the pair ... */
     gpumem_event id_event;
-    /* ... and here while they wait in the submission queue, in two classes:
-     * for the tail to pass their entry (GPUMEM__SQ_TAIL), woken by tail
-     * moves, and for a turn (GPUMEM__SQ_TURN), woken by turn releases and a
-     * controller's interrupt. A stop wakes everyone on all three. */
+    /* ... and here while they wait for a turn in the submission queue,
+     * woken by turn releases and a controller's interrupt. A stop wakes
+     * everyone on all three. */
     gpumem_event sq_event;
 } gpumem_nvme_qp_signals;
-
-/* Classes of sq_event's waiters (gpumem__event_sleep_bits). */
-#define GPUMEM__SQ_TAIL 1u
-#define GPUMEM__SQ_TURN 2u
 
 /* The pair as its threads see it: the client state. Every word below is
  * touched only by the threads that use the pair (GPU threads: keep it in
@@ -806,7 +806,7 @@ GPUMEM_API void gpumem_nvme_qp_signals_interrupt(gpumem_nvme_qp_signals *s) {
     if (!s) return;
     gpumem__event_fence();
     gpumem__event_kick(&s->event, 1, GPUMEM_EVENT_ALL);
-    gpumem__event_kick(&s->sq_event, 0x7FFFFFFF, GPUMEM__SQ_TURN);
+    gpumem__event_kick(&s->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
 }
 
 /* PRP-list pages one command ID needs: enough for the namespace's largest
@@ -1018,10 +1018,19 @@ GPUMEM_API uint32_t gpumem__qp_wait_cap(gpumem_nvme_qp *qp) {
 
 /* ---- submission queue ----------------------------------------------------- */
 
+/* The record of virtual SQ/CQ position v. Code that waits, or harvests,
+ * looks it up again after each wait instead of keeping the pointer: every
+ * wait inlines the harvest, so a pointer kept across it costs each waiting
+ * GPU thread two more registers (issue 12 budgets 32 for a blocking read);
+ * the lookup is two loads of lines the thread touches anyway. The same
+ * goes for gpumem__cid_word and gpumem__cid_mail. */
+GPUMEM_API gpumem__nvme_slot *gpumem__slot(gpumem_nvme_qp *qp, uint32_t v) { return &qp->slots[v & (qp->depth - 1)]; }
+
 /* Move the tail over consecutive written entries; caller holds tail_lock.
  * Stops at the first unwritten entry or when only one free slot would remain.
- * Rings the doorbell once for the batch; returns how many it passed (the
- * caller wakes whoever waits for that after unlocking: gpumem__sq_moved). */
+ * Does increment #1 of every entry it passes (handed to the controller) and
+ * rings the doorbell once for the batch; returns how many it passed (the
+ * caller wakes a parked controller after unlocking: gpumem__sq_moved). */
 GPUMEM_API uint32_t gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
     const uint32_t mask = qp->depth - 1;
     /* The lock's acquire made the previous holder's tail store visible. */
@@ -1038,12 +1047,17 @@ GPUMEM_API uint32_t gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
          * lap's ticket cannot pass its turn before the head passes cur+n. */
         if (gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) == 0) break;
         gpumem_atomic_store_u32(mark, 0, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        /* Increment #1, for the submitter, who has left. Release: the next
+         * lap's occupant of the position sees the mark cleared before it
+         * sets its own. */
+        gpumem_atomic_fetch_add_u32(&qp->slots[(cur + n) & mask].turn, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
         n++;
     }
     if (n) {
         /* Tail before doorbell, so that sq_head (learnt from completions of
-         * what the doorbell hands over) never runs ahead of tail. */
-        gpumem_atomic_store_u32(&qp->tail.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+         * what the doorbell hands over) never runs ahead of tail. Seq_cst:
+         * part of the handshake in gpumem__sq_push. */
+        gpumem_atomic_store_u32(&qp->tail.v, cur + n, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
         if (!gpumem__qp_quiet(qp)) {
             gpumem__doorbell_write(qp->sq_doorbell, (cur + n) & mask);
             gpumem__qp_count(&qp->sq_doorbell_writes);
@@ -1053,41 +1067,46 @@ GPUMEM_API uint32_t gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
 }
 
 /* After a tail move, out of the tail lock: wake a parked host controller
- * and the submitters whose marks were cleared, with one fence. Never while
- * holding the lock: a woken thread may take this one's core on the spot,
- * and every submitter would wait for the lock meanwhile. */
+ * (a real one has no doorbell event). Never while holding the lock: a woken
+ * thread may take this one's core on the spot, and the entries written
+ * meanwhile would wait for the lock. */
 GPUMEM_API void gpumem__sq_moved(gpumem_nvme_qp *qp) {
-    gpumem__event_fence();
-    if (!gpumem__qp_quiet(qp)) gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
-    gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM__SQ_TAIL);
+    if (!gpumem__qp_quiet(qp)) gpumem_event_notify(qp->doorbell_event);
 }
 
-/* Returns 1 once *mark is clear; otherwise moves the tail if the tail lock
- * is free, and says whether that cleared the mark. */
-GPUMEM_API int gpumem__sq_try_move_tail(gpumem_nvme_qp *qp, uint32_t *mark) {
-    if (gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) == 0) return 1;
-    if (gpumem_atomic_load_u32(&qp->tail_lock.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) != 0 ||
-        gpumem_atomic_exchange_u32(&qp->tail_lock.v, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) != 0)
-        return 0;
-    if (gpumem__sq_move_tail(qp)) {
-        gpumem_atomic_store_u32(&qp->tail_lock.v, 0, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
-        gpumem__sq_moved(qp);
-    } else {
-        gpumem_atomic_store_u32(&qp->tail_lock.v, 0, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+/* Hand written entries to the controller: move the tail over them if the
+ * tail lock is free, else leave them to its holder. No submitter waits for
+ * another: whoever finds the entry at the tail written and room behind the
+ * head takes the lock and moves; the holder looks again after unlocking.
+ * A store-then-load handshake in seq_cst order makes that enough: a
+ * submitter stores its mark, then loads the tail, the head, the mark at the
+ * tail and the lock; the holder stores the tail and the unlock, then loads
+ * the tail, the mark there and the head; so of a submitter that found the
+ * lock held and the holder that released it, at least one sees the other.
+ * The head mover calls this after it frees positions (the holder may have
+ * stopped for want of room), after the same kind of seq_cst store. A mark
+ * behind an unwritten entry (a submitter between its ticket and its mark)
+ * is moved by that entry's submitter, whose push continues over it. */
+GPUMEM_API void gpumem__sq_push(gpumem_nvme_qp *qp) {
+    for (;;) {
+        const uint32_t tail = gpumem_atomic_load_u32(&qp->tail.v, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+        uint32_t moved;
+        if (gpumem_atomic_load_u32(&gpumem__slot(qp, tail)->tail_mark, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) == 0)
+            return; /* nothing written at the tail: its submitter will push */
+        if (tail - gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) >= qp->depth - 1)
+            return; /* full: the head mover pushes once it frees positions */
+        if (gpumem_atomic_load_u32(&qp->tail_lock.v, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0 ||
+            gpumem_atomic_exchange_u32(&qp->tail_lock.v, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0)
+            return; /* the holder will see the mark */
+        moved = gpumem__sq_move_tail(qp);
+        gpumem_atomic_store_u32(&qp->tail_lock.v, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+        if (moved) gpumem__sq_moved(qp);
     }
-    return gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) == 0;
 }
 
 GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp);
 GPUMEM_API void gpumem__cq_harvest_warp(gpumem_nvme_qp *qp);
 
-/* The record of virtual SQ/CQ position v. Code that waits, or harvests,
- * looks it up again after each wait instead of keeping the pointer: every
- * wait inlines the harvest, so a pointer kept across it costs each waiting
- * GPU thread two more registers (issue 12 budgets 32 for a blocking read);
- * the lookup is two loads of lines the thread touches anyway. The same
- * goes for gpumem__cid_word and gpumem__cid_mail. */
-GPUMEM_API gpumem__nvme_slot *gpumem__slot(gpumem_nvme_qp *qp, uint32_t v) { return &qp->slots[v & (qp->depth - 1)]; }
 
 /* Whether SQ ticket `ticket` has its turn at its position. Acquire: pairs
  * with the release increments of the previous occupant (submitted) and of
@@ -1099,35 +1118,30 @@ GPUMEM_API int gpumem__sq_turn_ok(gpumem_nvme_qp *qp, uint32_t ticket) {
             qp->turn_mask) == 0;
 }
 
-/* The back-off cap of a wait in the submission queue (a turn, the tail).
- * There a thread waits for another thread's step (its command written, the
- * tail lock let go); on a host with more threads than cores that thread has
- * usually been preempted, so a host waiter parks after a brief spin (cap 0,
- * gpumem_backoff_start_capped) and lets it have the core. */
+/* The back-off cap of a wait for a turn in the submission queue. There a
+ * thread waits for other threads' steps (the previous lap's command passed
+ * by the tail, its completion by the head); on a host with more threads
+ * than cores one of them has usually been preempted, so a host waiter parks
+ * after a brief spin (cap 0, gpumem_backoff_start_capped) and lets it have
+ * the core. */
 #if GPUMEM_ON_DEVICE
 #define GPUMEM__SQ_WAIT_CAP(qp) gpumem__qp_wait_cap(qp)
 #else
 #define GPUMEM__SQ_WAIT_CAP(qp) 0u
 #endif
 
-/* Enqueue `cmd` under `ticket`; returns when the controller can see it. */
+/* Enqueue `cmd` under `ticket`. Returns once the command is written and
+ * either handed to the controller or left to the tail-lock holder, or to
+ * the submitter of an unwritten entry before it, who pass it on
+ * (gpumem__sq_push): no submitter waits for another after its turn. */
 GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gpumem_nvme_cmd *cmd) {
     /* While waiting, harvest completions: the turn may wait on the CQ head. */
-    GPUMEM__WAIT_PARKING(&qp->signals->sq_event, GPUMEM__SQ_WAIT_CAP(qp), GPUMEM__SQ_TURN,
-                         gpumem__sq_turn_ok(qp, ticket) || (gpumem__cq_harvest_warp(qp), 0), 0, (void)0, (void)0);
+    GPUMEM_WAIT_CAPPED(&qp->signals->sq_event, GPUMEM__SQ_WAIT_CAP(qp),
+                       gpumem__sq_turn_ok(qp, ticket) || (gpumem__cq_harvest_warp(qp), 0), 0);
     qp->sq[ticket & (qp->depth - 1)] = *cmd;
-    /* Release: publishes the command to the tail mover. */
-    gpumem_atomic_store_u32(&gpumem__slot(qp, ticket)->tail_mark, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
-    /* Until a tail mover (maybe this thread) has passed our entry. */
-    GPUMEM__WAIT_PARKING(&qp->signals->sq_event, GPUMEM__SQ_WAIT_CAP(qp), GPUMEM__SQ_TAIL,
-                         gpumem__sq_try_move_tail(qp, &gpumem__slot(qp, ticket)->tail_mark) ||
-                             (gpumem__cq_harvest_warp(qp), 0),
-                         0, (void)0, (void)0);
-    /* Increment #1: the command is with the controller. Release so that the
-     * next occupant sees our mark cleared before it sets its own. */
-    gpumem_atomic_fetch_add_u32(&gpumem__slot(qp, ticket)->turn, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
-    gpumem__event_fence();
-    gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM__SQ_TURN);
+    /* Seq_cst (a release, for the command, and the handshake's store). */
+    gpumem_atomic_store_u32(&gpumem__slot(qp, ticket)->tail_mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+    gpumem__sq_push(qp);
 }
 
 /* ---- command-ID budget (see "Budget" above) --------------------------------- */
@@ -1164,17 +1178,18 @@ GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) {
 GPUMEM_API void gpumem__cq_moved(gpumem_nvme_qp *qp) {
     gpumem__event_fence();
     if (!gpumem__qp_quiet(qp)) gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
-    gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM__SQ_TURN);
+    gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
     gpumem__event_kick(&qp->signals->id_event, 1, GPUMEM_EVENT_ALL);
 }
 
 GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
     const uint32_t mask = qp->depth - 1;
+    int freed = 0; /* SQ positions freed: the tail may move again (gpumem__sq_push) */
     for (;;) {
         uint32_t cur, n = 0, sq_head, best;
         if (gpumem_atomic_load_u32(&qp->head_lock.v, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0 ||
             gpumem_atomic_exchange_u32(&qp->head_lock.v, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0)
-            return; /* the holder will see our marker */
+            break; /* the holder will see our marker */
         cur = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
         sq_head = best = gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
         while (n < qp->depth - 1) {
@@ -1208,8 +1223,11 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
             for (k = 0; k < best - sq_head; k++) /* increment #2: consumed by the controller */
                 gpumem_atomic_fetch_add_u32(&qp->slots[(sq_head + k) & mask].turn, 1, GPUMEM_ORDER_RELEASE,
                                             GPUMEM__DEV);
-            if (best != sq_head)
-                gpumem_atomic_store_u32(&qp->sq_head.v, best, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+            /* Seq_cst: the handshake of gpumem__sq_push, called below. */
+            if (best != sq_head) {
+                gpumem_atomic_store_u32(&qp->sq_head.v, best, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+                freed = 1;
+            }
             /* Publish the head, then clear the markers, then hand the slots to
              * the controller. Head first: a harvester with a stale view that
              * claims a just-cleared marker re-reads the head (the release
@@ -1229,8 +1247,10 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
         gpumem_atomic_store_u32(&qp->head_lock.v, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
         if (n) gpumem__cq_moved(qp); /* out of the lock, as gpumem__sq_moved */
         if (gpumem_atomic_load_u32(&qp->slots[(cur + n) & mask].head_mark, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 1)
-            return;
+            break;
     }
+    /* Entries written while the SQ was full wait for a push (gpumem__sq_push). */
+    if (freed) gpumem__sq_push(qp);
 }
 
 /* Count a fault of kind `bit` (count index `idx`) and raise its flag; the
