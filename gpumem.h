@@ -384,7 +384,7 @@ typedef struct gpumem_event {
 #define GPUMEM__FUTEX_FLAGS(ev) ((ev)->shared ? 0 : 128)
 
 /* A back-off whose device sleep grows up to cap_ns (at least 8 ns); the host
- * ignores the cap (it spins, then parks). Queue pairs pass their own cap
+ * ignores the cap (it spins, then parks), except that 0 spins only briefly. Queue pairs pass their own cap
  * (gpumem_nvme_qp_set_wait_max_ns): many waiters on a pair in host memory
  * poll across PCIe, and a longer cap trades wake-up latency for bus traffic. */
 GPUMEM_API gpumem_backoff gpumem_backoff_start_capped(uint32_t cap_ns) {
@@ -393,8 +393,11 @@ GPUMEM_API gpumem_backoff gpumem_backoff_start_capped(uint32_t cap_ns) {
 #if GPUMEM_ON_DEVICE
     b.spins = cap_ns < 8 ? 8 : cap_ns;
 #else
-    (void)cap_ns;
-    b.spins = 0;
+    /* cap_ns 0: a wait on another host thread's step, which, when there
+     * are more threads than cores, has usually been preempted: a few
+     * rounds of pause (well under a microsecond), then park, so that it
+     * gets the core. */
+    b.spins = cap_ns == 0 && GPUMEM_BACKOFF_SPINS > 4 ? GPUMEM_BACKOFF_SPINS - 4 : 0;
 #endif
     return b;
 }
@@ -452,23 +455,50 @@ GPUMEM_API int gpumem_backoff_pause(gpumem_backoff *b) {
 #endif
 }
 
-/* Wake up to n parked waiters if there are any. The seq_cst fence orders
- * the caller's change before the load of `waiters`; the waiter registers
- * before re-checking its condition, so either we see it registered or it
- * sees our change. */
+/* Every class of waiter (see gpumem__event_sleep_bits). */
+#define GPUMEM_EVENT_ALL 0xFFFFFFFFu
+
+/* Wake up to n parked waiters of the classes in `bits` if anybody is parked,
+ * for a caller that has just made its change visible and ordered it before
+ * this load of `waiters` with a seq_cst fence (one fence serves several
+ * events). The waiter registers before re-checking its condition, so either
+ * we see it registered or it sees our change. Bumping seq makes a waiter
+ * that registered but is not asleep yet return from its sleep at once, so a
+ * targeted wake is never lost to that window (it may cost such a waiter of
+ * another class one more look). */
+GPUMEM_API void gpumem__event_kick(gpumem_event *ev, int n, uint32_t bits) {
+#if GPUMEM_ON_DEVICE
+    (void)ev, (void)n, (void)bits;
+#else
+    if (!ev) return;
+    if (gpumem_atomic_load_u32(&ev->waiters, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) == 0) return;
+    gpumem_atomic_fetch_add_u32(&ev->seq, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM_SCOPE_SYSTEM);
+#if defined(__linux__)
+    if (bits == GPUMEM_EVENT_ALL)
+        syscall(SYS_futex, &ev->seq, 1 /* FUTEX_WAKE */ | GPUMEM__FUTEX_FLAGS(ev), n, NULL, NULL, 0);
+    else
+        syscall(SYS_futex, &ev->seq, 10 /* FUTEX_WAKE_BITSET */ | GPUMEM__FUTEX_FLAGS(ev), n, NULL, NULL, bits);
+#else
+    (void)n, (void)bits;
+#endif
+#endif
+}
+
+/* The fence gpumem__event_kick needs after the caller's change. */
+GPUMEM_API void gpumem__event_fence(void) {
+#if !GPUMEM_ON_DEVICE
+    gpumem_atomic_fence(GPUMEM_ORDER_SEQ_CST, GPUMEM_SCOPE_SYSTEM);
+#endif
+}
+
+/* Wake up to n parked waiters, of any class, if there are any. */
 GPUMEM_API void gpumem__event_wake(gpumem_event *ev, int n) {
 #if GPUMEM_ON_DEVICE
     (void)ev, (void)n;
 #else
     if (!ev) return;
-    gpumem_atomic_fence(GPUMEM_ORDER_SEQ_CST, GPUMEM_SCOPE_SYSTEM);
-    if (gpumem_atomic_load_u32(&ev->waiters, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) == 0) return;
-    gpumem_atomic_fetch_add_u32(&ev->seq, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM_SCOPE_SYSTEM);
-#if defined(__linux__)
-    syscall(SYS_futex, &ev->seq, 1 /* FUTEX_WAKE */ | GPUMEM__FUTEX_FLAGS(ev), n, NULL, NULL, 0);
-#else
-    (void)n;
-#endif
+    gpumem__event_fence();
+    gpumem__event_kick(ev, n, GPUMEM_EVENT_ALL);
 #endif
 }
 
@@ -502,27 +532,49 @@ GPUMEM_API uint32_t gpumem__event_begin(gpumem_event *ev) {
 #endif
 }
 
-GPUMEM_API void gpumem__event_sleep(gpumem_event *ev, uint32_t seen, long timeout_ns) {
+/* Sleep while ev->seq is `seen`, at most timeout_ns, as a waiter of
+ * the classes in `bits`: a wake for other classes passes it by (a wake for
+ * GPUMEM_EVENT_ALL reaches every class). Classes let one futex word serve
+ * waiters that wait for different things, a queue pair's completions by
+ * command ID, and let a waker reach only those whose condition it changed. */
+GPUMEM_API void gpumem__event_sleep_bits(gpumem_event *ev, uint32_t seen, long timeout_ns, uint32_t bits) {
 #if GPUMEM_ON_DEVICE
-    (void)ev, (void)seen, (void)timeout_ns;
+    (void)ev, (void)seen, (void)timeout_ns, (void)bits;
 #elif defined(__linux__)
     struct timespec ts;
-    ts.tv_sec = timeout_ns / 1000000000L;
-    ts.tv_nsec = timeout_ns % 1000000000L;
+    long rc;
     if (!ev) {
         gpumem__host_sleep_ns(timeout_ns < 20000 ? timeout_ns : 20000);
         return;
     }
-    if (syscall(SYS_futex, &ev->seq, 0 /* FUTEX_WAIT */ | GPUMEM__FUTEX_FLAGS(ev), seen, &ts, NULL, 0) != 0 &&
-        errno != EAGAIN && errno != ETIMEDOUT && errno != EINTR)
+    if (bits == GPUMEM_EVENT_ALL) { /* FUTEX_WAIT: a relative timeout */
+        ts.tv_sec = timeout_ns / 1000000000L;
+        ts.tv_nsec = timeout_ns % 1000000000L;
+        rc = syscall(SYS_futex, &ev->seq, 0 /* FUTEX_WAIT */ | GPUMEM__FUTEX_FLAGS(ev), seen, &ts, NULL, 0);
+    } else { /* FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC timeout */
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += timeout_ns / 1000000000L;
+        ts.tv_nsec += timeout_ns % 1000000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        rc = syscall(SYS_futex, &ev->seq, 9 /* FUTEX_WAIT_BITSET */ | GPUMEM__FUTEX_FLAGS(ev), seen, &ts, NULL,
+                     bits);
+    }
+    if (rc != 0 && errno != EAGAIN && errno != ETIMEDOUT && errno != EINTR)
         /* Memory the kernel cannot key a process-shared futex on (a driver's
          * mapping, such as pinned CUDA memory may be): a short sleep instead,
          * so the wait stays a wait and stays bounded. */
         gpumem__host_sleep_ns(timeout_ns < 20000 ? timeout_ns : 20000);
 #else
-    (void)ev, (void)seen;
+    (void)ev, (void)seen, (void)bits;
     gpumem__host_sleep_ns(timeout_ns < 20000 ? timeout_ns : 20000);
 #endif
+}
+
+GPUMEM_API void gpumem__event_sleep(gpumem_event *ev, uint32_t seen, long timeout_ns) {
+    gpumem__event_sleep_bits(ev, seen, timeout_ns, GPUMEM_EVENT_ALL);
 }
 
 GPUMEM_API void gpumem__event_end(gpumem_event *ev) {
@@ -548,22 +600,44 @@ GPUMEM_API void gpumem__event_end(gpumem_event *ev) {
 #define GPUMEM_WAIT_UNTIL_OR(ev, cond, give_up) GPUMEM_WAIT_CAPPED(ev, GPUMEM_BACKOFF_MAX_NS, cond, give_up)
 
 /* GPUMEM_WAIT_UNTIL_OR with the device back-off capped at cap_ns. */
-#define GPUMEM_WAIT_CAPPED(ev, cap_ns, cond, give_up)                                       \
-    do {                                                                                    \
-        gpumem_backoff gpumem_b_ = gpumem_backoff_start_capped(cap_ns);                     \
-        for (;;) {                                                                          \
-            int gpumem_done_;                                                               \
-            uint32_t gpumem_seen_;                                                          \
-            if (cond) break;                                                                \
-            if (give_up) break;                                                             \
-            if (gpumem_backoff_pause(&gpumem_b_)) continue;                                 \
-            gpumem_seen_ = gpumem__event_begin(ev); /* register, then re-check */           \
-            gpumem_done_ = (cond) ? 1 : 0;                                                  \
-            if (!gpumem_done_) gpumem__event_sleep((ev), gpumem_seen_, GPUMEM_PARK_TIMEOUT_NS); \
-            gpumem__event_end(ev);                                                          \
-            if (gpumem_done_) break;                                                        \
-        }                                                                                   \
+#define GPUMEM_WAIT_CAPPED(ev, cap_ns, cond, give_up) \
+    GPUMEM__WAIT_PARKING(ev, cap_ns, GPUMEM_EVENT_ALL, cond, give_up, (void)0, (void)0)
+
+/* The general form, for waits that park as one class of waiter (`bits`, see
+ * gpumem__event_sleep_bits): on the host, `before_park` runs before the
+ * waiter registers (to tell its waker it may be asleep) and `after_park`
+ * after each park (whatever woke it). The device ignores all three: a GPU
+ * thread never parks. */
+#if GPUMEM_ON_DEVICE
+#define GPUMEM__WAIT_PARKING(ev, cap_ns, bits, cond, give_up, before_park, after_park) \
+    do {                                                                             \
+        gpumem_backoff gpumem_b_ = gpumem_backoff_start_capped(cap_ns);              \
+        for (;;) {                                                                   \
+            if (cond) break;                                                         \
+            if (give_up) break;                                                      \
+            gpumem_backoff_pause(&gpumem_b_);                                        \
+        }                                                                            \
     } while (0)
+#else
+#define GPUMEM__WAIT_PARKING(ev, cap_ns, bits, cond, give_up, before_park, after_park)                \
+    do {                                                                                            \
+        gpumem_backoff gpumem_b_ = gpumem_backoff_start_capped(cap_ns);                             \
+        for (;;) {                                                                                  \
+            int gpumem_done_;                                                                       \
+            uint32_t gpumem_seen_;                                                                  \
+            if (cond) break;                                                                        \
+            if (give_up) break;                                                                     \
+            if (gpumem_backoff_pause(&gpumem_b_)) continue;                                         \
+            before_park;                                                                            \
+            gpumem_seen_ = gpumem__event_begin(ev); /* register, then re-check */                   \
+            gpumem_done_ = (cond) ? 1 : 0;                                                          \
+            if (!gpumem_done_) gpumem__event_sleep_bits((ev), gpumem_seen_, GPUMEM_PARK_TIMEOUT_NS, (bits)); \
+            gpumem__event_end(ev);                                                                  \
+            if (gpumem_done_) break;                                                                \
+            after_park;                                                                             \
+        }                                                                                           \
+    } while (0)
+#endif
 
 /* Wait until `cond` is true, without a bound. */
 #define GPUMEM_WAIT_UNTIL(ev, cond) GPUMEM_WAIT_UNTIL_OR(ev, cond, 0)

@@ -71,15 +71,20 @@
  * Submission (dissertation §5.1, §5.4). A thread takes a ticket with one
  * fetch-add. position = ticket mod depth, lap = ticket / depth. Every position
  * is occupied twice per lap - once when the thread's command is handed to the
- * controller (increment #1, done by the submitter when it sees its tail marker
- * reset) and once when the controller is known to have consumed it (increment
- * #2, done by whoever moves the completion-queue head past a completion that
- * proves the position consumed; see "Validation"). So a thread waits until the position's
- * turn counter equals 2 * lap. It then writes its 64-byte command, sets its
- * tail marker, and either waits for a tail-lock holder to move the tail past it
- * or takes the lock itself: the holder moves the tail over every consecutive
- * ready entry, never leaving fewer than one free slot (an NVMe queue holds
- * depth - 1 commands), and rings the doorbell once for the whole batch.
+ * controller (increment #1, done by the tail mover as it passes the entry)
+ * and once when the controller is known to have consumed it (increment #2,
+ * done by whoever moves the completion-queue head past a completion that
+ * proves the position consumed; see "Validation"). So a thread waits until
+ * the position's turn counter equals 2 * lap. It then writes its 64-byte
+ * command, sets its tail marker, and takes the tail lock if it is free: the
+ * holder moves the tail over every consecutive ready entry, never leaving
+ * fewer than one free slot (an NVMe queue holds depth - 1 commands), and
+ * rings the doorbell once for the whole batch. If the lock is held, the
+ * submitter leaves: the holder looks at the tail again after unlocking (a
+ * store-then-load handshake, gpumem__sq_push), so no submitter waits for
+ * another once it has its turn. (BaM's submitters wait for the tail to pass
+ * their entry; on a host with more threads than cores the thread they wait
+ * for is often preempted, issue 13.)
  *
  * Wrap past 2^32. Tickets are 32-bit and wrap; depth divides 2^32, so
  * positions stay consistent. The turn counter grows by 2 per lap and wraps at
@@ -123,7 +128,7 @@
  * once the controller answers: no mix of threads, depth, IDs and outstanding
  * requests deadlocks; an asynchronous submit that finds no budget returns
  * GPUMEM_EAGAIN. And with at most depth - 1 tickets beyond the known SQ head,
- * a submitter's turn and tail wait only on other threads' steps (a ticket
+ * a submitter's turn waits only on other threads' steps (a ticket
  * depth before it belongs to a command whose ID was given back, so its
  * completion was harvested, and passing it moves the SQ head), never on the
  * controller; so a stopped controller strands nobody inside the queue. (Depth
@@ -600,6 +605,8 @@ typedef struct gpumem__nvme_word {
  *              harvests the completion frees the ID
  *   CLAIMED    with SUBMITTED: a harvester is filling the mailbox; DONE follows
  *   DONE       with IN_USE: the mailbox holds the result; without IN_USE: free
+ *   PARKED     its owner (a host thread) may be asleep waiting for the result:
+ *              whoever delivers it wakes the owner's class (see "Wakeups")
  * A free word (no IN_USE) may be taken once it has no DONE, or once the CQ
  * head has passed v, so that no scan can meet the old completion again.
  * The mailbox (cid_mail[2 id], [2 id + 1]) holds the completion's dword 0
@@ -609,6 +616,7 @@ typedef struct gpumem__nvme_word {
 #define GPUMEM__CID_ORPHAN (1ull << 61)
 #define GPUMEM__CID_SUBMITTED (1ull << 60)
 #define GPUMEM__CID_CLAIMED (1ull << 59)
+#define GPUMEM__CID_PARKED (1ull << 58)
 #define GPUMEM__CID_WIRE(w) ((uint32_t)((w) >> 32) & 0xFFFFu)
 
 /* Why a completion was dropped: bits of the pair's fault flag (device code
@@ -644,14 +652,19 @@ enum {
  * no-op). */
 typedef struct gpumem_nvme_qp_signals {
     gpumem__nvme_word stopped; /* GPUMEM__QP_*: nonzero ends waits (ENODEV; EABORTED during a reset) */
-    /* Host threads park here while they wait on the pair (a turn, the tail,
-     * a completion). Notified by the pair's threads as they make progress
-     * and by a host controller after it posts completions or stops (its
-     * interrupt, in NVMe terms). */
+    /* Host threads park here while they wait for a completion, each as
+     * the class of its command ID (gpumem__cid_class): whoever delivers a
+     * completion to a parked owner wakes that class only. A host
+     * controller that posts completions wakes one waiter of any class (its
+     * interrupt, in NVMe terms), which harvests for everyone. */
     gpumem_event event;
-    /* ... and here while they wait for a command ID: each ID given back
-     * wakes one of them, not every waiter of the pair; a stop wakes all. */
+    /* ... here while they wait for a command ID: each ID given back wakes
+     * one of them, not every waiter of the pair ... */
     gpumem_event id_event;
+    /* ... and here while they wait for a turn in the submission queue,
+     * woken by turn releases and a controller's interrupt. A stop wakes
+     * everyone on all three. */
+    gpumem_event sq_event;
 } gpumem_nvme_qp_signals;
 
 /* The pair as its threads see it: the client state. Every word below is
@@ -781,6 +794,19 @@ GPUMEM_API void gpumem_nvme_qp_signals_init(gpumem_nvme_qp_signals *s) {
     for (k = 0; k < sizeof *s; k++) b[k] = 0;
     s->event.shared = 1;
     s->id_event.shared = 1;
+    s->sq_event.shared = 1;
+}
+
+/* A controller's interrupt, after it posted completions: wake one host
+ * thread parked for a completion, whichever (it harvests every completion
+ * there, and wakes the owners it delivers to), and every thread parked in
+ * the submission queue (whose turn may wait on the CQ head; rare). One
+ * wake per batch, not one per parked thread. */
+GPUMEM_API void gpumem_nvme_qp_signals_interrupt(gpumem_nvme_qp_signals *s) {
+    if (!s) return;
+    gpumem__event_fence();
+    gpumem__event_kick(&s->event, 1, GPUMEM_EVENT_ALL);
+    gpumem__event_kick(&s->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
 }
 
 /* PRP-list pages one command ID needs: enough for the namespace's largest
@@ -992,10 +1018,20 @@ GPUMEM_API uint32_t gpumem__qp_wait_cap(gpumem_nvme_qp *qp) {
 
 /* ---- submission queue ----------------------------------------------------- */
 
+/* The record of virtual SQ/CQ position v. Code that waits, or harvests,
+ * looks it up again after each wait instead of keeping the pointer: every
+ * wait inlines the harvest, so a pointer kept across it costs each waiting
+ * GPU thread two more registers (issue 12 budgets 32 for a blocking read);
+ * the lookup is two loads of lines the thread touches anyway. The same
+ * goes for gpumem__cid_word and gpumem__cid_mail. */
+GPUMEM_API gpumem__nvme_slot *gpumem__slot(gpumem_nvme_qp *qp, uint32_t v) { return &qp->slots[v & (qp->depth - 1)]; }
+
 /* Move the tail over consecutive written entries; caller holds tail_lock.
  * Stops at the first unwritten entry or when only one free slot would remain.
- * Rings the doorbell once for the batch. */
-GPUMEM_API void gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
+ * Does increment #1 of every entry it passes (handed to the controller) and
+ * rings the doorbell once for the batch; returns how many it passed (the
+ * caller wakes a parked controller after unlocking: gpumem__sq_moved). */
+GPUMEM_API uint32_t gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
     const uint32_t mask = qp->depth - 1;
     /* The lock's acquire made the previous holder's tail store visible. */
     uint32_t cur = gpumem_atomic_load_u32(&qp->tail.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
@@ -1011,43 +1047,66 @@ GPUMEM_API void gpumem__sq_move_tail(gpumem_nvme_qp *qp) {
          * lap's ticket cannot pass its turn before the head passes cur+n. */
         if (gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) == 0) break;
         gpumem_atomic_store_u32(mark, 0, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        /* Increment #1, for the submitter, who has left. Release: the next
+         * lap's occupant of the position sees the mark cleared before it
+         * sets its own. */
+        gpumem_atomic_fetch_add_u32(&qp->slots[(cur + n) & mask].turn, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
         n++;
     }
     if (n) {
         /* Tail before doorbell, so that sq_head (learnt from completions of
-         * what the doorbell hands over) never runs ahead of tail. */
-        gpumem_atomic_store_u32(&qp->tail.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+         * what the doorbell hands over) never runs ahead of tail. Seq_cst:
+         * part of the handshake in gpumem__sq_push. */
+        gpumem_atomic_store_u32(&qp->tail.v, cur + n, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
         if (!gpumem__qp_quiet(qp)) {
             gpumem__doorbell_write(qp->sq_doorbell, (cur + n) & mask);
-            gpumem_event_notify(qp->doorbell_event);
             gpumem__qp_count(&qp->sq_doorbell_writes);
         }
-        gpumem_event_notify(&qp->signals->event); /* submitters whose marks were cleared */
     }
+    return n;
 }
 
-/* Returns 1 once *mark is clear; otherwise moves the tail if the tail lock
- * is free, and says whether that cleared the mark. */
-GPUMEM_API int gpumem__sq_try_move_tail(gpumem_nvme_qp *qp, uint32_t *mark) {
-    if (gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) == 0) return 1;
-    if (gpumem_atomic_load_u32(&qp->tail_lock.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) != 0 ||
-        gpumem_atomic_exchange_u32(&qp->tail_lock.v, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) != 0)
-        return 0;
-    gpumem__sq_move_tail(qp);
-    gpumem_atomic_store_u32(&qp->tail_lock.v, 0, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
-    return gpumem_atomic_load_u32(mark, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) == 0;
+/* After a tail move, out of the tail lock: wake a parked host controller
+ * (a real one has no doorbell event). Never while holding the lock: a woken
+ * thread may take this one's core on the spot, and the entries written
+ * meanwhile would wait for the lock. */
+GPUMEM_API void gpumem__sq_moved(gpumem_nvme_qp *qp) {
+    if (!gpumem__qp_quiet(qp)) gpumem_event_notify(qp->doorbell_event);
+}
+
+/* Hand written entries to the controller: move the tail over them if the
+ * tail lock is free, else leave them to its holder. No submitter waits for
+ * another: whoever finds the entry at the tail written and room behind the
+ * head takes the lock and moves; the holder looks again after unlocking.
+ * A store-then-load handshake in seq_cst order makes that enough: a
+ * submitter stores its mark, then loads the tail, the head, the mark at the
+ * tail and the lock; the holder stores the tail and the unlock, then loads
+ * the tail, the mark there and the head; so of a submitter that found the
+ * lock held and the holder that released it, at least one sees the other.
+ * The head mover calls this after it frees positions (the holder may have
+ * stopped for want of room), after the same kind of seq_cst store. A mark
+ * behind an unwritten entry (a submitter between its ticket and its mark)
+ * is moved by that entry's submitter, whose push continues over it. */
+GPUMEM_API void gpumem__sq_push(gpumem_nvme_qp *qp) {
+    for (;;) {
+        const uint32_t tail = gpumem_atomic_load_u32(&qp->tail.v, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+        uint32_t moved;
+        if (gpumem_atomic_load_u32(&gpumem__slot(qp, tail)->tail_mark, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) == 0)
+            return; /* nothing written at the tail: its submitter will push */
+        if (tail - gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) >= qp->depth - 1)
+            return; /* full: the head mover pushes once it frees positions */
+        if (gpumem_atomic_load_u32(&qp->tail_lock.v, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0 ||
+            gpumem_atomic_exchange_u32(&qp->tail_lock.v, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0)
+            return; /* the holder will see the mark */
+        moved = gpumem__sq_move_tail(qp);
+        gpumem_atomic_store_u32(&qp->tail_lock.v, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+        if (moved) gpumem__sq_moved(qp);
+    }
 }
 
 GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp);
 GPUMEM_API void gpumem__cq_harvest_warp(gpumem_nvme_qp *qp);
 
-/* The record of virtual SQ/CQ position v. Code that waits, or harvests,
- * looks it up again after each wait instead of keeping the pointer: every
- * wait inlines the harvest, so a pointer kept across it costs each waiting
- * GPU thread two more registers (issue 12 budgets 32 for a blocking read);
- * the lookup is two loads of lines the thread touches anyway. The same
- * goes for gpumem__cid_word and gpumem__cid_mail. */
-GPUMEM_API gpumem__nvme_slot *gpumem__slot(gpumem_nvme_qp *qp, uint32_t v) { return &qp->slots[v & (qp->depth - 1)]; }
 
 /* Whether SQ ticket `ticket` has its turn at its position. Acquire: pairs
  * with the release increments of the previous occupant (submitted) and of
@@ -1059,23 +1118,30 @@ GPUMEM_API int gpumem__sq_turn_ok(gpumem_nvme_qp *qp, uint32_t ticket) {
             qp->turn_mask) == 0;
 }
 
-/* Enqueue `cmd` under `ticket`; returns when the controller can see it. */
+/* The back-off cap of a wait for a turn in the submission queue. There a
+ * thread waits for other threads' steps (the previous lap's command passed
+ * by the tail, its completion by the head); on a host with more threads
+ * than cores one of them has usually been preempted, so a host waiter parks
+ * after a brief spin (cap 0, gpumem_backoff_start_capped) and lets it have
+ * the core. */
+#if GPUMEM_ON_DEVICE
+#define GPUMEM__SQ_WAIT_CAP(qp) gpumem__qp_wait_cap(qp)
+#else
+#define GPUMEM__SQ_WAIT_CAP(qp) 0u
+#endif
+
+/* Enqueue `cmd` under `ticket`. Returns once the command is written and
+ * either handed to the controller or left to the tail-lock holder, or to
+ * the submitter of an unwritten entry before it, who pass it on
+ * (gpumem__sq_push): no submitter waits for another after its turn. */
 GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gpumem_nvme_cmd *cmd) {
     /* While waiting, harvest completions: the turn may wait on the CQ head. */
-    GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp),
+    GPUMEM_WAIT_CAPPED(&qp->signals->sq_event, GPUMEM__SQ_WAIT_CAP(qp),
                        gpumem__sq_turn_ok(qp, ticket) || (gpumem__cq_harvest_warp(qp), 0), 0);
     qp->sq[ticket & (qp->depth - 1)] = *cmd;
-    /* Release: publishes the command to the tail mover. */
-    gpumem_atomic_store_u32(&gpumem__slot(qp, ticket)->tail_mark, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
-    /* Until a tail mover (maybe this thread) has passed our entry. */
-    GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp),
-                       gpumem__sq_try_move_tail(qp, &gpumem__slot(qp, ticket)->tail_mark) ||
-                           (gpumem__cq_harvest_warp(qp), 0),
-                       0);
-    /* Increment #1: the command is with the controller. Release so that the
-     * next occupant sees our mark cleared before it sets its own. */
-    gpumem_atomic_fetch_add_u32(&gpumem__slot(qp, ticket)->turn, 1, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
-    gpumem_event_notify(&qp->signals->event);
+    /* Seq_cst (a release, for the command, and the handshake's store). */
+    gpumem_atomic_store_u32(&gpumem__slot(qp, ticket)->tail_mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+    gpumem__sq_push(qp);
 }
 
 /* ---- command-ID budget (see "Budget" above) --------------------------------- */
@@ -1105,13 +1171,25 @@ GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) {
  * marker setter checks the lock after setting its marker. Both use seq_cst,
  * so at least one of them sees the other (store-buffering handshake) and no
  * marker is left without someone to move the head over it. */
+/* After a head move, out of the head lock: wake a parked host controller
+ * (CQ space), the submitters waiting for turns it released, and one waiter
+ * for a command ID it made reusable; one fence for the three (each a load
+ * unless someone is parked). */
+GPUMEM_API void gpumem__cq_moved(gpumem_nvme_qp *qp) {
+    gpumem__event_fence();
+    if (!gpumem__qp_quiet(qp)) gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
+    gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
+    gpumem__event_kick(&qp->signals->id_event, 1, GPUMEM_EVENT_ALL);
+}
+
 GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
     const uint32_t mask = qp->depth - 1;
+    int freed = 0; /* SQ positions freed: the tail may move again (gpumem__sq_push) */
     for (;;) {
         uint32_t cur, n = 0, sq_head, best;
         if (gpumem_atomic_load_u32(&qp->head_lock.v, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0 ||
             gpumem_atomic_exchange_u32(&qp->head_lock.v, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 0)
-            return; /* the holder will see our marker */
+            break; /* the holder will see our marker */
         cur = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
         sq_head = best = gpumem_atomic_load_u32(&qp->sq_head.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
         while (n < qp->depth - 1) {
@@ -1145,8 +1223,11 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
             for (k = 0; k < best - sq_head; k++) /* increment #2: consumed by the controller */
                 gpumem_atomic_fetch_add_u32(&qp->slots[(sq_head + k) & mask].turn, 1, GPUMEM_ORDER_RELEASE,
                                             GPUMEM__DEV);
-            if (best != sq_head)
-                gpumem_atomic_store_u32(&qp->sq_head.v, best, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+            /* Seq_cst: the handshake of gpumem__sq_push, called below. */
+            if (best != sq_head) {
+                gpumem_atomic_store_u32(&qp->sq_head.v, best, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+                freed = 1;
+            }
             /* Publish the head, then clear the markers, then hand the slots to
              * the controller. Head first: a harvester with a stale view that
              * claims a just-cleared marker re-reads the head (the release
@@ -1157,21 +1238,19 @@ GPUMEM_API void gpumem__cq_move_head(gpumem_nvme_qp *qp) {
             for (k = 0; k < n; k++)
                 gpumem_atomic_store_u32(&qp->slots[(cur + k) & mask].head_mark, 0, GPUMEM_ORDER_RELEASE,
                                         GPUMEM__DEV);
-            if (!gpumem__qp_quiet(qp)) {
-                gpumem__doorbell_write(qp->cq_doorbell, (cur + n) & mask);
-                gpumem_event_notify(qp->doorbell_event); /* CQ space for a controller */
-            }
+            if (!gpumem__qp_quiet(qp)) gpumem__doorbell_write(qp->cq_doorbell, (cur + n) & mask);
             /* Command IDs whose completions lie before this may be reused: the
              * controller has been told those completions are consumed. */
             gpumem_atomic_store_u32(&qp->cq_released.v, cur + n, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
             gpumem__qp_count(&qp->cq_doorbell_writes);
-            gpumem_event_notify(&qp->signals->event);         /* turns released */
-            gpumem_event_notify_one(&qp->signals->id_event); /* command IDs reusable */
         }
         gpumem_atomic_store_u32(&qp->head_lock.v, 0, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
+        if (n) gpumem__cq_moved(qp); /* out of the lock, as gpumem__sq_moved */
         if (gpumem_atomic_load_u32(&qp->slots[(cur + n) & mask].head_mark, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV) != 1)
-            return;
+            break;
     }
+    /* Entries written while the SQ was full wait for a push (gpumem__sq_push). */
+    if (freed) gpumem__sq_push(qp);
 }
 
 /* Count a fault of kind `bit` (count index `idx`) and raise its flag; the
@@ -1212,6 +1291,25 @@ GPUMEM_API uint32_t *gpumem__cid_mail(gpumem_nvme_qp *qp, uint32_t wire) {
     return &qp->cid_mail[2 * (wire & (qp->n_cids - 1))];
 }
 
+/* The class (gpumem__event_sleep_bits) a host thread waiting for CID
+ * `wire`'s completion parks as: one of 32 by the ID's low bits, so a
+ * delivery wakes its owner and, on average, one in 32 of the other parked
+ * owners. */
+GPUMEM_API uint32_t gpumem__cid_class(uint32_t wire) { return 1u << (wire & 31u); }
+
+/* Host, before the owner of CID `wire` parks: mark the word PARKED, unless
+ * the result is there already. Seq_cst, before the owner registers with the
+ * event: the harvester's exchange of the word (gpumem__cpl_take) either
+ * comes first, and the owner's re-check finds DONE, or returns the mark,
+ * and the harvester wakes the owner's class. */
+GPUMEM_API void gpumem__cid_will_park(gpumem_nvme_qp *qp, uint32_t wire) {
+    uint64_t w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    while (!(w & (GPUMEM__CID_DONE | GPUMEM__CID_PARKED)) && GPUMEM__CID_WIRE(w) == (wire & 0xFFFFu))
+        if (gpumem_atomic_cas_u64(gpumem__cid_word(qp, wire), &w, w | GPUMEM__CID_PARKED, GPUMEM_ORDER_SEQ_CST,
+                                  GPUMEM__DEV))
+            break;
+}
+
 /* Validation: may the completion at CQ position v (its CID `wire`, its SQ
  * head read here from dword 2) complete the command that ID word w
  * describes? 0 if so, else the fault bit. The CID must name a
@@ -1242,11 +1340,12 @@ GPUMEM_API uint32_t gpumem__cpl_judge(gpumem_nvme_qp *qp, uint32_t v, uint32_t w
 
 /* Deliver the completion at CQ position v (dw3 as read) to its command ID,
  * or drop it; either way the entry is consumed. Returns the SQ head it
- * proves (sq_next). Only a compare-and-swap from the exact word judged
+ * proves (sq_next); adds the owner's class to *wake if a host owner may be
+ * parked (the harvester wakes them all at the end of its pass). Only a compare-and-swap from the exact word judged
  * takes the ID, so two harvesters of a repeated completion cannot both
  * deliver, and a word that changed meanwhile (its owner orphaned it) is
  * judged again. */
-GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, uint32_t dw3, uint32_t v) {
+GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, uint32_t dw3, uint32_t v, uint32_t *wake) {
     /* The entry (dwords 0 and 2) and the ID's words are looked up again
      * where used (see gpumem__slot); the claimed entry stays put meanwhile. */
     const uint32_t wire = dw3 & 0xFFFFu;
@@ -1268,8 +1367,19 @@ GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, uint32_t dw3, uint32_t 
             gpumem__cid_mail(qp, wire)[1] = dw3 >> 17;
             /* Release: the mailbox before the owner can see DONE. An
              * orphan's ID is free at once (its owner is gone). */
+#if GPUMEM_ON_DEVICE
             gpumem_atomic_store_u64(gpumem__cid_word(qp, wire), orphan ? done : done | GPUMEM__CID_IN_USE,
                                     GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+            (void)wake;
+#else
+            /* A host owner may have marked the word PARKED since the claim
+             * (gpumem__cid_will_park): the exchange sees the mark that the
+             * store would overwrite, and the owner's class is woken. */
+            if (gpumem_atomic_exchange_u64(gpumem__cid_word(qp, wire), orphan ? done : done | GPUMEM__CID_IN_USE,
+                                           GPUMEM_ORDER_ACQ_REL, GPUMEM__DEV) &
+                GPUMEM__CID_PARKED)
+                *wake |= gpumem__cid_class(wire);
+#endif
             if (orphan) {
                 gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QPC_LATE], 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
                 gpumem__budget_put(qp);
@@ -1294,7 +1404,7 @@ GPUMEM_API uint32_t gpumem__cpl_take(gpumem_nvme_qp *qp, uint32_t dw3, uint32_t 
 GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
     const uint32_t mask = qp->depth - 1;
     uint32_t head = gpumem_atomic_load_u32(&qp->cq_head.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
-    uint32_t i, got = 0;
+    uint32_t i, got = 0, wake = 0;
     for (i = 0; i < qp->depth - 1; i++) {
         uint32_t v = head + i, expected = 0;
         uint32_t want_phase = ((v >> qp->depth_log2) & 1u) ^ 1u; /* phase 1 on even laps */
@@ -1318,16 +1428,22 @@ GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
         }
         {
             /* The slot looked up again, not kept across the take (see gpumem__slot). */
-            const uint32_t next = gpumem__cpl_take(qp, dw3, v);
+            const uint32_t next = gpumem__cpl_take(qp, dw3, v, &wake);
             gpumem_atomic_store_u32(&gpumem__slot(qp, v)->sq_next, next, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
             gpumem_atomic_store_u32(&gpumem__slot(qp, v)->head_mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
         }
         got++;
     }
-    if (got) {
-        gpumem__cq_move_head(qp);
-        gpumem_event_notify(&qp->signals->event); /* owners whose mailboxes were filled */
+    if (got) gpumem__cq_move_head(qp);
+#if !GPUMEM_ON_DEVICE
+    /* The owners of what was delivered that may be parked, in one wake, once
+     * every entry is marked consumed and the head has moved: a woken owner
+     * may take this thread's core at once, and nobody waits on it now. */
+    if (wake) {
+        gpumem__event_fence();
+        gpumem__event_kick(&qp->signals->event, 0x7FFFFFFF, wake);
     }
+#endif
     return got;
 }
 
@@ -1354,6 +1470,18 @@ GPUMEM_API void gpumem__cq_harvest_warp(gpumem_nvme_qp *qp) {
     gpumem__cq_harvest(qp);
 #endif
 }
+
+/* Wait until `cond` (or `give_up`) for the completion of CID `wire`. A host
+ * thread parks as the class of its ID, marking the word PARKED first so
+ * that whoever delivers the completion wakes it; each time it wakes (its
+ * delivery, a controller's interrupt, a stop, the park's timeout) it
+ * harvests once, for everyone, before it looks at its own result: a
+ * thread woken by the interrupt whose own result is already there must
+ * still take the completions the interrupt announced. Device threads wait
+ * as in GPUMEM_WAIT_CAPPED. */
+#define GPUMEM__QP_WAIT_CPL(qp, wire, cond, give_up)                                                       \
+    GPUMEM__WAIT_PARKING(&(qp)->signals->event, gpumem__qp_wait_cap(qp), gpumem__cid_class(wire), cond, \
+                         give_up, gpumem__cid_will_park((qp), (wire)), gpumem__cq_harvest(qp))
 
 /* If the command under CID `wire` has its result, copy it to *out, free
  * the command ID and return 1. Otherwise harvest once and look again. A
@@ -1397,7 +1525,7 @@ GPUMEM_API int gpumem__cid_orphan(gpumem_nvme_qp *qp, uint16_t wire) {
 /* Collect a result that orphaning found taken: a harvester has claimed it
  * and is a few stores from DONE. */
 GPUMEM_API void gpumem__cid_collect_now(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
-    GPUMEM_WAIT_UNTIL(&qp->signals->event, gpumem__cid_collect(qp, wire, out));
+    GPUMEM__QP_WAIT_CPL(qp, wire, gpumem__cid_collect(qp, wire, out), 0);
 }
 
 /* The pair's `stopped` word (GPUMEM__QP_*). Acquire: pairs with the
@@ -1697,8 +1825,8 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_wait_timed(gpumem_nvme_qp *qp, gpumem_nv
     if (!qp || !req) return GPUMEM_ENULL;
     deadline = gpumem_deadline_ns(timeout_ns);
     /* poll itself ends the wait when the controller stops or the command times out */
-    GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp), (st = gpumem_nvme_qp_poll(qp, req)) != GPUMEM_EAGAIN,
-                       gpumem_deadline_passed(deadline) && (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK);
+    GPUMEM__QP_WAIT_CPL(qp, req->cid, (st = gpumem_nvme_qp_poll(qp, req)) != GPUMEM_EAGAIN,
+                        gpumem_deadline_passed(deadline) && (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK);
     return why != GPUMEM_OK ? why : st;
 }
 
@@ -1735,10 +1863,10 @@ GPUMEM_API gpumem_status gpumem__qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_
     gpumem__submit(qp, cmd, cid, data);
     /* The command timeout starts at the first look that finds no result,
      * right after submission. */
-    GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp), gpumem__cid_collect(qp, cid, &got),
-                       gpumem__qp_give_up(qp, deadline, &why) ||
-                           ((expired = gpumem__cmd_expired(qp, &cmd_deadline)) != 0 &&
-                            (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK));
+    GPUMEM__QP_WAIT_CPL(qp, cid, gpumem__cid_collect(qp, cid, &got),
+                        gpumem__qp_give_up(qp, deadline, &why) ||
+                            ((expired = gpumem__cmd_expired(qp, &cmd_deadline)) != 0 &&
+                             (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK));
     if (why != GPUMEM_OK) {
         if (gpumem__cid_give_up(qp, cid, why, expired)) return why;
         gpumem__cid_collect_now(qp, cid, &got); /* taken just before: its result stands */
@@ -1883,6 +2011,7 @@ GPUMEM_API gpumem_status gpumem__signals_set_state(gpumem_nvme_qp_signals *s, ui
     gpumem_atomic_store_u32(&s->stopped.v, state, GPUMEM_ORDER_RELEASE, GPUMEM__SYS);
     gpumem_event_notify(&s->event);
     gpumem_event_notify(&s->id_event);
+    gpumem_event_notify(&s->sq_event);
     return GPUMEM_OK;
 }
 

@@ -1581,7 +1581,7 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
     if (posted_before != sw->cq_posted) {
         /* Relaxed: a count for watchdogs, nothing is published through it. */
         __atomic_fetch_add(&c->progress, (uint64_t)(uint32_t)(sw->cq_posted - posted_before), __ATOMIC_RELAXED);
-        gpumem_event_notify(&sw->signals->event); /* the interrupt: wake parked host waiters */
+        gpumem_nvme_qp_signals_interrupt(sw->signals); /* wake one parked host waiter, which harvests */
     }
     return work;
 }

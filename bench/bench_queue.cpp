@@ -18,7 +18,10 @@
 #define GPUMEM_IMPLEMENTATION
 #include <benchmark/benchmark.h>
 
+#include <sched.h>
+
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -32,68 +35,134 @@ constexpr uint32_t kLba = 512;
 // The baseline: every step under one mutex. Submission writes the entry at
 // the tail and rings the doorbell; completion drains whatever the controller
 // posted into a per-command-ID table, moves the head, and frees SQ slots from
-// the SQ-head field, then looks for its own command ID in the table.
+// the SQ-head field, then looks for its own command ID in the table. It waits
+// exactly as the lock-free pair does (gpumem.h's spin-then-park, one class
+// of waiter per command ID, the controller's interrupt waking one waiter,
+// which drains for everyone and wakes the owners it finds), so that the two
+// differ only in how they share the rings: one lock against lock-free steps.
+// (Until issue 13 it spun on sched_yield, whose rate measured how busy the
+// machine's other processes kept the core more than the queue.)
 struct MutexQueue {
-    gpumem_nvme_qp *qp;  // borrowed for its rings, doorbells and namespace
+    gpumem_nvme_qp *qp;  // borrowed for its rings, doorbells, signals and namespace
     std::mutex m;
     uint32_t tail = 0, sq_head = 0, cq_head = 0, phase = 1, next_cid = 0;
     std::vector<uint32_t> done;  // per CID: 0 free, 1 in flight, 2 completed
     std::vector<uint16_t> status;
+    std::unique_ptr<uint32_t[]> parked{new uint32_t[65536]()};  // per CID: its owner may be asleep
     explicit MutexQueue(gpumem_nvme_qp *q) : qp(q), done(65536, 0), status(65536, 0) {}
 
-    void drain_locked() {
+    // Drain under the lock; what to wake is returned, and woken by
+    // wake_after() once the lock is dropped (as the pair does: a woken thread
+    // may take the waker's core on the spot).
+    struct Wakes {
+        uint32_t drained = 0, owners = 0;
+    };
+    Wakes drain_locked() {
         const uint32_t mask = qp->depth - 1;
-        uint32_t n = 0;
+        Wakes w;
+        uint32_t &n = w.drained, &wake = w.owners;
         for (;;) {
             gpumem_nvme_cpl *e = &qp->cq[cq_head];
             uint32_t dw3 = __atomic_load_n(&e->dw3, __ATOMIC_ACQUIRE);
             if (((dw3 >> 16) & 1u) != phase) break;
             done[dw3 & 0xFFFF] = 2;
             status[dw3 & 0xFFFF] = (uint16_t)(dw3 >> 17);
+            if (__atomic_exchange_n(&parked[dw3 & 0xFFFF], 0, __ATOMIC_SEQ_CST)) wake |= gpumem__cid_class(dw3 & 0xFFFF);
             sq_head = e->dw2 & 0xFFFF;
             cq_head = (cq_head + 1) & mask;
             if (cq_head == 0) phase ^= 1u;
             n++;
         }
-        if (n) {
-            __atomic_store_n(qp->cq_doorbell, cq_head, __ATOMIC_RELEASE);
-            gpumem_event_notify(qp->doorbell_event);
+        if (n) __atomic_store_n(qp->cq_doorbell, cq_head, __ATOMIC_RELEASE);
+        return w;
+    }
+    void wake_after(Wakes w, bool submitted) {
+        if (!w.drained && !w.owners && !submitted) return;
+        gpumem__event_fence();
+        if (w.drained || submitted) gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
+        if (w.owners) gpumem__event_kick(&qp->signals->event, 0x7FFFFFFF, w.owners);
+    }
+    void drain() {
+        Wakes w;
+        {
+            std::lock_guard<std::mutex> g(m);
+            w = drain_locked();
         }
+        wake_after(w, false);
+    }
+    bool try_submit(gpumem_nvme_cmd &cmd, uint16_t &cid) {
+        const uint32_t mask = qp->depth - 1;
+        Wakes w;
+        bool ok = false;
+        {
+            std::lock_guard<std::mutex> g(m);
+            w = drain_locked();
+            if (((tail + 1) & mask) != sq_head && done[next_cid & 0xFFFF] == 0) {
+                cid = (uint16_t)(next_cid++ & 0xFFFF);
+                done[cid] = 1;
+                cmd.cdw0 = (cmd.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
+                qp->sq[tail] = cmd;
+                tail = (tail + 1) & mask;
+                __atomic_store_n(qp->sq_doorbell, tail, __ATOMIC_RELEASE);
+                ok = true;
+            }
+        }
+        wake_after(w, ok);
+        return ok;
+    }
+    bool try_complete(uint16_t cid, gpumem_status &st) {
+        Wakes w;
+        bool ok = false;
+        {
+            std::lock_guard<std::mutex> g(m);
+            w = drain_locked();
+            if (done[cid] == 2) {
+                done[cid] = 0;
+                st = status[cid] ? GPUMEM_EIO : GPUMEM_OK;
+                ok = true;
+            }
+        }
+        wake_after(w, false);
+        return ok;
     }
 
     gpumem_status exec(gpumem_nvme_cmd cmd) {
-        const uint32_t mask = qp->depth - 1;
-        uint16_t cid;
-        for (;;) {  // submit when there is room and a free command ID
-            {
-                std::lock_guard<std::mutex> g(m);
-                drain_locked();
-                if (((tail + 1) & mask) != sq_head && done[next_cid & 0xFFFF] == 0) {
-                    cid = (uint16_t)(next_cid++ & 0xFFFF);
-                    done[cid] = 1;
-                    cmd.cdw0 = (cmd.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
-                    qp->sq[tail] = cmd;
-                    tail = (tail + 1) & mask;
-                    __atomic_store_n(qp->sq_doorbell, tail, __ATOMIC_RELEASE);
-                    gpumem_event_notify(qp->doorbell_event);
-                    break;
-                }
-            }
-            sched_yield();
-        }
-        for (;;) {  // wait for the completion
-            {
-                std::lock_guard<std::mutex> g(m);
-                drain_locked();
-                if (done[cid] == 2) {
-                    done[cid] = 0;
-                    return status[cid] ? GPUMEM_EIO : GPUMEM_OK;
-                }
-            }
-            sched_yield();
-        }
+        uint16_t cid = 0;
+        gpumem_status st = GPUMEM_OK;
+        // Room on the SQ: freed by drains, which the controller's interrupt
+        // (it wakes submission waiters too) or the park's timeout prompts.
+        GPUMEM_WAIT_UNTIL(&qp->signals->sq_event, try_submit(cmd, cid));
+        GPUMEM__WAIT_PARKING(&qp->signals->event, GPUMEM_BACKOFF_MAX_NS, gpumem__cid_class(cid), try_complete(cid, st),
+                             0, __atomic_store_n(&parked[cid], 1, __ATOMIC_SEQ_CST), drain());
+        return st;
     }
 };
+
+// Where the threads run. The controller thread gets the last CPU this
+// process may use to itself, as an SSD is hardware of its own; the client
+// threads share the others. Unpinned, the scheduler's wake-affine placement
+// put the controller and a client on one core now and then, and a run then
+// measured the two taking turns at spinning (tens of microseconds an
+// operation) instead of the queue. With fewer than two CPUs nothing is pinned.
+void pin_self(bool controller) {
+    static cpu_set_t all = [] {  // what the process may use, read before any pinning
+        cpu_set_t s;
+        if (sched_getaffinity(0, sizeof s, &s) != 0) CPU_ZERO(&s);
+        return s;
+    }();
+    cpu_set_t want = all;
+    int last = -1;
+    if (CPU_COUNT(&all) < 2) return;
+    for (int i = 0; i < CPU_SETSIZE; i++)
+        if (CPU_ISSET(i, &all)) last = i;
+    if (controller) {
+        CPU_ZERO(&want);
+        CPU_SET(last, &want);
+    } else {
+        CPU_CLR(last, &want);
+    }
+    sched_setaffinity(0, sizeof want, &want);
+}
 
 struct Rig {
     gpumem_swctl *ctl = nullptr;
@@ -104,9 +173,16 @@ struct Rig {
         c.lba_bytes = kLba;
         c.n_blocks = 1 << 16;
         c.max_pending = kDepth;
+        // The controller plays an SSD, which never sleeps: it polls its core
+        // (pinned, below) instead of parking when idle, so that no row
+        // measures how fast a parked thread wakes on this machine (tens of
+        // microseconds on the VM, enough to make runs bimodal).
+        c.idle_spin_ns = GPUMEM_SWCTL_NEVER_PARK;
+        pin_self(true);  // the controller thread inherits this thread's CPU
         if (gpumem_swctl_create(&c, &ctl) != GPUMEM_OK || gpumem_swctl_add_qp(ctl, depth, &qp) != GPUMEM_OK ||
             gpumem_swctl_start(ctl) != GPUMEM_OK)
             abort();
+        pin_self(false);
         mq = new MutexQueue(qp);
     }
     ~Rig() {
@@ -124,6 +200,7 @@ Rig *g_rig;
 // kDepthArg: the pair's depth is the benchmark's argument (else kDepth).
 template <bool kLockFree, bool kDepthArg = false>
 void BM_Submit(benchmark::State &state) {
+    pin_self(false);
     if (state.thread_index() == 0) g_rig = new Rig(kDepthArg ? (uint32_t)state.range(0) : kDepth);
     alignas(4096) static thread_local unsigned char buf[kLba];
     uint64_t rng = 0x9E3779B97F4A7C15ull * (state.thread_index() + 1);
