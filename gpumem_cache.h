@@ -125,9 +125,9 @@
  * GPUMEM_CACHE_TIER (default 1) compiles in the host tier's hooks
  * (gpumem_tier.h, included at the end of this header). 0 compiles them out
  * for kernels that never use a host tier: their calls cost registers even
- * when no tier is attached (sm_90, bench/registers/kernels.cu: 115
- * registers per thread for one element read through acquire_coalesced, 80
- * without them). A cache with a tier
+ * when no tier is attached (sm_90, bench/registers/kernels.cu: 60
+ * registers per thread for one element read through acquire_coalesced, 50
+ * without them; bench/results/registers-sm_90.md). A cache with a tier
  * attached is then refused (GPUMEM_ESTATE), never silently bypassed; every
  * file that uses such a cache needs the hooks.
  */
