@@ -292,7 +292,8 @@ enum { /* indices into a shard, in gpumem_cache_stats order */
 /* Line-sized slots and where the controller finds them: the cache's, and
  * the host tier's (gpumem_tier.h). I/O is addressed as (pool, slot), so that
  * the slot's addresses are worked out where the command is built, not kept
- * live through the routing before it (registers, on the device). */
+ * live by the caller through the search and the routing before it
+ * (registers, on the device). */
 typedef struct gpumem__slot_pool {
     unsigned char *data;     /* the slots, line_bytes apart */
     uint64_t data_iova;      /* their I/O address, contiguous */
@@ -334,7 +335,8 @@ typedef struct gpumem_cache {
  * (gpumem_tier.h; gpumem_tier_init attaches it). The cache calls the tier at
  * four points: every acquire (GMT's virtual time), a miss (host memory is
  * looked at before storage), an eviction (keep the line, move it to host
- * memory, or bypass: decided in the search for a slot, carried out after it) and a flush (both tiers are written back). Direct calls,
+ * memory, or bypass: decided in the search for a slot, carried out after
+ * it) and a flush (both tiers are written back). Direct calls,
  * not function pointers, so device code pays no indirect call: they are
  * declared here and defined in gpumem_tier.h, which this header includes at
  * its end. With no tier attached (tier NULL) none is made, and the cache
@@ -375,7 +377,7 @@ enum { GPUMEM__TIER_BYPASS = 0, GPUMEM__TIER_MOVED = 1, GPUMEM__TIER_WRITE_FIRST
  * those live around it, and an NVMe command under the hook made it the
  * costliest point of every kernel that acquires a line. */
 typedef struct gpumem__tier_io {
-    const struct gpumem__slot_pool *pool;
+    const gpumem__slot_pool *pool;
     uint64_t line;
     uint32_t k;
 } gpumem__tier_io;
@@ -484,9 +486,9 @@ GPUMEM_API unsigned char *gpumem__slot_data(const gpumem_cache *c, uint32_t slot
  * The cache's slots use it (gpumem__cache_io), and the host tier
  * (gpumem_tier.h) for its own. The caller owns the slot for the duration,
  * so no two I/Os ever use one slot or PRP list at once. The slot's
- * addresses are worked out after the routing (controller, LBA, pair): on the
- * device, the fewer values live there, the fewer registers every kernel
- * that can miss needs. */
+ * addresses are worked out here from (pool, k), not passed in: on the
+ * device, every value live through the command's waits adds to the
+ * registers of every kernel that can miss. */
 GPUMEM_API gpumem_status gpumem__cache_io_pool(gpumem_cache *c, int write, uint64_t line,
                                                const gpumem__slot_pool *pool, uint32_t k) {
     const gpumem_cache_backing *b = &c->backing;
