@@ -5,6 +5,10 @@
 //
 //   make bench        (writes bench/results/queue-<host>.json and .md with ratios)
 //
+// The controller thread has a CPU of its own and polls (it plays an SSD);
+// the client threads share the others (pin_self), so on 2 CPUs every row with
+// more than one client thread is oversubscribed.
+//
 // Each benchmark uses a fresh controller and one queue pair of depth 1024,
 // except wakeup_depth: 64 blocking threads on one pair of depth 4 and of
 // depth 1024 (issue 13: waiters for a command ID are woken one per ID

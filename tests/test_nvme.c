@@ -557,7 +557,7 @@ Test(nvme_gpuctl, one_server_eight_pairs_deep_async, .timeout = 600) {
 Test(nvme_gpuctl, copy_lanes_every_alignment_size_and_width) {
     static const uint32_t widths[] = {1, 2, 3, 32};
     static const uint64_t sizes[] = {0, 1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 100, 511, 512, 513, 4095, 4096, 4109};
-    enum { ROOM = 4200 + 64 };
+    enum { ROOM = 4224 + 64 }; /* a multiple of the alignment, as aligned_alloc requires */
     unsigned char *src = aligned_alloc(64, ROOM), *dst = aligned_alloc(64, ROOM);
     uint64_t checked = 0;
     size_t i;
