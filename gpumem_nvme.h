@@ -143,6 +143,18 @@
  * leaves its ID ORPHAN: the command may still complete (and its data move)
  * while the controller runs; whoever harvests the completion frees the ID.
  *
+ * Wakeups (host threads; issue 13). A waiting host thread spins briefly,
+ * then parks, and is woken only when its own condition may hold: a waiter
+ * for a completion marks its ID word PARKED and parks as the class of its ID
+ * (gpumem__cid_class: one of 32 futex bitset classes); whoever delivers the
+ * completion wakes that class, once per harvest pass. A host controller's
+ * interrupt (gpumem_nvme_qp_signals_interrupt) wakes one parked waiter,
+ * which harvests for everyone; each waiter harvests once whenever it wakes,
+ * so an interrupt is never spent on a thread whose own result had come. A
+ * waiter for an ID is woken by one ID given back; a waiter for a turn by a
+ * turn release. Nobody wakes anyone while holding the tail or head lock or
+ * a claimed completion: the woken thread may take the waker's core at once.
+ *
  * Validation: the controller is untrusted (issue 19). Every completion is
  * judged in the harvest path, which host and GPU threads share, before it
  * touches a request (gpumem__cpl_judge):

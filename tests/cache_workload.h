@@ -474,8 +474,12 @@ static const char *cache_check(const cache_cfg *cfg, const cache_result *r, char
 }
 
 /* The workloads, shared by the suite and the sanitizer driver. */
+/* The name is kept in the struct, not pointed to: Criterion hands each
+ * parameter to a test process of its own, where a pointer into the parent's
+ * strings (under ASLR) points nowhere, and a failing assertion's message
+ * would crash instead of saying which workload failed. */
 typedef struct cache_workload {
-    const char *name;
+    char name[96];
     cache_cfg cfg;
 } cache_workload;
 
@@ -497,7 +501,7 @@ static cache_cfg cache_cfg_base(uint32_t line_bytes, uint64_t n_lines, uint32_t 
 /* Fills w[] (room for 20); returns the count. */
 static inline int cache_workloads(cache_workload *w) {
     int n = 0;
-#define WL(nm) (w[n].name = (nm), &w[n++].cfg)
+#define WL(nm) (snprintf(w[n].name, sizeof w[n].name, "%s", (nm)), &w[n++].cfg)
     cache_cfg *c;
     c = WL("reads, memory, 512 B lines, hold check");
     *c = cache_cfg_base(512, 4096, 64, 32, 300), c->hold_check = 1;
@@ -549,7 +553,7 @@ static inline int cache_workloads(cache_workload *w) {
  * 16; returns the count). */
 static inline int tier_workloads(cache_workload *w) {
     int n = 0;
-#define WL(nm) (w[n].name = (nm), &w[n++].cfg)
+#define WL(nm) (snprintf(w[n].name, sizeof w[n].name, "%s", (nm)), &w[n++].cfg)
 #define TIER(c, slots, placement, policy, model) \
     ((c)->tier_slots = (slots), (c)->tier_placement = (placement), (c)->tier_policy = (policy), \
      (c)->tier_model = (model), (c)->rounds = 3)
