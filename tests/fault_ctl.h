@@ -112,7 +112,7 @@ static inline void fctl_init(fctl *r, uint32_t cmd_timeout_ms) {
 }
 
 static inline fctl *fctl_new(uint32_t cmd_timeout_ms) {
-    fctl *r = (fctl *)aligned_alloc(4096, sizeof(fctl));
+    fctl *r = (fctl *)aligned_alloc(4096, GPUMEM_ALIGN_UP(sizeof(fctl), 4096)); /* a multiple, as C11 requires */
     FCTL_ASSERT(r != NULL, "allocation");
     fctl_init(r, cmd_timeout_ms);
     return r;
