@@ -454,7 +454,12 @@ static const char *cache_check(const cache_cfg *cfg, const cache_result *r, char
         else
             CACHE_CHECK(ts->moves > 0 && ts->host_hits > 0, "the host tier was not used: %llu moves, %llu hits",
                         (unsigned long long)ts->moves, (unsigned long long)ts->host_hits);
-        if (cfg->tier_placement == GPUMEM_TIER_ORDER && cfg->tier_slots + cfg->n_slots < cfg->n_lines) {
+        /* Not with a flusher: it invalidates GPU slots all the time, and an
+         * invalidated line is dropped, not moved down, so how full the host
+         * tier gets depends on how often the flusher ran (under TSan at
+         * scale 0.2 it once never filled). */
+        if (cfg->tier_placement == GPUMEM_TIER_ORDER && cfg->tier_slots + cfg->n_slots < cfg->n_lines &&
+            !cfg->flusher) {
             CACHE_CHECK(ts->host_evictions > 0, "the host tier never filled up");
             if (cfg->write_permille) CACHE_CHECK(ts->writebacks > 0, "no dirty host line written back");
         }
