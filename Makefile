@@ -67,7 +67,9 @@ $(BUILD):
 	mkdir -p $(BUILD)
 
 # Every header alone, as C11 (-O0 and -O2) and C++17 (with the host shim
-# implementation), and with nvcc; a stamp per header so that a second make
+# implementation), and with nvcc; and as strict C11 with nothing defined
+# first (no POSIX, no implementation), as a user who only includes it builds
+# it; a stamp per header so that a second make
 # compiles nothing. Each header must carry the SPDX line (vendored copies
 # travel without LICENSE).
 HEADER_STAMPS := $(patsubst %,$(BUILD)/hdr/%.ok,$(HEADERS))
@@ -77,6 +79,8 @@ $(BUILD)/hdr/%.ok: % $(HEADERS)
 	@head -n 1 $< | grep -q 'SPDX-License-Identifier: MIT' || { echo "$<: first line must be the SPDX line"; exit 1; }
 	@printf '#define _POSIX_C_SOURCE 200809L\n#define GPUMEM_IMPLEMENTATION\n#include "%s"\nint main(void){return 0;}\n' $< > $(BUILD)/hdr/$<.c
 	@cp $(BUILD)/hdr/$<.c $(BUILD)/hdr/$<.cpp
+	@printf '#include "%s"\nint main(void){return 0;}\n' $< > $(BUILD)/hdr/$<.plain.c
+	$(CC) -std=c11 $(WARN) -I. -c $(BUILD)/hdr/$<.plain.c -o $(BUILD)/hdr/$<.plain.o
 	$(CC) -std=c11 $(WARN) -I. -c $(BUILD)/hdr/$<.c -o $(BUILD)/hdr/$<.c.o
 	$(CC) -std=c11 $(WARN) -I. -O2 -c $(BUILD)/hdr/$<.c -o $(BUILD)/hdr/$<.c.o
 	$(CXX) -std=c++17 $(WARN) -I. -c $(BUILD)/hdr/$<.cpp -o $(BUILD)/hdr/$<.cpp.o

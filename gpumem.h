@@ -384,9 +384,10 @@ typedef struct gpumem_event {
 #define GPUMEM__FUTEX_FLAGS(ev) ((ev)->shared ? 0 : 128)
 
 /* A back-off whose device sleep grows up to cap_ns (at least 8 ns); the host
- * ignores the cap (it spins, then parks), except that 0 spins only briefly. Queue pairs pass their own cap
- * (gpumem_nvme_qp_set_wait_max_ns): many waiters on a pair in host memory
- * poll across PCIe, and a longer cap trades wake-up latency for bus traffic. */
+ * ignores the cap (it spins, then parks), except that 0 spins only briefly.
+ * Queue pairs pass their own cap (gpumem_nvme_qp_set_wait_max_ns): many
+ * waiters on a pair in host memory poll across PCIe, and a longer cap trades
+ * wake-up latency for bus traffic. */
 GPUMEM_API gpumem_backoff gpumem_backoff_start_capped(uint32_t cap_ns) {
     gpumem_backoff b;
     b.ns = 8;
@@ -455,8 +456,39 @@ GPUMEM_API int gpumem_backoff_pause(gpumem_backoff *b) {
 #endif
 }
 
+/* A clock in nanoseconds for deadlines: the GPU's global timer on the
+ * device; on the host CLOCK_MONOTONIC where <time.h> offers it (POSIX),
+ * else the C11 calendar clock (strict C11 hides CLOCK_MONOTONIC; the
+ * futex waits below then time out on the calendar clock too). */
+GPUMEM_API uint64_t gpumem_clock_ns(void) {
+#if GPUMEM_ON_DEVICE
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+#else
+    struct timespec ts;
+#if defined(CLOCK_MONOTONIC)
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+#else
+    timespec_get(&ts, TIME_UTC);
+#endif
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#endif
+}
+
 /* Every class of waiter (see gpumem__event_sleep_bits). */
 #define GPUMEM_EVENT_ALL 0xFFFFFFFFu
+
+/* As many waiters as there are: a wake count (gpumem__event_kick). */
+#define GPUMEM__WAKE_EVERYONE 0x7FFFFFFF
+
+/* The futex clock of gpumem_clock_ns, for an absolute timeout: monotonic
+ * (FUTEX_WAIT_BITSET's own) or, without it, the calendar clock. */
+#if defined(CLOCK_MONOTONIC)
+#define GPUMEM__FUTEX_CLOCK 0
+#else
+#define GPUMEM__FUTEX_CLOCK 256 /* FUTEX_CLOCK_REALTIME */
+#endif
 
 /* Wake up to n parked waiters of the classes in `bits` if anybody is parked,
  * for a caller that has just made its change visible and ordered it before
@@ -508,7 +540,7 @@ GPUMEM_API void gpumem_event_notify(gpumem_event *ev) {
 #if GPUMEM_ON_DEVICE
     (void)ev;
 #else
-    gpumem__event_wake(ev, 0x7FFFFFFF); /* all */
+    gpumem__event_wake(ev, GPUMEM__WAKE_EVERYONE);
 #endif
 }
 
@@ -551,16 +583,12 @@ GPUMEM_API void gpumem__event_sleep_bits(gpumem_event *ev, uint32_t seen, long t
         ts.tv_sec = timeout_ns / 1000000000L;
         ts.tv_nsec = timeout_ns % 1000000000L;
         rc = syscall(SYS_futex, &ev->seq, 0 /* FUTEX_WAIT */ | GPUMEM__FUTEX_FLAGS(ev), seen, &ts, NULL, 0);
-    } else { /* FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC timeout */
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += timeout_ns / 1000000000L;
-        ts.tv_nsec += timeout_ns % 1000000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        rc = syscall(SYS_futex, &ev->seq, 9 /* FUTEX_WAIT_BITSET */ | GPUMEM__FUTEX_FLAGS(ev), seen, &ts, NULL,
-                     bits);
+    } else { /* FUTEX_WAIT_BITSET: an absolute timeout, on gpumem_clock_ns's clock */
+        const uint64_t until = gpumem_clock_ns() + (uint64_t)timeout_ns;
+        ts.tv_sec = (time_t)(until / 1000000000ull);
+        ts.tv_nsec = (long)(until % 1000000000ull);
+        rc = syscall(SYS_futex, &ev->seq, 9 /* FUTEX_WAIT_BITSET */ | GPUMEM__FUTEX_FLAGS(ev) | GPUMEM__FUTEX_CLOCK,
+                     seen, &ts, NULL, bits);
     }
     if (rc != 0 && errno != EAGAIN && errno != ETIMEDOUT && errno != EINTR)
         /* Memory the kernel cannot key a process-shared futex on (a driver's
@@ -641,25 +669,6 @@ GPUMEM_API void gpumem__event_end(gpumem_event *ev) {
 
 /* Wait until `cond` is true, without a bound. */
 #define GPUMEM_WAIT_UNTIL(ev, cond) GPUMEM_WAIT_UNTIL_OR(ev, cond, 0)
-
-/* A clock in nanoseconds for deadlines: the GPU's global timer on the
- * device; on the host CLOCK_MONOTONIC where <time.h> offers it (POSIX),
- * else the C11 calendar clock. */
-GPUMEM_API uint64_t gpumem_clock_ns(void) {
-#if GPUMEM_ON_DEVICE
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-#else
-    struct timespec ts;
-#if defined(CLOCK_MONOTONIC)
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-#else
-    timespec_get(&ts, TIME_UTC);
-#endif
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-#endif
-}
 
 /* No time limit, for the *_timed functions. */
 #define GPUMEM_NO_TIMEOUT UINT64_MAX

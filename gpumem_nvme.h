@@ -818,7 +818,7 @@ GPUMEM_API void gpumem_nvme_qp_signals_interrupt(gpumem_nvme_qp_signals *s) {
     if (!s) return;
     gpumem__event_fence();
     gpumem__event_kick(&s->event, 1, GPUMEM_EVENT_ALL);
-    gpumem__event_kick(&s->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
+    gpumem__event_kick(&s->sq_event, GPUMEM__WAKE_EVERYONE, GPUMEM_EVENT_ALL);
 }
 
 /* PRP-list pages one command ID needs: enough for the namespace's largest
@@ -1189,8 +1189,8 @@ GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) {
  * unless someone is parked). */
 GPUMEM_API void gpumem__cq_moved(gpumem_nvme_qp *qp) {
     gpumem__event_fence();
-    if (!gpumem__qp_quiet(qp)) gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
-    gpumem__event_kick(&qp->signals->sq_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
+    if (!gpumem__qp_quiet(qp)) gpumem__event_kick(qp->doorbell_event, GPUMEM__WAKE_EVERYONE, GPUMEM_EVENT_ALL);
+    gpumem__event_kick(&qp->signals->sq_event, GPUMEM__WAKE_EVERYONE, GPUMEM_EVENT_ALL);
     gpumem__event_kick(&qp->signals->id_event, 1, GPUMEM_EVENT_ALL);
 }
 
@@ -1453,7 +1453,7 @@ GPUMEM_API uint32_t gpumem__cq_harvest(gpumem_nvme_qp *qp) {
      * may take this thread's core at once, and nobody waits on it now. */
     if (wake) {
         gpumem__event_fence();
-        gpumem__event_kick(&qp->signals->event, 0x7FFFFFFF, wake);
+        gpumem__event_kick(&qp->signals->event, GPUMEM__WAKE_EVERYONE, wake);
     }
 #endif
     return got;

@@ -83,8 +83,8 @@ struct MutexQueue {
     void wake_after(Wakes w, bool submitted) {
         if (!w.drained && !w.owners && !submitted) return;
         gpumem__event_fence();
-        if (w.drained || submitted) gpumem__event_kick(qp->doorbell_event, 0x7FFFFFFF, GPUMEM_EVENT_ALL);
-        if (w.owners) gpumem__event_kick(&qp->signals->event, 0x7FFFFFFF, w.owners);
+        if (w.drained || submitted) gpumem__event_kick(qp->doorbell_event, GPUMEM__WAKE_EVERYONE, GPUMEM_EVENT_ALL);
+        if (w.owners) gpumem__event_kick(&qp->signals->event, GPUMEM__WAKE_EVERYONE, w.owners);
     }
     void drain() {
         Wakes w;
