@@ -481,57 +481,79 @@ GPUMEM_API unsigned char *gpumem__slot_data(const gpumem_cache *c, uint32_t slot
     return gpumem__pool_data(c, &c->pool, slot);
 }
 
-/* Move a line between slot k of `pool` and the backing (write = 0: read
- * into the slot); the slot's own PRP-list page serves lines past two pages.
- * The cache's slots use it (gpumem__cache_io), and the host tier
- * (gpumem_tier.h) for its own. The caller owns the slot for the duration,
- * so no two I/Os ever use one slot or PRP list at once. The slot's
- * addresses are worked out here from (pool, k), not passed in: on the
- * device, every value live through the command's waits adds to the
- * registers of every kernel that can miss. */
-GPUMEM_API gpumem_status gpumem__cache_io_pool(gpumem_cache *c, int write, uint64_t line,
-                                               const gpumem__slot_pool *pool, uint32_t k) {
+/* Commands one I/O of the cache takes: a write to replicated NVMe goes to
+ * every controller, anything else is one command (or one copy). */
+GPUMEM_API uint32_t gpumem__cache_io_cmds(const gpumem_cache *c, int write) {
     const gpumem_cache_backing *b = &c->backing;
-    gpumem_status st = GPUMEM_OK;
+    return b->kind == GPUMEM_CACHE_BACKING_NVME && write && b->layout == GPUMEM_CACHE_REPLICATE ? b->n_ctrls : 1;
+}
+
+/* Command `nth` (of gpumem__cache_io_cmds) of moving a line between slot k
+ * of `pool` and the backing (write = 0: read into the slot); the slot's own
+ * PRP-list page serves lines past two pages. A failed command counts an I/O
+ * error, a read done counts its bytes; an I/O stops at its first failed
+ * command (gpumem__cache_io_pool), so each I/O counts at most one of
+ * either. The caller owns the slot for the duration, so no two I/Os ever
+ * use one slot or PRP list at once. Everything the command needs - the
+ * slot's addresses from (pool, k), the controller, the pair, the LBA - is
+ * worked out here, per command, rather than passed in or kept from the
+ * previous command: on the device, every value live through a command's
+ * waits adds to the registers of every kernel that can miss (the cache's
+ * miss path issues one command per trip around its one I/O site,
+ * gpumem__cache_fill). */
+GPUMEM_API gpumem_status gpumem__cache_io_cmd(gpumem_cache *c, int write, uint64_t line,
+                                              const gpumem__slot_pool *pool, uint32_t k, uint32_t nth) {
+    const gpumem_cache_backing *b = &c->backing;
+    gpumem_status st;
     if (b->kind == GPUMEM_CACHE_BACKING_MEMORY) {
         unsigned char *home = b->mem + ((size_t)line << c->line_shift);
         if (write) memcpy(home, gpumem__pool_data(c, pool, k), c->line_bytes);
         else memcpy(gpumem__pool_data(c, pool, k), home, c->line_bytes);
         gpumem__cache_count(c, line, write ? GPUMEM__ST_WRITES : GPUMEM__ST_READS, 1);
+        st = GPUMEM_OK;
     } else {
-        uint64_t prp1, prp2, stripe, lba;
-        uint32_t home, j, pick, first, last;
+        /* One division: line = stripe * n_ctrls + home, home the controller
+         * of a read or a striped write; a replicated write's nth command goes
+         * to controller nth. The routing comes before the PRPs, so that they
+         * are not live through the division (a call, on the device). */
+        const uint64_t stripe = line / b->n_ctrls;
+        const uint32_t ctrl = gpumem__cache_io_cmds(c, write) > 1 ? nth : (uint32_t)(line - stripe * b->n_ctrls);
+        /* Threads of one SM share a pair on the GPU (as in BaM); on the host,
+         * consecutive lines go to different pairs. */
+        const uint32_t pick = (uint32_t)stripe + gpumem_sm_id();
+        gpumem_nvme_qp *qp = b->pairs[(size_t)ctrl * b->pairs_per_ctrl + pick % b->pairs_per_ctrl];
+        const uint64_t lba = b->first_lba + (b->layout == GPUMEM_CACHE_STRIPE ? stripe : line) * c->blocks_per_line;
+        uint64_t prp1, prp2;
+        /* The list is written again for each command of a replicated write:
+         * the same entries, and the command before has completed. */
         st = gpumem_nvme_prp_setup(pool->data_iova + ((uint64_t)k << c->line_shift), c->line_bytes,
                                    pool->prp_lists ? pool->prp_lists + (size_t)k * (GPUMEM_NVME_PAGE_BYTES / 8) : 0,
                                    pool->prp_lists_iova + (uint64_t)k * GPUMEM_NVME_PAGE_BYTES,
                                    GPUMEM_NVME_PAGE_BYTES / 8, &prp1, &prp2);
-        if (st != GPUMEM_OK) return st;
-        /* One division: line = stripe * n_ctrls + home. */
-        stripe = line / b->n_ctrls;
-        home = (uint32_t)(line - stripe * b->n_ctrls);
-        lba = b->first_lba + (b->layout == GPUMEM_CACHE_STRIPE ? stripe : line) * c->blocks_per_line;
-        /* Threads of one SM share a pair on the GPU (as in BaM); on the host,
-         * consecutive lines go to different pairs. */
-        pick = (uint32_t)stripe + gpumem_sm_id();
-        first = last = home;
-        if (write && b->layout == GPUMEM_CACHE_REPLICATE) {
-            first = 0;
-            last = b->n_ctrls - 1;
-        }
-        for (j = first; j <= last && st == GPUMEM_OK; j++) {
-            gpumem_nvme_qp *qp = b->pairs[(size_t)j * b->pairs_per_ctrl + pick % b->pairs_per_ctrl];
-            st = gpumem_nvme_qp_rw(qp, write ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ, lba, c->blocks_per_line,
-                                   prp1, prp2, (gpumem_nvme_cpl *)0);
-            gpumem__cache_count(c, line, write ? GPUMEM__ST_WRITES : GPUMEM__ST_READS, 1);
-        }
+        if (st != GPUMEM_OK) return st; /* before any command, uncounted */
+        st = gpumem_nvme_qp_rw(qp, write ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ, lba, c->blocks_per_line, prp1,
+                               prp2, (gpumem_nvme_cpl *)0);
+        gpumem__cache_count(c, line, write ? GPUMEM__ST_WRITES : GPUMEM__ST_READS, 1);
     }
     if (st != GPUMEM_OK) gpumem__cache_count(c, line, GPUMEM__ST_IO_ERRORS, 1);
     else if (!write) gpumem__cache_count(c, line, GPUMEM__ST_BYTES_READ, c->line_bytes);
     return st;
 }
 
-/* The same for slot `slot`. The caller owns the slot: BUSY on the line it
- * holds (fill) or the slot lock with BUSY on its line (write-back). */
+/* The whole I/O: its commands in turn, up to the first that fails. The
+ * host tier uses it for its own slots (gpumem_tier.h). */
+GPUMEM_API gpumem_status gpumem__cache_io_pool(gpumem_cache *c, int write, uint64_t line,
+                                               const gpumem__slot_pool *pool, uint32_t k) {
+    gpumem_status st = GPUMEM_OK;
+    uint32_t nth;
+    for (nth = 0; nth < gpumem__cache_io_cmds(c, write) && st == GPUMEM_OK; nth++)
+        st = gpumem__cache_io_cmd(c, write, line, pool, k, nth);
+    return st;
+}
+
+/* The same for the cache's slot `slot`. The caller owns the slot: BUSY on
+ * the line it holds (fill) or the slot lock with BUSY on its line
+ * (write-back). */
 GPUMEM_API gpumem_status gpumem__cache_io(gpumem_cache *c, int write, uint64_t line, uint32_t slot) {
     return gpumem__cache_io_pool(c, write, line, &c->pool, slot);
 }
@@ -732,49 +754,6 @@ GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, 
     return GPUMEM__CLAIM_OK;
 }
 
-/* Finish a claim of slot k (gpumem__slot_claim returned CLAIM_OK) for
- * `line`: its old line, if any, goes to the host tier (placement `where`)
- * or, dirty, is written back first; then the slot's tag is `line`. The
- * slot is locked and its line claimed, so the tag, and the line's DIRTY bit
- * (no holder can set it; newcomers wait on BUSY), are read again here
- * rather than carried over from the claim. EIO: the write-back failed, the
- * line stays cached and dirty, the slot is not taken. */
-GPUMEM_API gpumem_status gpumem__slot_evict(gpumem_cache *c, uint32_t k, uint64_t line, uint32_t where) {
-    if (gpumem__slot_tag(c, k) != GPUMEM_CACHE_EMPTY) {
-        const int dirty = (gpumem_atomic_load_u32(gpumem__slot_line_state(c, k), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
-                           GPUMEM_CACHE_DIRTY) != 0;
-        uint32_t placed = GPUMEM__TIER_BYPASS;
-        if (GPUMEM__HAS_TIER(c)) {
-            gpumem__tier_io io;
-            memset(&io, 0, sizeof io);
-            placed = gpumem__tier_evict(c->tier, k, where, &io);
-            if (placed == GPUMEM__TIER_WRITE_FIRST) /* the line it displaces, written by us */
-                placed = gpumem__tier_evict_resume(c->tier, k, &io,
-                                                   gpumem__cache_io_pool(c, 1, io.line, io.pool, io.k));
-        }
-        /* Moved to the host tier: dirty there, so nothing is written here. */
-        if (placed != GPUMEM__TIER_MOVED && dirty) {
-            if (gpumem__cache_io(c, 1, gpumem__slot_tag(c, k), k) != GPUMEM_OK) {
-                /* Keep the only up-to-date copy: still valid, still dirty. */
-                gpumem__line_end_claim(c, gpumem__slot_line_state(c, k), ~GPUMEM_CACHE_BUSY);
-                gpumem__slot_unlock(c, k);
-                return GPUMEM_EIO;
-            }
-            gpumem__cache_count(c, gpumem__slot_tag(c, k), GPUMEM__ST_WRITEBACKS, 1);
-        }
-        /* Clear VALID, BUSY and DIRTY, keep the count of threads that arrived
-         * since (they wait on BUSY and will refill the line). Release: our
-         * reads of the slot for the write-back are done before anyone can
-         * claim the line again. */
-        gpumem__line_end_claim(c, gpumem__slot_line_state(c, k), GPUMEM_CACHE_COUNT_MASK);
-        gpumem__cache_count(c, gpumem__slot_tag(c, k), GPUMEM__ST_EVICTIONS, 1);
-    }
-    gpumem__slot_set_tag(c, k, line);
-    gpumem__policy_fill(c, k, line);
-    gpumem__slot_unlock(c, k);
-    return GPUMEM_OK;
-}
-
 /* One sweep for a slot: cold slots first, then the policy's hand. Returns
  * OK with *slot claimed (see gpumem__slot_claim), EAGAIN if no candidate
  * was free. *skips: the host tier's keeps left to this search. */
@@ -799,17 +778,19 @@ GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint32_t *slot, ui
     return GPUMEM_EAGAIN;
 }
 
-/* Find a slot for `line`, waiting up to full_sweeps sweeps, and take it
- * (evicting its line). The host tier may keep GPUMEM_TIER_MAX_SKIPS
- * candidates in the whole search (not per sweep: a sweep of a small cache
- * could keep every slot, every time). The search's counters are dead once
- * a slot is claimed: the eviction's I/O runs without them. */
-GPUMEM_API gpumem_status gpumem__cache_find_slot(gpumem_cache *c, uint64_t line, uint32_t *slot) {
+/* Find a slot, waiting up to full_sweeps sweeps, and claim it (see
+ * gpumem__slot_claim; the miss's steps evict its line). The host tier may
+ * keep GPUMEM_TIER_MAX_SKIPS candidates in the whole search (not per sweep:
+ * a sweep of a small cache could keep every slot, every time). *where: the
+ * host tier's placement of the claimed slot's line. The search's counters
+ * are dead once a slot is claimed: the eviction's I/O runs without them. */
+GPUMEM_API gpumem_status gpumem__cache_find_slot(gpumem_cache *c, uint32_t *slot, uint32_t *where) {
     gpumem_status st = GPUMEM_EAGAIN;
-    uint32_t sweeps = 0, skips = GPUMEM_TIER_MAX_SKIPS, where = GPUMEM_PLACE_BYPASS;
-    GPUMEM_WAIT_UNTIL(&c->event, (st = gpumem__cache_sweep(c, slot, &skips, &where)) != GPUMEM_EAGAIN ||
+    uint32_t sweeps = 0, skips = GPUMEM_TIER_MAX_SKIPS;
+    *where = GPUMEM_PLACE_BYPASS;
+    GPUMEM_WAIT_UNTIL(&c->event, (st = gpumem__cache_sweep(c, slot, &skips, where)) != GPUMEM_EAGAIN ||
                                      ++sweeps >= c->full_sweeps);
-    return st != GPUMEM_OK ? st : gpumem__slot_evict(c, *slot, line, where);
+    return st;
 }
 
 /* Slot k holds `line` now: publish it. A writer's DIRTY (or the host
@@ -825,55 +806,217 @@ GPUMEM_API void gpumem__cache_publish(gpumem_cache *c, uint64_t line, uint32_t k
     gpumem__cache_count(c, line, GPUMEM__ST_FILLS, 1);
 }
 
-/* The miss winner's job: find a slot, read the line into it (from the host
- * tier if it is there, else from the backing), publish it. The host copy is
- * claimed before the search for a slot, so the evictions that search makes
- * cannot displace it. With `cp` given (a warp's leader) the copy from the
- * host tier is left to the caller (cp->pending), who makes it and calls
- * gpumem__cache_fill_finish. On failure the line goes back to "not cached"
- * and the caller's reference is withdrawn, both in one fetch_sub (BUSY is
- * known set and the count is known to include ours, so nothing borrows
- * across fields). */
-GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint32_t count, int write,
-                                            uint32_t *slot_out, gpumem__tier_copy *cp) {
-    uint32_t k = 0;
-    gpumem__tier_copy own, *job = cp ? cp : &own;
-    int in_host = 0;
-    gpumem_status st;
-    memset(&own, 0, sizeof own);
-    if (GPUMEM__HAS_TIER(c)) in_host = gpumem__tier_lookup(c->tier, line, job);
-    st = gpumem__cache_find_slot(c, line, &k);
-    if (GPUMEM__HAS_TIER(c) && st != GPUMEM_OK) gpumem__tier_undo_lookup(c->tier, line, job, in_host);
-    if (in_host && st == GPUMEM_OK) {
-        job->slot = k;
-        job->write = (uint32_t)write;
-        job->dst = gpumem__slot_data(c, k);
-        if (cp) { /* the caller's group copies */
-            cp->pending = 1;
-            *slot_out = k;
-            return GPUMEM_OK;
+/* ---- the miss path: steps around one I/O site -------------------------------
+ *
+ * The miss winner's job: find a slot, evict the slot's old line (move it to
+ * the host tier, or write it back if dirty, after writing a dirty host line
+ * that the move displaces), read the line into the slot (from the host tier
+ * if it is there, else from the backing), publish it. That is up to three
+ * I/Os, each an NVMe command that waits for an ID and a completion, and
+ * up to four calls of the host tier's hooks. On the device, every value
+ * live through a command's waits or a hook's call adds to the registers of
+ * every kernel that acquires a line (bench/results/registers-*.md). So the
+ * miss runs as steps (gpumem__miss_step) around one I/O site
+ * (gpumem__cache_fill): each step does the work between two I/Os and sets
+ * up the next one; what the miss must remember across them is kept in a
+ * record in the thread's local frame (gpumem__miss), read and written
+ * through a volatile pointer, so that the compiler keeps it there rather
+ * than in registers. The steps, in order (an arrow: an I/O between):
+ *   EVICT -> DISPLACED -> PLACED -> WRITTEN -> EVICTED -> TAKE -> READ -> PUBLISH
+ * skipping what a miss does not need; UNDO (a failure before the slot is
+ * taken) and WITHDRAW end a miss that failed. */
+enum {
+    GPUMEM__MISS_EVICT,     /* a slot is claimed: its old line, if any, goes */
+    GPUMEM__MISS_DISPLACED, /* the host line the tier displaces was written (or not) */
+    GPUMEM__MISS_PLACED,    /* the host tier has placed the old line (or bypassed) */
+    GPUMEM__MISS_WRITTEN,   /* the old line was written back (or not) */
+    GPUMEM__MISS_EVICTED,   /* the old line is out of the slot */
+    GPUMEM__MISS_TAKE,      /* the slot is free: it is the line's now */
+    GPUMEM__MISS_READ,      /* the line was read into its slot (or not) */
+    GPUMEM__MISS_PUBLISH,   /* the line is in its slot */
+    GPUMEM__MISS_DONE,      /* filled, or left to the caller's copy (cp) */
+    GPUMEM__MISS_UNDO,      /* failed before the slot was taken */
+    GPUMEM__MISS_WITHDRAW   /* failed: the line goes back to "not cached" */
+};
+
+/* A miss in progress: the acquire's request, where the miss is, and the
+ * next I/O (the I/O in the form the host tier hands over a line to write:
+ * gpumem__tier_io). */
+typedef struct gpumem__miss {
+    uint64_t line;         /* the line being filled */
+    gpumem__tier_copy *cp; /* the caller's copy job (a warp's leader), or NULL */
+    void **data;           /* where the acquire's caller gets the slot's data */
+    uint32_t count;        /* the references the acquire took */
+    uint32_t write;        /* the acquire writes */
+    uint32_t step;         /* GPUMEM__MISS_* */
+    gpumem_status status;  /* how it ended (WITHDRAW, or done) */
+    uint32_t k;            /* the slot claimed for the line */
+    uint32_t where;        /* the host tier's placement of the slot's old line */
+    uint32_t placed;       /* and what the tier did with it (GPUMEM__TIER_*) */
+    uint32_t in_host;      /* the line's host-tier copy is claimed for the fill */
+    uint32_t io_write;     /* the next I/O: its direction, line, pool and slot */
+    gpumem__tier_io io;
+    gpumem__tier_copy own; /* the copy job when the caller gave none */
+} gpumem__miss;
+
+/* Whether the line in slot k (the caller holds the slot's lock and the
+ * line's BUSY, so no holder can set DIRTY, and newcomers wait) is dirty. */
+GPUMEM_API int gpumem__slot_dirty(gpumem_cache *c, uint32_t k) {
+    return (gpumem_atomic_load_u32(gpumem__slot_line_state(c, k), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
+            GPUMEM_CACHE_DIRTY) != 0;
+}
+
+/* Set up the miss's next I/O (the line of slot k in `pool`), to be
+ * followed by step `next` with its status. Returns 1 (an I/O to do). */
+GPUMEM_API int gpumem__miss_io(volatile gpumem__miss *m, int write, uint64_t line, const gpumem__slot_pool *pool,
+                               uint32_t k, uint32_t next) {
+    m->io_write = (uint32_t)write;
+    m->io.line = line;
+    m->io.pool = pool;
+    m->io.k = k;
+    m->step = next;
+    return 1;
+}
+
+/* Carry the miss on from its last I/O (whose status is io_st) to its next
+ * one (set up in m; returns 1) or to its end (returns 0; m->status). Steps
+ * only move forward (the list above), so each is a block tried in turn,
+ * without a loop. The slot is locked, and its old line claimed BUSY with
+ * count 0, from EVICT to TAKE, so the slot's tag and that line's DIRTY bit
+ * are read again where used rather than kept. */
+GPUMEM_API int gpumem__miss_step(gpumem_cache *c, volatile gpumem__miss *m, gpumem_status io_st) {
+    /* The record is a plain object; the tier's hooks take plain pointers into it. */
+    gpumem__miss *plain = (gpumem__miss *)(uintptr_t)m;
+    const uint32_t k = m->k;
+    if (m->step == GPUMEM__MISS_EVICT) {
+        m->step = GPUMEM__MISS_TAKE;
+        if (gpumem__slot_tag(c, k) != GPUMEM_CACHE_EMPTY) {
+            m->placed = GPUMEM__TIER_BYPASS;
+            m->step = GPUMEM__MISS_PLACED;
+            if (GPUMEM__HAS_TIER(c) &&
+                (m->placed = gpumem__tier_evict(c->tier, k, m->where, &plain->io)) == GPUMEM__TIER_WRITE_FIRST) {
+                m->io_write = 1; /* the host line it displaces, written by us */
+                m->step = GPUMEM__MISS_DISPLACED;
+                return 1;
+            }
         }
-        gpumem_tier_copy_share(job->dst, job->src, job->bytes, 0, 1);
-        gpumem__tier_fetch_done(c->tier, line, job);
     }
-    if (st == GPUMEM_OK && !in_host) {
-        st = gpumem__cache_io(c, 0, line, k);
-        if (st != GPUMEM_OK) { /* give the slot back empty */
+    if (m->step == GPUMEM__MISS_DISPLACED) {
+        m->placed = gpumem__tier_evict_resume(c->tier, k, &plain->io, io_st);
+        m->step = GPUMEM__MISS_PLACED;
+    }
+    if (m->step == GPUMEM__MISS_PLACED) {
+        /* Moved to the host tier: dirty there, so nothing is written here. */
+        if (m->placed != GPUMEM__TIER_MOVED && gpumem__slot_dirty(c, k))
+            return gpumem__miss_io(m, 1, gpumem__slot_tag(c, k), &c->pool, k, GPUMEM__MISS_WRITTEN);
+        m->step = GPUMEM__MISS_EVICTED;
+    }
+    if (m->step == GPUMEM__MISS_WRITTEN) {
+        m->step = GPUMEM__MISS_EVICTED;
+        if (io_st != GPUMEM_OK) {
+            /* Keep the only up-to-date copy: still valid, still dirty. */
+            gpumem__line_end_claim(c, gpumem__slot_line_state(c, k), ~GPUMEM_CACHE_BUSY);
+            gpumem__slot_unlock(c, k);
+            m->status = GPUMEM_EIO;
+            m->step = GPUMEM__MISS_UNDO;
+        } else {
+            gpumem__cache_count(c, gpumem__slot_tag(c, k), GPUMEM__ST_WRITEBACKS, 1);
+        }
+    }
+    if (m->step == GPUMEM__MISS_EVICTED) {
+        /* Clear VALID, BUSY and DIRTY, keep the count of threads that
+         * arrived since (they wait on BUSY and will refill the line).
+         * Release: our reads of the slot for the write-back are done before
+         * anyone can claim the line again. */
+        gpumem__line_end_claim(c, gpumem__slot_line_state(c, k), GPUMEM_CACHE_COUNT_MASK);
+        gpumem__cache_count(c, gpumem__slot_tag(c, k), GPUMEM__ST_EVICTIONS, 1);
+        m->step = GPUMEM__MISS_TAKE;
+    }
+    if (m->step == GPUMEM__MISS_TAKE) {
+        gpumem__slot_set_tag(c, k, m->line);
+        gpumem__policy_fill(c, k, m->line);
+        gpumem__slot_unlock(c, k);
+        if (!m->in_host) return gpumem__miss_io(m, 0, m->line, &c->pool, k, GPUMEM__MISS_READ);
+        {
+            gpumem__tier_copy *job = m->cp ? m->cp : &plain->own;
+            job->slot = k;
+            job->write = m->write;
+            job->dst = gpumem__slot_data(c, k);
+            m->step = GPUMEM__MISS_DONE;
+            if (m->cp) {
+                m->cp->pending = 1; /* the caller's group copies */
+            } else {
+                gpumem_tier_copy_share(job->dst, job->src, job->bytes, 0, 1);
+                gpumem__tier_fetch_done(c->tier, m->line, job);
+                m->step = GPUMEM__MISS_PUBLISH;
+            }
+        }
+    }
+    if (m->step == GPUMEM__MISS_READ) {
+        m->step = GPUMEM__MISS_PUBLISH;
+        if (io_st != GPUMEM_OK) { /* give the slot back empty */
             gpumem__slot_lock(c, k);
             gpumem__slot_set_tag(c, k, GPUMEM_CACHE_EMPTY);
             gpumem__slot_unlock(c, k);
+            m->status = io_st;
+            m->step = GPUMEM__MISS_WITHDRAW;
         }
     }
-    if (st != GPUMEM_OK) {
-        if (st == GPUMEM_EAGAIN) gpumem__cache_count(c, line, GPUMEM__ST_FULL, 1);
-        gpumem_atomic_fetch_sub_u32(gpumem__line_state(c, line), GPUMEM_CACHE_BUSY + count, GPUMEM_ORDER_RELEASE,
-                                    GPUMEM__CDEV);
-        gpumem_event_notify(&c->event);
-        return st;
+    if (m->step == GPUMEM__MISS_PUBLISH) {
+        gpumem__cache_publish(c, m->line, k, m->write || (m->in_host && (m->cp ? m->cp : &plain->own)->dirty));
+        m->step = GPUMEM__MISS_DONE;
     }
-    gpumem__cache_publish(c, line, k, write || (in_host && job->dirty));
-    *slot_out = k;
-    return GPUMEM_OK;
+    if (m->step == GPUMEM__MISS_DONE) {
+        gpumem__cache_count(c, m->line, GPUMEM__ST_MISSES, m->count);
+        *m->data = gpumem__slot_data(c, k);
+        m->status = GPUMEM_OK;
+        return 0;
+    }
+    if (m->step == GPUMEM__MISS_UNDO && GPUMEM__HAS_TIER(c))
+        gpumem__tier_undo_lookup(c->tier, m->line, m->cp ? m->cp : &plain->own, (int)m->in_host);
+    /* WITHDRAW: the line goes back to "not cached" and the caller's
+     * reference is withdrawn, both in one fetch_sub (BUSY is known set and
+     * the count is known to include ours, so nothing borrows across
+     * fields). */
+    if (m->status == GPUMEM_EAGAIN) gpumem__cache_count(c, m->line, GPUMEM__ST_FULL, 1);
+    gpumem_atomic_fetch_sub_u32(gpumem__line_state(c, m->line), GPUMEM_CACHE_BUSY + m->count, GPUMEM_ORDER_RELEASE,
+                                GPUMEM__CDEV);
+    gpumem_event_notify(&c->event);
+    return 0;
+}
+
+/* The miss winner's job (see above). The host copy is claimed before the
+ * search for a slot, so the evictions that search makes cannot displace
+ * it. With `cp` given (a warp's leader) the copy from the host tier is left
+ * to the caller (cp->pending), who makes it and calls
+ * gpumem__cache_fill_finish. On failure the line goes back to "not cached"
+ * and the caller's reference is withdrawn. */
+GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint32_t count, int write,
+                                            void **data, gpumem__tier_copy *cp) {
+    gpumem__miss rec;
+    volatile gpumem__miss *m = &rec;
+    gpumem_status st;
+    uint32_t k = 0, where = GPUMEM_PLACE_BYPASS;
+    memset(&rec.own, 0, sizeof rec.own);
+    m->line = line;
+    m->cp = cp;
+    m->data = data;
+    m->count = count;
+    m->write = (uint32_t)write;
+    m->in_host = 0;
+    if (GPUMEM__HAS_TIER(c)) m->in_host = (uint32_t)gpumem__tier_lookup(c->tier, line, cp ? cp : &rec.own);
+    st = gpumem__cache_find_slot(c, &k, &where);
+    m->k = k;
+    m->where = where;
+    m->status = st;
+    m->step = st == GPUMEM_OK ? GPUMEM__MISS_EVICT : GPUMEM__MISS_UNDO;
+    /* The one I/O site: each command of each I/O of the miss is made here. */
+    while (gpumem__miss_step(c, m, st)) {
+        uint32_t nth = 0;
+        do st = gpumem__cache_io_cmd(c, (int)m->io_write, m->io.line, m->io.pool, m->io.k, nth);
+        while (st == GPUMEM_OK && ++nth < gpumem__cache_io_cmds(c, (int)m->io_write));
+    }
+    return m->status;
 }
 
 /* The caller has copied a pending host-tier line (cp) into its slot: free
@@ -926,19 +1069,13 @@ GPUMEM_API gpumem_status gpumem__cache_acquire(gpumem_cache *c, uint64_t line, u
         if (!(s & GPUMEM_CACHE_BUSY)) { /* not cached and nobody filling: try to be the one */
             uint32_t prev = gpumem_atomic_fetch_or_u32(st_word, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
             if (!(prev & GPUMEM_CACHE_BUSY)) {
-                uint32_t k = 0;
-                gpumem_status st;
                 if (prev & GPUMEM_CACHE_VALID) { /* filled meanwhile: undo, and it is a hit */
                     s = gpumem_atomic_fetch_and_u32(st_word, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQ_REL, GPUMEM__CDEV) &
                         ~GPUMEM_CACHE_BUSY;
                     gpumem_event_notify(&c->event);
                     continue;
                 }
-                st = gpumem__cache_fill(c, line, count, write, &k, cp);
-                if (st != GPUMEM_OK) return st;
-                gpumem__cache_count(c, line, GPUMEM__ST_MISSES, count);
-                *data = gpumem__slot_data(c, k);
-                return GPUMEM_OK;
+                return gpumem__cache_fill(c, line, count, write, data, cp);
             }
         }
         /* Busy: wait with our reference counted, so the line cannot be chosen

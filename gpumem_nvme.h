@@ -556,6 +556,11 @@ GPUMEM_API gpumem_status gpumem_nvme_prp_build(const gpumem_nvme_iomap *data, ui
      * 32-bit counters, fewer registers in the device loop. */
     pages = (uint32_t)n_pages;
     slot = 0;
+    /* Not unrolled on the GPU: the unrolled copies took registers beyond
+     * the completion wait's peak in the cache's miss path (issue 12). */
+#if defined(__CUDA_ARCH__)
+#pragma unroll 1
+#endif
     for (k = 1; k < pages; k++) {
         if (slot % per_page == per_page - 1 && k + 1 < pages) {
             list[slot] = gpumem_nvme_iomap_at(list_map, (uint64_t)(slot + 1) * 8); /* start of the next list page */
@@ -1142,6 +1147,32 @@ GPUMEM_API int gpumem__sq_turn_ok(gpumem_nvme_qp *qp, uint32_t ticket) {
 #define GPUMEM__SQ_WAIT_CAP(qp) 0u
 #endif
 
+/* Copies of a command, field by field (each in its own type), through
+ * volatile lvalues. A blocking command waits twice before its SQ entry is
+ * written - for an ID, then for its turn - and on the device the compiler
+ * would keep the command's fields (PRPs, LBA, namespace, count: about 8
+ * registers) live through both waits, on top of the waits' own, in every
+ * kernel that reads through a queue (the cache's element read among them:
+ * issue 12, bench/results/registers-sm_90.md). So the command is held in
+ * the thread's local memory meanwhile: gpumem__cmd_hold stores it there
+ * (volatile stores: made where they stand, not sunk past the waits), and
+ * gpumem__cmd_fetch loads it back where it is used (volatile loads: not
+ * hoisted above the waits, nor replaced by the values stored), with plain
+ * stores so that an SQ entry is still written in wide stores. */
+#define GPUMEM__CMD_COPY(d, s)                                                                                    \
+    do {                                                                                                          \
+        (d)->cdw0 = (s)->cdw0, (d)->nsid = (s)->nsid, (d)->cdw2 = (s)->cdw2, (d)->cdw3 = (s)->cdw3;               \
+        (d)->mptr = (s)->mptr, (d)->prp1 = (s)->prp1, (d)->prp2 = (s)->prp2;                                      \
+        (d)->cdw10 = (s)->cdw10, (d)->cdw11 = (s)->cdw11, (d)->cdw12 = (s)->cdw12;                                \
+        (d)->cdw13 = (s)->cdw13, (d)->cdw14 = (s)->cdw14, (d)->cdw15 = (s)->cdw15;                                \
+    } while (0)
+GPUMEM_API void gpumem__cmd_hold(volatile gpumem_nvme_cmd *dst, const volatile gpumem_nvme_cmd *src) {
+    GPUMEM__CMD_COPY(dst, src);
+}
+GPUMEM_API void gpumem__cmd_fetch(gpumem_nvme_cmd *dst, const volatile gpumem_nvme_cmd *src) {
+    GPUMEM__CMD_COPY(dst, src);
+}
+
 /* Enqueue `cmd` under `ticket`. Returns once the command is written and
  * either handed to the controller or left to the tail-lock holder, or to
  * the submitter of an unwritten entry before it, who pass it on
@@ -1150,7 +1181,7 @@ GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gp
     /* While waiting, harvest completions: the turn may wait on the CQ head. */
     GPUMEM_WAIT_CAPPED(&qp->signals->sq_event, GPUMEM__SQ_WAIT_CAP(qp),
                        gpumem__sq_turn_ok(qp, ticket) || (gpumem__cq_harvest_warp(qp), 0), 0);
-    qp->sq[ticket & (qp->depth - 1)] = *cmd;
+    gpumem__cmd_fetch(&qp->sq[ticket & (qp->depth - 1)], cmd); /* from memory, after the wait */
     /* Seq_cst (a release, for the command, and the handshake's store). */
     gpumem_atomic_store_u32(&gpumem__slot(qp, ticket)->tail_mark, 1, GPUMEM_ORDER_SEQ_CST, GPUMEM__DEV);
     gpumem__sq_push(qp);
@@ -1675,8 +1706,9 @@ GPUMEM_API gpumem_status gpumem__qp_data_check(const gpumem_nvme_qp *qp, const g
 GPUMEM_API void gpumem__submit(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd, uint16_t cid,
                                const gpumem_nvme_iomap *data) {
     const uint32_t id = cid & (qp->n_cids - 1);
-    gpumem_nvme_cmd c = *cmd;
+    gpumem_nvme_cmd c;
     uint32_t ticket;
+    gpumem__cmd_hold(&c, cmd); /* in memory through the turn wait (gpumem__sq_enqueue) */
     c.cdw0 = (c.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
     if (data) {
         const uint64_t page_words = GPUMEM_NVME_PAGE_BYTES / 8;
@@ -1900,12 +1932,14 @@ GPUMEM_API gpumem_status gpumem__qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_
     uint16_t cid = 0;
     uint32_t s;
     gpumem_status st;
+    gpumem_nvme_cmd held;
     if (!qp || !cmd) return GPUMEM_ENULL;
     if ((s = gpumem__qp_stopped(qp)) != 0) return gpumem__stopped_status(s);
     if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
+    gpumem__cmd_hold(&held, cmd); /* in memory through the ID wait (see gpumem__cmd_hold) */
     deadline = gpumem_deadline_ns(timeout_ns);
     if ((st = gpumem__qp_id_wait(qp, deadline, &cid)) != GPUMEM_OK) return st;
-    gpumem__submit(qp, cmd, cid, data);
+    gpumem__submit(qp, &held, cid, data);
     return gpumem__qp_cpl_wait(qp, cid, deadline, cpl);
 }
 

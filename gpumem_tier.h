@@ -264,6 +264,18 @@ GPUMEM_API void gpumem_tier_copy_share(unsigned char *dst, const unsigned char *
     const uint4 *s = (const uint4 *)src;
     uint4 *d = (uint4 *)dst;
     uint32_t i;
+    if (n == 1) {
+        /* One thread copies the whole line (an eviction's move to host
+         * memory, inside the tier's hooks): unrolled only twice. The
+         * compiler's own unrolling kept more 16-byte words in flight, and
+         * made gpumem__tier_evict the costliest call of every kernel that
+         * acquires a line (issue 12; bench/results/registers-*.md).
+         * A group's shares keep the full unroll: they run where little
+         * else is live. */
+#pragma unroll 2
+        for (i = 0; i < bytes / 16; i++) d[i] = s[i];
+        return;
+    }
     for (i = rank; i < bytes / 16; i += n) d[i] = s[i];
 #else
     if (rank == 0 && n == 1) memcpy(dst, src, bytes);
