@@ -124,9 +124,9 @@
  * that the slot still holds the line, counted in stats.violations.
  * GPUMEM_CACHE_TIER (default 1) compiles in the host tier's hooks
  * (gpumem_tier.h, included at the end of this header). 0 compiles them out
- * for kernels that never use a host tier: their calls cost registers even
- * when no tier is attached (sm_90, bench/registers/kernels.cu: 60
- * registers per thread for one element read through acquire_coalesced, 50
+ * for kernels that never use a host tier: their calls may cost registers
+ * even when no tier is attached (sm_90, bench/registers/kernels.cu: 48
+ * registers per thread for one element read through acquire_coalesced, 47
  * without them; bench/results/registers-sm_90.md). A cache with a tier
  * attached is then refused (GPUMEM_ESTATE), never silently bypassed; every
  * file that uses such a cache needs the hooks.
@@ -372,10 +372,11 @@ typedef struct gpumem__tier_copy {
  * to keep a candidate instead is gpumem__tier_place's GPUMEM_PLACE_KEEP.) */
 enum { GPUMEM__TIER_BYPASS = 0, GPUMEM__TIER_MOVED = 1, GPUMEM__TIER_WRITE_FIRST = 2 };
 /* That write: `line`, in slot k of the host tier's pool. The cache makes it
- * (gpumem__slot_evict) and hands the status to gpumem__tier_evict_resume, so
- * that the hook's call does no I/O: on the device a call's registers add to
- * those live around it, and an NVMe command under the hook made it the
- * costliest point of every kernel that acquires a line. */
+ * (a step of its miss path, gpumem__miss_step) and hands the status to
+ * gpumem__tier_evict_resume, so that the hook's call does no I/O: on the
+ * device a call's registers add to those live around it, and an NVMe
+ * command under the hook made it the costliest point of every kernel that
+ * acquires a line. The miss path's next I/O takes the same form. */
 typedef struct gpumem__tier_io {
     const gpumem__slot_pool *pool;
     uint64_t line;
@@ -697,9 +698,9 @@ GPUMEM_API void gpumem__policy_fill(gpumem_cache *c, uint32_t k, uint64_t line) 
 
 /* A search for a slot is split in two, so that no I/O happens inside the
  * sweep's loops: gpumem__slot_claim picks and claims (no I/O; the host
- * tier's placement may keep a candidate and the sweep goes on), then
- * gpumem__slot_evict, called once the search has ended, moves the victim
- * to the host tier or writes it back (I/O) and hands the slot over. On the
+ * tier's placement may keep a candidate and the sweep goes on), then, once
+ * the search has ended, the miss's steps (gpumem__miss_step, below) move
+ * the victim to the host tier or write it back (I/O) and take the slot. On the
  * device every value live in the sweep would otherwise add to the registers
  * of the NVMe command under it, and so to those of every kernel that
  * acquires a line (bench/results/registers-*.md). */
@@ -710,7 +711,7 @@ enum { GPUMEM__CLAIM_NO = 0, GPUMEM__CLAIM_OK = 1 };
  * the host tier's placement may keep in this search; *where is its
  * placement for the victim (GPUMEM_PLACE_*, BYPASS without a tier). On
  * CLAIM_OK the slot is locked and its line, if any, claimed with count 0:
- * gpumem__slot_evict finishes. */
+ * the miss's steps finish. */
 GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, uint32_t *where) {
     uint64_t victim;
     if (!gpumem__slot_trylock(c, k)) return GPUMEM__CLAIM_NO;
