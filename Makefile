@@ -193,7 +193,7 @@ bench-queue bench-cache: bench-%:
 	python3 bench/ratios.py $(RESULTS)/$*.json "$(BENCH_TITLE_$*)" $(BENCH_PAIRS_$*) > $(RESULTS)/$*.md
 	cat $(RESULTS)/$*.md
 BENCH_TITLE_queue := Queue pair: submissions per second (submit + complete), instant software controller
-BENCH_PAIRS_queue := lockfree:mutex
+BENCH_PAIRS_queue := lockfree:mutex ideal:mutex lockfree:ideal
 BENCH_TITLE_cache := Cache: hits (fetch-add vs compare-and-swap reference count) and misses (through the cache vs direct reads)
 BENCH_PAIRS_cache := hit_faa:hit_cas miss_cache:miss_direct
 

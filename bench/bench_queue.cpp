@@ -9,6 +9,10 @@
 // the client threads share the others (pin_self), so on 2 CPUs every row with
 // more than one client thread is oversubscribed.
 //
+// "ideal" is the floor of the protocol for one client thread (no lock, no
+// read-modify-write, no ID table): no queue design can beat it with one
+// client, so ideal/mutex bounds what lockfree/mutex can reach at 1 thread.
+//
 // Each benchmark uses a fresh controller and one queue pair of depth 1024,
 // except wakeup_depth: 64 blocking threads on one pair of depth 4 and of
 // depth 1024 (issue 13: waiters for a command ID are woken one per ID
@@ -142,6 +146,36 @@ struct MutexQueue {
     }
 };
 
+// The floor of the ring protocol for one client thread: no lock, no
+// atomic read-modify-write, no command-ID table; just what the wire asks of
+// any queue (write the entry, ring the doorbell, spin on the phase bit, move
+// the head, ring the CQ doorbell). Single-threaded by construction, so it
+// runs at 1 thread only. Its rate bounds what ANY queue design could reach
+// with one client against this controller: the ratio "ideal / mutex" is the
+// most the lock-free pair could gain over the mutex ring at 1 thread.
+struct IdealRing {
+    gpumem_nvme_qp *qp;
+    uint32_t tail = 0, cq_head = 0, phase = 1;
+    uint16_t next_cid = 0;
+    explicit IdealRing(gpumem_nvme_qp *q) : qp(q) {}
+    gpumem_status exec(gpumem_nvme_cmd cmd) {
+        const uint32_t mask = qp->depth - 1;
+        const uint16_t cid = next_cid++;
+        cmd.cdw0 = (cmd.cdw0 & 0xFFFFu) | ((uint32_t)cid << 16);
+        qp->sq[tail] = cmd;
+        tail = (tail + 1) & mask;
+        __atomic_store_n(qp->sq_doorbell, tail, __ATOMIC_RELEASE);  // the entry is written before it is announced
+        gpumem_nvme_cpl *e = &qp->cq[cq_head];
+        uint32_t dw3;
+        while ((((dw3 = __atomic_load_n(&e->dw3, __ATOMIC_ACQUIRE)) >> 16) & 1u) != phase) {
+        }
+        cq_head = (cq_head + 1) & mask;
+        if (cq_head == 0) phase ^= 1u;
+        __atomic_store_n(qp->cq_doorbell, cq_head, __ATOMIC_RELEASE);
+        return (dw3 & 0xFFFF) == cid && !(dw3 >> 17) ? GPUMEM_OK : GPUMEM_EIO;
+    }
+};
+
 // Where the threads run. The controller thread gets the last CPU this
 // process may use to itself, as an SSD is hardware of its own; the client
 // threads share the others. Unpinned, the scheduler's wake-affine placement
@@ -201,18 +235,23 @@ struct Rig {
 
 Rig *g_rig;
 
+enum Design { kLockFreePair, kMutexRing, kIdealRing };
+
 // kDepthArg: the pair's depth is the benchmark's argument (else kDepth).
-template <bool kLockFree, bool kDepthArg = false>
+template <Design kDesign, bool kDepthArg = false>
 void BM_Submit(benchmark::State &state) {
     pin_self(false);
     if (state.thread_index() == 0) g_rig = new Rig(kDepthArg ? (uint32_t)state.range(0) : kDepth);
     alignas(4096) static thread_local unsigned char buf[kLba];
     uint64_t rng = 0x9E3779B97F4A7C15ull * (state.thread_index() + 1);
+    IdealRing ideal(g_rig->qp);  // used by kIdealRing only (one thread)
     for (auto _ : state) {
         gpumem_nvme_cmd cmd;
         uint64_t lba = (rng = rng * 6364136223846793005ull + 1) >> 48;
         gpumem_nvme_cmd_read(&cmd, &g_rig->qp->ns, lba, 1, (uintptr_t)buf, 0);
-        gpumem_status st = kLockFree ? gpumem_nvme_qp_exec(g_rig->qp, &cmd, nullptr) : g_rig->mq->exec(cmd);
+        gpumem_status st = kDesign == kLockFreePair ? gpumem_nvme_qp_exec(g_rig->qp, &cmd, nullptr)
+                           : kDesign == kMutexRing  ? g_rig->mq->exec(cmd)
+                                                    : ideal.exec(cmd);
         if (st != GPUMEM_OK) state.SkipWithError("I/O failed");
     }
     state.SetItemsProcessed(state.iterations());
@@ -297,8 +336,9 @@ void BM_Inline(benchmark::State &state) {
 
 BENCHMARK(BM_Inline)->Name("inline")->Arg(1)->Arg(16)->MinTime(0.5);
 #define GPUMEM_THREADS Threads(1)->Threads(2)->Threads(4)->Threads(16)->Threads(64)
-BENCHMARK_TEMPLATE(BM_Submit, true)->Name("lockfree")->GPUMEM_THREADS->UseRealTime()->MinTime(0.5);
-BENCHMARK_TEMPLATE(BM_Submit, false)->Name("mutex")->GPUMEM_THREADS->UseRealTime()->MinTime(0.5);
-BENCHMARK_TEMPLATE(BM_Submit, true, true)->Name("wakeup_depth")->Arg(4)->Arg(1024)->Threads(64)->UseRealTime()->MinTime(0.5);
+BENCHMARK_TEMPLATE(BM_Submit, kLockFreePair)->Name("lockfree")->GPUMEM_THREADS->UseRealTime()->MinTime(0.5);
+BENCHMARK_TEMPLATE(BM_Submit, kMutexRing)->Name("mutex")->GPUMEM_THREADS->UseRealTime()->MinTime(0.5);
+BENCHMARK_TEMPLATE(BM_Submit, kIdealRing)->Name("ideal")->Threads(1)->UseRealTime()->MinTime(0.5);
+BENCHMARK_TEMPLATE(BM_Submit, kLockFreePair, true)->Name("wakeup_depth")->Arg(4)->Arg(1024)->Threads(64)->UseRealTime()->MinTime(0.5);
 
 BENCHMARK_MAIN();
