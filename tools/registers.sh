@@ -28,9 +28,9 @@ target() { case $1 in reg_cache_read_element) echo 48;; reg_qp_read) echo 32;; *
     echo "Written by \`make registers\` (tools/registers.sh) from \`ptxas -v\` on bench/registers/kernels.cu:"
     echo "one kernel around each public device entry point. \"no stats\" is the same kernel built with"
     echo "GPUMEM_NO_STATS, \"no tier\" with GPUMEM_CACHE_TIER=0 (the host tier's hooks compiled out)."
-    echo "Stack frame and spills (bytes, from ptxas) are the shipped build's: the frame holds locals whose"
-    echo "address is taken (the cache's tier-copy and tier-I/O records); spills are values that did not"
-    echo "fit in registers. Compiled only; no GPU needed."
+    echo "Stack frame and spills (bytes, from ptxas) are the shipped build's: the frame holds locals kept in"
+    echo "memory on purpose (the cache's miss record and tier-copy record, a blocking command held through its"
+    echo "waits); spills are values that did not fit in registers. Compiled only; no GPU needed."
     echo
     echo "| kernel | entry point | registers | no stats | no tier | target | stack frame | spill stores / loads |"
     echo "|---|---|---:|---:|---:|---:|---:|---:|"
