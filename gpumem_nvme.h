@@ -556,8 +556,8 @@ GPUMEM_API gpumem_status gpumem_nvme_prp_build(const gpumem_nvme_iomap *data, ui
      * 32-bit counters, fewer registers in the device loop. */
     pages = (uint32_t)n_pages;
     slot = 0;
-    /* Not unrolled on the GPU: the unrolled copies took registers beyond
-     * the completion wait's peak in the cache's miss path (issue 12). */
+    /* Not unrolled on the GPU: the unrolled copies were once the peak of
+     * the cache's miss path, and still cost it a register (issue 12). */
 #if defined(__CUDA_ARCH__)
 #pragma unroll 1
 #endif
