@@ -1582,11 +1582,32 @@ GPUMEM_API gpumem_status gpumem__stopped_status(uint32_t s) {
     return s == GPUMEM__QP_ABORTED || s == GPUMEM__QP_RESETTING ? GPUMEM_EABORTED : GPUMEM_ENODEV;
 }
 
+/* The stopped word as a round of a wait looks at it. Every waiting thread
+ * looks once a round, and for GPU threads of a host-thread controller's
+ * pair the word is in pinned host memory: so on the device one lane of the
+ * warp's lanes on this pair reads it, relaxed, and passes it on by shuffle
+ * (one read across PCIe per warp and round, as the CQ poll is, instead of
+ * 32; and no acquire, which would also drop the SM's L1 each round). A
+ * shuffle orders nothing, so a lane told "set" reads the word again itself
+ * with acquire, once, as its wait ends. */
+GPUMEM_API uint32_t gpumem__qp_stopped_round(gpumem_nvme_qp *qp) {
+#if GPUMEM_ON_DEVICE && GPUMEM_WARP_POLL
+    const uint32_t peers = __match_any_sync(__activemask(), (unsigned long long)(uintptr_t)qp);
+    const uint32_t leader = gpumem_lowest_lane(peers);
+    uint32_t s = 0;
+    if (gpumem_lane_id() == leader)
+        s = gpumem_atomic_load_u32(&qp->signals->stopped.v, GPUMEM_ORDER_RELAXED, GPUMEM__SYS);
+    return __shfl_sync(peers, s, (int)leader) ? gpumem__qp_stopped(qp) : 0;
+#else
+    return gpumem__qp_stopped(qp);
+#endif
+}
+
 /* Why a wait should end, or 0: the controller stopped (ENODEV), the pair
  * was aborted (EABORTED), or the deadline passed (ETIMEDOUT). Stores the
  * reason in *st. */
 GPUMEM_API int gpumem__qp_give_up(gpumem_nvme_qp *qp, uint64_t deadline, gpumem_status *st) {
-    uint32_t s = gpumem__qp_stopped(qp);
+    uint32_t s = gpumem__qp_stopped_round(qp);
     if (s && s != GPUMEM__QP_RESETTING) *st = gpumem__stopped_status(s);
     else if (gpumem_deadline_passed(deadline)) *st = GPUMEM_ETIMEDOUT;
     else return 0;
