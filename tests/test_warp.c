@@ -1,7 +1,7 @@
 /* The GPU-resident controller's warp-wide loop with several lanes, on the
  * host: its serving threads play warps of 4 lanes (tests/host_warp.h), so
- * the ballots, broadcasts and copies split over lanes run as on a GPU (with
- * 4 lanes, not 32). Every command counted, every read checked by content. */
+ * the ballots, broadcasts, turns and copies split over lanes run as on a
+ * GPU (with 4 lanes, not 32). Every command counted, every read checked by content. */
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
 #define GPUMEM_HOST_WARP 4
@@ -32,14 +32,15 @@ static void serve_with_warps(uint32_t depth, uint32_t pairs, uint32_t n_cids, ui
     cr_assert_gt(r.issued, 0);
 }
 
-/* Two warps of four lanes, a pair per lane: each lane's commands moved by
- * its whole warp, up to four commands in flight per warp at a time. */
+/* Two warps of four lanes, four pairs each (warp w serves pairs w, w + 2,
+ * ...): up to four commands of a pair in flight per round, each moved by
+ * the whole warp. */
 Test(host_warp, two_warps_of_four_lanes_eight_pairs, .timeout = 600) { serve_with_warps(64, 8, 64, 8, 8); }
 
-/* A partial last warp (3 lanes), and lanes without a pair that only copy. */
+/* A partial last warp (3 lanes): it serves its pairs with the lanes it has. */
 Test(host_warp, partial_warp_and_lanes_without_pairs, .timeout = 600) { serve_with_warps(16, 5, 16, 4, 7); }
 
-/* One pair served by lane 0 of one warp, the other three lanes copying:
+/* One pair served by one warp of four lanes:
  * transfers of 1 to 9 blocks at every dword offset class in a page (so the
  * units and the PRP lists vary), written then read back by content. */
 Test(host_warp, one_pair_multi_block_transfers_at_odd_offsets, .timeout = 120) {
