@@ -492,16 +492,24 @@ GPUMEM_API uint32_t gpumem_nvme_sw_serve_ram(gpumem_nvme_swq *q, gpumem_nvme_sw_
  *   void *mem;  cudaMalloc(&mem, bytes);
  *   gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d);          // a 1-thread kernel inits it
  *   gpumem_nvme_gpuctl *ctl = (gpumem_nvme_gpuctl *)mem;   // device pointers from here
- *   gpumem_nvme_gpuctl_launch(ctl, 128, stream);           // the persistent block
- *   gpumem_nvme_gpuctl_wait_running(&d, 128);              // before clients launch
+ *   cudaStream_t stream;  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+ *   const void *clients[] = {(const void *)my_kernel};   // every kernel that will use its pairs
+ *   gpumem_nvme_gpuctl_start(ctl, &d, 128, stream, clients, 1, 5000);
+ *       // preloads its own kernel and the client kernels (lazy module loading
+ *       // would never load one while the controller runs), launches the
+ *       // persistent block (128 threads: 4 warps) and waits until it runs
  *   ... kernels use gpumem_nvme_gpuctl_pair(mem, i) like any other pair ...
  *   gpumem_nvme_gpuctl_stop(&d); cudaStreamSynchronize(stream);
  *   gpumem_nvme_sw_stats s; gpumem_nvme_gpuctl_get_stats_cuda(ctl, &s);   // s.violations == 0
  *
- * Launch the controller on its own non-blocking stream before its clients,
- * and wait until it runs: clients that fill the GPU first would keep it from
- * ever being scheduled. Or run it in block 0 of a cooperative launch that
- * also holds the clients (the device tests do both).
+ * Start the controller on its own non-blocking stream before its clients
+ * (gpumem_nvme_gpuctl_start waits until it runs): clients that fill the GPU
+ * first would keep it from ever being scheduled. Kernels launched while it
+ * runs must have been loaded before it started: pass them to
+ * gpumem_nvme_gpuctl_start, or preload them with gpumem_cuda_preload (or
+ * set CUDA_MODULE_LOADING=EAGER). Or run gpumem_nvme_gpuctl_serve in block 0
+ * of a cooperative launch that also holds the clients (the device tests do
+ * both).
  */
 
 typedef struct gpumem_nvme_gpuctl_desc {
@@ -941,16 +949,29 @@ static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes
  * wait for it) and wait, at most timeout_ms, until it runs. client_kernels
  * (n of them) are the kernels that will use its pairs: they are preloaded
  * first (see above). Under lazy loading with n == 0: GPUMEM_ESTATE, and a
- * message naming the remedies. */
+ * message naming the remedies. A block larger than the controller kernel
+ * can launch with (cudaFuncGetAttributes: its registers per thread limit
+ * it below 1024): GPUMEM_EINVAL, and a message with the limit. On
+ * GPUMEM_ETIMEDOUT the stop word is set, so that a controller that starts
+ * late ends at once instead of serving pairs nobody expects it to. */
 static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, const gpumem_nvme_gpuctl_desc *d,
                                                      uint32_t threads, cudaStream_t stream,
                                                      const void *const *client_kernels, uint32_t n,
                                                      uint32_t timeout_ms) {
     const void *own[1] = {(const void *)gpumem_nvme_gpuctl_kernel<>};
+    cudaFuncAttributes attr;
     uint64_t end;
     gpumem_status st;
     if (!c || !d || !d->control) return GPUMEM_ENULL;
-    if (threads == 0 || threads > 1024) return GPUMEM_EINVAL;
+    if (cudaFuncGetAttributes(&attr, own[0]) != cudaSuccess) return GPUMEM_ESYS;
+    if (threads == 0 || threads > (uint32_t)attr.maxThreadsPerBlock) {
+#if !GPUMEM_ON_DEVICE
+        GPUMEM_LOG("GPU controller: a block of %u threads cannot launch: the controller kernel takes at most %d "
+                   "threads per block on this device (%d registers per thread)",
+                   threads, attr.maxThreadsPerBlock, attr.numRegs);
+#endif
+        return GPUMEM_EINVAL;
+    }
     if (n == 0 && gpumem_cuda_lazy_loading() == 1) {
 #if !GPUMEM_ON_DEVICE /* host code, parsed by both passes; the log exists on the host */
         GPUMEM_LOG("GPU controller: CUDA loads modules lazily (CUDA_MODULE_LOADING=LAZY, the default since CUDA "
@@ -966,7 +987,12 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
     if (cudaGetLastError() != cudaSuccess) return GPUMEM_ESYS;
     end = gpumem_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) < threads)
-        if (gpumem_clock_ns() > end) return GPUMEM_ETIMEDOUT;
+        if (gpumem_clock_ns() > end) {
+            /* The launch stays queued: if it ever runs, it finds the stop
+             * word set and ends at its first look. */
+            gpumem_nvme_gpuctl_stop(d);
+            return GPUMEM_ETIMEDOUT;
+        }
     return GPUMEM_OK;
 }
 
