@@ -89,7 +89,9 @@ Test(host_warp, one_pair_multi_block_transfers_at_odd_offsets, .timeout = 120) {
  * lap's phase and an SQ head past the entry's own command. */
 enum { BATCH_CMDS = 40, SLOT_BYTES = 3 * 4096, WARP_DEPTH = 64 };
 
-static uint32_t batch_op(uint32_t j) { return j % 5 == 4 ? GPUMEM_NVME_OP_FLUSH : (j % 5) & 1u ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ; }
+static uint32_t batch_op(uint32_t j) {
+    return j % 5 == 4 ? GPUMEM_NVME_OP_FLUSH : (j % 5) & 1u ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ;
+}
 static uint32_t batch_nlb(uint32_t j) { return 1 + (j * 7) % 9; }
 static uint32_t batch_offset(uint32_t j, uint32_t b) { return ((j * 37 + b * 11) * 4) % 4096; }
 
@@ -107,7 +109,8 @@ Test(host_warp, one_pair_rounds_of_mixed_commands_in_fetch_order, .timeout = 120
     rc.ctl.max_blocks = 16;
     cr_assert(arena);
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 9 * BATCH_CMDS), GPUMEM_OK);
-    for (uint32_t lba = 0; lba < 9 * BATCH_CMDS; lba++) fill_block((unsigned char *)g.d.ram + (size_t)lba * LBA, lba, 1);
+    for (uint32_t lba = 0; lba < 9 * BATCH_CMDS; lba++)
+        fill_block((unsigned char *)g.d.ram + (size_t)lba * LBA, lba, 1);
     qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
     q = &((gpumem_nvme_gpuctl *)g.mem)->queues[0];
     for (uint32_t b = 0; b < 3; b++) {
@@ -126,7 +129,8 @@ Test(host_warp, one_pair_rounds_of_mixed_commands_in_fetch_order, .timeout = 120
                 st = gpumem_nvme_qp_submit_buf(qp, (uint8_t)op, 9 * j, nlb, buf, &req[j]);
             }
             cr_assert_eq(st, GPUMEM_OK, "batch %u command %u: %d", b, j, st);
-            reads += op == GPUMEM_NVME_OP_READ, writes += op == GPUMEM_NVME_OP_WRITE, flushes += op == GPUMEM_NVME_OP_FLUSH;
+            reads += op == GPUMEM_NVME_OP_READ, writes += op == GPUMEM_NVME_OP_WRITE,
+                flushes += op == GPUMEM_NVME_OP_FLUSH;
         }
         if (b == 0) gpuctl_rig_start(&g);
         for (uint32_t j = 0; j < BATCH_CMDS; j++) {
@@ -144,14 +148,16 @@ Test(host_warp, one_pair_rounds_of_mixed_commands_in_fetch_order, .timeout = 120
                 const unsigned char *blk = op == GPUMEM_NVME_OP_READ
                                                ? slot + at + (size_t)k * LBA
                                                : (const unsigned char *)g.d.ram + (size_t)(9 * j + k) * LBA;
-                cr_assert(block_ok(blk, 9 * j + k, op == GPUMEM_NVME_OP_READ ? 1 : 2 + b), "batch %u command %u block %u",
-                          b, j, k);
+                cr_assert(block_ok(blk, 9 * j + k, op == GPUMEM_NVME_OP_READ ? 1 : 2 + b),
+                          "batch %u command %u block %u", b, j, k);
             }
             for (uint32_t i = 0; i < SLOT_BYTES; i++)
-                if (i < at || i >= at + len) cr_assert_eq(slot[i], 0x5A, "batch %u command %u: byte %u touched", b, j, i);
-            cr_assert_eq(dw3 & 0xFFFFu, q->sq[pos].cdw0 >> 16, "batch %u: CQ entry %u is not SQ entry %u's", b, pos, pos);
-            cr_assert_eq((dw3 >> 16) & 1u, (uint32_t)(((posted + j) / WARP_DEPTH) % 2 == 0), "batch %u: phase at %u", b,
+                if (i < at || i >= at + len)
+                    cr_assert_eq(slot[i], 0x5A, "batch %u command %u: byte %u touched", b, j, i);
+            cr_assert_eq(dw3 & 0xFFFFu, q->sq[pos].cdw0 >> 16, "batch %u: CQ entry %u is not SQ entry %u's", b, pos,
                          pos);
+            cr_assert_eq((dw3 >> 16) & 1u, (uint32_t)(((posted + j) / WARP_DEPTH) % 2 == 0),
+                         "batch %u: phase at %u", b, pos);
             cr_assert_eq(dw3 >> 17, 0, "batch %u: status at %u", b, pos);
             cr_assert_eq((sq_head - pos - 1) % WARP_DEPTH < BATCH_CMDS, 1, "batch %u: SQ head %u at CQ entry %u", b,
                          sq_head, pos);
@@ -197,10 +203,10 @@ Test(host_warp, copy_lanes_each_byte_by_one_lane) {
                         gpumem_copy_lanes(dst + d_o, src + s_o, n, lane, widths[w]);
                         for (uint32_t i = 0; i < ROOM; i++) {
                             if (!dst[i]) continue;
-                            cr_assert_eq(dst[i], want[i], "width %u lane %u n %u at %u/%u: byte %u wrong", widths[w], lane,
-                                         n, d_o, s_o, i);
-                            cr_assert_eq(owner[i], 0xFF, "width %u n %u at %u/%u: byte %u by lanes %u and %u", widths[w],
-                                         n, d_o, s_o, i, owner[i], lane);
+                            cr_assert_eq(dst[i], want[i], "width %u lane %u n %u at %u/%u: byte %u wrong",
+                                         widths[w], lane, n, d_o, s_o, i);
+                            cr_assert_eq(owner[i], 0xFF, "width %u n %u at %u/%u: byte %u by lanes %u and %u",
+                                         widths[w], n, d_o, s_o, i, owner[i], lane);
                             owner[i] = (unsigned char)lane;
                         }
                     }
