@@ -785,6 +785,13 @@ typedef struct gpumem__v16 {
 #define GPUMEM__UNIT_LOAD(T, v, p, k) memcpy(&(v), (const unsigned char *)(p) + (size_t)(k) * sizeof(T), sizeof(T))
 #define GPUMEM__UNIT_STORE(T, p, k, v) memcpy((unsigned char *)(p) + (size_t)(k) * sizeof(T), &(v), sizeof(T))
 #endif
+/* Unit k of type T from s to d. */
+#define GPUMEM__COPY_UNIT(T, d, s, k)      \
+    do {                                   \
+        T v_;                              \
+        GPUMEM__UNIT_LOAD(T, v_, s, k);    \
+        GPUMEM__UNIT_STORE(T, d, k, v_);   \
+    } while (0)
 
 /* `units` units of T from s to d, lane `lane` of `width` taking units lane,
  * lane + width, ...: each lane loads four of its units into registers before
@@ -807,11 +814,7 @@ typedef struct gpumem__v16 {
             GPUMEM__UNIT_STORE(T, d, k_ + 2 * w_, v2_);                                    \
             GPUMEM__UNIT_STORE(T, d, k_ + 3 * w_, v3_);                                    \
         }                                                                                  \
-        for (; k_ < (units); k_ += w_) {                                                   \
-            T v_;                                                                          \
-            GPUMEM__UNIT_LOAD(T, v_, s, k_);                                               \
-            GPUMEM__UNIT_STORE(T, d, k_, v_);                                              \
-        }                                                                                  \
+        for (; k_ < (units); k_ += w_) GPUMEM__COPY_UNIT(T, d, s, k_);                     \
     } while (0)
 
 /* `units` units of `unit` bytes (16, 8, 4, 2 or 1; both addresses aligned
@@ -868,11 +871,21 @@ GPUMEM_API void gpumem_copy_lanes(void *dst, const void *src, uint64_t n, uint32
  * widest of 8, 4, 2 and 1 bytes that divides n and both addresses, so that
  * an aligned 1-, 2-, 4- or 8-byte element is one typed load and store and a
  * 16-byte one two 8-byte ones (where memcpy of a size known only at run
- * time is a byte loop on the device); bytes when nothing wider fits. */
+ * time is a byte loop on the device); bytes when nothing wider fits. One
+ * unit at a time: a value is a unit or two, and nothing else is live. */
 GPUMEM_API void gpumem_copy_value(void *dst, const void *src, uint32_t n) {
-    const uintptr_t both = (uintptr_t)dst | (uintptr_t)src | n;
-    const uint32_t unit = (both & 7u) == 0 ? 8u : (both & 3u) == 0 ? 4u : (both & 1u) == 0 ? 2u : 1u;
-    gpumem__copy_units((unsigned char *)dst, (const unsigned char *)src, n / unit, unit, 0, 1);
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    const uintptr_t both = (uintptr_t)d | (uintptr_t)s | n;
+    uint32_t k;
+    if ((both & 7u) == 0)
+        for (k = 0; k < n / 8; k++) GPUMEM__COPY_UNIT(uint64_t, d, s, k);
+    else if ((both & 3u) == 0)
+        for (k = 0; k < n / 4; k++) GPUMEM__COPY_UNIT(uint32_t, d, s, k);
+    else if ((both & 1u) == 0)
+        for (k = 0; k < n / 2; k++) GPUMEM__COPY_UNIT(uint16_t, d, s, k);
+    else
+        for (k = 0; k < n; k++) d[k] = s[k];
 }
 
 /* ---- host-only hooks ----------------------------------------------------- */
