@@ -494,10 +494,11 @@ GPUMEM_API uint32_t gpumem_nvme_sw_serve_ram(gpumem_nvme_swq *q, gpumem_nvme_sw_
  *   gpumem_nvme_gpuctl *ctl = (gpumem_nvme_gpuctl *)mem;   // device pointers from here
  *   cudaStream_t stream;  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
  *   const void *clients[] = {(const void *)my_kernel};   // every kernel that will use its pairs
- *   gpumem_nvme_gpuctl_start(ctl, &d, 128, stream, clients, 1, 5000);
+ *   gpumem_nvme_gpuctl_start(ctl, &d, 32 * d.n_pairs, stream, clients, 1, 5000);
  *       // preloads its own kernel and the client kernels (lazy module loading
  *       // would never load one while the controller runs), launches the
- *       // persistent block (128 threads: 4 warps) and waits until it runs
+ *       // persistent controller (a warp per pair: 256 threads; above one
+ *       // block's worth, several blocks) and waits until it runs
  *   ... kernels use gpumem_nvme_gpuctl_pair(mem, i) like any other pair ...
  *   gpumem_nvme_gpuctl_stop(&d); cudaStreamSynchronize(stream);
  *   gpumem_nvme_sw_stats s; gpumem_nvme_gpuctl_get_stats_cuda(ctl, &s);   // s.violations == 0
@@ -944,34 +945,59 @@ static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes
     return (gpumem_status)st;
 }
 
-/* Start the persistent block of `threads` threads on `stream` (a
+/* Start the persistent controller, `threads` threads, on `stream` (a
  * cudaStreamNonBlocking stream, so that work on the legacy stream does not
- * wait for it) and wait, at most timeout_ms, until it runs. client_kernels
- * (n of them) are the kernels that will use its pairs: they are preloaded
- * first (see above). Under lazy loading with n == 0: GPUMEM_ESTATE, and a
- * message naming the remedies. A block larger than the controller kernel
- * can launch with (cudaFuncGetAttributes: its registers per thread limit
- * it below 1024): GPUMEM_EINVAL, and a message with the limit. On
- * GPUMEM_ETIMEDOUT the stop word is set, so that a controller that starts
- * late ends at once instead of serving pairs nobody expects it to. */
+ * wait for it) and wait, at most timeout_ms, until every thread runs.
+ * client_kernels (n of them) are the kernels that will use its pairs: they
+ * are preloaded first (see above). Under lazy loading with n == 0:
+ * GPUMEM_ESTATE, and a message naming the remedies.
+ *
+ * A warp serves a pair, so 128 pairs want 4,096 threads: more than one block
+ * of the controller kernel holds (cudaFuncGetAttributes: its registers per
+ * thread cap a block below 1024). Up to that cap the controller is one block
+ * of `threads`; above it, `threads` must be whole warps, and it becomes the
+ * fewest blocks of equal size (whole warps each, so the total may round up)
+ * that hold it. Every block must be resident at once - they spin until
+ * stopped - so a grid larger than the device holds with this kernel's
+ * registers (occupancy times SMs) is refused: GPUMEM_EINVAL and a message
+ * with the limits, as for a partial last warp above the cap. The running
+ * count the wait looks for is the launched total. On GPUMEM_ETIMEDOUT the
+ * stop word is set, so that blocks that start late (the device was busy
+ * with other kernels) end at their first look instead of serving pairs
+ * nobody expects them to. */
 static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, const gpumem_nvme_gpuctl_desc *d,
                                                      uint32_t threads, cudaStream_t stream,
                                                      const void *const *client_kernels, uint32_t n,
                                                      uint32_t timeout_ms) {
     const void *own[1] = {(const void *)gpumem_nvme_gpuctl_kernel<>};
     cudaFuncAttributes attr;
+    uint32_t cap, blocks = 1, per_block = threads, launched;
+    int device = 0, sms = 0, resident = 0;
     uint64_t end;
     gpumem_status st;
     if (!c || !d || !d->control) return GPUMEM_ENULL;
     if (cudaFuncGetAttributes(&attr, own[0]) != cudaSuccess) return GPUMEM_ESYS;
-    if (threads == 0 || threads > (uint32_t)attr.maxThreadsPerBlock) {
+    cap = (uint32_t)attr.maxThreadsPerBlock / GPUMEM_WARP_WIDTH * GPUMEM_WARP_WIDTH; /* whole warps */
+    if (threads == 0 || cap == 0) return GPUMEM_EINVAL;
+    if (threads > (uint32_t)attr.maxThreadsPerBlock) {
+        const uint32_t warps = threads / GPUMEM_WARP_WIDTH;
+        blocks = (threads + cap - 1) / cap;
+        per_block = (warps + blocks - 1) / blocks * GPUMEM_WARP_WIDTH;
+        if (cudaGetDevice(&device) != cudaSuccess ||
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, own[0], (int)per_block, 0) != cudaSuccess)
+            return GPUMEM_ESYS;
+        if (threads % GPUMEM_WARP_WIDTH != 0 || (uint64_t)resident * (uint64_t)sms < blocks) {
 #if !GPUMEM_ON_DEVICE
-        GPUMEM_LOG("GPU controller: a block of %u threads cannot launch: the controller kernel takes at most %d "
-                   "threads per block on this device (%d registers per thread)",
-                   threads, attr.maxThreadsPerBlock, attr.numRegs);
+            GPUMEM_LOG("GPU controller: %u threads cannot run at once: above one block (at most %d threads with "
+                       "%d registers per thread) they must be whole warps, and this device holds %d blocks of %u "
+                       "at once (%d SMs), not %u",
+                       threads, attr.maxThreadsPerBlock, attr.numRegs, resident * sms, per_block, sms, blocks);
 #endif
-        return GPUMEM_EINVAL;
+            return GPUMEM_EINVAL;
+        }
     }
+    launched = blocks * per_block;
     if (n == 0 && gpumem_cuda_lazy_loading() == 1) {
 #if !GPUMEM_ON_DEVICE /* host code, parsed by both passes; the log exists on the host */
         GPUMEM_LOG("GPU controller: CUDA loads modules lazily (CUDA_MODULE_LOADING=LAZY, the default since CUDA "
@@ -983,10 +1009,10 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
     }
     if ((st = gpumem_cuda_preload(own, 1)) != GPUMEM_OK || (st = gpumem_cuda_preload(client_kernels, n)) != GPUMEM_OK)
         return st;
-    gpumem_nvme_gpuctl_kernel<<<1, threads, 0, stream>>>(c);
+    gpumem_nvme_gpuctl_kernel<<<blocks, per_block, 0, stream>>>(c);
     if (cudaGetLastError() != cudaSuccess) return GPUMEM_ESYS;
     end = gpumem_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
-    while (gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) < threads)
+    while (gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) < launched)
         if (gpumem_clock_ns() > end) {
             /* The launch stays queued: if it ever runs, it finds the stop
              * word set and ends at its first look. */
