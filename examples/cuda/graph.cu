@@ -101,7 +101,7 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
             bfs_level<<<blocks, 128>>>(arrays, (uint32_t)n, ref->h.n_edges, b, n_items, (uint32_t)rounds + 1, a, c, flag,
                                        total);
             CHECK(cudaGetLastError());
-            CHECK(cudaDeviceSynchronize());
+            wait_kernels(300, "BFS level");
             printf("    level %2llu: %9llu vertices expanded, %9u found\n", (unsigned long long)rounds,
                    (unsigned long long)n_items, *flag);
             n_items = *flag;
@@ -122,7 +122,7 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
             *flag = 0;
             cc_round<<<blocks, 128>>>(arrays, (uint32_t)n, ref->h.n_edges, a, b, c, flag, total);
             CHECK(cudaGetLastError());
-            CHECK(cudaDeviceSynchronize());
+            wait_kernels(300, "CC round");
             printf("    round %2llu done\n", (unsigned long long)rounds);
             t = b;
             b = c;
