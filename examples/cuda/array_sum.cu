@@ -14,6 +14,7 @@
 
 #include "gpumem_cache.h"
 #include "gpumem_swctl.h"
+#include "gpu_cache.h" // the cache's contended metadata in GPU (managed) memory
 #include "tests/cuda/watch.h" // a stalled run reports and exits instead of hanging
 
 #define LINE 4096u
@@ -104,7 +105,7 @@ int main(int argc, char **argv) {
         gpumem_nvme_ns ns = gpumem_swctl_ns(ctl);
         d.backing = gpumem_cache_backing_nvme(pairs, 1, 4, &ns, 0, GPUMEM_CACHE_STRIPE);
     }
-    if (gpumem_cache_create(&d, &cache) != GPUMEM_OK) {
+    if (gpu_cache_create(&d, &cache) != GPUMEM_OK) {
         fprintf(stderr, "array_sum: cache of %u lines: failed\n", d.n_slots);
         return 1;
     }
@@ -137,7 +138,7 @@ int main(int argc, char **argv) {
     printf("array_sum: sum %016llx, host %016llx; %llu values wrong, %llu errors, %llu protocol violations\n",
            out->sum, (unsigned long long)expect, out->wrong, out->errors, (unsigned long long)s.violations);
     ok = out->sum == expect && out->wrong == 0 && out->errors == 0 && s.violations == 0;
-    gpumem_cache_destroy(cache);
+    gpu_cache_destroy(cache);
     gpumem_swctl_destroy(ctl);
     close(fd);
     unlink(path);

@@ -11,6 +11,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cuda_host.h"
 #define GPUMEM_IMPLEMENTATION
+#include "gpu_cache.h" // the cache's contended metadata in GPU (managed) memory
+#define GRAPH_CACHE_CREATE gpu_cache_create
+#define GRAPH_CACHE_DESTROY gpu_cache_destroy
 
 #include "../graph.h"
 #include "tests/cuda/watch.h" // a stalled run reports and exits instead of hanging
