@@ -139,6 +139,12 @@ static inline void wait_stream(cudaStream_t s, double seconds, const char *what)
     CHECK(e);
 }
 
+/* The longest a test waits for its kernels, in seconds: below make
+ * gpu-test's bound on each process (GPU_TEST_BOUND, 200 s), so that a slow
+ * or stuck test fails with its own report (abort_run) before `timeout`
+ * kills it without one. The watchdogs catch a stall (no progress) sooner. */
+static const double kTestWaitS = 150;
+
 /* Kernels launched on the legacy default stream (no persistent kernel runs
  * there: a GPU controller always has a stream of its own). */
 static inline void wait_kernels(double seconds, const char *what) { wait_stream(0, seconds, what); }

@@ -113,7 +113,7 @@ static void test_coalesced_reads() {
     memset(n, 0, sizeof *n);
     coalesced_reads<<<(unsigned)((r.n_words + 255) / 256), 256>>>(r.cache, r.n_words, n);
     CHECK(cudaGetLastError());
-    wait_kernels(300, "coalesced misses");
+    wait_kernels(kTestWaitS, "coalesced misses");
     gpumem_cache_stats s;
     gpumem_cache_get_stats(r.cache, &s);
     EXPECT(n->ok == r.n_words && n->bad == 0 && n->eagain == 0 && n->other == 0,
@@ -134,7 +134,7 @@ static void test_coalesced_reads() {
     memset(n, 0, sizeof *n);
     coalesced_reads<<<(unsigned)((r.n_words + 255) / 256), 256>>>(r.cache, r.n_words, n);
     CHECK(cudaGetLastError());
-    wait_kernels(300, "warm hits");
+    wait_kernels(kTestWaitS, "warm hits");
     gpumem_cache_stats s2;
     gpumem_cache_get_stats(r.cache, &s2);
     EXPECT(n->ok == r.n_words && n->bad == 0 && n->eagain == 0 && n->other == 0, "second pass: ok %llu bad %llu",
@@ -182,7 +182,7 @@ static void test_eviction(uint32_t policy) {
     memset(n, 0, sizeof *n);
     random_reads<<<threads / 256, 256>>>(a, r.n_words, per, n);
     CHECK(cudaGetLastError());
-    wait_kernels(300, "eviction under contention");
+    wait_kernels(kTestWaitS, "eviction under contention");
     gpumem_cache_stats s;
     gpumem_cache_get_stats(r.cache, &s);
     EXPECT(n->ok == (unsigned long long)threads * per && n->bad == 0 && n->other == 0,
@@ -229,7 +229,7 @@ static void test_writes_flush() {
     memset(n, 0, sizeof *n);
     own_writes<<<threads / 256, 256>>>(a, r.n_words, threads, n);
     CHECK(cudaGetLastError());
-    wait_kernels(300, "writes and flush");
+    wait_kernels(kTestWaitS, "writes and flush");
     uint64_t written = 0, wrong = 0;
     EXPECT(gpumem_cache_flush(r.cache, &written) == GPUMEM_OK, "flush");
     for (uint64_t w = 0; w < r.n_words; w++) wrong += r.backing[w] != written_word(w);
@@ -333,7 +333,7 @@ static void test_over_gpu_controller(bool fused) {
     } else if (fused) {
         GpuctlWatch watch(ctl, &d, what, 20000);
         CacheClients clients{a, r.cache, r.n_words, threads, per, reads, writes, fst, written};
-        ran = run_fused(ctl, clients, threads, work, 300, what);
+        ran = run_fused(ctl, clients, threads, work, kTestWaitS, what);
     } else {
         // The kernels launched while it runs are loaded first (lazy loading).
         const void *kernels[] = {(const void *)random_reads, (const void *)own_writes, (const void *)flush_on_gpu};
@@ -343,12 +343,12 @@ static void test_over_gpu_controller(bool fused) {
                 GpuctlWatch watch(ctl, &d, what, 20000);
                 random_reads<<<threads / 256, 256, 0, work>>>(a, r.n_words, per, reads);
                 CHECK(cudaGetLastError());
-                wait_stream(work, 300, "cache over the GPU controller: reads");
+                wait_stream(work, kTestWaitS, "cache over the GPU controller: reads");
                 own_writes<<<threads / 256, 256, 0, work>>>(a, r.n_words, threads, writes);
                 CHECK(cudaGetLastError());
                 flush_on_gpu<<<1, 1, 0, work>>>(r.cache, fst, written);
                 CHECK(cudaGetLastError());
-                wait_stream(work, 300, "cache over the GPU controller: writes and flush");
+                wait_stream(work, kTestWaitS, "cache over the GPU controller: writes and flush");
             }
             stop_gpuctl(&d, ctl_stream, 30);
         }

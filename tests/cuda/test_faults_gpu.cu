@@ -193,12 +193,12 @@ static int run_mode(Mode mode) {
         CountWatch watch(script_progress, r, mode_name[mode], 20000);
         readers<<<1, THREADS>>>(r, bufs, c);
         CHECK(cudaGetLastError());
-        wait_kernels(120, mode_name[mode]);
+        wait_kernels(kTestWaitS, mode_name[mode]);
         first = *c;
         memset(c, 0, sizeof *c);
         hold_every_id<<<1, 1>>>(r, bufs, c);
         CHECK(cudaGetLastError());
-        wait_kernels(120, mode_name[mode]);
+        wait_kernels(kTestWaitS, mode_name[mode]);
     }
     __atomic_store_n(&s.stop, 1, __ATOMIC_RELEASE);
     pthread_join(th, NULL);

@@ -159,7 +159,7 @@ static void test_host_controller() {
         SwctlWatch watch(ctl, "host controller, client state in GPU memory", 20000);
         clients_kernel<<<(n + 255) / 256, 256>>>(a);
         CHECK(cudaGetLastError());
-        wait_stream(0, 120, "host controller, client state in GPU memory");
+        wait_stream(0, kTestWaitS, "host controller, client state in GPU memory");
     }
     gpumem_swctl_stop(ctl);
     gpumem_swctl_get_stats(ctl, &s);
@@ -236,7 +236,7 @@ static void run_gpu_controller(const GpuRun &r) {
         // nothing to run
     } else if (fused) {
         GpuctlWatch watch(ctl, &d, r.name, 20000);
-        ran = run_fused(ctl, FusedClients{a}, r.clients, client_stream, 300, r.name);
+        ran = run_fused(ctl, FusedClients{a}, r.clients, client_stream, kTestWaitS, r.name);
     } else {
         // Loads the client kernel before the controller runs (lazy loading).
         const void *clients[] = {(const void *)clients_kernel};
@@ -246,7 +246,7 @@ static void run_gpu_controller(const GpuRun &r) {
                 GpuctlWatch watch(ctl, &d, r.name, 20000);
                 clients_kernel<<<(r.clients + 255) / 256, 256, 0, client_stream>>>(a);
                 CHECK(cudaGetLastError());
-                wait_stream(client_stream, 300, r.name);
+                wait_stream(client_stream, kTestWaitS, r.name);
             }
             stop_gpuctl(&d, ctl_stream, 30);
         }

@@ -109,7 +109,7 @@ static void test_tier(uint32_t placement, bool small) {
     memset(n, 0, sizeof *n);
     random_reads<<<threads / 256, 256>>>(a, r.n_words, per, n);
     CHECK(cudaGetLastError());
-    wait_kernels(300, "three tiers: reads");
+    wait_kernels(kTestWaitS, "three tiers: reads");
     gpumem_tier_stats ts;
     gpumem_tier_get_stats(tr.tier, &ts);
     EXPECT(n->ok == (unsigned long long)threads * per && n->bad == 0 && n->other == 0, "reads: ok %llu bad %llu other %llu",
@@ -121,7 +121,7 @@ static void test_tier(uint32_t placement, bool small) {
     memset(n, 0, sizeof *n);
     own_writes<<<threads / 256, 256>>>(a, r.n_words, threads, n);
     CHECK(cudaGetLastError());
-    wait_kernels(300, "three tiers: writes");
+    wait_kernels(kTestWaitS, "three tiers: writes");
     uint64_t written = 0, wrong = 0;
     EXPECT(gpumem_cache_flush(r.cache, &written) == GPUMEM_OK, "flush of both tiers");
     for (uint64_t w = 0; w < r.n_words; w++) wrong += r.backing[w] != written_word(w);
