@@ -220,12 +220,16 @@ results:
 $(BUILD)/stress: tests/stress.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
 
+$(BUILD)/stress_warp: tests/stress_warp.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
+
 # Soak: the concurrency workloads, then random mixes (threads, depth,
 # command IDs, reordering, injected errors, latency; statistics read
 # throughout) for a set time, under each sanitizer.
 SOAK_SECONDS = $${GPUMEM_SOAK_SECONDS:-60}
 stress:
-	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress
+	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress build/tsan/stress_warp
+	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} build/tsan/stress_warp
 	$(MAKE) $(ASAN_VARS) build/asan/stress
 	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} GPUMEM_SOAK_SECONDS=$(SOAK_SECONDS) build/tsan/stress
 	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} GPUMEM_SOAK_SECONDS=$(SOAK_SECONDS) build/asan/stress
@@ -234,8 +238,9 @@ stress:
 # fixed-address arena cannot start under ThreadSanitizer); ASan also runs the suite.
 tsan:
 	@$(DEPS) clang
-	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress
+	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress build/tsan/stress_warp
 	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.2} GPUMEM_SOAK_SECONDS=$${GPUMEM_SOAK_SECONDS:-10} build/tsan/stress
+	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.2} build/tsan/stress_warp
 ASAN_VARS := BUILD=build/asan CC=clang SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" CFLAGS="-O1 -g"
 asan:
 	@$(DEPS) clang criterion

@@ -69,6 +69,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h> /* memcpy: the host side of the copies */
 
 #define GPUMEM_VERSION_MAJOR 0
 #define GPUMEM_VERSION_MINOR 3
@@ -765,6 +766,127 @@ GPUMEM_API uint32_t gpumem_log2_u64(uint64_t x) { /* x must be a power of two */
 GPUMEM_API int32_t gpumem_wrap_diff_u32(uint32_t a, uint32_t b) { return (int32_t)(a - b); }
 
 #define GPUMEM_ALIGN_UP(x, a) (((x) + ((a) - 1)) & ~((size_t)(a) - 1))
+
+/* ---- copies that run on both sides ---------------------------------------- */
+
+/* One unit of type T at index k of p, loaded into v or stored from v. The
+ * device makes typed accesses (the callers guarantee the alignment: a
+ * 16-byte unit is one 128-bit load or store); the host a fixed-size memcpy,
+ * which compiles to the same moves without assuming anything about the
+ * types the caller's buffers hold. */
+#if GPUMEM_ON_DEVICE
+typedef uint4 gpumem__v16;
+#define GPUMEM__UNIT_LOAD(T, v, p, k) ((v) = ((const T *)(p))[k])
+#define GPUMEM__UNIT_STORE(T, p, k, v) (((T *)(p))[k] = (v))
+#else
+typedef struct gpumem__v16 {
+    uint64_t lo, hi;
+} gpumem__v16;
+#define GPUMEM__UNIT_LOAD(T, v, p, k) memcpy(&(v), (const unsigned char *)(p) + (size_t)(k) * sizeof(T), sizeof(T))
+#define GPUMEM__UNIT_STORE(T, p, k, v) memcpy((unsigned char *)(p) + (size_t)(k) * sizeof(T), &(v), sizeof(T))
+#endif
+/* Unit k of type T from s to d. */
+#define GPUMEM__COPY_UNIT(T, d, s, k)      \
+    do {                                   \
+        T v_;                              \
+        GPUMEM__UNIT_LOAD(T, v_, s, k);    \
+        GPUMEM__UNIT_STORE(T, d, k, v_);   \
+    } while (0)
+
+/* `units` units of T from s to d, lane `lane` of `width` taking units lane,
+ * lane + width, ...: each lane loads four of its units into registers before
+ * it stores any, so a lane has four loads in flight instead of waiting out
+ * each load's latency before the next (a 4 KiB copy by 32 lanes is two
+ * such groups of 16-byte units). Loads all come before stores as written,
+ * so overlapping buffers behave as a lane-by-lane copy would. */
+#define GPUMEM__COPY_UNITS_AS(T, d, s, units, lane, width)                                 \
+    do {                                                                                   \
+        const uint64_t w_ = (width);                                                       \
+        uint64_t k_ = (lane);                                                              \
+        for (; k_ + 3 * w_ < (units); k_ += 4 * w_) {                                      \
+            T v0_, v1_, v2_, v3_;                                                          \
+            GPUMEM__UNIT_LOAD(T, v0_, s, k_);                                              \
+            GPUMEM__UNIT_LOAD(T, v1_, s, k_ + w_);                                         \
+            GPUMEM__UNIT_LOAD(T, v2_, s, k_ + 2 * w_);                                     \
+            GPUMEM__UNIT_LOAD(T, v3_, s, k_ + 3 * w_);                                     \
+            GPUMEM__UNIT_STORE(T, d, k_, v0_);                                             \
+            GPUMEM__UNIT_STORE(T, d, k_ + w_, v1_);                                        \
+            GPUMEM__UNIT_STORE(T, d, k_ + 2 * w_, v2_);                                    \
+            GPUMEM__UNIT_STORE(T, d, k_ + 3 * w_, v3_);                                    \
+        }                                                                                  \
+        for (; k_ < (units); k_ += w_) GPUMEM__COPY_UNIT(T, d, s, k_);                     \
+    } while (0)
+
+/* `units` units of `unit` bytes (16, 8, 4, 2 or 1; both addresses aligned
+ * to it), lane `lane` of `width` (GPUMEM__COPY_UNITS_AS): the lanes of a
+ * warp touch neighbouring units, so each step is one coalesced access of
+ * width * unit bytes. */
+GPUMEM_API void gpumem__copy_units(unsigned char *d, const unsigned char *s, uint64_t units, uint32_t unit,
+                                   uint32_t lane, uint32_t width) {
+    switch (unit) {
+    case 16:
+        GPUMEM__COPY_UNITS_AS(gpumem__v16, d, s, units, lane, width);
+        break;
+    case 8:
+        GPUMEM__COPY_UNITS_AS(uint64_t, d, s, units, lane, width);
+        break;
+    case 4:
+        GPUMEM__COPY_UNITS_AS(uint32_t, d, s, units, lane, width);
+        break;
+    case 2:
+        GPUMEM__COPY_UNITS_AS(uint16_t, d, s, units, lane, width);
+        break;
+    default:
+        GPUMEM__COPY_UNITS_AS(unsigned char, d, s, units, lane, width);
+    }
+}
+
+/* Copy n bytes with `width` lanes of a warp together: every lane calls with
+ * the same arguments and its own `lane`, and each byte is copied once. The
+ * middle moves in the widest unit (16, 8, 4, 2 bytes) on which the two
+ * addresses agree, the unaligned head and tail byte by byte. One thread on
+ * the host (width 1) is plain memcpy; one thread on the device passes 0
+ * and 1 and still moves 16-byte units, four in flight. */
+GPUMEM_API void gpumem_copy_lanes(void *dst, const void *src, uint64_t n, uint32_t lane, uint32_t width) {
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    uint32_t unit = 16;
+    uint64_t head, units, i;
+#if !GPUMEM_ON_DEVICE
+    if (width == 1) {
+        if (n) memcpy(d, s, n);
+        return;
+    }
+#endif
+    while (unit > 1 && (((uintptr_t)d ^ (uintptr_t)s) & (unit - 1)) != 0) unit >>= 1;
+    head = (unit - ((uintptr_t)d & (unit - 1))) & (unit - 1);
+    if (head > n) head = n;
+    units = (n - head) / unit;
+    for (i = lane; i < head; i += width) d[i] = s[i];
+    gpumem__copy_units(d + head, s + head, units, unit, lane, width);
+    for (i = head + units * unit + lane; i < n; i += width) d[i] = s[i];
+}
+
+/* Copy one small value of n bytes (an array element) on one thread: in the
+ * widest of 8, 4, 2 and 1 bytes that divides n and both addresses, so that
+ * an aligned 1-, 2-, 4- or 8-byte element is one typed load and store and a
+ * 16-byte one two 8-byte ones (where memcpy of a size known only at run
+ * time is a byte loop on the device); bytes when nothing wider fits. One
+ * unit at a time: a value is a unit or two, and nothing else is live. */
+GPUMEM_API void gpumem_copy_value(void *dst, const void *src, uint32_t n) {
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    const uintptr_t both = (uintptr_t)d | (uintptr_t)s | n;
+    uint32_t k;
+    if ((both & 7u) == 0)
+        for (k = 0; k < n / 8; k++) GPUMEM__COPY_UNIT(uint64_t, d, s, k);
+    else if ((both & 3u) == 0)
+        for (k = 0; k < n / 4; k++) GPUMEM__COPY_UNIT(uint32_t, d, s, k);
+    else if ((both & 1u) == 0)
+        for (k = 0; k < n / 2; k++) GPUMEM__COPY_UNIT(uint16_t, d, s, k);
+    else
+        for (k = 0; k < n; k++) d[k] = s[k];
+}
 
 /* ---- host-only hooks ----------------------------------------------------- */
 

@@ -508,8 +508,11 @@ GPUMEM_API gpumem_status gpumem__cache_io_cmd(gpumem_cache *c, int write, uint64
     gpumem_status st;
     if (b->kind == GPUMEM_CACHE_BACKING_MEMORY) {
         unsigned char *home = b->mem + ((size_t)line << c->line_shift);
-        if (write) memcpy(home, gpumem__pool_data(c, pool, k), c->line_bytes);
-        else memcpy(gpumem__pool_data(c, pool, k), home, c->line_bytes);
+        /* One thread moves the line (the device would copy a run-time size
+         * byte by byte with memcpy): 16-byte units, four in flight, where
+         * the two addresses agree. */
+        if (write) gpumem_copy_lanes(home, gpumem__pool_data(c, pool, k), c->line_bytes, 0, 1);
+        else gpumem_copy_lanes(gpumem__pool_data(c, pool, k), home, c->line_bytes, 0, 1);
         gpumem__cache_count(c, line, write ? GPUMEM__ST_WRITES : GPUMEM__ST_READS, 1);
         st = GPUMEM_OK;
     } else {
@@ -607,12 +610,20 @@ GPUMEM_API void gpumem__line_end_claim(gpumem_cache *c, uint32_t *state, uint32_
  *
  * A sequential policy (c->seq) is one structure for all threads: every call
  * into it holds seq_lock. Fills and candidate picks wait for the lock; a hit
- * updates it only if the lock is free at once (one compare-and-swap), so hits
- * never queue behind each other - the policy sees a sample of them under
- * contention, all of them without. The slot's `ref` word then says whether
- * the policy lists the slot (filled once), read and written under the lock. */
+ * updates it only if the lock is free at once (a load, then one
+ * compare-and-swap if it looked free), so hits never queue behind each
+ * other - the policy sees a sample of them under contention, all of them
+ * without. The slot's `ref` word then says whether the policy lists the
+ * slot (filled once), read and written under the lock. */
 GPUMEM_API int gpumem__seq_trylock(gpumem_cache *c) {
     uint32_t unlocked = 0;
+    /* Test and test-and-set: look before the compare-and-swap. Every hit
+     * tries this lock, and a CAS takes the line for writing even when it
+     * fails, so under contention failed CASes from many threads would keep
+     * moving the line while its holder needs it to unlock. A relaxed load
+     * shares the line and fails for free; it orders nothing (the CAS's
+     * acquire does, when it wins). */
+    if (gpumem_atomic_load_u32(&c->seq_lock.v, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != 0) return 0;
     return gpumem_atomic_cas_u32(&c->seq_lock.v, &unlocked, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
 }
 
@@ -1549,18 +1560,19 @@ GPUMEM_API gpumem_status gpumem_cache_ref_at(gpumem_cache_ref *r, uint64_t i, in
     return GPUMEM_OK;
 }
 
-/* Copy element i out of / into the cache. */
+/* Copy element i out of / into the cache: typed copies where the element's
+ * size and both addresses allow (gpumem_copy_value), bytes otherwise. */
 GPUMEM_API gpumem_status gpumem_cache_ref_get(gpumem_cache_ref *r, uint64_t i, void *out) {
     void *p = 0;
     gpumem_status st = out ? gpumem_cache_ref_at(r, i, 0, &p) : GPUMEM_ENULL;
-    if (st == GPUMEM_OK) memcpy(out, p, r->array->elem_bytes);
+    if (st == GPUMEM_OK) gpumem_copy_value(out, p, r->array->elem_bytes);
     return st;
 }
 
 GPUMEM_API gpumem_status gpumem_cache_ref_put(gpumem_cache_ref *r, uint64_t i, const void *in) {
     void *p = 0;
     gpumem_status st = in ? gpumem_cache_ref_at(r, i, 1, &p) : GPUMEM_ENULL;
-    if (st == GPUMEM_OK) memcpy(p, in, r->array->elem_bytes);
+    if (st == GPUMEM_OK) gpumem_copy_value(p, in, r->array->elem_bytes);
     return st;
 }
 

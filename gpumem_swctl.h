@@ -54,7 +54,6 @@
 #define GPUMEM_SWCTL_H
 
 #include "gpumem_nvme.h"
-#include <string.h> /* memcpy: the host side of the copies */
 
 /* ======================================================================== */
 /* Software controller core (host and device)                               */
@@ -219,15 +218,14 @@ GPUMEM_API uint32_t gpumem_nvme_sw_take_sq_doorbell(gpumem_nvme_swq *q, gpumem_n
     return 0;
 }
 
-/* Fetch the next command (in order) into *cmd. Returns 0 when the SQ is
- * empty. A command whose ID is still in flight is marked
- * GPUMEM_NVME_SW_CID_CONFLICT and counted. */
-GPUMEM_API int gpumem_nvme_sw_fetch(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, gpumem_nvme_cmd *cmd) {
-    uint16_t cid;
-    if (!q || !st || !cmd || q->sq_head == q->sq_tail) return 0;
-    *cmd = q->sq[q->sq_head];
+/* Accept the command at the SQ head, already copied into *cmd (from
+ * q->sq[q->sq_head]): move the head past it and take its command ID. A
+ * command whose ID is still in flight is marked GPUMEM_NVME_SW_CID_CONFLICT
+ * and counted. gpumem_nvme_sw_fetch is the copy and this; the GPU
+ * controller's lanes copy their commands at once and accept them in turn. */
+GPUMEM_API void gpumem__sw_accept(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, gpumem_nvme_cmd *cmd) {
+    const uint16_t cid = (uint16_t)(cmd->cdw0 >> 16);
     q->sq_head = (q->sq_head + 1) & q->mask;
-    cid = (uint16_t)(cmd->cdw0 >> 16);
     /* A host may reuse an ID once it has rung the CQ doorbell past the old
      * completion, and it rang that doorbell before the SQ doorbell that
      * brought this command: look at the CQ doorbell again before calling it
@@ -239,6 +237,15 @@ GPUMEM_API int gpumem_nvme_sw_fetch(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st
     } else {
         q->cid_state[cid] = 1;
     }
+}
+
+/* Fetch the next command (in order) into *cmd. Returns 0 when the SQ is
+ * empty. A command whose ID is still in flight is marked
+ * GPUMEM_NVME_SW_CID_CONFLICT and counted. */
+GPUMEM_API int gpumem_nvme_sw_fetch(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, gpumem_nvme_cmd *cmd) {
+    if (!q || !st || !cmd || q->sq_head == q->sq_tail) return 0;
+    *cmd = q->sq[q->sq_head];
+    gpumem__sw_accept(q, st, cmd);
     return 1;
 }
 
@@ -352,61 +359,6 @@ GPUMEM_API int gpumem_nvme_prp_walk_next(gpumem_nvme_prp_walk *w, uint64_t *addr
     return 1;
 }
 
-/* `units` units of `unit` bytes (16, 8, 4, 2 or 1; both addresses aligned
- * to it), lane `lane` of `width` taking units lane, lane + width, ...: the
- * lanes of a warp touch neighbouring units, so each step is one coalesced
- * access of width * unit bytes. The device moves each unit as one vector
- * load and store (16 bytes: uint4); the host as a fixed-size memcpy. */
-GPUMEM_API void gpumem__copy_units(unsigned char *d, const unsigned char *s, uint64_t units, uint32_t unit,
-                                   uint32_t lane, uint32_t width) {
-    uint64_t k;
-#if GPUMEM_ON_DEVICE
-    switch (unit) {
-    case 16:
-        for (k = lane; k < units; k += width) ((uint4 *)d)[k] = ((const uint4 *)s)[k];
-        break;
-    case 8:
-        for (k = lane; k < units; k += width) ((uint64_t *)d)[k] = ((const uint64_t *)s)[k];
-        break;
-    case 4:
-        for (k = lane; k < units; k += width) ((uint32_t *)d)[k] = ((const uint32_t *)s)[k];
-        break;
-    case 2:
-        for (k = lane; k < units; k += width) ((uint16_t *)d)[k] = ((const uint16_t *)s)[k];
-        break;
-    default:
-        for (k = lane; k < units; k += width) d[k] = s[k];
-    }
-#else
-    for (k = lane; k < units; k += width) memcpy(d + k * unit, s + k * unit, unit);
-#endif
-}
-
-/* Copy n bytes with `width` lanes of a warp together: every lane calls with
- * the same arguments and its own `lane`, and each byte is copied once. The
- * middle moves in the widest unit (16, 8, 4, 2 bytes) on which the two
- * addresses agree, the unaligned head and tail byte by byte. One thread on
- * the host (width 1) is plain memcpy. */
-GPUMEM_API void gpumem_copy_lanes(void *dst, const void *src, uint64_t n, uint32_t lane, uint32_t width) {
-    unsigned char *d = (unsigned char *)dst;
-    const unsigned char *s = (const unsigned char *)src;
-    uint32_t unit = 16;
-    uint64_t head, units, i;
-#if !GPUMEM_ON_DEVICE
-    if (width == 1) {
-        if (n) memcpy(d, s, n);
-        return;
-    }
-#endif
-    while (unit > 1 && (((uintptr_t)d ^ (uintptr_t)s) & (unit - 1)) != 0) unit >>= 1;
-    head = (unit - ((uintptr_t)d & (unit - 1))) & (unit - 1);
-    if (head > n) head = n;
-    units = (n - head) / unit;
-    for (i = lane; i < head; i += width) d[i] = s[i];
-    gpumem__copy_units(d + head, s + head, units, unit, lane, width);
-    for (i = head + units * unit + lane; i < n; i += width) d[i] = s[i];
-}
-
 /* Move the `len` bytes of a checked Read (to_host: namespace to buffers) or
  * Write between the namespace at ram + off and the memory its PRPs name,
  * lane `lane` of `width` (every lane with the same arguments; on its own a
@@ -442,31 +394,51 @@ GPUMEM_API uint16_t gpumem_nvme_sw_execute_ram(gpumem_nvme_sw_stats *st, const g
     return GPUMEM_NVME_STATUS(0, 0x13);
 }
 
+/* Claim the next CQ entry for the completion of `cmd` with `status` (a
+ * conflict-marked command gets "command ID conflict" instead and leaves its
+ * ID as it was): the command ID's state, the count, the CQ tail and phase.
+ * Returns the entry, and in *dw2 and *dw3 what gpumem__sw_post_write puts
+ * there. The caller has checked that the CQ has room (cq_posted <
+ * depth - 1). Claims are made in order, one at a time; the writes of
+ * claimed entries may then go together (the GPU controller's lanes). */
+GPUMEM_API gpumem_nvme_cpl *gpumem__sw_post_claim(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st,
+                                                  const gpumem_nvme_cmd *cmd, uint16_t status, uint32_t *dw2,
+                                                  uint32_t *dw3) {
+    const uint16_t cid = (uint16_t)(cmd->cdw0 >> 16);
+    gpumem_nvme_cpl *cpl = &q->cq[q->cq_tail];
+    if (cmd->cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) status = GPUMEM_NVME_STATUS(0, 0x03);
+    else q->cid_state[cid] = 2;
+    st->commands++;
+    *dw2 = (q->sq_head & 0xFFFFu) | ((uint32_t)q->qid << 16);
+    *dw3 = (uint32_t)cid | (q->cq_phase << 16) | ((uint32_t)status << 17);
+    q->cq_cid[q->cq_tail] = cid;
+    q->cq_tail = (q->cq_tail + 1) & q->mask;
+    if (q->cq_tail == 0) q->cq_phase ^= 1u;
+    q->cq_posted++;
+    return cpl;
+}
+
+/* Write a claimed CQ entry; its phase (in dw3) goes last. */
+GPUMEM_API void gpumem__sw_post_write(gpumem_nvme_cpl *cpl, uint32_t dw2, uint32_t dw3) {
+    cpl->dw0 = 0;
+    cpl->dw1 = 0;
+    cpl->dw2 = dw2;
+    /* Release, system scope: dw0..dw2, and the data this command moved into
+     * the host's buffer, before the phase flips; pairs with the harvester's
+     * acquire load of dw3 (gpumem__cq_harvest). */
+    gpumem_atomic_store_u32(&cpl->dw3, dw3, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+}
+
 /* Post the completion of `cmd` with `status` (a conflict-marked command
  * gets "command ID conflict" instead and leaves its ID as it was). The
  * caller has checked that the CQ has room (cq_posted < depth - 1). */
 GPUMEM_API void gpumem_nvme_sw_post(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, const gpumem_nvme_cmd *cmd,
                                     uint16_t status) {
-    uint16_t cid;
+    uint32_t dw2, dw3;
     gpumem_nvme_cpl *cpl;
     if (!q || !st || !cmd) return;
-    cid = (uint16_t)(cmd->cdw0 >> 16);
-    cpl = &q->cq[q->cq_tail];
-    if (cmd->cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) status = GPUMEM_NVME_STATUS(0, 0x03);
-    else q->cid_state[cid] = 2;
-    st->commands++;
-    cpl->dw0 = 0;
-    cpl->dw1 = 0;
-    cpl->dw2 = (q->sq_head & 0xFFFFu) | ((uint32_t)q->qid << 16);
-    q->cq_cid[q->cq_tail] = cid;
-    /* Release, system scope: dw0..dw2, and the data this command moved into
-     * the host's buffer, before the phase flips; pairs with the harvester's
-     * acquire load of dw3 (gpumem__cq_harvest). */
-    gpumem_atomic_store_u32(&cpl->dw3, (uint32_t)cid | (q->cq_phase << 16) | ((uint32_t)status << 17),
-                            GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
-    q->cq_tail = (q->cq_tail + 1) & q->mask;
-    if (q->cq_tail == 0) q->cq_phase ^= 1u;
-    q->cq_posted++;
+    cpl = gpumem__sw_post_claim(q, st, cmd, status, &dw2, &dw3);
+    gpumem__sw_post_write(cpl, dw2, dw3);
 }
 
 /* Serve one queue with instant completion from a namespace in memory: take
@@ -503,13 +475,14 @@ GPUMEM_API uint32_t gpumem_nvme_sw_serve_ram(gpumem_nvme_swq *q, gpumem_nvme_sw_
  *
  * It supports a subset of the host controller: instant completion, in order,
  * from a namespace in memory, with an optional IOPS cap (completions spaced
- * by the GPU's global timer, the cap split evenly over the serving threads
+ * by the GPU's global timer, the cap split evenly over the serving warps
  * that have pairs). No file backing, latency model, reordering or error
  * injection: those stay with gpumem_swctl.
  *
- * Thread t of n serves pairs t, t+n, t+2n, ...; each pair has one server, so
- * the controller-side state needs no atomics. The loop ends when the stop
- * word is set. Everything is GPUMEM_API: the host test suite runs the same
+ * Warp w of W serves pairs w, w+W, w+2W, ...; each pair has one serving
+ * warp, so the controller-side state needs no atomics, and the warp's lanes
+ * take several commands of the pair at once and split each copy. The loop
+ * ends when the stop word is set. Everything is GPUMEM_API: the host test suite runs the same
  * loop from a POSIX thread against host threads.
  *
  *   gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
@@ -519,16 +492,24 @@ GPUMEM_API uint32_t gpumem_nvme_sw_serve_ram(gpumem_nvme_swq *q, gpumem_nvme_sw_
  *   void *mem;  cudaMalloc(&mem, bytes);
  *   gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d);          // a 1-thread kernel inits it
  *   gpumem_nvme_gpuctl *ctl = (gpumem_nvme_gpuctl *)mem;   // device pointers from here
- *   gpumem_nvme_gpuctl_launch(ctl, 128, stream);           // the persistent block
- *   gpumem_nvme_gpuctl_wait_running(&d, 128);              // before clients launch
+ *   cudaStream_t stream;  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+ *   const void *clients[] = {(const void *)my_kernel};   // every kernel that will use its pairs
+ *   gpumem_nvme_gpuctl_start(ctl, &d, 128, stream, clients, 1, 5000);
+ *       // preloads its own kernel and the client kernels (lazy module loading
+ *       // would never load one while the controller runs), launches the
+ *       // persistent block (128 threads: 4 warps) and waits until it runs
  *   ... kernels use gpumem_nvme_gpuctl_pair(mem, i) like any other pair ...
  *   gpumem_nvme_gpuctl_stop(&d); cudaStreamSynchronize(stream);
  *   gpumem_nvme_sw_stats s; gpumem_nvme_gpuctl_get_stats_cuda(ctl, &s);   // s.violations == 0
  *
- * Launch the controller on its own non-blocking stream before its clients,
- * and wait until it runs: clients that fill the GPU first would keep it from
- * ever being scheduled. Or run it in block 0 of a cooperative launch that
- * also holds the clients (the device tests do both).
+ * Start the controller on its own non-blocking stream before its clients
+ * (gpumem_nvme_gpuctl_start waits until it runs): clients that fill the GPU
+ * first would keep it from ever being scheduled. Kernels launched while it
+ * runs must have been loaded before it started: pass them to
+ * gpumem_nvme_gpuctl_start, or preload them with gpumem_cuda_preload (or
+ * set CUDA_MODULE_LOADING=EAGER). Or run gpumem_nvme_gpuctl_serve in block 0
+ * of a cooperative launch that also holds the clients (the device tests do
+ * both).
  */
 
 typedef struct gpumem_nvme_gpuctl_desc {
@@ -563,10 +544,11 @@ typedef struct gpumem_nvme_gpuctl {
 } gpumem_nvme_gpuctl;
 
 #ifndef GPUMEM_GPUCTL_BATCH
-/* Commands a serving lane takes from one pair per visit before the warp
- * moves on (its other pairs, the stop word): larger batches mean fewer
- * doorbell reads per command, smaller ones fairer service across pairs. */
-#define GPUMEM_GPUCTL_BATCH 8u
+/* Commands a serving warp takes from one pair per visit before it moves on
+ * (its other pairs, the stop word), in rounds of at most one per lane:
+ * larger batches mean fewer doorbell reads per command, smaller ones
+ * fairer service across pairs. 32 fills a warp's lanes in one round. */
+#define GPUMEM_GPUCTL_BATCH 32u
 #endif
 
 GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
@@ -708,84 +690,131 @@ GPUMEM_API int gpumem__gpuctl_stopping(gpumem_nvme_gpuctl *c, uint32_t t) {
     return gpumem_atomic_load_u32(&c->stop_mirror, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE) != 0;
 }
 
-/* One visit of a warp (`lanes` lanes, `mask` of them) to one pair per lane
- * (pair i of this lane; i >= n_pairs: none, the lane only helps to copy). Each lane takes its pair's
- * doorbells, then round by round: every lane fetches and checks one
- * command, the whole warp moves the data of each lane's command in turn
- * (gpumem_nvme_sw_move_ram with every lane), and each lane posts its
- * completion; at most `budget` commands per lane. So a warp has up to 32
- * commands in flight, and a 4 KiB transfer is 8 steps of 32 lanes x 16
- * bytes instead of 512 steps of one thread. Returns this lane's work. */
+/* One visit of a warp (`lanes` lanes, `mask` of them: every lane calls
+ * with the same arguments but its own `lane`) to pair i, which this warp
+ * alone serves. Lane 0 takes the doorbells; then, round by round, up to one
+ * command per lane and at most `budget` in all:
+ *   - each lane copies its command from the SQ (command j of the round from
+ *     head + j: the warp's loads are one coalesced read of the ring);
+ *   - in SQ order, one lane at a time, each accepts its command (SQ head,
+ *     command ID) and checks it: the controller-side queue and the pair's
+ *     counts have one writer at a time, in the order the host controller
+ *     would make the same steps, and a warp barrier between turns passes
+ *     each lane's writes on to the next;
+ *   - the whole warp moves the data of each command in turn
+ *     (gpumem_nvme_sw_move_ram with every lane: a 4 KiB transfer is two
+ *     groups of four 16-byte units per lane);
+ *   - in SQ order again, each lane claims its CQ entry (position, phase, SQ
+ *     head, command ID), and then every lane writes its entry at once, so
+ *     that the system-scope release orders the round's data once for the
+ *     warp rather than once per command. A harvester takes entries in CQ
+ *     order and stops at the first not yet written, so entries that become
+ *     visible out of order are still harvested in order.
+ * So completions are posted in fetch order with the right phase and SQ
+ * head, as by one thread, with up to a warp's width of commands in flight.
+ * Returns the commands posted (the same on every lane) and sets *doorbells
+ * on lane 0 when a doorbell moved. */
 GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint32_t budget, uint32_t lane,
-                                         uint32_t lanes, uint32_t mask) {
-    gpumem_nvme_swq *q = i < c->n_pairs ? &c->queues[i] : (gpumem_nvme_swq *)0;
-    gpumem_nvme_sw_stats *st = q ? &c->stats[i] : (gpumem_nvme_sw_stats *)0;
-    uint32_t work = 0, n = 0;
-    if (q) work = gpumem_nvme_sw_take_cq_doorbell(q, st) + gpumem_nvme_sw_take_sq_doorbell(q, st);
+                                         uint32_t lanes, uint32_t mask, uint32_t *doorbells) {
+    gpumem_nvme_swq *q = &c->queues[i];
+    gpumem_nvme_sw_stats *st = &c->stats[i];
+    uint32_t n = 0;
+    if (lane == 0) *doorbells = gpumem_nvme_sw_take_cq_doorbell(q, st) + gpumem_nvme_sw_take_sq_doorbell(q, st);
+    /* Lane 0's acquire of the SQ doorbell before every lane's loads of the
+     * commands it brought: the barrier orders memory between its lanes. */
+    gpumem_warp_sync(mask);
     for (;;) {
         gpumem_nvme_cmd cmd;
-        uint64_t off = 0, len = 0;
+        gpumem_nvme_cpl *cpl = (gpumem_nvme_cpl *)0;
+        uint64_t off = 0, len = 0, round = 0;
+        uint32_t movers, count, head, k, dw2 = 0, dw3 = 0;
         uint16_t status = 0;
-        uint32_t movers;
-        int have;
-        cmd.cdw0 = 0, cmd.prp1 = cmd.prp2 = 0; /* a lane without a command still takes part in the shuffles */
-        have = q && n < budget && q->cq_posted < q->depth - 1 && gpumem_nvme_sw_fetch(q, st, &cmd);
-        if (have && !(cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT))
-            status = gpumem_nvme_sw_check(st, &c->ns, &cmd, &off, &len);
-        movers = gpumem_warp_ballot(mask, have && status == 0 && len != 0);
-        if (movers) {
-            while (movers) {
-                const uint32_t from = gpumem_lowest_lane(movers);
-                const uint64_t to_host = gpumem_warp_bcast_u64(mask, (cmd.cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, from);
-                const uint64_t at = gpumem_warp_bcast_u64(mask, off, from), bytes = gpumem_warp_bcast_u64(mask, len, from);
-                const uint64_t prp1 = gpumem_warp_bcast_u64(mask, cmd.prp1, from);
-                const uint64_t prp2 = gpumem_warp_bcast_u64(mask, cmd.prp2, from);
-                /* Split over the lanes there are (a last warp may be partial). */
-                if (gpumem_nvme_sw_move_ram(c->ram, at, bytes, (int)to_host, prp1, prp2, lane, lanes) &&
-                    lane == from) {
-                    st->bad_prp++;
-                    status = GPUMEM_NVME_STATUS(0, 0x13);
-                }
-                movers &= movers - 1;
+        /* Lane 0 sizes the round (commands waiting, CQ room, the budget left,
+         * the lanes) and passes it on with the SQ head it starts from: the
+         * acquire of the SQ doorbell was its own, and the shuffle orders the
+         * other lanes' SQ loads after it. */
+        if (lane == 0) {
+            const uint32_t waiting = (q->sq_tail - q->sq_head) & q->mask, room = q->depth - 1 - q->cq_posted;
+            uint32_t take = budget - n < lanes ? budget - n : lanes;
+            if (take > waiting) take = waiting;
+            if (take > room) take = room;
+            round = (uint64_t)take << 32 | q->sq_head;
+        }
+        round = gpumem_warp_bcast_u64(mask, round, 0);
+        count = (uint32_t)(round >> 32);
+        head = (uint32_t)round;
+        if (count == 0) break;
+        /* A lane past the round loads command 0 of it again (the same line,
+         * no divergence) and leaves it alone: it only takes part in the
+         * shuffles and the copies. */
+        cmd = q->sq[(head + (lane < count ? lane : 0)) & q->mask];
+        for (k = 0; k < count; k++) {
+            if (lane == k) {
+                gpumem__sw_accept(q, st, &cmd);
+                if (!(cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT))
+                    status = gpumem_nvme_sw_check(st, &c->ns, &cmd, &off, &len);
             }
-            /* Every lane's share of the data before any lane's completion:
-             * each orders its own stores at system scope, the warp barrier
-             * orders them before the posting lanes' release stores of dw3. */
-            gpumem_atomic_fence(GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
             gpumem_warp_sync(mask);
         }
-        if (!gpumem_warp_ballot(mask, have)) break;
-        if (have) {
-            if (status) st->errors_other++;
-            gpumem_nvme_sw_post(q, st, &cmd, status);
-            n++;
+        movers = gpumem_warp_ballot(mask, lane < count && !(cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) && status == 0 &&
+                                              len != 0);
+        while (movers) {
+            const uint32_t from = gpumem_lowest_lane(movers);
+            const uint64_t to_host = gpumem_warp_bcast_u64(mask, (cmd.cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, from);
+            const uint64_t at = gpumem_warp_bcast_u64(mask, off, from), bytes = gpumem_warp_bcast_u64(mask, len, from);
+            const uint64_t prp1 = gpumem_warp_bcast_u64(mask, cmd.prp1, from);
+            const uint64_t prp2 = gpumem_warp_bcast_u64(mask, cmd.prp2, from);
+            /* Split over the lanes there are (a last warp may be partial). */
+            if (gpumem_nvme_sw_move_ram(c->ram, at, bytes, (int)to_host, prp1, prp2, lane, lanes) && lane == from)
+                status = GPUMEM_NVME_STATUS(0, 0x13); /* counted in its turn below */
+            movers &= movers - 1;
         }
+        /* Every lane's share of the data before any completion: each lane
+         * orders its own stores at system scope, and the warp barrier orders
+         * them before every lane's claim and write of a CQ entry. */
+        gpumem_atomic_fence(GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+        gpumem_warp_sync(mask);
+        for (k = 0; k < count; k++) {
+            if (lane == k) {
+                if (status == GPUMEM_NVME_STATUS(0, 0x13)) st->bad_prp++; /* only the copy gives this status */
+                if (status) st->errors_other++;
+                cpl = gpumem__sw_post_claim(q, st, &cmd, status, &dw2, &dw3);
+            }
+            gpumem_warp_sync(mask);
+        }
+        if (lane < count) gpumem__sw_post_write(cpl, dw2, dw3);
+        n += count;
     }
-    return work + n;
+    return n;
 }
 
-/* The serving loop of thread t of n: serves pairs t, t+n, ... until the stop
- * word is set. Call it from every thread of a persistent block (the kernel
- * gpumem_nvme_gpuctl_kernel does), or from a host thread. On the device the
- * lanes of a warp serve together, so t must number threads so that a warp's
- * lanes are t = 32w .. 32w+31 (threadIdx.x in one block, or the global index
- * with whole warps per block), and every thread 0 .. n-1 must call it. */
+/* The serving loop of thread t of n. The warps of the n threads (W of them)
+ * share the pairs: warp w serves pairs w, w + W, w + 2W, ..., each pair one
+ * warp's alone, so the controller-side state needs no atomics, and the 32
+ * lanes of a warp serve one pair at a time together (gpumem__gpuctl_visit:
+ * several of its commands at once, every copy split over the lanes). Call it
+ * from every thread of a persistent block (the kernel gpumem_nvme_gpuctl_kernel
+ * does), or from host threads. On the device t must number threads so that
+ * a warp's lanes are t = 32w .. 32w+31 (threadIdx.x and blockDim.x in one
+ * block, or the global index with whole warps per block), and every thread
+ * 0 .. n-1 must call it; a last warp of fewer than 32 threads serves with
+ * the lanes it has. On the host a thread is a warp of one (tests/host_warp.h
+ * makes warps of several host threads). Ends when the stop word is set. */
 GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint32_t n) {
-    const uint32_t lane = t % GPUMEM_WARP_WIDTH, first = t - lane;
-    uint32_t servers, k, visits, lanes, mask;
+    const uint32_t lane = t % GPUMEM_WARP_WIDTH, first = t - lane, warp = t / GPUMEM_WARP_WIDTH;
+    const uint32_t warps = (n + GPUMEM_WARP_WIDTH - 1) / GPUMEM_WARP_WIDTH;
+    uint32_t servers, k, lanes, mask;
     uint64_t gap, next = 0;
     gpumem_backoff b = gpumem_backoff_start();
     if (!c || n == 0 || t >= n) return;
 #if GPUMEM_ON_DEVICE
     GPUMEM_ASSERT(lane == gpumem_lane_id()); /* t numbered by warp */
 #endif
-    servers = n < c->n_pairs ? n : c->n_pairs;
-    /* The lanes of this warp that take part (a last warp may be partial),
-     * and how many visits a round has: lane 0's pair count, the most. */
+    servers = warps < c->n_pairs ? warps : c->n_pairs;
+    /* The lanes of this warp that take part (a last warp may be partial). */
     lanes = n - first < GPUMEM_WARP_WIDTH ? n - first : GPUMEM_WARP_WIDTH;
     mask = lanes >= 32 ? 0xFFFFFFFFu : (1u << lanes) - 1u;
-    visits = first < c->n_pairs ? (c->n_pairs - 1 - first) / n + 1 : 0;
-    /* With a cap, this thread may complete one command every `gap` ns, with
+    /* With a cap, this warp may complete one command every `gap` ns, with
      * bursts of at most 32 after an idle spell. */
     gap = c->iops ? (1000000000ull * servers + c->iops - 1) / c->iops : 0;
     /* Release is not needed (nothing is published), but the host polls this
@@ -796,23 +825,21 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
         int stop = (work == 0 || (round & 63u) == 0) && gpumem__gpuctl_stopping(c, t);
         if (gpumem_warp_ballot(mask, stop)) break;
         work = 0;
-        for (k = 0; k < visits; k++) {
-            const uint32_t i = t + k * n;
-            uint32_t budget = GPUMEM_GPUCTL_BATCH;
-            uint64_t before = 0;
-            if (i < c->n_pairs) {
-                if (gap) {
-                    uint64_t now = gpumem_clock_ns();
-                    if (next + 32 * gap < now) next = now - 32 * gap;
-                    if (next > now) budget = 0;
-                    else if ((now - next) / gap + 1 < budget) budget = (uint32_t)((now - next) / gap) + 1;
-                }
-                before = c->stats[i].commands;
+        for (k = warp; k < c->n_pairs; k += warps) {
+            uint32_t budget = GPUMEM_GPUCTL_BATCH, doorbells = 0, posted;
+            if (gap) {
+                /* Lane 0's clock for the whole warp: the budget must be the same on every lane. */
+                const uint64_t now = gpumem_warp_bcast_u64(mask, lane == 0 ? gpumem_clock_ns() : 0, 0);
+                if (next + 32 * gap < now) next = now - 32 * gap;
+                if (next > now) budget = 0;
+                else if ((now - next) / gap + 1 < budget) budget = (uint32_t)((now - next) / gap) + 1;
             }
-            work += gpumem__gpuctl_visit(c, i, budget, lane, lanes, mask);
-            if (i < c->n_pairs) next += gap * (c->stats[i].commands - before);
+            posted = gpumem__gpuctl_visit(c, k, budget, lane, lanes, mask, &doorbells);
+            next += gap * posted;
+            work |= posted | doorbells;
         }
-        /* The warp idles (backs off) only when none of its lanes had work. */
+        /* The warp idles (backs off) only when it had no work: lane 0 saw the
+         * doorbells, and every lane counted the commands. */
         work = gpumem_warp_ballot(mask, work != 0) != 0;
         if (work) {
             b = gpumem_backoff_start();
@@ -824,7 +851,8 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
     }
     /* Its pairs will not be served again: their waiters end with ENODEV
      * (through the signals block, the controller's side of each pair). */
-    for (k = t; k < c->n_pairs; k += n) gpumem_nvme_qp_signals_set_stopped(c->queues[k].signals, 1);
+    if (lane == 0)
+        for (k = warp; k < c->n_pairs; k += warps) gpumem_nvme_qp_signals_set_stopped(c->queues[k].signals, 1);
 }
 
 /* The sum of every pair's counts (exact once the loop has ended). Runs
@@ -921,16 +949,29 @@ static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes
  * wait for it) and wait, at most timeout_ms, until it runs. client_kernels
  * (n of them) are the kernels that will use its pairs: they are preloaded
  * first (see above). Under lazy loading with n == 0: GPUMEM_ESTATE, and a
- * message naming the remedies. */
+ * message naming the remedies. A block larger than the controller kernel
+ * can launch with (cudaFuncGetAttributes: its registers per thread limit
+ * it below 1024): GPUMEM_EINVAL, and a message with the limit. On
+ * GPUMEM_ETIMEDOUT the stop word is set, so that a controller that starts
+ * late ends at once instead of serving pairs nobody expects it to. */
 static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, const gpumem_nvme_gpuctl_desc *d,
                                                      uint32_t threads, cudaStream_t stream,
                                                      const void *const *client_kernels, uint32_t n,
                                                      uint32_t timeout_ms) {
     const void *own[1] = {(const void *)gpumem_nvme_gpuctl_kernel<>};
+    cudaFuncAttributes attr;
     uint64_t end;
     gpumem_status st;
     if (!c || !d || !d->control) return GPUMEM_ENULL;
-    if (threads == 0 || threads > 1024) return GPUMEM_EINVAL;
+    if (cudaFuncGetAttributes(&attr, own[0]) != cudaSuccess) return GPUMEM_ESYS;
+    if (threads == 0 || threads > (uint32_t)attr.maxThreadsPerBlock) {
+#if !GPUMEM_ON_DEVICE
+        GPUMEM_LOG("GPU controller: a block of %u threads cannot launch: the controller kernel takes at most %d "
+                   "threads per block on this device (%d registers per thread)",
+                   threads, attr.maxThreadsPerBlock, attr.numRegs);
+#endif
+        return GPUMEM_EINVAL;
+    }
     if (n == 0 && gpumem_cuda_lazy_loading() == 1) {
 #if !GPUMEM_ON_DEVICE /* host code, parsed by both passes; the log exists on the host */
         GPUMEM_LOG("GPU controller: CUDA loads modules lazily (CUDA_MODULE_LOADING=LAZY, the default since CUDA "
@@ -946,7 +987,12 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
     if (cudaGetLastError() != cudaSuccess) return GPUMEM_ESYS;
     end = gpumem_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) < threads)
-        if (gpumem_clock_ns() > end) return GPUMEM_ETIMEDOUT;
+        if (gpumem_clock_ns() > end) {
+            /* The launch stays queued: if it ever runs, it finds the stop
+             * word set and ends at its first look. */
+            gpumem_nvme_gpuctl_stop(d);
+            return GPUMEM_ETIMEDOUT;
+        }
     return GPUMEM_OK;
 }
 
