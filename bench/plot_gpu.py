@@ -4,17 +4,23 @@
 usage: plot_gpu.py GPU-RUN.jsonl OUT.png
 
 GPU-RUN.jsonl is what bench/cuda/bench_gpu.cu appends, one measurement per
-line (build/results/gpu-run.jsonl; `make gpu-bench` calls this). One panel,
-commands per second against GPU client threads, log-log, one pair each:
+line, one file per device (build/results/gpu-run-<gpu name>.jsonl; `make
+gpu-bench` calls this for each, drawing build/results/gpu-clients-<gpu
+name>.png). A file holds one device's rows; rows of another device in it are
+refused. One panel, commands per second against GPU client threads, log-log,
+one pair each:
 
   - the host-thread controller with GPU clients, and the same controller's
     rate with host-thread clients in the same run (a flat line: the baseline);
   - the GPU-resident controller with the lock-free pair, and the mutex-guarded
     queue on the same rings (its baseline); the 128-pair lock-free rows too.
 
-It also prints, for rows measured by both builds (statistics on and
-compiled out), the ratio of the two. A key measured twice keeps its last
-row. The data file and the gnuplot script go next to OUT (.dat, .gp)."""
+Rows that did not finish within their share of the time ("finished":
+false; their rate is over the operations done when they were stopped) are
+not drawn; they are listed. It also prints, for rows measured by both builds
+(statistics on and compiled out), the ratio of the two. A key measured twice
+keeps its last row. The data file and the gnuplot script go next to OUT
+(.dat, .gp)."""
 import json, os, shutil, subprocess, sys
 
 SERIES = [  # (title, group, variant, pairs)
@@ -28,6 +34,7 @@ SERIES = [  # (title, group, variant, pairs)
 def load(path):
     """{(group, variant, threads, pairs, arg, stats): row}, the last row of each key."""
     rows = {}
+    gpus = set()
     try:
         with open(path) as f:
             for n, line in enumerate(f, 1):
@@ -39,8 +46,12 @@ def load(path):
                 except (ValueError, KeyError, TypeError) as e:
                     sys.exit(f"plot_gpu.py: {path}:{n}: not a bench_gpu row ({type(e).__name__}: {e})")
                 rows[key] = r
+                gpus.add(r.get("gpu"))
     except FileNotFoundError:
         sys.exit(f"plot_gpu.py: {path}: no such file (make gpu-bench writes it, on a machine with a GPU)")
+    if len(gpus) > 1:
+        sys.exit(f"plot_gpu.py: {path}: rows of several devices ({', '.join(sorted(map(str, gpus)))}): "
+                 "one file per device")
     return rows
 
 
@@ -49,6 +60,11 @@ def main():
         sys.exit(__doc__)
     rows = load(sys.argv[1])
     out = sys.argv[2]
+    unfinished = sorted(k for k, r in rows.items() if not r.get("finished", True))
+    for k in unfinished:
+        print(f"plot_gpu.py: did not finish (not drawn): {k[0]} {k[1]} threads {k[2]} pairs {k[3]} arg {k[4]}"
+              f"{'' if k[5] else ' (nostats)'}")
+    rows = {k: r for k, r in rows.items() if r.get("finished", True)}
     base = out[:-4] if out.endswith(".png") else out
     columns = []
     for title, group, variant, pairs in SERIES:

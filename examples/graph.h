@@ -449,6 +449,15 @@ typedef struct graph_store {
     uint32_t n_slots;
 } graph_store;
 
+/* How the store makes and frees its cache: gpumem_cache_create and
+ * gpumem_cache_destroy, unless the including file names others first (the
+ * CUDA example puts the cache's contended metadata in GPU memory:
+ * examples/cuda/gpu_cache.h). */
+#ifndef GRAPH_CACHE_CREATE
+#define GRAPH_CACHE_CREATE gpumem_cache_create
+#define GRAPH_CACHE_DESTROY gpumem_cache_destroy
+#endif
+
 GRAPH_API void graph_store_close(graph_store *s) {
     if (s->tier) gpumem_tier_destroy(s->tier); /* read-only: nothing dirty to write */
     s->tier = NULL;
@@ -456,7 +465,7 @@ GRAPH_API void graph_store_close(graph_store *s) {
         gpumem_swctl_stop(s->ctl);
         gpumem_swctl_destroy(s->ctl);
     }
-    if (s->cache) gpumem_cache_destroy(s->cache);
+    if (s->cache) GRAPH_CACHE_DESTROY(s->cache);
     free(s->seq_mem);
     s->seq_mem = NULL;
     if (s->fd >= 0) close(s->fd);
@@ -526,7 +535,7 @@ GRAPH_API gpumem_status graph_store_open(graph_store *s, const char *path, const
     }
     ns = gpumem_swctl_ns(s->ctl);
     d.backing = gpumem_cache_backing_nvme(s->pairs, 1, cfg->n_pairs, &ns, 0, GPUMEM_CACHE_STRIPE);
-    if ((st = gpumem_cache_create(&d, &s->cache)) != GPUMEM_OK) {
+    if ((st = GRAPH_CACHE_CREATE(&d, &s->cache)) != GPUMEM_OK) {
         graph_fail(err, len, st, "cache of %u lines: %s", s->n_slots, gpumem_status_str(st));
         goto fail;
     }

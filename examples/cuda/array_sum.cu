@@ -14,6 +14,7 @@
 
 #include "gpumem_cache.h"
 #include "gpumem_swctl.h"
+#include "gpu_cache.h" // the cache's contended metadata in GPU (managed) memory
 #include "tests/cuda/watch.h" // a stalled run reports and exits instead of hanging
 
 #define LINE 4096u
@@ -34,7 +35,8 @@ __global__ void sum_lines(const gpumem_cache_array *a, uint64_t n_lines, sums *o
         for (uint64_t w = line * WORDS_PER_LINE + lane; w < (line + 1) * WORDS_PER_LINE; w += 32) {
             uint64_t v = 0;
             gpumem_status st;
-            while ((st = gpumem_cache_ref_get(&r, w, &v)) == GPUMEM_EAGAIN) __nanosleep(1000); // full: holds nothing
+            DeviceRetry retry; // full: this lane holds nothing; sleep between tries, give up after a bound
+            while ((st = gpumem_cache_ref_get(&r, w, &v)) == GPUMEM_EAGAIN && retry.pause()) {}
             if (st != GPUMEM_OK) {
                 errors++;
                 continue;
@@ -103,7 +105,7 @@ int main(int argc, char **argv) {
         gpumem_nvme_ns ns = gpumem_swctl_ns(ctl);
         d.backing = gpumem_cache_backing_nvme(pairs, 1, 4, &ns, 0, GPUMEM_CACHE_STRIPE);
     }
-    if (gpumem_cache_create(&d, &cache) != GPUMEM_OK) {
+    if (gpu_cache_create(&d, &cache) != GPUMEM_OK) {
         fprintf(stderr, "array_sum: cache of %u lines: failed\n", d.n_slots);
         return 1;
     }
@@ -111,7 +113,10 @@ int main(int argc, char **argv) {
     *arr = gpumem_cache_array_make(cache, 8, 0, n_lines * WORDS_PER_LINE);
     CHECK(cudaMallocManaged(&out, sizeof *out));
     memset(out, 0, sizeof *out);
-    gpumem_swctl_start(ctl);
+    if (gpumem_swctl_start(ctl) != GPUMEM_OK) {
+        fprintf(stderr, "array_sum: the controller did not start\n");
+        return 1;
+    }
     CHECK(cudaEventCreate(&t0));
     CHECK(cudaEventCreate(&t1));
     {   // one line per warp in flight, no more warps than slots
@@ -121,7 +126,7 @@ int main(int argc, char **argv) {
         sum_lines<<<(warps + 7) / 8, 256>>>(arr, n_lines, out);
         CHECK(cudaGetLastError());
         CHECK(cudaEventRecord(t1));
-        CHECK(cudaDeviceSynchronize());
+        wait_kernels(240, "array_sum");
         CHECK(cudaEventElapsedTime(&ms, t0, t1));
     }
     gpumem_swctl_stop(ctl);
@@ -133,7 +138,7 @@ int main(int argc, char **argv) {
     printf("array_sum: sum %016llx, host %016llx; %llu values wrong, %llu errors, %llu protocol violations\n",
            out->sum, (unsigned long long)expect, out->wrong, out->errors, (unsigned long long)s.violations);
     ok = out->sum == expect && out->wrong == 0 && out->errors == 0 && s.violations == 0;
-    gpumem_cache_destroy(cache);
+    gpu_cache_destroy(cache);
     gpumem_swctl_destroy(ctl);
     close(fd);
     unlink(path);

@@ -24,13 +24,12 @@ static void *pinned_alloc(size_t n) {
 
 #include "tests/cuda/cuda_check.h" // CHECK(cudaCall): exit with the call and its error
 
-// Exit with a plain message where there is no GPU; set up mapped memory.
+// Exit (status 1) with a plain message where there is no GPU, or where CUDA
+// fails (no_gpu says which); set up mapped memory.
 static void need_gpu(const char *program) {
-    int devices = 0;
     cudaDeviceProp p;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-        fprintf(stderr, "%s: no CUDA device on this machine; the host version (build/%s) runs anywhere\n", program,
-                program);
+    if (no_gpu(program)) {
+        fprintf(stderr, "%s: needs a GPU; the host version (build/%s) runs anywhere\n", program, program);
         exit(1);
     }
     CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));

@@ -11,6 +11,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cuda_host.h"
 #define GPUMEM_IMPLEMENTATION
+#include "gpu_cache.h" // the cache's contended metadata in GPU (managed) memory
+#define GRAPH_CACHE_CREATE gpu_cache_create
+#define GRAPH_CACHE_DESTROY gpu_cache_destroy
 
 #include "../graph.h"
 #include "tests/cuda/watch.h" // a stalled run reports and exits instead of hanging
@@ -101,7 +104,7 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
             bfs_level<<<blocks, 128>>>(arrays, (uint32_t)n, ref->h.n_edges, b, n_items, (uint32_t)rounds + 1, a, c, flag,
                                        total);
             CHECK(cudaGetLastError());
-            CHECK(cudaDeviceSynchronize());
+            wait_kernels(300, "BFS level");
             printf("    level %2llu: %9llu vertices expanded, %9u found\n", (unsigned long long)rounds,
                    (unsigned long long)n_items, *flag);
             n_items = *flag;
@@ -122,7 +125,7 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
             *flag = 0;
             cc_round<<<blocks, 128>>>(arrays, (uint32_t)n, ref->h.n_edges, a, b, c, flag, total);
             CHECK(cudaGetLastError());
-            CHECK(cudaDeviceSynchronize());
+            wait_kernels(300, "CC round");
             printf("    round %2llu done\n", (unsigned long long)rounds);
             t = b;
             b = c;

@@ -57,7 +57,7 @@ int main(void) {
         SwctlWatch watch(ctl, "hello", 30000);
         hello<<<1, 4>>>(qp, out, in, wrong);
         CHECK(cudaGetLastError());
-        CHECK(cudaDeviceSynchronize());
+        wait_kernels(60, "hello"); // bounded: a stall stops the controller, reports and fails
     }
     for (b = 0; b < 4; b++) printf("block %d: \"%s\"\n", 100 + b, in + b * 4096);
     gpumem_swctl_stop(ctl);

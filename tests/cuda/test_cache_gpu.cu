@@ -21,6 +21,9 @@
 //      controller's command counts must equal the cache's I/O counts.
 // Each test prints one PASS/FAIL line; the exit status is non-zero if any failed.
 //
+//   build/cuda/test_cache_gpu.bin [--small] [--fused]
+//     --small  every test smaller (for compute-sanitizer)
+//     --fused  test 6 runs the controller in block 0 of a cooperative launch
 //   make gpu-test        (runs where a GPU is present; compiled by make test)
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
@@ -36,10 +39,17 @@
 #include "cuda_check.h"
 #include "cache_rig.h"
 #include "watch.h"
+#include "gpuctl_run.h"
 
 struct Counts {
     unsigned long long ok, bad, eagain, other;
 };
+
+// --small (compute-sanitizer runs kernels about 100x slower): every test
+// shrinks, the threads and the data, keeping what it checks (evictions
+// still happen: the caches stay smaller than the data).
+static bool small_run = false;
+static uint32_t scaled(uint32_t full, uint32_t small) { return small_run ? small : full; }
 
 
 // ---- 1. warp grouping ------------------------------------------------------
@@ -64,7 +74,8 @@ static void test_grouping() {
     CHECK(cudaMallocManaged(&mask, 32 * sizeof *mask));
     CHECK(cudaMallocManaged(&leader, 32 * sizeof *leader));
     grouping<<<1, 32>>>(a.cache, b.cache, mask, leader);
-    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaGetLastError());
+    wait_kernels(60, "warp grouping");
     for (uint32_t l = 0; l < 28; l++) {
         uint32_t want = l < 8 ? 0x000000FFu : l < 16 ? 0x0000FF00u : (l & 1) ? 0x0AAA0000u : 0x05550000u;
         EXPECT(mask[l] == want, "lane %u: group %08x, expected %08x", l, mask[l], want);
@@ -95,14 +106,14 @@ __global__ void coalesced_reads(gpumem_cache *c, uint64_t n_words, Counts *n) {
 static void test_coalesced_reads() {
     test_begin();
     const uint32_t line = 4096;
-    const uint64_t n_lines = 1024;
+    const uint64_t n_lines = scaled(1024, 32); // 512K threads, or 16K
     Rig r(line, n_lines, n_lines);  // room for everything: each line filled once
     Counts *n;
     CHECK(cudaMallocManaged(&n, sizeof *n));
     memset(n, 0, sizeof *n);
     coalesced_reads<<<(unsigned)((r.n_words + 255) / 256), 256>>>(r.cache, r.n_words, n);
     CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
+    wait_kernels(kTestWaitS, "coalesced misses");
     gpumem_cache_stats s;
     gpumem_cache_get_stats(r.cache, &s);
     EXPECT(n->ok == r.n_words && n->bad == 0 && n->eagain == 0 && n->other == 0,
@@ -123,7 +134,7 @@ static void test_coalesced_reads() {
     memset(n, 0, sizeof *n);
     coalesced_reads<<<(unsigned)((r.n_words + 255) / 256), 256>>>(r.cache, r.n_words, n);
     CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
+    wait_kernels(kTestWaitS, "warm hits");
     gpumem_cache_stats s2;
     gpumem_cache_get_stats(r.cache, &s2);
     EXPECT(n->ok == r.n_words && n->bad == 0 && n->eagain == 0 && n->other == 0, "second pass: ok %llu bad %llu",
@@ -138,25 +149,31 @@ static void test_coalesced_reads() {
 
 // ---- 3. eviction under contention, through the array reference ------------
 
-__global__ void random_reads(gpumem_cache_array *a, uint64_t n_words, uint32_t per_thread, Counts *n) {
-    uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+// Thread t's reads: `per_thread` random words, each checked by content.
+// EAGAIN (every slot held) is retried with a sleep, bounded (DeviceRetry).
+__device__ void random_reads_of(gpumem_cache_array *a, uint64_t n_words, uint32_t per_thread, Counts *n, uint64_t t) {
     uint64_t rng = (t + 1) * 0x9E3779B97F4A7C15ull;
     gpumem_cache_ref r = gpumem_cache_ref_make(a);
     for (uint32_t k = 0; k < per_thread; k++) {
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
         uint64_t w = rng % n_words, v = 0;
         gpumem_status st;
-        while ((st = gpumem_cache_ref_get(&r, w, &v)) == GPUMEM_EAGAIN) atomicAdd(&n->eagain, 1ull);
+        DeviceRetry retry;
+        while ((st = gpumem_cache_ref_get(&r, w, &v)) == GPUMEM_EAGAIN && retry.pause()) atomicAdd(&n->eagain, 1ull);
         if (st != GPUMEM_OK) atomicAdd(&n->other, 1ull);
         else atomicAdd(v == initial_word(w) ? &n->ok : &n->bad, 1ull);
     }
     if (gpumem_cache_ref_drop(&r) != GPUMEM_OK) atomicAdd(&n->other, 1ull);
 }
 
+__global__ void random_reads(gpumem_cache_array *a, uint64_t n_words, uint32_t per_thread, Counts *n) {
+    random_reads_of(a, n_words, per_thread, n, blockIdx.x * (uint64_t)blockDim.x + threadIdx.x);
+}
+
 static void test_eviction(uint32_t policy) {
     test_begin();
-    Rig r(512, 16384, 64, nullptr, policy);
-    const uint32_t threads = 65536, per = 8;
+    Rig r(512, scaled(16384, 1024), 64, nullptr, policy);
+    const uint32_t threads = scaled(65536, 1024), per = 8;
     gpumem_cache_array *a;
     Counts *n;
     CHECK(cudaMallocManaged(&a, sizeof *a));
@@ -165,7 +182,7 @@ static void test_eviction(uint32_t policy) {
     memset(n, 0, sizeof *n);
     random_reads<<<threads / 256, 256>>>(a, r.n_words, per, n);
     CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
+    wait_kernels(kTestWaitS, "eviction under contention");
     gpumem_cache_stats s;
     gpumem_cache_get_stats(r.cache, &s);
     EXPECT(n->ok == (unsigned long long)threads * per && n->bad == 0 && n->other == 0,
@@ -184,20 +201,26 @@ static void test_eviction(uint32_t policy) {
 
 // ---- 4. writes through cache_array_ref, then flush --------------------------
 
-__global__ void own_writes(gpumem_cache_array *a, uint64_t n_words, uint32_t stride, Counts *n) {
-    uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+// Thread t of `stride` writes words t, t + stride, ... (EAGAIN retried as in
+// random_reads_of).
+__device__ void own_writes_of(gpumem_cache_array *a, uint64_t n_words, uint64_t stride, Counts *n, uint64_t t) {
     gpumem::cache_array_ref<uint64_t> r(a);
     for (uint64_t w = t; w < n_words; w += stride) {
         gpumem_status st;
-        while ((st = r.set(w, written_word(w))) == GPUMEM_EAGAIN) atomicAdd(&n->eagain, 1ull);
+        DeviceRetry retry;
+        while ((st = r.set(w, written_word(w))) == GPUMEM_EAGAIN && retry.pause()) atomicAdd(&n->eagain, 1ull);
         atomicAdd(st == GPUMEM_OK ? &n->ok : &n->other, 1ull);
     }
 }
 
+__global__ void own_writes(gpumem_cache_array *a, uint64_t n_words, uint32_t stride, Counts *n) {
+    own_writes_of(a, n_words, stride, n, blockIdx.x * (uint64_t)blockDim.x + threadIdx.x);
+}
+
 static void test_writes_flush() {
     test_begin();
-    Rig r(4096, 2048, 256);  // 8 MiB of data, 1 MiB of cache
-    const uint32_t threads = 32768;
+    Rig r(4096, scaled(2048, 128), scaled(256, 16));  // 8 MiB of data, 1 MiB of cache (or 1/16 of each)
+    const uint32_t threads = scaled(32768, 2048);
     gpumem_cache_array *a;
     Counts *n;
     CHECK(cudaMallocManaged(&a, sizeof *a));
@@ -206,7 +229,7 @@ static void test_writes_flush() {
     memset(n, 0, sizeof *n);
     own_writes<<<threads / 256, 256>>>(a, r.n_words, threads, n);
     CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
+    wait_kernels(kTestWaitS, "writes and flush");
     uint64_t written = 0, wrong = 0;
     EXPECT(gpumem_cache_flush(r.cache, &written) == GPUMEM_OK, "flush");
     for (uint64_t w = 0; w < r.n_words; w++) wrong += r.backing[w] != written_word(w);
@@ -232,9 +255,29 @@ __global__ void fill_words(uint64_t *ns, uint64_t n_words) {
         ns[w] = initial_word(w);
 }
 
-static void test_over_gpu_controller(bool small) {
+// The three steps of test 6 as phases of a fused launch (gpuctl_run.h):
+// every worker's reads, then its writes, then one flush.
+struct CacheClients {
+    static constexpr uint32_t kPhases = 3;
+    gpumem_cache_array *a;
+    gpumem_cache *cache;
+    uint64_t n_words;
+    uint32_t threads, per;
+    Counts *reads, *writes;
+    gpumem_status *flush_status;
+    uint64_t *written;
+    __device__ void run(uint32_t phase, uint32_t worker, uint32_t workers) const {
+        for (uint32_t t = worker; phase < 2 && t < threads; t += workers) {
+            if (phase == 0) random_reads_of(a, n_words, per, reads, t);
+            else own_writes_of(a, n_words, threads, writes, t);
+        }
+        if (phase == 2 && worker == 0) *flush_status = gpumem_cache_flush(cache, written);
+    }
+};
+
+static void test_over_gpu_controller(bool fused) {
     test_begin();
-    const uint32_t line = 4096, n_lines = 2048, slots = 256, pairs = 4;
+    const uint32_t line = 4096, n_lines = scaled(2048, 256), slots = scaled(256, 32), pairs = 4;
     const uint64_t data_bytes = (uint64_t)line * n_lines;
     gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
     uint32_t *control;
@@ -257,51 +300,67 @@ static void test_over_gpu_controller(bool small) {
     // host: gpumem_cache_init reads each pair's namespace from the host.
     size_t bytes = gpumem_nvme_gpuctl_bytes(&d);
     CHECK(cudaMallocManaged(&mem, bytes));
-    EXPECT(gpumem_nvme_gpuctl_init(mem, bytes, &d) == GPUMEM_OK, "controller init");
+    gpumem_status init = gpumem_nvme_gpuctl_init(mem, bytes, &d);
+    EXPECT(init == GPUMEM_OK, "controller init: %s", gpumem_status_str(init));
     CHECK(cudaMallocManaged(&pair_list, pairs * sizeof *pair_list));
     for (uint32_t i = 0; i < pairs; i++) pair_list[i] = gpumem_nvme_gpuctl_pair(mem, i);
     gpumem_nvme_ns served = gpumem_nvme_gpuctl_ns(&d);
     gpumem_cache_backing b = gpumem_cache_backing_nvme(pair_list, 1, pairs, &served, 0, GPUMEM_CACHE_STRIPE);
     Rig r(line, n_lines, slots, &b);
     gpumem_cache_array *a;
-    Counts *n;
+    Counts *reads, *writes;
     gpumem_status *fst;
     uint64_t *written;
     CHECK(cudaMallocManaged(&a, sizeof *a));
-    CHECK(cudaMallocManaged(&n, sizeof *n));
+    CHECK(cudaMallocManaged(&reads, sizeof *reads));
+    CHECK(cudaMallocManaged(&writes, sizeof *writes));
     CHECK(cudaMallocManaged(&fst, sizeof *fst));
     CHECK(cudaMallocManaged(&written, sizeof *written));
     *a = gpumem_cache_array_make(r.cache, 8, 0, r.n_words);
-    memset(n, 0, sizeof *n);
+    memset(reads, 0, sizeof *reads);
+    memset(writes, 0, sizeof *writes);
+    *fst = GPUMEM_ESTATE; // until a flush says otherwise
     cudaStream_t ctl_stream, work;
     CHECK(cudaStreamCreateWithFlags(&ctl_stream, cudaStreamNonBlocking));
     CHECK(cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking));
-    CHECK(cudaDeviceSynchronize());
-    // The kernels launched while it runs are loaded first (lazy loading).
-    const void *clients[] = {(const void *)random_reads, (const void *)own_writes, (const void *)flush_on_gpu};
-    EXPECT(gpumem_nvme_gpuctl_start((gpumem_nvme_gpuctl *)mem, &d, 64, ctl_stream, clients, 3, 10000) == GPUMEM_OK,
-           "controller started");
-    GpuctlWatch *watch = new GpuctlWatch((gpumem_nvme_gpuctl *)mem, &d, "cache over the GPU controller", 20000);
-    const uint32_t threads = small ? 2048 : 65536, per = 8;
-    random_reads<<<threads / 256, 256, 0, work>>>(a, r.n_words, per, n);
-    CHECK(cudaGetLastError());
-    wait_stream(work, 300, "cache over the GPU controller: reads");
-    EXPECT(n->ok == (unsigned long long)threads * per && n->bad == 0 && n->other == 0, "reads: ok %llu bad %llu other %llu",
-           n->ok, n->bad, n->other);
-    memset(n, 0, sizeof *n);
-    own_writes<<<threads / 256, 256, 0, work>>>(a, r.n_words, threads, n);
-    CHECK(cudaGetLastError());
-    flush_on_gpu<<<1, 1, 0, work>>>(r.cache, fst, written);
-    CHECK(cudaGetLastError());
-    wait_stream(work, 300, "cache over the GPU controller: writes and flush");
-    delete watch;
-    gpumem_nvme_gpuctl_stop(&d);
-    wait_stream(ctl_stream, 30, "controller stop");
+    CHECK(cudaDeviceSynchronize()); // the last time nothing persistent runs
+    const uint32_t threads = scaled(65536, 2048), per = 8;
+    const char *what = "cache over the GPU controller";
+    bool ran = false;
+    gpumem_nvme_gpuctl *ctl = (gpumem_nvme_gpuctl *)mem;
+    if (init != GPUMEM_OK) {
+        // nothing to run
+    } else if (fused) {
+        GpuctlWatch watch(ctl, &d, what, 20000);
+        CacheClients clients{a, r.cache, r.n_words, threads, per, reads, writes, fst, written};
+        ran = run_fused(ctl, clients, threads, work, kTestWaitS, what);
+    } else {
+        // The kernels launched while it runs are loaded first (lazy loading).
+        const void *kernels[] = {(const void *)random_reads, (const void *)own_writes, (const void *)flush_on_gpu};
+        ran = start_gpuctl(ctl, &d, 64, ctl_stream, kernels, 3, what) == GPUMEM_OK;
+        if (ran) {
+            {
+                GpuctlWatch watch(ctl, &d, what, 20000);
+                random_reads<<<threads / 256, 256, 0, work>>>(a, r.n_words, per, reads);
+                CHECK(cudaGetLastError());
+                wait_stream(work, kTestWaitS, "cache over the GPU controller: reads");
+                own_writes<<<threads / 256, 256, 0, work>>>(a, r.n_words, threads, writes);
+                CHECK(cudaGetLastError());
+                flush_on_gpu<<<1, 1, 0, work>>>(r.cache, fst, written);
+                CHECK(cudaGetLastError());
+                wait_stream(work, kTestWaitS, "cache over the GPU controller: writes and flush");
+            }
+            stop_gpuctl(&d, ctl_stream, 30);
+        }
+    }
+    EXPECT(ran, "the controller and its clients ran");
+    EXPECT(reads->ok == (unsigned long long)threads * per && reads->bad == 0 && reads->other == 0,
+           "reads: ok %llu bad %llu other %llu", reads->ok, reads->bad, reads->other);
     EXPECT(*fst == GPUMEM_OK, "flush on the GPU: %s", gpumem_status_str(*fst));
-    EXPECT(n->ok == r.n_words && n->other == 0, "writes ok %llu other %llu", n->ok, n->other);
+    EXPECT(writes->ok == r.n_words && writes->other == 0, "writes ok %llu other %llu", writes->ok, writes->other);
     gpumem_nvme_sw_stats cs;
     gpumem_cache_stats s;
-    EXPECT(gpumem_nvme_gpuctl_get_stats_cuda((gpumem_nvme_gpuctl *)mem, &cs) == GPUMEM_OK, "controller stats");
+    EXPECT(gpumem_nvme_gpuctl_get_stats_cuda(ctl, &cs) == GPUMEM_OK, "controller stats");
     gpumem_cache_get_stats(r.cache, &s);
     uint64_t *host = (uint64_t *)malloc(data_bytes), wrong = 0;
     CHECK(cudaMemcpy(host, ns, data_bytes, cudaMemcpyDeviceToHost));
@@ -315,15 +374,16 @@ static void test_over_gpu_controller(bool small) {
            (unsigned long long)s.reads, (unsigned long long)s.writes);
     EXPECT(s.violations == 0 && s.io_errors == 0 && gpumem_cache_check_quiescent(r.cache) == 0, "cache invariants");
     char detail[200];
-    snprintf(detail, sizeof detail, "%u threads, %llu fills, %llu evictions, %llu write-backs, %llu NVMe commands",
-             threads, (unsigned long long)s.fills, (unsigned long long)s.evictions, (unsigned long long)s.writebacks,
-             (unsigned long long)cs.commands);
+    snprintf(detail, sizeof detail, "%u threads, %s, %llu fills, %llu evictions, %llu write-backs, %llu NVMe commands",
+             threads, fused ? "cooperative launch" : "own stream", (unsigned long long)s.fills,
+             (unsigned long long)s.evictions, (unsigned long long)s.writebacks, (unsigned long long)cs.commands);
     test_end("cache over NVMe pairs served by the GPU-resident controller", detail);
     free(host);
     cudaStreamDestroy(ctl_stream);
     cudaStreamDestroy(work);
     cudaFree(a);
-    cudaFree(n);
+    cudaFree(reads);
+    cudaFree(writes);
     cudaFree(fst);
     cudaFree(written);
     cudaFree(pair_list);
@@ -333,14 +393,15 @@ static void test_over_gpu_controller(bool small) {
 }
 
 int main(int argc, char **argv) {
-    bool small = argc > 1 && !strcmp(argv[1], "--small");
+    TestArgs args = parse_args(argc, argv, true);
+    small_run = args.small;
     if (no_gpu("test_cache_gpu")) return 0;
     CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
     test_grouping();
     test_coalesced_reads();
     for (uint32_t policy = 0; policy < GPUMEM_POLICY_KINDS; policy++) test_eviction(policy);
     test_writes_flush();
-    test_over_gpu_controller(small);
+    test_over_gpu_controller(args.fused);
     printf("test_cache_gpu: %s\n", tests_failed ? "FAILED" : "all passed");
     return tests_failed ? 1 : 0;
 }

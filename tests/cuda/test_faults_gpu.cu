@@ -179,6 +179,7 @@ static int run_mode(Mode mode) {
     s.mode = mode;
     pthread_t th;
     gpumem_nvme_qp_stats st;
+    Counts first;
     int fail = 0;
     CHECK(cudaHostAlloc((void **)&r, sizeof(fctl), cudaHostAllocMapped));
     CHECK(cudaHostAlloc((void **)&bufs, (size_t)FCTL_CIDS * 4096, cudaHostAllocMapped));
@@ -187,14 +188,18 @@ static int run_mode(Mode mode) {
     fctl_init(r, TIMEOUT_MS);
     r->harvest = 0; /* device threads harvest; a host thread must not share their device-scope atomics */
     s.r = r;
-    CountWatch watch(script_progress, r, mode_name[mode], 20000);
     pthread_create(&th, NULL, script_main, &s);
-    readers<<<1, THREADS>>>(r, bufs, c);
-    CHECK(cudaDeviceSynchronize());
-    const Counts first = *c;
-    memset(c, 0, sizeof *c);
-    hold_every_id<<<1, 1>>>(r, bufs, c);
-    CHECK(cudaDeviceSynchronize());
+    {   // the watchdog reads r: it lives inside r's life (and the script thread's)
+        CountWatch watch(script_progress, r, mode_name[mode], 20000);
+        readers<<<1, THREADS>>>(r, bufs, c);
+        CHECK(cudaGetLastError());
+        wait_kernels(kTestWaitS, mode_name[mode]);
+        first = *c;
+        memset(c, 0, sizeof *c);
+        hold_every_id<<<1, 1>>>(r, bufs, c);
+        CHECK(cudaGetLastError());
+        wait_kernels(kTestWaitS, mode_name[mode]);
+    }
     __atomic_store_n(&s.stop, 1, __ATOMIC_RELEASE);
     pthread_join(th, NULL);
     gpumem_nvme_qp_get_stats(&r->qp, &st);
@@ -222,8 +227,9 @@ static int run_mode(Mode mode) {
 
 int main(int argc, char **argv) {
     int fail = 0, m;
-    (void)argc;
-    (void)argv;
+    parse_args(argc, argv, false); // --small changes nothing: 6 threads, 8 reads each, already small
+    if (no_gpu("test_faults_gpu")) return 0;
+    CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
     for (m = 0; m < N_MODES; m++) fail |= run_mode((Mode)m);
     printf("%s\n", fail ? "FAIL" : "PASS: every fault, GPU clients");
     return fail;

@@ -30,6 +30,7 @@
 
 #include "cuda_check.h"
 #include "watch.h"
+#include "gpuctl_run.h"
 
 #define LBA 512u
 #define WORDS (LBA / 4)
@@ -74,9 +75,13 @@ __device__ static void client_io(const Clients &a, uint32_t t) {
     gpumem_status s0, s1;
     // No command ID free: the IDs may all be held by threads like this one,
     // each with its first request out, so collect ours while we wait (a
-    // finished request keeps its result, and its ID goes back).
-    while ((s0 = gpumem_nvme_qp_submit(qp, &rd, &r0)) == GPUMEM_EAGAIN) {}
-    while ((s1 = gpumem_nvme_qp_submit(qp, &fl, &r1)) == GPUMEM_EAGAIN)
+    // finished request keeps its result, and its ID goes back). Bounded, with
+    // a sleep between tries (DeviceRetry); a refusal past the bound stays
+    // EAGAIN and counts as a failed operation.
+    DeviceRetry retry;
+    while ((s0 = gpumem_nvme_qp_submit(qp, &rd, &r0)) == GPUMEM_EAGAIN && retry.pause()) {}
+    retry = DeviceRetry();
+    while ((s1 = gpumem_nvme_qp_submit(qp, &fl, &r1)) == GPUMEM_EAGAIN && retry.pause())
         if (s0 == GPUMEM_OK) gpumem_nvme_qp_poll(qp, &r0);
     if (s1 == GPUMEM_OK) s1 = gpumem_nvme_qp_wait(qp, &r1);
     if (s0 == GPUMEM_OK) s0 = gpumem_nvme_qp_wait(qp, &r0);
@@ -93,18 +98,15 @@ __global__ void clients_kernel(Clients a) {
     if (t < a.n) client_io(a, t);
 }
 
-// Block 0 is the controller; the other blocks run the clients, grid-striding
-// when there are more clients than threads; the last one out stops block 0.
-__global__ void fused_kernel(gpumem_nvme_gpuctl *ctl, Clients a, uint32_t *finished) {
-    if (blockIdx.x == 0) {
-        gpumem_nvme_gpuctl_serve(ctl, threadIdx.x, blockDim.x);
-        return;
+// The clients as one phase of a fused launch (gpuctl_run.h): the workers
+// grid-stride when there are more clients than threads.
+struct FusedClients {
+    static constexpr uint32_t kPhases = 1;
+    Clients a;
+    __device__ void run(uint32_t, uint32_t worker, uint32_t workers) const {
+        for (uint32_t t = worker; t < a.n; t += workers) client_io(a, t);
     }
-    uint32_t workers = (gridDim.x - 1) * blockDim.x;
-    for (uint32_t t = (blockIdx.x - 1) * blockDim.x + threadIdx.x; t < a.n; t += workers) client_io(a, t);
-    if (atomicAdd(finished, 1u) + 1 == workers)
-        gpumem_atomic_store_u32(&ctl->control[0], 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
-}
+};
 
 static int small_run = 0, fused_only = 0;
 
@@ -157,7 +159,7 @@ static void test_host_controller() {
         SwctlWatch watch(ctl, "host controller, client state in GPU memory", 20000);
         clients_kernel<<<(n + 255) / 256, 256>>>(a);
         CHECK(cudaGetLastError());
-        wait_stream(0, 120, "host controller, client state in GPU memory");
+        wait_stream(0, kTestWaitS, "host controller, client state in GPU memory");
     }
     gpumem_swctl_stop(ctl);
     gpumem_swctl_get_stats(ctl, &s);
@@ -188,7 +190,7 @@ __global__ void fill_namespace(uint32_t *ns, uint32_t n_blocks) {
 
 static void run_gpu_controller(const GpuRun &r) {
     gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
-    uint32_t *control, *ns, *finished;
+    uint32_t *control, *ns;
     void *mem;
     Clients a;
     gpumem_nvme_sw_stats s;
@@ -211,7 +213,8 @@ static void run_gpu_controller(const GpuRun &r) {
     d.control = control;
     size_t bytes = gpumem_nvme_gpuctl_bytes(&d);
     CHECK(cudaMalloc(&mem, bytes));
-    EXPECT(gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d) == GPUMEM_OK, "controller init");
+    gpumem_status init = gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d);
+    EXPECT(init == GPUMEM_OK, "controller init: %s", gpumem_status_str(init));
     gpumem_nvme_gpuctl *ctl = (gpumem_nvme_gpuctl *)mem;
     {   // device addresses of the pairs, computed from the base
         gpumem_nvme_qp *host_list[256];
@@ -224,45 +227,38 @@ static void run_gpu_controller(const GpuRun &r) {
     CHECK(cudaMalloc((void **)&a.bufs, (size_t)r.clients * 2 * LBA));
     CHECK(cudaMalloc((void **)&a.counts, sizeof *a.counts));
     CHECK(cudaMemset(a.counts, 0, sizeof *a.counts));
-    CHECK(cudaMalloc((void **)&finished, sizeof *finished));
-    CHECK(cudaMemset(finished, 0, sizeof *finished));
     CHECK(cudaStreamCreateWithFlags(&ctl_stream, cudaStreamNonBlocking));
     CHECK(cudaStreamCreateWithFlags(&client_stream, cudaStreamNonBlocking));
-    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaDeviceSynchronize()); // the last time nothing persistent runs
     t0 = wall_s();
-    GpuctlWatch *watch = new GpuctlWatch(ctl, &d, r.name, 20000);
-    if (fused) {
-        int per_sm = 0, dev = 0, sms = 0, coop = 0;
-        CHECK(cudaGetDevice(&dev));
-        CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
-        CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel, 256, 0));
-        unsigned grid = (unsigned)(per_sm * sms), need = 1 + (r.clients + 255) / 256;
-        if (grid > need) grid = need;
-        EXPECT(coop && grid >= 2, "cooperative launch (supported %d, grid %u)", coop, grid);
-        void *args[] = {&ctl, &a, &finished};
-        if (coop && grid >= 2)
-            CHECK(cudaLaunchCooperativeKernel((void *)fused_kernel, grid, 256, args, 0, client_stream));
-        wait_stream(client_stream, 300, r.name);
+    bool ran = false;
+    if (init != GPUMEM_OK) {
+        // nothing to run
+    } else if (fused) {
+        GpuctlWatch watch(ctl, &d, r.name, 20000);
+        ran = run_fused(ctl, FusedClients{a}, r.clients, client_stream, kTestWaitS, r.name);
     } else {
         // Loads the client kernel before the controller runs (lazy loading).
         const void *clients[] = {(const void *)clients_kernel};
-        EXPECT(gpumem_nvme_gpuctl_start(ctl, &d, r.servers, ctl_stream, clients, 1, 10000) == GPUMEM_OK,
-               "controller started");
-        clients_kernel<<<(r.clients + 255) / 256, 256, 0, client_stream>>>(a);
-        CHECK(cudaGetLastError());
-        wait_stream(client_stream, 300, r.name);
-        gpumem_nvme_gpuctl_stop(&d);
-        wait_stream(ctl_stream, 30, "controller stop");
+        ran = start_gpuctl(ctl, &d, r.servers, ctl_stream, clients, 1, r.name) == GPUMEM_OK;
+        if (ran) {
+            {
+                GpuctlWatch watch(ctl, &d, r.name, 20000);
+                clients_kernel<<<(r.clients + 255) / 256, 256, 0, client_stream>>>(a);
+                CHECK(cudaGetLastError());
+                wait_stream(client_stream, kTestWaitS, r.name);
+            }
+            stop_gpuctl(&d, ctl_stream, 30);
+        }
     }
-    delete watch;
+    EXPECT(ran, "the controller and its clients ran");
     double secs = wall_s() - t0;
     Counts c;
     CHECK(cudaMemcpy(&c, a.counts, sizeof c, cudaMemcpyDeviceToHost));
     EXPECT(gpumem_nvme_gpuctl_get_stats_cuda(ctl, &s) == GPUMEM_OK, "stats");
     uint32_t *host_ns = (uint32_t *)malloc((size_t)r.clients * LBA);
     CHECK(cudaMemcpy(host_ns, ns, (size_t)r.clients * LBA, cudaMemcpyDefault));
-    expect_clean(s, c, r.clients, host_ns);
+    if (ran) expect_clean(s, c, r.clients, host_ns);
     snprintf(detail, sizeof detail, "%u threads, %u pairs of %u, %s, %llu commands in %.2f s, %llu violations",
              r.clients, r.pairs, r.depth, fused ? "cooperative launch" : "own stream",
              (unsigned long long)s.commands, secs, (unsigned long long)s.violations);
@@ -270,7 +266,6 @@ static void run_gpu_controller(const GpuRun &r) {
     free(host_ns);
     cudaStreamDestroy(ctl_stream);
     cudaStreamDestroy(client_stream);
-    cudaFree(finished);
     cudaFree(a.counts);
     cudaFree(a.bufs);
     cudaFree(a.pairs);
@@ -281,10 +276,9 @@ static void run_gpu_controller(const GpuRun &r) {
 }
 
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--small")) small_run = 1;
-        else if (!strcmp(argv[i], "--fused")) fused_only = 1;
-    }
+    TestArgs args = parse_args(argc, argv, true);
+    small_run = args.small;
+    fused_only = args.fused;
     if (no_gpu("test_nvme_gpu")) return 0;
     CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
     test_host_controller();

@@ -73,7 +73,7 @@ static void test_same_victims(uint32_t kind) {
     EXPECT(gpumem_policy_init(&host.p, &d, mem_host) == GPUMEM_OK, "init (host memory)");
     drive_kernel<<<1, 1>>>(dev);
     CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
+    wait_kernels(60, "same victims on device and host");
     host.n = drive(&host.p, host.slot_of, host.line_of, host.victims);
     EXPECT(dev->n == host.n && host.n != UINT32_MAX, "device %u victims, host %u", dev->n, host.n);
     uint32_t same = 0;
@@ -115,7 +115,7 @@ static void test_gmt_on_device() {
     EXPECT(gpumem_policy_gmt_init(g, &d, mem) == GPUMEM_OK, "init");
     gmt_kernel<<<1, 1>>>(g, ra, out);
     CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
+    wait_kernels(60, "GMT placement and readahead on the device");
     EXPECT(out[0] == GPUMEM_PLACE_HOST, "first placement %u", out[0]);
     EXPECT(out[1] == GPUMEM_PLACE_KEEP, "short reuse placement %u", out[1]);
     EXPECT(out[2] == 8, "readahead %u lines", out[2]);
@@ -126,7 +126,8 @@ static void test_gmt_on_device() {
     cudaFree(mem);
 }
 
-int main() {
+int main(int argc, char **argv) {
+    parse_args(argc, argv, false); // --small changes nothing: one GPU thread, a 4096-access trace
     if (no_gpu("test_policy_gpu")) return 0;
     for (uint32_t kind = 0; kind < GPUMEM_POLICY_KINDS; kind++) test_same_victims(kind);
     test_gmt_on_device();

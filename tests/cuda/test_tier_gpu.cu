@@ -13,6 +13,7 @@
 //   3. the structure after each: no line in both tiers, nothing busy.
 // Each test prints one PASS/FAIL line; the exit status is non-zero if any failed.
 //
+//   build/cuda/test_tier_gpu.bin [--small]   (--small: less data, fewer threads)
 //   make gpu-test        (runs where a GPU is present; compiled by make test)
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
@@ -74,7 +75,8 @@ __global__ void random_reads(gpumem_cache_array *a, uint64_t n_words, uint32_t p
         // group, so a host hit is copied by the whole warp.
         uint64_t w = (rng % (n_words / 32)) * 32 + (threadIdx.x & 31u), v = 0;
         gpumem_status st;
-        while ((st = gpumem_cache_ref_get(&r, w, &v)) == GPUMEM_EAGAIN) atomicAdd(&n->eagain, 1ull);
+        DeviceRetry retry; // EAGAIN: a sleep between tries, bounded
+        while ((st = gpumem_cache_ref_get(&r, w, &v)) == GPUMEM_EAGAIN && retry.pause()) atomicAdd(&n->eagain, 1ull);
         if (st != GPUMEM_OK) atomicAdd(&n->other, 1ull);
         else atomicAdd(v == initial_word(w) ? &n->ok : &n->bad, 1ull);
     }
@@ -86,17 +88,19 @@ __global__ void own_writes(gpumem_cache_array *a, uint64_t n_words, uint32_t str
     gpumem::cache_array_ref<uint64_t> r(a);
     for (uint64_t w = t; w < n_words; w += stride) {
         gpumem_status st;
-        while ((st = r.set(w, written_word(w))) == GPUMEM_EAGAIN) atomicAdd(&n->eagain, 1ull);
+        DeviceRetry retry;
+        while ((st = r.set(w, written_word(w))) == GPUMEM_EAGAIN && retry.pause()) atomicAdd(&n->eagain, 1ull);
         atomicAdd(st == GPUMEM_OK ? &n->ok : &n->other, 1ull);
     }
 }
 
 static void test_tier(uint32_t placement, bool small) {
     test_begin();
-    // 8 MiB of data in 4 KiB lines: 64 lines in GPU memory, 512 in host memory.
-    Rig r(4096, 2048, 64);
-    TierRig tr(r.cache, 512, placement);
-    const uint32_t threads = small ? 4096 : 65536, per = 8;
+    // 8 MiB of data in 4 KiB lines: 64 lines in GPU memory, 512 in host
+    // memory (--small: 1 MiB, 16 and 64 lines: still three tiers that overflow).
+    Rig r(4096, small ? 256 : 2048, small ? 16 : 64);
+    TierRig tr(r.cache, small ? 64 : 512, placement);
+    const uint32_t threads = small ? 2048 : 65536, per = 8;
     gpumem_cache_array *a;
     Counts *n;
     CHECK(cudaMallocManaged(&a, sizeof *a));
@@ -105,7 +109,7 @@ static void test_tier(uint32_t placement, bool small) {
     memset(n, 0, sizeof *n);
     random_reads<<<threads / 256, 256>>>(a, r.n_words, per, n);
     CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
+    wait_kernels(kTestWaitS, "three tiers: reads");
     gpumem_tier_stats ts;
     gpumem_tier_get_stats(tr.tier, &ts);
     EXPECT(n->ok == (unsigned long long)threads * per && n->bad == 0 && n->other == 0, "reads: ok %llu bad %llu other %llu",
@@ -117,7 +121,7 @@ static void test_tier(uint32_t placement, bool small) {
     memset(n, 0, sizeof *n);
     own_writes<<<threads / 256, 256>>>(a, r.n_words, threads, n);
     CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
+    wait_kernels(kTestWaitS, "three tiers: writes");
     uint64_t written = 0, wrong = 0;
     EXPECT(gpumem_cache_flush(r.cache, &written) == GPUMEM_OK, "flush of both tiers");
     for (uint64_t w = 0; w < r.n_words; w++) wrong += r.backing[w] != written_word(w);
@@ -142,10 +146,11 @@ static void test_tier(uint32_t placement, bool small) {
 }
 
 int main(int argc, char **argv) {
-    bool small = argc > 1 && !strcmp(argv[1], "--small");
+    bool small = parse_args(argc, argv, false).small;
     if (no_gpu("test_tier_gpu")) return 0;
     CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
     test_tier(GPUMEM_TIER_ORDER, small);
     test_tier(GPUMEM_TIER_GMT_REUSE, small);
+    printf("test_tier_gpu: %s\n", tests_failed ? "FAILED" : "all passed");
     return tests_failed ? 1 : 0;
 }
