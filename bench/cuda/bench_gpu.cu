@@ -340,8 +340,9 @@ struct Ctl {
             CHECK(cudaGetLastError());
             wait_kernels(30, "set_wait_cap");
         }
-        servers = d.n_pairs < 128 ? d.n_pairs : 128;
-        servers = (servers + 31) / 32 * 32;
+        // A warp serves a pair: a warp each for up to 128 pairs (4,096
+        // threads, several blocks: gpumem_nvme_gpuctl_start splits them).
+        servers = 32 * (d.n_pairs < 128 ? d.n_pairs : 128);
         // Every kernel of this program is loaded before the controller runs:
         // under lazy loading a kernel first launched later would never start.
         if (start_gpuctl((gpumem_nvme_gpuctl *)mem, &d, servers, stream, bench_kernels, n_bench_kernels,

@@ -8,7 +8,9 @@
 //   3. the same with the namespace in pinned host memory (every transfer
 //      crosses PCIe), run in block 0 of a cooperative launch that also holds
 //      the clients (co-residency guaranteed);
-//   4. a million client threads on 16 pairs of the GPU controller.
+//   4. a million client threads on 16 pairs of the GPU controller;
+//   5. 64 pairs with a warp each: the controller in several blocks;
+// and gpumem_nvme_gpuctl_start refusing sizes that cannot run.
 // Every client writes its own block with its own pattern, reads it back
 // (blocking), reads it again asynchronously together with an asynchronous
 // Flush, and checks both reads word by word. Every operation is counted; the
@@ -275,6 +277,45 @@ static void run_gpu_controller(const GpuRun &r) {
     cudaFreeHost(control);
 }
 
+// gpumem_nvme_gpuctl_start refuses what cannot run, before it launches
+// anything: no threads, a partial warp above one block, and a grid no device
+// holds resident at once (16M threads). A refused start leaves the stop word
+// unset and the running count at 0 (nothing launched).
+static void test_start_refusals(void) {
+    gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
+    cudaFuncAttributes attr;
+    uint32_t *control, *ns;
+    void *mem;
+    cudaStream_t stream;
+    const void *clients[] = {(const void *)clients_kernel};
+    test_begin();
+    CHECK(cudaFuncGetAttributes(&attr, (const void *)gpumem_nvme_gpuctl_kernel<>));
+    CHECK(cudaHostAlloc((void **)&control, 2 * sizeof *control, cudaHostAllocMapped));
+    control[0] = control[1] = 0;
+    CHECK(cudaMalloc((void **)&ns, 8 * LBA));
+    d.n_pairs = 1, d.depth = 64, d.n_cids = 64, d.lba_bytes = LBA, d.n_blocks = 8, d.ram = ns, d.control = control;
+    size_t bytes = gpumem_nvme_gpuctl_bytes(&d);
+    CHECK(cudaMalloc(&mem, bytes));
+    EXPECT(gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d) == GPUMEM_OK, "controller init");
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const uint32_t asks[] = {0u, (uint32_t)attr.maxThreadsPerBlock + 1u, 1u << 24};
+    for (uint32_t ask : asks) {
+        gpumem_status st = gpumem_nvme_gpuctl_start((gpumem_nvme_gpuctl *)mem, &d, ask, stream, clients, 1, 1000);
+        EXPECT(st == GPUMEM_EINVAL, "start with %u threads: %s, not EINVAL", ask, gpumem_status_str(st));
+    }
+    wait_stream(stream, 10, "refused GPU controller starts (nothing should run)");
+    EXPECT(control[0] == 0 && control[1] == 0, "a refused start launched or stopped something (stop %u, running %u)",
+           control[0], control[1]);
+    char detail[160];
+    snprintf(detail, sizeof detail, "0, %d and %u threads refused (block limit %d at %d registers)",
+             attr.maxThreadsPerBlock + 1, 1u << 24, attr.maxThreadsPerBlock, attr.numRegs);
+    test_end("gpumem_nvme_gpuctl_start refuses what cannot run", detail);
+    cudaStreamDestroy(stream);
+    cudaFree(mem);
+    cudaFree(ns);
+    cudaFreeHost(control);
+}
+
 int main(int argc, char **argv) {
     TestArgs args = parse_args(argc, argv, true);
     small_run = args.small;
@@ -288,7 +329,12 @@ int main(int argc, char **argv) {
         {"GPU controller, namespace in pinned host memory, cooperative launch", 16384 / k, 2, 256, 64, true, true},
         {"GPU controller, depth 2 (every command a handoff)", 4096 / k, 1, 2, 32, false, false},
         {"GPU controller, a million client threads on 16 pairs", (1u << 20) / (k * k), 16, 1024, 128, false, false},
+        // A warp per pair for 64 pairs: 2,048 threads, more than one block of
+        // the controller kernel holds, so gpumem_nvme_gpuctl_start launches
+        // several (4 of 512 at 106 registers per thread).
+        {"GPU controller in several blocks (a warp per pair, 64 pairs)", 65536 / k, 64, 256, 2048, false, false},
     };
+    test_start_refusals();
     for (const GpuRun &r : runs) run_gpu_controller(r);
     printf("test_nvme_gpu: %s\n", tests_failed ? "FAILED" : "all passed");
     return tests_failed ? 1 : 0;
