@@ -470,8 +470,11 @@ GPUMEM_API uint32_t gpumem_nvme_sw_serve_ram(gpumem_nvme_swq *q, gpumem_nvme_sw_
  * cudaHostAllocMapped), the namespace either in GPU memory or in mapped
  * pinned host memory (then every transfer crosses PCIe). It runs the same
  * core as the host-thread controller (gpumem_nvme_sw_*), so completions
- * carry the same phase, SQ head, SQ ID, command ID and status, and it counts
- * the same protocol violations.
+ * carry the same phase, SQ ID, command ID and status, and it counts the same
+ * protocol violations. The SQ head a completion reports may be further on
+ * than the host controller's (the head after the warp's whole round of
+ * fetches, up to 31 entries later): valid NVMe, as those entries have been
+ * read by then.
  *
  * It supports a subset of the host controller: instant completion, in order,
  * from a namespace in memory, with an optional IOPS cap (completions spaced
@@ -704,15 +707,17 @@ GPUMEM_API int gpumem__gpuctl_stopping(gpumem_nvme_gpuctl *c, uint32_t t) {
  *     each lane's writes on to the next;
  *   - the whole warp moves the data of each command in turn
  *     (gpumem_nvme_sw_move_ram with every lane: a 4 KiB transfer is two
- *     groups of four 16-byte units per lane);
+ *     groups of four 16-byte units per lane), a warp barrier after each, so
+ *     that commands on the same blocks see each other's data in SQ order;
  *   - in SQ order again, each lane claims its CQ entry (position, phase, SQ
  *     head, command ID), and then every lane writes its entry at once, so
  *     that the system-scope release orders the round's data once for the
  *     warp rather than once per command. A harvester takes entries in CQ
  *     order and stops at the first not yet written, so entries that become
  *     visible out of order are still harvested in order.
- * So completions are posted in fetch order with the right phase and SQ
- * head, as by one thread, with up to a warp's width of commands in flight.
+ * So completions are posted in fetch order with the right phase, with up to
+ * a warp's width of commands in flight; each reports the SQ head after its
+ * round (every entry up to it has been read).
  * Returns the commands posted (the same on every lane) and sets *doorbells
  * on lane 0 when a doorbell moved. */
 GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint32_t budget, uint32_t lane,
@@ -731,9 +736,11 @@ GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint
         uint32_t movers, count, head, k, dw2 = 0, dw3 = 0;
         uint16_t status = 0;
         /* Lane 0 sizes the round (commands waiting, CQ room, the budget left,
-         * the lanes) and passes it on with the SQ head it starts from: the
-         * acquire of the SQ doorbell was its own, and the shuffle orders the
-         * other lanes' SQ loads after it. */
+         * the lanes) and passes it on with the SQ head it starts from. A
+         * shuffle orders no memory: the other lanes' loads of the SQ entries
+         * are ordered after lane 0's acquire of the SQ doorbell by the warp
+         * barrier above, and after the previous round's accepts and claims
+         * (SQ head, CQ room) by the barriers between the turns below. */
         if (lane == 0) {
             const uint32_t waiting = (q->sq_tail - q->sq_head) & q->mask, room = q->depth - 1 - q->cq_posted;
             uint32_t take = budget - n < lanes ? budget - n : lanes;
@@ -769,6 +776,11 @@ GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint
             if (gpumem_nvme_sw_move_ram(c->ram, at, bytes, (int)to_host, prp1, prp2, lane, lanes) && lane == from)
                 status = GPUMEM_NVME_STATUS(0, 0x13); /* counted in its turn below */
             movers &= movers - 1;
+            /* Each command's data complete before the next one's moves (a
+             * Write and a later Read of the same blocks in one round): the
+             * lanes split every copy differently, and the shuffles above
+             * order no memory, so the warp barrier does. */
+            gpumem_warp_sync(mask);
         }
         /* Every lane's share of the data before any completion: each lane
          * orders its own stores at system scope, and the warp barrier orders
@@ -971,7 +983,8 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
                                                      uint32_t timeout_ms) {
     const void *own[1] = {(const void *)gpumem_nvme_gpuctl_kernel<>};
     cudaFuncAttributes attr;
-    uint32_t cap, blocks = 1, per_block = threads, launched;
+    uint64_t blocks = 1, per_block = threads, launched; /* 64-bit: threads may be near 2^32 */
+    uint32_t cap;
     int device = 0, sms = 0, resident = 0;
     uint64_t end;
     gpumem_status st;
@@ -979,9 +992,20 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
     if (cudaFuncGetAttributes(&attr, own[0]) != cudaSuccess) return GPUMEM_ESYS;
     cap = (uint32_t)attr.maxThreadsPerBlock / GPUMEM_WARP_WIDTH * GPUMEM_WARP_WIDTH; /* whole warps */
     if (threads == 0 || cap == 0) return GPUMEM_EINVAL;
+    /* A controller runs once per init: init zeroes the stop word and the
+     * running count, and a second start would find the old count and
+     * report blocks as running that end at once on the old stop. */
+    if (gpumem_atomic_load_u32(&d->control[0], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) != 0 ||
+        gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) != 0) {
+#if !GPUMEM_ON_DEVICE
+        GPUMEM_LOG("GPU controller: already started, or stopped (its control words are not zero); initialise it "
+                   "again (gpumem_nvme_gpuctl_init_cuda) before starting it again");
+#endif
+        return GPUMEM_ESTATE;
+    }
     if (threads > (uint32_t)attr.maxThreadsPerBlock) {
-        const uint32_t warps = threads / GPUMEM_WARP_WIDTH;
-        blocks = (threads + cap - 1) / cap;
+        const uint64_t warps = threads / GPUMEM_WARP_WIDTH;
+        blocks = ((uint64_t)threads + cap - 1) / cap;
         per_block = (warps + blocks - 1) / blocks * GPUMEM_WARP_WIDTH;
         if (cudaGetDevice(&device) != cudaSuccess ||
             cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
@@ -992,7 +1016,8 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
             GPUMEM_LOG("GPU controller: %u threads cannot run at once: above one block (at most %d threads with "
                        "%d registers per thread) they must be whole warps, and this device holds %d blocks of %u "
                        "at once (%d SMs), not %u",
-                       threads, attr.maxThreadsPerBlock, attr.numRegs, resident * sms, per_block, sms, blocks);
+                       threads, attr.maxThreadsPerBlock, attr.numRegs, resident * sms, (unsigned)per_block, sms,
+                       (unsigned)blocks);
 #endif
             return GPUMEM_EINVAL;
         }
@@ -1009,7 +1034,7 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
     }
     if ((st = gpumem_cuda_preload(own, 1)) != GPUMEM_OK || (st = gpumem_cuda_preload(client_kernels, n)) != GPUMEM_OK)
         return st;
-    gpumem_nvme_gpuctl_kernel<<<blocks, per_block, 0, stream>>>(c);
+    gpumem_nvme_gpuctl_kernel<<<(unsigned)blocks, (unsigned)per_block, 0, stream>>>(c);
     if (cudaGetLastError() != cudaSuccess) return GPUMEM_ESYS;
     end = gpumem_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) < launched)

@@ -278,9 +278,11 @@ static void run_gpu_controller(const GpuRun &r) {
 }
 
 // gpumem_nvme_gpuctl_start refuses what cannot run, before it launches
-// anything: no threads, a partial warp above one block, and a grid no device
-// holds resident at once (16M threads). A refused start leaves the stop word
-// unset and the running count at 0 (nothing launched).
+// anything: no threads, a partial warp above one block, a grid no device
+// holds resident at once (16M threads, and the largest whole-warp count,
+// where 32-bit block arithmetic would wrap). A refused start leaves the stop
+// word unset and the running count at 0 (nothing launched); a second start
+// without a new init is refused as ESTATE.
 static void test_start_refusals(void) {
     gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
     cudaFuncAttributes attr;
@@ -298,7 +300,7 @@ static void test_start_refusals(void) {
     CHECK(cudaMalloc(&mem, bytes));
     EXPECT(gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d) == GPUMEM_OK, "controller init");
     CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    const uint32_t asks[] = {0u, (uint32_t)attr.maxThreadsPerBlock + 1u, 1u << 24};
+    const uint32_t asks[] = {0u, (uint32_t)attr.maxThreadsPerBlock + 1u, 1u << 24, UINT32_MAX & ~31u};
     for (uint32_t ask : asks) {
         gpumem_status st = gpumem_nvme_gpuctl_start((gpumem_nvme_gpuctl *)mem, &d, ask, stream, clients, 1, 1000);
         EXPECT(st == GPUMEM_EINVAL, "start with %u threads: %s, not EINVAL", ask, gpumem_status_str(st));
@@ -306,9 +308,13 @@ static void test_start_refusals(void) {
     wait_stream(stream, 10, "refused GPU controller starts (nothing should run)");
     EXPECT(control[0] == 0 && control[1] == 0, "a refused start launched or stopped something (stop %u, running %u)",
            control[0], control[1]);
+    control[1] = 1; // as a controller started before would leave it
+    gpumem_status again = gpumem_nvme_gpuctl_start((gpumem_nvme_gpuctl *)mem, &d, 32, stream, clients, 1, 1000);
+    EXPECT(again == GPUMEM_ESTATE, "a start over a used controller: %s, not ESTATE", gpumem_status_str(again));
+    control[1] = 0;
     char detail[160];
-    snprintf(detail, sizeof detail, "0, %d and %u threads refused (block limit %d at %d registers)",
-             attr.maxThreadsPerBlock + 1, 1u << 24, attr.maxThreadsPerBlock, attr.numRegs);
+    snprintf(detail, sizeof detail, "0, %d, %u and %u threads refused (block limit %d at %d registers); a restart too",
+             attr.maxThreadsPerBlock + 1, 1u << 24, UINT32_MAX & ~31u, attr.maxThreadsPerBlock, attr.numRegs);
     test_end("gpumem_nvme_gpuctl_start refuses what cannot run", detail);
     cudaStreamDestroy(stream);
     cudaFree(mem);
