@@ -541,8 +541,8 @@ typedef struct gpumem_nvme_gpuctl {
     uint32_t init_status;          /* gpumem_nvme_gpuctl_init_cuda's result, read back by copy */
     uint64_t iops;
     /* The stop word mirrored where the controller lives (GPU memory): thread
-     * 0 alone looks at control[0], which may be across PCIe, and copies it
-     * here, where every other thread looks while idle. */
+     * 0 of each block alone looks at control[0], which may be across PCIe,
+     * and copies it here, where every other thread looks while idle. */
     uint32_t stop_mirror;
     uint32_t reserved_;
 } gpumem_nvme_gpuctl;
@@ -684,12 +684,21 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
     return GPUMEM_OK;
 }
 
-/* Whether the controller is asked to stop. Thread 0 alone reads the host's
- * stop word (a microsecond across PCIe when it is host memory) and mirrors
- * it into the controller's memory, where everyone else looks. Relaxed:
- * nothing is read after it, the loop just ends. */
+/* Whether the controller is asked to stop. Thread 0 of each block alone
+ * reads the host's stop word (a microsecond across PCIe when it is host
+ * memory) and mirrors it into the controller's memory, where everyone else
+ * looks. One reader per block, not one for the grid: the blocks of a
+ * controller may start in any order, and a block that runs while block 0
+ * waits for an SM (a stop after a start that timed out) must still see the
+ * stop. Relaxed: nothing is read after it, the loop just ends. */
 GPUMEM_API int gpumem__gpuctl_stopping(gpumem_nvme_gpuctl *c, uint32_t t) {
-    if (t == 0 && gpumem_atomic_load_u32(&c->control[0], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) != 0)
+#if GPUMEM_ON_DEVICE
+    const int reader = threadIdx.x == 0;
+    (void)t;
+#else
+    const int reader = t == 0;
+#endif
+    if (reader && gpumem_atomic_load_u32(&c->control[0], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) != 0)
         gpumem_atomic_store_u32(&c->stop_mirror, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
     return gpumem_atomic_load_u32(&c->stop_mirror, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE) != 0;
 }

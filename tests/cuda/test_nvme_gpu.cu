@@ -337,7 +337,7 @@ int main(int argc, char **argv) {
         {"GPU controller, a million client threads on 16 pairs", (1u << 20) / (k * k), 16, 1024, 128, false, false},
         // A warp per pair for 64 pairs: 2,048 threads, more than one block of
         // the controller kernel holds, so gpumem_nvme_gpuctl_start launches
-        // several (4 of 512 at 106 registers per thread).
+        // several (4 of 512 at 104 registers per thread).
         {"GPU controller in several blocks (a warp per pair, 64 pairs)", 65536 / k, 64, 256, 2048, false, false},
     };
     test_start_refusals();
