@@ -1,5 +1,8 @@
-// A gpumem cache in managed memory for the CUDA tests and benchmarks, and the
-// content its data starts with (initial_word) or is written with (written_word).
+// A gpumem cache in managed memory for the CUDA tests and benchmarks, the
+// content its data starts with (initial_word) or is written with
+// (written_word), and the counted, content-checked element read and write
+// steps the cache and tier tests share (RigCounts, rig_read_word,
+// rig_own_writes).
 #ifndef GPUMEM_TEST_CACHE_RIG_H
 #define GPUMEM_TEST_CACHE_RIG_H
 #include "gpumem_cache.h"
@@ -71,4 +74,37 @@ struct Rig {
         cudaFree(seq_mem);
     }
 };
+
+// Every element operation of a run, counted once: ok (and checked by
+// content), bad content, EAGAIN answers retried, other statuses.
+struct RigCounts {
+    unsigned long long ok, bad, eagain, other;
+};
+
+#if defined(__CUDACC__)
+// Read word w through r and count it, checked against initial_word. EAGAIN
+// (every slot held) is retried with a sleep, bounded (DeviceRetry): past the
+// bound it counts as other.
+__device__ static inline void rig_read_word(gpumem_cache_ref *r, uint64_t w, RigCounts *n) {
+    uint64_t v = 0;
+    gpumem_status st;
+    DeviceRetry retry;
+    while ((st = gpumem_cache_ref_get(r, w, &v)) == GPUMEM_EAGAIN && retry.pause()) atomicAdd(&n->eagain, 1ull);
+    if (st != GPUMEM_OK) atomicAdd(&n->other, 1ull);
+    else atomicAdd(v == initial_word(w) ? &n->ok : &n->bad, 1ull);
+}
+
+// Thread t of `stride` writes written_word to words t, t + stride, ...,
+// counting each (EAGAIN retried as in rig_read_word).
+__device__ static inline void rig_own_writes(gpumem_cache_array *a, uint64_t n_words, uint64_t stride, RigCounts *n,
+                                             uint64_t t) {
+    gpumem::cache_array_ref<uint64_t> r(a);
+    for (uint64_t w = t; w < n_words; w += stride) {
+        gpumem_status st;
+        DeviceRetry retry;
+        while ((st = r.set(w, written_word(w))) == GPUMEM_EAGAIN && retry.pause()) atomicAdd(&n->eagain, 1ull);
+        atomicAdd(st == GPUMEM_OK ? &n->ok : &n->other, 1ull);
+    }
+}
+#endif
 #endif

@@ -41,9 +41,6 @@
 #include "watch.h"
 #include "gpuctl_run.h"
 
-struct Counts {
-    unsigned long long ok, bad, eagain, other;
-};
 
 // --small (compute-sanitizer runs kernels about 100x slower): every test
 // shrinks, the threads and the data, keeping what it checks (evictions
@@ -88,7 +85,7 @@ static void test_grouping() {
 
 // ---- 2. coalesced reads ----------------------------------------------------
 
-__global__ void coalesced_reads(gpumem_cache *c, uint64_t n_words, Counts *n) {
+__global__ void coalesced_reads(gpumem_cache *c, uint64_t n_words, RigCounts *n) {
     uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     if (t >= n_words) return;
     uint64_t line = t * 8 >> c->line_shift;
@@ -108,7 +105,7 @@ static void test_coalesced_reads() {
     const uint32_t line = 4096;
     const uint64_t n_lines = scaled(1024, 32); // 512K threads, or 16K
     Rig r(line, n_lines, n_lines);  // room for everything: each line filled once
-    Counts *n;
+    RigCounts *n;
     CHECK(cudaMallocManaged(&n, sizeof *n));
     memset(n, 0, sizeof *n);
     coalesced_reads<<<(unsigned)((r.n_words + 255) / 256), 256>>>(r.cache, r.n_words, n);
@@ -149,24 +146,20 @@ static void test_coalesced_reads() {
 
 // ---- 3. eviction under contention, through the array reference ------------
 
-// Thread t's reads: `per_thread` random words, each checked by content.
-// EAGAIN (every slot held) is retried with a sleep, bounded (DeviceRetry).
-__device__ void random_reads_of(gpumem_cache_array *a, uint64_t n_words, uint32_t per_thread, Counts *n, uint64_t t) {
+// Thread t's reads: `per_thread` random words, each checked by content
+// (rig_read_word).
+__device__ void random_reads_of(gpumem_cache_array *a, uint64_t n_words, uint32_t per_thread, RigCounts *n,
+                                uint64_t t) {
     uint64_t rng = (t + 1) * 0x9E3779B97F4A7C15ull;
     gpumem_cache_ref r = gpumem_cache_ref_make(a);
     for (uint32_t k = 0; k < per_thread; k++) {
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-        uint64_t w = rng % n_words, v = 0;
-        gpumem_status st;
-        DeviceRetry retry;
-        while ((st = gpumem_cache_ref_get(&r, w, &v)) == GPUMEM_EAGAIN && retry.pause()) atomicAdd(&n->eagain, 1ull);
-        if (st != GPUMEM_OK) atomicAdd(&n->other, 1ull);
-        else atomicAdd(v == initial_word(w) ? &n->ok : &n->bad, 1ull);
+        rig_read_word(&r, rng % n_words, n);
     }
     if (gpumem_cache_ref_drop(&r) != GPUMEM_OK) atomicAdd(&n->other, 1ull);
 }
 
-__global__ void random_reads(gpumem_cache_array *a, uint64_t n_words, uint32_t per_thread, Counts *n) {
+__global__ void random_reads(gpumem_cache_array *a, uint64_t n_words, uint32_t per_thread, RigCounts *n) {
     random_reads_of(a, n_words, per_thread, n, blockIdx.x * (uint64_t)blockDim.x + threadIdx.x);
 }
 
@@ -175,7 +168,7 @@ static void test_eviction(uint32_t policy) {
     Rig r(512, scaled(16384, 1024), 64, nullptr, policy);
     const uint32_t threads = scaled(65536, 1024), per = 8;
     gpumem_cache_array *a;
-    Counts *n;
+    RigCounts *n;
     CHECK(cudaMallocManaged(&a, sizeof *a));
     CHECK(cudaMallocManaged(&n, sizeof *n));
     *a = gpumem_cache_array_make(r.cache, 8, 0, r.n_words);
@@ -201,20 +194,8 @@ static void test_eviction(uint32_t policy) {
 
 // ---- 4. writes through cache_array_ref, then flush --------------------------
 
-// Thread t of `stride` writes words t, t + stride, ... (EAGAIN retried as in
-// random_reads_of).
-__device__ void own_writes_of(gpumem_cache_array *a, uint64_t n_words, uint64_t stride, Counts *n, uint64_t t) {
-    gpumem::cache_array_ref<uint64_t> r(a);
-    for (uint64_t w = t; w < n_words; w += stride) {
-        gpumem_status st;
-        DeviceRetry retry;
-        while ((st = r.set(w, written_word(w))) == GPUMEM_EAGAIN && retry.pause()) atomicAdd(&n->eagain, 1ull);
-        atomicAdd(st == GPUMEM_OK ? &n->ok : &n->other, 1ull);
-    }
-}
-
-__global__ void own_writes(gpumem_cache_array *a, uint64_t n_words, uint32_t stride, Counts *n) {
-    own_writes_of(a, n_words, stride, n, blockIdx.x * (uint64_t)blockDim.x + threadIdx.x);
+__global__ void own_writes(gpumem_cache_array *a, uint64_t n_words, uint32_t stride, RigCounts *n) {
+    rig_own_writes(a, n_words, stride, n, blockIdx.x * (uint64_t)blockDim.x + threadIdx.x);
 }
 
 static void test_writes_flush() {
@@ -222,7 +203,7 @@ static void test_writes_flush() {
     Rig r(4096, scaled(2048, 128), scaled(256, 16));  // 8 MiB of data, 1 MiB of cache (or 1/16 of each)
     const uint32_t threads = scaled(32768, 2048);
     gpumem_cache_array *a;
-    Counts *n;
+    RigCounts *n;
     CHECK(cudaMallocManaged(&a, sizeof *a));
     CHECK(cudaMallocManaged(&n, sizeof *n));
     *a = gpumem_cache_array_make(r.cache, 8, 0, r.n_words);
@@ -263,13 +244,13 @@ struct CacheClients {
     gpumem_cache *cache;
     uint64_t n_words;
     uint32_t threads, per;
-    Counts *reads, *writes;
+    RigCounts *reads, *writes;
     gpumem_status *flush_status;
     uint64_t *written;
     __device__ void run(uint32_t phase, uint32_t worker, uint32_t workers) const {
         for (uint32_t t = worker; phase < 2 && t < threads; t += workers) {
             if (phase == 0) random_reads_of(a, n_words, per, reads, t);
-            else own_writes_of(a, n_words, threads, writes, t);
+            else rig_own_writes(a, n_words, threads, writes, t);
         }
         if (phase == 2 && worker == 0) *flush_status = gpumem_cache_flush(cache, written);
     }
@@ -308,7 +289,7 @@ static void test_over_gpu_controller(bool fused) {
     gpumem_cache_backing b = gpumem_cache_backing_nvme(pair_list, 1, pairs, &served, 0, GPUMEM_CACHE_STRIPE);
     Rig r(line, n_lines, slots, &b);
     gpumem_cache_array *a;
-    Counts *reads, *writes;
+    RigCounts *reads, *writes;
     gpumem_status *fst;
     uint64_t *written;
     CHECK(cudaMallocManaged(&a, sizeof *a));

@@ -28,9 +28,6 @@
 #include "cuda_check.h"
 #include "cache_rig.h"
 
-struct Counts {
-    unsigned long long ok, bad, eagain, other;
-};
 
 // A host tier of n_slots lines below the rig's cache.
 struct TierRig {
@@ -65,7 +62,7 @@ struct TierRig {
     }
 };
 
-__global__ void random_reads(gpumem_cache_array *a, uint64_t n_words, uint32_t per_thread, Counts *n) {
+__global__ void random_reads(gpumem_cache_array *a, uint64_t n_words, uint32_t per_thread, RigCounts *n) {
     uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
     uint64_t rng = (t / 32 + 1) * 0x9E3779B97F4A7C15ull; // one sequence per warp
     gpumem_cache_ref r = gpumem_cache_ref_make(a);
@@ -73,25 +70,13 @@ __global__ void random_reads(gpumem_cache_array *a, uint64_t n_words, uint32_t p
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
         // The 32 lanes of a warp read 32 consecutive words: one line, one
         // group, so a host hit is copied by the whole warp.
-        uint64_t w = (rng % (n_words / 32)) * 32 + (threadIdx.x & 31u), v = 0;
-        gpumem_status st;
-        DeviceRetry retry; // EAGAIN: a sleep between tries, bounded
-        while ((st = gpumem_cache_ref_get(&r, w, &v)) == GPUMEM_EAGAIN && retry.pause()) atomicAdd(&n->eagain, 1ull);
-        if (st != GPUMEM_OK) atomicAdd(&n->other, 1ull);
-        else atomicAdd(v == initial_word(w) ? &n->ok : &n->bad, 1ull);
+        rig_read_word(&r, (rng % (n_words / 32)) * 32 + (threadIdx.x & 31u), n);
     }
     if (gpumem_cache_ref_drop(&r) != GPUMEM_OK) atomicAdd(&n->other, 1ull);
 }
 
-__global__ void own_writes(gpumem_cache_array *a, uint64_t n_words, uint32_t stride, Counts *n) {
-    uint64_t t = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
-    gpumem::cache_array_ref<uint64_t> r(a);
-    for (uint64_t w = t; w < n_words; w += stride) {
-        gpumem_status st;
-        DeviceRetry retry;
-        while ((st = r.set(w, written_word(w))) == GPUMEM_EAGAIN && retry.pause()) atomicAdd(&n->eagain, 1ull);
-        atomicAdd(st == GPUMEM_OK ? &n->ok : &n->other, 1ull);
-    }
+__global__ void own_writes(gpumem_cache_array *a, uint64_t n_words, uint32_t stride, RigCounts *n) {
+    rig_own_writes(a, n_words, stride, n, blockIdx.x * (uint64_t)blockDim.x + threadIdx.x);
 }
 
 static void test_tier(uint32_t placement, bool small) {
@@ -102,7 +87,7 @@ static void test_tier(uint32_t placement, bool small) {
     TierRig tr(r.cache, small ? 64 : 512, placement);
     const uint32_t threads = small ? 2048 : 65536, per = 8;
     gpumem_cache_array *a;
-    Counts *n;
+    RigCounts *n;
     CHECK(cudaMallocManaged(&a, sizeof *a));
     CHECK(cudaMallocManaged(&n, sizeof *n));
     *a = gpumem_cache_array_make(r.cache, 8, 0, r.n_words);
