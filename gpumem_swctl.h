@@ -1013,20 +1013,25 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
         return GPUMEM_ESTATE;
     }
     if (threads > (uint32_t)attr.maxThreadsPerBlock) {
-        const uint64_t warps = threads / GPUMEM_WARP_WIDTH;
+        if (threads % GPUMEM_WARP_WIDTH != 0) {
+#if !GPUMEM_ON_DEVICE
+            GPUMEM_LOG("GPU controller: %u threads: above one block (at most %d threads with %d registers per "
+                       "thread) the controller takes whole warps",
+                       threads, attr.maxThreadsPerBlock, attr.numRegs);
+#endif
+            return GPUMEM_EINVAL;
+        }
         blocks = ((uint64_t)threads + cap - 1) / cap;
-        per_block = (warps + blocks - 1) / blocks * GPUMEM_WARP_WIDTH;
+        per_block = ((uint64_t)threads / GPUMEM_WARP_WIDTH + blocks - 1) / blocks * GPUMEM_WARP_WIDTH;
         if (cudaGetDevice(&device) != cudaSuccess ||
             cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, own[0], (int)per_block, 0) != cudaSuccess)
             return GPUMEM_ESYS;
-        if (threads % GPUMEM_WARP_WIDTH != 0 || (uint64_t)resident * (uint64_t)sms < blocks) {
+        if ((uint64_t)resident * (uint64_t)sms < blocks) {
 #if !GPUMEM_ON_DEVICE
-            GPUMEM_LOG("GPU controller: %u threads cannot run at once: above one block (at most %d threads with "
-                       "%d registers per thread) they must be whole warps, and this device holds %d blocks of %u "
-                       "at once (%d SMs), not %u",
-                       threads, attr.maxThreadsPerBlock, attr.numRegs, resident * sms, (unsigned)per_block, sms,
-                       (unsigned)blocks);
+            GPUMEM_LOG("GPU controller: %u threads cannot run at once: they take %u blocks of %u, and this device "
+                       "holds %d such blocks at once (%d SMs, %d registers per thread)",
+                       threads, (unsigned)blocks, (unsigned)per_block, resident * sms, sms, attr.numRegs);
 #endif
             return GPUMEM_EINVAL;
         }
