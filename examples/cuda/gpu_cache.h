@@ -51,12 +51,22 @@ static gpumem_status gpu_cache_create(const gpumem_cache_desc *d, gpumem_cache *
     return GPUMEM_OK;
 }
 
-// Free it, with no kernel running. Unlike gpumem_cache_destroy it writes
-// nothing back: the pairs' client state is in GPU memory, so only GPU
-// threads can drive them (a cache that was written to is flushed by a GPU
-// thread first, gpumem_cache_flush on the device; the examples only read).
+// Free it, with no kernel running. Unlike gpumem_cache_destroy it cannot
+// write back: the pairs' client state is in GPU memory, so only GPU threads
+// can drive them (a cache that was written to is flushed by a GPU thread
+// first, gpumem_cache_flush on the device; the examples only read). So, as
+// gpumem_cache_destroy does when it cannot write back, it refuses with
+// GPUMEM_EBUSY, freeing nothing, while any line is dirty or held: a write
+// is never dropped.
 static gpumem_status gpu_cache_destroy(gpumem_cache *c) {
     if (!c) return GPUMEM_ENULL;
+    for (uint64_t i = 0; i < c->n_lines; i++)
+        if (gpumem_atomic_load_u32(gpumem__line_state(c, i), GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) &
+            (GPUMEM_CACHE_DIRTY | GPUMEM_CACHE_BUSY | GPUMEM_CACHE_COUNT_MASK)) {
+            fprintf(stderr, "gpu_cache_destroy: line %llu is dirty or held: flush it on the GPU first\n",
+                    (unsigned long long)i);
+            return GPUMEM_EBUSY;
+        }
     gpu_cache_block *b = (gpu_cache_block *)(void *)c;
     cudaFreeHost(b->pinned);
     cudaFree(b);
