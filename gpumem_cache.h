@@ -1450,6 +1450,21 @@ GPUMEM_API gpumem_status gpumem_cache_get_stats(gpumem_cache *c, gpumem_cache_st
 #endif
 }
 
+/* The first line from `from` on that a thread holds or a fill or write-back
+ * has claimed, or (dirty_too) that holds a write the backing lacks;
+ * c->n_lines if none (a NULL cache: 0, so that a caller refuses). For
+ * whoever is about to free a cache's memory: nobody may be using it then,
+ * and, where nothing can write back, no write may be lost. Acquire: the
+ * holders' releases are done before the caller frees. */
+GPUMEM_API uint64_t gpumem_cache_find_in_use(gpumem_cache *c, uint64_t from, int dirty_too) {
+    const uint32_t in_use = GPUMEM_CACHE_BUSY | GPUMEM_CACHE_COUNT_MASK | (dirty_too ? GPUMEM_CACHE_DIRTY : 0u);
+    uint64_t i;
+    if (!c) return 0;
+    for (i = from; i < c->n_lines; i++)
+        if (gpumem_atomic_load_u32(gpumem__line_state(c, i), GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV) & in_use) break;
+    return i < c->n_lines ? i : c->n_lines;
+}
+
 /* Check the structure while no thread uses the cache: every tagged slot's
  * line is valid and maps back to that slot (so no line is in two slots),
  * every valid line's slot carries its tag, nothing is busy, no count is left,
@@ -1660,15 +1675,11 @@ gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out
 }
 
 gpumem_status gpumem_cache_destroy(gpumem_cache *c) {
-    uint64_t i;
     gpumem_status st;
     if (!c) return GPUMEM_ENULL;
     if (!c->owned_) return GPUMEM_EINVAL;
     if (c->tier) return GPUMEM_EBUSY; /* a host tier still uses it: destroy that first */
-    for (i = 0; i < c->n_lines; i++) /* acquire: the holders' releases are done before we free */
-        if (gpumem_atomic_load_u32(gpumem__line_state(c, i), GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV) &
-            (GPUMEM_CACHE_BUSY | GPUMEM_CACHE_COUNT_MASK))
-            return GPUMEM_EBUSY;
+    if (gpumem_cache_find_in_use(c, 0, 0) < c->n_lines) return GPUMEM_EBUSY;
     /* Nobody holds a line, so write-back skips none (no EAGAIN); a clean
      * cache sends no command, so it can be destroyed after its controllers
      * stopped. */

@@ -395,6 +395,7 @@ Test(robust, null_and_out_of_range_table) {
             {"cache_get_stats(NULL c)", gpumem_cache_get_stats(NULL, &cs), GPUMEM_ENULL},
             {"cache_get_stats(NULL out)", gpumem_cache_get_stats(cache, NULL), GPUMEM_ENULL},
             {"cache_check_quiescent(NULL)", (long)gpumem_cache_check_quiescent(NULL), 1},
+            {"cache_find_in_use(NULL): line 0, so a caller refuses", (long)gpumem_cache_find_in_use(NULL, 0, 1), 0},
             {"cache_array_make(NULL).valid", (long)gpumem_cache_array_make(NULL, 8, 0, 1).valid, 0},
             {"cache_array_make(past the end).valid", (long)gpumem_cache_array_make(cache, 8, 0, 1u << 20).valid, 0},
             {"cache_ref_drop(NULL)", gpumem_cache_ref_drop(NULL), GPUMEM_ENULL},
@@ -598,6 +599,33 @@ Test(robust, cache_destroy_refuses_when_it_cannot_write_back) {
     cr_assert_eq(((uint64_t *)gpumem_swctl_ram(ctl))[2 * 8 * 512 / 8], 0x5EED, "line 2 reached the namespace");
     cr_assert_eq(gpumem_swctl_get_stats(ctl, &s), GPUMEM_OK);
     cr_assert_eq(s.flushes, 1, "made durable with a Flush");
+    cr_assert_eq(gpumem_swctl_destroy(ctl), GPUMEM_OK);
+}
+
+/* gpumem_cache_find_in_use, which gpumem_cache_destroy and the CUDA examples'
+ * destroy ask before freeing: a held line, then a dirty one, then none. */
+Test(robust, cache_find_in_use_names_held_then_dirty_lines) {
+    gpumem_nvme_qp *qp;
+    gpumem_swctl *ctl = pair_ctl(0, 0, 8, 8, 1, &qp);
+    gpumem_cache_desc d = gpumem_cache_desc_default();
+    gpumem_cache *c;
+    void *p;
+    d.n_lines = 4, d.n_slots = 2, d.backing = gpumem_cache_backing_nvme(&qp, 1, 1, &qp->ns, 0, GPUMEM_CACHE_STRIPE);
+    cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_find_in_use(c, 0, 1), 4, "a fresh cache: nothing in use");
+    cr_assert_eq(gpumem_cache_acquire(c, 2, 1, 1, &p), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_find_in_use(c, 0, 0), 2, "held");
+    cr_assert_eq(gpumem_cache_find_in_use(c, 3, 0), 4, "from past it");
+    cr_assert_eq(gpumem_cache_destroy(c), GPUMEM_EBUSY, "held: refused");
+    ((uint64_t *)p)[0] = 0xD1A7;
+    cr_assert_eq(gpumem_cache_release(c, 2, 1), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_find_in_use(c, 0, 0), 4, "released");
+    cr_assert_eq(gpumem_cache_find_in_use(c, 0, 1), 2, "but dirty");
+    cr_assert_eq(gpumem_cache_flush(c, NULL), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_find_in_use(c, 0, 1), 4, "written back");
+    cr_assert_eq(gpumem_cache_find_in_use(NULL, 0, 1), 0);
+    cr_assert_eq(gpumem_cache_destroy(c), GPUMEM_OK);
+    cr_assert_eq(((uint64_t *)gpumem_swctl_ram(ctl))[2 * 8 * 512 / 8], 0xD1A7, "line 2 reached the namespace");
     cr_assert_eq(gpumem_swctl_destroy(ctl), GPUMEM_OK);
 }
 

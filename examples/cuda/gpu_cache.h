@@ -60,13 +60,12 @@ static gpumem_status gpu_cache_create(const gpumem_cache_desc *d, gpumem_cache *
 // is never dropped.
 static gpumem_status gpu_cache_destroy(gpumem_cache *c) {
     if (!c) return GPUMEM_ENULL;
-    for (uint64_t i = 0; i < c->n_lines; i++)
-        if (gpumem_atomic_load_u32(gpumem__line_state(c, i), GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) &
-            (GPUMEM_CACHE_DIRTY | GPUMEM_CACHE_BUSY | GPUMEM_CACHE_COUNT_MASK)) {
-            fprintf(stderr, "gpu_cache_destroy: line %llu is dirty or held: flush it on the GPU first\n",
-                    (unsigned long long)i);
-            return GPUMEM_EBUSY;
-        }
+    const uint64_t line = gpumem_cache_find_in_use(c, 0, 1);
+    if (line < c->n_lines) {
+        fprintf(stderr, "gpu_cache_destroy: line %llu is dirty or held: flush it on the GPU first\n",
+                (unsigned long long)line);
+        return GPUMEM_EBUSY;
+    }
     gpu_cache_block *b = (gpu_cache_block *)(void *)c;
     cudaFreeHost(b->pinned);
     cudaFree(b);
