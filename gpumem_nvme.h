@@ -1766,7 +1766,7 @@ GPUMEM_API gpumem_status gpumem__qp_submit_within(gpumem_nvme_qp *qp, const gpum
     if ((s = gpumem__qp_stopped(qp)) != 0) return gpumem__stopped_status(s);
     if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
     if (!gpumem__cid_take(qp, limit, &cid)) {
-        gpumem__cq_harvest(qp);
+        gpumem__cq_harvest_warp(qp); /* the caller retries: free what has come */
         return GPUMEM_EAGAIN;
     }
     /* The command timeout starts at the first poll that finds the command
@@ -1840,7 +1840,8 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req
     default: return GPUMEM_ESTATE;
     }
     if (!gpumem__cid_collect(qp, req->cid, &req->cpl)) {
-        if ((s = gpumem__qp_stopped(qp)) != 0 && s != GPUMEM__QP_RESETTING) {
+        /* A wait polls every round: one read of the stopped word per warp */
+        if ((s = gpumem__qp_stopped_round(qp)) != 0 && s != GPUMEM__QP_RESETTING) {
             why = gpumem__stopped_status(s);
             ended = s == GPUMEM__QP_ABORTED ? GPUMEM__REQ_ABORTED : GPUMEM__REQ_ABANDONED;
         } else if (gpumem__cmd_expired(qp, &req->deadline_ns)) {
