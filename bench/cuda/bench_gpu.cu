@@ -171,16 +171,20 @@ static void row_done() {
 // wait for the kernel.
 static uint32_t *g_stop, *g_stop_one; // device word; a pinned 1 to copy there
 static unsigned long long *g_undone;  // device
+static unsigned long long *g_zero;    // pinned 0, copied over both to reset them
 static cudaStream_t g_side;           // non-blocking: setting, resetting and reading those
 
 __device__ static bool row_stopped(const uint32_t *stop) {
     return gpumem_atomic_load_u32((uint32_t *)stop, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE) != 0;
 }
 
-/* Clear the stop word and the undone count (before any kernel that polls them). */
+/* Clear the stop word and the undone count (before any kernel that polls
+ * them), while a controller may be running: by copies from pinned memory,
+ * not memsets, which the CUDA guide lists among the operations that keep
+ * kernels of other streams from running at the same time. */
 static void reset_stop() {
-    CHECK(cudaMemsetAsync(g_stop, 0, sizeof *g_stop, g_side));
-    CHECK(cudaMemsetAsync(g_undone, 0, sizeof *g_undone, g_side));
+    CHECK(cudaMemcpyAsync(g_stop, g_zero, sizeof *g_stop, cudaMemcpyHostToDevice, g_side));
+    CHECK(cudaMemcpyAsync(g_undone, g_zero, sizeof *g_undone, cudaMemcpyHostToDevice, g_side));
     wait_stream(g_side, 30, "resetting the stop word");
 }
 
@@ -1069,6 +1073,8 @@ int main(int argc, char **argv) {
     CHECK(cudaMalloc((void **)&g_undone, sizeof *g_undone));
     CHECK(cudaHostAlloc((void **)&g_stop_one, sizeof *g_stop_one, cudaHostAllocDefault));
     *g_stop_one = 1;
+    CHECK(cudaHostAlloc((void **)&g_zero, sizeof *g_zero, cudaHostAllocDefault));
+    *g_zero = 0;
     CHECK(cudaStreamCreateWithFlags(&g_side, cudaStreamNonBlocking));
     const void *kernels[] = {(const void *)mq_init, (const void *)queue_lockfree, (const void *)queue_mutex,
                              (const void *)hits, (const void *)direct_sum, (const void *)array_sum,

@@ -58,6 +58,10 @@ __global__ void grouping(gpumem_cache *a, gpumem_cache *b, uint32_t *mask, int *
     if (lane >= 28) return;
     gpumem_cache *c = lane >= 8 && lane < 16 ? b : a;
     uint64_t line = lane < 16 ? 5 : (lane & 1);
+    // The groups are formed among the lanes active together (__activemask):
+    // nothing guarantees that lanes 0-27 reconverge after the branch above
+    // unless they are made to, and the expected masks assume all 28.
+    __syncwarp(0x0FFFFFFFu);
     gpumem_warp_group g = gpumem_warp_group_of(c, line, 0);
     mask[threadIdx.x] = g.mask;
     leader[threadIdx.x] = g.leader;
