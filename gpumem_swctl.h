@@ -1302,7 +1302,11 @@ gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const cha
  *   controller that may park, set idle_spin_ns back and mark each GPU-driven
  *   pair with gpumem_swctl_set_polled while its kernels run.
  * The gpumem_nvme_qp pointers gpumem_swctl_add_qp returns are then device
- * pointers: pass them to kernels, never dereference them on the host. */
+ * pointers: pass them to kernels, never dereference them on the host.
+ * Add pairs, and destroy the controller, while none of your kernels runs:
+ * both allocate or free with cudaMalloc/cudaHostAlloc/cudaFree, which wait
+ * for the device, and a persistent kernel (a GPU-resident controller, a
+ * spinning client) would make them wait for ever. */
 static inline void *gpumem__cuda_mapped_alloc(void *ctx, size_t n) {
     void *p = NULL;
     (void)ctx;

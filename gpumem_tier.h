@@ -722,9 +722,13 @@ GPUMEM_API gpumem_status gpumem_tier_set_model(gpumem_tier *t, double m, double 
 
 /* GMT's CPU side: take the samples recorded since the last call, compute
  * their exact reuse distances, refit RD = m * VTD + b and hand it to the
- * predictor. One thread at a time (the caller's "trainer"); safe while the
- * cache is in use. *fitted (may be NULL): samples in the fit so far. With
- * no new samples the model is left as it is (OK). EINVAL: not GMT-Reuse. */
+ * predictor. One thread at a time (the caller's "trainer"); safe while host
+ * threads use the cache. Where GPU threads use it, train between kernels:
+ * the model lock is a device-scope word there, and a host thread's lock
+ * and model writes are not ordered with the GPU's atomics on it (the GPU
+ * has no native host atomics). *fitted (may be NULL): samples in the fit
+ * so far. With no new samples the model is left as it is (OK). EINVAL: not
+ * GMT-Reuse. */
 GPUMEM_API gpumem_status gpumem_tier_train(gpumem_tier *t, uint64_t *fitted) {
     double m, b;
     uint64_t got = 0;
