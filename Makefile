@@ -16,7 +16,7 @@
 #                   (default 60) each under ThreadSanitizer and under ASan+UBSan
 #   make registers  registers per thread of a kernel around each public device entry point (ptxas -v,
 #                   sm_90; no GPU needed): bench/results/registers-$(CUDA_ARCH).md and build/results/
-#   make gpu-test   CUDA tests, then under compute-sanitizer memcheck/racecheck/synccheck (needs a GPU;
+#   make gpu-test   CUDA tests, then under compute-sanitizer memcheck/synccheck (needs a GPU;
 #                   without one it compiles them and says so); gpu-bench likewise for bench/cuda
 #   make qemu-test  the queue pairs drive QEMU's NVMe controller (tests/qemu; needs
 #                   qemu-system-x86, busybox-static, linux-image-amd64)
@@ -284,8 +284,10 @@ SANITIZE_ARGS_test_nvme_gpu := --small --fused
 SANITIZE_ARGS_test_cache_gpu := --small --fused
 GPU_SANITIZE ?= 1
 
-# Run every CUDA test; then each under compute-sanitizer memcheck, racecheck
-# and synccheck. Every run is bounded twice: the tests' own watchdogs (a stall
+# Run every CUDA test; then each under compute-sanitizer memcheck and
+# synccheck. (Not racecheck: it checks shared memory only, and no code here
+# uses __shared__, so its runs could find nothing and would take a third of
+# the sanitizer time.) Every run is bounded twice: the tests' own watchdogs (a stall
 # prints the queue pairs' state and fails), and `timeout` around each process,
 # so that the whole target ends within ten minutes whatever happens: each run
 # gets at most GPU_TEST_BOUND seconds, and never more than is left of
@@ -305,13 +307,13 @@ gpu-test: cuda-compile $(CUDA_TEST_BINS)
 	if [ "$(GPU_SANITIZE)" = 0 ]; then echo "gpu-test: sanitizer runs skipped (GPU_SANITIZE=0)"; exit 0; fi; \
 	if [ -z "$(COMPUTE_SANITIZER)" ]; then \
 	  echo "gpu-test: compute-sanitizer not found (PATH, next to nvcc): sanitizer runs NOT done; GPU_SANITIZE=0 skips them"; exit 1; fi; \
-	for tool in memcheck racecheck synccheck; do for t in $(CUDA_TEST_BINS); do \
+	for tool in memcheck synccheck; do for t in $(CUDA_TEST_BINS); do \
 	  n=$$(basename $$t .bin); \
 	  case $$n in test_nvme_gpu) a="$(SANITIZE_ARGS_test_nvme_gpu)";; test_cache_gpu) a="$(SANITIZE_ARGS_test_cache_gpu)";; *) a="--small";; esac; \
 	  echo "== compute-sanitizer --tool $$tool $$t $$a"; \
 	  $(GPU_RUN) $(COMPUTE_SANITIZER) --tool $$tool --error-exitcode=1 $$t $$a || \
 	    { echo "gpu-test: $$tool on $$t failed, or was stopped at its time bound"; exit 1; }; \
-	done; done; echo "gpu-test: all CUDA tests passed, and under memcheck, racecheck and synccheck"
+	done; done; echo "gpu-test: all CUDA tests passed, and under memcheck and synccheck"
 
 # The real-controller conformance test: a static guest program run as init in
 # qemu-system-x86_64 (TCG) with an emulated NVMe disk; see tests/qemu/run.sh.
