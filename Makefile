@@ -54,7 +54,7 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-.PHONY: all test registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench qemu-test clean results install uninstall install-test deps-test
+.PHONY: all test registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-plot gpu-prebuild qemu-test clean results install uninstall install-test deps-test
 
 all: test
 
@@ -266,11 +266,16 @@ CUDA_EXAMPLE_BINS := $(patsubst examples/cuda/%.cu,$(BUILD)/cuda/examples/%,$(wi
 $(BUILD)/cuda/examples/%: examples/cuda/%.cu $(HEADERS) $(wildcard examples/*.h examples/cuda/*.h tests/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_RUN_FLAGS) -O2 $< -o $@ -lpthread
-gpu-examples: $(CUDA_EXAMPLE_BINS) $(BUILD)/graph
+# Each example gets its own bound, and never more than is left of
+# GPU_EXAMPLES_DEADLINE seconds for the whole target.
+GPU_EXAMPLES_DEADLINE ?= 1020
+gpu-examples: $(if $(filter 1,$(GPU_PREBUILT)),,$(CUDA_EXAMPLE_BINS) $(BUILD)/graph)
 	@if ! $(GPU_LISTED); then echo "gpu-examples: NO GPU on this machine: the CUDA examples were built, NOT run"; exit 0; fi; \
-	export GPUMEM_REQUIRE_GPU=1; \
+	export GPUMEM_REQUIRE_GPU=1; end=$$(( $$(date +%s) + $(GPU_EXAMPLES_DEADLINE) )); \
 	test -f $(BUILD)/kron.graph || $(BUILD)/graph gen $(BUILD)/kron.graph || exit 1; \
 	for run in "hello 120" "array_sum 300 256" "graph 600 $(BUILD)/kron.graph"; do set -- $$run; n=$$1; b=$$2; shift 2; \
+	  left=$$(( end - $$(date +%s) )); [ $$left -lt $$b ] && b=$$left; \
+	  [ $$b -gt 0 ] || { echo "gpu-examples: out of time ($(GPU_EXAMPLES_DEADLINE) s) before $$n"; exit 1; }; \
 	  echo "== $(BUILD)/cuda/examples/$$n $$*"; timeout -k 10 $$b $(BUILD)/cuda/examples/$$n "$$@" || \
 	  { echo "gpu-examples: $$n failed, or was stopped at its time bound ($$b s)"; exit 1; }; done; \
 	echo "gpu-examples: all CUDA examples ran and passed"
@@ -297,7 +302,7 @@ GPU_TEST_DEADLINE ?= 560
 GPU_RUN = left=$$(( end - $$(date +%s) )); [ $$left -gt $(GPU_TEST_BOUND) ] && left=$(GPU_TEST_BOUND); \
 	  [ $$left -gt 0 ] || { echo "gpu-test: out of time ($(GPU_TEST_DEADLINE) s) before $$t"; exit 1; }; \
 	  timeout -k 5 $$left
-gpu-test: cuda-compile $(CUDA_TEST_BINS)
+gpu-test: $(if $(filter 1,$(GPU_PREBUILT)),,cuda-compile $(CUDA_TEST_BINS))
 	@if ! $(GPU_LISTED); then \
 	  echo "gpu-test: NO GPU on this machine: the CUDA tests were compiled, NOT run"; exit 0; fi; \
 	export GPUMEM_REQUIRE_GPU=1; \
@@ -347,12 +352,16 @@ CUDA_BENCH_BINS += $(BUILD)/cuda/bench_gpu_nostats.bin
 # (bench_gpu.cu reads GPU_BENCH_BOUND), and `timeout` is the backstop. The
 # nostats binary runs even if the first one failed; the target fails if
 # either did. Rows go to $(RESULTS)/gpu-run-<gpu name>.jsonl, so runs on
-# different GPUs keep their own files (and plots).
+# different GPUs keep their own files (and plots); a run starts them afresh,
+# so that a plot and its ratios come from one run. The plot is drawn with
+# gnuplot or matplotlib where either is there (nothing is installed: a GPU
+# machine may reach no registry), else later by `make gpu-plot`.
 GPU_BENCH_BOUND ?= 1500
-gpu-bench: cuda-compile $(CUDA_BENCH_BINS)
+GPU_PLOT_PNG = $$(dirname $$f)/gpu-clients-$$(basename $$f .jsonl | sed 's/^gpu-run-//').png
+gpu-bench: $(if $(filter 1,$(GPU_PREBUILT)),,$(CUDA_BENCH_BINS))
 	@if ! $(GPU_LISTED); then \
 	  echo "gpu-bench: NO GPU on this machine: the CUDA benchmarks were compiled, NOT run"; exit 0; fi; \
-	export GPUMEM_REQUIRE_GPU=1; mkdir -p $(RESULTS); failed=""; \
+	export GPUMEM_REQUIRE_GPU=1; mkdir -p $(RESULTS); rm -f $(RESULTS)/gpu-run-*.jsonl; failed=""; \
 	end=$$(( $$(date +%s) + $(GPU_BENCH_BOUND) )); \
 	for b in $(CUDA_BENCH_BINS); do left=$$(( end - $$(date +%s) - 15 )); \
 	  case $$b in *nostats*) share=$$left;; *) share=$$(( left * 3 / 4 ));; esac; \
@@ -360,10 +369,31 @@ gpu-bench: cuda-compile $(CUDA_BENCH_BINS)
 	  echo "== $$b (its share of GPU_BENCH_BOUND: $$share s)"; \
 	  GPU_BENCH_BOUND=$$share timeout -k 5 $$(( share + 10 )) $$b $(RESULTS) || \
 	    { echo "gpu-bench: $$b failed, or was stopped at its time bound"; failed="$$failed $$b"; }; done; \
-	if $(DEPS) python3 gnuplot; then for f in $(RESULTS)/gpu-run-*.jsonl; do [ -f "$$f" ] || continue; \
-	  python3 bench/plot_gpu.py $$f $$(dirname $$f)/gpu-clients-$$(basename $$f .jsonl | sed 's/^gpu-run-//').png || failed="$$failed plot"; done; \
-	else echo "gpu-bench: plot skipped (needs python3 and gnuplot)"; fi; \
+	if command -v python3 >/dev/null; then for f in $(RESULTS)/gpu-run-*.jsonl; do [ -f "$$f" ] || continue; \
+	  python3 bench/plot_gpu.py $$f $(GPU_PLOT_PNG); rc=$$?; \
+	  if [ $$rc = 3 ]; then echo "gpu-bench: plot skipped (no gnuplot or matplotlib here): make gpu-plot draws it"; \
+	  elif [ $$rc != 0 ]; then failed="$$failed plot"; fi; done; \
+	else echo "gpu-bench: plot skipped (no python3 here): make gpu-plot draws it"; fi; \
 	if [ -n "$$failed" ]; then echo "gpu-bench: FAILED:$$failed"; exit 1; fi; echo "gpu-bench: every benchmark ran and passed its checks"
+
+# Build every GPU program here (nvcc needs no GPU) and put them, with the
+# host graph tool, in $(BUILD)/gpu, for tools/gpu-session.sh to run on a lent
+# GPU machine without building anything there (see the script).
+GPU_SESSION_BINS = $(CUDA_TEST_BINS) $(CUDA_EXAMPLE_BINS) $(CUDA_BENCH_BINS) $(BUILD)/graph
+gpu-prebuild: $(GPU_SESSION_BINS)
+	@rm -rf $(BUILD)/gpu && mkdir -p $(BUILD)/gpu
+	@cd $(BUILD) && cp --parents $(patsubst $(BUILD)/%,%,$(GPU_SESSION_BINS)) gpu/
+	@du -sh $(BUILD)/gpu
+	@echo 'gpu-prebuild: on the GPU machine: bash tools/gpu-session.sh, carrying $(BUILD)/gpu (the script says more)'
+
+# Draw the plot of every gpu-run-*.jsonl in $(RESULTS) (or of JSONL=file, one
+# fetched from a GPU machine), installing python3 and gnuplot if they are
+# missing: for runs made where neither gnuplot nor matplotlib was.
+JSONL ?= $(wildcard $(RESULTS)/gpu-run-*.jsonl)
+gpu-plot:
+	@test -n "$(JSONL)" || { echo "gpu-plot: no gpu-run-*.jsonl in $(RESULTS); JSONL=file names one"; exit 2; }
+	@$(DEPS) python3 gnuplot
+	@for f in $(JSONL); do python3 bench/plot_gpu.py $$f $(GPU_PLOT_PNG) || exit 1; done
 
 # ---- install -----------------------------------------------------------------
 # Headers into PREFIX/include, gpumem.pc into PREFIX/share/pkgconfig (a

@@ -16,11 +16,14 @@ one pair each:
     queue on the same rings (its baseline); the 128-pair lock-free rows too.
 
 Rows that did not finish within their share of the time ("finished":
-false; their rate is over the operations done when they were stopped) are
-not drawn; they are listed. It also prints, for rows measured by both builds
-(statistics on and compiled out), the ratio of the two. A key measured twice
-keeps its last row. The data file and the gnuplot script go next to OUT
-(.dat, .gp)."""
+false; their rate is over the operations done when they were stopped), rows
+whose checks failed, and rows with no rate (not run) are not drawn; they are
+listed. It first prints, for rows measured by both builds (statistics on and
+compiled out), the ratio of the two. A key measured twice keeps its last
+row. The data file and the gnuplot script go next to OUT (.dat, .gp); the
+plot is drawn with gnuplot, or with matplotlib where there is no gnuplot (a
+GPU machine that reaches no package registry), or not at all (exit 3, the
+data kept) where there is neither."""
 import json, os, shutil, subprocess, sys
 
 SERIES = [  # (title, group, variant, pairs)
@@ -60,11 +63,28 @@ def main():
         sys.exit(__doc__)
     rows = load(sys.argv[1])
     out = sys.argv[2]
-    unfinished = sorted(k for k, r in rows.items() if not r.get("finished", True))
-    for k in unfinished:
-        print(f"plot_gpu.py: did not finish (not drawn): {k[0]} {k[1]} threads {k[2]} pairs {k[3]} arg {k[4]}"
-              f"{'' if k[5] else ' (nostats)'}")
-    rows = {k: r for k, r in rows.items() if r.get("finished", True)}
+    def why_not_drawn(r):
+        if not r.get("finished", True):
+            return "did not finish"
+        if not r.get("checks_ok", True):
+            return "its checks failed"
+        if not r.get("rate", 0) > 0:
+            return "no rate (not run)"
+        return None
+    for k, r in sorted(rows.items()):
+        why = why_not_drawn(r)
+        if why:
+            print(f"plot_gpu.py: not drawn ({why}): {k[0]} {k[1]} threads {k[2]} pairs {k[3]} arg {k[4]}"
+                  f"{'' if k[5] else ' (nostats)'}")
+    rows = {k: r for k, r in rows.items() if why_not_drawn(r) is None}
+    # Statistics on against compiled out, where both builds measured a row.
+    both = [(k, r, rows.get(k[:5] + (False,))) for k, r in rows.items() if k[5]]
+    both = [(k, on, off) for k, on, off in both if off]
+    if both:
+        print("statistics on / compiled out (same key, same run of make gpu-bench):")
+        for k, on, off in sorted(both):
+            print(f"  {k[0]:7} {k[1]:14} threads {k[2]:8} arg {k[4]:6}: {on['rate']:.4g} / {off['rate']:.4g}"
+                  f" = {on['rate'] / off['rate']:.2f}x")
     base = out[:-4] if out.endswith(".png") else out
     columns = []
     for title, group, variant, pairs in SERIES:
@@ -99,18 +119,36 @@ def main():
     ])
     with open(base + ".gp", "w") as f:
         f.write(script)
-    if not shutil.which("gnuplot"):
-        sys.exit("plot_gpu.py: gnuplot not found; the data is in " + base + ".dat")
-    subprocess.run(["gnuplot", base + ".gp"], check=True)
+    if shutil.which("gnuplot"):
+        subprocess.run(["gnuplot", base + ".gp"], check=True)
+    elif not plot_matplotlib(out, gpu, columns, host[-1] if host else None):
+        print("plot_gpu.py: neither gnuplot nor matplotlib found; the data is in " + base + ".dat", file=sys.stderr)
+        sys.exit(3)
     print(f"wrote {out}")
-    # Statistics on against compiled out, where both builds measured a row.
-    pairs = [(k, r, rows.get(k[:5] + (False,))) for k, r in rows.items() if k[5]]
-    pairs = [(k, on, off) for k, on, off in pairs if off]
-    if pairs:
-        print("statistics on / compiled out (same key, same run of make gpu-bench):")
-        for k, on, off in sorted(pairs):
-            print(f"  {k[0]:7} {k[1]:14} threads {k[2]:8} arg {k[4]:6}: {on['rate']:.4g} / {off['rate']:.4g}"
-                  f" = {on['rate'] / off['rate']:.2f}x")
+
+
+def plot_matplotlib(out, gpu, columns, host_rate):
+    """The same plot with matplotlib; False if it is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(10, 6.2))
+    for title, pts in columns:
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=title)
+    if host_rate:
+        ax.axhline(host_rate, linestyle="--", label="host-thread controller, host clients (baseline)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("GPU client threads")
+    ax.set_ylabel("commands per second")
+    ax.set_title(f"Commands per second against GPU client threads ({gpu}; Flush, instant media)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.savefig(out, dpi=100)
+    return True
 
 
 if __name__ == "__main__":

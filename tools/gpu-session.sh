@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# tools/gpu-session.sh - the project's GPU checks in one call that fits a
+# lent GPU machine: at most 600 s a command, and 15 minutes of device time in
+# all, its start included (../.library/device/README.md). Nothing is built
+# there: nvcc would spend minutes of that time. Build here first, no GPU
+# needed:
+#
+#     make gpu-prebuild
+#
+# then, on the device, one call:
+#
+#     run(command="bash tools/gpu-session.sh", carry=["build/gpu"], timeout_s=590)
+#
+# (build/gpu holds the programs at their paths under build/; the script puts
+# them there, so that make finds them and builds nothing: GPU_PREBUILT=1.)
+#
+# It runs, each step bounded, the most telling first:
+#   1. make gpu-test, without its compute-sanitizer runs   GPU_SESSION_TEST_S      150 s
+#   2. make gpu-bench (both builds, the plot if it can)     GPU_SESSION_BENCH_S     220 s
+#   3. make gpu-examples                                   GPU_SESSION_EXAMPLES_S  150 s
+# With the argument `sanitize` (a second call, if device time is left) it
+# runs make gpu-test with its sanitizer runs instead (GPU_SESSION_TEST_S, 540).
+#
+# Logs, the device's description and build/results go to $OUT (the device
+# tool's folder that comes back), or to the folder given as the second
+# argument, or build/gpu-session. A step that fails or runs out of time does
+# not stop the next; the exit status is 1 if any step failed. Nothing is
+# installed (GPUMEM_NO_INSTALL=1): the machine may reach no package registry.
+set -u
+mode=${1:-all}
+out=${2:-${OUT:-build/gpu-session}}
+mkdir -p "$out" || exit 2
+case $mode in all|sanitize) ;; *) echo "usage: $0 [all|sanitize] [out dir]"; exit 2;; esac
+export GPUMEM_NO_INSTALL=1
+
+[ -d build/gpu ] && cp -r build/gpu/. build/
+missing=""
+for f in build/graph build/cuda/bench_gpu.bin build/cuda/bench_gpu_nostats.bin build/cuda/examples/hello \
+         build/cuda/test_nvme_gpu.bin; do
+    [ -x "$f" ] || missing="$missing $f"
+done
+if [ -n "$missing" ]; then
+    echo "gpu-session: not built:$missing (run make gpu-prebuild where nvcc is, and carry build/gpu)"
+    exit 2
+fi
+
+{ date -u; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  nproc; } > "$out/device.txt" 2>&1
+cat "$out/device.txt"
+if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo "gpu-session: nvidia-smi lists no GPU here: nothing to run (the make gpu-* targets say the same)"
+    exit 2
+fi
+
+failed=""
+# step NAME SECONDS make-arguments...: make, bounded by its own deadline
+# (passed in the arguments) and by `timeout` 30 s later as a backstop.
+step() {
+    local name=$1 bound=$2
+    shift 2
+    echo "== gpu-session: $name (at most $bound s), log $out/$name.log"
+    timeout -k 10 $((bound + 30)) make --no-print-directory GPU_PREBUILT=1 "$@" > "$out/$name.log" 2>&1
+    local rc=$?
+    tail -n 40 "$out/$name.log"
+    [ $rc = 0 ] || { failed="$failed $name"; echo "== gpu-session: $name FAILED (status $rc)"; }
+}
+
+if [ "$mode" = sanitize ]; then
+    t=${GPU_SESSION_TEST_S:-540}
+    step gpu-test-sanitize "$t" gpu-test GPU_TEST_DEADLINE="$t"
+else
+    t=${GPU_SESSION_TEST_S:-150}
+    step gpu-test "$t" gpu-test GPU_SANITIZE=0 GPU_TEST_DEADLINE="$t"
+    t=${GPU_SESSION_BENCH_S:-220}
+    step gpu-bench "$t" gpu-bench GPU_BENCH_BOUND="$t"
+    t=${GPU_SESSION_EXAMPLES_S:-150}
+    step gpu-examples "$t" gpu-examples GPU_EXAMPLES_DEADLINE="$t"
+fi
+
+if [ -d build/results ]; then mkdir -p "$out/results" && cp -r build/results/. "$out/results/"; fi
+if [ -n "$failed" ]; then echo "gpu-session: FAILED:$failed"; exit 1; fi
+echo "gpu-session: every step passed ($mode)"
