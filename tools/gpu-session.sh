@@ -7,19 +7,24 @@
 #
 #     make gpu-prebuild
 #
-# then, on the device, one call:
+# then, on the device, one call per step, each well inside the 600 s:
 #
-#     run(command="bash tools/gpu-session.sh", carry=["build/gpu"], timeout_s=590)
+#     run(command="bash tools/gpu-session.sh", carry=["build/gpu"], timeout_s=420)
+#     run(command="bash tools/gpu-session.sh examples", carry=["build/gpu"], timeout_s=300)
+#     run(command="bash tools/gpu-session.sh sanitize", carry=["build/gpu"], timeout_s=420)
+#
+# The first two fit one session with time to spare for a rerun; the third
+# is for a session with time left.
 #
 # (build/gpu holds the programs at their paths under build/; the script puts
 # them there, so that make finds them and builds nothing: GPU_PREBUILT=1.)
 #
-# It runs, each step bounded, the most telling first:
-#   1. make gpu-test, without its compute-sanitizer runs   GPU_SESSION_TEST_S      150 s
-#   2. make gpu-bench (both builds, the plot if it can)     GPU_SESSION_BENCH_S     220 s
-#   3. make gpu-examples                                   GPU_SESSION_EXAMPLES_S  150 s
-# With the argument `sanitize` (a second call, if device time is left) it
-# runs make gpu-test with its sanitizer runs instead (GPU_SESSION_TEST_S, 540).
+# Its steps, each bounded (seconds, and the variable that changes it):
+#   all (default): make gpu-test without its compute-sanitizer runs
+#                  (GPU_SESSION_TEST_S, 140), then make gpu-bench, both builds
+#                  and the plot if it can (GPU_SESSION_BENCH_S, 200);
+#   examples:      make gpu-examples (GPU_SESSION_EXAMPLES_S, 240);
+#   sanitize:      make gpu-test with its sanitizer runs (GPU_SESSION_TEST_S, 360).
 #
 # Logs, the device's description and build/results go to $OUT (the device
 # tool's folder that comes back), or to the folder given as the second
@@ -30,7 +35,7 @@ set -u
 mode=${1:-all}
 out=${2:-${OUT:-build/gpu-session}}
 mkdir -p "$out" || exit 2
-case $mode in all|sanitize) ;; *) echo "usage: $0 [all|sanitize] [out dir]"; exit 2;; esac
+case $mode in all|examples|sanitize) ;; *) echo "usage: $0 [all|examples|sanitize] [out dir]"; exit 2;; esac
 export GPUMEM_NO_INSTALL=1
 
 [ -d build/gpu ] && cp -r build/gpu/. build/
@@ -65,17 +70,19 @@ step() {
     [ $rc = 0 ] || { failed="$failed $name"; echo "== gpu-session: $name FAILED (status $rc)"; }
 }
 
-if [ "$mode" = sanitize ]; then
-    t=${GPU_SESSION_TEST_S:-540}
-    step gpu-test-sanitize "$t" gpu-test GPU_TEST_DEADLINE="$t"
-else
-    t=${GPU_SESSION_TEST_S:-150}
+case $mode in
+sanitize)
+    t=${GPU_SESSION_TEST_S:-360}
+    step gpu-test-sanitize "$t" gpu-test GPU_TEST_DEADLINE="$t" ;;
+examples)
+    t=${GPU_SESSION_EXAMPLES_S:-240}
+    step gpu-examples "$t" gpu-examples GPU_EXAMPLES_DEADLINE="$t" ;;
+*)
+    t=${GPU_SESSION_TEST_S:-140}
     step gpu-test "$t" gpu-test GPU_SANITIZE=0 GPU_TEST_DEADLINE="$t"
-    t=${GPU_SESSION_BENCH_S:-220}
-    step gpu-bench "$t" gpu-bench GPU_BENCH_BOUND="$t"
-    t=${GPU_SESSION_EXAMPLES_S:-150}
-    step gpu-examples "$t" gpu-examples GPU_EXAMPLES_DEADLINE="$t"
-fi
+    t=${GPU_SESSION_BENCH_S:-200}
+    step gpu-bench "$t" gpu-bench GPU_BENCH_BOUND="$t" ;;
+esac
 
 if [ -d build/results ]; then mkdir -p "$out/results" && cp -r build/results/. "$out/results/"; fi
 if [ -n "$failed" ]; then echo "gpu-session: FAILED:$failed"; exit 1; fi
