@@ -271,13 +271,14 @@ $(BUILD)/cuda/examples/%: examples/cuda/%.cu $(HEADERS) $(wildcard examples/*.h 
 GPU_EXAMPLES_DEADLINE ?= 1020
 gpu-examples: $(if $(filter 1,$(GPU_PREBUILT)),,$(CUDA_EXAMPLE_BINS) $(BUILD)/graph)
 	@if ! $(GPU_LISTED); then echo "gpu-examples: NO GPU on this machine: the CUDA examples were built, NOT run"; exit 0; fi; \
-	export GPUMEM_REQUIRE_GPU=1; end=$$(( $$(date +%s) + $(GPU_EXAMPLES_DEADLINE) )); \
+	export GPUMEM_REQUIRE_GPU=1; end=$$(( $$(date +%s) + $(GPU_EXAMPLES_DEADLINE) )); failed=""; \
 	test -f $(BUILD)/kron.graph || $(BUILD)/graph gen $(BUILD)/kron.graph || exit 1; \
 	for run in "hello 120" "array_sum 300 256" "graph 600 $(BUILD)/kron.graph"; do set -- $$run; n=$$1; b=$$2; shift 2; \
 	  left=$$(( end - $$(date +%s) )); [ $$left -lt $$b ] && b=$$left; \
-	  [ $$b -gt 0 ] || { echo "gpu-examples: out of time ($(GPU_EXAMPLES_DEADLINE) s) before $$n"; exit 1; }; \
+	  [ $$b -gt 0 ] || { echo "gpu-examples: out of time ($(GPU_EXAMPLES_DEADLINE) s) before $$n"; failed="$$failed $$n"; break; }; \
 	  echo "== $(BUILD)/cuda/examples/$$n $$*"; timeout -k 10 $$b $(BUILD)/cuda/examples/$$n "$$@" || \
-	  { echo "gpu-examples: $$n failed, or was stopped at its time bound ($$b s)"; exit 1; }; done; \
+	  { echo "gpu-examples: $$n failed, or was stopped at its time bound ($$b s)"; failed="$$failed $$n"; }; done; \
+	if [ -n "$$failed" ]; then echo "gpu-examples: FAILED:$$failed"; exit 1; fi; \
 	echo "gpu-examples: all CUDA examples ran and passed"
 
 # compute-sanitizer: on PATH, or next to nvcc (bin/ or the toolkit's compute-sanitizer/).
@@ -296,7 +297,11 @@ GPU_SANITIZE ?= 1
 # prints the queue pairs' state and fails), and `timeout` around each process,
 # so that the whole target ends within ten minutes whatever happens: each run
 # gets at most GPU_TEST_BOUND seconds, and never more than is left of
-# GPU_TEST_DEADLINE seconds for the whole target.
+# GPU_TEST_DEADLINE seconds for the whole target. A failed run does not stop
+# the others (a GPU session is short: it should say everything it can);
+# running out of time does. GPU_TEST_PLAIN=0 skips the plain runs (a session
+# that ran them already and has time for the sanitizer only).
+GPU_TEST_PLAIN ?= 1
 GPU_TEST_BOUND ?= 200
 GPU_TEST_DEADLINE ?= 560
 GPU_RUN = left=$$(( end - $$(date +%s) )); [ $$left -gt $(GPU_TEST_BOUND) ] && left=$(GPU_TEST_BOUND); \
@@ -305,20 +310,23 @@ GPU_RUN = left=$$(( end - $$(date +%s) )); [ $$left -gt $(GPU_TEST_BOUND) ] && l
 gpu-test: $(if $(filter 1,$(GPU_PREBUILT)),,cuda-compile $(CUDA_TEST_BINS))
 	@if ! $(GPU_LISTED); then \
 	  echo "gpu-test: NO GPU on this machine: the CUDA tests were compiled, NOT run"; exit 0; fi; \
-	export GPUMEM_REQUIRE_GPU=1; \
+	export GPUMEM_REQUIRE_GPU=1; failed=""; \
 	end=$$(( $$(date +%s) + $(GPU_TEST_DEADLINE) )); \
-	for t in $(CUDA_TEST_BINS); do echo "== $$t"; $(GPU_RUN) $$t || \
-	  { echo "gpu-test: $$t failed, or was stopped at its time bound"; exit 1; }; done; \
-	if [ "$(GPU_SANITIZE)" = 0 ]; then echo "gpu-test: sanitizer runs skipped (GPU_SANITIZE=0)"; exit 0; fi; \
-	if [ -z "$(COMPUTE_SANITIZER)" ]; then \
-	  echo "gpu-test: compute-sanitizer not found (PATH, next to nvcc): sanitizer runs NOT done; GPU_SANITIZE=0 skips them"; exit 1; fi; \
-	for tool in memcheck synccheck; do for t in $(CUDA_TEST_BINS); do \
+	if [ "$(GPU_TEST_PLAIN)" != 0 ]; then for t in $(CUDA_TEST_BINS); do echo "== $$t"; $(GPU_RUN) $$t || \
+	  { echo "gpu-test: $$t failed, or was stopped at its time bound"; failed="$$failed $$t"; }; done; \
+	else echo "gpu-test: plain runs skipped (GPU_TEST_PLAIN=0)"; fi; \
+	if [ "$(GPU_SANITIZE)" = 0 ]; then echo "gpu-test: sanitizer runs skipped (GPU_SANITIZE=0)"; \
+	elif [ -z "$(COMPUTE_SANITIZER)" ]; then \
+	  echo "gpu-test: compute-sanitizer not found (PATH, next to nvcc): sanitizer runs NOT done; GPU_SANITIZE=0 skips them"; \
+	  failed="$$failed compute-sanitizer"; \
+	else for tool in memcheck synccheck; do for t in $(CUDA_TEST_BINS); do \
 	  n=$$(basename $$t .bin); \
 	  case $$n in test_nvme_gpu) a="$(SANITIZE_ARGS_test_nvme_gpu)";; test_cache_gpu) a="$(SANITIZE_ARGS_test_cache_gpu)";; *) a="--small";; esac; \
 	  echo "== compute-sanitizer --tool $$tool $$t $$a"; \
 	  $(GPU_RUN) $(COMPUTE_SANITIZER) --tool $$tool --error-exitcode=1 $$t $$a || \
-	    { echo "gpu-test: $$tool on $$t failed, or was stopped at its time bound"; exit 1; }; \
-	done; done; echo "gpu-test: all CUDA tests passed, and under memcheck and synccheck"
+	    { echo "gpu-test: $$tool on $$t failed, or was stopped at its time bound"; failed="$$failed $$tool:$$t"; }; \
+	done; done; fi; \
+	if [ -n "$$failed" ]; then echo "gpu-test: FAILED:$$failed"; exit 1; fi; echo "gpu-test: every run passed"
 
 # The real-controller conformance test: a static guest program run as init in
 # qemu-system-x86_64 (TCG) with an emulated NVMe disk; see tests/qemu/run.sh.
@@ -352,12 +360,13 @@ CUDA_BENCH_BINS += $(BUILD)/cuda/bench_gpu_nostats.bin
 # (bench_gpu.cu reads GPU_BENCH_BOUND), and `timeout` is the backstop. The
 # nostats binary runs even if the first one failed; the target fails if
 # either did. Rows go to $(RESULTS)/gpu-run-<gpu name>.jsonl, so runs on
-# different GPUs keep their own files (and plots); a run starts them afresh,
-# so that a plot and its ratios come from one run. The plot is drawn with
+# different GPUs keep their own files (and plots). A run starts
+# $(RESULTS)' gpu-run files afresh (one machine's scratch: make results keeps
+# a run), so that a plot and its ratios come from one run. The plot is drawn with
 # gnuplot or matplotlib where either is there (nothing is installed: a GPU
 # machine may reach no registry), else later by `make gpu-plot`.
 GPU_BENCH_BOUND ?= 1500
-GPU_PLOT_PNG = $$(dirname $$f)/gpu-clients-$$(basename $$f .jsonl | sed 's/^gpu-run-//').png
+GPU_PLOT_PNG = $(RESULTS)/gpu-clients-$$(basename $$f .jsonl | sed 's/^gpu-run-//').png
 gpu-bench: $(if $(filter 1,$(GPU_PREBUILT)),,$(CUDA_BENCH_BINS))
 	@if ! $(GPU_LISTED); then \
 	  echo "gpu-bench: NO GPU on this machine: the CUDA benchmarks were compiled, NOT run"; exit 0; fi; \
@@ -383,17 +392,19 @@ GPU_SESSION_BINS = $(CUDA_TEST_BINS) $(CUDA_EXAMPLE_BINS) $(CUDA_BENCH_BINS) $(B
 gpu-prebuild: $(GPU_SESSION_BINS)
 	@rm -rf $(BUILD)/gpu && mkdir -p $(BUILD)/gpu
 	@cd $(BUILD) && cp --parents $(patsubst $(BUILD)/%,%,$(GPU_SESSION_BINS)) gpu/
+	@mkdir -p $(BUILD)/gpu/bin && cp "$$(command -v make)" $(BUILD)/gpu/bin/ # in case the GPU machine has none
 	@du -sh $(BUILD)/gpu
 	@echo 'gpu-prebuild: on the GPU machine: bash tools/gpu-session.sh, carrying $(BUILD)/gpu (the script says more)'
 
 # Draw the plot of every gpu-run-*.jsonl in $(RESULTS) (or of JSONL=file, one
 # fetched from a GPU machine), installing python3 and gnuplot if they are
-# missing: for runs made where neither gnuplot nor matplotlib was.
+# missing: for runs made where neither gnuplot nor matplotlib was. The plot
+# goes to $(RESULTS) (a fetched file's folder may be read-only).
 JSONL ?= $(wildcard $(RESULTS)/gpu-run-*.jsonl)
 gpu-plot:
 	@test -n "$(JSONL)" || { echo "gpu-plot: no gpu-run-*.jsonl in $(RESULTS); JSONL=file names one"; exit 2; }
 	@$(DEPS) python3 gnuplot
-	@for f in $(JSONL); do python3 bench/plot_gpu.py $$f $(GPU_PLOT_PNG) || exit 1; done
+	@mkdir -p $(RESULTS); for f in $(JSONL); do python3 bench/plot_gpu.py $$f $(GPU_PLOT_PNG) || exit 1; done
 
 # ---- install -----------------------------------------------------------------
 # Headers into PREFIX/include, gpumem.pc into PREFIX/share/pkgconfig (a

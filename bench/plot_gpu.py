@@ -23,7 +23,7 @@ compiled out), the ratio of the two. A key measured twice keeps its last
 row. The data file and the gnuplot script go next to OUT (.dat, .gp); the
 plot is drawn with gnuplot, or with matplotlib where there is no gnuplot (a
 GPU machine that reaches no package registry), or not at all (exit 3, the
-data kept) where there is neither."""
+data kept) where there is neither; exit 3 too where no row can be drawn."""
 import json, os, shutil, subprocess, sys
 
 SERIES = [  # (title, group, variant, pairs)
@@ -94,7 +94,8 @@ def main():
             columns.append((title, pts))
     host = [r["rate"] for k, r in rows.items() if k[0] == "clients" and k[1] == "hostctl_host" and k[5]]
     if not columns:
-        sys.exit(f"plot_gpu.py: {sys.argv[1]}: no client-thread rows to plot")
+        print(f"plot_gpu.py: {sys.argv[1]}: no client-thread rows to plot", file=sys.stderr)
+        sys.exit(3)  # nothing to draw is not a failure of the run
     gpu = next(iter(rows.values()))["gpu"]
     with open(base + ".dat", "w") as f:
         for title, pts in columns:

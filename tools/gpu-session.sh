@@ -10,11 +10,11 @@
 # then, on the device, one call per step, each well inside the 600 s:
 #
 #     run(command="bash tools/gpu-session.sh", carry=["build/gpu"], timeout_s=420)
-#     run(command="bash tools/gpu-session.sh examples", carry=["build/gpu"], timeout_s=300)
+#     run(command="bash tools/gpu-session.sh examples", carry=["build/gpu"], timeout_s=260)
 #     run(command="bash tools/gpu-session.sh sanitize", carry=["build/gpu"], timeout_s=420)
 #
-# The first two fit one session with time to spare for a rerun; the third
-# is for a session with time left.
+# The first two, run to every bound, take about 11 of a session's 15
+# minutes with a start of 2; steps that end sooner leave room for the third.
 #
 # (build/gpu holds the programs at their paths under build/; the script puts
 # them there, so that make finds them and builds nothing: GPU_PREBUILT=1.)
@@ -23,15 +23,18 @@
 #   all (default): make gpu-test without its compute-sanitizer runs
 #                  (GPU_SESSION_TEST_S, 140), then make gpu-bench, both builds
 #                  and the plot if it can (GPU_SESSION_BENCH_S, 200);
-#   examples:      make gpu-examples (GPU_SESSION_EXAMPLES_S, 240);
-#   sanitize:      make gpu-test with its sanitizer runs (GPU_SESSION_TEST_S, 360).
+#   examples:      make gpu-examples (GPU_SESSION_EXAMPLES_S, 200);
+#   sanitize:      make gpu-test's sanitizer runs alone (GPU_SESSION_TEST_S, 360).
 #
-# Logs, the device's description and build/results go to $OUT (the device
-# tool's folder that comes back), or to the folder given as the second
-# argument, or build/gpu-session. A step that fails or runs out of time does
-# not stop the next; the exit status is 1 if any step failed. Nothing is
-# installed (GPUMEM_NO_INSTALL=1): the machine may reach no package registry.
+# The device's description, each step's log and (mode all) build/results as
+# one archive, results.tgz, go to $OUT (the device tool's folder that comes
+# back: at most 8 files), or to the folder given as the second argument, or
+# build/gpu-session. A step that fails or runs out of time does not stop the
+# next; the exit status is 1 if any step failed. Nothing is installed
+# (GPUMEM_NO_INSTALL=1): the machine may reach no package registry; a make
+# that gpu-prebuild copied is used where the machine has none.
 set -u
+cd "$(dirname "$0")/.." || exit 2 # the repository root: make and the build/ paths
 mode=${1:-all}
 out=${2:-${OUT:-build/gpu-session}}
 mkdir -p "$out" || exit 2
@@ -39,6 +42,8 @@ case $mode in all|examples|sanitize) ;; *) echo "usage: $0 [all|examples|sanitiz
 export GPUMEM_NO_INSTALL=1
 
 [ -d build/gpu ] && cp -r build/gpu/. build/
+command -v make >/dev/null || export PATH="$PWD/build/bin:$PATH" # gpu-prebuild's copy
+command -v make >/dev/null || { echo "gpu-session: no make here, and none carried in build/gpu/bin"; exit 2; }
 missing=""
 for f in build/graph build/cuda/bench_gpu.bin build/cuda/bench_gpu_nostats.bin build/cuda/examples/hello \
          build/cuda/test_nvme_gpu.bin; do
@@ -73,9 +78,9 @@ step() {
 case $mode in
 sanitize)
     t=${GPU_SESSION_TEST_S:-360}
-    step gpu-test-sanitize "$t" gpu-test GPU_TEST_DEADLINE="$t" ;;
+    step gpu-test-sanitize "$t" gpu-test GPU_TEST_PLAIN=0 GPU_TEST_DEADLINE="$t" ;;
 examples)
-    t=${GPU_SESSION_EXAMPLES_S:-240}
+    t=${GPU_SESSION_EXAMPLES_S:-200}
     step gpu-examples "$t" gpu-examples GPU_EXAMPLES_DEADLINE="$t" ;;
 *)
     t=${GPU_SESSION_TEST_S:-140}
@@ -84,6 +89,6 @@ examples)
     step gpu-bench "$t" gpu-bench GPU_BENCH_BOUND="$t" ;;
 esac
 
-if [ -d build/results ]; then mkdir -p "$out/results" && cp -r build/results/. "$out/results/"; fi
+if [ "$mode" = all ] && [ -d build/results ]; then tar czf "$out/results.tgz" -C build results; fi
 if [ -n "$failed" ]; then echo "gpu-session: FAILED:$failed"; exit 1; fi
 echo "gpu-session: every step passed ($mode)"

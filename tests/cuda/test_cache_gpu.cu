@@ -173,7 +173,7 @@ static void test_eviction(uint32_t policy) {
     // A sequential policy (LRU, LFU, ...) runs every miss under the cache's
     // one lock, and with 64 slots for 16K lines nearly every read misses:
     // 65,536 threads would queue ~500K misses on one spin lock, minutes on
-    // a GPU. 4,096 threads still contend for it from 16 warps per SM.
+    // a GPU. 4,096 threads (128 warps) still contend for it.
     const bool one_lock = policy >= GPUMEM_POLICY_SLOT_KINDS;
     const uint32_t threads = one_lock ? scaled(4096, 1024) : scaled(65536, 1024), per = 8;
     gpumem_cache_array *a;
