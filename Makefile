@@ -61,7 +61,7 @@ all: test
 # deps-test comes first: make builds prerequisites left to right.
 test: deps-test headers cuda-compile registers examples run-tests
 deps-test:
-	@$(DEPS) cc criterion
+	@$(DEPS) cc criterion python3
 
 $(BUILD):
 	mkdir -p $(BUILD)
@@ -136,6 +136,7 @@ run-tests: $(TESTS) $(BUILD)/asan_kept $(BUILD)/race_stats $(BUILD)/hello
 	@sed -n '/^```c$$/,/^```$$/p' README.md | sed '1d;$$d' | cmp -s - examples/hello.c || \
 	  { echo "README.md: the quickstart program differs from examples/hello.c; paste the file in"; exit 1; }
 	@echo "== $(BUILD)/race_stats (ThreadSanitizer)"; TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_stats
+	@echo "== tests/test_plot_gpu.py (the GPU benchmark's plot, on made-up rows)"; python3 tests/test_plot_gpu.py
 
 # Init functions keep no caller pointer: an ASan build that frees the
 # caller's frames before the objects are used (tests/test_kept.c).

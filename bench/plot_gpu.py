@@ -23,7 +23,9 @@ compiled out), the ratio of the two. A key measured twice keeps its last
 row. The data file and the gnuplot script go next to OUT (.dat, .gp); the
 plot is drawn with gnuplot, or with matplotlib where there is no gnuplot (a
 GPU machine that reaches no package registry), or not at all (exit 3, the
-data kept) where there is neither; exit 3 too where no row can be drawn."""
+data kept) where there is neither; exit 3 too where no row can be drawn.
+GPUMEM_PLOT_WITH=gnuplot, matplotlib or none picks one (none: the data
+files only, exit 3)."""
 import json, os, shutil, subprocess, sys
 
 SERIES = [  # (title, group, variant, pairs)
@@ -61,6 +63,9 @@ def load(path):
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
+    plotter = os.environ.get("GPUMEM_PLOT_WITH", "auto")
+    if plotter not in ("auto", "gnuplot", "matplotlib", "none"):
+        sys.exit(f"plot_gpu.py: GPUMEM_PLOT_WITH={plotter}: one of auto, gnuplot, matplotlib, none")
     rows = load(sys.argv[1])
     out = sys.argv[2]
     def why_not_drawn(r):
@@ -120,10 +125,13 @@ def main():
     ])
     with open(base + ".gp", "w") as f:
         f.write(script)
-    if shutil.which("gnuplot"):
+    if plotter in ("auto", "gnuplot") and shutil.which("gnuplot"):
         subprocess.run(["gnuplot", base + ".gp"], check=True)
-    elif not plot_matplotlib(out, gpu, columns, host[-1] if host else None):
-        print("plot_gpu.py: neither gnuplot nor matplotlib found; the data is in " + base + ".dat", file=sys.stderr)
+    elif plotter == "gnuplot" or plotter == "none" or \
+            not plot_matplotlib(out, gpu, columns, host[-1] if host else None):
+        why = {"none": "GPUMEM_PLOT_WITH=none", "gnuplot": "gnuplot not found"}.get(plotter,
+                                                                               "neither gnuplot nor matplotlib found")
+        print(f"plot_gpu.py: not drawn ({why}); the data is in {base}.dat", file=sys.stderr)
         sys.exit(3)
     print(f"wrote {out}")
 
