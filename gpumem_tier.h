@@ -698,10 +698,9 @@ GPUMEM_API gpumem_status gpumem_tier_detach(gpumem_tier *t) {
     if (!t || !t->cache) return GPUMEM_ENULL;
     c = t->cache;
     if (c->tier != t) return GPUMEM_ESTATE;
-    for (i = 0; i < c->n_lines; i++) /* acquire: the holders' releases are done */
-        if ((gpumem_atomic_load_u32(gpumem__line_state(c, i), GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV) &
-             (GPUMEM_CACHE_BUSY | GPUMEM_CACHE_COUNT_MASK)) ||
-            (gpumem_atomic_load_u32(&t->home[i], GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV) & GPUMEM_TIER_BUSY))
+    if (gpumem_cache_find_in_use(c, 0, 0) < c->n_lines) return GPUMEM_EBUSY; /* a line held or claimed */
+    for (i = 0; i < c->n_lines; i++) /* acquire: the movers' releases are done */
+        if (gpumem_atomic_load_u32(&t->home[i], GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV) & GPUMEM_TIER_BUSY)
             return GPUMEM_EBUSY;
     if ((st = gpumem__cache_flush(c, (uint64_t *)0, 1)) != GPUMEM_OK) return st;
     c->tier = 0;

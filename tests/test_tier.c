@@ -156,6 +156,22 @@ Test(tier_path, never_host_is_two_tiers) {
     cr_assert_eq(gpumem_cache_destroy(r.c), GPUMEM_OK);
 }
 
+/* Detach (and so destroy) refuses while a thread holds a line, freeing
+ * nothing, and goes on once it is released. */
+Test(tier_path, detach_refuses_while_a_line_is_held) {
+    path_rig r;
+    void *p = NULL;
+    path_rig_make(&r, GPUMEM_TIER_ORDER);
+    cr_assert_eq(gpumem_cache_acquire(r.c, 6, 1, 0, &p), GPUMEM_OK);
+    cr_assert_eq(gpumem_tier_detach(r.t), GPUMEM_EBUSY, "detached while line 6 was held");
+    cr_assert_eq(gpumem_tier_destroy(r.t), GPUMEM_EBUSY, "destroyed while line 6 was held");
+    cr_assert_eq(r.c->tier, r.t, "the tier left the cache although refused");
+    cr_assert_eq(gpumem_cache_release(r.c, 6, 1), GPUMEM_OK);
+    cr_assert_eq(gpumem_tier_destroy(r.t), GPUMEM_OK);
+    cr_assert_null(r.c->tier);
+    cr_assert_eq(gpumem_cache_destroy(r.c), GPUMEM_OK);
+}
+
 /* GMT-Reuse's figures: samples recorded by the accesses, the fit, and the
  * predictions of a loop twice the GPU tier (reuse distance: the loop). */
 Test(tier_path, gmt_reuse_learns_a_loop) {
