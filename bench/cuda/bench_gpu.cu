@@ -7,9 +7,10 @@
 //            a null I/O) against client threads (1K .. 1M) and queue pairs
 //            (1 .. 128; a client warp uses pair warp mod P, and rows with
 //            fewer warps than pairs are not run), the pairs served by the
-//            GPU-resident controller with instant completion; baseline: a mutex-guarded queue on the same
-//            rings and controller (one spin lock per pair around every
-//            submission and every completion scan). The dissertation measured
+//            GPU-resident controller with instant completion; baseline: a
+//            mutex-guarded queue on the same rings and controller (one spin
+//            lock per pair around every submission and every completion
+//            scan). The dissertation measured
 //            110K, 550K and 818K IOPS for locking, base and optimised designs
 //            on one queue pair (notes/bam.md).
 //   hits     cache hit lookups per second, every line resident: fetch-add
@@ -476,9 +477,9 @@ __device__ static bool mq_flush(MutexQueue *q, uint32_t nsid, const uint32_t *st
 // The pair a client thread of a queue row uses: its warp's, round robin, so
 // that a row of P pairs uses all P whatever SMs its blocks land on (a pair
 // per SM, as BaM does, reached only as many pairs as the row had blocks).
-// Rows with fewer warps than pairs are not run (bench_queue).
+// Rows with fewer warps than pairs are not run (queue_row_runs).
 __device__ static uint32_t queue_row_pair(uint32_t n_pairs) {
-    return (uint32_t)(((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32u % n_pairs);
+    return (uint32_t)(((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / GPUMEM_WARP_WIDTH % n_pairs);
 }
 
 // Every kernel below polls the row's stop word between operations; a thread
@@ -507,18 +508,25 @@ __global__ void queue_mutex(MutexQueue *q, uint32_t n_pairs, uint32_t threads, u
         }
 }
 
+static const uint32_t kQueueThreads[] = {1024, 16384, 65536, 262144, 1048576};
+static const uint32_t kQueuePairs[] = {1, 8, 32, 128};
+
+// Whether the queue group measures `threads` clients on `pairs` pairs: not
+// past 64K threads with --quick, and not with fewer warps than pairs (a pair
+// without a warp would sit idle: queue_row_pair).
+static bool queue_row_runs(uint32_t threads, uint32_t pairs, bool quick) {
+    return !(quick && threads > 65536) && threads / GPUMEM_WARP_WIDTH >= pairs;
+}
+
 static void bench_queue(bool quick) {
-    const uint32_t thread_counts[] = {1024, 16384, 65536, 262144, 1048576};
-    const uint32_t pair_counts[] = {1, 8, 32, 128};
     unsigned long long *bad;
     MutexQueue *mq;
     CHECK(cudaMalloc((void **)&bad, sizeof *bad));
     CHECK(cudaMalloc((void **)&mq, 128 * sizeof *mq));
-    for (uint32_t pairs : pair_counts) {
+    for (uint32_t pairs : kQueuePairs) {
         Ctl ctl(pairs, MQ_DEPTH, 1 << 20, 8);
-        for (uint32_t threads : thread_counts) {
-            if (quick && threads > 65536) continue;
-            if (threads / 32 < pairs) continue; // a pair without a warp would sit idle (queue_row_pair)
+        for (uint32_t threads : kQueueThreads) {
+            if (!queue_row_runs(threads, pairs, quick)) continue;
             uint32_t per_full = threads >= (1u << 20) ? 1 : (1u << 20) / threads;
             if (quick) per_full = per_full > 16 ? 16 : per_full;
             const unsigned blocks = (threads + 255) / 256;
@@ -553,7 +561,12 @@ static void bench_queue(bool quick) {
     cudaFree(mq);
     cudaFree(bad);
 }
-static int queue_rows(bool quick) { return (4 * (quick ? 3 : 5) - 1) * 2; } // less 1,024 threads on 128 pairs
+static int queue_rows(bool quick) { // two rows (lock-free, mutex) for each pair of counts measured
+    int n = 0;
+    for (uint32_t pairs : kQueuePairs)
+        for (uint32_t threads : kQueueThreads) n += queue_row_runs(threads, pairs, quick) ? 2 : 0;
+    return n;
+}
 
 // ---- cache hits ------------------------------------------------------------------
 
