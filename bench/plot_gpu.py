@@ -60,6 +60,17 @@ def load(path):
     return rows
 
 
+def why_not_drawn(r):
+    """Why a row is left out of the plot, or None."""
+    if not r.get("finished", True):
+        return "did not finish"
+    if not r.get("checks_ok", True):
+        return "its checks failed"
+    if not r.get("rate", 0) > 0:
+        return "no rate (not run)"
+    return None
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -68,20 +79,11 @@ def main():
         sys.exit(f"plot_gpu.py: GPUMEM_PLOT_WITH={plotter}: one of auto, gnuplot, matplotlib, none")
     rows = load(sys.argv[1])
     out = sys.argv[2]
-    def why_not_drawn(r):
-        if not r.get("finished", True):
-            return "did not finish"
-        if not r.get("checks_ok", True):
-            return "its checks failed"
-        if not r.get("rate", 0) > 0:
-            return "no rate (not run)"
-        return None
-    for k, r in sorted(rows.items()):
-        why = why_not_drawn(r)
-        if why:
-            print(f"plot_gpu.py: not drawn ({why}): {k[0]} {k[1]} threads {k[2]} pairs {k[3]} arg {k[4]}"
-                  f"{'' if k[5] else ' (nostats)'}")
-    rows = {k: r for k, r in rows.items() if why_not_drawn(r) is None}
+    left_out = {k: why for k, why in ((k, why_not_drawn(r)) for k, r in rows.items()) if why}
+    for k, why in sorted(left_out.items()):
+        print(f"plot_gpu.py: not drawn ({why}): {k[0]} {k[1]} threads {k[2]} pairs {k[3]} arg {k[4]}"
+              f"{'' if k[5] else ' (nostats)'}")
+    rows = {k: r for k, r in rows.items() if k not in left_out}
     # Statistics on against compiled out, where both builds measured a row.
     both = [(k, r, rows.get(k[:5] + (False,))) for k, r in rows.items() if k[5]]
     both = [(k, on, off) for k, on, off in both if off]
@@ -125,12 +127,15 @@ def main():
     ])
     with open(base + ".gp", "w") as f:
         f.write(script)
+    drawn = False
     if plotter in ("auto", "gnuplot") and shutil.which("gnuplot"):
         subprocess.run(["gnuplot", base + ".gp"], check=True)
-    elif plotter == "gnuplot" or plotter == "none" or \
-            not plot_matplotlib(out, gpu, columns, host[-1] if host else None):
-        why = {"none": "GPUMEM_PLOT_WITH=none", "gnuplot": "gnuplot not found"}.get(plotter,
-                                                                               "neither gnuplot nor matplotlib found")
+        drawn = True
+    elif plotter in ("auto", "matplotlib"):
+        drawn = plot_matplotlib(out, gpu, columns, host[-1] if host else None)
+    if not drawn:
+        why = {"none": "GPUMEM_PLOT_WITH=none", "gnuplot": "gnuplot not found",
+               "matplotlib": "matplotlib not found"}.get(plotter, "neither gnuplot nor matplotlib found")
         print(f"plot_gpu.py: not drawn ({why}); the data is in {base}.dat", file=sys.stderr)
         sys.exit(3)
     print(f"wrote {out}")
