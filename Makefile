@@ -257,6 +257,9 @@ asan:
 # of skipping (tests/cuda/cuda_check.h, no_gpu). Without one they compile
 # everything and say that nothing ran.
 GPU_LISTED = nvidia-smi -L 2>/dev/null | grep -q '^GPU '
+# A gpu-* target's prerequisites, or none with GPU_PREBUILT=1: run what is
+# built, build nothing (tools/gpu-session.sh, on a machine lent briefly).
+gpu_needs = $(if $(filter 1,$(GPU_PREBUILT)),,$(1))
 # -lineinfo: compute-sanitizer's reports name source lines.
 NVCC_RUN_FLAGS := -std=c++17 -arch=$(CUDA_ARCH) -lineinfo -I.
 
@@ -273,7 +276,7 @@ $(BUILD)/cuda/examples/%: examples/cuda/%.cu $(HEADERS) $(wildcard examples/*.h 
 # Each example gets its own bound, and never more than is left of
 # GPU_EXAMPLES_DEADLINE seconds for the whole target.
 GPU_EXAMPLES_DEADLINE ?= 1020
-gpu-examples: $(if $(filter 1,$(GPU_PREBUILT)),,$(CUDA_EXAMPLE_BINS) $(BUILD)/graph)
+gpu-examples: $(call gpu_needs,$(CUDA_EXAMPLE_BINS) $(BUILD)/graph)
 	@if ! $(GPU_LISTED); then echo "gpu-examples: NO GPU on this machine: the CUDA examples were built, NOT run"; exit 0; fi; \
 	export GPUMEM_REQUIRE_GPU=1; end=$$(( $$(date +%s) + $(GPU_EXAMPLES_DEADLINE) )); failed=""; \
 	test -f $(BUILD)/kron.graph || $(BUILD)/graph gen $(BUILD)/kron.graph || exit 1; \
@@ -311,7 +314,7 @@ GPU_TEST_DEADLINE ?= 560
 GPU_RUN = left=$$(( end - $$(date +%s) )); [ $$left -gt $(GPU_TEST_BOUND) ] && left=$(GPU_TEST_BOUND); \
 	  [ $$left -gt 0 ] || { echo "gpu-test: out of time ($(GPU_TEST_DEADLINE) s) before $$t"; exit 1; }; \
 	  timeout -k 5 $$left
-gpu-test: $(if $(filter 1,$(GPU_PREBUILT)),,cuda-compile $(CUDA_TEST_BINS))
+gpu-test: $(call gpu_needs,cuda-compile $(CUDA_TEST_BINS))
 	@if ! $(GPU_LISTED); then \
 	  echo "gpu-test: NO GPU on this machine: the CUDA tests were compiled, NOT run"; exit 0; fi; \
 	export GPUMEM_REQUIRE_GPU=1; failed=""; \
@@ -371,7 +374,7 @@ CUDA_BENCH_BINS += $(BUILD)/cuda/bench_gpu_nostats.bin
 # machine may reach no registry), else later by `make gpu-plot`.
 GPU_BENCH_BOUND ?= 1500
 GPU_PLOT_PNG = $(RESULTS)/gpu-clients-$$(basename $$f .jsonl | sed 's/^gpu-run-//').png
-gpu-bench: $(if $(filter 1,$(GPU_PREBUILT)),,$(CUDA_BENCH_BINS))
+gpu-bench: $(call gpu_needs,$(CUDA_BENCH_BINS))
 	@if ! $(GPU_LISTED); then \
 	  echo "gpu-bench: NO GPU on this machine: the CUDA benchmarks were compiled, NOT run"; exit 0; fi; \
 	export GPUMEM_REQUIRE_GPU=1; mkdir -p $(RESULTS); rm -f $(RESULTS)/gpu-run-*.jsonl; failed=""; \

@@ -41,7 +41,6 @@
 #include "watch.h"
 #include "gpuctl_run.h"
 
-
 // --small (compute-sanitizer runs kernels about 100x slower): every test
 // shrinks, the threads and the data, keeping what it checks (evictions
 // still happen: the caches stay smaller than the data).

@@ -28,7 +28,6 @@
 #include "cuda_check.h"
 #include "cache_rig.h"
 
-
 // A host tier of n_slots lines below the rig's cache.
 struct TierRig {
     gpumem_tier *tier = nullptr;
