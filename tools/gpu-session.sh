@@ -57,7 +57,7 @@ fi
 { date -u; nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
   nproc; } > "$out/device.txt" 2>&1
 cat "$out/device.txt"
-if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+if ! grep -q '^GPU ' "$out/device.txt"; then # nvidia-smi -L's lines, just written
     echo "gpu-session: nvidia-smi lists no GPU here: nothing to run (the make gpu-* targets say the same)"
     exit 2
 fi
