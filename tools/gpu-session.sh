@@ -41,7 +41,9 @@ mkdir -p "$out" || exit 2
 case $mode in all|examples|sanitize) ;; *) echo "usage: $0 [all|examples|sanitize] [out dir]"; exit 2;; esac
 export GPUMEM_NO_INSTALL=1
 
-[ -d build/gpu ] && cp -r build/gpu/. build/
+# Into place, keeping their times (-p) and never over a newer build (-u): in
+# a working tree with sources changed since, make still sees them as stale.
+[ -d build/gpu ] && cp -r -p -u build/gpu/. build/
 command -v make >/dev/null || export PATH="$PWD/build/bin:$PATH" # gpu-prebuild's copy
 command -v make >/dev/null || { echo "gpu-session: no make here, and none carried in build/gpu/bin"; exit 2; }
 missing=""
