@@ -54,6 +54,7 @@
 #define GPUMEM_SWCTL_H
 
 #include "gpumem_nvme.h"
+#include "gpumem_watchdog.h" /* gpumem_swctl_watchdog_config */
 
 /* ======================================================================== */
 /* Software controller core (host and device)                               */
