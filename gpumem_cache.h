@@ -14,6 +14,7 @@
  *   #include "gpumem_cache.h"
  *   #include "gpumem_swctl.h"                 // only for a software controller (below)
  *
+ *   // given: gpumem_swctl *ctl, gpumem_nvme_qp **pairs, uint32_t n_pairs, uint64_t data_bytes, uint64_t line, uint64_t i, uint64_t j, uint64_t n, void (*use)(void *)
  *   gpumem_cache_desc d = gpumem_cache_desc_default();
  *   d.n_lines    = data_bytes / 4096;          // lines of the data behind the cache
  *   d.line_bytes = 4096;                       // a power of two, 512 B .. 2 MiB

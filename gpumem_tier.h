@@ -12,6 +12,7 @@
  *   #define GPUMEM_IMPLEMENTATION             // in exactly one .c file
  *   #include "gpumem_tier.h"                  // includes gpumem_cache.h
  *
+ *   // given: gpumem_cache *cache, uint32_t n_slots
  *   gpumem_tier_desc td = gpumem_tier_desc_default(cache, 4 * n_slots);  // host slots, in lines
  *   td.placement = GPUMEM_TIER_GMT_REUSE;      // or GPUMEM_TIER_ORDER, GPUMEM_TIER_NEVER_HOST
  *   td.policy    = GPUMEM_POLICY_FIFO;         // host-tier replacement: FIFO or CLOCK
@@ -20,7 +21,7 @@
  *   // threads use the cache exactly as before (gpumem_cache_acquire, refs, ...):
  *   // misses look in host memory first, evictions may move lines there.
  *   // GMT-Reuse learns from a CPU thread (the paper's "dedicated CPU thread"):
- *   gpumem_tier_train(t);                      // now and then; refits the model
+ *   gpumem_tier_train(t, NULL);                // now and then; refits the model
  *   gpumem_cache_flush(cache, NULL);           // writes back BOTH tiers' dirty lines
  *   gpumem_tier_stats s; gpumem_tier_get_stats(t, &s);
  *   gpumem_tier_destroy(t);                    // writes back the host tier, detaches
