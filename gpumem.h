@@ -76,9 +76,9 @@
 #include <string.h> /* memcpy: the host side of the copies */
 
 #define GPUMEM_VERSION_MAJOR 0
-#define GPUMEM_VERSION_MINOR 3
+#define GPUMEM_VERSION_MINOR 4
 #define GPUMEM_VERSION_PATCH 0
-#define GPUMEM_VERSION_STRING "0.3.0"
+#define GPUMEM_VERSION_STRING "0.4.0"
 
 /* ---- portability --------------------------------------------------------- */
 
