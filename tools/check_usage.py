@@ -4,9 +4,10 @@
 usage: tools/check_usage.py OUTDIR [CC]      (run from the repository root)
 
 A USAGE block starts at a comment line ` * USAGE...` (its heading may run on
-over several lines, up to the first blank comment line) and its code is
-every line after that indented by at least two spaces inside the comment,
-up to the first line of prose (indent of one) or the end of the comment.
+over several lines of prose, and blank lines may follow it) and its code is
+every line from the first one indented by at least two spaces inside the
+comment, up to the next line of prose (indent of one) or the end of the
+comment. A block with no code at all fails.
 In the code:
   - lines starting with `#` are put at file scope, in their order;
   - `// given: T a, U b` names what the example takes from its caller: they
@@ -42,7 +43,10 @@ def blocks(path):
             i += 1
             continue
         start = i + 1
-        while i < len(lines) and lines[i].strip() != "*":  # the heading, up to a blank line
+        i += 1
+        # The heading may run on (prose, indent 1) and be followed by blank
+        # lines; the code starts at the first line indented further.
+        while i < len(lines) and re.match(r"\s\*( ?\S.*)?$", lines[i]) and "*/" not in lines[i]:
             i += 1
         code = []
         while i < len(lines):
@@ -65,6 +69,10 @@ count = 0
 for header in sorted(h for h in os.listdir(".") if re.fullmatch(r"gpumem(_\w+)?\.h", h)):
     for n, (start, code) in enumerate(blocks(header)):
         count += 1
+        if not [t for _, t in code if t]:
+            failures += 1
+            print(f"check_usage: {header}:{start}: a USAGE heading with no code under it", file=sys.stderr)
+            continue
         # The body keeps the header's line numbers (one #line, a blank line
         # for each line hoisted out), so errors point into the header.
         top, body, given = [], [], ""
