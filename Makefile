@@ -1,5 +1,6 @@
 # gpumem: header-only; this Makefile builds the tests, benchmarks and examples.
 #   make test       Criterion suite + every header as C11/C++17/CUDA + every CUDA source compiled
+#                   + the gpu-* scripts on stand-in programs (make gpu-dryrun)
 #   make demo       the main job: BFS and CC over a Kronecker graph file through cache and queues
 #   make examples   the example programs (examples/*.c; examples/cuda/*.cu with nvcc)
 #   make bench      Google Benchmark, each against its baseline: queue vs mutex queue, fetch-add vs
@@ -59,7 +60,7 @@ RESULTS := $(BUILD)/results
 all: test
 
 # deps-test comes first: make builds prerequisites left to right.
-test: deps-test headers cuda-compile registers examples run-tests
+test: deps-test headers cuda-compile registers examples run-tests gpu-dryrun
 deps-test:
 	@$(DEPS) cc criterion python3
 
