@@ -506,8 +506,9 @@ GPUMEM_API uint32_t gpumem_nvme_sw_serve_ram(gpumem_nvme_swq *q, gpumem_nvme_sw_
  *   gpumem_nvme_gpuctl_stop(&d); cudaStreamSynchronize(stream);
  *   gpumem_nvme_sw_stats s; gpumem_nvme_gpuctl_get_stats_cuda(ctl, &s);   // s.violations == 0
  *
- * Start the controller on its own non-blocking stream before its clients
- * (gpumem_nvme_gpuctl_start waits until it runs): clients that fill the GPU
+ * Start the controller on its own non-blocking stream (start refuses any
+ * other) before its clients (gpumem_nvme_gpuctl_start waits until it runs;
+ * if it fails, it has stopped it, see there): clients that fill the GPU
  * first would keep it from ever being scheduled. Kernels launched while it
  * runs must have been loaded before it started: pass them to
  * gpumem_nvme_gpuctl_start, or preload them with gpumem_cuda_preload (or

@@ -64,7 +64,8 @@ for f in "$repo"/tests/cuda/*.cu; do progs="$progs cuda/$(basename "$f" .cu).bin
 for f in "$repo"/examples/cuda/*.cu; do progs="$progs cuda/examples/$(basename "$f" .cu)"; done
 for f in "$repo"/bench/cuda/*.cu; do progs="$progs cuda/$(basename "$f" .cu).bin cuda/$(basename "$f" .cu)_nostats.bin"; done
 for p in $progs graph; do mkdir -p "$(dirname "$repo/build/gpu/$p")"; cp "$tmp/stand-in" "$repo/build/gpu/$p"; done
-echo "stand-in graph file" > "$repo/build/gpu/kron-gpu.graph"
+graph=build/kron-gpu-s$(sed -n 's/^GPU_GRAPH_SCALE ?= //p' "$root/Makefile").graph # the Makefile's name for it
+echo "stand-in graph file" > "$repo/${graph/build/build/gpu}"
 tests=$(cd "$repo" && for f in tests/cuda/*.cu; do echo "build/cuda/$(basename "$f" .cu).bin"; done)
 cat > "$tmp/bin/nvidia-smi" <<'EOF'
 #!/bin/sh
@@ -177,12 +178,12 @@ echo "== 5. the graph example reads the carried Kronecker file; nothing generate
 : > "$calls"
 session examples
 check "examples pass (status $rc)" $([ $rc = 0 ]; echo $?)
-check "graph ran on build/kron-gpu.graph" $(grep -q " graph build/kron-gpu.graph " "$calls"; echo $?)
+check "graph ran on $graph" $(grep -q " graph $graph " "$calls"; echo $?)
 check "the host graph tool never ran on the device" $(! grep -q " graph gen" "$calls"; echo $?)
-rm "$repo/build/gpu/kron-gpu.graph" "$repo/build/kron-gpu.graph"
+rm "$repo/${graph/build/build/gpu}" "$repo/$graph"
 session examples
 check "without the carried file the session refuses up front (status $rc)" \
-    $([ $rc = 2 ] && grep -q "not built:.*kron-gpu.graph" "$tmp/examples.txt"; echo $?)
+    $([ $rc = 2 ] && grep -q "not built:.*kron-gpu-s<scale>.graph" "$tmp/examples.txt"; echo $?)
 
 [ $fails = 0 ] && echo "gpu-dryrun: every check passed" || echo "gpu-dryrun: $fails check(s) FAILED"
 [ $fails = 0 ]

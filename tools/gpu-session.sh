@@ -17,7 +17,7 @@
 # minutes with a start of 2; steps that end sooner leave room for the third.
 #
 # (build/gpu holds the programs at their paths under build/, and the graph
-# example's Kronecker file, build/kron-gpu.graph; the script puts them there,
+# example's Kronecker file, build/kron-gpu-s17.graph; the script puts them there,
 # so that make finds them and builds nothing: GPU_PREBUILT=1.)
 #
 # Its steps, each ending within its deadline (seconds, and the variable that
@@ -59,9 +59,10 @@ command -v make >/dev/null || export PATH="$PWD/build/bin:$PATH" # gpu-prebuild'
 command -v make >/dev/null || { echo "gpu-session: no make here, and none carried in build/gpu/bin"; exit 2; }
 missing=""
 for f in build/cuda/bench_gpu.bin build/cuda/bench_gpu_nostats.bin build/cuda/examples/hello \
-         build/cuda/test_nvme_gpu.bin build/kron-gpu.graph; do
+         build/cuda/test_nvme_gpu.bin; do
     [ -f "$f" ] || missing="$missing $f"
 done
+compgen -G 'build/kron-gpu-s*.graph' >/dev/null || missing="$missing build/kron-gpu-s<scale>.graph"
 if [ -n "$missing" ]; then
     echo "gpu-session: not built:$missing (run make gpu-prebuild where nvcc is, and carry build/gpu)"
     exit 2
