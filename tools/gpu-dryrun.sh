@@ -102,7 +102,7 @@ all_ended() {
     local pid rest alive=""
     sleep 1
     while read -r pid rest; do
-        [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q sleep && alive="$alive $pid"
+        { tr '\0' ' ' < "/proc/$pid/cmdline"; } 2>/dev/null | grep -q sleep && alive="$alive $pid"
     done < "$calls"
     [ -z "$alive" ] || { echo "  still running:$alive"; ps -o pid,pgid,args -p "${alive# }" | sed 's/^/  /'; return 1; }
 }
@@ -156,7 +156,7 @@ all_ended
 check "no stand-in left running" $?
 left=""
 for f in /proc/[0-9]*/cmdline; do
-    tr '\0' ' ' < "$f" 2>/dev/null | grep -q "GPU_PREBUILT=1 gpu-test GPU_SANITIZE=0 GPU_TEST_DEADLINE=100" && left="$left $f"
+    { tr '\0' ' ' < "$f"; } 2>/dev/null | grep -q "GPU_PREBUILT=1 gpu-test GPU_SANITIZE=0 GPU_TEST_DEADLINE=100" && left="$left $f"
 done
 check "no make left running" $([ -z "$left" ]; echo $?) "$left"
 
