@@ -92,7 +92,9 @@ unset OUT COMPUTE_SANITIZER GPU_BENCH_BOUND GPU_TEST_DEADLINE GPU_EXAMPLES_DEADL
 session() { # session MODE: the session script, output and logs in $tmp/MODE{.txt,/}; sets rc and took
     local t0
     t0=$(date +%s)
-    (cd "$repo" && bash tools/gpu-session.sh "$1" "$tmp/$1") > "$tmp/$1.txt" 2>&1
+    # An outer bound far past every deadline here: if the deadlines broke,
+    # the stand-ins (which never end) would otherwise hang make test.
+    (cd "$repo" && timeout -k 5 180 bash tools/gpu-session.sh "$1" "$tmp/$1") > "$tmp/$1.txt" 2>&1
     rc=$?
     took=$(($(date +%s) - t0))
 }
@@ -110,8 +112,10 @@ all_ended() {
 echo "== 1. every program never ends: each step ends at its deadline and names them all"
 : > "$calls"
 DRY_HANG=all DRY_STUBBORN=test_cache_gpu.bin GPU_SESSION_TEST_S=12 GPU_SESSION_BENCH_S=6 session all
-# (Its deadlines are wall-clock ones: the slack is for starting make and the scripts.)
-check "session ends within its deadlines (took $took s of 12 + 6)" $([ $took -le 24 ]; echo $?)
+# Its deadlines are wall-clock ones; the stand-ins never end, so what this
+# checks is that the deadlines end the session. The slack (30 s) is for
+# starting make and the scripts on a loaded machine, not a measure of speed.
+check "session ends within its deadlines (took $took s of 12 + 6)" $([ $took -le 48 ]; echo $?)
 check "session fails (status $rc)" $([ $rc = 1 ]; echo $?)
 line=$(last_failed gpu-test "$tmp/all/gpu-test.log")
 miss=""
@@ -149,7 +153,7 @@ echo "== 3. an outer timeout ends everything the step started"
 t0=$(date +%s)
 (cd "$repo" && DRY_HANG=all GPU_SESSION_TEST_S=100 timeout 4 bash tools/gpu-session.sh all "$tmp/outer") > "$tmp/outer.txt" 2>&1
 took=$(($(date +%s) - t0))
-check "the session stopped at the outer timeout (took $took s)" $([ $took -le 10 ]; echo $?)
+check "the session stopped at the outer timeout (took $took s; slack for a loaded machine)" $([ $took -le 20 ]; echo $?)
 check "it says so and names the step" $(grep -q "gpu-session: FAILED: gpu-test(stopped)" "$tmp/outer.txt"; echo $?)
 check "the runner named the program it stopped and the rest" $(grep -q "gpu-test: FAILED: stopped: .*; not run: " "$tmp/outer/gpu-test.log"; echo $?)
 all_ended
