@@ -20,6 +20,8 @@
 #                   without one it compiles them and says so); gpu-bench likewise for bench/cuda
 #   make qemu-test  the queue pairs drive QEMU's NVMe controller (tests/qemu; needs
 #                   qemu-system-x86, busybox-static, linux-image-amd64)
+#   make qemu-uring the io_uring passthrough forwarder in QEMU: local /dev/ngXn1, then nvmet
+#                   over nvme-tcp in the guest (docs/uring.md)
 # Each target first checks the tools it needs and installs what is missing
 # (tools/deps.sh; GPUMEM_NO_INSTALL=1 only names the install command).
 CC      ?= gcc
@@ -55,7 +57,7 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-.PHONY: all test registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-plot gpu-prebuild qemu-test clean results install uninstall install-test deps-test
+.PHONY: all test registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-plot gpu-prebuild qemu-test qemu-uring clean results install uninstall install-test deps-test
 
 all: test
 
@@ -348,6 +350,13 @@ qemu-test:
 	@$(DEPS) cc qemu
 	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image
 	bash tests/qemu/run.sh $(BUILD)
+
+# The io_uring passthrough forwarder (gpumem_uring.h) in QEMU: the guest's
+# kernel owns the disks; local /dev/ngXn1, then nvmet over nvme-tcp (one boot).
+qemu-uring:
+	@$(DEPS) cc qemu
+	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image
+	GPUMEM_QEMU_BOOTS=uring nice bash tests/qemu/run.sh $(BUILD)
 
 # CUDA benchmarks: each writes $(RESULTS)/<name>-<gpu>.{json,md} with ratios
 # to the baseline measured in the same run.

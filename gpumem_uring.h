@@ -763,38 +763,26 @@ static void *gpumem__uring_main(void *arg) {
 
 /* ---- namespace ------------------------------------------------------------- */
 
-/* One admin command through the ring, waited for. Returns the kernel's res. */
-static int gpumem__uring_admin(gpumem__uring_ring *r, const struct nvme_uring_cmd *pt) {
-    struct io_uring_sqe *sqe = gpumem__uring_sqe(r);
-    uint32_t head, tail;
+/* One admin command (Identify), synchronously: NVME_IOCTL_ADMIN_CMD on the
+ * namespace's generic device (6.1 takes admin commands through io_uring only
+ * on the controller's device, /dev/nvmeX). Returns 0, the NVMe status, or
+ * -errno. */
+static int gpumem__uring_admin(int fd, const struct nvme_uring_cmd *pt) {
+    struct nvme_passthru_cmd a;
     int rc;
-    sqe->opcode = IORING_OP_URING_CMD;
-    sqe->fd = 0;
-    sqe->flags = IOSQE_FIXED_FILE;
-    sqe->cmd_op = NVME_URING_CMD_ADMIN;
-    sqe->user_data = 0xAD;
-    memcpy(sqe->cmd, pt, sizeof *pt);
-    gpumem__uring_sqe_push(r);
-    do rc = gpumem__uring_enter(r->fd, gpumem__uring_unsubmitted(r), 1, IORING_ENTER_GETEVENTS, NULL, 0);
-    while (rc < 0 && errno == EINTR);
-    if (rc < 0) return -errno;
-    head = *r->cq_head;
-    tail = __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE);
-    for (rc = -EIO; head != tail; head++) {
-        const unsigned char *e = r->cqes + (size_t)(head & *r->cq_mask) * 32;
-        uint64_t ud;
-        int32_t res;
-        memcpy(&ud, e, 8);
-        memcpy(&res, e + 8, 4);
-        if (ud == 0xAD) rc = res;
-    }
-    __atomic_store_n(r->cq_head, tail, __ATOMIC_RELEASE);
-    return rc;
+    memset(&a, 0, sizeof a);
+    a.opcode = pt->opcode;
+    a.nsid = pt->nsid;
+    a.addr = pt->addr;
+    a.data_len = pt->data_len;
+    a.cdw10 = pt->cdw10;
+    rc = ioctl(fd, NVME_IOCTL_ADMIN_CMD, &a);
+    return rc < 0 ? -errno : rc;
 }
 
 /* LBA size, capacity and MDTS of the device's namespace: Identify
- * Namespace and Identify Controller through admin passthrough. */
-static gpumem_status gpumem__uring_identify(gpumem_uringctl *c, gpumem__uring_ring *r) {
+ * Namespace and Identify Controller through admin passthrough (ioctl). */
+static gpumem_status gpumem__uring_identify(gpumem_uringctl *c) {
     struct nvme_uring_cmd pt;
     unsigned char *id = (unsigned char *)aligned_alloc(4096, 4096);
     uint64_t nsze, max_bytes;
@@ -809,7 +797,7 @@ static gpumem_status gpumem__uring_identify(gpumem_uringctl *c, gpumem__uring_ri
     pt.addr = (uint64_t)(uintptr_t)id;
     pt.data_len = 4096;
     pt.cdw10 = 0; /* CNS 0: the namespace */
-    if ((res = gpumem__uring_admin(r, &pt)) != 0) {
+    if ((res = gpumem__uring_admin(c->fd, &pt)) != 0) {
         st = gpumem__uring_fail(&c->cfg, res == -EACCES || res == -EPERM ? GPUMEM_ESYS : GPUMEM_EIO,
                                 "Identify Namespace %u on %s: %s%s", c->kernel_nsid, c->cfg.path,
                                 res < 0 ? strerror(-res) : gpumem_nvme_status_str((uint16_t)res),
@@ -834,7 +822,7 @@ static gpumem_status gpumem__uring_identify(gpumem_uringctl *c, gpumem__uring_ri
     memset(id, 0, 4096);
     pt.nsid = 0;
     pt.cdw10 = 1; /* CNS 1: the controller */
-    if ((res = gpumem__uring_admin(r, &pt)) != 0) {
+    if ((res = gpumem__uring_admin(c->fd, &pt)) != 0) {
         st = gpumem__uring_fail(&c->cfg, GPUMEM_EIO, "Identify Controller on %s: %s", c->cfg.path,
                                 res < 0 ? strerror(-res) : gpumem_nvme_status_str((uint16_t)res));
         goto out;
@@ -949,7 +937,7 @@ gpumem_status gpumem_uringctl_open(const gpumem_uringctl_config *cfg, gpumem_uri
                                     : rc == -EINVAL ? " (SQE128/CQE32 need Linux 5.19 or later)" : "");
             goto fail;
         }
-        if (i == 0 && !c->is_file && (st = gpumem__uring_identify(c, &t->ring)) != GPUMEM_OK) goto fail;
+        if (i == 0 && !c->is_file && (st = gpumem__uring_identify(c)) != GPUMEM_OK) goto fail;
     }
     c->max_iov = (uint32_t)(((uint64_t)c->ns.max_blocks << c->ns.lba_shift) / GPUMEM_NVME_PAGE_BYTES + 2);
     for (i = 0; i < cfg->n_threads; i++) {

@@ -18,6 +18,12 @@
  *                                 negative cases (memlock too small, PRPs at
  *                                 unmapped IOVAs, unregistered buffers)
  *
+ *   guest_test uring DEV THREADS COMMANDS
+ *                                 the kernel's nvme driver owns the disk: the
+ *                                 io_uring passthrough forwarder (gpumem_uring.h)
+ *                                 serves pairs over DEV (/dev/ngXnY, local or
+ *                                 NVMe-oF); every read checked by content
+ *
  * The disk holds block content (lba, generation 0) everywhere when the guest
  * starts (tests/qemu/image.c wrote it). The last WRITE_BLOCKS blocks are
  * split among the threads, each writes only its own part, and the generation
@@ -40,6 +46,7 @@
 #include <unistd.h>
 
 #include "gpumem_nvme.h"
+#include "gpumem_uring.h" /* guest_test uring: the io_uring passthrough forwarder */
 #include "../block_content.h"
 
 #define MAX_BATCH 32u       /* asynchronous commands a thread has out at once */
@@ -916,6 +923,191 @@ out:
     return failures ? 1 : 0;
 }
 
+/* ---- the io_uring passthrough forwarder (gpumem_uring.h) ----------------------- */
+
+static const uint32_t uring_depths[] = {2, 16, 256};
+#define URING_PAIRS 3u
+
+typedef struct uring_worker {
+    gpumem_nvme_qp **pairs;
+    gpumem_nvme_ns ns;
+    uint64_t write_base, per_thread;
+    uint32_t region, id, *gen;
+    uint64_t reads, writes, flushes, blocks, bad, errors, issued;
+    pthread_t thread;
+} uring_worker;
+
+/* Wait for one command of the batch and check it by content. */
+static void uring_finish(uring_worker *w, gpumem_nvme_qp *qp, pending *p, const unsigned char *buf) {
+    gpumem_status st = gpumem_nvme_qp_wait_timed(qp, &p->req, (uint64_t)IO_TIMEOUT_MS * 1000000ull);
+    uint32_t k;
+    w->issued++;
+    if (st != GPUMEM_OK) {
+        w->errors++;
+        CHECK(0, "thread %u: %s of %u blocks at %llu on pair %u: %s (%s)", w->id, p->is_write ? "write" : "read",
+              p->nlb, (unsigned long long)p->lba, qp->qid, gpumem_status_str(st),
+              gpumem_nvme_status_str(gpumem_nvme_cpl_status(&p->req.cpl)));
+        return;
+    }
+    w->blocks += p->nlb;
+    if (p->is_write) {
+        for (k = 0; k < p->nlb; k++) w->gen[p->lba + k - w->write_base] = p->gen_or_write;
+        w->writes++;
+        return;
+    }
+    w->reads++;
+    for (k = 0; k < p->nlb; k++) {
+        uint64_t lba = p->lba + k;
+        uint32_t want = lba >= w->write_base ? w->gen[lba - w->write_base] : 0;
+        if (!block_ok(buf + p->off + (size_t)k * LBA, lba, want) && w->bad++ < 5)
+            CHECK(0, "thread %u: block %llu read back wrong (want generation %u)", w->id, (unsigned long long)lba,
+                  want);
+    }
+}
+
+/* Batches of up to MAX_BATCH asynchronous commands on one pair, from
+ * buffers at 512-byte offsets in ordinary pages (PRP lists); writes to the
+ * thread's own blocks are read back after they complete. */
+static void *uring_worker_main(void *arg) {
+    uring_worker *w = (uring_worker *)arg;
+    unsigned char *buf = (unsigned char *)aligned_alloc(4096, MAX_BATCH * SLOT_BYTES);
+    pending batch[MAX_BATCH];
+    uint64_t rng = 0x9E3779B97F4A7C15ull * (w->id + 7), round = 0;
+    uint64_t own = w->write_base + (uint64_t)w->id * w->region;
+    CHECK(buf != NULL, "malloc");
+    while (buf && w->issued < w->per_thread && !__atomic_load_n(&failures, __ATOMIC_RELAXED)) {
+        gpumem_nvme_qp *qp = w->pairs[(w->id + round++) % URING_PAIRS];
+        uint32_t n, k, j, kind = (uint32_t)(rng_next(&rng) % 8), batch_n = 1 + (uint32_t)(rng_next(&rng) % MAX_BATCH);
+        int writing = kind <= 2;
+        gpumem_status st;
+        if (kind == 7) {
+            gpumem_nvme_cpl cpl;
+            st = gpumem_nvme_qp_flush(qp, &cpl);
+            CHECK(st == GPUMEM_OK, "thread %u: flush: %s", w->id, gpumem_status_str(st));
+            w->flushes++, w->issued++;
+            continue;
+        }
+        for (j = 0; j < (writing ? 2u : 1u); j++) { /* writes, then the same ranges read back */
+            uint64_t at = rng_next(&rng) % w->region;
+            uint32_t oldest = 0;
+            for (n = 0; n < batch_n; n++) {
+                pending *p = &batch[n];
+                if (j == 0) {
+                    p->nlb = 1 + (uint32_t)(rng_next(&rng) % MAX_NLB);
+                    p->off = (size_t)n * SLOT_BYTES + (rng_next(&rng) % 8) * LBA;
+                    if (writing) {
+                        if (at + p->nlb > w->region) at = 0;
+                        p->lba = own + at;
+                        at += p->nlb;
+                        p->gen_or_write = w->gen[p->lba - w->write_base] + 1;
+                        for (k = 0; k < p->nlb; k++)
+                            fill_block(buf + p->off + (size_t)k * LBA, p->lba + k, p->gen_or_write);
+                    } else {
+                        p->lba = rng_next(&rng) % 4 == 0 ? own + rng_next(&rng) % (w->region - p->nlb + 1)
+                                                          : rng_next(&rng) % (w->write_base - p->nlb + 1);
+                    }
+                }
+                p->is_write = writing && j == 0;
+                if (!p->is_write) memset(buf + p->off, 0xEE, (size_t)p->nlb * LBA);
+                /* no ID free: finish this thread's oldest command first (it may hold them all) */
+                while ((st = gpumem_nvme_qp_submit_buf(qp, p->is_write ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ,
+                                                       p->lba, p->nlb, buf + p->off, &p->req)) == GPUMEM_EAGAIN) {
+                    if (oldest < n) uring_finish(w, qp, &batch[oldest++], buf);
+                    else nanosleep(&(struct timespec){0, 20000L}, NULL);
+                }
+                CHECK(st == GPUMEM_OK, "thread %u: submit: %s", w->id, gpumem_status_str(st));
+                if (st != GPUMEM_OK) batch_n = n;
+                /* a writing batch's ranges must not overlap: stop before the region wraps onto itself */
+                if (writing && j == 0 && at + MAX_NLB > w->region && n + 1 < batch_n) batch_n = n + 1;
+            }
+            while (oldest < batch_n) uring_finish(w, qp, &batch[oldest++], buf);
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
+static int uring_run(const char *dev, uint32_t n_threads, uint64_t n_commands) {
+    gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
+    gpumem_uringctl *ctl = NULL;
+    gpumem_nvme_qp *pairs[URING_PAIRS];
+    gpumem_uringctl_stats s;
+    uring_worker *ws = (uring_worker *)calloc(n_threads, sizeof *ws);
+    uint32_t *gen = (uint32_t *)calloc(WRITE_BLOCKS, sizeof *gen);
+    uint64_t reads = 0, writes = 0, flushes = 0, blocks = 0, bad = 0, errors = 0;
+    gpumem_nvme_ns ns;
+    gpumem_status st;
+    double t0, t1;
+    uint32_t i;
+    char why[320] = "";
+    cfg.path = dev;
+    cfg.error = why;
+    cfg.error_bytes = sizeof why;
+    st = gpumem_uringctl_open(&cfg, &ctl);
+    if (st != GPUMEM_OK) {
+        printf("GPUMEM_QEMU_RESULT FAIL uring open %s: %s: %s\n", dev, gpumem_status_str(st), why);
+        return 1;
+    }
+    ns = gpumem_uringctl_ns(ctl);
+    printf("uring: %s: kernel namespace %u, %llu blocks of %u bytes, at most %u blocks per command\n", dev,
+           gpumem_uringctl_kernel_nsid(ctl), (unsigned long long)ns.n_blocks, 1u << ns.lba_shift, ns.max_blocks);
+    CHECK(ns.lba_shift == 9 && ns.n_blocks > 2 * WRITE_BLOCKS && ns.max_blocks >= MAX_NLB,
+          "namespace: 512-byte blocks, more than %u blocks, MDTS of %u blocks expected", 2 * WRITE_BLOCKS, MAX_NLB);
+    for (i = 0; i < URING_PAIRS && !failures; i++) {
+        st = gpumem_uringctl_add_qp(ctl, uring_depths[i], &pairs[i]);
+        CHECK(st == GPUMEM_OK, "pair of depth %u: %s", uring_depths[i], gpumem_status_str(st));
+    }
+    if (!failures) CHECK((st = gpumem_uringctl_start(ctl)) == GPUMEM_OK, "start: %s", gpumem_status_str(st));
+    t0 = now_s();
+    for (i = 0; i < n_threads && !failures; i++) {
+        ws[i].pairs = pairs;
+        ws[i].ns = ns;
+        ws[i].write_base = ns.n_blocks - WRITE_BLOCKS;
+        ws[i].region = WRITE_BLOCKS / n_threads;
+        ws[i].per_thread = (n_commands + n_threads - 1) / n_threads;
+        ws[i].id = i;
+        ws[i].gen = gen;
+        pthread_create(&ws[i].thread, NULL, uring_worker_main, &ws[i]);
+    }
+    for (i = 0; i < n_threads && ws[i].pairs; i++) {
+        pthread_join(ws[i].thread, NULL);
+        reads += ws[i].reads, writes += ws[i].writes, flushes += ws[i].flushes, blocks += ws[i].blocks;
+        bad += ws[i].bad, errors += ws[i].errors;
+    }
+    t1 = now_s();
+    if (gpumem_uringctl_stop(ctl) == GPUMEM_OK && gpumem_uringctl_get_stats(ctl, &s) == GPUMEM_OK) {
+        printf("uring: forwarded %llu commands in %llu io_uring_enter calls; %llu kernel errors, %llu bad kernel "
+               "completions, %llu untranslatable, %llu protocol violations\n", (unsigned long long)s.submitted,
+               (unsigned long long)s.enter_calls, (unsigned long long)s.kernel_errors,
+               (unsigned long long)s.bad_kernel_cqes, (unsigned long long)s.untranslatable,
+               (unsigned long long)s.sw.violations);
+        CHECK(s.sw.commands == reads + writes + flushes, "posted %llu completions for %llu commands",
+              (unsigned long long)s.sw.commands, (unsigned long long)(reads + writes + flushes));
+        CHECK(s.kernel_errors + s.bad_kernel_cqes + s.untranslatable + s.sw.violations == 0, "forwarder counts");
+    }
+    for (i = 0; i < URING_PAIRS; i++) CHECK(gpumem_nvme_qp_faults(pairs[i]) == 0, "pair %u saw bad completions", i);
+    CHECK(bad == 0 && errors == 0, "%llu blocks read back wrong, %llu commands failed", (unsigned long long)bad,
+          (unsigned long long)errors);
+    CHECK(reads + writes + flushes >= n_commands, "ran %llu of %llu commands",
+          (unsigned long long)(reads + writes + flushes), (unsigned long long)n_commands);
+    st = gpumem_uringctl_destroy(ctl);
+    CHECK(st == GPUMEM_OK, "destroy: %s", gpumem_status_str(st));
+    for (i = 0; i < WRITE_BLOCKS; i += 64) {
+        uint32_t k;
+        printf("GENS %llu", (unsigned long long)(ns.n_blocks - WRITE_BLOCKS + i));
+        for (k = 0; k < 64 && i + k < WRITE_BLOCKS; k++) printf(" %x", gen[i + k]);
+        printf("\n");
+    }
+    printf("GPUMEM_QEMU_RESULT %s uring %s commands=%llu reads=%llu writes=%llu flushes=%llu blocks=%llu "
+           "rate=%.0f/s failures=%d\n", failures ? "FAIL" : "PASS", dev, (unsigned long long)(reads + writes + flushes),
+           (unsigned long long)reads, (unsigned long long)writes, (unsigned long long)flushes,
+           (unsigned long long)blocks, (reads + writes + flushes) / (t1 - t0), failures);
+    fflush(stdout);
+    free(ws);
+    free(gen);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 3 && strcmp(argv[1], "unbound") == 0) return unbound(argv[2]);
@@ -930,6 +1122,8 @@ int main(int argc, char **argv) {
         if (run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10))) return 1;
         return iommu_negative(argv[2]);
     }
+    if (argc >= 5 && strcmp(argv[1], "uring") == 0)
+        return uring_run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10));
     if (argc >= 5 && strcmp(argv[1], "run") == 0)
         return run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10));
     fprintf(stderr, "usage: guest_test unbound|negative|iommu-uio ADDR | run ADDR THREADS COMMANDS | iommu-run ADDR "
