@@ -42,7 +42,7 @@ COMMANDS=${GPUMEM_QEMU_COMMANDS:-120000}
 THREADS=${GPUMEM_QEMU_THREADS:-4}
 BOOT_TIMEOUT=${GPUMEM_QEMU_TIMEOUT:-480}
 BOOTS=" ${GPUMEM_QEMU_BOOTS:-negative run iommu} "
-URING_COMMANDS=${GPUMEM_QEMU_URING_COMMANDS:-20000}
+URING_COMMANDS=${GPUMEM_QEMU_URING_COMMANDS:-4000}
 ACCEL=${GPUMEM_QEMU_ACCEL:-tcg}
 DISK_BLOCKS=131072 # 64 MiB of 512-byte blocks
 
@@ -269,7 +269,7 @@ if [[ "$BOOTS" == *" uring "* ]]; then
     [ -z "$ERRS" ] || { printf '%s\n' "$ERRS" | sed -n '1,20p' >&2; die "QEMU reported NVMe guest errors in the uring boot"; }
     grep -a -E '^(uring|guest): ' "$C" | sed 's/^/    /'
     # the console's GENS lines, split by the part that wrote them
-    awk '/^GPUMEM_URING_PART/ {part=$2} /^GENS / {print > ("'"$WORK"'/uring-" part ".gens")}' "$C"
+    awk '{sub(/\r$/, "")} /^GPUMEM_URING_PART/ {part=$2} /^GENS / {print > ("'"$WORK"'/uring-" part ".gens")}' "$C"
     for part in local remote; do
         RESULT=$(grep -a "GPUMEM_QEMU_RESULT.*uring" "$C" | sed -n "$([ $part = local ] && echo 1 || echo 2)p")
         echo "$RESULT" | grep -q PASS || die "uring boot, $part: ${RESULT:-no result line} (console: $C)"
