@@ -45,8 +45,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gpumem_nvme.h"
-#include "gpumem_uring.h" /* guest_test uring: the io_uring passthrough forwarder */
+#include "gpumem_nvmectl.h" /* includes gpumem_nvme.h */
+#include "gpumem_uring.h"   /* guest_test uring: the io_uring passthrough forwarder */
 #include "../block_content.h"
 
 #define MAX_BATCH 32u       /* asynchronous commands a thread has out at once */
