@@ -378,12 +378,12 @@ GPUMEM_API const char *gpumem_nvme_status_str(uint16_t sf) {
     if (sct == 3) {
         switch (sc) {
         case 0x00: return "internal path error";
-        case 0x60: return "asymmetric access persistent loss";
-        case 0x61: return "asymmetric access inaccessible";
-        case 0x62: return "asymmetric access transition";
-        case 0x70: return "controller pathing error";
-        case 0x71: return "host pathing error";
-        case 0x72: return "command aborted by host";
+        case 0x01: return "asymmetric access persistent loss";
+        case 0x02: return "asymmetric access inaccessible";
+        case 0x03: return "asymmetric access transition";
+        case 0x60: return "controller pathing error";
+        case 0x70: return "host pathing error";
+        case 0x71: return "command aborted by host";
         default: return "unknown path related status";
         }
     }

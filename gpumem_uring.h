@@ -11,33 +11,44 @@
  * kernel's NVMe-oF initiator (nvme-tcp, nvme-rdma) made local. Linux only,
  * optional: programs that do not include it need nothing of it.
  *
- * USAGE
+ * USAGE (host threads; the device's namespace stays with the kernel's nvme
+ * driver; read+write access to /dev/ngXnY, and root on kernels before 6.2)
  *
  *   #define _GNU_SOURCE                     // or _POSIX_C_SOURCE 200809L
  *   #define GPUMEM_IMPLEMENTATION           // in exactly one .c file
- *   #include "gpumem_uring.h"               // includes gpumem_nvme.h
+ *   #include <stdio.h>
+ *   #include "gpumem_uring.h"               // includes gpumem_swctl.h, gpumem_nvme.h
  *
+ *   // given: uint64_t slba, uint32_t *buf
  *   gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
- *   cfg.path = "/dev/ng0n1";                // read+write access needed (below)
+ *   cfg.path = "/dev/ng0n1";                // or a remote namespace nvme-tcp connected
  *   cfg.n_threads = 1;                      // forwarder threads; pairs spread over them
- *   char why[256]; cfg.error = why; cfg.error_bytes = sizeof why;
+ *   cfg.cmd_timeout_ms = 5000;              // the pairs' command timeout (0: 30 s)
+ *   char why[256];
+ *   cfg.error = why;
+ *   cfg.error_bytes = sizeof why;
  *   gpumem_uringctl *ctl;
- *   if (gpumem_uringctl_open(&cfg, &ctl) != GPUMEM_OK) puts(why);  // Identify: LBA size, capacity, MDTS
+ *   gpumem_status st = gpumem_uringctl_open(&cfg, &ctl);  // Identify: LBA size, capacity, MDTS
+ *   if (st != GPUMEM_OK) return puts(why), st;
  *   gpumem_nvme_ns ns = gpumem_uringctl_ns(ctl);
  *   gpumem_nvme_qp *qp;
  *   gpumem_uringctl_add_qp(ctl, 256, &qp);  // depth - 1 <= cfg.ring_entries
  *   gpumem_uringctl_start(ctl);
  *
- *   ... any number of threads use qp as any pair (USAGE in gpumem_nvme.h):
- *   gpumem_nvme_qp_read_buf(qp, slba, nlb, buf, &cpl), _submit_buf, _poll ...
- *   buf is an ordinary address of this process: malloc'd or mmap'd memory,
- *   pinned host memory (cudaHostAlloc), mapped pinned memory that GPU
- *   threads use. GPU memory (cudaMalloc) has no CPU mapping: the kernel
- *   refuses it (-EFAULT) and the command completes "data transfer error".
+ *   // any number of threads use qp as any pair (USAGE in gpumem_nvme.h);
+ *   // buf is an address of this process: malloc'd or mmap'd memory, pinned
+ *   // host memory (cudaHostAlloc), mapped pinned memory GPU threads use.
+ *   // GPU memory (cudaMalloc) has no CPU mapping: "data transfer error".
+ *   gpumem_nvme_cpl cpl;
+ *   st = gpumem_nvme_qp_read_buf(qp, slba, 8, buf, &cpl);
+ *   if (st == GPUMEM_EIO) puts(gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)));
+ *   // GPUMEM_ETIMEDOUT: the kernel held it past cmd_timeout_ms (its ID
+ *   // and buf stay reserved until the kernel ends it: gpumem_nvme_req_busy)
  *
  *   gpumem_uringctl_stop(ctl);              // waiters get GPUMEM_ENODEV
- *   gpumem_uringctl_stats s; gpumem_uringctl_get_stats(ctl, &s);
- *   gpumem_uringctl_destroy(ctl);           // GPUMEM_EBUSY while a request is out
+ *   gpumem_uringctl_stats s;
+ *   gpumem_uringctl_get_stats(ctl, &s);
+ *   st = gpumem_uringctl_destroy(ctl);      // GPUMEM_EBUSY while a command is out
  *
  * cfg.path may also name a regular file: the same forwarder then reads and
  * writes it with IORING_OP_READV/WRITEV/FSYNC (cfg.lba_bytes, capacity from
@@ -75,11 +86,15 @@
  * Status of kernel failures. res > 0 is the NVMe status field the target
  * returned (passed on; one that reads as success, or has bits above the
  * field, becomes "internal error"). Errors from the kernel itself:
- *   -EINTR, -ECANCELED (the path went away with the command out)
+ *   -EINTR, -ECANCELED (the path went away with the command out: nvme-tcp
+ *   ends in-flight commands so, a few ms after the target's port goes)
  *                          -> SCT 3 / SC 0x71, command aborted by host
- *   -ENOLINK, -EINVAL (multipath head without a path), -ENODEV, -ENXIO,
- *   -ETIMEDOUT, -EHOSTDOWN, -ECONNRESET, -EAGAIN
+ *   -EINVAL (a new command on the multipath head node while no path is
+ *   live: Debian's default, CONFIG_NVME_MULTIPATH=y), -ENOLINK, -ENODEV,
+ *   -ENXIO, -ETIMEDOUT, -EHOSTDOWN, -ECONNRESET, -EAGAIN
  *                          -> SCT 3 / SC 0x70, host pathing error
+ *   (with nvme_core.multipath=N the kernel itself completes new commands
+ *   with the NVMe status 0x370, host pathing error: passed on as it is)
  *   -EFAULT (a buffer the kernel cannot map)  -> 0 / 0x04, data transfer error
  *   -EACCES, -EPERM        -> 2 / 0x86, access denied (logged once, below)
  *   anything else          -> 0 / 0x06, internal error
@@ -92,9 +107,17 @@
  * refuse it unprivileged make open fail, saying CAP_SYS_ADMIN. Run as root
  * on 6.1 (Debian 12).
  *
- * Not done (see docs/uring.md): a deadline of the forwarder's own for
- * commands the kernel holds too long (cmd_timeout_ms), SQPOLL, registered
- * buffers, queue reset (gpumem_swctl_reset_*), GPU client memory.
+ * Deadline (cmd_timeout_ms, the pairs' command timeout). The kernel ends
+ * every command in its own time, and 6.1 cannot cancel one; a
+ * passthrough's own timeout_ms fires late on nvme-tcp and resets the whole
+ * controller, so none is set. The caller of a command the kernel holds
+ * longer gets GPUMEM_ETIMEDOUT from the pair; its ID stays reserved until
+ * the kernel ends it, and that late completion is posted (the pair frees
+ * the ID, counts it late). The forwarder counts such commands overdue, and
+ * its stop waits for the kernel no longer than each command's deadline.
+ *
+ * Not done (see docs/uring.md): SQPOLL, registered buffers, queue reset
+ * (gpumem_swctl_reset_*), GPU client memory.
  *
  * Needs POSIX threads (-pthread) and <linux/io_uring.h>, <linux/nvme_ioctl.h>
  * from kernel headers 5.19 or later (SQE128/CQE32); no liburing.
@@ -124,6 +147,12 @@ typedef struct gpumem_uringctl_config {
     uint32_t lba_bytes;     /* regular file only: 512 (default) .. 65536, a power of two */
     uint64_t idle_spin_ns;  /* as gpumem_swctl_config: poll this long after work ... */
     uint64_t park_ns;       /* ... then wait at most this long at a time (1 us .. 1 s; 0: 1 ms) */
+    /* The pairs' command timeout, and the forwarder's own deadline: 0 the
+     * default (30 s, as Linux), GPUMEM_NVME_CMD_TIMEOUT_NEVER none. A caller
+     * whose command the kernel holds longer gets GPUMEM_ETIMEDOUT (the
+     * pair's rule); the forwarder counts it overdue, and stop waits for the
+     * kernel no longer than this past a command's submission. */
+    uint32_t cmd_timeout_ms;
     /* PRP to host address: 0 and *host set, or -1 for memory this process
      * cannot hand to the kernel (the command completes "PRP offset invalid",
      * counted in untranslatable). Called for each data segment and for PRP
@@ -142,6 +171,9 @@ typedef struct gpumem_uringctl_stats {
     uint64_t kernel_errors;   /* commands the kernel (or the target) failed */
     uint64_t untranslatable;  /* commands whose PRPs named memory the forwarder cannot hand over */
     uint64_t bad_kernel_cqes; /* completions naming no command in flight, or a broken CQ ring */
+    uint64_t overdue;         /* commands the kernel held past cmd_timeout_ms (their callers timed out) */
+    uint64_t late;            /* overdue commands the kernel ended later (posted: the pair frees the ID) */
+    uint64_t left_in_kernel;  /* at the last stop: overdue commands still in the kernel (reaped after a start) */
 } gpumem_uringctl_stats;
 
 gpumem_uringctl_config gpumem_uringctl_config_default(void);
@@ -162,16 +194,21 @@ gpumem_status gpumem_uringctl_add_qp(gpumem_uringctl *ctl, uint32_t depth, gpume
 gpumem_status gpumem_uringctl_set_polled(gpumem_uringctl *ctl, const gpumem_nvme_qp *qp, int polled);
 gpumem_status gpumem_uringctl_start(gpumem_uringctl *ctl);
 /* Stop: no new command is fetched; commands the kernel holds are waited for
- * (the kernel ends each one, with a status or an error) and posted where
- * their CQ has room, the rest after a restart; then every waiter in a pair
- * returns GPUMEM_ENODEV, as do new calls, until the next start. */
+ * until each one's deadline (submission + cmd_timeout_ms) at most, whatever
+ * the kernel does; the finished ones are posted where their CQ has room, the
+ * rest after a restart; then every waiter in a pair returns GPUMEM_ENODEV,
+ * as do new calls, until the next start. A command still in the kernel keeps
+ * its ID and its forwarder slot; a later start reaps and posts it (late). */
 gpumem_status gpumem_uringctl_stop(gpumem_uringctl *ctl);
 /* The counts, all threads summed; only while stopped (GPUMEM_ESTATE else). */
 gpumem_status gpumem_uringctl_get_stats(gpumem_uringctl *ctl, gpumem_uringctl_stats *out);
 /* Completions posted so far, any thread, any time (a watchdog's progress). */
 uint64_t gpumem_uringctl_progress(gpumem_uringctl *ctl);
 /* Stop if running and free everything. GPUMEM_EBUSY, changing nothing,
- * while a thread waits in one of its pairs or a request holds a command ID. */
+ * while a thread waits in one of its pairs or a request holds a command ID;
+ * GPUMEM_EBUSY too, left stopped, while the kernel still holds a command
+ * whose caller timed out (it may still move that buffer's data): start
+ * again to reap it, then destroy. */
 gpumem_status gpumem_uringctl_destroy(gpumem_uringctl *ctl);
 
 #ifdef __cplusplus
@@ -335,7 +372,9 @@ typedef struct gpumem__uring_slot {
     uint32_t gen;    /* bumped at each use; a completion names slot and generation */
     uint16_t status; /* to post */
     uint8_t state;
+    uint8_t overdue; /* held by the kernel past its deadline (counted once) */
     uint64_t expect; /* bytes a file read/write must move */
+    uint64_t deadline_ns; /* submission + the pair's command timeout (GPUMEM_NO_TIMEOUT: none) */
     struct iovec *iov;
 } gpumem__uring_slot;
 
@@ -359,8 +398,9 @@ typedef struct gpumem__uring_thread {
     gpumem__uring_slot *slots;
     struct iovec *iov_mem;
     uint32_t n_slots, free_head, in_kernel;
+    uint64_t next_deadline; /* earliest deadline of a command in the kernel not yet overdue */
     gpumem_uringctl_stats st;
-    int warned_access, warned_impossible;
+    int warned_access, warned_impossible, warned_overdue;
 } gpumem__uring_thread;
 
 /* Per pair: completions back from the kernel, in order, waiting for CQ room
@@ -536,6 +576,10 @@ static void gpumem__uring_prep(gpumem_uringctl *c, gpumem__uring_thread *t, uint
         memcpy(sqe->cmd, &pt, sizeof pt); /* 72 of the 80 command bytes of a 128-byte SQE */
     }
     gpumem__uring_sqe_push(&t->ring);
+    /* The pair's own timeout (client memory on the host: no client_copy). */
+    sl->deadline_ns = gpumem_deadline_ns(c->sw->queues[sl->pair]->qp->cmd_timeout_ns);
+    sl->overdue = 0;
+    if (sl->deadline_ns < t->next_deadline) t->next_deadline = sl->deadline_ns;
     sl->state = GPUMEM__SLOT_KERNEL;
     t->in_kernel++;
     t->st.submitted++;
@@ -645,6 +689,7 @@ static uint32_t gpumem__uring_reap(gpumem_uringctl *c, gpumem__uring_thread *t) 
                            "CAP_SYS_ADMIN (run as root), later ones write access to the device",
                            c->cfg.path, strerror(-res));
         }
+        if (t->slots[s].overdue) t->st.late++;
         t->in_kernel--;
         gpumem__uring_done_push(c, t, s, status);
     }
@@ -718,31 +763,76 @@ static void gpumem__uring_wait_cqe(gpumem__uring_thread *t, uint64_t timeout_ns)
         sched_yield(); /* before 5.11: no bounded wait; poll */
 }
 
+/* The forwarder's own deadline. 6.1 cannot cancel a uring_cmd, and a
+ * passthrough command's own timeout_ms fires late on nvme-tcp (about 1.5 s
+ * for 500 ms) and resets the whole controller, so none is set: the kernel
+ * keeps a command as long as it likes. What must not wait for it: the
+ * caller, who gets GPUMEM_ETIMEDOUT from the pair after cmd_timeout_ms
+ * (its ID stays reserved, ORPHAN, until the kernel's completion is posted
+ * late), and the forwarder's stop. A command past its deadline is marked
+ * overdue, counted and logged once; it keeps its slot (the kernel may still
+ * move its data) until the kernel ends it. Returns the commands in the
+ * kernel not yet overdue, and sets next_deadline to the earliest of theirs. */
+static uint32_t gpumem__uring_check_deadlines(gpumem_uringctl *c, gpumem__uring_thread *t, uint64_t now) {
+    uint32_t s, pending = 0;
+    uint64_t next = GPUMEM_NO_TIMEOUT;
+    for (s = 0; s < t->n_slots; s++) {
+        gpumem__uring_slot *sl = &t->slots[s];
+        if (sl->state != GPUMEM__SLOT_KERNEL || sl->overdue) continue;
+        if (now >= sl->deadline_ns) {
+            sl->overdue = 1;
+            t->st.overdue++;
+            if (!t->warned_overdue++)
+                GPUMEM_LOG("uring forwarder thread %u: the kernel holds a command on %s past the pair's command "
+                           "timeout (%llu ms); its caller gets GPUMEM_ETIMEDOUT, its ID stays reserved until the "
+                           "kernel ends it", t->index, c->cfg.path,
+                           (unsigned long long)(c->sw->queues[sl->pair]->qp->cmd_timeout_ns / 1000000ull));
+            continue;
+        }
+        pending++;
+        if (sl->deadline_ns < next) next = sl->deadline_ns;
+    }
+    t->next_deadline = next;
+    return pending;
+}
+
+/* Wait for a kernel completion at most park_ns, and not past the next deadline. */
+static void gpumem__uring_wait_bounded(gpumem_uringctl *c, gpumem__uring_thread *t, uint64_t now) {
+    uint64_t wait = c->cfg.park_ns;
+    if (t->next_deadline != GPUMEM_NO_TIMEOUT && t->next_deadline > now && t->next_deadline - now < wait)
+        wait = t->next_deadline - now;
+    gpumem__uring_wait_cqe(t, wait);
+}
+
 /* A forwarder thread: rounds while there is work; when idle, the swctl
  * policy (poll idle_spin_ns, then wait at most park_ns at a time: for a
  * kernel completion if any is due, else on the doorbell event). At stop,
- * it waits for every command the kernel holds and posts what fits. */
+ * it waits for the commands the kernel holds until their deadlines at
+ * most, and posts what fits. */
 static void *gpumem__uring_main(void *arg) {
     gpumem__uring_thread *t = (gpumem__uring_thread *)arg;
     gpumem_uringctl *c = t->ctl;
     gpumem_event *ev = c->sw->doorbell_event;
-    uint64_t last_work = gpumem_clock_ns();
+    uint64_t last_work = gpumem_clock_ns(), now;
     uint32_t i;
+    /* Commands a previous stop left in the kernel are overdue already. */
+    t->next_deadline = GPUMEM_NO_TIMEOUT;
+    gpumem__uring_check_deadlines(c, t, last_work);
     while (__atomic_load_n(&c->running, __ATOMIC_ACQUIRE)) {
-        uint64_t now;
-        uint32_t seen;
-        if (gpumem__uring_round(c, t, 1)) {
-            last_work = gpumem_clock_ns();
+        uint32_t seen, work = gpumem__uring_round(c, t, 1);
+        now = gpumem_clock_ns();
+        if (now >= t->next_deadline) gpumem__uring_check_deadlines(c, t, now);
+        if (work) {
+            last_work = now;
             continue;
         }
-        now = gpumem_clock_ns();
         if (c->cfg.idle_spin_ns == GPUMEM_SWCTL_NEVER_PARK || __atomic_load_n(&c->sw->n_polled, __ATOMIC_RELAXED) ||
             now - last_work < c->cfg.idle_spin_ns) {
             gpumem__cpu_relax();
             continue;
         }
         if (t->in_kernel) {
-            gpumem__uring_wait_cqe(t, c->cfg.park_ns);
+            gpumem__uring_wait_bounded(c, t, now);
             continue;
         }
         /* Park as gpumem_swctl does: register, look at the doorbells again
@@ -753,10 +843,15 @@ static void *gpumem__uring_main(void *arg) {
             gpumem__event_sleep(ev, seen, (long)c->cfg.park_ns);
         gpumem__event_end(ev);
     }
-    while (t->in_kernel) { /* the kernel ends every command; 6.1 cannot cancel one */
+    /* The kernel ends every command in its own time (6.1 cannot cancel one):
+     * wait for those within their deadlines, leave the overdue ones. */
+    for (;;) {
         gpumem__uring_round(c, t, 0);
-        if (t->in_kernel) gpumem__uring_wait_cqe(t, c->cfg.park_ns);
+        now = gpumem_clock_ns();
+        if (!t->in_kernel || gpumem__uring_check_deadlines(c, t, now) == 0) break;
+        gpumem__uring_wait_bounded(c, t, now);
     }
+    t->st.left_in_kernel = t->in_kernel;
     for (i = t->index; i < c->sw->n_queues; i += c->cfg.n_threads) gpumem__uring_post(c, t, i);
     return NULL;
 }
@@ -1010,6 +1105,12 @@ gpumem_status gpumem_uringctl_add_qp(gpumem_uringctl *ctl, uint32_t depth, gpume
     p->x.list_hi = p->x.list_lo + (q->prp_mem ? gpumem_nvme_qp_prp_bytes((*out)->n_cids, &ctl->ns) : 0);
     p->x.translate = ctl->cfg.translate;
     p->x.translate_ctx = ctl->cfg.translate_ctx;
+    /* The pair's command timeout, as gpumem_nvme_qp_init sets it from a
+     * descriptor (the software controller gives its pairs the default). The
+     * pair is host memory nobody uses yet. */
+    (*out)->cmd_timeout_ns = ctl->cfg.cmd_timeout_ms == GPUMEM_NVME_CMD_TIMEOUT_NEVER ? GPUMEM_NO_TIMEOUT
+                             : (uint64_t)(ctl->cfg.cmd_timeout_ms ? ctl->cfg.cmd_timeout_ms
+                                                                  : GPUMEM_NVME_CMD_TIMEOUT_DEFAULT_MS) * 1000000ull;
     GPUMEM_FREE(ctl->pairs);
     ctl->pairs = grown;
     /* stopped until start, as a controller that does not run */
@@ -1071,6 +1172,9 @@ gpumem_status gpumem_uringctl_get_stats(gpumem_uringctl *ctl, gpumem_uringctl_st
         out->kernel_errors += s->kernel_errors;
         out->untranslatable += s->untranslatable;
         out->bad_kernel_cqes += s->bad_kernel_cqes;
+        out->overdue += s->overdue;
+        out->late += s->late;
+        out->left_in_kernel += s->left_in_kernel;
     }
     return GPUMEM_OK;
 }
@@ -1085,6 +1189,10 @@ gpumem_status gpumem_uringctl_destroy(gpumem_uringctl *ctl) {
     for (i = 0; i < ctl->sw->n_queues; i++)
         if (gpumem_nvme_qp_check_idle(ctl->sw->queues[i]->qp) != GPUMEM_OK) return GPUMEM_EBUSY;
     if (ctl->threads_alive) gpumem_uringctl_stop(ctl);
+    /* Stopped: the threads' counts are ours to read. A command the kernel
+     * holds may still move data into its caller's buffer. */
+    for (i = 0; i < ctl->cfg.n_threads; i++)
+        if (ctl->threads[i].in_kernel) return GPUMEM_EBUSY;
     gpumem__uring_free(ctl);
     return GPUMEM_OK;
 }

@@ -173,6 +173,21 @@ Test(uring_translate, kernel_values_to_status) {
     cr_assert_eq(imp, 1);
 }
 
+/* What the kernel returns while a remote namespace's path is gone reads
+ * clearly: in-flight commands end -EINTR (aborted by host), new ones on the
+ * multipath head -EINVAL, and with nvme_core.multipath=N the status 0x370
+ * (both: host pathing error), as the NVMe base specification names them. */
+Test(uring_translate, outage_statuses_read_clearly) {
+    int imp;
+    cr_assert_str_eq(gpumem_nvme_status_str(gpumem__uring_kernel_status(-EINTR, 1, 0, &imp)),
+                     "command aborted by host");
+    cr_assert_str_eq(gpumem_nvme_status_str(gpumem__uring_kernel_status(-EINVAL, 1, 0, &imp)),
+                     "host pathing error");
+    cr_assert_str_eq(gpumem_nvme_status_str(gpumem__uring_kernel_status(0x370, 1, 0, &imp)), "host pathing error");
+    cr_assert_str_eq(gpumem_nvme_status_str(0x360), "controller pathing error");
+    cr_assert_str_eq(gpumem_nvme_status_str(0x302), "asymmetric access inaccessible");
+}
+
 /* ---- the forwarder on a regular file ---------------------------------------------- */
 
 static char file_path[64];
@@ -422,6 +437,168 @@ Test(uring_file, depth_busy_and_bad_completions) {
     cr_assert_eq(gpumem_uringctl_destroy(ctl), GPUMEM_OK);
     free(cq);
     free(buf);
+    close(fd);
+    unlink(file_path);
+}
+
+/* Complete one command on qp with the kernel value `res`, through a fake CQ
+ * ring (as a passthrough forwarder: is_file off while reaping), and return
+ * what its caller sees; the status posted in *sf. */
+static gpumem_status complete_with(gpumem_uringctl *ctl, gpumem_nvme_qp *qp, int32_t res, uint16_t *sf) {
+    gpumem__uring_thread *t = &ctl->threads[0];
+    gpumem__uring_ring real = t->ring, fake = real;
+    unsigned char cq[32], *buf = aligned_alloc(PG, PG);
+    uint32_t head = 0, tail = 0, mask = 0, s;
+    gpumem_nvme_req req;
+    gpumem_status st;
+    uint64_t ud;
+    cr_assert_eq(gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_WRITE, 3, 1, buf, &req), GPUMEM_OK);
+    gpumem_nvme_sw_take_sq_doorbell(&ctl->sw->queues[0]->sw, &t->st.sw);
+    gpumem__uring_fetch(ctl, t, 0);
+    cr_assert_eq(t->in_kernel, 1);
+    for (s = 0; s < t->n_slots && t->slots[s].state != GPUMEM__SLOT_KERNEL; s++) {}
+    ud = ((uint64_t)t->slots[s].gen << 32) | s;
+    memcpy(cq, &ud, 8), memcpy(cq + 8, &res, 4);
+    fake.cq_head = &head, fake.cq_tail = &tail, fake.cq_mask = &mask, fake.cqes = cq, fake.cq_entries = 1;
+    t->ring = fake;
+    tail = 1;
+    ctl->is_file = 0;
+    gpumem__uring_reap(ctl, t);
+    ctl->is_file = 1;
+    t->ring = real;
+    cr_assert_eq(t->in_kernel, 0);
+    gpumem__uring_post(ctl, t, 0);
+    st = gpumem_nvme_qp_poll(qp, &req);
+    *sf = gpumem_nvme_cpl_status(&req.cpl);
+    /* the real SQE (a write of what the block held) runs; its completion is dropped */
+    gpumem__uring_submit(t);
+    gpumem__uring_wait_cqe(t, 100000000);
+    __atomic_store_n(real.cq_head, __atomic_load_n(real.cq_tail, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+    free(buf);
+    return st;
+}
+
+/* The same three values end a caller's command with GPUMEM_EIO and the
+ * status in its completion (never success, never a hang). */
+Test(uring_file, outage_values_reach_the_caller) {
+    int fd = make_file();
+    gpumem_uringctl *ctl = open_file_ctl(1, 8);
+    gpumem_nvme_qp *qp;
+    uint16_t sf;
+    cr_assert_eq(gpumem_uringctl_add_qp(ctl, 8, &qp), GPUMEM_OK);
+    gpumem_nvme_qp_signals_set_stopped(ctl->sw->queues[0]->sw.signals, 0);
+    cr_assert_eq(complete_with(ctl, qp, -EINTR, &sf), GPUMEM_EIO);
+    cr_assert_eq(sf, GPUMEM_NVME_STATUS(3, 0x71), "-EINTR posted as 0x%x", sf);
+    cr_assert_eq(complete_with(ctl, qp, -EINVAL, &sf), GPUMEM_EIO);
+    cr_assert_eq(sf, GPUMEM_NVME_STATUS(3, 0x70), "-EINVAL posted as 0x%x", sf);
+    cr_assert_eq(complete_with(ctl, qp, 0x370, &sf), GPUMEM_EIO);
+    cr_assert_eq(sf, GPUMEM_NVME_STATUS(3, 0x70), "0x370 posted as 0x%x", sf);
+    cr_assert_eq(complete_with(ctl, qp, 0, &sf), GPUMEM_OK);
+    cr_assert_eq(ctl->threads[0].st.kernel_errors, 3);
+    cr_assert_eq(gpumem_nvme_qp_faults(qp), 0);
+    cr_assert_eq(gpumem_uringctl_destroy(ctl), GPUMEM_OK);
+    close(fd);
+    unlink(file_path);
+}
+
+/* Point the forwarder thread's registered file 0 at fd (a pipe: a read
+ * waits in the kernel until bytes come, as a command a lost path holds). */
+static void register_as_file0(gpumem_uringctl *ctl, int fd) {
+    struct io_uring_files_update up;
+    memset(&up, 0, sizeof up);
+    up.offset = 0;
+    up.fds = (uint64_t)(uintptr_t)&fd;
+    cr_assert_eq(syscall(__NR_io_uring_register, ctl->threads[0].ring.fd, IORING_REGISTER_FILES_UPDATE, &up, 1), 1,
+                 "IORING_REGISTER_FILES_UPDATE: %s", strerror(errno));
+}
+
+/* The kernel holds commands past the pairs' cmd_timeout_ms (reads of an
+ * empty pipe): the callers get GPUMEM_ETIMEDOUT; when the kernel ends them
+ * the data arrives and the late completions free their IDs; stop returns
+ * without waiting for a command past its deadline, destroy refuses while the
+ * kernel holds one, a start reaps it, and new commands work. Without the
+ * forwarder's deadline, stop waits for the kernel forever (the test's
+ * timeout fails it). */
+Test(uring_file, kernel_holds_commands_past_the_deadline, .timeout = 60) {
+    int fd = make_file(), pipefd[2];
+    gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
+    gpumem_uringctl *ctl = NULL;
+    gpumem_nvme_qp *qp;
+    gpumem_nvme_req req, req3;
+    gpumem_nvme_cpl cpl;
+    gpumem_uringctl_stats s;
+    gpumem_nvme_qp_stats qc;
+    unsigned char *a = aligned_alloc(PG, PG), *b = aligned_alloc(PG, PG), *c = aligned_alloc(PG, PG);
+    unsigned char *d = aligned_alloc(PG, PG), data[2 * LBA];
+    char why[256] = "";
+    int k;
+    cfg.path = file_path;
+    cfg.ring_entries = 8;
+    cfg.cmd_timeout_ms = 50;
+    cfg.error = why;
+    cfg.error_bytes = sizeof why;
+    if (gpumem_uringctl_open(&cfg, &ctl) == GPUMEM_ESYS && strstr(why, "io_uring")) {
+        unlink(file_path);
+        cr_skip_test("io_uring is not available here: %s", why);
+    }
+    cr_assert(ctl, "open: %s", why);
+    cr_assert_eq(pipe(pipefd), 0);
+    cr_assert_eq(gpumem_uringctl_add_qp(ctl, 8, &qp), GPUMEM_OK);
+    register_as_file0(ctl, pipefd[0]);
+    cr_assert_eq(gpumem_uringctl_start(ctl), GPUMEM_OK);
+    /* 1. blocking and asynchronous: both end, timed out, IDs reserved */
+    cr_assert_eq(gpumem_nvme_qp_read_buf(qp, 0, 1, a, &cpl), GPUMEM_ETIMEDOUT);
+    cr_assert_eq(gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_READ, 0, 1, b, &req), GPUMEM_OK);
+    while (gpumem_nvme_qp_poll(qp, &req) == GPUMEM_EAGAIN) usleep(1000);
+    cr_assert_eq(gpumem_nvme_qp_poll(qp, &req), GPUMEM_ETIMEDOUT);
+    cr_assert(gpumem_nvme_req_busy(qp, &req), "the kernel may still write b");
+    /* the kernel ends both (bytes in the pipe); a caller's flush harvests the
+     * late completions (fsync of a pipe fails at once: EIO) */
+    memset(data, 0x5A, sizeof data);
+    cr_assert_eq(write(pipefd[1], data, sizeof data), (ssize_t)sizeof data);
+    for (k = 0; k < 10000 && gpumem_nvme_req_busy(qp, &req); k++) {
+        gpumem_nvme_cpl none;
+        cr_assert_eq(gpumem_nvme_qp_flush(qp, &none), GPUMEM_EIO);
+        usleep(1000);
+    }
+    cr_assert(!gpumem_nvme_req_busy(qp, &req), "the late completion freed the ID");
+    cr_assert(b[0] == 0x5A && b[LBA - 1] == 0x5A && a[0] == 0x5A, "the late reads moved their data");
+    /* 2. one more held by the kernel when the forwarder stops */
+    cr_assert_eq(gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_READ, 0, 1, c, &req3), GPUMEM_OK);
+    while (gpumem_nvme_qp_poll(qp, &req3) == GPUMEM_EAGAIN) usleep(1000);
+    cr_assert_eq(gpumem_nvme_qp_poll(qp, &req3), GPUMEM_ETIMEDOUT);
+    cr_assert_eq(gpumem_uringctl_stop(ctl), GPUMEM_OK); /* returns: the command is past its deadline */
+    cr_assert_eq(gpumem_uringctl_get_stats(ctl, &s), GPUMEM_OK);
+    cr_assert(s.overdue >= 1 && s.overdue <= 3, "overdue %llu", (unsigned long long)s.overdue); /* the callers time out first: the forwarder may not have looked yet */
+    cr_assert_eq(s.left_in_kernel, 1);
+    cr_assert_eq(gpumem_uringctl_destroy(ctl), GPUMEM_EBUSY, "the kernel holds a command");
+    /* the kernel ends it while the forwarder is stopped (its submitter
+     * thread has exited: the read ends with the data, or -ECANCELED where
+     * Linux cancels it; either is a completion); a start reaps it and posts
+     * it late */
+    cr_assert_eq(write(pipefd[1], data, LBA), (ssize_t)LBA);
+    register_as_file0(ctl, fd);
+    cr_assert_eq(gpumem_uringctl_start(ctl), GPUMEM_OK);
+    for (k = 0; k < 10000 && gpumem_nvme_req_busy(qp, &req3); k++) {
+        cr_assert_eq(gpumem_nvme_qp_read_buf(qp, 1, 1, d, &cpl), GPUMEM_OK); /* harvests */
+        usleep(1000);
+    }
+    cr_assert(!gpumem_nvme_req_busy(qp, &req3), "the late completion freed the ID");
+    /* new commands work */
+    cr_assert_eq(gpumem_nvme_qp_read_buf(qp, 9, 1, d, &cpl), GPUMEM_OK);
+    cr_assert(block_ok(d, 9, 0));
+    cr_assert_eq(gpumem_uringctl_stop(ctl), GPUMEM_OK);
+    cr_assert_eq(gpumem_uringctl_get_stats(ctl, &s), GPUMEM_OK);
+    cr_assert_eq(s.late, s.overdue, "every overdue command ended late");
+    cr_assert_eq(s.left_in_kernel, 0);
+    cr_assert_eq(gpumem_nvme_qp_get_stats(qp, &qc), GPUMEM_OK);
+    cr_assert_eq(qc.late, 3, "the pair counted %u late completions", qc.late);
+    cr_assert_eq(qc.timed_out, 3);
+    cr_assert_eq(gpumem_nvme_qp_faults(qp) & ~GPUMEM_NVME_FAULT_TIMEOUT, 0);
+    cr_assert_eq(gpumem_uringctl_destroy(ctl), GPUMEM_OK);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    free(a), free(b), free(c), free(d);
     close(fd);
     unlink(file_path);
 }
