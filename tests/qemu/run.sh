@@ -87,7 +87,7 @@ for m in uio uio_pci_generic irqbypass vfio vfio_virqfd vfio_iommu_type1 vfio-pc
 done
 # The uring boot: the kernel's NVMe host driver, nvmet and nvme-tcp, and what
 # modules.dep says they need (load order). Copied only if the kernel has them.
-URING_MODS="crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme configfs nvmet nvmet-tcp nvme-fabrics nvme-tcp"
+URING_MODS="crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme configfs nvmet nvmet-tcp nvme-fabrics nvme-tcp null_blk"
 case "$BOOTS" in *" uring "*)
     for m in $URING_MODS; do
         src=$(find "$MODDIR" -name "$m.ko" -o -name "$m.ko.xz" -o -name "$m.ko.zst" | head -n 1)
@@ -131,27 +131,52 @@ if [ "$MODE" = uring ]; then
     for m in configfs nvmet nvmet-tcp nvme-fabrics nvme-tcp; do
         insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; finish; }
     done
+    insmod /lib/modules/null_blk.ko nr_devices=0 || { echo "GPUMEM_QEMU_RESULT FAIL insmod null_blk"; finish; }
     mount -t configfs none /sys/kernel/config
+    # A slow namespace for the fault: null_blk in memory, every command
+    # completing 20 ms after it arrives (timer mode), so that writes are
+    # inside the target when its port goes.
+    NB=/sys/kernel/config/nullb/slow
+    mkdir $NB && echo 512 > $NB/blocksize && echo 16 > $NB/size && echo 1 > $NB/memory_backed &&
+    echo 2 > $NB/irqmode && echo 20000000 > $NB/completion_nsec && echo 1 > $NB/power ||
+        { echo "GPUMEM_QEMU_RESULT FAIL null_blk through configfs"; finish; }
+    SLOW=""
+    for i in 1 2 3 4 5 6 7 8 9 10; do   # devtmpfs makes the node a moment later
+        # named after its configfs directory since Linux 6.0, nullbN before
+        for n in slow $(ls /dev | grep '^nullb'); do [ -b /dev/$n ] && SLOW=$n; done
+        [ -n "$SLOW" ] && break; sleep 1
+    done
+    SLOW=/dev/$SLOW
+    echo "guest: null_blk $SLOW: $(cat $NB/size) MiB, completion_nsec $(cat $NB/completion_nsec)"
     ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
     S=/sys/kernel/config/nvmet/subsystems/gpumem-remote
     P=/sys/kernel/config/nvmet/ports/1
     mkdir $S && echo 1 > $S/attr_allow_any_host && mkdir $S/namespaces/1 &&
     echo -n "/dev/nvme${BACK#/dev/ng}" > $S/namespaces/1/device_path && echo 1 > $S/namespaces/1/enable &&
+    mkdir $S/namespaces/2 && echo -n $SLOW > $S/namespaces/2/device_path && echo 1 > $S/namespaces/2/enable &&
     mkdir $P && echo tcp > $P/addr_trtype && echo ipv4 > $P/addr_adrfam && echo 127.0.0.1 > $P/addr_traddr &&
     echo 4420 > $P/addr_trsvcid && ln -s $S $P/subsystems/gpumem-remote ||
         { echo "GPUMEM_QEMU_RESULT FAIL nvmet configuration through configfs"; finish; }
     BEFORE=$(ls /dev | grep '^ng' | sort)
-    echo "transport=tcp,traddr=127.0.0.1,trsvcid=4420,nqn=gpumem-remote" > /dev/nvme-fabrics ||
-        { echo "GPUMEM_QEMU_RESULT FAIL connect over nvme-tcp"; finish; }
-    REMOTE=""
+    # reconnect every second after a lost path, give up after 120 s (the fault below)
+    echo "transport=tcp,traddr=127.0.0.1,trsvcid=4420,nqn=gpumem-remote,reconnect_delay=1,ctrl_loss_tmo=120" \
+        > /dev/nvme-fabrics || { echo "GPUMEM_QEMU_RESULT FAIL connect over nvme-tcp"; finish; }
+    REMOTE=""; FAULT=""
     for i in 1 2 3 4 5 6 7 8 9 10; do
-        for n in $(ls /dev | grep '^ng' | sort); do echo "$BEFORE" | grep -qx "$n" || REMOTE=/dev/$n; done
-        [ -n "$REMOTE" ] && break; sleep 1
+        for n in $(ls /dev | grep '^ng' | sort); do
+            echo "$BEFORE" | grep -qx "$n" || case $n in *n1) REMOTE=/dev/$n ;; *n2) FAULT=/dev/$n ;; esac
+        done
+        [ -n "$REMOTE" ] && [ -n "$FAULT" ] && break; sleep 1
     done
     for c in /sys/class/nvme/nvme*; do echo "guest: ${c##*/}: transport $(cat $c/transport), subsystem $(cat $c/subsysnqn)"; done
     [ -n "$REMOTE" ] || { echo "GPUMEM_QEMU_RESULT FAIL no generic device appeared for the remote namespace"; finish; }
     echo "guest: remote namespace over nvme-tcp: $REMOTE"
     guest_test uring "$REMOTE" ${ARGS%%,*} ${ARGS#*,}
+    echo "guest: guest_test exited with $?"
+    echo "GPUMEM_URING_PART fault"
+    [ -n "$FAULT" ] || { echo "GPUMEM_QEMU_RESULT FAIL no generic device for the slow namespace 2"; finish; }
+    echo "guest: slow namespace ($SLOW) over nvme-tcp: $FAULT; the port's link goes during the run"
+    guest_test uring-fault "$FAULT" ${ARGS%%,*} $(( ${ARGS#*,} / 4 )) $P/subsystems/gpumem-remote $S
     echo "guest: guest_test exited with $?"
     finish
 fi
@@ -267,17 +292,20 @@ if [[ "$BOOTS" == *" uring "* ]]; then
     C="$WORK/uring.console"
     ERRS=$(nvme_errors "$WORK/uring.qemu.log")
     [ -z "$ERRS" ] || { printf '%s\n' "$ERRS" | sed -n '1,20p' >&2; die "QEMU reported NVMe guest errors in the uring boot"; }
-    grep -a -E '^(uring|guest): ' "$C" | sed 's/^/    /'
+    grep -a -E '^(uring|uring-fault|guest): ' "$C" | sed 's/^/    /'
     # the console's GENS lines, split by the part that wrote them
     awk '{sub(/\r$/, "")} /^GPUMEM_URING_PART/ {part=$2} /^GENS / {print > ("'"$WORK"'/uring-" part ".gens")}' "$C"
     for part in local remote; do
-        RESULT=$(grep -a "GPUMEM_QEMU_RESULT.*uring" "$C" | sed -n "$([ $part = local ] && echo 1 || echo 2)p")
+        RESULT=$(grep -a -E "GPUMEM_QEMU_RESULT [A-Z]+ uring " "$C" | sed -n "$([ $part = local ] && echo 1 || echo 2)p")
         echo "$RESULT" | grep -q PASS || die "uring boot, $part: ${RESULT:-no result line} (console: $C)"
         say "uring $part: $RESULT"
     done
     "$BUILD/image" check "$WORK/disk.img" "$WORK/uring-local.gens" || die "uring boot: the local disk does not hold the guest's writes"
     "$BUILD/image" check "$WORK/disk2.img" "$WORK/uring-remote.gens" || die "uring boot: the remote disk does not hold the guest's writes"
-    say "PASS (io_uring passthrough, local and over nvme-tcp to nvmet)"
+    RESULT=$(grep -a "GPUMEM_QEMU_RESULT.*uring-fault" "$C" | tail -n 1)
+    echo "$RESULT" | grep -q PASS || die "uring boot, fault: ${RESULT:-no result line} (console: $C)"
+    say "uring fault: $RESULT"
+    say "PASS (io_uring passthrough, local and over nvme-tcp to nvmet, the port removed mid-run and restored)"
 fi
 [[ "$BOOTS" == *" negative "* ]] || exit 0
 
