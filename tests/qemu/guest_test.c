@@ -1150,7 +1150,7 @@ typedef struct fault_state {
 typedef struct fault_worker {
     fault_state *fs;
     uint32_t id, region, idle; /* idle: atomic, set while paused with nothing out */
-    uint64_t ok, aborted, path, timed_out, other, ok_after; /* by how each command ended */
+    uint64_t ok, aborted, path, target, timed_out, other, ok_after; /* by how each command ended */
     uint64_t max_wait_ns; /* longest submit-to-end of a command that did not succeed */
     uint64_t leaked;      /* buffers given up with a timed-out write (the kernel may still read them) */
     pthread_t thread;
@@ -1192,6 +1192,12 @@ static void fault_end(fault_worker *w, gpumem_nvme_qp *qp, fault_cmd *c, int aft
         w->aborted++;
     } else if (st == GPUMEM_EIO && sf == GPUMEM_NVME_STATUS(3, 0x70)) {
         w->path++;
+    } else if (st == GPUMEM_EIO) {
+        /* the target's own status: nvmet fails a write whose data the
+         * torn-down connection cut short (data transfer error) */
+        w->target++;
+        printf("uring-fault: thread %u: write at %llu ended by the target: %s\n", w->id, (unsigned long long)c->lba,
+               gpumem_nvme_status_str(sf));
     } else {
         w->other++;
         printf("uring-fault: thread %u: write at %llu ended %s (%s)\n", w->id, (unsigned long long)c->lba,
@@ -1276,7 +1282,8 @@ static int uring_fault(const char *dev, uint32_t n_threads, uint64_t n_commands,
     fault_state fs;
     fault_worker *ws = (fault_worker *)calloc(n_threads, sizeof *ws);
     unsigned char *buf = (unsigned char *)aligned_alloc(4096, FAULT_CHUNK * LBA);
-    uint64_t ok = 0, aborted = 0, path = 0, timed_out = 0, other = 0, ok_after = 0, max_wait = 0, leaked = 0;
+    uint64_t ok = 0, aborted = 0, path = 0, target = 0, timed_out = 0, other = 0, ok_after = 0, max_wait = 0;
+    uint64_t leaked = 0;
     uint64_t b, wrong = 0, landed = 0, probes = 0;
     gpumem_status st;
     gpumem_nvme_cpl cpl;
@@ -1348,6 +1355,7 @@ static int uring_fault(const char *dev, uint32_t n_threads, uint64_t n_commands,
     for (i = 0; i < n_threads; i++) {
         pthread_join(ws[i].thread, NULL);
         ok += ws[i].ok, aborted += ws[i].aborted, path += ws[i].path, timed_out += ws[i].timed_out;
+        target += ws[i].target;
         other += ws[i].other, ok_after += ws[i].ok_after, leaked += ws[i].leaked;
         if (ws[i].max_wait_ns > max_wait) max_wait = ws[i].max_wait_ns;
     }
@@ -1368,13 +1376,13 @@ static int uring_fault(const char *dev, uint32_t n_threads, uint64_t n_commands,
         }
     }
     printf("uring-fault: writes ended: %llu done (%llu after the port came back), %llu aborted by host (-EINTR), "
-           "%llu host pathing error (-EINVAL / 0x370), %llu timed out, %llu other; longest wait of a failed write "
-           "%.0f ms (cmd_timeout_ms %u)\n", (unsigned long long)ok, (unsigned long long)ok_after,
-           (unsigned long long)aborted, (unsigned long long)path, (unsigned long long)timed_out,
+           "%llu host pathing error (-EINVAL / 0x370), %llu failed by the target, %llu timed out, %llu other; longest "
+           "wait of a failed write %.0f ms (cmd_timeout_ms %u)\n", (unsigned long long)ok, (unsigned long long)ok_after,
+           (unsigned long long)aborted, (unsigned long long)path, (unsigned long long)target, (unsigned long long)timed_out,
            (unsigned long long)other, max_wait / 1e6, FAULT_TIMEOUT_MS);
     printf("uring-fault: %llu blocks checked, %llu hold a failed write that landed, %llu wrong\n",
            (unsigned long long)FAULT_BLOCKS, (unsigned long long)landed, (unsigned long long)wrong);
-    CHECK(aborted + path + timed_out + other > 0, "the fault did not bite: no write failed");
+    CHECK(aborted + path + target + timed_out + other > 0, "the fault did not bite: no write failed");
     CHECK(other == 0, "writes ended with an unexpected status");
     CHECK(ok_after >= n_commands, "only %llu writes after the port came back", (unsigned long long)ok_after);
 out:
@@ -1391,7 +1399,7 @@ out:
     CHECK(st == GPUMEM_OK || (st == GPUMEM_EBUSY && s.left_in_kernel), "destroy: %s", gpumem_status_str(st));
     printf("GPUMEM_QEMU_RESULT %s uring-fault %s done=%llu failed=%llu timed_out=%llu leaked_buffers=%llu "
            "failures=%d\n", failures ? "FAIL" : "PASS", dev, (unsigned long long)ok,
-           (unsigned long long)(aborted + path + timed_out + other), (unsigned long long)timed_out,
+           (unsigned long long)(aborted + path + target + timed_out + other), (unsigned long long)timed_out,
            (unsigned long long)leaked, failures);
     fflush(stdout);
     return failures ? 1 : 0;

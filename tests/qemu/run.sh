@@ -29,7 +29,10 @@
 #      /dev/ngXn1; then Linux's nvmet exports the second disk over nvme-tcp on
 #      127.0.0.1:4420 (configfs alone), the guest's initiator connects
 #      (/dev/nvme-fabrics), and the forwarder serves pairs over the remote
-#      namespace's /dev/ngYn1. Both image files must hold every write.
+#      namespace's /dev/ngYn1. Both image files must hold every write. Then
+#      the fault: a second namespace on a slow null_blk (configfs,
+#      completion_nsec), the port's subsystem link removed mid-run and
+#      restored (guest_test uring-fault checks its blocks in the guest).
 # Environment: GPUMEM_QEMU_BOOTS (default "negative run iommu"; "uring" for
 # boot 4), GPUMEM_QEMU_ACCEL=tcg (default) | kvm | auto (kvm if a probe
 # boot reaches init), GPUMEM_QEMU_COMMANDS (default 120000),
