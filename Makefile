@@ -21,6 +21,8 @@
 #                   without one it compiles them and says so); gpu-bench likewise for bench/cuda
 #   make qemu-test  the queue pairs drive QEMU's NVMe controller (tests/qemu; needs
 #                   qemu-system-x86, busybox-static, linux-image-amd64)
+#   make qemu-uring the io_uring passthrough forwarder in QEMU: local /dev/ngXn1, then nvmet
+#                   over nvme-tcp in the guest (docs/uring.md)
 # Each target first checks the tools it needs and installs what is missing
 # (tools/deps.sh; GPUMEM_NO_INSTALL=1 only names the install command).
 CC      ?= gcc
@@ -30,7 +32,16 @@ CUDA_ARCH ?= sm_90
 WARN    := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -g
 BUILD   := build
-HEADERS := gpumem.h gpumem_watchdog.h gpumem_policy.h gpumem_nvme.h gpumem_swctl.h gpumem_nvmectl.h gpumem_cache.h gpumem_tier.h
+# One header a line, lowest first (docs/headers.md's order), so that branches merge without conflict.
+HEADERS := gpumem.h
+HEADERS += gpumem_watchdog.h
+HEADERS += gpumem_policy.h
+HEADERS += gpumem_nvme.h
+HEADERS += gpumem_swctl.h
+HEADERS += gpumem_nvmectl.h
+HEADERS += gpumem_uring.h
+HEADERS += gpumem_cache.h
+HEADERS += gpumem_tier.h
 # One test a line, so that branches adding tests merge without conflict.
 TESTS   := $(BUILD)/test_core
 TESTS   += $(BUILD)/test_nvme
@@ -46,6 +57,7 @@ TESTS   += $(BUILD)/test_nostats
 TESTS   += $(BUILD)/test_faults
 TESTS   += $(BUILD)/test_faults_ndebug
 TESTS   += $(BUILD)/test_warp
+TESTS   += $(BUILD)/test_uring
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -55,7 +67,8 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-.PHONY: all test layers usage registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-bench-plot gpu-plot gpu-prebuild gpu-dryrun qemu-test clean results install uninstall install-test deps-test
+# (Targets added later declare themselves .PHONY beside their rules.)
+.PHONY: all test layers usage registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-bench-plot gpu-plot gpu-prebuild gpu-dryrun qemu-test clean results install uninstall install-test deps-test qemu-uring
 
 all: test
 
@@ -362,6 +375,14 @@ qemu-test:
 	@$(DEPS) cc qemu
 	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image
 	bash tests/qemu/run.sh $(BUILD)
+
+# The io_uring passthrough forwarder (gpumem_uring.h) in QEMU alone (qemu-test
+# runs it too, first): the guest's kernel owns the disks; local /dev/ngXn1,
+# then nvmet over nvme-tcp, then the port removed mid-run (one boot).
+qemu-uring:
+	@$(DEPS) cc qemu
+	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image
+	GPUMEM_QEMU_BOOTS=uring nice bash tests/qemu/run.sh $(BUILD)
 
 # CUDA benchmarks: each writes $(RESULTS)/<name>-<gpu>.{json,md} with ratios
 # to the baseline measured in the same run.

@@ -23,7 +23,18 @@
 #      negative cases (memlock too small, PRPs at unmapped IOVAs). NVMe
 #      errors are allowed only at the IOVAs the negative cases print; the
 #      image file must hold every write.
-# Environment: GPUMEM_QEMU_ACCEL=tcg (default) | kvm | auto (kvm if a probe
+#   4. uring (first; make qemu-uring runs it alone): two NVMe
+#      disks owned by the guest's nvme driver. The io_uring passthrough
+#      forwarder (gpumem_uring.h) serves pairs over the first one's
+#      /dev/ngXn1; then Linux's nvmet exports the second disk over nvme-tcp on
+#      127.0.0.1:4420 (configfs alone), the guest's initiator connects
+#      (/dev/nvme-fabrics), and the forwarder serves pairs over the remote
+#      namespace's /dev/ngYn1. Both image files must hold every write. Then
+#      the fault: a second namespace on a slow null_blk (configfs,
+#      completion_nsec), the port's subsystem link removed mid-run and
+#      restored (guest_test uring-fault checks its blocks in the guest).
+# Environment: GPUMEM_QEMU_BOOTS (default "uring negative run iommu": every
+# boot), GPUMEM_QEMU_URING_COMMANDS (the uring boot's, per part; default 1000), GPUMEM_QEMU_ACCEL=tcg (default) | kvm | auto (kvm if a probe
 # boot reaches init), GPUMEM_QEMU_COMMANDS (default 120000),
 # GPUMEM_QEMU_THREADS (default 4), GPUMEM_QEMU_TIMEOUT (seconds per boot, 480).
 set -euo pipefail
@@ -33,6 +44,8 @@ WORK="$BUILD/qemu"
 COMMANDS=${GPUMEM_QEMU_COMMANDS:-120000}
 THREADS=${GPUMEM_QEMU_THREADS:-4}
 BOOT_TIMEOUT=${GPUMEM_QEMU_TIMEOUT:-480}
+BOOTS=" ${GPUMEM_QEMU_BOOTS:-uring negative run iommu} "
+URING_COMMANDS=${GPUMEM_QEMU_URING_COMMANDS:-1000}
 ACCEL=${GPUMEM_QEMU_ACCEL:-tcg}
 DISK_BLOCKS=131072 # 64 MiB of 512-byte blocks
 
@@ -60,7 +73,7 @@ rm -rf "$WORK"
 mkdir -p "$WORK/root"/{bin,dev,proc,sys,mnt,lib/modules}
 ROOT="$WORK/root"
 cp "$BUSYBOX" "$ROOT/bin/busybox"
-for applet in sh mount insmod echo cat ls sleep poweroff readlink grep chown; do ln -s busybox "$ROOT/bin/$applet"; done
+for applet in sh mount insmod echo cat ls sleep poweroff readlink grep chown mkdir ln ip ifconfig; do ln -s busybox "$ROOT/bin/$applet"; done
 cp "$BUILD/guest_test" "$ROOT/bin/guest_test"
 
 # uio and uio_pci_generic, and VFIO (vfio-pci and what modules.dep says it
@@ -75,6 +88,20 @@ for m in uio uio_pci_generic irqbypass vfio vfio_virqfd vfio_iommu_type1 vfio-pc
         *.gz) gzip -dc "$src" > "$ROOT/lib/modules/$m.ko" ;;
     esac
 done
+# The uring boot: the kernel's NVMe host driver, nvmet and nvme-tcp, and what
+# modules.dep says they need (load order). Copied only if the kernel has them.
+URING_MODS="crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme configfs nvmet nvmet-tcp nvme-fabrics nvme-tcp null_blk"
+case "$BOOTS" in *" uring "*)
+    for m in $URING_MODS; do
+        src=$(find "$MODDIR" -name "$m.ko" -o -name "$m.ko.xz" -o -name "$m.ko.zst" | head -n 1)
+        [ -n "$src" ] || { [ "$m" = crc64_rocksoft_generic ] && continue; die "module $m not found under $MODDIR"; }
+        case "$src" in
+            *.ko) cp "$src" "$ROOT/lib/modules/$m.ko" ;;
+            *.xz) xz -dc "$src" > "$ROOT/lib/modules/$m.ko" ;;
+            *.zst) zstd -dc "$src" > "$ROOT/lib/modules/$m.ko" ;;
+        esac
+    done ;;
+esac
 
 cat > "$ROOT/init" <<'EOF'
 #!/bin/sh
@@ -88,6 +115,74 @@ ARGS=$(cat /proc/cmdline | grep -o 'gpumem_args=[0-9,]*')
 ARGS=${ARGS#gpumem_args=}
 finish() { echo "GPUMEM_GUEST_DONE"; poweroff -f; sleep 10; }
 [ "$MODE" = probe ] && { echo "GPUMEM_PROBE_OK"; finish; }
+if [ "$MODE" = uring ]; then
+    # The kernel owns both disks; the forwarder serves gpumem pairs over them.
+    for m in crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme; do
+        [ -f /lib/modules/$m.ko ] && { insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; finish; }; }
+    done
+    # the controller whose serial is $1, by its generic device
+    ngdev() { for c in /sys/class/nvme/nvme*; do
+        s=$(cat $c/serial 2>/dev/null); s=${s%% *}   # padded with spaces to 20 bytes
+        [ "$s" = "$1" ] && for n in /dev/ng${c##*nvme}n1; do [ -e $n ] && echo $n; done; done; }
+    for i in 1 2 3 4 5 6 7 8 9 10; do [ -n "$(ngdev gpumem1)" ] && [ -n "$(ngdev gpumem0)" ] && break; sleep 1; done
+    LOCAL=$(ngdev gpumem0); BACK=$(ngdev gpumem1)
+    echo "guest: local $LOCAL, nvmet backing ${BACK%/*}/nvme${BACK#/dev/ng}"
+    [ -n "$LOCAL" ] && [ -n "$BACK" ] || { echo "GPUMEM_QEMU_RESULT FAIL no /dev/ng for the two disks: $(ls /dev)"; finish; }
+    echo "GPUMEM_URING_PART local"
+    guest_test uring "$LOCAL" ${ARGS%%,*} ${ARGS#*,}
+    echo "GPUMEM_URING_PART remote"
+    for m in configfs nvmet nvmet-tcp nvme-fabrics nvme-tcp; do
+        insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; finish; }
+    done
+    insmod /lib/modules/null_blk.ko nr_devices=0 || { echo "GPUMEM_QEMU_RESULT FAIL insmod null_blk"; finish; }
+    mount -t configfs none /sys/kernel/config
+    # A slow namespace for the fault: null_blk in memory, every command
+    # completing 20 ms after it arrives (timer mode), so that writes are
+    # inside the target when its port goes.
+    NB=/sys/kernel/config/nullb/slow
+    mkdir $NB && echo 512 > $NB/blocksize && echo 16 > $NB/size && echo 1 > $NB/memory_backed &&
+    echo 2 > $NB/irqmode && echo 20000000 > $NB/completion_nsec && echo 1 > $NB/power ||
+        { echo "GPUMEM_QEMU_RESULT FAIL null_blk through configfs"; finish; }
+    SLOW=""
+    for i in 1 2 3 4 5 6 7 8 9 10; do   # devtmpfs makes the node a moment later
+        # named after its configfs directory since Linux 6.0, nullbN before
+        for n in slow $(ls /dev | grep '^nullb'); do [ -b /dev/$n ] && SLOW=$n; done
+        [ -n "$SLOW" ] && break; sleep 1
+    done
+    SLOW=/dev/$SLOW
+    echo "guest: null_blk $SLOW: $(cat $NB/size) MiB, completion_nsec $(cat $NB/completion_nsec)"
+    ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+    S=/sys/kernel/config/nvmet/subsystems/gpumem-remote
+    P=/sys/kernel/config/nvmet/ports/1
+    mkdir $S && echo 1 > $S/attr_allow_any_host && mkdir $S/namespaces/1 &&
+    echo -n "/dev/nvme${BACK#/dev/ng}" > $S/namespaces/1/device_path && echo 1 > $S/namespaces/1/enable &&
+    mkdir $S/namespaces/2 && echo -n $SLOW > $S/namespaces/2/device_path && echo 1 > $S/namespaces/2/enable &&
+    mkdir $P && echo tcp > $P/addr_trtype && echo ipv4 > $P/addr_adrfam && echo 127.0.0.1 > $P/addr_traddr &&
+    echo 4420 > $P/addr_trsvcid && ln -s $S $P/subsystems/gpumem-remote ||
+        { echo "GPUMEM_QEMU_RESULT FAIL nvmet configuration through configfs"; finish; }
+    BEFORE=$(ls /dev | grep '^ng' | sort)
+    # reconnect every second after a lost path, give up after 120 s (the fault below)
+    echo "transport=tcp,traddr=127.0.0.1,trsvcid=4420,nqn=gpumem-remote,reconnect_delay=1,ctrl_loss_tmo=120" \
+        > /dev/nvme-fabrics || { echo "GPUMEM_QEMU_RESULT FAIL connect over nvme-tcp"; finish; }
+    REMOTE=""; FAULT=""
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        for n in $(ls /dev | grep '^ng' | sort); do
+            echo "$BEFORE" | grep -qx "$n" || case $n in *n1) REMOTE=/dev/$n ;; *n2) FAULT=/dev/$n ;; esac
+        done
+        [ -n "$REMOTE" ] && [ -n "$FAULT" ] && break; sleep 1
+    done
+    for c in /sys/class/nvme/nvme*; do echo "guest: ${c##*/}: transport $(cat $c/transport), subsystem $(cat $c/subsysnqn)"; done
+    [ -n "$REMOTE" ] || { echo "GPUMEM_QEMU_RESULT FAIL no generic device appeared for the remote namespace"; finish; }
+    echo "guest: remote namespace over nvme-tcp: $REMOTE"
+    guest_test uring "$REMOTE" ${ARGS%%,*} ${ARGS#*,}
+    echo "guest: guest_test exited with $?"
+    echo "GPUMEM_URING_PART fault"
+    [ -n "$FAULT" ] || { echo "GPUMEM_QEMU_RESULT FAIL no generic device for the slow namespace 2"; finish; }
+    echo "guest: slow namespace ($SLOW) over nvme-tcp: $FAULT; the port's link goes during the run"
+    guest_test uring-fault "$FAULT" ${ARGS%%,*} $(( ${ARGS#*,} / 4 )) $P/subsystems/gpumem-remote $S
+    echo "guest: guest_test exited with $?"
+    finish
+fi
 [ "$MODE" = iommu ] || echo 64 > /proc/sys/vm/nr_hugepages   # 2 MiB pages for the queue rings (VFIO needs none)
 echo 0 > /proc/sys/vm/compact_unevictable_allowed       # locked DMA pages stay put
 # Debian's kernel backs anonymous memory with transparent huge pages, and
@@ -190,6 +285,32 @@ if [ "$ACCEL" = auto ]; then
 fi
 
 nvme_errors() { grep -E 'pci_nvme_(err|ub)|nvme' "$1" 2>/dev/null || true; }
+
+# 4. the io_uring passthrough forwarder: the guest's kernel owns the disks
+if [[ "$BOOTS" == *" uring "* ]]; then
+    "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
+    "$BUILD/image" create "$WORK/disk2.img" $DISK_BLOCKS
+    COMMANDS=$URING_COMMANDS boot uring uring "$ACCEL" "" "$BOOT_TIMEOUT" \
+        "-drive file=$WORK/disk2.img,if=none,id=nvm2,format=raw,cache=writeback -device nvme,serial=gpumem1,drive=nvm2"
+    C="$WORK/uring.console"
+    ERRS=$(nvme_errors "$WORK/uring.qemu.log")
+    [ -z "$ERRS" ] || { printf '%s\n' "$ERRS" | sed -n '1,20p' >&2; die "QEMU reported NVMe guest errors in the uring boot"; }
+    grep -a -E '^(uring|uring-fault|guest): ' "$C" | sed 's/^/    /'
+    # the console's GENS lines, split by the part that wrote them
+    awk '{sub(/\r$/, "")} /^GPUMEM_URING_PART/ {part=$2} /^GENS / {print > ("'"$WORK"'/uring-" part ".gens")}' "$C"
+    for part in local remote; do
+        RESULT=$(grep -a -E "GPUMEM_QEMU_RESULT [A-Z]+ uring " "$C" | sed -n "$([ $part = local ] && echo 1 || echo 2)p")
+        echo "$RESULT" | grep -q PASS || die "uring boot, $part: ${RESULT:-no result line} (console: $C)"
+        say "uring $part: $RESULT"
+    done
+    "$BUILD/image" check "$WORK/disk.img" "$WORK/uring-local.gens" || die "uring boot: the local disk does not hold the guest's writes"
+    "$BUILD/image" check "$WORK/disk2.img" "$WORK/uring-remote.gens" || die "uring boot: the remote disk does not hold the guest's writes"
+    RESULT=$(grep -a "GPUMEM_QEMU_RESULT.*uring-fault" "$C" | tail -n 1)
+    echo "$RESULT" | grep -q PASS || die "uring boot, fault: ${RESULT:-no result line} (console: $C)"
+    say "uring fault: $RESULT"
+    say "PASS (io_uring passthrough, local and over nvme-tcp to nvmet, the port removed mid-run and restored)"
+fi
+[[ "$BOOTS" == *" negative "* ]] || exit 0
 
 # 1. negative tests, errors on purpose
 "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
