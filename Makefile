@@ -126,7 +126,7 @@ $(BUILD)/test_faults_ndebug: tests/test_faults.c $(HEADERS) $(wildcard tests/*.h
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DNDEBUG -I. $< -o $@ -lcriterion -pthread
 
 # The graph test runs the graph program as well as including its header.
-$(BUILD)/test_graph: examples/graph.h $(BUILD)/graph
+$(BUILD)/test_graph: examples/graph.h examples/graph_formats.h $(BUILD)/graph
 
 run-tests: $(TESTS) $(BUILD)/asan_kept $(BUILD)/race_stats $(BUILD)/hello $(BUILD)/bench_doorbell
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done

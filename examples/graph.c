@@ -9,7 +9,14 @@
  *   build/graph gen FILE [--scale S] [--edge-factor E] [--seed X]
  *   build/graph bfs FILE [options]        one BFS (source: --source V, or a
  *                                         vertex with more than 2 neighbours)
- *   build/graph cc FILE [options]
+ *   build/graph cc FILE [options]           ends with "N components" and the largest's size
+ *   build/graph pagerank FILE [--iterations N]  pull, damping 0.85, checked
+ *   build/graph convert IN OUT [--format F] [--mem-mib M]  GAP .el/.wel/.sg/.wsg,
+ *                                         SNAP or Matrix Market into this tool's CSR
+ *   bfs, cc, pagerank, policies and sweep take any of those formats: the
+ *   input is converted into --cache-dir (default build) and the conversion is
+ *   reused while the input's size and mtime are unchanged; answers name
+ *   vertices by the file's own ids.
  *   build/graph sweep FILE OUT.tsv [options]  I/O amplification against cache
  *                                         size (make graph-sweep plots it)
  *   build/graph policies FILE --policy P  BFS and CC with a cache an eighth of
@@ -32,7 +39,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 
-#include "graph.h"
+#include "graph_formats.h"
 
 typedef struct options {
     const char *path, *out; /* the graph file; sweep: the table */
@@ -45,6 +52,12 @@ typedef struct options {
     const char *trace; /* record the cache's accesses to this file */
     uint64_t host_bytes;     /* a host tier below the cache; 0: none */
     uint32_t host_placement; /* its placement (GPUMEM_TIER_*) */
+    int format;              /* the input's format, GRAPH_FMT_AUTO: from the extension */
+    const char *cache_dir;   /* where converted inputs are kept */
+    uint64_t mem_bytes;      /* the conversion's sort memory */
+    uint32_t iterations;     /* PageRank */
+    uint64_t *ids, n_ids;    /* SNAP: file id of each vertex (sorted), or NULL */
+    uint64_t id_base;        /* otherwise file id = vertex + id_base (Matrix Market: 1) */
 } options;
 
 /* Room for this many recorded accesses (8 bytes each); the rest are dropped
@@ -60,8 +73,9 @@ static void say(const char *what, double frac) {
 /* One run: rounds of work items spread over host threads                   */
 /* ------------------------------------------------------------------------ */
 
-enum { RUN_BFS, RUN_CC };
+enum { RUN_BFS, RUN_CC, RUN_PR };
 #define CHUNK 64u /* work items a thread claims at a time */
+#define GRAPH_PR_TOLERANCE 1e-9 /* PageRank: each rank within this fraction of the reference's */
 
 typedef struct run {
     graph_store *store;
@@ -74,6 +88,9 @@ typedef struct run {
     uint32_t *levels, *frontier, *next, next_count, level;
     /* CC */
     uint32_t *comp, *active, *next_active, changed;
+    /* PageRank: round 0 computes the starting shares, then one round an iteration */
+    double *rank, *contrib, *contrib_next, damping;
+    int pr_start;
     graph_counts *counts; /* per thread, summed by the caller */
 } run;
 
@@ -95,6 +112,9 @@ static void *worker(void *p) {
         for (i = first; i < end && !c->errors; i++) {
             if (r->kind == RUN_BFS) {
                 graph_bfs_expand(&refs, r->frontier[i], r->level + 1, r->levels, r->next, &r->next_count, c);
+            } else if (r->kind == RUN_PR) {
+                if (r->pr_start) graph_pagerank_start(&refs, (uint32_t)i, r->contrib, c);
+                else graph_pagerank_pull(&refs, (uint32_t)i, r->contrib, r->damping, r->rank, r->contrib_next, c);
             } else if (r->active[i]) {
                 r->active[i] = 0;
                 graph_cc_push(&refs, (uint32_t)i, r->comp, r->next_active, &r->changed, c);
@@ -212,6 +232,7 @@ typedef struct reference {
     const graph_csr *g;
     uint32_t *levels, levels_source; /* BFS from levels_source, or NULL */
     uint32_t *labels;                /* CC, or NULL */
+    double *ranks;                   /* PageRank (o->iterations), or NULL */
 } reference;
 
 static const uint32_t *reference_answer(reference *r, int kind, uint32_t source) {
@@ -230,7 +251,9 @@ static const uint32_t *reference_answer(reference *r, int kind, uint32_t source)
 static void reference_free(reference *r) {
     free(r->levels);
     free(r->labels);
+    free(r->ranks);
     r->levels = r->labels = NULL;
+    r->ranks = NULL;
 }
 
 /* Between rounds (no thread in the cache): GMT-Reuse's CPU side refits the
@@ -334,6 +357,48 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
         free(r.levels);
         free(r.frontier);
         free(r.next);
+    } else if (kind == RUN_PR) {
+        double *tmp;
+        uint32_t it;
+        r.rank = (double *)malloc(n * sizeof(double));
+        r.contrib = (double *)malloc(n * sizeof(double));
+        r.contrib_next = (double *)malloc(n * sizeof(double));
+        r.damping = GRAPH_DAMPING;
+        r.n_items = n;
+        printf("  %s: pull, %u iterations, damping %.2f, cache %.1f MiB, %u threads, %u queue pairs of depth %u\n",
+               name, o->iterations, GRAPH_DAMPING, x->cache_mib, o->threads, o->pairs, o->depth);
+        for (it = 0; it <= o->iterations && rc == 0; it++) {
+            double tr = graph_now_s();
+            char what[64];
+            snprintf(what, sizeof what, it ? "iteration %u" : "degrees", it);
+            r.pr_start = it == 0;
+            if (run_round(&r, what) != 0) rc = 1;
+            x->counts = sum_counts(r.counts, o->threads);
+            if (rc || x->counts.errors) break;
+            printf("    %-13s %9llu vertices, %11llu edges read  (%.2f s)\n", what, (unsigned long long)n,
+                   x->counts.edges, graph_now_s() - tr);
+            fflush(stdout);
+            graph_train(&s);
+            if (it) { /* the shares just written are the next iteration's input */
+                tmp = r.contrib;
+                r.contrib = r.contrib_next;
+                r.contrib_next = tmp;
+            }
+            x->rounds++;
+        }
+        if (!answers->ranks) {
+            answers->ranks = (double *)malloc(n * sizeof(double));
+            graph_reference_pagerank(ref, o->iterations, GRAPH_DAMPING, answers->ranks);
+        }
+        /* The same sums in the same order: host threads agree bit for bit;
+         * the tolerance leaves room for a compiler's fused multiply-adds. */
+        for (v = 0; v < n; v++) {
+            double off = r.rank[v] - answers->ranks[v];
+            x->wrong += !((off < 0 ? -off : off) <= GRAPH_PR_TOLERANCE * answers->ranks[v]);
+        }
+        free(r.rank);
+        free(r.contrib);
+        free(r.contrib_next);
     } else {
         uint32_t *tmp;
         r.comp = (uint32_t *)malloc(n * 4);
@@ -410,7 +475,8 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
 enum {
     O_SCALE = 1 << 0, O_EDGE_FACTOR = 1 << 1, O_SEED = 1 << 2, O_SOURCE = 1 << 3, O_CACHE = 1 << 4,
     O_THREADS = 1 << 5, O_PAIRS = 1 << 6, O_DEPTH = 1 << 7, O_IOPS = 1 << 8, O_ORDERED = 1 << 9, O_MACHINE = 1 << 10,
-    O_POLICY = 1 << 11, O_TRACE = 1 << 12, O_HOST = 1 << 13, O_PLACEMENT = 1 << 14
+    O_POLICY = 1 << 11, O_TRACE = 1 << 12, O_HOST = 1 << 13, O_PLACEMENT = 1 << 14, O_FORMAT = 1 << 15,
+    O_CACHE_DIR = 1 << 16, O_MEM = 1 << 17, O_ITERATIONS = 1 << 18
 };
 static const struct option_doc {
     const char *name, *arg, *what;
@@ -434,8 +500,16 @@ static const struct option_doc {
                         "                       4x the small cache, and it shows the storage reads without and with it)",
      O_HOST},
     {"--placement", "P", "the host tier's placement: gmt-reuse (default), tier-order or never-host", O_PLACEMENT},
+    {"--format", "F", "the input's format: el, wel, sg, wsg, snap (or txt), mtx (or mm), graph (default: by the\n"
+                      "                       extension; a file starting with the gpumem magic is a graph)", O_FORMAT},
+    {"--cache-dir", "DIR", "keep converted inputs here, reused while the input's size and mtime hold (default build)",
+     O_CACHE_DIR},
+    {"--mem-mib", "M", "memory for the conversion's sort, at least 1 (default 256); larger inputs spill sorted runs",
+     O_MEM},
+    {"--iterations", "N", "PageRank iterations, 1..1000 (default 20)", O_ITERATIONS},
 };
 #define RUN_OPTS (O_CACHE | O_THREADS | O_PAIRS | O_DEPTH | O_IOPS | O_POLICY | O_HOST | O_PLACEMENT)
+#define INPUT_OPTS (O_FORMAT | O_CACHE_DIR | O_MEM) /* commands that read a graph in any format */
 static const struct command {
     const char *name, *args, *what;
     int files_min, files_max, opts;
@@ -444,14 +518,21 @@ static const struct command {
                        "  the graph (frontier in discovery and in vertex order), with one that holds it, and CC",
      0, 1, O_SCALE | O_EDGE_FACTOR | O_SEED | O_SOURCE | RUN_OPTS},
     {"gen", "FILE", "write a Kronecker graph (GAP-kron parameters) to FILE", 1, 1, O_SCALE | O_EDGE_FACTOR | O_SEED},
-    {"bfs", "FILE", "one BFS through cache, queue pairs and controller, checked", 1, 1,
-     O_SEED | O_SOURCE | O_ORDERED | O_TRACE | RUN_OPTS},
-    {"cc", "FILE", "connected components (label propagation), checked", 1, 1, O_TRACE | RUN_OPTS},
+    {"bfs", "FILE", "one BFS through cache, queue pairs and controller, checked (--source in the file's ids)", 1, 1,
+     O_SEED | O_SOURCE | O_ORDERED | O_TRACE | RUN_OPTS | INPUT_OPTS},
+    {"cc", "FILE", "connected components (label propagation), checked; ends with \"N components\" and the\n"
+                   "  largest one's size", 1, 1, O_TRACE | RUN_OPTS | INPUT_OPTS},
+    {"pagerank", "FILE", "PageRank, pull, damping 0.85, a fixed number of iterations, checked against the\n"
+                         "  in-memory reference (each rank within 1e-9 of it, relative)", 1, 1,
+     O_ITERATIONS | O_TRACE | RUN_OPTS | INPUT_OPTS},
     {"policies", "FILE", "BFS and CC with a cache an eighth of the graph (or --cache-mib) under CLOCK and under\n"
                          "  --policy, one after the other: hit rate and line reads of each", 1, 1,
-     O_SEED | O_SOURCE | RUN_OPTS},
+     O_SEED | O_SOURCE | RUN_OPTS | INPUT_OPTS},
     {"sweep", "FILE OUT.tsv", "I/O amplification and hit rate against cache size, as a table", 2, 2,
-     O_SEED | O_SOURCE | O_MACHINE | (RUN_OPTS & ~O_CACHE)},
+     O_SEED | O_SOURCE | O_MACHINE | (RUN_OPTS & ~O_CACHE) | INPUT_OPTS},
+    {"convert", "IN OUT", "convert a GAP .el/.wel/.sg/.wsg, SNAP or Matrix Market file into this tool's CSR file\n"
+                          "  (written atomically; SNAP's id map to OUT.ids); prints what it removed and added", 2, 2,
+     O_FORMAT | O_MEM},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -559,6 +640,17 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
             o->machine = a;
         } else if (od->bit == O_TRACE) {
             o->trace = a;
+        } else if (od->bit == O_CACHE_DIR) {
+            o->cache_dir = a;
+        } else if (od->bit == O_FORMAT) {
+            if ((o->format = graph_format_from_name(a)) < 0)
+                return bad_args(cmd, "--format %s: want el, wel, sg, wsg, snap, mtx or graph", a);
+        } else if (od->bit == O_MEM) {
+            char *end;
+            double mib = strtod(a, &end);
+            if (end == a || *end || !(mib >= 1) || mib > 1048576.0)
+                return bad_args(cmd, "--mem-mib %s: want a size in MiB, at least 1", a);
+            o->mem_bytes = (uint64_t)(mib * 1048576.0);
         } else if (od->bit == O_POLICY) {
             for (o->policy = 0; o->policy < GPUMEM_POLICY_KINDS; o->policy++)
                 if (!strcmp(a, gpumem_policy_name(o->policy))) break;
@@ -594,9 +686,11 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
             if (v < 2 || v > 65536 || (v & (v - 1)) != 0)
                 return bad_args(cmd, "--depth %s: want a power of two, 2..65536", a);
             o->depth = (uint32_t)v;
+        } else if (od->bit == O_ITERATIONS) {
+            if (v < 1 || v > 1000) return bad_args(cmd, "--iterations %s: want 1..1000", a);
+            o->iterations = (uint32_t)v;
         } else if (od->bit == O_SOURCE) {
-            if (v >= GRAPH_NONE) return bad_args(cmd, "--source %s: no such vertex", a);
-            o->source = v;
+            o->source = v; /* in the file's ids: checked once the graph is known */
         } else if (od->bit == O_SEED) {
             o->seed = v;
         } else {
@@ -684,6 +778,153 @@ static int check_files(const struct command *cmd, options *o) {
     return rc;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Inputs in other formats: converted once, reused while unchanged          */
+/* ------------------------------------------------------------------------ */
+
+static void say_converting(const graph_import *im, double frac) {
+    double s = graph_now_s() - im->t0;
+    printf("  converting %s: %3.0f %% of %.1f MB, %llu edges, %.1f MB/s\n", im->in_path, 100.0 * frac,
+           (double)im->input_bytes / 1e6, (unsigned long long)im->input_edges,
+           s > 0 ? frac * (double)im->input_bytes / 1e6 / s : 0.0);
+    fflush(stdout);
+}
+
+/* IN to OUT, the sorted runs spilling next to OUT. 0, or 2 after a message. */
+static int convert(const options *o, const char *in, const char *out, int format) {
+    graph_import im;
+    char err[1024], dir[4096];
+    const char *slash = strrchr(out, '/');
+    int rc = 0;
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - out == 0 ? 1 : slash - out), out);
+    else snprintf(dir, sizeof dir, ".");
+    graph_import_init(&im, in, out, format);
+    im.mem_bytes = o->mem_bytes;
+    im.tmp_dir = dir;
+    im.progress = say_converting;
+    if (graph_import_run(&im, err, sizeof err) != GPUMEM_OK) {
+        fprintf(stderr, "graph: %s\n", err);
+        rc = 2;
+    } else {
+        graph_import_print_summary(&im, stdout);
+    }
+    graph_import_free(&im);
+    return rc;
+}
+
+/* What the cache remembers of an input: its size, mtime and format. */
+static void input_stamp(const struct stat *sb, int format, char *buf, size_t n) {
+    snprintf(buf, n, "gpumem-import size %lld mtime %lld.%09ld format %s\n", (long long)sb->st_size,
+             (long long)sb->st_mtim.tv_sec, (long)sb->st_mtim.tv_nsec, graph_format_name(format));
+}
+
+/* For bfs, cc, pagerank, policies and sweep: a FILE in another format is
+ * converted into --cache-dir (named by its base name and a hash of its
+ * path), unless the conversion there was made from this very input (size,
+ * mtime and format in FILE.src beside it). o->path becomes the converted
+ * file; --source is turned from the file's ids into the tool's. 0 or 2. */
+static int resolve_input(const struct command *cmd, options *o, char *conv, size_t conv_len) {
+    char stamp[256], had[256], src[4400], tmp[4500], err[512];
+    const char *base = strrchr(o->path, '/') ? strrchr(o->path, '/') + 1 : o->path;
+    struct stat sb;
+    int format = o->format, fd, rc;
+    ssize_t got;
+    if (stat(o->path, &sb) != 0) return 0; /* check_files says what is wrong */
+    if (format == GRAPH_FMT_AUTO)
+        format = graph_is_native(o->path) ? GRAPH_FMT_NATIVE : graph_format_of_path(o->path);
+    if (format < 0)
+        return bad_args(cmd, "%s: cannot tell the format from the extension: expected .graph, .el, .wel, .sg, .wsg,"
+                             " .txt/.snap or .mtx/.mm, or --format", o->path);
+    if (format != GRAPH_FMT_NATIVE) {
+        uint64_t file[2] = {(uint64_t)sb.st_dev, (uint64_t)sb.st_ino}; /* this file, wherever it is named from */
+        uint64_t h = graph_hash(0x696D706F7274ull, file, sizeof file);
+        if (mkdir(o->cache_dir, 0755) != 0 && errno != EEXIST)
+            return bad_args(cmd, "--cache-dir %s: %s", o->cache_dir, strerror(errno));
+        if (snprintf(conv, conv_len, "%s/%s-%016llx.graph", o->cache_dir, base, (unsigned long long)h) >= (int)conv_len)
+            return bad_args(cmd, "--cache-dir %s: path too long", o->cache_dir);
+        if ((rc = check_writable(cmd, conv)) != 0) return rc;
+        if (snprintf(src, sizeof src, "%s.src", conv) >= (int)sizeof src) return bad_args(cmd, "path too long");
+        input_stamp(&sb, format, stamp, sizeof stamp);
+        had[0] = 0;
+        if ((fd = open(src, O_RDONLY)) >= 0) {
+            got = read(fd, had, sizeof had - 1);
+            had[got > 0 ? got : 0] = 0;
+            close(fd);
+        }
+        if (!strcmp(had, stamp) && graph_is_native(conv)) {
+            printf("  %s: reusing its conversion %s (size and mtime unchanged)\n", o->path, conv);
+        } else {
+            unlink(src); /* the old conversion no longer stands for this input */
+            if ((rc = convert(o, o->path, conv, format)) != 0) return rc;
+            if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", src, (long)getpid()) >= (int)sizeof tmp ||
+                (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0 ||
+                write(fd, stamp, strlen(stamp)) != (ssize_t)strlen(stamp) || close(fd) != 0 || rename(tmp, src) != 0) {
+                fprintf(stderr, "graph: %s: %s (the conversion is not kept)\n", src, strerror(errno));
+                unlink(tmp);
+            }
+        }
+        o->path = conv;
+        o->id_base = format == GRAPH_FMT_MTX;
+    }
+    if (snprintf(src, sizeof src, "%s.ids", o->path) >= (int)sizeof src) return bad_args(cmd, "path too long");
+    if (graph_ids_load(src, &o->ids, &o->n_ids, err, sizeof err) != GPUMEM_OK) {
+        fprintf(stderr, "graph: %s\n", err);
+        return 2;
+    }
+    if (o->given & O_SOURCE) { /* the file's id to the tool's */
+        uint64_t v = o->ids ? graph_ids_find(o->ids, o->n_ids, o->source)
+                            : o->source >= o->id_base ? o->source - o->id_base : UINT64_MAX;
+        if (v >= GRAPH_NONE) return bad_args(cmd, "--source %llu: no such vertex in %s", (unsigned long long)o->source,
+                                             o->path);
+        o->source = v;
+    }
+    return 0;
+}
+
+/* A vertex as the input file names it. */
+static unsigned long long file_id(const options *o, uint64_t v) {
+    return (unsigned long long)(o->ids && v < o->n_ids ? o->ids[v] : v + o->id_base);
+}
+
+/* The answers, in the file's ids, after a checked run. */
+static void print_answers(const options *o, const reference *a, int kind, uint32_t source) {
+    uint64_t n = a->g->h.n_nodes, v, reached = 0, count = 0, best = 0;
+    uint32_t deepest = 0;
+    if (kind == RUN_BFS && a->levels) {
+        for (v = 0; v < n; v++)
+            if (a->levels[v] != GRAPH_NONE) {
+                reached++;
+                if (a->levels[v] > deepest) deepest = a->levels[v];
+            }
+        printf("BFS from vertex %llu: %llu of %llu vertices reached, the farthest %u hops away\n",
+               file_id(o, source), (unsigned long long)reached, (unsigned long long)n, deepest);
+    } else if (kind == RUN_CC && a->labels) {
+        uint32_t *size = (uint32_t *)calloc(n, 4);
+        for (v = 0; v < n; v++) {
+            count += a->labels[v] == v; /* each component is labelled by its smallest vertex */
+            if (size && ++size[a->labels[v]] > size[best]) best = a->labels[v];
+        }
+        printf("%llu components, the largest has %u vertices (it holds vertex %llu)\n", (unsigned long long)count,
+               size ? size[best] : 0, file_id(o, best));
+        free(size);
+    } else if (kind == RUN_PR && a->ranks) {
+        uint64_t top[5] = {0};
+        int k, i, have = 0;
+        double sum = 0;
+        for (v = 0; v < n; v++) { /* the five highest, by insertion */
+            sum += a->ranks[v];
+            for (k = 0; k < have && a->ranks[top[k]] >= a->ranks[v]; k++) {}
+            if (k == 5) continue;
+            for (i = have < 5 ? have : 4; i > k; i--) top[i] = top[i - 1];
+            top[k] = v;
+            if (have < 5) have++;
+        }
+        printf("PageRank: ranks sum to %.6f; highest:", sum);
+        for (k = 0; k < have; k++) printf(" %llu (%.6g)", file_id(o, top[k]), a->ranks[top[k]]);
+        printf("\n");
+    }
+}
+
 static uint32_t source_of(const options *o, const graph_csr *g) {
     return (o->given & O_SOURCE) ? (uint32_t)o->source : graph_pick_source(g, o->seed);
 }
@@ -691,7 +932,7 @@ static uint32_t source_of(const options *o, const graph_csr *g) {
 #define DEMO_RUNS 6 /* the last two with the host tier */
 static int demo(options *o) {
     graph_csr g;
-    reference answers = {&g, NULL, 0, NULL};
+    reference answers = {&g, NULL, 0, NULL, NULL};
     result x[DEMO_RUNS];
     uint64_t graph_bytes, small, min_cache, host;
     uint32_t source;
@@ -787,7 +1028,7 @@ static int demo(options *o) {
 static int sweep(options *o, const char *tsv) {
     static const double fractions[] = {1.0 / 32, 1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1.0};
     graph_csr g;
-    reference answers = {&g, NULL, 0, NULL};
+    reference answers = {&g, NULL, 0, NULL, NULL};
     FILE *f;
     uint32_t source;
     size_t i;
@@ -838,7 +1079,7 @@ static int sweep(options *o, const char *tsv) {
  * after the other in this run. */
 static int policies(options *o) {
     graph_csr g;
-    reference answers = {&g, NULL, 0, NULL};
+    reference answers = {&g, NULL, 0, NULL, NULL};
     result x[4];
     const uint32_t kinds[2] = {GPUMEM_POLICY_CLOCK, o->policy};
     uint32_t source;
@@ -865,11 +1106,12 @@ static int policies(options *o) {
 int main(int argc, char **argv) {
     options o;
     graph_csr g;
-    reference answers = {&g, NULL, 0, NULL};
+    reference answers = {&g, NULL, 0, NULL, NULL};
     const struct command *cmd = NULL;
     result x;
-    char default_path[128];
-    int rc, help;
+    uint32_t source;
+    char default_path[128], converted[4300];
+    int rc, help, kind;
     memset(&o, 0, sizeof o);
     o.scale = 20;
     o.edge_factor = 16;
@@ -879,10 +1121,22 @@ int main(int argc, char **argv) {
     o.depth = 256;
     o.cache_bytes = 16u << 20;
     o.policy = gpumem_cache_desc_default().policy;
+    o.format = GRAPH_FMT_AUTO;
+    o.cache_dir = "build";
+    o.mem_bytes = 256ull << 20;
+    o.iterations = 20;
     if ((rc = parse(argc, argv, &o, &cmd, &help)) != 0) return rc;
     if (help) {
         print_usage(stdout, cmd);
         return 0;
+    }
+    if (!strcmp(cmd->name, "convert")) {
+        if ((rc = check_writable(cmd, o.out)) != 0) return rc;
+        return convert(&o, o.path, o.out, o.format);
+    }
+    if ((cmd->opts & O_FORMAT) && (rc = resolve_input(cmd, &o, converted, sizeof converted)) != 0) {
+        free(o.ids);
+        return rc;
     }
     if (!strcmp(cmd->name, "demo") && !o.path) {
         /* The default graph has a file of its own; another graph another. */
@@ -899,9 +1153,12 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd->name, "sweep")) return sweep(&o, o.out);
     if (!strcmp(cmd->name, "policies")) return policies(&o);
     if ((rc = load_reference(&o, &g)) != 0) return rc;
-    if (!strcmp(cmd->name, "bfs")) rc = traverse(&o, &answers, RUN_BFS, source_of(&o, &g), "BFS", &x);
-    else rc = traverse(&o, &answers, RUN_CC, 0, "CC", &x);
+    kind = !strcmp(cmd->name, "bfs") ? RUN_BFS : !strcmp(cmd->name, "cc") ? RUN_CC : RUN_PR;
+    source = kind == RUN_BFS ? source_of(&o, &g) : 0;
+    rc = traverse(&o, &answers, kind, source, kind == RUN_BFS ? "BFS" : kind == RUN_CC ? "CC" : "PageRank", &x);
+    if (rc == 0) print_answers(&o, &answers, kind, source);
     reference_free(&answers);
     graph_free(&g);
+    free(o.ids);
     return rc;
 }

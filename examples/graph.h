@@ -12,8 +12,12 @@
  *   4. The graph store: the file as a namespace of the software NVMe
  *      controller, queue pairs, and a cache in front of them.
  *   5. The steps the traversals are made of (expand one BFS vertex, push one
- *      vertex's component label), written once for host threads and CUDA
- *      threads alike: they read the graph only through gpumem_cache_ref.
+ *      vertex's component label, pull one vertex's PageRank), written once
+ *      for host threads and CUDA threads alike: they read the graph only
+ *      through gpumem_cache_ref.
+ *
+ * Other formats (GAP .el/.sg, SNAP, Matrix Market) are converted into this
+ * one by examples/graph_formats.h.
  *
  * Used by examples/graph.c (host threads) and examples/cuda/graph.cu.
  * Define GPUMEM_IMPLEMENTATION in the one file that includes this one.
@@ -418,6 +422,35 @@ GRAPH_API void graph_reference_cc(const graph_csr *g, uint32_t *comp) {
     for (v = 0; v < n; v++) comp[v] = graph_uf_find(comp, (uint32_t)v);
 }
 
+/* PageRank, pull, as graph_pagerank_pull computes it (GAP's formulation):
+ * every vertex starts at 1/n; each iteration a vertex's rank is
+ * (1 - d)/n + d * (the sum over its neighbours u of rank(u) / degree(u)),
+ * summed in neighbour-list order. Isolated vertices keep (1 - d)/n and give
+ * nothing (no redistribution of their mass, as in GAP). */
+#define GRAPH_DAMPING 0.85
+GRAPH_API void graph_reference_pagerank(const graph_csr *g, uint32_t iterations, double damping, double *rank) {
+    uint64_t n = g->h.n_nodes, v, i;
+    double *contrib = (double *)malloc(n * sizeof(double)), base = (1.0 - damping) / (double)n;
+    uint32_t it;
+    for (v = 0; v < n; v++) {
+        uint64_t deg = g->offsets[v + 1] - g->offsets[v];
+        rank[v] = 1.0 / (double)n;
+        contrib[v] = deg ? rank[v] / (double)deg : 0.0;
+    }
+    for (it = 0; it < iterations; it++) {
+        for (v = 0; v < n; v++) {
+            double sum = 0;
+            for (i = g->offsets[v]; i < g->offsets[v + 1]; i++) sum += contrib[g->edges[i]];
+            rank[v] = base + damping * sum;
+        }
+        for (v = 0; v < n; v++) {
+            uint64_t deg = g->offsets[v + 1] - g->offsets[v];
+            contrib[v] = deg ? rank[v] / (double)deg : 0.0;
+        }
+    }
+    free(contrib);
+}
+
 /* ======================================================================== */
 /* 4. The graph store: file -> software controller -> queue pairs -> cache  */
 /* ======================================================================== */
@@ -700,6 +733,36 @@ GPUMEM_API gpumem_status graph_cc_push(graph_refs *r, uint32_t v, uint32_t *comp
         }
     }
     return st;
+}
+
+/* PageRank's first step: v's share of the starting rank 1/n, from its
+ * degree read through the cache. */
+GPUMEM_API gpumem_status graph_pagerank_start(graph_refs *r, uint32_t v, double *contrib, graph_counts *c) {
+    uint64_t b, e;
+    gpumem_status st = graph_neighbours(r, v, &b, &e, c);
+    if (st == GPUMEM_OK) contrib[v] = e > b ? 1.0 / (double)r->n_nodes / (double)(e - b) : 0.0;
+    return st;
+}
+
+/* One pull: v sums its neighbours' shares of the previous iteration (read
+ * only, in `contrib`) and writes its own rank and its share for the next
+ * one (only v's thread writes them). The iteration ends at a barrier
+ * (thread join or kernel boundary) before the two share arrays swap. */
+GPUMEM_API gpumem_status graph_pagerank_pull(graph_refs *r, uint32_t v, const double *contrib, double damping,
+                                             double *rank, double *contrib_next, graph_counts *c) {
+    uint64_t b, e, i;
+    double sum = 0;
+    gpumem_status st = graph_neighbours(r, v, &b, &e, c);
+    for (i = b; st == GPUMEM_OK && i < e; i++) {
+        uint32_t u;
+        if ((st = graph_neighbour(r, i, &u, c)) != GPUMEM_OK) break;
+        sum += contrib[u];
+    }
+    if (st != GPUMEM_OK) return st;
+    rank[v] = (1.0 - damping) / (double)r->n_nodes + damping * sum;
+    contrib_next[v] = e > b ? rank[v] / (double)(e - b) : 0.0;
+    c->updates++;
+    return GPUMEM_OK;
 }
 
 #endif /* GPUMEM_EXAMPLES_GRAPH_H */
