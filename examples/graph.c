@@ -896,7 +896,7 @@ static void print_answers(const options *o, const reference *a, int kind, uint32
                 reached++;
                 if (a->levels[v] > deepest) deepest = a->levels[v];
             }
-        printf("BFS from vertex %llu: %llu of %llu vertices reached, the farthest %u hops away\n",
+        printf("BFS: from vertex %llu, %llu of %llu vertices reached, the farthest %u hops away\n",
                file_id(o, source), (unsigned long long)reached, (unsigned long long)n, deepest);
     } else if (kind == RUN_CC && a->labels) {
         uint32_t *size = (uint32_t *)calloc(n, 4);
@@ -904,7 +904,7 @@ static void print_answers(const options *o, const reference *a, int kind, uint32
             count += a->labels[v] == v; /* each component is labelled by its smallest vertex */
             if (size && ++size[a->labels[v]] > size[best]) best = a->labels[v];
         }
-        printf("%llu components, the largest has %u vertices (it holds vertex %llu)\n", (unsigned long long)count,
+        printf("CC: %llu components, the largest has %u vertices (it holds vertex %llu)\n", (unsigned long long)count,
                size ? size[best] : 0, file_id(o, best));
         free(size);
     } else if (kind == RUN_PR && a->ranks) {

@@ -1005,7 +1005,7 @@ GRAPH_API gpumem_status graph_import_run(graph_import *im, char *err, size_t len
                           im->format == GRAPH_FMT_SG || im->format == GRAPH_FMT_WSG ? "a 17-byte GAP header"
                           : im->format == GRAPH_FMT_MTX                            ? "a Matrix Market banner"
                                                                                    : "an edge list");
-    im->cap = im->mem_bytes / 16 < 1024 ? 1024 : im->mem_bytes / 16; /* keys and the sort's scratch */
+    im->cap = im->mem_bytes / 16 < 64 ? 64 : im->mem_bytes / 16; /* keys and the sort's scratch */
     im->keys = (uint64_t *)malloc(im->cap * 8);
     im->scratch = (uint64_t *)malloc(im->cap * 8);
     if (!im->keys || !im->scratch)
@@ -1047,6 +1047,8 @@ GRAPH_API gpumem_status graph_import_run(graph_import *im, char *err, size_t len
         st = graph_fail(err, len, GPUMEM_EIO, "%s: %s", im->out_path, strerror(errno));
     if (st != GPUMEM_OK) unlink(tmp);
     im->seconds = graph_now_s() - im->t0;
+    /* a symmetric matrix names both keys of each entry: a repeat collapsed twice */
+    if (im->format == GRAPH_FMT_MTX && im->mtx_symmetric) im->duplicates /= 2;
     /* a directed input is one where some edge had no reverse */
     if (im->format != GRAPH_FMT_SG && im->format != GRAPH_FMT_WSG) im->directed_input = im->symmetrised > 0;
     return st;

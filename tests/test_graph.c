@@ -303,3 +303,345 @@ Test(graph, program_bad_file_gives_message_and_exit_2) {
     cr_assert(strstr(out, "not a gpumem graph file"), "%s", out);
     unlink(path);
 }
+
+/* ======================================================================== */
+/* Other formats (examples/graph_formats.h, graph convert)                 */
+/* ======================================================================== */
+
+#include "examples/graph_formats.h"
+
+/* A directed edge list with what users' files have: a self-loop, a repeated
+ * edge, edges given both ways and edges given one way. Six components over
+ * 200 vertices, none isolated (SNAP files cannot name isolated vertices). */
+#define FMT_N 200u
+typedef struct edge_list {
+    uint32_t u[1024], v[1024];
+    uint32_t m;
+} edge_list;
+
+static void fmt_edges(edge_list *e) {
+    uint64_t s = 99;
+    uint32_t i;
+    e->m = 0;
+#define ADD(a, b) (e->u[e->m] = (a), e->v[e->m] = (b), e->m++)
+    for (i = 0; i < 150; i++) ADD(i, (i + 1) % 150);           /* a ring of 150 */
+    for (i = 0; i < 200; i++) {                                  /* chords inside it */
+        uint32_t a = (uint32_t)(graph_splitmix(&s) % 150), b = (uint32_t)(graph_splitmix(&s) % 150);
+        ADD(a, b);
+    }
+    for (i = 150; i < 190; i++) ADD(i + 1 < 190 ? i + 1 : 150, i); /* a ring of 40, the other way round */
+    for (i = 190; i < 200; i += 2) ADD(i, i + 1);                /* 5 pairs */
+    ADD(3, 3);                                                   /* a self-loop */
+    ADD(0, 1);                                                   /* a repeat */
+    ADD(1, 0);                                                   /* the reverse of one */
+#undef ADD
+}
+
+/* What the store must hold: every edge both ways, no loops, no repeats. */
+static uint64_t fmt_expected_hash(const edge_list *e, uint64_t *m_out) {
+    uint64_t keys[2048], offsets[FMT_N + 1], i, m = 0, h;
+    uint32_t edges[2048];
+    for (i = 0; i < e->m; i++) {
+        keys[2 * i] = ((uint64_t)e->u[i] << 32) | e->v[i];
+        keys[2 * i + 1] = ((uint64_t)e->v[i] << 32) | e->u[i];
+    }
+    {
+        uint64_t tmp[2048];
+        graph_radix_sort_u64(keys, tmp, 2 * e->m);
+    }
+    memset(offsets, 0, sizeof offsets);
+    for (i = 0; i < 2 * e->m; i++) {
+        uint32_t a = (uint32_t)(keys[i] >> 32), b = (uint32_t)keys[i];
+        if (a == b || (i && keys[i] == keys[i - 1])) continue;
+        edges[m++] = b;
+        offsets[a + 1]++;
+    }
+    for (i = 0; i < FMT_N; i++) offsets[i + 1] += offsets[i];
+    h = graph_hash(graph_hash(0, offsets, sizeof offsets), edges, m * 4);
+    *m_out = m;
+    return h;
+}
+
+/* The distinct pairs the list names, loops left out; `unordered`: a-b and
+ * b-a are one (a symmetric matrix names each edge once). */
+static uint64_t named_pairs(const edge_list *e, int unordered) {
+    uint64_t keys[1024], tmp[1024], n = 0, i, distinct = 0;
+    for (i = 0; i < e->m; i++) {
+        uint32_t a = e->u[i], b = e->v[i];
+        if (a == b) continue;
+        if (unordered && a > b) a = e->v[i], b = e->u[i];
+        keys[n++] = ((uint64_t)a << 32) | b;
+    }
+    graph_radix_sort_u64(keys, tmp, n);
+    for (i = 0; i < n; i++) distinct += i == 0 || keys[i] != keys[i - 1];
+    return distinct;
+}
+
+/* A GAP serialized graph of the edge list: the symmetric CSR (undirected),
+ * or out- and in-lists (directed); .wsg's neighbours carry a weight. */
+static void write_sg(const char *path, const edge_list *e, int directed, int weighted) {
+    int64_t m = 0, n = FMT_N, off[FMT_N + 1];
+    uint32_t pass, i, v;
+    FILE *f = fopen(path, "wb");
+    unsigned char flag = (unsigned char)directed;
+    cr_assert(f);
+    if (directed) m = e->m;
+    else {
+        uint64_t mm;
+        fmt_expected_hash(e, &mm);
+        m = (int64_t)mm;
+    }
+    fwrite(&flag, 1, 1, f);
+    fwrite(&m, 8, 1, f);
+    fwrite(&n, 8, 1, f);
+    for (pass = 0; pass < (directed ? 2u : 1u); pass++) {
+        /* pass 0: out-lists (undirected: the simple symmetric lists); 1: in-lists */
+        int32_t lists[FMT_N][64];
+        uint32_t deg[FMT_N];
+        memset(deg, 0, sizeof deg);
+        for (i = 0; i < e->m; i++) {
+            uint32_t a = pass ? e->v[i] : e->u[i], b = pass ? e->u[i] : e->v[i], k, dup = 0;
+            if (!directed) {
+                if (a == b) continue;
+                for (k = 0; k < deg[a]; k++) dup |= lists[a][k] == (int32_t)b;
+                if (!dup) lists[a][deg[a]++] = (int32_t)b;
+                for (k = 0, dup = 0; k < deg[b]; k++) dup |= lists[b][k] == (int32_t)a;
+                if (!dup) lists[b][deg[b]++] = (int32_t)a;
+            } else {
+                lists[a][deg[a]++] = (int32_t)b;
+            }
+        }
+        off[0] = 0;
+        for (v = 0; v < FMT_N; v++) off[v + 1] = off[v] + deg[v];
+        cr_assert_eq(off[FMT_N], m);
+        fwrite(off, 8, FMT_N + 1, f);
+        for (v = 0; v < FMT_N; v++)
+            for (i = 0; i < deg[v]; i++) {
+                int32_t w = 7;
+                fwrite(&lists[v][i], 4, 1, f);
+                if (weighted) fwrite(&w, 4, 1, f);
+            }
+    }
+    cr_assert_eq(fclose(f), 0);
+}
+
+enum { F_EL, F_WEL, F_SNAP, F_MTX_PATTERN, F_MTX_REAL, F_MTX_SYM_INT, F_SG, F_WSG, F_SG_DIRECTED, F_KINDS };
+static const char *const fmt_names[F_KINDS] = {"el", "wel", "txt", "mtx", "mtx", "mtx", "sg", "wsg", "sg"};
+#define SNAP_ID(v) (5000000000ull + 1000003ull * (v)) /* 64-bit ids, in the same order */
+
+static void write_format(const char *path, int kind, const edge_list *e) {
+    FILE *f;
+    uint32_t i;
+    if (kind >= F_SG) {
+        write_sg(path, e, kind == F_SG_DIRECTED, kind == F_WSG);
+        return;
+    }
+    f = fopen(path, "w");
+    cr_assert(f);
+    if (kind == F_SNAP) fprintf(f, "# Directed graph (each unordered pair of nodes is saved once)\n# FromNodeId\tToNodeId\n");
+    if (kind == F_MTX_PATTERN) fprintf(f, "%%%%MatrixMarket matrix coordinate pattern general\n%% a comment\n");
+    if (kind == F_MTX_REAL) fprintf(f, "%%%%MatrixMarket matrix coordinate real general\n");
+    if (kind == F_MTX_SYM_INT) fprintf(f, "%%%%MatrixMarket matrix coordinate integer symmetric\n");
+    if (kind >= F_MTX_PATTERN) fprintf(f, "%u %u %u\n", FMT_N, FMT_N, e->m);
+    for (i = 0; i < e->m; i++) {
+        uint32_t a = e->u[i], b = e->v[i];
+        if (kind == F_EL) fprintf(f, "%u %u\n", a, b);
+        if (kind == F_WEL) fprintf(f, "%u %u %u\n", a, b, i % 9 + 1);
+        if (kind == F_SNAP) fprintf(f, "%llu\t%llu\n", SNAP_ID(a), SNAP_ID(b));
+        if (kind == F_MTX_PATTERN) fprintf(f, "%u %u\n", a + 1, b + 1);
+        if (kind == F_MTX_REAL) fprintf(f, "%u  %u  %.3e\n", a + 1, b + 1, 0.5 + i);
+        if (kind == F_MTX_SYM_INT) fprintf(f, "%u %u %d\n", (a > b ? a : b) + 1, (a > b ? b : a) + 1, -(int)i);
+    }
+    cr_assert_eq(fclose(f), 0);
+}
+
+static void fmt_dir(char *buf, size_t n, const char *tag) {
+    snprintf(buf, n, "/tmp/gpumem-test-graph-%ld-%s", (long)getpid(), tag);
+    mkdir(buf, 0755);
+}
+
+/* Every format of the same edge list gives the same CSR, by hash, with the
+ * counts of what the policy removed and added. */
+Test(graph, every_format_gives_the_identical_csr) {
+    edge_list e;
+    char dir[256], in[512], out[512], err[512];
+    uint64_t m, want = 0;
+    int kind;
+    fmt_edges(&e);
+    want = fmt_expected_hash(&e, &m);
+    fmt_dir(dir, sizeof dir, "formats");
+    for (kind = 0; kind < F_KINDS; kind++) {
+        graph_import im;
+        graph_csr g;
+        snprintf(in, sizeof in, "%s/g%d.%s", dir, kind, fmt_names[kind]);
+        snprintf(out, sizeof out, "%s/g%d.graph", dir, kind);
+        write_format(in, kind, &e);
+        graph_import_init(&im, in, out, GRAPH_FMT_AUTO);
+        im.tmp_dir = dir;
+        cr_assert_eq(graph_import_run(&im, err, sizeof err), GPUMEM_OK, "%s: %s", in, err);
+        cr_assert_eq(graph_load(out, &g, err, sizeof err), GPUMEM_OK, "%s", err);
+        cr_expect_eq(g.h.n_nodes, FMT_N, "%s", in);
+        cr_expect_eq(g.h.n_edges, m, "%s: %llu entries, want %llu", in, (unsigned long long)g.h.n_edges,
+                     (unsigned long long)m);
+        cr_expect_eq(g.h.data_hash, want, "%s: CSR differs", in);
+        cr_expect_eq(im.n_entries, m);
+        cr_expect_eq(im.isolated, 0);
+        if (kind < F_SG) { /* the text files carry the raw list: loops, repeats */
+            cr_expect_eq(im.input_edges, e.m, "%s", in);
+            uint64_t loops = 0, distinct = named_pairs(&e, kind == F_MTX_SYM_INT), i;
+            for (i = 0; i < e.m; i++) loops += e.u[i] == e.v[i];
+            cr_expect_geq(loops, 1);
+            cr_expect_eq(im.self_loops, loops, "%s", in);
+            cr_expect_eq(im.duplicates, e.m - loops - distinct, "%s: %llu duplicates, want %llu", in,
+                         (unsigned long long)im.duplicates, (unsigned long long)(e.m - loops - distinct));
+            cr_expect_eq(im.symmetrised, kind == F_MTX_SYM_INT ? 0 : m - distinct, "%s: %llu symmetrised", in,
+                         (unsigned long long)im.symmetrised);
+        }
+        if (kind == F_SNAP) {
+            cr_expect(im.ids != NULL && im.ids[0] == SNAP_ID(0) && im.ids[FMT_N - 1] == SNAP_ID(FMT_N - 1));
+        }
+        cr_expect_eq(im.weights, kind == F_WEL || kind == F_MTX_REAL || kind == F_MTX_SYM_INT ? e.m
+                                 : kind == F_WSG                                              ? m
+                                                                                              : 0, "%s", in);
+        graph_free(&g);
+        graph_import_free(&im);
+        unlink(in);
+        unlink(out);
+        snprintf(out, sizeof out, "%s/g%d.graph.ids", dir, kind);
+        unlink(out);
+    }
+    rmdir(dir);
+}
+
+/* The vertex a file id names, for each kind of file. */
+static unsigned long long dense_of(int kind, unsigned long long id) {
+    return kind == F_SNAP ? (id - 5000000000ull) / 1000003ull : kind >= F_MTX_PATTERN && kind <= F_MTX_SYM_INT ? id - 1 : id;
+}
+
+static unsigned long long file_of(int kind, unsigned long long v) {
+    return kind == F_SNAP ? SNAP_ID(v) : kind >= F_MTX_PATTERN && kind <= F_MTX_SYM_INT ? v + 1 : v;
+}
+
+/* The program's last line of answers, with its vertex names turned back
+ * into the tool's own ids, so that files in different formats compare. */
+static void answer_line(int kind, const char *out, const char *start, char *canon, size_t n) {
+    const char *p = strstr(out, start);
+    char line[512], *nl;
+    size_t o = 0;
+    cr_assert(p, "no \"%s\" in:\n%s", start, out);
+    snprintf(line, sizeof line, "%s", p + 1);
+    if ((nl = strchr(line, '\n'))) *nl = 0;
+    for (p = line; *p && o + 32 < n;) { /* "vertex N" and PageRank's "N (rank)" carry file ids */
+        unsigned long long id;
+        int used;
+        if ((!strncmp(p, "vertex ", 7) && sscanf(p + 7, "%llu%n", &id, &used) == 1 && (used += 7)) ||
+            (strstr(line, "PageRank") && p > line && p[-1] == ' ' && sscanf(p, "%llu (%n", &id, &used) == 1 &&
+             p[used - 1] == '(')) {
+            o += (size_t)snprintf(canon + o, n - o, "<%llu>%s", dense_of(kind, id), p[used - 1] == '(' ? " (" : "");
+            p += used;
+        } else {
+            canon[o++] = *p++;
+        }
+    }
+    canon[o] = 0;
+}
+
+/* BFS, CC and PageRank on each format, through the conversion the program
+ * makes and keeps: the same answers, named in each file's own ids. */
+Test(graph, every_format_gives_the_same_answers, .timeout = 240) {
+    static const char *const runs[3][2] = {{"bfs %s --source %llu", "\nBFS: "},
+                                           {"cc %s", "\nCC: "},
+                                           {"pagerank %s --iterations 10", "\nPageRank: "}};
+    edge_list e;
+    char dir[256], in[512], fmt[256], args[1024], out[16384], canon[3][512], first[3][512];
+    int kind, r;
+    fmt_edges(&e);
+    fmt_dir(dir, sizeof dir, "answers");
+    for (kind = 0; kind < F_KINDS; kind++) {
+        snprintf(in, sizeof in, "%s/a%d.%s", dir, kind, fmt_names[kind]);
+        write_format(in, kind, &e);
+        for (r = 0; r < 3; r++) {
+            snprintf(fmt, sizeof fmt, "%s --cache-dir %%s --threads 4 --cache-mib 0.125", runs[r][0]);
+            if (r == 0) snprintf(args, sizeof args, fmt, in, file_of(kind, 5), dir);
+            else snprintf(args, sizeof args, fmt, in, dir);
+            cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+            cr_assert(strstr(out, "matches the in-memory reference"), "graph %s:\n%s", args, out);
+            answer_line(kind, out, runs[r][1], canon[r], sizeof canon[r]);
+            if (kind == 0) memcpy(first[r], canon[r], sizeof first[r]);
+            cr_expect_str_eq(canon[r], first[r], "graph %s: answers differ from the .el file's", args);
+        }
+    }
+    cr_expect(strstr(first[1], "7 components, the largest has 150 vertices"), "%s", first[1]);
+    cr_expect(strstr(first[0], "BFS: from <5>, 150 of 200 vertices reached"), "%s", first[0]);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
+}
+
+/* A file larger than the sort's memory: sorted runs spill to temporary
+ * files (unlinked: none is left) and merge into the same CSR. */
+Test(graph, conversion_with_little_memory_spills_and_merges) {
+    edge_list e;
+    char dir[256], in[512], out[512], err[512], cmd[600];
+    uint64_t m, want;
+    graph_import im;
+    graph_csr g;
+    FILE *ls;
+    int kind;
+    fmt_edges(&e);
+    want = fmt_expected_hash(&e, &m);
+    fmt_dir(dir, sizeof dir, "spill");
+    for (kind = 0; kind < F_KINDS; kind += 3) {
+        snprintf(in, sizeof in, "%s/s%d.%s", dir, kind, fmt_names[kind]);
+        snprintf(out, sizeof out, "%s/s%d.graph", dir, kind);
+        write_format(in, kind, &e);
+        graph_import_init(&im, in, out, GRAPH_FMT_AUTO);
+        im.tmp_dir = dir;
+        im.mem_bytes = 16 * 128; /* 128 keys: 64 edges a run */
+        cr_assert_eq(graph_import_run(&im, err, sizeof err), GPUMEM_OK, "%s", err);
+        cr_expect_geq(im.runs_spilled, 2, "%s: %llu runs", in, (unsigned long long)im.runs_spilled);
+        cr_assert_eq(graph_load(out, &g, err, sizeof err), GPUMEM_OK, "%s", err);
+        cr_expect_eq(g.h.data_hash, want, "%s: CSR differs after spilling", in);
+        graph_free(&g);
+        graph_import_free(&im);
+        unlink(in);
+        unlink(out);
+        snprintf(out, sizeof out, "%s/s%d.graph.ids", dir, kind);
+        unlink(out);
+    }
+    snprintf(cmd, sizeof cmd, "ls -A %s", dir);
+    ls = popen(cmd, "r");
+    cr_assert(ls);
+    cr_expect_eq(fgets(cmd, sizeof cmd, ls), NULL, "left behind: %s", cmd);
+    pclose(ls);
+    rmdir(dir);
+}
+
+/* The conversion is reused while the input's size and mtime hold, and made
+ * again when either changes. */
+Test(graph, conversion_is_reused_while_the_input_is_unchanged) {
+    edge_list e;
+    char dir[256], in[512], args[1024], out[16384];
+    struct timespec times[2] = {{0, 0}, {1000000000, 0}};
+    fmt_edges(&e);
+    fmt_dir(dir, sizeof dir, "reuse");
+    snprintf(in, sizeof in, "%s/r.el", dir);
+    write_format(in, F_EL, &e);
+    snprintf(args, sizeof args, "cc %s --cache-dir %s/c --threads 2 --cache-mib 0.125", in, dir);
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "converting") && !strstr(out, "reusing"), "%s", out);
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "reusing") && !strstr(out, "converting"), "%s", out);
+    cr_assert_eq(utimensat(AT_FDCWD, in, times, 0), 0); /* same size, another mtime */
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "converting") && !strstr(out, "reusing"), "%s", out);
+    {
+        FILE *f = fopen(in, "a"); /* another size: one more edge joins two components */
+        cr_assert(f);
+        fprintf(f, "0 150\n");
+        fclose(f);
+    }
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "converting") && strstr(out, "6 components, the largest has 190"), "%s", out);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
+}
