@@ -645,3 +645,120 @@ Test(graph, conversion_is_reused_while_the_input_is_unchanged) {
     snprintf(args, sizeof args, "rm -rf %s", dir);
     cr_assert_eq(system(args), 0);
 }
+
+/* Bad input, each case: exit 2, a message naming the file, the line (or
+ * byte offset) and what was expected and found; nothing written, nothing
+ * left behind. The content is written to the file as given (%s: a valid
+ * .sg of the test graph, then changed as `edit` says). */
+typedef struct bad_case {
+    const char *name, *content;
+    size_t length;       /* 0: strlen(content) */
+    const char *where;   /* "line 3", "byte 17" */
+    const char *expected, *found;
+    int sg_edit;         /* .sg cases: 1 truncate, 2 edge count off by one, 3 n = 2^31, 4 neighbour out of range */
+} bad_case;
+
+Test(graph, bad_input_is_refused_with_where_and_what, .timeout = 120) {
+    static const bad_case cases[] = {
+        {"malformed.el", "0 1\n1 2\n1 x\n", 0, "line 3", "expected \"u v\" (two vertex ids)", "found \"1 x\"", 0},
+        {"noweight.wel", "0 1 2.5\n1 2\n", 0, "line 2", "expected \"u v weight\"", "found \"1 2\"", 0},
+        {"toomany.txt", "# SNAP\n1\t2\n3\t4\t5\n", 0, "line 3", "expected \"u v\"", "found \"3?4?5\"", 0},
+        {"range.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n4 1\n", 0, "line 4",
+         "expected a row in 1..3 and a column in 1..3", "found 4 1", 0},
+        {"zero.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 1\n0 1\n", 0, "line 3",
+         "expected a row in 1..3", "found 0 1", 0},
+        {"fewer.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 3\n1 2\n2 3\n", 0, "line 5",
+         "expected 3 entries (the size line says so)", "found 2 and the end of the file", 0},
+        {"more.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 2\n2 3\n", 0, "line 4",
+         "expected 1 entries (the size line says so)", "found more", 0},
+        {"field.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 2 0.5\n", 0, "line 3",
+         "expected \"row column\" (the header says pattern)", "found \"1 2 0.5\"", 0},
+        {"intfield.mtx", "%%MatrixMarket matrix coordinate integer general\n3 3 1\n1 2 0.5\n", 0, "line 3",
+         "(the header says integer)", "found \"1 2 0.5\"", 0},
+        {"array.mtx", "%%MatrixMarket matrix array real general\n3 3\n", 0, "line 1",
+         "expected \"matrix coordinate\"", "found \"matrix array\"", 0},
+        {"nosize.mtx", "%%MatrixMarket matrix coordinate real general\n% only comments\n", 0, "line 3",
+         "expected the size line", "found the end of the file", 0},
+        {"wide.el", "0 1\n1 3000000000\n", 0, "line 2", "expected vertex ids below 2147483647", "found 1 3000000000",
+         0},
+        {"empty.el", "", 0, "line 1", "expected an edge list", "found an empty file", 0},
+        {"empty.mtx", "", 0, "line 1", "expected a Matrix Market banner", "found an empty file", 0},
+        {"empty.sg", "", 0, "byte 0", "expected a 17-byte GAP header", "found an empty file", 0},
+        {"comments.txt", "# nothing but comments\n# here\n", 0, "line 3", "expected at least one edge",
+         "found the end of the file", 0},
+        {"text.el", "hello, world\n", 0, "line 1", "expected \"u v\"", "found \"hello, world\"", 0},
+        {"text.mtx", "hello, world\n", 0, "line 1", "expected the banner", "not a Matrix Market file", 0},
+        {"png.sg", "\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10", 24, "byte 0", "expected the directed flag (0 or 1)",
+         "found 137: not a GAP serialized graph", 0},
+        {"short.sg", "\0\1\0", 3, "byte 3", "truncated: expected a 17-byte GAP header", "found a 3-byte file", 0},
+        {"cut.sg", NULL, 0, "byte ", "truncated: the counts (edges", "bytes", 1},
+        {"count.sg", NULL, 0, "byte ", "count fields do not match the file's size", "found", 2},
+        {"huge.sg", NULL, 0, "byte 9", "expected a node count in 1..2147483647", "the graph is too large", 3},
+        {"neighbour.sg", NULL, 0, "byte ", "expected a neighbour id in 0..199", "found 200", 4},
+        {"binary.txt", "\x01\x02\x03\x04\xff\xfe\n", 0, "line 1", "expected \"u v\"", "found \"", 0},
+        {"graph.dat", "0 1\n", 0, "graph.dat", "cannot tell the format from the extension", ".el", 0},
+    };
+    char dir[256], path[512], out[512], args[1200], text[16384], cmd[600];
+    size_t i;
+    edge_list e;
+    fmt_edges(&e);
+    fmt_dir(dir, sizeof dir, "bad");
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bad_case *c = &cases[i];
+        FILE *ls;
+        int mode;
+        snprintf(path, sizeof path, "%s/%s", dir, c->name);
+        if (c->sg_edit) {
+            int fd;
+            int64_t v;
+            struct stat sb;
+            write_format(path, F_SG, &e);
+            fd = open(path, O_RDWR);
+            cr_assert(fd >= 0);
+            cr_assert_eq(fstat(fd, &sb), 0);
+            if (c->sg_edit == 1) cr_assert_eq(ftruncate(fd, sb.st_size - 6), 0);
+            if (c->sg_edit == 2) {
+                cr_assert_eq(pread(fd, &v, 8, 1), 8);
+                v--;
+                cr_assert_eq(pwrite(fd, &v, 8, 1), 8);
+            }
+            if (c->sg_edit == 3) {
+                v = 1ll << 31;
+                cr_assert_eq(pwrite(fd, &v, 8, 9), 8);
+            }
+            if (c->sg_edit == 4) { /* the last neighbour, unaligned after the 17-byte header */
+                int32_t bad = FMT_N;
+                cr_assert_eq(pwrite(fd, &bad, 4, sb.st_size - 4), 4);
+            }
+            close(fd);
+        } else {
+            FILE *f = fopen(path, "wb");
+            cr_assert(f);
+            fwrite(c->content, 1, c->length ? c->length : strlen(c->content), f);
+            fclose(f);
+        }
+        /* convert, and bfs through a conversion into the cache directory */
+        for (mode = 0; mode < 2; mode++) {
+            snprintf(out, sizeof out, "%s/out.graph", dir);
+            if (mode == 0) snprintf(args, sizeof args, "convert %s %s", path, out);
+            else snprintf(args, sizeof args, "bfs %s --cache-dir %s --threads 2", path, dir);
+            cr_expect_eq(run_graph(args, text, sizeof text), 2, "graph %s: exit status not 2:\n%s", args, text);
+            cr_expect(strstr(text, path) || strstr(text, c->where), "graph %s: the file is not named:\n%s", args, text);
+            cr_expect(strstr(text, c->where), "graph %s: no \"%s\":\n%s", args, c->where, text);
+            cr_expect(strstr(text, c->expected), "graph %s: no \"%s\":\n%s", args, c->expected, text);
+            cr_expect(strstr(text, c->found), "graph %s: no \"%s\":\n%s", args, c->found, text);
+            cr_expect(!strstr(text, "level") && !strstr(text, "round"), "graph %s: worked:\n%s", args, text);
+            /* nothing written: the directory holds the bad file alone */
+            snprintf(cmd, sizeof cmd, "ls -A %s", dir);
+            ls = popen(cmd, "r");
+            cr_assert(ls);
+            while (fgets(cmd, sizeof cmd, ls)) {
+                cmd[strcspn(cmd, "\n")] = 0;
+                cr_expect_str_eq(cmd, c->name, "graph %s left %s behind", args, cmd);
+            }
+            pclose(ls);
+        }
+        unlink(path);
+    }
+    rmdir(dir);
+}
