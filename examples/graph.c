@@ -58,6 +58,10 @@ typedef struct options {
     uint32_t iterations;     /* PageRank */
     uint64_t *ids, n_ids;    /* SNAP: file id of each vertex (sorted), or NULL */
     uint64_t id_base;        /* otherwise file id = vertex + id_base (Matrix Market: 1) */
+    /* gnn */
+    uint32_t row_bytes, batch, batches; /* feature row size; seeds a mini-batch; mini-batches */
+    graph_gnn_plan plan;                /* hops and fanouts */
+    const char *features;               /* the feature table's file, or NULL: one in cache_dir */
 } options;
 
 /* Room for this many recorded accesses (8 bytes each); the rest are dropped
@@ -78,7 +82,7 @@ enum { RUN_BFS, RUN_CC, RUN_PR };
 #define GRAPH_PR_TOLERANCE 1e-9 /* PageRank: each rank within this fraction of the reference's */
 
 typedef struct run {
-    graph_store *store;
+    graph_store *store; /* the graph */
     int kind;
     uint32_t n_threads;
     uint64_t n_items;   /* this round: frontier size (BFS) or vertex count (CC) */
@@ -92,6 +96,9 @@ typedef struct run {
     double *rank, *contrib, *contrib_next, damping;
     int pr_start;
     graph_counts *counts; /* per thread, summed by the caller */
+    /* Other work (GNN mini-batches): item i of the round, by thread `id` */
+    void (*item)(struct run *r, uint32_t id, uint64_t i, graph_refs *refs, graph_counts *c);
+    void *ctx;
 } run;
 
 typedef struct worker_arg {
@@ -110,7 +117,9 @@ static void *worker(void *p) {
         if (first >= r->n_items) break;
         end = first + CHUNK < r->n_items ? first + CHUNK : r->n_items;
         for (i = first; i < end && !c->errors; i++) {
-            if (r->kind == RUN_BFS) {
+            if (r->item) {
+                r->item(r, a->id, i, &refs, c);
+            } else if (r->kind == RUN_BFS) {
                 graph_bfs_expand(&refs, r->frontier[i], r->level + 1, r->levels, r->next, &r->next_count, c);
             } else if (r->kind == RUN_PR) {
                 if (r->pr_start) graph_pagerank_start(&refs, (uint32_t)i, r->contrib, c);
@@ -476,7 +485,8 @@ enum {
     O_SCALE = 1 << 0, O_EDGE_FACTOR = 1 << 1, O_SEED = 1 << 2, O_SOURCE = 1 << 3, O_CACHE = 1 << 4,
     O_THREADS = 1 << 5, O_PAIRS = 1 << 6, O_DEPTH = 1 << 7, O_IOPS = 1 << 8, O_ORDERED = 1 << 9, O_MACHINE = 1 << 10,
     O_POLICY = 1 << 11, O_TRACE = 1 << 12, O_HOST = 1 << 13, O_PLACEMENT = 1 << 14, O_FORMAT = 1 << 15,
-    O_CACHE_DIR = 1 << 16, O_MEM = 1 << 17, O_ITERATIONS = 1 << 18
+    O_CACHE_DIR = 1 << 16, O_MEM = 1 << 17, O_ITERATIONS = 1 << 18, O_ROW_BYTES = 1 << 19, O_BATCH = 1 << 20,
+    O_BATCHES = 1 << 21, O_FANOUTS = 1 << 22, O_FEATURES = 1 << 23
 };
 static const struct option_doc {
     const char *name, *arg, *what;
@@ -507,6 +517,14 @@ static const struct option_doc {
     {"--mem-mib", "M", "memory for the conversion's sort, at least 1 (default 256); larger inputs spill sorted runs",
      O_MEM},
     {"--iterations", "N", "PageRank iterations, 1..1000 (default 20)", O_ITERATIONS},
+    {"--row-bytes", "F", "gnn: bytes of a feature row, 256..16384, a multiple of 256 (default 4096, GIDS's)",
+     O_ROW_BYTES},
+    {"--batch", "B", "gnn: seed vertices a mini-batch, 1..65536 (default 128)", O_BATCH},
+    {"--batches", "N", "gnn: mini-batches, 1..100000 (default 20)", O_BATCHES},
+    {"--fanouts", "F1,F2", "gnn: neighbours sampled per vertex at each hop, 1..4 hops of 1..64 (default 10,5)",
+     O_FANOUTS},
+    {"--features", "FILE", "gnn: the feature table's file, written there if missing (default: one in --cache-dir)",
+     O_FEATURES},
 };
 #define RUN_OPTS (O_CACHE | O_THREADS | O_PAIRS | O_DEPTH | O_IOPS | O_POLICY | O_HOST | O_PLACEMENT)
 #define INPUT_OPTS (O_FORMAT | O_CACHE_DIR | O_MEM) /* commands that read a graph in any format */
@@ -530,6 +548,15 @@ static const struct command {
      O_SEED | O_SOURCE | RUN_OPTS | INPUT_OPTS},
     {"sweep", "FILE OUT.tsv", "I/O amplification and hit rate against cache size, as a table", 2, 2,
      O_SEED | O_SOURCE | O_MACHINE | (RUN_OPTS & ~O_CACHE) | INPUT_OPTS},
+    {"gnn", "FILE", "GNN mini-batches: sample the neighbours of --batch seeds through the graph's cache (1/8 of\n"
+                    "  the graph), then gather every sampled vertex's feature row three ways, each row checked\n"
+                    "  against the generator and each batch's hash compared: (a) through a cache (--cache-mib,\n"
+                    "  default 1/8 of the table), (b) by direct reads on the queue pairs, (c) by host threads'\n"
+                    "  pread (a GDS-like path); rows/s, bytes read against needed, hit rate", 1, 1,
+     O_SEED | O_ROW_BYTES | O_BATCH | O_BATCHES | O_FANOUTS | O_FEATURES | RUN_OPTS | INPUT_OPTS},
+    {"gnn-sweep", "FILE OUT.tsv", "gnn's rows/s in each mode against the feature cache's size (1/32 of the\n"
+                                  "  table to all of it) and the row size (256 B to 16 KiB), as a table", 2, 2,
+     O_SEED | O_MACHINE | O_ROW_BYTES | O_BATCH | O_BATCHES | O_FANOUTS | (RUN_OPTS & ~O_CACHE) | INPUT_OPTS},
     {"convert", "IN OUT", "convert a GAP .el/.wel/.sg/.wsg, SNAP or Matrix Market file into this tool's CSR file\n"
                           "  (written atomically; SNAP's id map to OUT.ids); prints what it removed and added", 2, 2,
      O_FORMAT | O_MEM},
@@ -642,6 +669,25 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
             o->trace = a;
         } else if (od->bit == O_CACHE_DIR) {
             o->cache_dir = a;
+        } else if (od->bit == O_FEATURES) {
+            o->features = a;
+        } else if (od->bit == O_FANOUTS) {
+            const char *q = a;
+            o->plan.n_hops = 0;
+            for (;;) {
+                char *end;
+                unsigned long f;
+                errno = 0;
+                f = strtoul(q, &end, 10);
+                if (errno || end == q || !isdigit((unsigned char)*q) || f < 1 || f > GRAPH_GNN_MAX_FANOUT ||
+                    o->plan.n_hops == GRAPH_GNN_MAX_HOPS || (*end && *end != ','))
+                    return bad_args(cmd, "--fanouts %s: want 1..%u numbers, each 1..%u, separated by commas (10,5)",
+                                    a, GRAPH_GNN_MAX_HOPS, GRAPH_GNN_MAX_FANOUT);
+                o->plan.fanout[o->plan.n_hops++] = (uint32_t)f;
+                if (!*end) break;
+                q = end + 1;
+            }
+            o->plan.per_seed = graph_gnn_per_seed(&o->plan);
         } else if (od->bit == O_FORMAT) {
             if ((o->format = graph_format_from_name(a)) < 0)
                 return bad_args(cmd, "--format %s: want el, wel, sg, wsg, snap, mtx or graph", a);
@@ -686,6 +732,16 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
             if (v < 2 || v > 65536 || (v & (v - 1)) != 0)
                 return bad_args(cmd, "--depth %s: want a power of two, 2..65536", a);
             o->depth = (uint32_t)v;
+        } else if (od->bit == O_ROW_BYTES) {
+            if (v > GRAPH_GNN_MAX_ROW || graph_features_row_problem((uint32_t)v))
+                return bad_args(cmd, "--row-bytes %s: %s", a, graph_features_row_problem(0));
+            o->row_bytes = (uint32_t)v;
+        } else if (od->bit == O_BATCH) {
+            if (v < 1 || v > 65536) return bad_args(cmd, "--batch %s: want 1..65536", a);
+            o->batch = (uint32_t)v;
+        } else if (od->bit == O_BATCHES) {
+            if (v < 1 || v > 100000) return bad_args(cmd, "--batches %s: want 1..100000", a);
+            o->batches = (uint32_t)v;
         } else if (od->bit == O_ITERATIONS) {
             if (v < 1 || v > 1000) return bad_args(cmd, "--iterations %s: want 1..1000", a);
             o->iterations = (uint32_t)v;
@@ -698,6 +754,9 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
         }
     }
     if (n_files < cmd->files_min) return bad_args(cmd, "%s: name %s", cmd->name, cmd->args);
+    if ((uint64_t)o->batch * o->plan.per_seed > (16u << 20))
+        return bad_args(cmd, "--batch %u with --fanouts giving %u vertices a seed: %llu a batch, at most %u", o->batch,
+                        o->plan.per_seed, (unsigned long long)o->batch * o->plan.per_seed, 16u << 20);
     o->path = files[0];
     o->out = files[1];
     /* Each thread holds up to 2 lines (the offsets' and the edges'). */
@@ -749,7 +808,8 @@ static int check_files(const struct command *cmd, options *o) {
     char err[512];
     int fd, rc = 0;
     if (!strcmp(cmd->name, "gen")) return check_writable(cmd, o->path);
-    if (!strcmp(cmd->name, "sweep") && (rc = check_writable(cmd, o->out)) != 0) return rc;
+    if ((!strcmp(cmd->name, "sweep") || !strcmp(cmd->name, "gnn-sweep")) && (rc = check_writable(cmd, o->out)) != 0)
+        return rc;
     if (!strcmp(cmd->name, "demo") && access(o->path, F_OK) != 0) { /* demo generates a missing file */
         if ((o->given & O_SOURCE) && o->source >= (1ull << o->scale))
             return bad_args(cmd, "--source %llu: no such vertex (a scale-%u graph has %llu)",
@@ -1103,6 +1163,403 @@ static int policies(options *o) {
     return rc;
 }
 
+/* ------------------------------------------------------------------------ */
+/* GNN mini-batches: sampling through the graph's cache, then gathering the */
+/* feature rows three ways in the same run, each checked byte for byte      */
+/* ------------------------------------------------------------------------ */
+
+enum { GATHER_CACHED, GATHER_DIRECT, GATHER_PREAD, GATHER_MODES };
+static const char *const gather_names[GATHER_MODES] = {"(a) through the cache", "(b) direct reads, queue pairs",
+                                                       "(c) pread, host threads"};
+
+typedef struct gnn_state {
+    const options *o;
+    uint32_t row_bytes;
+    uint64_t batch;            /* the mini-batch being sampled */
+    uint32_t *samples;         /* o->batch trees of plan.per_seed slots */
+    uint32_t *rows;            /* the batch's distinct sampled vertices, sorted */
+    uint64_t n_rows;
+    unsigned char *buf;        /* their rows, gathered: n_rows x row_bytes */
+    unsigned char *bounce;     /* a GRAPH_GNN_BOUNCE buffer per thread (direct reads) */
+    graph_store *features;     /* the table's controller, pairs and cache */
+    int fd;                    /* the table, for pread */
+    int mode;                  /* GATHER_* of this round */
+    graph_gather_counts *gc;   /* per thread, this mode */
+} gnn_state;
+
+typedef struct gnn_result {
+    double seconds[GATHER_MODES], sample_seconds;
+    graph_gather_counts gc[GATHER_MODES];
+    gpumem_cache_stats cs, graph_cs; /* the feature cache (mode a), the graph's (sampling) */
+    gpumem_tier_stats ts;
+    graph_counts sampling;
+    unsigned long long wrong_rows, hash_disagreements, sampled;
+    uint64_t digest; /* a hash of every batch's hash */
+    double cache_fraction;
+} gnn_result;
+
+static void gnn_sample_item(run *r, uint32_t id, uint64_t i, graph_refs *refs, graph_counts *c) {
+    gnn_state *g = (gnn_state *)r->ctx;
+    const options *o = g->o;
+    uint32_t v = graph_gnn_seed_vertex(o->seed, g->batch, i, refs->n_nodes);
+    (void)id;
+    graph_gnn_sample(refs, graph_mix64(graph_mix64(o->seed + g->batch) + i), v, &o->plan,
+                     g->samples + i * o->plan.per_seed, c);
+}
+
+static void gnn_gather_item(run *r, uint32_t id, uint64_t i, graph_refs *refs, graph_counts *c) {
+    gnn_state *g = (gnn_state *)r->ctx;
+    graph_gather_counts *k = &g->gc[id];
+    unsigned char *out = g->buf + i * g->row_bytes;
+    uint64_t row = g->rows[i];
+    gpumem_status st;
+    (void)refs;
+    if (g->mode == GATHER_CACHED) {
+        st = graph_gather_cached(g->features->cache, row, g->row_bytes, out, k);
+    } else if (g->mode == GATHER_DIRECT) {
+        st = graph_gather_direct(g->features->pairs[id % g->features->n_pairs], row, g->row_bytes,
+                                 g->bounce + (size_t)id * GRAPH_GNN_BOUNCE, out, k);
+    } else { /* what a GDS/cuFile path does from the CPU: a read per row into the destination */
+        st = graph_pread_all(g->fd, out, g->row_bytes, row * g->row_bytes);
+        k->commands++;
+        if (st == GPUMEM_OK) {
+            k->rows++;
+            k->bytes_needed += g->row_bytes;
+            k->bytes_read += g->row_bytes;
+        }
+    }
+    if (st != GPUMEM_OK) graph_fail_count(c, st);
+}
+
+/* The feature table for (rows, row_bytes): --features, or one in
+ * --cache-dir named by its shape. Returns 0 with the path, or 2. Nothing is
+ * generated here: only whether it can be. */
+static int gnn_features_path(const struct command *cmd, const options *o, uint64_t rows, uint32_t row_bytes,
+                             char *path, size_t n) {
+    if (o->features) {
+        snprintf(path, n, "%s", o->features);
+        if (access(path, F_OK) == 0) return 0;
+    } else {
+        if (mkdir(o->cache_dir, 0755) != 0 && errno != EEXIST)
+            return bad_args(cmd, "--cache-dir %s: %s", o->cache_dir, strerror(errno));
+        if (snprintf(path, n, "%s/features-%llux%u.bin", o->cache_dir, (unsigned long long)rows, row_bytes) >= (int)n)
+            return bad_args(cmd, "--cache-dir %s: path too long", o->cache_dir);
+    }
+    return check_writable(cmd, path);
+}
+
+static void say_features(const char *what, double frac) {
+    printf("  writing the %s: %3.0f %%\n", what, 100.0 * frac);
+    fflush(stdout);
+}
+
+/* Make sure `path` holds the table: reused when it checks out; otherwise
+ * written, unless the user named a file that holds something else. 0 or 2. */
+static int gnn_features_ready(const options *o, const char *path, uint64_t rows, uint32_t row_bytes) {
+    char err[600];
+    gpumem_status st = graph_features_check(path, rows, row_bytes, err, sizeof err);
+    double t0 = graph_now_s();
+    if (st == GPUMEM_OK) return 0;
+    if (st != GPUMEM_ENODEV && o->features) {
+        fprintf(stderr, "graph: --features %s: %s: name a file that does not exist yet and gnn writes the table"
+                        " there\n", path, err);
+        return 2;
+    }
+    printf("  %s: %s; writing the feature table (%llu rows of %u bytes, %.1f MiB)\n", path,
+           st == GPUMEM_ENODEV ? "missing" : err, (unsigned long long)rows, row_bytes,
+           (double)graph_features_bytes(rows, row_bytes) / 1048576.0);
+    fflush(stdout);
+    if (graph_features_write(path, rows, row_bytes, say_features, err, sizeof err) != GPUMEM_OK) {
+        fprintf(stderr, "graph: %s\n", err);
+        return 2;
+    }
+    printf("  wrote %s in %.1f s\n", path, graph_now_s() - t0);
+    return 0;
+}
+
+/* One gnn run: o->batches mini-batches of o->batch seeds over graph g (read
+ * through a cache an eighth of the graph), each gathered from the feature
+ * table at `path` in the three modes, every row checked against the
+ * generator and every batch's hash compared across the modes. The feature
+ * cache holds feature_cache bytes. Returns 0 ok, 1 failed or wrong, 2 bad. */
+static int gnn_run(const options *o, const graph_csr *ref, const char *path, uint32_t row_bytes,
+                   uint64_t feature_cache, gnn_result *x) {
+    graph_store_config sc;
+    graph_store gs, fs;
+    gnn_state g;
+    run r;
+    char err[512];
+    uint64_t table = graph_features_bytes(ref->h.n_nodes, row_bytes), b, i, max_rows, *hashes;
+    uint64_t graph_cache = GPUMEM_ALIGN_UP(ref->h.file_bytes / 8, GRAPH_LINE), min_cache = 2ull * o->threads * GRAPH_LINE;
+    double last_say = graph_now_s();
+    int rc = 0, m;
+    memset(x, 0, sizeof *x);
+    memset(&g, 0, sizeof g);
+    memset(&r, 0, sizeof r);
+    if (graph_cache < min_cache) graph_cache = min_cache;
+    if (feature_cache < min_cache) feature_cache = min_cache;
+    x->cache_fraction = (double)feature_cache / (double)table;
+    memset(&sc, 0, sizeof sc);
+    sc.n_pairs = o->pairs;
+    sc.depth = o->depth;
+    sc.iops = o->iops;
+    sc.policy = o->policy;
+    sc.host_placement = o->host_placement;
+    sc.cache_bytes = graph_cache; /* sampling: adjacency through a cache an eighth of the graph, no host tier */
+    if (graph_store_open(&gs, o->path, &sc, err, sizeof err) != GPUMEM_OK) {
+        fprintf(stderr, "graph: %s\n", err);
+        return 2;
+    }
+    sc.cache_bytes = feature_cache;
+    sc.host_bytes = o->host_bytes;
+    if (graph_features_open(&fs, path, ref->h.n_nodes, row_bytes, &sc, err, sizeof err) != GPUMEM_OK) {
+        fprintf(stderr, "graph: %s\n", err);
+        graph_store_close(&gs);
+        return 2;
+    }
+    max_rows = (uint64_t)o->batch * o->plan.per_seed;
+    if (max_rows > ref->h.n_nodes) max_rows = ref->h.n_nodes;
+    g.o = o;
+    g.row_bytes = row_bytes;
+    g.features = &fs;
+    g.fd = fs.fd;
+    g.samples = (uint32_t *)malloc((size_t)o->batch * o->plan.per_seed * 4);
+    g.rows = (uint32_t *)malloc((size_t)o->batch * o->plan.per_seed * 4);
+    g.buf = (unsigned char *)malloc(max_rows * row_bytes);
+    g.bounce = (unsigned char *)malloc((size_t)o->threads * GRAPH_GNN_BOUNCE);
+    g.gc = (graph_gather_counts *)calloc(o->threads, sizeof *g.gc);
+    hashes = (uint64_t *)calloc(o->batches, 8);
+    r.store = &gs;
+    r.n_threads = o->threads;
+    r.counts = (graph_counts *)calloc(o->threads, sizeof *r.counts);
+    r.ctx = &g;
+    if (!g.samples || !g.rows || !g.buf || !g.bounce || !g.gc || !hashes || !r.counts) {
+        fprintf(stderr, "graph: gnn: no memory for a batch of up to %llu rows of %u bytes\n",
+                (unsigned long long)max_rows, row_bytes);
+        rc = 2;
+    }
+    printf("  gnn: %u batches of %u seeds, fanouts", o->batches, o->batch);
+    for (i = 0; i < o->plan.n_hops; i++) printf("%s%u", i ? "," : " ", o->plan.fanout[i]);
+    printf("; %llu rows of %u bytes (%.1f MiB); feature cache %.1f MiB (%.3g of the table)%s; graph cache %.1f MiB;"
+           " %u threads, %u queue pairs of depth %u\n",
+           (unsigned long long)ref->h.n_nodes, row_bytes, (double)table / 1048576.0, (double)fs.n_slots * GRAPH_LINE /
+           1048576.0, x->cache_fraction, fs.tier ? " + host tier" : "", (double)gs.n_slots * GRAPH_LINE / 1048576.0,
+           o->threads, o->pairs, o->depth);
+    fflush(stdout);
+    for (b = 0; b < o->batches && rc == 0; b++) {
+        uint64_t n = 0, seen, want_hash = 0;
+        double ts = graph_now_s(), tg[GATHER_MODES];
+        /* 1. sample: one work item per seed, each tree in its own slots */
+        g.batch = b;
+        r.item = gnn_sample_item;
+        r.n_items = o->batch;
+        if (run_round(&r, "sampling") != 0) rc = 1;
+        x->sampling = sum_counts(r.counts, o->threads);
+        if (rc || x->sampling.errors) break;
+        x->sample_seconds += graph_now_s() - ts;
+        /* 2. the batch's vertices, each once, in vertex order */
+        for (i = 0; i < (uint64_t)o->batch * o->plan.per_seed; i++)
+            if (g.samples[i] != GRAPH_NONE) g.rows[n++] = g.samples[i];
+        x->sampled += n;
+        graph_sort_u32(g.rows, n);
+        for (i = 0, seen = 0; i < n; i++)
+            if (i == 0 || g.rows[i] != g.rows[seen - 1]) g.rows[seen++] = g.rows[i];
+        g.n_rows = seen;
+        /* 3. gather in each mode into a buffer first filled with a pattern
+         * no row has, check every row, and hash the batch */
+        r.item = gnn_gather_item;
+        r.n_items = g.n_rows;
+        for (m = 0; m < GATHER_MODES && rc == 0; m++) {
+            uint64_t h, wrong = 0;
+            char what[64];
+            double t1;
+            memset(g.buf, 0xA5, g.n_rows * row_bytes);
+            memset(g.gc, 0, o->threads * sizeof *g.gc);
+            g.mode = m;
+            snprintf(what, sizeof what, "gathering %s", gather_names[m]);
+            t1 = graph_now_s();
+            if (run_round(&r, what) != 0) rc = 1;
+            tg[m] = graph_now_s() - t1;
+            x->seconds[m] += tg[m];
+            x->sampling = sum_counts(r.counts, o->threads);
+            if (rc || x->sampling.errors) break;
+            for (i = 0; i < o->threads; i++) {
+                x->gc[m].rows += g.gc[i].rows;
+                x->gc[m].bytes_needed += g.gc[i].bytes_needed;
+                x->gc[m].bytes_read += g.gc[i].bytes_read;
+                x->gc[m].commands += g.gc[i].commands;
+                x->gc[m].full_retries += g.gc[i].full_retries;
+            }
+            for (i = 0; i < g.n_rows; i++) {
+                uint32_t bad = graph_feature_check(g.rows[i], row_bytes, g.buf + i * row_bytes);
+                if (bad < row_bytes && wrong++ == 0)
+                    fprintf(stderr, "graph: gnn: batch %llu, %s: row %u differs from the generator at byte %u\n",
+                            (unsigned long long)b, gather_names[m], g.rows[i], bad);
+            }
+            x->wrong_rows += wrong;
+            h = graph_hash(b, g.buf, g.n_rows * row_bytes);
+            if (m == 0) want_hash = h;
+            else if (h != want_hash) {
+                x->hash_disagreements++;
+                fprintf(stderr, "graph: gnn: batch %llu: %s hashed %016llx, %s %016llx\n", (unsigned long long)b,
+                        gather_names[m], (unsigned long long)h, gather_names[0], (unsigned long long)want_hash);
+            }
+        }
+        if (rc || x->sampling.errors) break;
+        hashes[b] = want_hash;
+        /* every batch while there are few, else about one line a second */
+        if (o->batches <= 40 || b + 1 == o->batches || graph_now_s() - last_say > 1.0) {
+            last_say = graph_now_s();
+            printf("    batch %3llu: %6llu sampled, %6llu rows, hash %016llx in every mode; gather %.1f / %.1f / %.1f ms\n",
+                   (unsigned long long)b, (unsigned long long)n, (unsigned long long)g.n_rows,
+                   (unsigned long long)want_hash, 1e3 * tg[0], 1e3 * tg[1], 1e3 * tg[2]);
+            fflush(stdout);
+        }
+        graph_train(&fs);
+    }
+    x->digest = graph_hash(0x646967657374ull, hashes, (size_t)o->batches * 8);
+    gpumem_cache_get_stats(fs.cache, &x->cs);
+    gpumem_cache_get_stats(gs.cache, &x->graph_cs);
+    if (fs.tier) gpumem_tier_get_stats(fs.tier, &x->ts);
+    if ((fs.tier ? gpumem_tier_check_quiescent(fs.tier) : gpumem_cache_check_quiescent(fs.cache)) != 0 ||
+        gpumem_cache_check_quiescent(gs.cache) != 0) {
+        fprintf(stderr, "graph: gnn: a cache is not quiescent after the run\n");
+        rc = 1;
+    }
+    if (!rc && x->sampling.errors) rc = store_failed(&fs, &x->sampling, "gnn");
+    if (!rc && (x->wrong_rows || x->hash_disagreements || x->cs.violations || x->graph_cs.violations)) rc = 1;
+    graph_store_close(&fs);
+    graph_store_close(&gs);
+    free(g.samples);
+    free(g.rows);
+    free(g.buf);
+    free(g.bounce);
+    free(g.gc);
+    free(hashes);
+    free(r.counts);
+    return rc;
+}
+
+static void gnn_print(const gnn_result *x) {
+    int m;
+    double base = x->seconds[0] > 0 ? (double)x->gc[0].rows / x->seconds[0] : 0;
+    printf("\n  %-31s %12s %9s %10s %11s %12s %9s\n", "gathering", "rows/s", "x cache", "read MiB", "needed MiB",
+           "read/needed", "hit rate");
+    for (m = 0; m < GATHER_MODES; m++) {
+        const graph_gather_counts *k = &x->gc[m];
+        double rate = x->seconds[m] > 0 ? (double)k->rows / x->seconds[m] : 0;
+        double read = m == GATHER_CACHED ? (double)x->cs.bytes_read : (double)k->bytes_read;
+        char hit[32] = "-";
+        if (m == GATHER_CACHED)
+            snprintf(hit, sizeof hit, "%.1f %%",
+                     100.0 * (double)x->cs.hits / (double)(x->cs.hits + x->cs.misses + (x->cs.hits + x->cs.misses == 0)));
+        printf("  %-31s %12.0f %8.2fx %10.1f %11.1f %12.2f %9s\n", gather_names[m], rate, base > 0 ? rate / base : 0,
+               read / 1048576.0, (double)k->bytes_needed / 1048576.0,
+               k->bytes_needed ? read / (double)k->bytes_needed : 0.0, hit);
+    }
+    printf("  hit rate: line acquires that found the line cached. (a) reads whole 4 KiB lines on a miss; (b) one\n"
+           "  command a row, the 512-byte blocks it covers; (c) pread of the row's bytes (counted as asked; the\n"
+           "  kernel reads whole pages into its page cache).");
+    if (x->ts.host_hits || x->ts.moves)
+        printf("\n  host tier: %llu misses served from host memory, %llu lines moved there",
+               (unsigned long long)x->ts.host_hits, (unsigned long long)x->ts.moves);
+    printf("\n  sampling: %llu vertices sampled (%llu adjacency lists read through the graph cache, %.1f %% hits)"
+           " in %.2f s\n",
+           x->sampled, x->sampling.vertices,
+           100.0 * (double)x->graph_cs.hits /
+               (double)(x->graph_cs.hits + x->graph_cs.misses + (x->graph_cs.hits + x->graph_cs.misses == 0)),
+           x->sample_seconds);
+}
+
+/* graph gnn FILE: one run, the three modes side by side. */
+static int gnn(const struct command *cmd, options *o) {
+    graph_csr g;
+    gnn_result x;
+    char path[4400];
+    graph_header h;
+    uint64_t table, cache;
+    int rc, fd;
+    double t0 = graph_now_s();
+    if ((fd = open(o->path, O_RDONLY)) < 0) return 2; /* check_files read it already */
+    rc = graph_read_header(fd, o->path, &h, NULL, 0) != GPUMEM_OK;
+    close(fd);
+    if (rc) return 2;
+    if ((rc = gnn_features_path(cmd, o, h.n_nodes, o->row_bytes, path, sizeof path)) != 0) return rc;
+    if ((rc = load_reference(o, &g)) != 0) return rc;
+    if ((rc = gnn_features_ready(o, path, g.h.n_nodes, o->row_bytes)) != 0) {
+        graph_free(&g);
+        return rc;
+    }
+    table = graph_features_bytes(g.h.n_nodes, o->row_bytes);
+    cache = (o->given & O_CACHE) ? o->cache_bytes : GPUMEM_ALIGN_UP(table / 8, GRAPH_LINE);
+    rc = gnn_run(o, &g, path, o->row_bytes, cache, &x);
+    graph_free(&g);
+    if (rc < 2) gnn_print(&x);
+    printf("gnn: %llu rows gathered in each mode, %llu wrong, %llu batch hashes disagreeing; digest %016llx; %s"
+           " (%.1f s)\n",
+           x.gc[0].rows, x.wrong_rows, x.hash_disagreements, (unsigned long long)x.digest, rc ? "FAILED" : "ok",
+           graph_now_s() - t0);
+    return rc;
+}
+
+/* graph gnn-sweep FILE OUT.tsv: rows/s of each mode against the feature
+ * cache's size (1/32 of the table to all of it, at --row-bytes) and against
+ * the row size (256 B to 16 KiB, cache 1/8 of the table), one TSV row per
+ * run, for bench/plot_gnn.py. */
+static int gnn_sweep(const struct command *cmd, options *o) {
+    static const double fractions[] = {1.0 / 32, 1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1.0};
+    static const uint32_t sizes[] = {256, 512, 1024, 2048, 4096, 8192, 16384};
+    const size_t n_points = sizeof fractions / sizeof fractions[0] + sizeof sizes / sizeof sizes[0];
+    graph_csr g;
+    FILE *f;
+    size_t p;
+    int rc;
+    if ((rc = load_reference(o, &g)) != 0) return rc;
+    for (p = 0; p < sizeof sizes / sizeof sizes[0] && !rc; p++) { /* every table writable before any run */
+        char path[4400];
+        rc = gnn_features_path(cmd, o, g.h.n_nodes, sizes[p], path, sizeof path);
+    }
+    if (rc || !(f = fopen(o->out, "w"))) {
+        if (!rc) fprintf(stderr, "graph: %s: %s\n", o->out, strerror(errno));
+        graph_free(&g);
+        return 2;
+    }
+    if (o->machine) fprintf(f, "# machine: %s\n", o->machine);
+    fprintf(f, "# %s: %llu vertices; %u batches of %u seeds, fanouts", o->path, (unsigned long long)g.h.n_nodes,
+            o->batches, o->batch);
+    for (p = 0; p < o->plan.n_hops; p++) fprintf(f, "%s%u", p ? "," : " ", o->plan.fanout[p]);
+    fprintf(f, "; %u threads, %u queue pairs; policy %s\n", o->threads, o->pairs, gpumem_policy_name(o->policy));
+    fprintf(f, "# sweep\tcache_fraction\trow_bytes\tcached_rows_s\tdirect_rows_s\tpread_rows_s\tcached_hit_rate"
+               "\tcached_read_over_needed\tdirect_read_over_needed\n");
+    for (p = 0; p < n_points && rc == 0; p++) {
+        const int by_cache = p < sizeof fractions / sizeof fractions[0];
+        const uint32_t row_bytes = by_cache ? o->row_bytes : sizes[p - sizeof fractions / sizeof fractions[0]];
+        const double fraction = by_cache ? fractions[p] : 1.0 / 8;
+        char path[4400];
+        gnn_result x;
+        uint64_t table = graph_features_bytes(g.h.n_nodes, row_bytes);
+        int m;
+        printf("== point %zu of %zu: rows of %u bytes, feature cache 1/%.0f of the table\n", p + 1, n_points,
+               row_bytes, 1.0 / fraction);
+        fflush(stdout);
+        if ((rc = gnn_features_path(cmd, o, g.h.n_nodes, row_bytes, path, sizeof path)) != 0) break;
+        if ((rc = gnn_features_ready(o, path, g.h.n_nodes, row_bytes)) != 0) break;
+        rc = gnn_run(o, &g, path, row_bytes, GPUMEM_ALIGN_UP((uint64_t)((double)table * fraction), GRAPH_LINE), &x);
+        if (rc) break;
+        gnn_print(&x);
+        fprintf(f, "%s\t%.5f\t%u", by_cache ? "cache" : "row", fraction, row_bytes);
+        for (m = 0; m < GATHER_MODES; m++) fprintf(f, "\t%.0f", (double)x.gc[m].rows / x.seconds[m]);
+        fprintf(f, "\t%.4f\t%.4f\t%.4f\n", (double)x.cs.hits / (double)(x.cs.hits + x.cs.misses),
+                (double)x.cs.bytes_read / (double)x.gc[0].bytes_needed,
+                (double)x.gc[1].bytes_read / (double)x.gc[1].bytes_needed);
+        fflush(f);
+    }
+    fclose(f);
+    graph_free(&g);
+    if (rc == 0) printf("graph gnn-sweep: wrote %s\n", o->out);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     options o;
     graph_csr g;
@@ -1125,6 +1582,13 @@ int main(int argc, char **argv) {
     o.cache_dir = "build";
     o.mem_bytes = 256ull << 20;
     o.iterations = 20;
+    o.row_bytes = 4096;
+    o.batch = 128;
+    o.batches = 20;
+    o.plan.n_hops = 2;
+    o.plan.fanout[0] = 10;
+    o.plan.fanout[1] = 5;
+    o.plan.per_seed = graph_gnn_per_seed(&o.plan);
     if ((rc = parse(argc, argv, &o, &cmd, &help)) != 0) return rc;
     if (help) {
         print_usage(stdout, cmd);
@@ -1152,6 +1616,11 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd->name, "gen")) return generate(&o);
     if (!strcmp(cmd->name, "sweep")) return sweep(&o, o.out);
     if (!strcmp(cmd->name, "policies")) return policies(&o);
+    if (!strcmp(cmd->name, "gnn") || !strcmp(cmd->name, "gnn-sweep")) {
+        rc = !strcmp(cmd->name, "gnn") ? gnn(cmd, &o) : gnn_sweep(cmd, &o);
+        free(o.ids);
+        return rc;
+    }
     if ((rc = load_reference(&o, &g)) != 0) return rc;
     kind = !strcmp(cmd->name, "bfs") ? RUN_BFS : !strcmp(cmd->name, "cc") ? RUN_CC : RUN_PR;
     source = kind == RUN_BFS ? source_of(&o, &g) : 0;
