@@ -1236,9 +1236,11 @@ static void gnn_gather_item(run *r, uint32_t id, uint64_t i, graph_refs *refs, g
  * generated here: only whether it can be. */
 static int gnn_features_path(const struct command *cmd, const options *o, uint64_t rows, uint32_t row_bytes,
                              char *path, size_t n) {
+    struct stat sb;
     if (o->features) {
         snprintf(path, n, "%s", o->features);
-        if (access(path, F_OK) == 0) return 0;
+        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return bad_args(cmd, "--features %s is a directory", path);
+        if (access(path, F_OK) == 0) return 0; /* gnn_features_ready checks it */
     } else {
         if (mkdir(o->cache_dir, 0755) != 0 && errno != EEXIST)
             return bad_args(cmd, "--cache-dir %s: %s", o->cache_dir, strerror(errno));

@@ -240,6 +240,23 @@ Test(graph, program_bad_arguments_table) {
         {"demo %M --cache-mib 0.01", "too small for 16 threads"},
         {"demo %M --ordered", "demo does not take --ordered"},
         {"demo /nonexistent-dir/x.graph", "directory /nonexistent-dir"},
+        {"gnn %G --row-bytes 100", "--row-bytes 100: want 256..16384, a multiple of 256"},
+        {"gnn %G --row-bytes 300", "--row-bytes 300: want 256..16384"},
+        {"gnn %G --row-bytes 16640", "--row-bytes 16640: want 256..16384"},
+        {"gnn %G --fanouts 0,5", "--fanouts 0,5: want 1..4 numbers, each 1..64"},
+        {"gnn %G --fanouts 10,65", "--fanouts 10,65: want"},
+        {"gnn %G --fanouts 2,2,2,2,2", "--fanouts 2,2,2,2,2: want 1..4 numbers"},
+        {"gnn %G --fanouts 10:5", "--fanouts 10:5: want"},
+        {"gnn %G --fanouts 10,", "--fanouts 10,: want"},
+        {"gnn %G --batch 0", "--batch 0: want 1..65536"},
+        {"gnn %G --batches 0", "--batches 0: want 1..100000"},
+        {"gnn %G --batch 65536 --fanouts 64,64", "at most 16777216"},
+        {"gnn %G --features %D", "is a directory"},
+        {"gnn %G --ordered", "gnn does not take --ordered"},
+        {"gnn %M", "No such file or directory"},
+        {"gnn-sweep %G", "gnn-sweep: name FILE OUT.tsv"},
+        {"gnn-sweep %G %M --cache-mib 1", "gnn-sweep does not take --cache-mib"},
+        {"gnn-sweep %G %M --features %M", "gnn-sweep does not take --features"},
     };
     char graph[256], missing[256], dir[256], args[1024], out[8192];
     size_t i;
@@ -761,4 +778,178 @@ Test(graph, bad_input_is_refused_with_where_and_what, .timeout = 120) {
         unlink(path);
     }
     rmdir(dir);
+}
+
+/* ======================================================================== */
+/* GNN mini-batches (graph gnn): sampling and feature gathering             */
+/* ======================================================================== */
+
+/* The generator: a function of (row, byte) alone, different rows differ,
+ * and the check names the first byte that is not the generator's. */
+Test(graph, feature_rows_are_generated_and_checked_by_byte) {
+    unsigned char a[GRAPH_GNN_MAX_ROW], b[GRAPH_GNN_MAX_ROW];
+    graph_feature_fill(7, 4096, a);
+    graph_feature_fill(7, 256, b);
+    cr_assert_eq(memcmp(a, b, 256), 0, "a row's first bytes depend on its size");
+    cr_assert_eq(graph_feature_check(7, 4096, a), 4096);
+    graph_feature_fill(8, 4096, b);
+    cr_assert_neq(memcmp(a, b, 4096), 0, "rows 7 and 8 are alike");
+    a[1234] ^= 0x10;
+    cr_assert_eq(graph_feature_check(7, 4096, a), 1234);
+    cr_assert_eq(graph_features_row_problem(256), NULL);
+    cr_assert_eq(graph_features_row_problem(16384), NULL);
+    cr_assert_neq(graph_features_row_problem(255), NULL);
+    cr_assert_neq(graph_features_row_problem(300), NULL);
+    cr_assert_neq(graph_features_row_problem(16640), NULL);
+}
+
+/* Sampling through a small cache, checked against the in-memory graph by
+ * what a sample must be: the seed at the root, each child a neighbour of
+ * its parent, all of a parent's neighbours when it has at most the fanout,
+ * else exactly fanout distinct ones; empty slots only after the filled ones.
+ * The same key gives the same sample; another key another one. */
+Test(graph, sampling_gives_distinct_neighbours_and_is_deterministic) {
+    char path[256], err[256];
+    graph_csr g;
+    graph_store s;
+    graph_store_config c = {2, 64, 16 * GRAPH_LINE, 0, 0, GPUMEM_POLICY_CLOCK, NULL, 0, 0};
+    graph_gnn_plan p = {3, {4, 3, 2, 0}, 0};
+    graph_counts counts;
+    uint32_t out[64], again[64], level_at[4] = {0, 1, 5, 17}, seed;
+    unsigned long long differ = 0, full = 0, partial = 0;
+    temp_path(path, sizeof path, "sample");
+    make_graph_file(path, 10);
+    cr_assert_eq(graph_load(path, &g, err, sizeof err), GPUMEM_OK, "%s", err);
+    cr_assert_eq(graph_store_open(&s, path, &c, err, sizeof err), GPUMEM_OK, "%s", err);
+    p.per_seed = graph_gnn_per_seed(&p);
+    cr_assert_eq(p.per_seed, 1 + 4 + 12 + 24);
+    memset(&counts, 0, sizeof counts);
+    for (seed = 0; seed < 200; seed++) {
+        graph_refs r = graph_refs_make(&s.offsets, &s.edges, (uint32_t)g.h.n_nodes, g.h.n_edges);
+        uint32_t v = graph_gnn_seed_vertex(1, 0, seed, (uint32_t)g.h.n_nodes), h, j, k, m;
+        cr_assert_eq(graph_gnn_sample(&r, 1000 + seed, v, &p, out, &counts), GPUMEM_OK);
+        cr_assert_eq(graph_gnn_sample(&r, 1000 + seed, v, &p, again, &counts), GPUMEM_OK);
+        cr_assert_eq(memcmp(out, again, p.per_seed * 4), 0, "seed %u: same key, another sample", seed);
+        cr_assert_eq(graph_gnn_sample(&r, 5000 + seed, v, &p, again, &counts), GPUMEM_OK);
+        differ += memcmp(out, again, p.per_seed * 4) != 0;
+        graph_refs_drop(&r);
+        cr_assert_eq(out[0], v);
+        for (h = 0; h < 3; h++) {
+            uint32_t f = p.fanout[h], n_parents = level_at[h + 1] - level_at[h];
+            for (j = 0; j < n_parents; j++) {
+                uint32_t parent = out[level_at[h] + j], *kids = out + level_at[h + 1] + j * f;
+                uint64_t d = parent == GRAPH_NONE ? 0 : g.offsets[parent + 1] - g.offsets[parent];
+                uint32_t want = d < f ? (uint32_t)d : f;
+                for (k = 0; k < f; k++) {
+                    if (k >= want) {
+                        cr_assert_eq(kids[k], GRAPH_NONE, "seed %u hop %u: slot %u of %u filled", seed, h, k, f);
+                        continue;
+                    }
+                    cr_assert_neq(kids[k], GRAPH_NONE, "seed %u hop %u: slot %u of %u empty (degree %llu)", seed, h,
+                                  k, f, (unsigned long long)d);
+                    for (m = 0; m < k; m++) cr_assert_neq(kids[m], kids[k], "seed %u: a neighbour twice", seed);
+                    {
+                        uint64_t i;
+                        int found = 0;
+                        for (i = g.offsets[parent]; i < g.offsets[parent + 1]; i++) found |= g.edges[i] == kids[k];
+                        cr_assert(found, "seed %u: %u is not a neighbour of %u", seed, kids[k], parent);
+                    }
+                }
+                if (parent != GRAPH_NONE) {
+                    full += d > f;
+                    partial += d <= f;
+                }
+            }
+        }
+    }
+    cr_assert_eq(counts.errors, 0);
+    cr_assert_gt(full, 100, "too few vertices above the fanout to test the draw");
+    cr_assert_gt(partial, 100, "too few vertices at or below the fanout");
+    cr_assert_gt(differ, 150, "the key hardly changes the sample (%llu of 200)", differ);
+    cr_assert_eq(gpumem_cache_check_quiescent(s.cache), 0);
+    graph_store_close(&s);
+    graph_free(&g);
+    unlink(path);
+}
+
+/* The digest gnn prints: a hash over every batch's hash, each batch's rows
+ * having been checked byte for byte in all three modes by the program. */
+static void gnn_digest(const char *out, char *digest, size_t n) {
+    const char *d = strstr(out, "digest ");
+    cr_assert(d, "no digest:\n%s", out);
+    snprintf(digest, n, "%.16s", d + 7);
+}
+
+/* graph gnn under every replacement policy, with the host tier under each
+ * placement, and with rows that straddle cache lines and blocks (768 B) or
+ * span four lines (16 KiB): every run gathers every row right in the three
+ * modes, and, the mini-batches being the same, prints the same digest. The
+ * feature cache holds 32 lines of a 1024-row table, so lines are evicted
+ * all the time. */
+Test(graph, gnn_gathers_every_row_right_under_every_policy_and_with_the_host_tier, .timeout = 240) {
+    char dir[256], path[300], args[1024], out[16384], digest[32], first[32] = "";
+    const char *common = "--threads 4 --pairs 2 --depth 16 --batch 16 --batches 4 --cache-mib 0.125";
+    uint32_t k;
+    fmt_dir(dir, sizeof dir, "gnn");
+    snprintf(path, sizeof path, "%s/k10.graph", dir);
+    make_graph_file(path, 10);
+    for (k = 0; k < GPUMEM_POLICY_KINDS + GPUMEM_TIER_PLACEMENTS; k++) {
+        if (k < GPUMEM_POLICY_KINDS)
+            snprintf(args, sizeof args, "gnn %s --cache-dir %s %s --policy %s", path, dir, common,
+                     gpumem_policy_name(k));
+        else
+            snprintf(args, sizeof args, "gnn %s --cache-dir %s %s --host-mib 0.25 --placement %s", path, dir, common,
+                     gpumem_tier_placement_name(k - GPUMEM_POLICY_KINDS));
+        cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+        cr_assert(strstr(out, ", 0 wrong, 0 batch hashes disagreeing"), "graph %s:\n%s", args, out);
+        cr_assert(strstr(out, "(a) through the cache"), "graph %s:\n%s", args, out);
+        if (k >= GPUMEM_POLICY_KINDS)
+            cr_assert(strstr(out, "host tier") != NULL, "graph %s: no host tier:\n%s", args, out);
+        gnn_digest(out, digest, sizeof digest);
+        if (!first[0]) snprintf(first, sizeof first, "%s", digest);
+        cr_expect_str_eq(digest, first, "graph %s: other batches or rows than under %s", args,
+                         gpumem_policy_name(0));
+    }
+    /* rows across line and block boundaries, and rows of four lines */
+    for (k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "gnn %s --cache-dir %s %s --row-bytes %u --policy lru", path, dir, common,
+                 k ? 16384 : 768);
+        cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+        cr_assert(strstr(out, ", 0 wrong, 0 batch hashes disagreeing"), "graph %s:\n%s", args, out);
+    }
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
+}
+
+/* A feature table that is not the generator's is found out: the table in
+ * the cache directory is written again; one named with --features is
+ * refused (exit 2), never overwritten. */
+Test(graph, gnn_feature_table_damage_is_found) {
+    char dir[256], path[300], table[300], args[1024], out[16384];
+    int fd;
+    fmt_dir(dir, sizeof dir, "gnnbad");
+    snprintf(path, sizeof path, "%s/k10.graph", dir);
+    snprintf(table, sizeof table, "%s/features-1024x256.bin", dir);
+    make_graph_file(path, 10);
+    snprintf(args, sizeof args, "gnn %s --cache-dir %s --threads 2 --batch 4 --batches 1 --row-bytes 256", path, dir);
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+    cr_assert(strstr(out, "writing the feature table"), "%s", out);
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+    cr_assert(!strstr(out, "writing the feature table"), "written again though it was whole:\n%s", out);
+    fd = open(table, O_RDWR);
+    cr_assert(fd >= 0);
+    cr_assert_eq(pwrite(fd, "\x01", 1, 1023 * 256 + 5), 1); /* the last row: among those checked */
+    close(fd);
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+    cr_assert(strstr(out, "byte 261893 (row 1023, byte 5) is not the generator's") &&
+              strstr(out, "writing the feature table"), "%s", out);
+    fd = open(table, O_RDWR);
+    cr_assert_eq(pwrite(fd, "\x01", 1, 5), 1);
+    close(fd);
+    snprintf(args, sizeof args, "gnn %s --features %s --threads 2 --batch 4 --batches 1 --row-bytes 256", path, table);
+    cr_assert_eq(run_graph(args, out, sizeof out), 2, "graph %s:\n%s", args, out);
+    cr_assert(strstr(out, "byte 5 (row 0, byte 5) is not the generator's") &&
+              strstr(out, "name a file that does not exist yet"), "%s", out);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
 }
