@@ -54,7 +54,7 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-.PHONY: all test registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-plot gpu-prebuild qemu-test clean results install uninstall install-test deps-test
+.PHONY: all test registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep gnn-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-plot gpu-prebuild qemu-test clean results install uninstall install-test deps-test
 
 all: test
 
@@ -176,6 +176,21 @@ graph-sweep:
 	  echo "wrote $(RESULTS)/graph-sweep.png"; \
 	else echo "graph-sweep: plot skipped (no gnuplot); the table is $(RESULTS)/graph-sweep.tsv"; fi
 
+# GNN feature gathering: rows/s through the cache, by direct reads and by
+# pread, against the feature cache's size and the row size (a few minutes on
+# 2 cores; the tables go to build/), drawn with gnuplot or matplotlib where
+# either is there, else the table is printed and kept.
+GNN_SCALE ?= 16
+gnn-sweep:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/graph
+	@mkdir -p $(RESULTS)
+	test -f $(BUILD)/kron-s$(GNN_SCALE).graph || $(BUILD)/graph gen $(BUILD)/kron-s$(GNN_SCALE).graph --scale $(GNN_SCALE)
+	$(BUILD)/graph gnn-sweep $(BUILD)/kron-s$(GNN_SCALE).graph $(RESULTS)/gnn-sweep.tsv --threads 8 --machine "$$(sh tools/machine.sh)"
+	@python3 bench/plot_gnn.py $(RESULTS)/gnn-sweep.tsv $(RESULTS)/gnn-sweep.png; rc=$$?; \
+	  if [ $$rc = 3 ]; then echo "gnn-sweep: plot skipped (no gnuplot or matplotlib); the table is $(RESULTS)/gnn-sweep.tsv"; \
+	  elif [ $$rc != 0 ]; then exit $$rc; fi
+
 $(BUILD)/bench_%: bench/bench_%.cpp $(HEADERS) | $(BUILD)
 	$(CXX) -std=c++17 -O2 -g -I. $< -o $@ -lbenchmark -pthread
 
@@ -275,12 +290,12 @@ $(BUILD)/cuda/examples/%: examples/cuda/%.cu $(HEADERS) $(wildcard examples/*.h 
 	$(NVCC) $(NVCC_RUN_FLAGS) -O2 $< -o $@ -lpthread
 # Each example gets its own bound, and never more than is left of
 # GPU_EXAMPLES_DEADLINE seconds for the whole target.
-GPU_EXAMPLES_DEADLINE ?= 1020
+GPU_EXAMPLES_DEADLINE ?= 1320
 gpu-examples: $(call gpu_needs,$(CUDA_EXAMPLE_BINS) $(BUILD)/graph)
 	@if ! $(GPU_LISTED); then echo "gpu-examples: NO GPU on this machine: the CUDA examples were built, NOT run"; exit 0; fi; \
 	export GPUMEM_REQUIRE_GPU=1; end=$$(( $$(date +%s) + $(GPU_EXAMPLES_DEADLINE) )); failed=""; \
 	test -f $(BUILD)/kron.graph || $(BUILD)/graph gen $(BUILD)/kron.graph || exit 1; \
-	for run in "hello 120" "array_sum 300 256" "graph 600 $(BUILD)/kron.graph"; do set -- $$run; n=$$1; b=$$2; shift 2; \
+	for run in "hello 120" "array_sum 300 256" "graph 600 $(BUILD)/kron.graph" "gnn 300 $(BUILD)/kron.graph"; do set -- $$run; n=$$1; b=$$2; shift 2; \
 	  left=$$(( end - $$(date +%s) )); [ $$left -lt $$b ] && b=$$left; \
 	  [ $$b -gt 0 ] || { echo "gpu-examples: out of time ($(GPU_EXAMPLES_DEADLINE) s) before $$n"; failed="$$failed $$n"; break; }; \
 	  echo "== $(BUILD)/cuda/examples/$$n $$*"; timeout -k 10 $$b $(BUILD)/cuda/examples/$$n "$$@" || \

@@ -11,9 +11,15 @@
  *                                         vertex with more than 2 neighbours)
  *   build/graph cc FILE [options]           ends with "N components" and the largest's size
  *   build/graph pagerank FILE [--iterations N]  pull, damping 0.85, checked
+ *   build/graph gnn FILE [--row-bytes F] [--batch B] [--batches N] [--fanouts 10,5]
+ *                                         GNN mini-batches: sample through the
+ *                                         graph's cache, gather feature rows
+ *                                         through a cache, by direct reads and
+ *                                         by pread, all checked; rows/s of each
+ *   build/graph gnn-sweep FILE OUT.tsv    gnn against cache size and row size
  *   build/graph convert IN OUT [--format F] [--mem-mib M]  GAP .el/.wel/.sg/.wsg,
  *                                         SNAP or Matrix Market into this tool's CSR
- *   bfs, cc, pagerank, policies and sweep take any of those formats: the
+ *   bfs, cc, pagerank, policies, sweep, gnn and gnn-sweep take any of those formats: the
  *   input is converted into --cache-dir (default build) and the conversion is
  *   reused while the input's size and mtime are unchanged; answers name
  *   vertices by the file's own ids.
