@@ -54,7 +54,7 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-.PHONY: all test registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep gnn-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-plot gpu-prebuild qemu-test clean results install uninstall install-test deps-test
+.PHONY: all test registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-plot gpu-prebuild qemu-test clean results install uninstall install-test deps-test
 
 all: test
 
@@ -181,6 +181,7 @@ graph-sweep:
 # 2 cores; the tables go to build/), drawn with gnuplot or matplotlib where
 # either is there, else the table is printed and kept.
 GNN_SCALE ?= 16
+.PHONY: gnn-sweep
 gnn-sweep:
 	@$(DEPS) cc
 	@$(MAKE) --no-print-directory $(BUILD)/graph

@@ -500,9 +500,10 @@ static const struct option_doc {
 } option_docs[] = {
     {"--scale", "S", "generate 2^S vertices, S in 10..30 (default 20)", O_SCALE},
     {"--edge-factor", "E", "edges sampled per vertex, 1..64 (default 16)", O_EDGE_FACTOR},
-    {"--seed", "X", "generator seed; also picks the BFS source", O_SEED},
+    {"--seed", "X", "generator seed; also picks the BFS source and gnn's seed vertices", O_SEED},
     {"--source", "V", "BFS source vertex (default: a vertex with more than 2 neighbours)", O_SOURCE},
-    {"--cache-mib", "M", "cache size in MiB (demo: the small cache, default 1/8 of the graph)", O_CACHE},
+    {"--cache-mib", "M", "cache size in MiB (demo: the small cache, default 1/8 of the graph; gnn: the feature\n"
+                         "                       cache, default 1/8 of the table)", O_CACHE},
     {"--threads", "T", "host threads, 1..1024 (default 16)", O_THREADS},
     {"--pairs", "P", "queue pairs (default 4)", O_PAIRS},
     {"--depth", "D", "queue depth, a power of two 2..65536 (default 256)", O_DEPTH},
@@ -518,7 +519,8 @@ static const struct option_doc {
     {"--placement", "P", "the host tier's placement: gmt-reuse (default), tier-order or never-host", O_PLACEMENT},
     {"--format", "F", "the input's format: el, wel, sg, wsg, snap (or txt), mtx (or mm), graph (default: by the\n"
                       "                       extension; a file starting with the gpumem magic is a graph)", O_FORMAT},
-    {"--cache-dir", "DIR", "keep converted inputs here, reused while the input's size and mtime hold (default build)",
+    {"--cache-dir", "DIR", "keep converted inputs (and gnn's feature tables) here, reused while the input's size and\n"
+                           "                       mtime hold (default build)",
      O_CACHE_DIR},
     {"--mem-mib", "M", "memory for the conversion's sort, at least 1 (default 256); larger inputs spill sorted runs",
      O_MEM},

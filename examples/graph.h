@@ -23,7 +23,8 @@
  * Other formats (GAP .el/.sg, SNAP, Matrix Market) are converted into this
  * one by examples/graph_formats.h.
  *
- * Used by examples/graph.c (host threads) and examples/cuda/graph.cu.
+ * Used by examples/graph.c (host threads), examples/cuda/graph.cu and
+ * examples/cuda/gnn.cu.
  * Define GPUMEM_IMPLEMENTATION in the one file that includes this one.
  */
 #ifndef GPUMEM_EXAMPLES_GRAPH_H
