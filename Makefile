@@ -151,7 +151,7 @@ $(BUILD)/test_faults_ndebug: tests/test_faults.c $(HEADERS) $(wildcard tests/*.h
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DNDEBUG -I. $< -o $@ -lcriterion -pthread
 
 # The graph test runs the graph program as well as including its header.
-$(BUILD)/test_graph: examples/graph.h $(BUILD)/graph
+$(BUILD)/test_graph: examples/graph.h examples/graph_formats.h $(BUILD)/graph
 
 run-tests: $(TESTS) $(BUILD)/asan_kept $(BUILD)/race_stats $(BUILD)/hello $(BUILD)/bench_doorbell
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
@@ -200,6 +200,22 @@ graph-sweep:
 	  gnuplot -e "in='$(RESULTS)/graph-sweep.tsv'; out='$(RESULTS)/graph-sweep.png'" bench/graph_sweep.gp && \
 	  echo "wrote $(RESULTS)/graph-sweep.png"; \
 	else echo "graph-sweep: plot skipped (no gnuplot); the table is $(RESULTS)/graph-sweep.tsv"; fi
+
+# GNN feature gathering: rows/s through the cache, by direct reads and by
+# pread, against the feature cache's size and the row size (a few minutes on
+# 2 cores; the tables go to build/), drawn with gnuplot or matplotlib where
+# either is there, else the table is printed and kept.
+GNN_SCALE ?= 16
+.PHONY: gnn-sweep
+gnn-sweep:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/graph
+	@mkdir -p $(RESULTS)
+	test -f $(BUILD)/kron-s$(GNN_SCALE).graph || $(BUILD)/graph gen $(BUILD)/kron-s$(GNN_SCALE).graph --scale $(GNN_SCALE)
+	$(BUILD)/graph gnn-sweep $(BUILD)/kron-s$(GNN_SCALE).graph $(RESULTS)/gnn-sweep.tsv --threads 8 --machine "$$(sh tools/machine.sh)"
+	@python3 bench/plot_gnn.py $(RESULTS)/gnn-sweep.tsv $(RESULTS)/gnn-sweep.png; rc=$$?; \
+	  if [ $$rc = 3 ]; then echo "gnn-sweep: plot skipped (no gnuplot or matplotlib); the table is $(RESULTS)/gnn-sweep.tsv"; \
+	  elif [ $$rc != 0 ]; then exit $$rc; fi
 
 $(BUILD)/bench_%: bench/bench_%.cpp $(HEADERS) | $(BUILD)
 	$(CXX) -std=c++17 -O2 -g -I. $< -o $@ -lbenchmark -pthread
@@ -314,13 +330,15 @@ $(GPU_GRAPH): | $(BUILD)/graph
 
 # The examples share GPU_EXAMPLES_DEADLINE seconds by weight, each within its
 # own bound (tools/gpu-runs.sh); the file must be there (GPU_PREBUILT=1 makes
-# nothing: gpu-prebuild carried it).
-GPU_EXAMPLES_DEADLINE ?= 1020
+# nothing: gpu-prebuild carried it). gnn writes its feature table there (1 KiB
+# rows: 128 MiB at scale 17, seconds on the GPU machine's disk).
+GPU_EXAMPLES_DEADLINE ?= 1320
 gpu-examples: $(call gpu_needs,$(CUDA_EXAMPLE_BINS) $(GPU_GRAPH))
 	@if ! $(GPU_LISTED); then echo "gpu-examples: NO GPU on this machine: the CUDA examples were built, NOT run"; exit 0; fi; \
 	GPUMEM_REQUIRE_GPU=1 sh tools/gpu-runs.sh -n gpu-examples -d $(GPU_EXAMPLES_DEADLINE) -g $(GPU_RUN_GRACE) \
 	  "hello 1:120 $(BUILD)/cuda/examples/hello" "array_sum 2:300 $(BUILD)/cuda/examples/array_sum 256" \
-	  "graph 4:600 $(BUILD)/cuda/examples/graph $(GPU_GRAPH)"
+	  "graph 4:600 $(BUILD)/cuda/examples/graph $(GPU_GRAPH)" \
+	  "gnn 2:300 $(BUILD)/cuda/examples/gnn $(GPU_GRAPH) 8 1024"
 
 # compute-sanitizer: on PATH, or next to nvcc (bin/ or the toolkit's compute-sanitizer/).
 COMPUTE_SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || for d in $(dir $(NVCC)) $(dir $(NVCC))../compute-sanitizer; do [ -x $$d/compute-sanitizer ] && echo $$d/compute-sanitizer && break; done)
