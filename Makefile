@@ -29,7 +29,7 @@ CUDA_ARCH ?= sm_90
 WARN    := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -g
 BUILD   := build
-HEADERS := gpumem.h gpumem_watchdog.h gpumem_policy.h gpumem_nvme.h gpumem_swctl.h gpumem_nvmectl.h gpumem_cache.h gpumem_tier.h
+HEADERS := gpumem.h gpumem_watchdog.h gpumem_policy.h gpumem_nvme.h gpumem_swctl.h gpumem_nvmectl.h gpumem_cache.h gpumem_tier.h gpumem_share.h
 # One test a line, so that branches adding tests merge without conflict.
 TESTS   := $(BUILD)/test_core
 TESTS   += $(BUILD)/test_nvme
@@ -45,6 +45,7 @@ TESTS   += $(BUILD)/test_nostats
 TESTS   += $(BUILD)/test_faults
 TESTS   += $(BUILD)/test_faults_ndebug
 TESTS   += $(BUILD)/test_warp
+TESTS   += $(BUILD)/test_share
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
