@@ -216,7 +216,7 @@ static share_wl *share_wl_new(uint32_t n_owners, uint32_t n_ctrls, uint32_t n_sl
 }
 
 static int share_producer_consumer(uint32_t n_owners, uint32_t n_ctrls, uint32_t rounds, share_run *run) {
-    share_wl *w = share_wl_new(n_owners, n_ctrls, SHARE_WL_LINES / 4, run);
+    share_wl *w = share_wl_new(n_owners, n_ctrls, SHARE_WL_LINES, run); /* copies outlive rounds */
     if (!w) return 1;
     w->n_threads = n_owners - 1;
     w->per_owner = 1;

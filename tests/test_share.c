@@ -32,8 +32,8 @@ ParameterizedTestParameters(share, producer_consumer) {
 
 /* Each round one owner writes every line (a pattern of the round), releases
  * and signals; every other owner acquires and reads every line at once. The
- * caches are a quarter of the data, so consumers keep stale copies of
- * earlier rounds that only acquire drops. */
+ * caches hold all the data, so consumers keep copies of earlier rounds that
+ * only acquire drops. */
 ParameterizedTest(shape *sh, share, producer_consumer) {
     share_run run;
     cr_assert_eq(share_producer_consumer(sh->n_owners, sh->n_ctrls, 12, &run), 0, "%s", run.why);
