@@ -2465,8 +2465,17 @@ GPUMEM_API gpumem_status gpumem__share_merge_line(gpumem_share *s, gpumem__share
                 continue;
             }
             base = gpumem__share_base(s, e->base[o]);
-            for (i = 0; i < s->line_bytes; i++)
-                if (copy[i] != base[i]) scratch[i] = copy[i];
+            /* Eight bytes compared at a time (lines are whole 512-byte
+             * blocks); only a word that differs is merged byte by byte. */
+            for (i = 0; i < s->line_bytes; i += 8) {
+                uint64_t now, was;
+                uint32_t b;
+                memcpy(&now, copy + i, 8);
+                memcpy(&was, base + i, 8);
+                if (now == was) continue;
+                for (b = i; b < i + 8; b++)
+                    if (copy[b] != base[b]) scratch[b] = copy[b];
+            }
         }
     if ((st = gpumem__cache_io_pool(c, 1, e->line, pool, k)) != GPUMEM_OK) return st;
     for (o = 1; o < s->n_owners; o++) {
