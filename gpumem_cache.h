@@ -2247,7 +2247,8 @@ typedef struct gpumem__share_entry {
 enum { /* counter indices (gpumem_share_stats order) */
     GPUMEM__SS_STORAGE_READS, GPUMEM__SS_PEER_READS, GPUMEM__SS_MERGES, GPUMEM__SS_MERGED_COPIES,
     GPUMEM__SS_ON_DEMAND_MERGES, GPUMEM__SS_BASES, GPUMEM__SS_BASES_ELIDED, GPUMEM__SS_BUMPS,
-    GPUMEM__SS_INVALIDATED, GPUMEM__SS_KEPT_CONCURRENT, GPUMEM__SS_VIOLATIONS, GPUMEM__SS_N
+    GPUMEM__SS_INVALIDATED, GPUMEM__SS_KEPT_CONCURRENT, GPUMEM__SS_VIOLATIONS, GPUMEM__SS_STORAGE_TRANSFERS,
+    GPUMEM__SS_PEER_TRANSFERS, GPUMEM__SS_N
 };
 
 typedef struct gpumem_share {
@@ -2269,6 +2270,7 @@ typedef struct gpumem_share {
     void *owned_;
     /* hot words */
     uint32_t n_free_entries, n_free_bases;
+    uint32_t merge_epoch;          /* merges so far: storage read before a change is stale */
     gpumem__nvme_word pool_lock;
     gpumem__nvme_word list_lock[GPUMEM_SHARE_MAX_OWNERS];
     gpumem__nvme_word release_lock[GPUMEM_SHARE_MAX_OWNERS];
@@ -2278,6 +2280,25 @@ typedef struct gpumem_share {
 } gpumem_share;
 
 #define GPUMEM__SDEV GPUMEM_SCOPE_DEVICE
+
+/* Lines gpumem_share_fetch has chosen to move together - read from storage
+ * in one transfer (data), or to copy from one peer (from) - for the fills
+ * it then makes on its own thread: the fill hook takes each line from here
+ * rather than moving it alone. Thread-local: only the fetching thread's
+ * fills see it (a host-only path; the device never fetches). */
+typedef struct gpumem__share_stage {
+    const gpumem_share *share;
+    uint32_t owner, from;       /* from: 0 storage (data holds the lines), else the peer chosen */
+    uint64_t first, n;
+    const unsigned char *data;  /* line first + i at data + i * line_bytes (from storage) */
+    uint32_t epoch;             /* merge_epoch before the read: a merge since makes data stale */
+} gpumem__share_stage;
+#ifdef __cplusplus
+#define GPUMEM__THREAD_LOCAL thread_local
+#else
+#define GPUMEM__THREAD_LOCAL _Thread_local
+#endif
+static GPUMEM__THREAD_LOCAL const gpumem__share_stage *gpumem__share_staged;
 
 GPUMEM_API void gpumem__share_count(gpumem_share *s, uint32_t which, uint64_t n) {
     gpumem_atomic_fetch_add_u64(&s->stats[which], n, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
@@ -2487,6 +2508,9 @@ GPUMEM_API gpumem_status gpumem__share_merge_line(gpumem_share *s, gpumem__share
     }
     e->dirty = 0;
     e->gen++;
+    /* After the write: a fetch that read storage before this saw the epoch
+     * before it, and its fills drop what it read (gpumem__share_fill). */
+    gpumem_atomic_fetch_add_u32(&s->merge_epoch, 1, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
     gpumem__share_count(s, GPUMEM__SS_MERGES, 1);
     return GPUMEM_OK;
 }
@@ -2521,20 +2545,28 @@ GPUMEM_API void gpumem__share_forget_slot(gpumem_share *s, uint32_t o, uint32_t 
     gpumem__share_unlock(s, lk);
 }
 
-/* A peer's copy to read from: valid in its cache, written by nobody since
- * the last merge (so no writer is changing it: writers register under the
- * line's lock, which the caller holds), read since that merge (so it has
- * every write storage has, released or not), and holding everything
- * released.
- * It is pinned for the copy; returns its owner, or 0 for none. */
-GPUMEM_API uint32_t gpumem__share_peer(gpumem_share *s, gpumem__share_entry *e, uint32_t o) {
+/* Whether peer p's copy can be read from: valid in its cache, written by
+ * nobody since the last merge (so no writer is changing it: writers
+ * register under the line's lock, which the caller holds), read since that
+ * merge (so it has every write storage has, released or not), and holding
+ * everything released (home: gpumem__share_home). A stale copy never is. */
+GPUMEM_API int gpumem__share_is_source(const gpumem_share *s, const gpumem__share_entry *e, uint32_t p,
+                                       const uint32_t *home) {
+    return (e->holders & (1u << p)) && !(e->dirty & (1u << p)) && e->copy_gen[p] == e->gen &&
+           gpumem_share_vv_leq(home, e->vv[p], s->n_owners);
+}
+
+/* A peer's copy to read from for owner o, preferring `want` (0: any),
+ * pinned for the copy; returns its owner, or 0 for none. */
+GPUMEM_API uint32_t gpumem__share_peer(gpumem_share *s, gpumem__share_entry *e, uint32_t o, uint32_t want) {
     uint32_t home[GPUMEM_SHARE_MAX_OWNERS], p;
     gpumem__share_home(s, e, home);
-    for (p = 1; p < s->n_owners; p++) {
-        if (p == o || !(e->holders & (1u << p)) || (e->dirty & (1u << p)) || e->copy_gen[p] != e->gen) continue;
-        if (!gpumem_share_vv_leq(home, e->vv[p], s->n_owners)) continue; /* stale: never a source */
-        if (gpumem__share_pin(s->caches[p], e->line, e->slot[p])) return p;
-    }
+    if (want && want != o && gpumem__share_is_source(s, e, want, home) &&
+        gpumem__share_pin(s->caches[want], e->line, e->slot[want]))
+        return want;
+    for (p = 1; p < s->n_owners; p++)
+        if (p != o && gpumem__share_is_source(s, e, p, home) && gpumem__share_pin(s->caches[p], e->line, e->slot[p]))
+            return p;
     return 0;
 }
 
@@ -2555,6 +2587,7 @@ GPUMEM__TIER_HOOK gpumem_status gpumem__share_fill(gpumem_share *s, gpumem_cache
     return (void)s, (void)c, (void)line, (void)k, GPUMEM_ESTATE;
 #else
     const uint32_t o = gpumem__share_owner(s, c);
+    const gpumem__share_stage *sg = gpumem__share_staged;
     uint32_t *lk = gpumem__share_line_lock(s, line), p;
     gpumem__share_entry *e;
     gpumem_status st = GPUMEM_OK;
@@ -2577,14 +2610,25 @@ GPUMEM__TIER_HOOK gpumem_status gpumem__share_fill(gpumem_share *s, gpumem_cache
         if (st != GPUMEM_EAGAIN) return st;
         gpumem_backoff_pause(&wait); /* a writer holds a released copy: let it put the line down */
     }
-    if ((p = gpumem__share_peer(s, e, o)) != 0) {
+    /* A line of a run gpumem_share_fetch moves together, on this thread:
+     * its source was chosen for the run, and its transfer counted there. */
+    if (sg && (sg->share != s || sg->owner != o || line - sg->first >= sg->n)) sg = 0;
+    if (sg && !sg->from &&
+        gpumem_atomic_load_u32(&s->merge_epoch, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV) == sg->epoch) {
+        /* Storage has not changed since the run was read: its bytes are storage's. */
+        memcpy(gpumem__slot_data(c, k), sg->data + (size_t)(line - sg->first) * s->line_bytes, s->line_bytes);
+        memcpy(e->vv[o], e->vv[0], sizeof e->vv[o]);
+        gpumem__share_count(s, GPUMEM__SS_STORAGE_READS, 1);
+    } else if ((p = gpumem__share_peer(s, e, o, sg ? sg->from : 0)) != 0) {
         gpumem_copy_lanes(gpumem__slot_data(c, k), gpumem__share_copy(s, e, p), s->line_bytes, 0, 1);
         gpumem__share_unpin(s->caches[p], line);
         memcpy(e->vv[o], e->vv[p], sizeof e->vv[o]);
         gpumem__share_count(s, GPUMEM__SS_PEER_READS, 1);
+        if (!sg || sg->from != p) gpumem__share_count(s, GPUMEM__SS_PEER_TRANSFERS, 1);
     } else if ((st = gpumem__cache_io_pool(c, 0, line, &c->pool, k)) == GPUMEM_OK) {
         memcpy(e->vv[o], e->vv[0], sizeof e->vv[o]);
         gpumem__share_count(s, GPUMEM__SS_STORAGE_READS, 1);
+        gpumem__share_count(s, GPUMEM__SS_STORAGE_TRANSFERS, gpumem__cache_io_cmds(c, 0));
     }
     if (st == GPUMEM_OK) {
         e->holders |= 1u << o;

@@ -94,8 +94,16 @@
  * Where the calls run: acquire, release, merge and flush are host calls,
  * between kernels or from a stream callback (cudaLaunchHostFunc); get and
  * put and the fill hook are host and device code. Not done yet: a host tier
- * under an owner's cache (refused, GPUMEM_ESTATE), peer reads of several
- * contiguous lines in one transfer, acquire and release from device code.
+ * under an owner's cache (refused, GPUMEM_ESTATE), acquire and release from
+ * device code.
+ *
+ * Fetch (gpumem_share_fetch, host): a range the owner lacks, a window at a
+ * time; each run of one source moves in one transfer (storage: a command
+ * per controller; a peer: one copy), and a short peer run amid storage's
+ * lines is read from storage with them: a per-line source choice would
+ * turn a sequential read into a transfer per line (GAIA's 10x). The fills
+ * then take the lines from the run (a thread-local stage the fill hook
+ * reads), checking each again under its lock.
  */
 #ifndef GPUMEM_SHARE_H
 #define GPUMEM_SHARE_H
@@ -119,6 +127,8 @@ typedef struct gpumem_share_stats {
     uint64_t invalidated;     /* stale copies dropped by acquire */
     uint64_t kept_concurrent; /* stale copies acquire kept: written by their owner too */
     uint64_t violations;      /* broken invariants (always 0 unless there is a bug) */
+    uint64_t storage_transfers; /* storage commands that read lines for a fill (a fetch: one per run) */
+    uint64_t peer_transfers;  /* copies from a peer (a fetch: one per run, as one DMA or gather would be) */
 } gpumem_share_stats;
 
 typedef struct gpumem_share_desc {
@@ -410,12 +420,30 @@ gpumem_status gpumem_share_merge(gpumem_share *s, uint32_t o, uint64_t first, ui
 gpumem_status gpumem_share_flush(gpumem_share *s, uint32_t o);
 /* Flush every owner, detach the caches, free. EBUSY: something is held. */
 gpumem_status gpumem_share_destroy(gpumem_share *s);
+/* Bring the lines of [first, first + n) that owner o lacks into its cache,
+ * choosing each run's source and size together (GAIA's lesson: a per-line
+ * choice made sequential reads 10x slower): contiguous lines move in one
+ * transfer of up to GPUMEM_SHARE_FETCH_LINES, from one peer's valid copies
+ * or from storage (one command per controller); a peer's run shorter than
+ * GPUMEM_SHARE_PEER_MIN_LINES inside lines storage must serve anyway is read
+ * from storage with them. For a host thread serving a batch of misses and
+ * its readahead (gpumem_policy_ra_batch). Statuses: those of
+ * gpumem_share_merge, ENOMEM, and those of gpumem_cache_acquire (EAGAIN:
+ * the cache is full of lines in use; what was fetched stays). */
+gpumem_status gpumem_share_fetch(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n);
 #ifdef __cplusplus
 }
 #endif
 
 #if defined(GPUMEM_IMPLEMENTATION) && !GPUMEM_ON_DEVICE
 #include <stdlib.h>
+
+#ifndef GPUMEM_SHARE_FETCH_LINES
+#define GPUMEM_SHARE_FETCH_LINES 64u /* lines in one transfer at most (256 KiB of 4 KiB lines) */
+#endif
+#ifndef GPUMEM_SHARE_PEER_MIN_LINES
+#define GPUMEM_SHARE_PEER_MIN_LINES 8u /* a shorter peer run amid storage's lines is read with them */
+#endif
 
 gpumem_status gpumem_share_create(const gpumem_share_desc *d, gpumem_share **out) {
     gpumem_share *s;
@@ -545,6 +573,134 @@ gpumem_status gpumem_share_destroy(gpumem_share *s) {
         if (s->caches[o]) s->caches[o]->share = 0;
     free(s->owned_);
     return GPUMEM_OK;
+}
+
+/* The source owner o would read `line` from now: a peer with a valid copy,
+ * or 0 (storage; also when other owners' released writes must be merged
+ * first, which the fill does). A plan only: the fill checks again. */
+static uint32_t gpumem__share_plan_source(gpumem_share *s, uint32_t o, uint64_t line) {
+    uint32_t *lk = gpumem__share_line_lock(s, line), home[GPUMEM_SHARE_MAX_OWNERS], p, from = 0;
+    gpumem__share_entry *e;
+    if (!gpumem_atomic_load_u32(&s->dir[line], GPUMEM_ORDER_RELAXED, GPUMEM__SDEV)) return 0;
+    gpumem__share_lock(s, lk);
+    if ((e = gpumem__share_find(s, line)) != 0 && !gpumem__share_released_elsewhere(s, e, o)) {
+        gpumem__share_home(s, e, home);
+        for (p = 1; p < s->n_owners && !from; p++)
+            if (p != o && gpumem__share_is_source(s, e, p, home)) from = p;
+    }
+    gpumem__share_unlock(s, lk);
+    return from;
+}
+
+/* Read lines [first, first + n) of storage into buf with the fewest
+ * commands owner o's backing allows: one memcpy for memory, one command
+ * per controller for NVMe (a striped run's lines on one controller are
+ * contiguous there; tmp, as large as buf, takes them before they are put
+ * in line order). Returns the commands made in *transfers. */
+static gpumem_status gpumem__share_read_run(gpumem_share *s, gpumem_cache *c, uint64_t first, uint64_t n,
+                                            unsigned char *buf, unsigned char *tmp, uint64_t *transfers) {
+    const gpumem_cache_backing *b = &c->backing;
+    const uint64_t lb = s->line_bytes;
+    uint32_t j, n_ctrls = b->layout == GPUMEM_CACHE_STRIPE ? b->n_ctrls : 1;
+    *transfers = 0;
+    if (b->kind == GPUMEM_CACHE_BACKING_MEMORY) {
+        memcpy(buf, b->mem + first * lb, (size_t)(n * lb));
+        *transfers = 1;
+        return GPUMEM_OK;
+    }
+    if (n < n_ctrls) n_ctrls = (uint32_t)n;
+    for (j = 0; j < n_ctrls; j++) {
+        /* Controller of line first + j, and every n_ctrls-th line after it:
+         * contiguous there, in commands of at most MDTS. */
+        const uint64_t line0 = first + j, ctrl = b->layout == GPUMEM_CACHE_STRIPE ? line0 % b->n_ctrls : 0;
+        const uint64_t count = (n - j + n_ctrls - 1) / n_ctrls;
+        const uint64_t at = b->layout == GPUMEM_CACHE_STRIPE ? line0 / b->n_ctrls : line0;
+        const uint64_t per_cmd = b->ns.max_blocks >= c->blocks_per_line ? b->ns.max_blocks / c->blocks_per_line : 1;
+        gpumem_nvme_qp *qp = b->pairs[ctrl * b->pairs_per_ctrl + (at % b->pairs_per_ctrl)];
+        unsigned char *dst = n_ctrls == 1 ? buf : tmp;
+        uint64_t i, done;
+        for (done = 0; done < count; done += per_cmd) {
+            const uint64_t lines = count - done < per_cmd ? count - done : per_cmd;
+            gpumem_status st = gpumem_nvme_qp_read_buf(qp, b->first_lba + (at + done) * c->blocks_per_line,
+                                                       (uint32_t)(lines * c->blocks_per_line), dst + done * lb, NULL);
+            if (st != GPUMEM_OK) return st;
+            ++*transfers;
+        }
+        if (n_ctrls > 1)
+            for (i = 0; i < count; i++) memcpy(buf + (j + i * n_ctrls) * lb, tmp + i * lb, (size_t)lb);
+    }
+    return GPUMEM_OK;
+}
+
+/* Fill lines [first, first + n) into owner o's cache through its fills,
+ * with `stage` set for them (their source chosen, moved already). */
+static gpumem_status gpumem__share_install(gpumem_share *s, uint32_t o, const gpumem__share_stage *stage) {
+    gpumem_status st = GPUMEM_OK;
+    uint64_t line;
+    gpumem__share_staged = stage;
+    for (line = stage->first; line < stage->first + stage->n && st == GPUMEM_OK; line++) {
+        void *p;
+        if ((st = gpumem_cache_acquire(s->caches[o], line, 1, 0, &p)) == GPUMEM_OK)
+            st = gpumem_cache_release(s->caches[o], line, 1);
+    }
+    gpumem__share_staged = 0;
+    return st;
+}
+
+gpumem_status gpumem_share_fetch(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
+    gpumem_status st = gpumem__share_check(s, o, first, n);
+    gpumem_cache *c;
+    unsigned char *buf;
+    uint32_t from[GPUMEM_SHARE_FETCH_LINES];
+    uint64_t i = first, end = first + n;
+    if (st != GPUMEM_OK) return st;
+    c = s->caches[o];
+    if (posix_memalign((void **)&buf, 4096, (size_t)2 * GPUMEM_SHARE_FETCH_LINES * s->line_bytes) != 0)
+        return GPUMEM_ENOMEM;
+    while (i < end && st == GPUMEM_OK) {
+        uint64_t w = 0, a, b;
+        /* A window: the next lines the cache lacks, contiguous, and their planned sources. */
+        while (i < end && (gpumem_atomic_load_u32(gpumem__line_state(c, i), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
+                           GPUMEM_CACHE_VALID))
+            i++;
+        while (i + w < end && w < GPUMEM_SHARE_FETCH_LINES &&
+               !(gpumem_atomic_load_u32(gpumem__line_state(c, i + w), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
+                 GPUMEM_CACHE_VALID)) {
+            from[w] = gpumem__share_plan_source(s, o, i + w);
+            w++;
+        }
+        /* The size decides the source: a peer's run too short to be worth
+         * its own transfer, amid lines storage serves, goes with them. */
+        for (a = 0; a < w; a = b) {
+            for (b = a + 1; b < w && from[b] == from[a]; b++) continue;
+            if (from[a] && b - a < GPUMEM_SHARE_PEER_MIN_LINES && b - a < w)
+                memset(&from[a], 0, (size_t)(b - a) * sizeof from[0]);
+        }
+        /* Each run of one source: one transfer, then the fills. */
+        for (a = 0; a < w && st == GPUMEM_OK; a = b) {
+            gpumem__share_stage stage;
+            uint64_t moved = 1;
+            for (b = a + 1; b < w && from[b] == from[a]; b++) continue;
+            memset(&stage, 0, sizeof stage);
+            stage.share = s;
+            stage.owner = o;
+            stage.from = from[a];
+            stage.first = i + a;
+            stage.n = b - a;
+            stage.data = buf;
+            if (!from[a]) {
+                stage.epoch = gpumem_atomic_load_u32(&s->merge_epoch, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV);
+                st = gpumem__share_read_run(s, c, i + a, b - a, buf, buf + GPUMEM_SHARE_FETCH_LINES * s->line_bytes,
+                                            &moved);
+            }
+            if (st != GPUMEM_OK) break;
+            gpumem__share_count(s, from[a] ? GPUMEM__SS_PEER_TRANSFERS : GPUMEM__SS_STORAGE_TRANSFERS, moved);
+            st = gpumem__share_install(s, o, &stage);
+        }
+        i += w;
+    }
+    free(buf);
+    return st;
 }
 #endif /* GPUMEM_IMPLEMENTATION */
 #endif /* GPUMEM_NO_HOST_SHIM */

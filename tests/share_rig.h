@@ -61,11 +61,15 @@ static gpumem_status share_rig_make(share_rig *r, uint32_t n_owners, uint32_t n_
     return gpumem_share_create(&sd, &r->share);
 }
 
+/* Line l where storage holds it (memory, or a controller's RAM: striped). */
+static unsigned char *share_rig_stored_at(const share_rig *r, uint32_t l) {
+    if (!r->n_ctrls) return r->mem + (size_t)l * SHARE_RIG_LINE;
+    return (unsigned char *)gpumem_swctl_ram(r->ctls[l % r->n_ctrls]) + (size_t)(l / r->n_ctrls) * SHARE_RIG_LINE;
+}
+
 /* Byte b of line l as storage holds it. */
 static unsigned char share_rig_stored(const share_rig *r, uint32_t l, uint32_t b) {
-    if (!r->n_ctrls) return r->mem[(size_t)l * SHARE_RIG_LINE + b];
-    return ((const unsigned char *)gpumem_swctl_ram(r->ctls[l % r->n_ctrls]))[(size_t)(l / r->n_ctrls) *
-                                                                                  SHARE_RIG_LINE + b];
+    return share_rig_stored_at(r, l)[b];
 }
 
 static gpumem_status share_rig_free(share_rig *r) {

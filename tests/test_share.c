@@ -4,8 +4,10 @@
  * owners writing disjoint bytes of the same lines concurrently all land in
  * storage after release, merge and flush (checked against a model of every
  * write); random mixes with eviction lose nothing; peer reads are counted
- * and never come from a stale copy; release costs what was written; each
- * bad input gets its status. */
+ * and never come from a stale copy; a fetch moves contiguous lines in one
+ * transfer, so sequential reads through peers take no more transfers than
+ * storage alone; release costs what was written; each bad input gets its
+ * status. */
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
 #define GPUMEM_CACHE_CHECK 1
@@ -113,6 +115,113 @@ Test(share, peer_reads_counted_never_stale) {
     gpumem_share_get_stats(r.share, &s);
     cr_assert_eq(s.invalidated, 1);
     cr_assert_eq(s.peer_reads, 9, "owner 3's fresh copy was not used");
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+/* ---- fetch: the source and the size chosen together ------------------------------ */
+
+ParameterizedTestParameters(share, fetch_sequential_not_more_transfers) {
+    static uint32_t ctrls[] = {0, 1, 2};
+    return cr_make_param_array(uint32_t, ctrls, sizeof ctrls / sizeof ctrls[0]);
+}
+
+enum { FETCH_LINES = 256 };
+
+/* Every line's first two bytes say which it is. */
+static void fetch_tag_storage(share_rig *r) {
+    uint32_t l;
+    for (l = 0; l < FETCH_LINES; l++) {
+        share_rig_stored_at(r, l)[0] = (unsigned char)l;
+        share_rig_stored_at(r, l)[1] = (unsigned char)(l >> 8);
+    }
+}
+
+static void fetch_check_lines(share_rig *r, uint32_t o) {
+    uint32_t l;
+    for (l = 0; l < FETCH_LINES; l++) {
+        unsigned char *p;
+        cr_assert_eq(gpumem_share_get(r->share, o, l, 0, (void **)&p), GPUMEM_OK);
+        cr_assert_eq(p[0] | (p[1] << 8), l, "owner %u line %u holds line %u", o, l, p[0] | (p[1] << 8));
+        cr_assert_eq(gpumem_share_put(r->share, o, l, 0), GPUMEM_OK);
+    }
+}
+
+/* Transfers (storage commands + peer copies) owner 2 needs to read every
+ * line in order, after the host (owner 1) read the lines `host_has` says;
+ * fetch: through gpumem_share_fetch, else one get per line (the miss path). */
+static uint64_t fetch_transfers(uint32_t n_ctrls, int (*host_has)(uint32_t), int fetch, gpumem_share_stats *st) {
+    share_rig r;
+    gpumem_share_stats before;
+    uint32_t l;
+    cr_assert_eq(share_rig_make(&r, 3, n_ctrls, FETCH_LINES, FETCH_LINES), GPUMEM_OK);
+    fetch_tag_storage(&r);
+    for (l = 0; l < FETCH_LINES; l++)
+        if (host_has(l)) read0(&r, 1, l);
+    gpumem_share_get_stats(r.share, &before);
+    if (fetch) cr_assert_eq(gpumem_share_fetch(r.share, 2, 0, FETCH_LINES), GPUMEM_OK);
+    fetch_check_lines(&r, 2); /* by content; after a fetch, every line a hit */
+    gpumem_share_get_stats(r.share, st);
+    st->storage_transfers -= before.storage_transfers;
+    st->peer_transfers -= before.peer_transfers;
+    st->peer_reads -= before.peer_reads;
+    st->storage_reads -= before.storage_reads;
+    cr_assert_eq(st->violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+    return st->storage_transfers + st->peer_transfers;
+}
+
+static int has_none(uint32_t l) { return (void)l, 0; }
+static int has_even(uint32_t l) { return l % 2 == 0; }
+static int has_first_half(uint32_t l) { return l < FETCH_LINES / 2; }
+
+/* GAIA's 10x lesson: with a valid peer copy of every other line, choosing
+ * a source per line moves the data in as many transfers as lines; a fetch
+ * takes the storage runs whole, and is never above storage alone. A peer
+ * holding a long run serves it in one transfer per run. */
+ParameterizedTest(uint32_t *n_ctrls, share, fetch_sequential_not_more_transfers) {
+    gpumem_share_stats st;
+    const uint64_t storage = fetch_transfers(*n_ctrls, has_none, 1, &st);
+    const uint64_t per_run = (FETCH_LINES + GPUMEM_SHARE_FETCH_LINES - 1) / GPUMEM_SHARE_FETCH_LINES;
+    uint64_t t;
+    cr_assert_eq(st.storage_reads, FETCH_LINES);
+    cr_assert_eq(storage, per_run * (*n_ctrls > 1 ? *n_ctrls : 1), "storage alone: %llu transfers",
+                 (unsigned long long)storage);
+    t = fetch_transfers(*n_ctrls, has_even, 1, &st);
+    cr_assert_leq(t, storage, "peers at every other line: %llu transfers, storage alone %llu",
+                  (unsigned long long)t, (unsigned long long)storage);
+    t = fetch_transfers(*n_ctrls, has_even, 0, &st);
+    cr_assert_eq(t, FETCH_LINES, "the miss path moves a line at a time: %llu", (unsigned long long)t);
+    cr_assert_eq(st.peer_reads, FETCH_LINES / 2);
+    t = fetch_transfers(*n_ctrls, has_first_half, 1, &st);
+    cr_assert_eq(st.peer_reads, FETCH_LINES / 2, "the first half from the host's copies");
+    cr_assert_eq(st.peer_transfers, FETCH_LINES / 2 / GPUMEM_SHARE_FETCH_LINES);
+    cr_assert_leq(t, storage);
+}
+
+/* A fetch plans from the copies as they are, and its fills check again: a
+ * copy made stale by a release is never a source, and storage read before
+ * a merge is not used after it. */
+Test(share, fetch_never_stale) {
+    share_rig r;
+    gpumem_share_stats st;
+    uint32_t l;
+    cr_assert_eq(share_rig_make(&r, 4, 0, FETCH_LINES, FETCH_LINES), GPUMEM_OK);
+    fetch_tag_storage(&r);
+    for (l = 0; l < 64; l++) read0(&r, 1, l);   /* the host holds lines 0..63 */
+    read0(&r, 3, 10);
+    write0(&r, 3, 10, 0, 0xEE);                  /* GPU 1 writes line 10 and releases it */
+    cr_assert_eq(gpumem_share_release(r.share, 3, 0, FETCH_LINES), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_fetch(r.share, 2, 0, 64), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 2, 10), 0xEE, "line 10 came from a stale copy or from storage before the merge");
+    for (l = 0; l < 64; l++)
+        if (l != 10) cr_assert_eq(read0(&r, 2, l), (unsigned char)l);
+    gpumem_share_get_stats(r.share, &st);
+    cr_assert_eq(st.on_demand_merges, 1);
+    cr_assert_eq(st.peer_reads, 1 + 63, "GPU 1 read line 10 from the host, then the fetch the other 63: %llu", (unsigned long long)st.peer_reads);
+    cr_assert_eq(st.violations, 0);
+    cr_assert_eq(gpumem_share_fetch(r.share, 9, 0, 1), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_fetch(r.share, 2, 1, FETCH_LINES), GPUMEM_ERANGE);
+    cr_assert_eq(gpumem_share_fetch(NULL, 2, 0, 1), GPUMEM_ENULL);
     cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
 }
 
