@@ -22,6 +22,10 @@
  *   peer reads     GPU 0 reads lines the host holds (served from its copy)
  *                  against the same reads with no copy anywhere (storage),
  *                  random and sequential, by 8 threads.
+ *   peer fetch     the host holds every other line, GPU 0 reads them all in
+ *                  order: a line per miss, against gpumem_share_fetch
+ *                  (source and size chosen together), against a fetch from
+ *                  storage alone; transfers counted (GAIA's 10x lesson).
  *   calls          release and acquire over the whole range against lines
  *                  resident and lines written (every 4th line from 0, so
  *                  the same lines each time; release walks the written
@@ -31,7 +35,9 @@
  *   readahead      a GPU-style sequential stream whose misses come in
  *                  scrambled batches of 32, served a wave at a time by 16
  *                  threads, with gpumem_policy_ra_batch's spans read in the
- *                  same wave, against the demand misses alone.
+ *                  same wave, against the demand misses alone; and the
+ *                  same with each wave fetched (gpumem_share_fetch) by one
+ *                  thread, contiguous lines in one transfer.
  *
  * Times are the median of 3 runs (the machine is shared); ratios are to the
  * baseline of the same section in the same run.
@@ -333,6 +339,53 @@ static void bench_peer(int64_t lat, double scale) {
     free(order);
 }
 
+/* GAIA's 10x lesson: the host holds every other line; GPU 0 reads all of
+ * them in order, a line per miss (8 threads; half from the host's copies),
+ * or through gpumem_share_fetch (one thread; the source and size chosen
+ * together), against a fetch with no copies anywhere (storage alone). */
+static double peer_seq_run(uint32_t n, int mode, int64_t lat, uint64_t *transfers) {
+    rig r;
+    gpumem_share_stats st0, st;
+    uint32_t *order = (uint32_t *)malloc(n * sizeof *order), l;
+    double t0, t;
+    if (rig_make(&r, n, n, lat) != 0) return failures++, 0;
+    for (l = 0; l < n; l++) {
+        ((uint32_t *)rig_stored(&r, l))[0] = l;
+        order[l] = l;
+    }
+    if (mode != 2)
+        for (l = 0; l < n; l += 2) read_line(r.caches[GPUMEM_SHARE_HOST], l);
+    gpumem_share_get_stats(r.share, &st0);
+    t0 = now_us();
+    if (mode == 0) read_all(r.caches[GPUMEM_SHARE_GPU0], order, n);
+    else MUST(gpumem_share_fetch(r.share, GPUMEM_SHARE_GPU0, 0, n));
+    t = now_us() - t0;
+    gpumem_share_get_stats(r.share, &st);
+    *transfers = st.storage_transfers + st.peer_transfers - st0.storage_transfers - st0.peer_transfers;
+    for (l = 0; l < n; l++) read_line(r.caches[GPUMEM_SHARE_GPU0], l);
+    free(order);
+    rig_free(&r);
+    return t / n;
+}
+
+static void bench_peer_seq(int64_t lat, double scale) {
+    static const char *names[] = {"host holds every other line: a line per miss (8 threads)",
+                                  "host holds every other line: gpumem_share_fetch (1 thread)",
+                                  "no copies: gpumem_share_fetch from storage (1 thread)"};
+    const uint32_t n = (uint32_t)(1024 * scale) ? (uint32_t)(1024 * scale) : 64;
+    double t[3][REPS], v[3];
+    uint64_t tr[3];
+    char what[160];
+    int k, mode;
+    for (k = 0; k < REPS; k++)
+        for (mode = 0; mode < 3; mode++) t[mode][k] = peer_seq_run(n, mode, lat, &tr[mode]);
+    for (mode = 0; mode < 3; mode++) v[mode] = median3(t[mode][0], t[mode][1], t[mode][2]);
+    for (mode = 2; mode >= 0; mode--) {
+        snprintf(what, sizeof what, "sequential, %s: %llu transfers", names[mode], (unsigned long long)tr[mode]);
+        row("peer fetch", what, v[mode], "us/line", mode == 2 ? 1 : v[mode] / v[2], mode == 2 ? "(baseline)" : "of storage alone");
+    }
+}
+
 /* ---- the calls --------------------------------------------------------------------- */
 
 static void bench_calls(void) {
@@ -437,9 +490,24 @@ static void *wave_worker(void *arg) {
     }
 }
 
+/* Fetch the sorted lines list[0..m) through gpumem_share_fetch, one call
+ * per contiguous run. */
+static void fetch_runs(gpumem_share *sh, uint32_t o, const uint64_t *list, uint32_t m) {
+    uint32_t a = 0, b;
+    while (a < m) {
+        for (b = a + 1; b < m && list[b] == list[b - 1] + 1; b++) continue;
+        MUST(gpumem_share_fetch(sh, o, list[a], b - a));
+        a = b;
+    }
+}
+
+enum { RA_NONE, RA_WAVE, RA_FETCH };
+
 /* A stream over n lines, 32 a batch, scrambled: a batch's lines that miss
- * (and, with readahead, the spans it proposes) are read in one wave. */
-static double ra_run(uint32_t n, int readahead, int64_t lat, uint64_t *waves, uint64_t *demand) {
+ * (and, with readahead, the spans it proposes) are read in one wave: by 16
+ * threads a line each (RA_NONE, RA_WAVE), or by this thread through
+ * gpumem_share_fetch, contiguous lines in one transfer (RA_FETCH). */
+static double ra_run(uint32_t n, int readahead, int64_t lat, uint64_t *waves, uint64_t *demand, uint64_t *transfers) {
     rig r;
     wave w;
     pthread_t th[16];
@@ -475,21 +543,33 @@ static double ra_run(uint32_t n, int readahead, int64_t lat, uint64_t *waves, ui
                   GPUMEM_CACHE_VALID))
                 batch[misses++] = batch[i];
         if (!misses) continue;
-        memcpy(list, batch, misses * sizeof *list);
-        m = misses;
+        m = 0;
         if (readahead) {
-            uint32_t n_sp = gpumem_policy_ra_batch_on_misses(&ra, batch, misses, sp, 8);
+            uint32_t n_sp = gpumem_policy_ra_batch_on_misses(&ra, batch, misses, sp, 8); /* sorts the batch */
             for (s = 0; s < n_sp; s++)
-                for (i = 0; i < sp[s].count && m < 32 + 8 * 4096; i++) list[m++] = sp[s].first + (uint64_t)i * sp[s].stride;
+                for (i = 0; i < sp[s].count && m < 8 * 4096; i++) list[32 + m++] = sp[s].first + (uint64_t)i * sp[s].stride;
         }
         *demand += misses;
         (*waves)++;
-        w.n = m;
+        if (readahead == RA_FETCH) {
+            fetch_runs(r.share, GPUMEM_SHARE_GPU0, batch, misses);
+            fetch_runs(r.share, GPUMEM_SHARE_GPU0, list + 32, m);
+            continue;
+        }
+        memcpy(list, batch, misses * sizeof *list);
+        memmove(list + misses, list + 32, m * sizeof *list);
+        w.n = misses + m;
         w.next = 0;
         pthread_barrier_wait(&w.start);
         pthread_barrier_wait(&w.done);
     }
     t = now_us() - t0;
+    {
+        gpumem_share_stats st;
+        gpumem_share_get_stats(r.share, &st);
+        *transfers = st.storage_transfers + st.peer_transfers;
+    }
+    for (l = 0; l < n; l++) read_line(w.c, l); /* every line there, and the right one */
     w.stop = 1;
     pthread_barrier_wait(&w.start);
     for (j = 0; j < 16; j++) pthread_join(th[j], NULL);
@@ -501,23 +581,21 @@ static double ra_run(uint32_t n, int readahead, int64_t lat, uint64_t *waves, ui
 }
 
 static void bench_readahead(int64_t lat, double scale) {
+    static const char *names[] = {"no readahead (16 threads, a line each)", "batch readahead (16 threads, a line each)",
+                                  "batch readahead, gpumem_share_fetch (1 thread)"};
     const uint32_t batches = (uint32_t)(16384 * scale) / 32, n = batches ? batches * 32 : 1024;
-    double a[REPS], b[REPS], av, bv;
-    uint64_t wa = 0, wb = 0, da = 0, db = 0;
-    char what[96];
-    int k;
-    for (k = 0; k < REPS; k++) {
-        a[k] = ra_run(n, 0, lat, &wa, &da);
-        b[k] = ra_run(n, 1, lat, &wb, &db);
+    double t[3][REPS], v[3];
+    uint64_t waves[3], demand[3], transfers[3];
+    char what[160];
+    int k, mode;
+    for (k = 0; k < REPS; k++)
+        for (mode = 0; mode < 3; mode++) t[mode][k] = ra_run(n, mode, lat, &waves[mode], &demand[mode], &transfers[mode]);
+    for (mode = 0; mode < 3; mode++) {
+        v[mode] = median3(t[mode][0], t[mode][1], t[mode][2]);
+        snprintf(what, sizeof what, "%s: %llu waves, %llu demand misses, %llu transfers", names[mode],
+                 (unsigned long long)waves[mode], (unsigned long long)demand[mode], (unsigned long long)transfers[mode]);
+        row("readahead", what, v[mode], "us/line", mode ? v[0] / v[mode] : 1, mode ? "faster than none" : "(baseline)");
     }
-    av = median3(a[0], a[1], a[2]);
-    bv = median3(b[0], b[1], b[2]);
-    snprintf(what, sizeof what, "no readahead: %llu waves, %llu demand misses", (unsigned long long)wa,
-             (unsigned long long)da);
-    row("readahead", what, av, "us/line", 1, "(baseline)");
-    snprintf(what, sizeof what, "batch readahead: %llu waves, %llu demand misses", (unsigned long long)wb,
-             (unsigned long long)db);
-    row("readahead", what, bv, "us/line", av / bv, "faster than none");
 }
 
 int main(int argc, char **argv) {
@@ -559,6 +637,7 @@ int main(int argc, char **argv) {
 #define SECTION(name) (!*only || !strcmp(only, name))
     if (SECTION("false-sharing")) bench_false_sharing((int64_t)(latency_us * 1000), scale);
     if (SECTION("peer")) bench_peer((int64_t)(latency_us * 1000), scale);
+    if (SECTION("peer-fetch")) bench_peer_seq((int64_t)(latency_us * 1000), scale);
     if (SECTION("calls")) bench_calls();
     if (SECTION("merge")) bench_merge(scale);
     if (SECTION("readahead")) bench_readahead((int64_t)(latency_us * 1000), scale);
