@@ -91,9 +91,12 @@
  * then based diffs in owner order), writes it back, unpins the copies and
  * drops their bases: the next write takes one again.
  *
- * Where the calls run: acquire, release, merge and flush are host calls,
- * between kernels or from a stream callback (cudaLaunchHostFunc); get and
- * put and the fill hook are host and device code. Not done yet: a host tier
+ * Where the calls run: merge, flush and fetch are host calls, between
+ * kernels or from a stream callback (cudaLaunchHostFunc); get, put,
+ * acquire and release compile for the device too (release by one thread
+ * at a kernel's end: tests/cuda/test_share_gpu.cu), with the share in
+ * managed memory (gpumem_share_init); the fill hook refuses a GPU thread's
+ * miss (GPUMEM_ESTATE): a host thread fetches for it. Not done yet: a host tier
  * under an owner's cache (refused, GPUMEM_ESTATE), acquire and release from
  * device code.
  *
@@ -412,6 +415,11 @@ extern "C" {
  * that differ, one cache twice), ESTATE (a cache already in a share, or with
  * a host tier), EBUSY (a cache holds a line or a dirty one), ENOMEM. */
 gpumem_status gpumem_share_create(const gpumem_share_desc *d, gpumem_share **out);
+/* The same in memory the caller places (CUDA managed memory, so that GPU
+ * threads can call gpumem_share_get / _put): gpumem_share_bytes(d) bytes,
+ * 8-byte aligned (0: d is bad). gpumem_share_destroy frees nothing then. */
+size_t gpumem_share_bytes(const gpumem_share_desc *d);
+gpumem_status gpumem_share_init(const gpumem_share_desc *d, void *mem, size_t bytes, gpumem_share **out);
 /* Merge the written copies of [first, first + n) into storage (the I/O made
  * through owner o's cache). EAGAIN: some were being written (merge again). */
 gpumem_status gpumem_share_merge(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n);
@@ -445,14 +453,13 @@ gpumem_status gpumem_share_fetch(gpumem_share *s, uint32_t o, uint64_t first, ui
 #define GPUMEM_SHARE_PEER_MIN_LINES 8u /* a shorter peer run amid storage's lines is read with them */
 #endif
 
-gpumem_status gpumem_share_create(const gpumem_share_desc *d, gpumem_share **out) {
-    gpumem_share *s;
+/* Check a desc (gpumem_share_create's statuses) and find its first cache
+ * and the slots of all its caches. */
+static gpumem_status gpumem__share_validate(const gpumem_share_desc *d, gpumem_cache **first_out, uint64_t *slots) {
     gpumem_cache *first = 0;
-    uint64_t slots = 0, bytes;
-    uint32_t o, p, i, n_entries, n_bases;
-    unsigned char *m;
-    if (!d || !out) return GPUMEM_ENULL;
-    *out = 0;
+    uint32_t o, p;
+    if (!d) return GPUMEM_ENULL;
+    *slots = 0;
     if (d->n_owners < 2 || d->n_owners > GPUMEM_SHARE_MAX_OWNERS || d->caches[0]) return GPUMEM_EINVAL;
     for (o = 1; o < d->n_owners; o++) {
         gpumem_cache *c = d->caches[o];
@@ -465,19 +472,50 @@ gpumem_status gpumem_share_create(const gpumem_share_desc *d, gpumem_share **out
             c->backing.kind != first->backing.kind ||
             (c->backing.kind == GPUMEM_CACHE_BACKING_MEMORY && c->backing.mem != first->backing.mem))
             return GPUMEM_EINVAL;
-        slots += c->n_slots;
+        *slots += c->n_slots;
     }
     if (!first) return GPUMEM_EINVAL;
+    *first_out = first;
+    return GPUMEM_OK;
+}
+
+static uint32_t gpumem__share_n_entries(const gpumem_share_desc *d, uint64_t slots) {
+    return d->n_entries ? d->n_entries : (uint32_t)(2 * slots);
+}
+
+static uint32_t gpumem__share_n_bases(const gpumem_share_desc *d, uint64_t slots) {
+    return d->n_bases ? d->n_bases : (uint32_t)slots;
+}
+
+size_t gpumem_share_bytes(const gpumem_share_desc *d) {
+    gpumem_cache *first;
+    uint64_t slots;
+    if (gpumem__share_validate(d, &first, &slots) != GPUMEM_OK) return 0;
+    /* Every carve below rounds up to 8 bytes: 8 per array at most, 8 arrays + 3 per owner. */
+    return (size_t)(sizeof(gpumem_share) + first->n_lines * 4 +
+                    (uint64_t)gpumem__share_n_entries(d, slots) * (sizeof(gpumem__share_entry) + 4 + 16 * d->n_owners) +
+                    (uint64_t)gpumem__share_n_bases(d, slots) * (first->line_bytes + 4) + slots * 8 +
+                    8 * (8 + 3 * (uint64_t)d->n_owners));
+}
+
+gpumem_status gpumem_share_init(const gpumem_share_desc *d, void *mem, size_t bytes, gpumem_share **out) {
+    gpumem_share *s;
+    gpumem_cache *first = 0;
+    uint64_t slots = 0;
+    uint32_t o, i, n_entries, n_bases;
+    unsigned char *m = (unsigned char *)mem;
+    gpumem_status st;
+    if (!out || !mem) return GPUMEM_ENULL;
+    *out = 0;
+    if ((st = gpumem__share_validate(d, &first, &slots)) != GPUMEM_OK) return st;
+    if (((uintptr_t)mem & 7u) || bytes < gpumem_share_bytes(d)) return GPUMEM_EINVAL;
     for (o = 1; o < d->n_owners; o++)
         if (d->caches[o] && gpumem_cache_find_in_use(d->caches[o], 0, 1) < first->n_lines) return GPUMEM_EBUSY;
-    n_entries = d->n_entries ? d->n_entries : (uint32_t)(2 * slots);
-    n_bases = d->n_bases ? d->n_bases : (uint32_t)slots;
-    bytes = sizeof *s + first->n_lines * 4 + (uint64_t)n_entries * (sizeof(gpumem__share_entry) + 4 + 16 * d->n_owners) +
-            (uint64_t)n_bases * (first->line_bytes + 4) + slots * 8 + 64;
-    if (!(m = (unsigned char *)calloc(1, (size_t)bytes))) return GPUMEM_ENOMEM;
+    n_entries = gpumem__share_n_entries(d, slots);
+    n_bases = gpumem__share_n_bases(d, slots);
+    memset(mem, 0, bytes);
     s = (gpumem_share *)m;
     m += sizeof *s;
-    s->owned_ = s;
     s->n_lines = first->n_lines;
     s->line_bytes = first->line_bytes;
     s->n_owners = d->n_owners;
@@ -512,6 +550,25 @@ gpumem_status gpumem_share_create(const gpumem_share_desc *d, gpumem_share **out
         c->share = s;
     }
     *out = s;
+    return GPUMEM_OK;
+}
+
+gpumem_status gpumem_share_create(const gpumem_share_desc *d, gpumem_share **out) {
+    size_t bytes;
+    void *mem;
+    gpumem_status st;
+    gpumem_cache *first;
+    uint64_t slots;
+    if (!d || !out) return GPUMEM_ENULL;
+    *out = 0;
+    if ((st = gpumem__share_validate(d, &first, &slots)) != GPUMEM_OK) return st;
+    bytes = gpumem_share_bytes(d);
+    if (!(mem = malloc(bytes))) return GPUMEM_ENOMEM;
+    if ((st = gpumem_share_init(d, mem, bytes, out)) != GPUMEM_OK) {
+        free(mem);
+        return st;
+    }
+    (*out)->owned_ = mem;
     return GPUMEM_OK;
 }
 
@@ -571,7 +628,7 @@ gpumem_status gpumem_share_destroy(gpumem_share *s) {
         if (s->caches[o] && gpumem_cache_find_in_use(s->caches[o], 0, 0) < s->n_lines) return GPUMEM_EBUSY;
     for (o = 1; o < s->n_owners; o++)
         if (s->caches[o]) s->caches[o]->share = 0;
-    free(s->owned_);
+    free(s->owned_); /* NULL for gpumem_share_init's: the caller's memory */
     return GPUMEM_OK;
 }
 

@@ -314,6 +314,41 @@ Test(share, merge_keeps_the_pending_bump) {
     cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
 }
 
+/* A share in the caller's memory (as CUDA managed memory would be): too
+ * small or misaligned is refused; it works as a created one; destroy
+ * detaches and frees nothing. */
+Test(share, init_in_caller_memory) {
+    share_rig r;
+    gpumem_share_desc d = gpumem_share_desc_default(3);
+    gpumem_share *s;
+    size_t bytes;
+    uint64_t *mem;
+    cr_assert_eq(share_rig_make(&r, 3, 0, 16, 16), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_destroy(r.share), GPUMEM_OK); /* the rig's caches, free again */
+    r.share = NULL;
+    d.caches[1] = r.caches[1];
+    d.caches[2] = r.caches[2];
+    bytes = gpumem_share_bytes(&d);
+    cr_assert_gt(bytes, 0);
+    cr_assert_eq(gpumem_share_bytes(NULL), 0);
+    mem = (uint64_t *)malloc(bytes + 8);
+    cr_assert_eq(gpumem_share_init(&d, mem, bytes - 1, &s), GPUMEM_EINVAL, "too small");
+    cr_assert_eq(gpumem_share_init(&d, (unsigned char *)mem + 4, bytes, &s), GPUMEM_EINVAL, "misaligned");
+    cr_assert_null(r.caches[1]->share, "a refused init took a cache");
+    cr_assert_eq(gpumem_share_init(&d, mem, bytes, &s), GPUMEM_OK);
+    r.share = s;
+    write0(&r, 2, 3, 0, 0x77);
+    cr_assert_eq(gpumem_share_release(s, 2, 0, 16), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_acquire(s, 1, 0, 16), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 1, 3), 0x77);
+    cr_assert_eq(gpumem_share_destroy(s), GPUMEM_OK);
+    cr_assert_eq(share_rig_stored(&r, 3, 0), 0x77, "flushed at destroy");
+    cr_assert_null(r.caches[1]->share);
+    r.share = NULL;
+    free(mem); /* ours: destroy did not free it (ASan would say) */
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
 Test(share, bad_input) {
     share_rig r, r2;
     gpumem_share_desc d;
