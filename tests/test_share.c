@@ -141,7 +141,7 @@ static void fetch_check_lines(share_rig *r, uint32_t o) {
     for (l = 0; l < FETCH_LINES; l++) {
         unsigned char *p;
         cr_assert_eq(gpumem_share_get(r->share, o, l, 0, (void **)&p), GPUMEM_OK);
-        cr_assert_eq(p[0] | (p[1] << 8), l, "owner %u line %u holds line %u", o, l, p[0] | (p[1] << 8));
+        cr_assert_eq((uint32_t)(p[0] | (p[1] << 8)), l, "owner %u line %u holds line %u", o, l, p[0] | (p[1] << 8));
         cr_assert_eq(gpumem_share_put(r->share, o, l, 0), GPUMEM_OK);
     }
 }
