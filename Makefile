@@ -42,6 +42,7 @@ HEADERS += gpumem_nvmectl.h
 HEADERS += gpumem_uring.h
 HEADERS += gpumem_cache.h
 HEADERS += gpumem_tier.h
+HEADERS += gpumem_share.h
 # One test a line, so that branches adding tests merge without conflict.
 TESTS   := $(BUILD)/test_core
 TESTS   += $(BUILD)/test_nvme
@@ -58,6 +59,7 @@ TESTS   += $(BUILD)/test_faults
 TESTS   += $(BUILD)/test_faults_ndebug
 TESTS   += $(BUILD)/test_warp
 TESTS   += $(BUILD)/test_uring
+TESTS   += $(BUILD)/test_share
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -68,7 +70,7 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 RESULTS := $(BUILD)/results
 
 # (Targets added later declare themselves .PHONY beside their rules.)
-.PHONY: all test layers usage registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-bench-plot gpu-plot gpu-prebuild gpu-dryrun qemu-test clean results install uninstall install-test deps-test qemu-uring
+.PHONY: all test layers usage registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-bench-plot gpu-plot gpu-prebuild gpu-dryrun qemu-test clean results install uninstall install-test deps-test qemu-uring bench-share
 
 all: test
 
@@ -540,6 +542,20 @@ policy-sim: $(BUILD)/policy_sim $(BUILD)/graph
 	gnuplot -e "in='$(RESULTS)/policy-sim.dat'; out='$(RESULTS)/policy-sim.png'" bench/policy_sim.gp
 	cat $(RESULTS)/policy-sim.md
 	$(BUILD)/graph policies $(BUILD)/kron18.graph --policy brrip --cache-mib 4 | tail -6 | tee $(RESULTS)/policy-graph.txt
+
+# One storage, several caches (bench/share_bench.c, issue 32): false sharing
+# against private buffers and a strict single-writer ping-pong, peer reads
+# against storage, the cost of acquire and release, the merge per 4 KiB line,
+# batch readahead against none; software controller at 130 us per command;
+# about a minute. Writes $(RESULTS)/share-bench.{md,tsv}.
+$(BUILD)/share_bench: bench/share_bench.c $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -pthread
+bench-share:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/share_bench
+	@mkdir -p $(RESULTS)
+	$(BUILD)/share_bench --out $(RESULTS) --machine "$$(sh tools/machine.sh)"
+	cat $(RESULTS)/share-bench.md
 
 # Three tiers against two (bench/tier_bench.c): the simulator's loop, zipf,
 # Kronecker BFS and phase-mix traces replayed by 64 threads through the cache,
