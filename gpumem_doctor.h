@@ -794,8 +794,10 @@ static void gpumem__doctor_probe_live(const gpumem_doctor_config *cfg, gpumem_do
     }
     if ((rc = init(0)) != 0) {
         snprintf(f->why_not, sizeof f->why_not, "cuInit failed with CUresult %d (%s)", rc,
-                 rc == 100 ? "no CUDA device" : rc == 35 ? "driver older than libcuda" : rc == 999 ? "unknown error"
-                                                                                                     : "see cuda.h");
+                 rc == 100  ? "no CUDA device"
+                 : rc == 34 ? "a stub library: the driver's libcuda is not installed"
+                 : rc == 35 ? "driver older than libcuda"
+                            : "see cuda.h");
         dlclose(lib);
         return;
     }
