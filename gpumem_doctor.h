@@ -510,11 +510,11 @@ static uint64_t gpumem__doctor_memlock(const gpumem_doctor_config *cfg, int *kno
 }
 
 /* Group members not on vfio-pci or no driver, "0000:00:1f.3 (snd_hda_intel)"
- * each, into `bad`; their count. PCIe bridges on pcieport, and pci-stub,
- * do not stop VFIO. */
+ * each, into `bad`; their count. VFIO also accepts pci-stub, and bridges
+ * (a header type other than normal: class 0x0604 or 0x0607) on any driver. */
 static int gpumem__doctor_group_blockers(const gpumem_doctor_config *cfg, const char *group, char *bad,
                                          size_t bytes) {
-    char path[512], driver[64];
+    char path[512], driver[64], cls[32];
     struct dirent **names;
     int n, i, count = 0;
     size_t used = 0;
@@ -525,7 +525,12 @@ static int gpumem__doctor_group_blockers(const gpumem_doctor_config *cfg, const 
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/kernel/iommu_groups/%s/devices/%s/driver", group,
                             names[i]->d_name);
         if (!gpumem__doctor_link_name(path, driver, sizeof driver)) continue;
-        if (!strcmp(driver, "vfio-pci") || !strcmp(driver, "pci-stub") || !strcmp(driver, "pcieport")) continue;
+        if (!strcmp(driver, "vfio-pci") || !strcmp(driver, "pci-stub")) continue;
+        gpumem__doctor_path(cfg, path, sizeof path, "/sys/kernel/iommu_groups/%s/devices/%s/class", group,
+                            names[i]->d_name);
+        if (gpumem__doctor_read_line(path, cls, sizeof cls) &&
+            (strtoul(cls, NULL, 16) >> 8 == 0x0604 || strtoul(cls, NULL, 16) >> 8 == 0x0607))
+            continue;
         count++;
         if (used < bytes)
             used += (size_t)snprintf(bad + used, bytes - used, "%s%s (%s)", count > 1 ? ", " : "", names[i]->d_name,
