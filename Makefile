@@ -31,7 +31,16 @@ CUDA_ARCH ?= sm_90
 WARN    := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -g
 BUILD   := build
-HEADERS := gpumem.h gpumem_nvme.h gpumem_swctl.h gpumem_cache.h gpumem_policy.h gpumem_tier.h gpumem_doctor.h
+# One header a line, lowest first (docs/headers.md's order), so that branches merge without conflict.
+HEADERS := gpumem.h
+HEADERS += gpumem_watchdog.h
+HEADERS += gpumem_policy.h
+HEADERS += gpumem_nvme.h
+HEADERS += gpumem_swctl.h
+HEADERS += gpumem_nvmectl.h
+HEADERS += gpumem_cache.h
+HEADERS += gpumem_tier.h
+HEADERS += gpumem_doctor.h
 # One test a line, so that branches adding tests merge without conflict.
 TESTS   := $(BUILD)/test_core
 TESTS   += $(BUILD)/test_nvme
@@ -57,12 +66,12 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-.PHONY: all doctor test registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-plot gpu-prebuild qemu-test clean results install uninstall install-test deps-test
+.PHONY: all doctor test layers usage registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-plot gpu-prebuild qemu-test clean results install uninstall install-test deps-test
 
 all: test
 
 # deps-test comes first: make builds prerequisites left to right.
-test: deps-test headers cuda-compile registers examples run-tests
+test: deps-test headers layers usage cuda-compile registers examples run-tests
 deps-test:
 	@$(DEPS) cc criterion python3
 
@@ -93,6 +102,17 @@ ifneq ($(HAVE_NVCC),)
 endif
 	@echo "header $<: C11, C++17$(if $(HAVE_NVCC), and nvcc,) ok"
 	@touch $@
+
+# No header includes one above it in docs/headers.md's order
+# (tools/check_layers.py), and the check refuses a tree where one does
+# (tests/test_layers.sh: the old cache -> tier edge put back).
+layers:
+	@python3 tools/check_layers.py
+	@sh tests/test_layers.sh
+
+# Every header's USAGE block compiles as written (tools/check_usage.py).
+usage:
+	@python3 tools/check_usage.py $(BUILD)/usage $(CC)
 
 # Registers per thread (tools/registers.sh): compiled only, so it runs in
 # make test; rewritten when a header or the kernels change. Made in

@@ -25,7 +25,7 @@
  *   gpumem_doctor_ssd(&cfg, &rep);          // the SSD through VFIO or uio
  *   gpumem_doctor_gpu(&cfg, 1, &rep);       // the GPU, for a GPU-resident controller
  *   gpumem_doctor_print(&rep, stdout);      // or gpumem_doctor_print_json
- *   if (gpumem_doctor_worst(&rep) == GPUMEM_DOCTOR_FAIL) ...;
+ *   int failed = gpumem_doctor_worst(&rep) == GPUMEM_DOCTOR_FAIL;   // a path that will not work
  *   gpumem_doctor_report_free(&rep);
  *
  * A check function returns GPUMEM_OK once it has added its findings (a

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpumem_cache.h"
+#include "gpumem_tier.h" /* includes gpumem_cache.h */
 #include "gpumem_swctl.h"
 
 static uint64_t initial_word(uint64_t w) { return w * 0x9E3779B97F4A7C15ull ^ 0x5bd1e995ull; }

@@ -18,6 +18,7 @@
 
 #include "log_capture.h"
 #include "gpumem_swctl.h"
+#include "gpumem_nvmectl.h"
 #include "nvme_workload.h"
 #include "bare_pair.h"
 
