@@ -51,7 +51,7 @@
 #ifndef GPUMEM_DOCTOR_H
 #define GPUMEM_DOCTOR_H
 
-#include "gpumem_nvme.h" /* the pair's memory rules: ring entry sizes, PRP-list bytes */
+#include "gpumem_nvmectl.h" /* the shim, for vfio.open; through it gpumem_nvme.h: ring entry sizes, PRP-list bytes */
 
 #if !defined(GPUMEM_NO_HOST_SHIM) && defined(__linux__) && !GPUMEM_ON_DEVICE
 
@@ -91,10 +91,14 @@ typedef struct gpumem_doctor_config {
     uint32_t io_bytes;     /* largest transfer of one command (default 128 KiB) */
     uint32_t uid, gid;     /* the user who runs the program (default: this process's effective ids) */
     int noiommu;           /* 1: the program will use vfio-pci in no-IOMMU mode */
+    int open;              /* 1: vfio.open opens the controller when every other vfio check passes (it is
+                              reset, then Identify read, then shut down); root "/" only. 0 (default): skipped */
     int build_arch;        /* compute capability the build targets, x10 (90 for sm_90); 0: unknown */
     int build_cuda;        /* CUDA version the build needs, 1000 * major + 10 * minor; 0: unknown */
     const char *cuda_lib;  /* dlopen names (default libcuda.so.1, libnvidia-ml.so.1) */
     const char *nvml_lib;
+    struct gpumem_doctor_record *record; /* NULL (default); or where the checks note every path they read and what
+                                            the live driver said, for gpumem_doctor_snapshot */
 } gpumem_doctor_config;
 
 /* What the CUDA driver and NVML say about one GPU (or a snapshot says they
@@ -118,12 +122,24 @@ typedef struct gpumem_doctor_gpu_facts {
     uint64_t bar1_total, bar1_free;
 } gpumem_doctor_gpu_facts;
 
+/* What checks read (cfg.record): zero it, run the checks, then
+ * gpumem_doctor_snapshot writes it, gpumem_doctor_record_free frees it. */
+typedef struct gpumem_doctor_record {
+    char **paths_;                   /* relative to the root; the first byte says how it was read */
+    size_t n_, capacity_;
+    int lost_;                       /* a path could not be kept (no memory): the snapshot would be short */
+    int have_facts_;                 /* root "/": what the CUDA driver and NVML said */
+    gpumem_doctor_gpu_facts facts_;
+} gpumem_doctor_record;
+
 gpumem_doctor_config gpumem_doctor_config_default(void);
 const char *gpumem_doctor_verdict_str(gpumem_doctor_verdict v); /* "pass", "warn", "fail", "skip" */
 
 /* The SSD for the user-space shim (vfio path): device and class code,
  * driver, IOMMU state, IOMMU group, /dev/vfio/N, memlock, no-IOMMU mode,
- * huge pages, BAR0. */
+ * huge pages, BAR0; then, where cfg->open asks and nothing above fails,
+ * the shim opens the controller (vfio.open: MDTS, queue entries and the
+ * pairs granted, against what cfg asks for). */
 gpumem_status gpumem_doctor_ssd(const gpumem_doctor_config *cfg, gpumem_doctor_report *rep);
 /* The GPU: driver, CUDA version, device and compute capability, module
  * loading (judged for a persistent GPU-resident controller when
@@ -154,6 +170,21 @@ void gpumem_doctor_print(const gpumem_doctor_report *rep, FILE *out);
 void gpumem_doctor_print_json(const gpumem_doctor_report *rep, const char *path, const char *root, FILE *out);
 void gpumem_doctor_report_free(gpumem_doctor_report *rep);
 
+/* A SNAPSHOT of what the checks read, for someone else to judge with
+ * --root: with cfg->record set while the checks ran, writes OUT (a .tgz:
+ * gzip'd ustar, unpacked by any tar) holding those files under the same
+ * names as under cfg->root, symbolic links as links (made relative),
+ * device files as empty files, the owner and mode of those whose owner a
+ * check judges in gpumem-doctor/owners, and what the live CUDA driver and
+ * NVML said in gpumem-doctor/cuda. Nothing else: of /proc/cmdline only the
+ * words naming the IOMMU, of /dev only the ng* names. `--root DIR` on the
+ * unpacked snapshot reproduces the verdicts, except vfio.open (never tried
+ * under a root) and host.swctl (run wherever the doctor runs). OUT appears
+ * whole or not at all (a temporary file beside it, then rename); mode 0600.
+ * GPUMEM_ESYS or GPUMEM_ENOMEM with rep->error on failure. */
+gpumem_status gpumem_doctor_snapshot(const gpumem_doctor_config *cfg, const char *out_tgz, gpumem_doctor_report *rep);
+void gpumem_doctor_record_free(gpumem_doctor_record *rec);
+
 #ifdef __cplusplus
 }
 #endif
@@ -172,6 +203,7 @@ void gpumem_doctor_report_free(gpumem_doctor_report *rep);
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- report ------------------------------------------------------------- */
@@ -302,17 +334,23 @@ void gpumem_doctor_report_free(gpumem_doctor_report *rep) {
 
 /* ---- reading the machine, under cfg->root --------------------------------- */
 
+/* How much of a path made by gpumem__doctor_path is the root: "dir/" is
+ * "dir", and "/" is "" (the paths below it start with '/'). */
+static size_t gpumem__doctor_root_len(const gpumem_doctor_config *cfg) {
+    const char *root = cfg->root && cfg->root[0] ? cfg->root : "/";
+    size_t n = strlen(root);
+    while (n > 1 && root[n - 1] == '/') n--;
+    return n == 1 && root[0] == '/' ? 0 : n;
+}
+
 #if defined(__GNUC__)
 __attribute__((format(printf, 4, 5)))
 #endif
 static void gpumem__doctor_path(const gpumem_doctor_config *cfg, char *out, size_t bytes, const char *fmt, ...) {
-    const char *root = cfg->root && cfg->root[0] ? cfg->root : "/";
-    size_t n = strlen(root);
+    size_t n = gpumem__doctor_root_len(cfg);
     va_list ap;
-    while (n > 1 && root[n - 1] == '/') n--; /* "/" stays "/"; "dir/" becomes "dir" */
-    if (n == 1 && root[0] == '/') n = 0;    /* paths below start with '/' */
     if (n >= bytes) n = bytes - 1;
-    memcpy(out, root, n);
+    memcpy(out, cfg->root, n);
     va_start(ap, fmt);
     vsnprintf(out + n, bytes - n, fmt, ap);
     va_end(ap);
@@ -322,9 +360,111 @@ static int gpumem__doctor_live(const gpumem_doctor_config *cfg) {
     return !cfg->root || !cfg->root[0] || strcmp(cfg->root, "/") == 0;
 }
 
+/* How a check read a path (the first byte of a recorded path). */
+enum {
+    GPUMEM__DOCTOR_FILE = 'F',    /* its content */
+    GPUMEM__DOCTOR_LINK = 'L',    /* the symbolic link itself (readlink) */
+    GPUMEM__DOCTOR_STAT = 'S',    /* whether it exists */
+    GPUMEM__DOCTOR_OWNER = 'O',   /* its owner, group and mode */
+    GPUMEM__DOCTOR_LIST = 'D',    /* the names in a directory */
+    GPUMEM__DOCTOR_LIST_NG = 'N'  /* the ng* names in a directory */
+};
+
+/* Note a path a check reads, for a snapshot (cfg->record; once each). */
+static void gpumem__doctor_note(const gpumem_doctor_config *cfg, const char *path, char kind) {
+    gpumem_doctor_record *rec = cfg->record;
+    const char *rel = path + gpumem__doctor_root_len(cfg);
+    size_t i, n;
+    char *copy;
+    if (!rec) return;
+    while (*rel == '/') rel++;
+    for (i = 0; i < rec->n_; i++)
+        if (rec->paths_[i][0] == kind && !strcmp(rec->paths_[i] + 1, rel)) return;
+    if (rec->n_ == rec->capacity_) {
+        size_t cap = rec->capacity_ ? rec->capacity_ * 2 : 64;
+        char **grown = (char **)GPUMEM_MALLOC(cap * sizeof *grown);
+        if (!grown) {
+            rec->lost_ = 1;
+            return;
+        }
+        if (rec->n_) memcpy(grown, rec->paths_, rec->n_ * sizeof *grown);
+        GPUMEM_FREE(rec->paths_);
+        rec->paths_ = grown;
+        rec->capacity_ = cap;
+    }
+    n = strlen(rel);
+    if (!(copy = (char *)GPUMEM_MALLOC(n + 2))) {
+        rec->lost_ = 1;
+        return;
+    }
+    copy[0] = kind;
+    memcpy(copy + 1, rel, n + 1);
+    rec->paths_[rec->n_++] = copy;
+}
+
+void gpumem_doctor_record_free(gpumem_doctor_record *rec) {
+    size_t i;
+    if (!rec) return;
+    for (i = 0; i < rec->n_; i++) GPUMEM_FREE(rec->paths_[i]);
+    GPUMEM_FREE(rec->paths_);
+    memset(rec, 0, sizeof *rec);
+}
+
+static FILE *gpumem__doctor_fopen(const gpumem_doctor_config *cfg, const char *path, const char *mode) {
+    gpumem__doctor_note(cfg, path, GPUMEM__DOCTOR_FILE);
+    return fopen(path, mode);
+}
+
+/* readlink, NUL terminated (at most bytes - 1); its length, or -1. */
+static ssize_t gpumem__doctor_readlink(const gpumem_doctor_config *cfg, const char *path, char *out, size_t bytes) {
+    ssize_t n;
+    gpumem__doctor_note(cfg, path, GPUMEM__DOCTOR_LINK);
+    n = readlink(path, out, bytes - 1);
+    out[n > 0 ? n : 0] = 0;
+    return n;
+}
+
+/* stat for a check that judges the owner (/dev/vfio/N, /dev/ngXnY): under a
+ * root other than "/", ROOT/gpumem-doctor/owners (lines "PATH UID GID MODE",
+ * PATH relative to the root, MODE octal) overrides the owner, group and
+ * permission bits, which a snapshot unpacked by another user has lost.
+ * 0 found, -1 no such file, -2 a malformed owners file (rep->error). */
+static int gpumem__doctor_stat_owned(const gpumem_doctor_config *cfg, const char *path, struct stat *sb,
+                                     gpumem_doctor_report *rep) {
+    char owners[512], line[640], name[512];
+    const char *rel = path + gpumem__doctor_root_len(cfg);
+    unsigned uid, gid, mode;
+    int lineno = 0, rc = 0;
+    FILE *f;
+    gpumem__doctor_note(cfg, path, GPUMEM__DOCTOR_OWNER);
+    if (stat(path, sb) != 0) return -1;
+    if (gpumem__doctor_live(cfg)) return 0;
+    while (*rel == '/') rel++;
+    gpumem__doctor_path(cfg, owners, sizeof owners, "/gpumem-doctor/owners");
+    if (!(f = fopen(owners, "r"))) return 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        char extra;
+        lineno++;
+        line[strcspn(line, "\r\n")] = 0;
+        if (!line[0] || line[0] == '#') continue;
+        if (sscanf(line, "%511s %u %u %o %c", name, &uid, &gid, &mode, &extra) != 4 || mode > 07777) {
+            if (rep)
+                snprintf(rep->error, sizeof rep->error, "%.160s:%d: expected \"PATH UID GID MODE\" (mode octal), "
+                         "found \"%.60s\"", owners, lineno, line);
+            rc = -2;
+        } else if (!strcmp(name, rel)) {
+            sb->st_uid = (uid_t)uid;
+            sb->st_gid = (gid_t)gid;
+            sb->st_mode = (sb->st_mode & ~(mode_t)07777) | (mode_t)mode;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
 /* The first line of a small file, without its newline; 0 if unreadable. */
-static int gpumem__doctor_read_line(const char *path, char *out, size_t bytes) {
-    FILE *f = fopen(path, "r");
+static int gpumem__doctor_read_line(const gpumem_doctor_config *cfg, const char *path, char *out, size_t bytes) {
+    FILE *f = gpumem__doctor_fopen(cfg, path, "r");
     out[0] = 0;
     if (!f) return 0;
     if (!fgets(out, (int)bytes, f)) out[0] = 0;
@@ -334,8 +474,8 @@ static int gpumem__doctor_read_line(const char *path, char *out, size_t bytes) {
 }
 
 /* The whole of a small file (at most bytes - 1), NUL terminated; its length or -1. */
-static long gpumem__doctor_read_file(const char *path, char *out, size_t bytes) {
-    FILE *f = fopen(path, "rb");
+static long gpumem__doctor_read_file(const gpumem_doctor_config *cfg, const char *path, char *out, size_t bytes) {
+    FILE *f = gpumem__doctor_fopen(cfg, path, "rb");
     size_t n;
     out[0] = 0;
     if (!f) return -1;
@@ -346,9 +486,9 @@ static long gpumem__doctor_read_file(const char *path, char *out, size_t bytes) 
 }
 
 /* The last component of a symbolic link's target ("vfio-pci" for a driver link). */
-static int gpumem__doctor_link_name(const char *path, char *out, size_t bytes) {
+static int gpumem__doctor_link_name(const gpumem_doctor_config *cfg, const char *path, char *out, size_t bytes) {
     char link[512];
-    ssize_t n = readlink(path, link, sizeof link - 1);
+    ssize_t n = gpumem__doctor_readlink(cfg, path, link, sizeof link);
     const char *name;
     out[0] = 0;
     if (n <= 0) return 0;
@@ -358,16 +498,22 @@ static int gpumem__doctor_link_name(const char *path, char *out, size_t bytes) {
     return 1;
 }
 
-static int gpumem__doctor_exists(const char *path) {
+static int gpumem__doctor_exists(const gpumem_doctor_config *cfg, const char *path) {
     struct stat sb;
+    gpumem__doctor_note(cfg, path, GPUMEM__DOCTOR_STAT);
     return stat(path, &sb) == 0;
 }
 
 /* Entries of a directory, without . and .., in name order; caller frees
- * with gpumem__doctor_names_free. */
+ * with gpumem__doctor_names_free. The _ng variant lists only what could be
+ * a generic NVMe namespace device, "ng" names (a snapshot of /dev then
+ * holds nothing else). */
 static int gpumem__doctor_skip_dots(const struct dirent *e) { return e->d_name[0] != '.'; }
-static int gpumem__doctor_names(const char *dir, struct dirent ***out) {
-    int n = scandir(dir, out, gpumem__doctor_skip_dots, alphasort);
+static int gpumem__doctor_only_ng(const struct dirent *e) { return strncmp(e->d_name, "ng", 2) == 0; }
+static int gpumem__doctor_list(const gpumem_doctor_config *cfg, const char *dir, struct dirent ***out, int ng) {
+    int n;
+    gpumem__doctor_note(cfg, dir, ng ? GPUMEM__DOCTOR_LIST_NG : GPUMEM__DOCTOR_LIST);
+    n = scandir(dir, out, ng ? gpumem__doctor_only_ng : gpumem__doctor_skip_dots, alphasort);
     if (n < 0) *out = NULL;
     return n < 0 ? 0 : n;
 }
@@ -395,7 +541,7 @@ static uint64_t gpumem__doctor_bar_bytes(const gpumem_doctor_config *cfg, const 
     FILE *f;
     int i;
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s/resource", pci);
-    if (!(f = fopen(path, "r"))) return 0;
+    if (!(f = gpumem__doctor_fopen(cfg, path, "r"))) return 0;
     for (i = 0; i <= bar; i++)
         if (!fgets(line, sizeof line, f)) line[0] = 0;
     fclose(f);
@@ -414,7 +560,7 @@ static int gpumem__doctor_kernel(const gpumem_doctor_config *cfg, char *release,
     char path[512];
     int major = 0, minor = 0;
     gpumem__doctor_path(cfg, path, sizeof path, "/proc/sys/kernel/osrelease");
-    if (!gpumem__doctor_read_line(path, release, bytes) || sscanf(release, "%d.%d", &major, &minor) != 2) return 0;
+    if (!gpumem__doctor_read_line(cfg, path, release, bytes) || sscanf(release, "%d.%d", &major, &minor) != 2) return 0;
     return major * 1000 + minor;
 }
 
@@ -433,18 +579,18 @@ static gpumem__doctor_iommu gpumem__doctor_iommu_state(const gpumem_doctor_confi
     int n_groups, n_units;
     group[0] = 0;
     gpumem__doctor_path(cfg, path, sizeof path, "/proc/cmdline");
-    gpumem__doctor_read_line(path, cmdline, sizeof cmdline);
+    gpumem__doctor_read_line(cfg, path, cmdline, sizeof cmdline);
     if (pci) {
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s/iommu_group", pci);
-        gpumem__doctor_link_name(path, group, group_bytes);
+        gpumem__doctor_link_name(cfg, path, group, group_bytes);
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s/iommu_group/type", pci);
-        gpumem__doctor_read_line(path, type, sizeof type);
+        gpumem__doctor_read_line(cfg, path, type, sizeof type);
     }
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/kernel/iommu_groups");
-    n_groups = gpumem__doctor_names(path, &names);
+    n_groups = gpumem__doctor_list(cfg, path, &names, 0);
     gpumem__doctor_names_free(names, n_groups);
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/class/iommu");
-    n_units = gpumem__doctor_names(path, &names);
+    n_units = gpumem__doctor_list(cfg, path, &names, 0);
     gpumem__doctor_names_free(names, n_units);
     if (type[0]) {
         snprintf(why, why_bytes, "IOMMU group %s, domain type %s", group, type);
@@ -496,7 +642,7 @@ static uint64_t gpumem__doctor_memlock(const gpumem_doctor_config *cfg, int *kno
     FILE *f;
     *known = 0;
     gpumem__doctor_path(cfg, path, sizeof path, "/proc/self/limits");
-    if (!(f = fopen(path, "r"))) return 0;
+    if (!(f = gpumem__doctor_fopen(cfg, path, "r"))) return 0;
     while (fgets(line, sizeof line, f)) {
         if (strncmp(line, "Max locked memory", 17) != 0) continue;
         if (sscanf(line + 17, "%31s", soft) != 1) break;
@@ -520,15 +666,15 @@ static int gpumem__doctor_group_blockers(const gpumem_doctor_config *cfg, const 
     size_t used = 0;
     bad[0] = 0;
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/kernel/iommu_groups/%s/devices", group);
-    n = gpumem__doctor_names(path, &names);
+    n = gpumem__doctor_list(cfg, path, &names, 0);
     for (i = 0; i < n; i++) {
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/kernel/iommu_groups/%s/devices/%s/driver", group,
                             names[i]->d_name);
-        if (!gpumem__doctor_link_name(path, driver, sizeof driver)) continue;
+        if (!gpumem__doctor_link_name(cfg, path, driver, sizeof driver)) continue;
         if (!strcmp(driver, "vfio-pci") || !strcmp(driver, "pci-stub")) continue;
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/kernel/iommu_groups/%s/devices/%s/class", group,
                             names[i]->d_name);
-        if (gpumem__doctor_read_line(path, cls, sizeof cls) &&
+        if (gpumem__doctor_read_line(cfg, path, cls, sizeof cls) &&
             (strtoul(cls, NULL, 16) >> 8 == 0x0604 || strtoul(cls, NULL, 16) >> 8 == 0x0607))
             continue;
         count++;
@@ -549,12 +695,12 @@ static void gpumem__doctor_list_nvme(const gpumem_doctor_config *cfg, char *out,
     size_t used = 0;
     out[0] = 0;
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices");
-    n = gpumem__doctor_names(path, &names);
+    n = gpumem__doctor_list(cfg, path, &names, 0);
     for (i = 0; i < n; i++) {
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s/class", names[i]->d_name);
-        if (!gpumem__doctor_read_line(path, cls, sizeof cls) || strtoul(cls, NULL, 16) != 0x010802) continue;
+        if (!gpumem__doctor_read_line(cfg, path, cls, sizeof cls) || strtoul(cls, NULL, 16) != 0x010802) continue;
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s/driver", names[i]->d_name);
-        if (!gpumem__doctor_link_name(path, driver, sizeof driver)) strcpy(driver, "no driver");
+        if (!gpumem__doctor_link_name(cfg, path, driver, sizeof driver)) strcpy(driver, "no driver");
         if (used < bytes)
             used += (size_t)snprintf(out + used, bytes - used, "%s%s (%s)", used ? ", " : "", names[i]->d_name, driver);
     }
@@ -577,14 +723,78 @@ static void gpumem__doctor_bind_fix(char *fix, size_t bytes, const char *pci, co
              pci, unbind, pci);
 }
 
+/* vfio.open: what the shim itself says, where the caller asked for it and
+ * nothing above already fails. Opening resets the controller (and stops
+ * anyone else's use of it), so it is never done unasked, and never under a
+ * root other than "/": the controller would be this machine's, not the
+ * described one's. The shim runs as this process: root asking on behalf of
+ * cfg->uid is told so. Against the program's needs: pairs granted (Set
+ * Features, Number of Queues), queue entries (CAP.MQES) and the largest
+ * transfer (MDTS), each of which the shim refuses beyond (ERANGE, EINVAL,
+ * E2BIG). */
+static gpumem_status gpumem__doctor_open(const gpumem_doctor_config *cfg, gpumem_doctor_report *rep, size_t first) {
+    gpumem_nvmectl_config ncfg = gpumem_nvmectl_config_default();
+    gpumem_nvmectl *ctl = NULL;
+    const gpumem_nvmectl_info *in;
+    gpumem_status st;
+    char error[320] = "", who[96] = "", mdts[32], fix[480], found[400];
+    size_t i;
+    int short_pairs, short_depth, short_mdts;
+    if (!gpumem__doctor_live(cfg))
+        return gpumem__doctor_say(rep, "vfio.open", GPUMEM_DOCTOR_SKIP, "",
+                                  "not opened under --root %s: the controller there would be this machine's", cfg->root);
+    if (!cfg->open)
+        return gpumem__doctor_say(rep, "vfio.open", GPUMEM_DOCTOR_SKIP,
+                                  "--open (gpumem_doctor_config.open) tries it, once nothing uses the SSD",
+                                  "not tried: opening resets the controller (MDTS and the queue count come from Identify)");
+    for (i = first; i < rep->n; i++)
+        if (rep->findings[i].verdict == GPUMEM_DOCTOR_FAIL)
+            return gpumem__doctor_say(rep, "vfio.open", GPUMEM_DOCTOR_SKIP, "fix the lines marked fail first",
+                                      "not tried: %s fails", rep->findings[i].check);
+    if ((uint32_t)geteuid() != cfg->uid)
+        snprintf(who, sizeof who, " (as uid %u, not the program's uid %u)", (unsigned)geteuid(), cfg->uid);
+    ncfg.pci_addr = cfg->pci_addr;
+    ncfg.max_pairs = cfg->pairs;
+    ncfg.error = error;
+    ncfg.error_bytes = sizeof error;
+    st = gpumem_nvmectl_open(&ncfg, &ctl);
+    if (st != GPUMEM_OK)
+        return gpumem__doctor_say(rep, "vfio.open", GPUMEM_DOCTOR_FAIL,
+                                  "the message names the cause (docs/ssd.md); a check above that passes should not have",
+                                  "gpumem_nvmectl_open%s: %s: %s", who, gpumem_status_str(st), error);
+    in = gpumem_nvmectl_get_info(ctl);
+    short_pairs = in->pairs_granted < cfg->pairs;
+    short_depth = in->max_queue_entries < cfg->depth;
+    short_mdts = in->max_transfer_bytes && in->max_transfer_bytes < cfg->io_bytes;
+    if (in->max_transfer_bytes) gpumem__doctor_bytes_str(in->max_transfer_bytes, mdts, sizeof mdts);
+    else strcpy(mdts, "no limit");
+    snprintf(found, sizeof found, "opened%s: %.40s, firmware %.8s, NVMe %u.%u; MDTS %s (the program: %u KiB), %u of %u "
+             "pairs granted, at most %u entries a queue (the program: %u)", who, in->model, in->firmware,
+             (unsigned)(in->version >> 16), (unsigned)(in->version >> 8 & 0xFF), mdts, cfg->io_bytes >> 10,
+             in->pairs_granted, cfg->pairs, in->max_queue_entries, cfg->depth);
+    snprintf(fix, sizeof fix, "ask for what the controller allows:%s%s%s",
+             short_pairs ? " fewer pairs (--pairs)" : "", short_depth ? " shallower pairs (--depth)" : "",
+             short_mdts ? " smaller transfers (--io-kib), or split them" : "");
+    st = gpumem_nvmectl_close(ctl);
+    if (st != GPUMEM_OK)
+        return gpumem__doctor_say(rep, "vfio.open", GPUMEM_DOCTOR_FAIL, "the controller did not shut down cleanly: "
+                                  "reset it (echo 1 > /sys/bus/pci/devices/ADDR/reset) before use",
+                                  "%s; close: %s", found, gpumem_status_str(st));
+    return gpumem__doctor_say(rep, "vfio.open",
+                              short_pairs || short_depth || short_mdts ? GPUMEM_DOCTOR_FAIL : GPUMEM_DOCTOR_PASS,
+                              short_pairs || short_depth || short_mdts ? fix : "", "%s", found);
+}
+
 gpumem_status gpumem_doctor_ssd(const gpumem_doctor_config *cfg, gpumem_doctor_report *rep) {
     char path[512], text[480], fix[480], cls[32], driver[64], group[64], why[256], need_s[32], have_s[32];
     const char *pci;
     gpumem__doctor_iommu iommu;
     struct stat sb;
     uint64_t need, have, bar0;
-    int known, uio, vfio;
+    int known, uio, vfio, owned;
+    size_t first;
     if (!cfg || !rep) return GPUMEM_ENULL;
+    first = rep->n; /* this SSD's findings start here (vfio.open looks at them) */
     pci = cfg->pci_addr;
     if (!pci || !pci[0]) {
         gpumem__doctor_list_nvme(cfg, text, sizeof text);
@@ -592,14 +802,14 @@ gpumem_status gpumem_doctor_ssd(const gpumem_doctor_config *cfg, gpumem_doctor_r
                                   "no SSD named; NVMe controllers here: %s", text[0] ? text : "none");
     }
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s", pci);
-    if (stat(path, &sb) != 0) {
+    if (!gpumem__doctor_exists(cfg, path)) {
         gpumem__doctor_list_nvme(cfg, text, sizeof text);
         return gpumem__doctor_say(rep, "vfio.device", GPUMEM_DOCTOR_FAIL,
                                   "check the address: lspci -D | grep -i nvme",
                                   "no PCI device %s; NVMe controllers here: %s", pci, text[0] ? text : "none");
     }
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s/class", pci);
-    gpumem__doctor_read_line(path, cls, sizeof cls);
+    gpumem__doctor_read_line(cfg, path, cls, sizeof cls);
     GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "vfio.device",
                                           strtoul(cls, NULL, 16) == 0x010802 ? GPUMEM_DOCTOR_PASS : GPUMEM_DOCTOR_FAIL,
                                           strtoul(cls, NULL, 16) == 0x010802 ? ""
@@ -609,7 +819,7 @@ gpumem_status gpumem_doctor_ssd(const gpumem_doctor_config *cfg, gpumem_doctor_r
 
     iommu = gpumem__doctor_iommu_state(cfg, pci, group, sizeof group, why, sizeof why);
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s/driver", pci);
-    gpumem__doctor_link_name(path, driver, sizeof driver);
+    gpumem__doctor_link_name(cfg, path, driver, sizeof driver);
     uio = strcmp(driver, "uio_pci_generic") == 0;
     vfio = strcmp(driver, "vfio-pci") == 0;
 
@@ -657,7 +867,8 @@ gpumem_status gpumem_doctor_ssd(const gpumem_doctor_config *cfg, gpumem_doctor_r
                                                        : "IOMMU group %s: every device on vfio-pci or no driver%s",
                                               group, blockers ? text : ""));
         gpumem__doctor_path(cfg, path, sizeof path, "/dev/vfio/%s", group);
-        if (stat(path, &sb) != 0)
+        if ((owned = gpumem__doctor_stat_owned(cfg, path, &sb, rep)) == -2) return GPUMEM_EINVAL;
+        if (owned != 0)
             GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "vfio.dev", vfio ? GPUMEM_DOCTOR_FAIL : GPUMEM_DOCTOR_SKIP,
                                                   vfio ? "modprobe vfio-pci; rebind the device to vfio-pci" : "",
                                                   "no /dev/vfio/%s%s", group,
@@ -703,7 +914,7 @@ gpumem_status gpumem_doctor_ssd(const gpumem_doctor_config *cfg, gpumem_doctor_r
     /* vfio no-IOMMU mode, where asked. */
     if (cfg->noiommu) {
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/module/vfio/parameters/enable_unsafe_noiommu_mode");
-        if (!gpumem__doctor_read_line(path, text, sizeof text)) text[0] = 0;
+        if (!gpumem__doctor_read_line(cfg, path, text, sizeof text)) text[0] = 0;
         GPUMEM__DOCTOR_TRY(gpumem__doctor_say(
             rep, "vfio.noiommu", text[0] == 'Y' ? GPUMEM_DOCTOR_PASS : GPUMEM_DOCTOR_FAIL,
             text[0] == 'Y' ? "" : "as root: modprobe vfio enable_unsafe_noiommu_mode=1 (kernels built with "
@@ -715,7 +926,7 @@ gpumem_status gpumem_doctor_ssd(const gpumem_doctor_config *cfg, gpumem_doctor_r
     if (uio || cfg->noiommu || iommu == GPUMEM__IOMMU_OFF) {
         long pages;
         gpumem__doctor_path(cfg, path, sizeof path, "/proc/sys/vm/nr_hugepages");
-        gpumem__doctor_read_line(path, text, sizeof text);
+        gpumem__doctor_read_line(cfg, path, text, sizeof text);
         pages = strtol(text, NULL, 10);
         GPUMEM__DOCTOR_TRY(gpumem__doctor_say(
             rep, "vfio.hugepages",
@@ -734,9 +945,7 @@ gpumem_status gpumem_doctor_ssd(const gpumem_doctor_config *cfg, gpumem_doctor_r
         bar0 >= 0x2000 ? "" : "BIOS: enable the slot, or Above 4G Decoding where the BAR was not assigned (dmesg | grep BAR)",
         bar0 ? "BAR0 %s" : "BAR0 not assigned (%s)", bar0 ? have_s : "resource line 0 empty or unreadable"));
 
-    return gpumem__doctor_say(rep, "vfio.open", GPUMEM_DOCTOR_SKIP, "",
-                              "opening the controller (Identify: MDTS, queue count) is not tried by the doctor; "
-                              "gpumem_nvmectl_open names what fails");
+    return gpumem__doctor_open(cfg, rep, first);
 }
 
 /* ---- the GPU ------------------------------------------------------------------- */
@@ -863,7 +1072,7 @@ static void gpumem__doctor_probe_live(const gpumem_doctor_config *cfg, gpumem_do
     if (!f->driver_version[0]) { /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  ..." */
         char line[256];
         const char *at;
-        if (gpumem__doctor_read_line(path, line, sizeof line) && (at = strstr(line, "Kernel Module")) != NULL)
+        if (gpumem__doctor_read_line(cfg, path, line, sizeof line) && (at = strstr(line, "Kernel Module")) != NULL)
             sscanf(at + 13, "%31s", f->driver_version);
     }
 }
@@ -881,8 +1090,8 @@ static gpumem_status gpumem__doctor_probe_file(const gpumem_doctor_config *cfg, 
     int lineno = 0;
     gpumem__doctor_path(cfg, path, sizeof path, "/gpumem-doctor/cuda");
     gpumem__doctor_path(cfg, vpath, sizeof vpath, "/proc/driver/nvidia/version");
-    if (!(in = fopen(path, "r"))) {
-        if (gpumem__doctor_exists(vpath)) {
+    if (!(in = gpumem__doctor_fopen(cfg, path, "r"))) {
+        if (gpumem__doctor_exists(cfg, vpath)) {
             f->driver = 1; /* the kernel module is there; nobody asked CUDA */
             snprintf(f->why_not, sizeof f->why_not, "the snapshot has no gpumem-doctor/cuda");
         } else
@@ -907,6 +1116,8 @@ static gpumem_status gpumem__doctor_probe_file(const gpumem_doctor_config *cfg, 
         *eq = 0;
         val = eq + 1;
         if (!strcmp(key, "driver_version")) gpumem__doctor_copy(f->driver_version, sizeof f->driver_version, val), matched = 1;
+        else if (!strcmp(key, "why_not")) gpumem__doctor_copy(f->why_not, sizeof f->why_not, val), matched = 1;
+        else if (!strcmp(key, "driver") && (!strcmp(val, "0") || !strcmp(val, "1"))) f->driver = val[0] == '1', matched = 1;
         else if (!strcmp(key, "name")) gpumem__doctor_copy(f->name, sizeof f->name, val), matched = 1;
         else if (!strcmp(key, "pci")) gpumem__doctor_copy(f->pci, sizeof f->pci, val), matched = 1;
         else if (!strcmp(key, "loading") && (!strcmp(val, "lazy") || !strcmp(val, "eager")))
@@ -945,6 +1156,10 @@ gpumem_status gpumem_doctor_gpu_probe(const gpumem_doctor_config *cfg, gpumem_do
     /* BAR1 from sysfs where NVML did not say: the same size, less what the
      * driver keeps for itself. */
     if (st == GPUMEM_OK && out->pci[0] && !out->bar1_total) out->bar1_total = gpumem__doctor_bar_bytes(cfg, out->pci, 1);
+    if (st == GPUMEM_OK && cfg->record && gpumem__doctor_live(cfg)) { /* a snapshot keeps what the driver said */
+        cfg->record->facts_ = *out;
+        cfg->record->have_facts_ = 1;
+    }
     return st;
 }
 
@@ -1102,9 +1317,8 @@ static int gpumem__doctor_pci_chain(const gpumem_doctor_config *cfg, const char 
     ssize_t n;
     int count = 0;
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s", pci);
-    n = readlink(path, link, sizeof link - 1);
+    n = gpumem__doctor_readlink(cfg, path, link, sizeof link);
     if (n <= 0) return 0;
-    link[n] = 0;
     if (!(at = strstr(link, "devices/pci"))) return 0;
     for (tok = strtok_r(at + strlen("devices/"), "/", &save); tok && count < max; tok = strtok_r(NULL, "/", &save))
         gpumem__doctor_copy(chain[count++], sizeof chain[0], tok);
@@ -1121,7 +1335,7 @@ static long gpumem__doctor_acs_control(const gpumem_doctor_config *cfg, const ch
     size_t n;
     unsigned at = 0x100, hops;
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/devices/%s/config", chain_dir);
-    if (!(f = fopen(path, "rb"))) return -1;
+    if (!(f = gpumem__doctor_fopen(cfg, path, "rb"))) return -1;
     n = fread(cs, 1, sizeof cs, f);
     fclose(f);
     if (n < 0x104) return -1;
@@ -1145,12 +1359,12 @@ static void gpumem__doctor_gpu_pci(const gpumem_doctor_config *cfg, const gpumem
     gpumem__doctor_copy(out, bytes, f->pci);
     if (out[0]) return;
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices");
-    n = gpumem__doctor_names(path, &names);
+    n = gpumem__doctor_list(cfg, path, &names, 0);
     for (i = 0; i < n && !out[0]; i++) {
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s/vendor", names[i]->d_name);
-        if (!gpumem__doctor_read_line(path, text, sizeof text) || strtoul(text, NULL, 16) != 0x10de) continue;
+        if (!gpumem__doctor_read_line(cfg, path, text, sizeof text) || strtoul(text, NULL, 16) != 0x10de) continue;
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s/class", names[i]->d_name);
-        if (!gpumem__doctor_read_line(path, text, sizeof text) || (strtoul(text, NULL, 16) >> 16) != 0x03) continue;
+        if (!gpumem__doctor_read_line(cfg, path, text, sizeof text) || (strtoul(text, NULL, 16) >> 16) != 0x03) continue;
         if (k++ == cfg->gpu) {
             gpumem__doctor_copy(out, bytes, names[i]->d_name);
             *guessed = 1;
@@ -1267,11 +1481,11 @@ gpumem_status gpumem_doctor_p2p(const gpumem_doctor_config *cfg, gpumem_doctor_r
         char config[512], conf[1 << 16];
         int gdr, peermem, p2pdma = -1, dmabuf = -1;
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/module/gdrdrv");
-        gdr = gpumem__doctor_exists(path);
+        gdr = gpumem__doctor_exists(cfg, path);
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/module/nvidia_peermem");
-        peermem = gpumem__doctor_exists(path);
+        peermem = gpumem__doctor_exists(cfg, path);
         gpumem__doctor_path(cfg, config, sizeof config, "/boot/config-%s", release);
-        if (release[0] && gpumem__doctor_read_file(config, conf, sizeof conf) > 0) {
+        if (release[0] && gpumem__doctor_read_file(cfg, config, conf, sizeof conf) > 0) {
             p2pdma = strstr(conf, "CONFIG_PCI_P2PDMA=y") != NULL;
             dmabuf = strstr(conf, "CONFIG_DMA_SHARED_BUFFER=y") != NULL;
         }
@@ -1302,7 +1516,7 @@ gpumem_status gpumem_doctor_uring(const gpumem_doctor_config *cfg, gpumem_doctor
         "kernel %s", kernel ? release : "release unknown (proc/sys/kernel/osrelease)"));
 
     gpumem__doctor_path(cfg, path, sizeof path, "/proc/sys/kernel/io_uring_disabled");
-    if (!gpumem__doctor_read_line(path, text, sizeof text))
+    if (!gpumem__doctor_read_line(cfg, path, text, sizeof text))
         GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "uring.disabled", GPUMEM_DOCTOR_PASS, "",
                                               "io_uring on (the kernel has no io_uring_disabled switch)"));
     else {
@@ -1310,7 +1524,7 @@ gpumem_status gpumem_doctor_uring(const gpumem_doctor_config *cfg, gpumem_doctor
         int allowed;
         char gtext[32];
         gpumem__doctor_path(cfg, path, sizeof path, "/proc/sys/kernel/io_uring_group");
-        if (gpumem__doctor_read_line(path, gtext, sizeof gtext)) group = strtol(gtext, NULL, 10);
+        if (gpumem__doctor_read_line(cfg, path, gtext, sizeof gtext)) group = strtol(gtext, NULL, 10);
         allowed = mode == 0 || (mode == 1 && (cfg->uid == 0 || (group >= 0 && (uint32_t)group == cfg->gid)));
         GPUMEM__DOCTOR_TRY(gpumem__doctor_say(
             rep, "uring.disabled", allowed ? GPUMEM_DOCTOR_PASS : GPUMEM_DOCTOR_FAIL,
@@ -1327,7 +1541,7 @@ gpumem_status gpumem_doctor_uring(const gpumem_doctor_config *cfg, gpumem_doctor
     if (cfg->pci_addr && cfg->pci_addr[0]) {
         strcpy(ctl_names, ",");
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s/nvme", cfg->pci_addr);
-        n = gpumem__doctor_names(path, &names);
+        n = gpumem__doctor_list(cfg, path, &names, 0);
         for (i = 0; i < n; i++)
             if (!strncmp(names[i]->d_name, "nvme", 4) && strlen(ctl_names) + strlen(names[i]->d_name) < sizeof ctl_names)
                 strcat(strcat(ctl_names, names[i]->d_name + 4), ",");
@@ -1335,17 +1549,22 @@ gpumem_status gpumem_doctor_uring(const gpumem_doctor_config *cfg, gpumem_doctor
         only_controller = 1;
     }
     gpumem__doctor_path(cfg, path, sizeof path, "/dev");
-    n = gpumem__doctor_names(path, &names);
+    n = gpumem__doctor_list(cfg, path, &names, 1);
     for (i = 0; i < n; i++) {
         const char *d = names[i]->d_name;
         char instance[32];
         struct stat sb;
+        int owned;
         size_t k = strspn(d + 2, "0123456789");
         if (strncmp(d, "ng", 2) != 0 || !k || d[2 + k] != 'n' || k > 8) continue;
         snprintf(instance, sizeof instance, ",%.*s,", (int)k, d + 2);
         if (only_controller && !strstr(ctl_names, instance)) continue;
         gpumem__doctor_path(cfg, path, sizeof path, "/dev/%s", d);
-        if (stat(path, &sb) != 0) continue;
+        if ((owned = gpumem__doctor_stat_owned(cfg, path, &sb, rep)) == -2) {
+            gpumem__doctor_names_free(names, n);
+            return GPUMEM_EINVAL;
+        }
+        if (owned != 0) continue;
         devices++;
         if (gpumem__doctor_user_rw(cfg, &sb)) writable++;
         if (used < sizeof found)
@@ -1367,9 +1586,477 @@ gpumem_status gpumem_doctor_uring(const gpumem_doctor_config *cfg, gpumem_doctor
     }
 
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/module/nvme_fabrics");
-    return gpumem__doctor_say(rep, "uring.fabrics", gpumem__doctor_exists(path) ? GPUMEM_DOCTOR_PASS : GPUMEM_DOCTOR_SKIP,
-                              gpumem__doctor_exists(path) ? "" : "for remote namespaces (NVMe over TCP/RDMA): modprobe nvme-fabrics",
-                              "nvme-fabrics %s", gpumem__doctor_exists(path) ? "loaded" : "not loaded (local SSDs do not need it)");
+    return gpumem__doctor_say(rep, "uring.fabrics", gpumem__doctor_exists(cfg, path) ? GPUMEM_DOCTOR_PASS : GPUMEM_DOCTOR_SKIP,
+                              gpumem__doctor_exists(cfg, path) ? "" : "for remote namespaces (NVMe over TCP/RDMA): modprobe nvme-fabrics",
+                              "nvme-fabrics %s", gpumem__doctor_exists(cfg, path) ? "loaded" : "not loaded (local SSDs do not need it)");
+}
+
+/* ---- snapshot ------------------------------------------------------------------------ */
+
+/* One entry of the archive: a directory, a file (content read from the
+ * root when it is written, or `data` made here) or a symbolic link. */
+typedef struct gpumem__doctor_entry {
+    char *path;      /* relative to the root */
+    char type;       /* 'd', 'f', 'l' */
+    char *target;    /* link target, or made content (data_bytes) */
+    size_t data_bytes;
+    int read;        /* 'f': the content is the root's file */
+    int owner;       /* uid, gid and mode go to gpumem-doctor/owners */
+    unsigned uid, gid, mode;
+    char *owner_key; /* the path as the check named it */
+} gpumem__doctor_entry;
+
+typedef struct gpumem__doctor_snap {
+    const gpumem_doctor_config *cfg;
+    size_t root_len;
+    gpumem__doctor_entry *e;
+    size_t n, cap;
+    unsigned char *tar; /* the archive, before compression */
+    size_t tar_n, tar_cap;
+    int oom;
+} gpumem__doctor_snap;
+
+static char *gpumem__doctor_strdup(const char *s, size_t n) {
+    char *c = (char *)GPUMEM_MALLOC(n + 1);
+    if (c) {
+        memcpy(c, s, n);
+        c[n] = 0;
+    }
+    return c;
+}
+
+/* The entry for `path`, made as `type` if new. An existing entry keeps its
+ * type: a path is one thing on one machine. */
+static gpumem__doctor_entry *gpumem__doctor_entry_at(gpumem__doctor_snap *sn, const char *path, char type) {
+    size_t i;
+    gpumem__doctor_entry *e;
+    for (i = 0; i < sn->n; i++)
+        if (!strcmp(sn->e[i].path, path)) return &sn->e[i];
+    if (sn->n == sn->cap) {
+        size_t cap = sn->cap ? sn->cap * 2 : 128;
+        gpumem__doctor_entry *grown = (gpumem__doctor_entry *)GPUMEM_MALLOC(cap * sizeof *grown);
+        if (!grown) return sn->oom = 1, (gpumem__doctor_entry *)NULL;
+        if (sn->n) memcpy(grown, sn->e, sn->n * sizeof *grown);
+        GPUMEM_FREE(sn->e);
+        sn->e = grown;
+        sn->cap = cap;
+    }
+    e = &sn->e[sn->n];
+    memset(e, 0, sizeof *e);
+    if (!(e->path = gpumem__doctor_strdup(path, strlen(path)))) return sn->oom = 1, (gpumem__doctor_entry *)NULL;
+    e->type = type;
+    sn->n++;
+    return e;
+}
+
+/* The symbolic link at `rel` (relative to the root) into the archive, made
+ * relative where it pointed into the root by an absolute path, so that it
+ * works wherever the snapshot is unpacked. Where it leads, relative to the
+ * root, in `to` (bytes); 0 if it leads out of the root. */
+static int gpumem__doctor_snap_link(gpumem__doctor_snap *sn, const char *rel, char *to, size_t bytes) {
+    char full[1024], target[1024], made[1024];
+    const char *root = sn->cfg->root;
+    size_t used = 0;
+    ssize_t n;
+    const char *p;
+    gpumem__doctor_entry *e;
+    snprintf(full, sizeof full, "%.*s/%s", (int)sn->root_len, root, rel);
+    n = readlink(full, target, sizeof target - 1);
+    if (n <= 0) return 0;
+    target[n] = 0;
+    if (target[0] != '/') {
+        gpumem__doctor_copy(made, sizeof made, target);
+        snprintf(to, bytes, "%s", target); /* relative to the link's directory: the caller joins */
+    } else {
+        if (sn->root_len && (strncmp(target, root, sn->root_len) != 0 || target[sn->root_len] != '/')) return 0;
+        for (p = rel; *p; p++) /* up from the link's directory to the root */
+            if (*p == '/' && used + 4 < sizeof made) used += (size_t)snprintf(made + used, sizeof made - used, "../");
+        snprintf(made + used, sizeof made - used, "%s", target + sn->root_len + 1);
+        snprintf(to, bytes, "/%s", target + sn->root_len + 1); /* from the root */
+    }
+    e = gpumem__doctor_entry_at(sn, rel, 'l');
+    if (e && e->type == 'l' && !e->target && !(e->target = gpumem__doctor_strdup(made, strlen(made)))) sn->oom = 1;
+    return 1;
+}
+
+/* `rel` with every symbolic link on the way followed (the last one too when
+ * follow_last), each added to the archive as a link; the result relative to
+ * the root in `real`. proc/self stays proc/self: it is this process, under
+ * whatever number. 0 when it leaves the root or goes round in circles. */
+static int gpumem__doctor_snap_resolve(gpumem__doctor_snap *sn, const char *rel, int follow_last, char *real,
+                                       size_t bytes) {
+    char todo[2048], cur[1024] = "", cand[1024], full[1280], to[1024], rest[2048];
+    int hops = 0;
+    struct stat sb;
+    gpumem__doctor_copy(todo, sizeof todo, rel);
+    while (todo[0]) {
+        char *slash = strchr(todo, '/'), comp[256];
+        size_t clen = slash ? (size_t)(slash - todo) : strlen(todo);
+        int last;
+        gpumem__doctor_copy(rest, sizeof rest, slash ? slash + 1 : "");
+        snprintf(comp, sizeof comp, "%.*s", (int)clen, todo);
+        memmove(todo, rest, strlen(rest) + 1);
+        if (!comp[0] || !strcmp(comp, ".")) continue;
+        if (!strcmp(comp, "..")) {
+            char *up = strrchr(cur, '/');
+            if (up) *up = 0;
+            else cur[0] = 0;
+            continue;
+        }
+        snprintf(cand, sizeof cand, "%s%s%s", cur, cur[0] ? "/" : "", comp);
+        last = !todo[0];
+        snprintf(full, sizeof full, "%.*s/%s", (int)sn->root_len, sn->cfg->root, cand);
+        if ((!last || follow_last) && strcmp(cand, "proc/self") != 0 && lstat(full, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+            if (++hops > 40 || !gpumem__doctor_snap_link(sn, cand, to, sizeof to)) return 0;
+            if (to[0] == '/') cur[0] = 0;
+            snprintf(rest, sizeof rest, "%s%s%s", to[0] == '/' ? to + 1 : to, todo[0] ? "/" : "", todo);
+            gpumem__doctor_copy(todo, sizeof todo, rest);
+            continue;
+        }
+        gpumem__doctor_copy(cur, sizeof cur, cand);
+    }
+    snprintf(real, bytes, "%s", cur);
+    return 1;
+}
+
+/* One recorded read into archive entries. */
+static void gpumem__doctor_snap_add(gpumem__doctor_snap *sn, char kind, const char *rel) {
+    char real[1024], full[1280], child[1024];
+    struct stat sb;
+    gpumem__doctor_entry *e;
+    if (!gpumem__doctor_snap_resolve(sn, rel, kind != GPUMEM__DOCTOR_LINK, real, sizeof real) || !real[0]) return;
+    snprintf(full, sizeof full, "%.*s/%s", (int)sn->root_len, sn->cfg->root, real);
+    if (lstat(full, &sb) != 0) return; /* the check found nothing there; nor will the snapshot */
+    if (S_ISLNK(sb.st_mode)) { /* readlink of the last component */
+        char to[1024];
+        gpumem__doctor_snap_link(sn, real, to, sizeof to);
+        return;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        struct dirent **names;
+        int n, i;
+        gpumem__doctor_entry_at(sn, real, 'd');
+        if (kind != GPUMEM__DOCTOR_LIST && kind != GPUMEM__DOCTOR_LIST_NG) return;
+        n = scandir(full, &names, kind == GPUMEM__DOCTOR_LIST_NG ? gpumem__doctor_only_ng : gpumem__doctor_skip_dots,
+                    alphasort);
+        for (i = 0; i < n; i++) {
+            snprintf(child, sizeof child, "%.760s/%.255s", real, names[i]->d_name);
+            snprintf(full, sizeof full, "%.*s/%s", (int)sn->root_len, sn->cfg->root, child);
+            if (lstat(full, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+                char to[1024];
+                gpumem__doctor_snap_link(sn, child, to, sizeof to);
+            } else if (lstat(full, &sb) == 0)
+                gpumem__doctor_entry_at(sn, child, S_ISDIR(sb.st_mode) ? 'd' : 'f');
+        }
+        gpumem__doctor_names_free(names, n < 0 ? 0 : n);
+        return;
+    }
+    /* a file, a device file (kept as an empty file), or anything else */
+    if (!(e = gpumem__doctor_entry_at(sn, real, 'f')) || e->type != 'f') return;
+    if (kind == GPUMEM__DOCTOR_FILE && S_ISREG(sb.st_mode)) e->read = 1;
+    if (kind == GPUMEM__DOCTOR_OWNER && !e->owner) {
+        gpumem_doctor_config plain = *sn->cfg;
+        char path[1024];
+        plain.record = NULL;
+        snprintf(path, sizeof path, "%.*s/%s", (int)sn->root_len, sn->cfg->root, rel);
+        if (gpumem__doctor_stat_owned(&plain, path, &sb, NULL) != 0) return;
+        if (!(e->owner_key = gpumem__doctor_strdup(rel, strlen(rel)))) {
+            sn->oom = 1;
+            return;
+        }
+        e->owner = 1;
+        e->uid = (unsigned)sb.st_uid;
+        e->gid = (unsigned)sb.st_gid;
+        e->mode = (unsigned)(sb.st_mode & 07777);
+    }
+}
+
+/* A made file (gpumem-doctor/cuda, gpumem-doctor/owners). */
+static void gpumem__doctor_snap_made(gpumem__doctor_snap *sn, const char *path, const char *text, size_t n) {
+    gpumem__doctor_entry *e = gpumem__doctor_entry_at(sn, path, 'f');
+    if (!e) return;
+    GPUMEM_FREE(e->target);
+    e->read = 0;
+    if (!(e->target = gpumem__doctor_strdup(text, n))) sn->oom = 1;
+    e->data_bytes = n;
+}
+
+static void gpumem__doctor_snap_put(gpumem__doctor_snap *sn, const void *p, size_t n) {
+    if (sn->oom) return;
+    if (sn->tar_n + n > sn->tar_cap) {
+        size_t cap = sn->tar_cap ? sn->tar_cap : 1u << 16;
+        unsigned char *grown;
+        while (cap < sn->tar_n + n) cap *= 2;
+        if (!(grown = (unsigned char *)GPUMEM_MALLOC(cap))) {
+            sn->oom = 1;
+            return;
+        }
+        if (sn->tar_n) memcpy(grown, sn->tar, sn->tar_n);
+        GPUMEM_FREE(sn->tar);
+        sn->tar = grown;
+        sn->tar_cap = cap;
+    }
+    if (p) memcpy(sn->tar + sn->tar_n, p, n);
+    else memset(sn->tar + sn->tar_n, 0, n);
+    sn->tar_n += n;
+}
+
+/* One ustar header (POSIX.1-2001, "ustar\0" "00"): octal fields, the
+ * checksum the sum of the header's bytes with its own field as spaces. */
+static void gpumem__doctor_tar_header(gpumem__doctor_snap *sn, const char *name, char type, uint64_t size,
+                                      unsigned mode, const char *link) {
+    unsigned char h[512];
+    unsigned sum = 0, i;
+    memset(h, 0, sizeof h);
+    snprintf((char *)h, 100, "%s", name);
+    snprintf((char *)h + 100, 8, "%07o", mode & 07777);
+    snprintf((char *)h + 108, 8, "%07o", 0u);
+    snprintf((char *)h + 116, 8, "%07o", 0u);
+    snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)size);
+    snprintf((char *)h + 136, 12, "%011llo", (unsigned long long)time(NULL));
+    h[156] = (unsigned char)type;
+    if (link) snprintf((char *)h + 157, 100, "%s", link);
+    memcpy(h + 257, "ustar", 6);
+    memcpy(h + 263, "00", 2);
+    memset(h + 148, ' ', 8);
+    for (i = 0; i < sizeof h; i++) sum += h[i];
+    snprintf((char *)h + 148, 8, "%06o", sum);
+    h[155] = ' ';
+    gpumem__doctor_snap_put(sn, h, sizeof h);
+}
+
+/* A member: names or link targets past ustar's 100 bytes go first in a pax
+ * extended header ("LEN path=...\n", LEN counting itself). */
+static void gpumem__doctor_tar_member(gpumem__doctor_snap *sn, const char *name, char type, const void *data,
+                                      size_t size, unsigned mode, const char *link) {
+    char pax[2400];
+    size_t used = 0;
+    int k;
+    const char *keys[2] = {"path", "linkpath"}, *vals[2];
+    vals[0] = name;
+    vals[1] = link;
+    for (k = 0; k < 2; k++) {
+        size_t body, len;
+        if (!vals[k] || strlen(vals[k]) < 100) continue;
+        body = 1 + strlen(keys[k]) + 1 + strlen(vals[k]) + 1; /* " key=value\n" */
+        for (len = body + 1;;) { /* the length counts its own digits */
+            size_t d = len < 10 ? 1 : len < 100 ? 2 : len < 1000 ? 3 : 4;
+            if (body + d == len) break;
+            len = body + d;
+        }
+        if (used + len < sizeof pax) used += (size_t)snprintf(pax + used, sizeof pax - used, "%zu %s=%s\n", len, keys[k], vals[k]);
+    }
+    if (used) {
+        gpumem__doctor_tar_header(sn, "././@PaxHeader", 'x', used, 0644, NULL);
+        gpumem__doctor_snap_put(sn, pax, used);
+        gpumem__doctor_snap_put(sn, NULL, (512 - used % 512) % 512);
+    }
+    gpumem__doctor_tar_header(sn, name, type, size, mode, link);
+    if (size) {
+        gpumem__doctor_snap_put(sn, data, size);
+        gpumem__doctor_snap_put(sn, NULL, (512 - size % 512) % 512);
+    }
+}
+
+/* CRC-32 of gzip (the reflected polynomial 0xEDB88320), bit by bit: the
+ * archive is small. */
+static uint32_t gpumem__doctor_crc32(const unsigned char *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    size_t i;
+    int b;
+    for (i = 0; i < n; i++) {
+        c ^= p[i];
+        for (b = 0; b < 8; b++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+    }
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* The archive as gzip (RFC 1952) with deflate's stored blocks (RFC 1951,
+ * BTYPE 00): no compression, which any gunzip reads. */
+static int gpumem__doctor_write_gzip(FILE *f, const unsigned char *p, size_t n) {
+    static const unsigned char head[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
+    unsigned char b[8];
+    uint32_t crc = gpumem__doctor_crc32(p, n);
+    size_t at = 0;
+    int ok = fwrite(head, 1, sizeof head, f) == sizeof head;
+    do {
+        size_t len = n - at > 65535 ? 65535 : n - at;
+        b[0] = (unsigned char)(at + len == n); /* BFINAL on the last block, BTYPE 00 */
+        b[1] = (unsigned char)(len & 0xFF);
+        b[2] = (unsigned char)(len >> 8);
+        b[3] = (unsigned char)(~len & 0xFF);
+        b[4] = (unsigned char)((~len >> 8) & 0xFF);
+        ok = ok && fwrite(b, 1, 5, f) == 5 && (len == 0 || fwrite(p + at, 1, len, f) == len);
+        at += len;
+    } while (ok && at < n);
+    for (at = 0; at < 4; at++) {
+        b[at] = (unsigned char)(crc >> (8 * at));
+        b[4 + at] = (unsigned char)((uint32_t)n >> (8 * at));
+    }
+    return ok && fwrite(b, 1, 8, f) == 8;
+}
+
+static int gpumem__doctor_entry_cmp(const void *a, const void *b) {
+    return strcmp(((const gpumem__doctor_entry *)a)->path, ((const gpumem__doctor_entry *)b)->path);
+}
+
+/* The content of a file the checks read; of /proc/cmdline only the words
+ * that name the IOMMU (the rest can hold anything, passwords included). */
+static char *gpumem__doctor_snap_content(gpumem__doctor_snap *sn, const char *rel, size_t *n) {
+    char full[1280];
+    size_t cap = 4096, got = 0;
+    char *buf = (char *)GPUMEM_MALLOC(cap), *grown;
+    FILE *f;
+    snprintf(full, sizeof full, "%.*s/%s", (int)sn->root_len, sn->cfg->root, rel);
+    if (!buf || !(f = fopen(full, "rb"))) {
+        GPUMEM_FREE(buf);
+        return NULL;
+    }
+    for (;;) {
+        got += fread(buf + got, 1, cap - got - 1, f);
+        if (got < cap - 1 || cap >= (8u << 20)) break;
+        if (!(grown = (char *)GPUMEM_MALLOC(cap * 2))) break;
+        memcpy(grown, buf, got);
+        GPUMEM_FREE(buf);
+        buf = grown;
+        cap *= 2;
+    }
+    fclose(f);
+    buf[got] = 0;
+    if (!strcmp(rel, "proc/cmdline")) {
+        char *w, *save = NULL, *kept = (char *)GPUMEM_MALLOC(got + 2);
+        size_t k = 0;
+        if (!kept) return GPUMEM_FREE(buf), (char *)NULL;
+        for (w = strtok_r(buf, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save))
+            if (strstr(w, "iommu")) k += (size_t)sprintf(kept + k, "%s%s", k ? " " : "", w);
+        kept[k++] = '\n';
+        kept[k] = 0;
+        GPUMEM_FREE(buf);
+        buf = kept;
+        got = k;
+    }
+    *n = got;
+    return buf;
+}
+
+gpumem_status gpumem_doctor_snapshot(const gpumem_doctor_config *cfg, const char *out_tgz, gpumem_doctor_report *rep) {
+    gpumem__doctor_snap sn;
+    gpumem_doctor_record *rec;
+    gpumem_status st = GPUMEM_OK;
+    char *tmp = NULL, text[2048], *owners = NULL;
+    size_t i, owners_n = 0;
+    FILE *f = NULL;
+    int fd;
+    if (!cfg || !cfg->record || !out_tgz || !rep) return GPUMEM_ENULL;
+    rec = cfg->record;
+    memset(&sn, 0, sizeof sn);
+    sn.cfg = cfg;
+    sn.root_len = gpumem__doctor_root_len(cfg);
+    sn.oom = rec->lost_;
+    for (i = 0; i < rec->n_; i++) gpumem__doctor_snap_add(&sn, rec->paths_[i][0], rec->paths_[i] + 1);
+    if (rec->have_facts_) { /* what the live driver said, in the form gpumem__doctor_probe_file reads */
+        const gpumem_doctor_gpu_facts *g = &rec->facts_;
+        int k = snprintf(text, sizeof text,
+                         "# gpumem-doctor snapshot: what the CUDA driver and NVML said (docs/doctor.md)\n"
+                         "driver=%d\nwhy_not=%s\ndriver_version=%s\ncuda_version=%d\ndevices=%d\nname=%s\npci=%s\n"
+                         "host_atomics=%d\npageable=%d\ncompute_mode=%d\nrdma=%d\nmig=%d\npersistence=%d\n"
+                         "bar1_total=%llu\nbar1_free=%llu\n",
+                         g->driver, g->why_not, g->driver_version, g->cuda_version, g->devices, g->name, g->pci,
+                         g->host_atomics, g->pageable, g->compute_mode, g->rdma, g->mig, g->persistence,
+                         (unsigned long long)g->bar1_total, (unsigned long long)g->bar1_free);
+        if (g->cc_major >= 0 && k > 0 && (size_t)k < sizeof text)
+            k += snprintf(text + k, sizeof text - (size_t)k, "cc=%d.%d\n", g->cc_major, g->cc_minor);
+        if (g->lazy >= 0 && k > 0 && (size_t)k < sizeof text)
+            k += snprintf(text + k, sizeof text - (size_t)k, "loading=%s\n", g->lazy ? "lazy" : "eager");
+        for (i = 0; i < (size_t)k && i < sizeof text; i++) /* one value a line, whatever a driver's message held */
+            if (text[i] == '\r') text[i] = ' ';
+        gpumem__doctor_snap_made(&sn, "gpumem-doctor/cuda", text, strlen(text));
+    }
+    for (i = 0; i < sn.n; i++) /* the owners the checks judged */
+        if (sn.e[i].owner) {
+            int k = snprintf(text, sizeof text, "%s %u %u %04o\n", sn.e[i].owner_key, sn.e[i].uid, sn.e[i].gid,
+                             sn.e[i].mode);
+            char *grown = (char *)GPUMEM_MALLOC(owners_n + (size_t)k + 80);
+            if (!grown) {
+                sn.oom = 1;
+                break;
+            }
+            if (owners_n) memcpy(grown, owners, owners_n);
+            else owners_n = (size_t)sprintf(grown, "# PATH UID GID MODE of files whose owner a check judges\n");
+            memcpy(grown + owners_n, text, (size_t)k);
+            owners_n += (size_t)k;
+            GPUMEM_FREE(owners);
+            owners = grown;
+        }
+    if (owners) gpumem__doctor_snap_made(&sn, "gpumem-doctor/owners", owners, owners_n);
+    GPUMEM_FREE(owners);
+    for (i = 0, owners_n = sn.n; i < owners_n; i++) { /* every directory above an entry, so that tar makes it */
+        char *slash, parent[1024];
+        gpumem__doctor_copy(parent, sizeof parent, sn.e[i].path);
+        while ((slash = strrchr(parent, '/')) != NULL) {
+            *slash = 0;
+            gpumem__doctor_entry_at(&sn, parent, 'd');
+        }
+    }
+    qsort(sn.e, sn.n, sizeof *sn.e, gpumem__doctor_entry_cmp); /* a directory before what it holds */
+    for (i = 0; i < sn.n && !sn.oom; i++) {
+        gpumem__doctor_entry *e = &sn.e[i];
+        if (e->type == 'd') {
+            snprintf(text, sizeof text, "%s/", e->path);
+            gpumem__doctor_tar_member(&sn, text, '5', NULL, 0, 0755, NULL);
+        } else if (e->type == 'l')
+            gpumem__doctor_tar_member(&sn, e->path, '2', NULL, 0, 0777, e->target ? e->target : "");
+        else if (e->read) {
+            size_t n = 0;
+            char *data = gpumem__doctor_snap_content(&sn, e->path, &n);
+            if (data) gpumem__doctor_tar_member(&sn, e->path, '0', data, n, 0644, NULL);
+            GPUMEM_FREE(data);
+        } else
+            gpumem__doctor_tar_member(&sn, e->path, '0', e->target, e->data_bytes, 0644, NULL);
+    }
+    gpumem__doctor_snap_put(&sn, NULL, 1024); /* two zero blocks end the archive */
+    if (sn.oom) {
+        snprintf(rep->error, sizeof rep->error, "snapshot %.200s: out of memory", out_tgz);
+        st = GPUMEM_ENOMEM;
+        goto out;
+    }
+    /* Whole or not at all: a temporary file in the same directory, synced,
+     * then renamed over OUT. */
+    if (!(tmp = (char *)GPUMEM_MALLOC(strlen(out_tgz) + 8))) {
+        st = GPUMEM_ENOMEM;
+        goto out;
+    }
+    sprintf(tmp, "%s.XXXXXX", out_tgz);
+    if ((fd = mkstemp(tmp)) < 0 || !(f = fdopen(fd, "wb"))) {
+        snprintf(rep->error, sizeof rep->error, "snapshot: cannot create %.200s: %s", tmp, strerror(errno));
+        if (fd >= 0) close(fd), unlink(tmp);
+        st = GPUMEM_ESYS;
+        goto out;
+    }
+    if (!gpumem__doctor_write_gzip(f, sn.tar, sn.tar_n) || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        snprintf(rep->error, sizeof rep->error, "snapshot: cannot write %.200s: %s", tmp, strerror(errno));
+        st = GPUMEM_ESYS;
+    }
+    if (fclose(f) != 0 && st == GPUMEM_OK) {
+        snprintf(rep->error, sizeof rep->error, "snapshot: cannot write %.200s: %s", tmp, strerror(errno));
+        st = GPUMEM_ESYS;
+    }
+    if (st == GPUMEM_OK && rename(tmp, out_tgz) != 0) {
+        snprintf(rep->error, sizeof rep->error, "snapshot: cannot rename %.200s to %.80s: %s", tmp, out_tgz,
+                 strerror(errno));
+        st = GPUMEM_ESYS;
+    }
+    if (st != GPUMEM_OK) unlink(tmp);
+out:
+    for (i = 0; i < sn.n; i++) {
+        GPUMEM_FREE(sn.e[i].path);
+        GPUMEM_FREE(sn.e[i].target);
+        GPUMEM_FREE(sn.e[i].owner_key);
+    }
+    GPUMEM_FREE(sn.e);
+    GPUMEM_FREE(sn.tar);
+    GPUMEM_FREE(tmp);
+    return st;
 }
 
 #endif /* GPUMEM_IMPLEMENTATION */

@@ -3,12 +3,14 @@
  *
  *   build/gpumem-doctor [--path host|gpu-clients|gpu-controller|vfio|p2p|uring|all]
  *                       [--pci ADDR] [--gpu N] [--pairs N] [--depth N] [--io-kib N]
- *                       [--uid N] [--gid N] [--noiommu] [--root DIR] [--json]
+ *                       [--uid N] [--gid N] [--noiommu] [--open] [--root DIR] [--json]
  *
  * Exit status: 0 when every check of the path passes (warnings and skips
- * included), 1 when any fails, 2 for bad arguments or a malformed snapshot
- * file under --root (then nothing is printed on stdout). The host path runs
- * the software controller here: a write and a read back on one pair. */
+ * included), 1 when any fails, 2 for bad arguments, a malformed snapshot
+ * file under --root, or a --snapshot that could not be written (then
+ * nothing is printed on stdout). The host path runs the software controller
+ * here: a write and a read back on one pair. --snapshot OUT.tgz also writes
+ * what the checks read (gpumem_doctor_snapshot), for --root elsewhere. */
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
 #include <stdio.h>
@@ -29,7 +31,8 @@
 
 static const char usage[] =
     "usage: gpumem-doctor [--path host|gpu-clients|gpu-controller|vfio|p2p|uring|all] [--pci ADDR] [--gpu N]\n"
-    "                     [--pairs N] [--depth N] [--io-kib N] [--uid N] [--gid N] [--noiommu] [--root DIR] [--json]\n";
+    "                     [--pairs N] [--depth N] [--io-kib N] [--uid N] [--gid N] [--noiommu] [--open] [--root DIR]\n"
+    "                     [--json] [--snapshot OUT.tgz]\n";
 
 static int bad_args(const char *why, const char *arg) {
     fprintf(stderr, "gpumem-doctor: %s%s%s\n%s", why, arg ? ": " : "", arg ? arg : "", usage);
@@ -97,19 +100,22 @@ int main(int argc, char **argv) {
     static const char *const paths[] = {"host", "gpu-clients", "gpu-controller", "vfio", "p2p", "uring", "all"};
     gpumem_doctor_config cfg = gpumem_doctor_config_default();
     gpumem_doctor_report rep;
-    const char *path = "all";
+    gpumem_doctor_record record;
+    const char *path = "all", *snapshot = NULL;
     int json = 0, i, known = 0;
     gpumem_status st = GPUMEM_OK;
     long v;
     size_t k;
     struct stat sb;
     memset(&rep, 0, sizeof rep);
+    memset(&record, 0, sizeof record);
     cfg.build_arch = GPUMEM_DOCTOR_BUILD_ARCH;
     cfg.build_cuda = GPUMEM_DOCTOR_BUILD_CUDA;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--noiommu")) cfg.noiommu = 1;
+        else if (!strcmp(a, "--open")) cfg.open = 1; /* vfio.open: resets the controller */
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(usage, stdout);
             return 0;
@@ -117,6 +123,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--path")) path = next, i++;
         else if (!strcmp(a, "--pci")) cfg.pci_addr = next, i++;
         else if (!strcmp(a, "--root")) cfg.root = next, i++;
+        else if (!strcmp(a, "--snapshot")) snapshot = next, i++;
         else if (!strcmp(a, "--gpu") && parse_number(next, 0, 1023, &v)) cfg.gpu = (int)v, i++;
         else if (!strcmp(a, "--pairs") && parse_number(next, 1, 65535, &v)) cfg.pairs = (uint32_t)v, i++;
         else if (!strcmp(a, "--depth") && parse_number(next, 2, 65536, &v)) cfg.depth = (uint32_t)v, i++;
@@ -129,6 +136,7 @@ int main(int argc, char **argv) {
     if (!known) return bad_args("unknown --path", path);
     if (cfg.root && stat(cfg.root, &sb) != 0) return bad_args("no such --root directory", cfg.root);
 
+    if (snapshot) cfg.record = &record;
 #define WANT(name) (!strcmp(path, name) || !strcmp(path, "all"))
     if (st == GPUMEM_OK && WANT("host")) st = check_host(&rep);
     if (st == GPUMEM_OK && !strcmp(path, "gpu-clients")) st = gpumem_doctor_gpu(&cfg, 0, &rep);
@@ -137,6 +145,8 @@ int main(int argc, char **argv) {
     if (st == GPUMEM_OK && WANT("p2p")) st = gpumem_doctor_p2p(&cfg, &rep);
     if (st == GPUMEM_OK && WANT("uring")) st = gpumem_doctor_uring(&cfg, &rep);
 #undef WANT
+    if (st == GPUMEM_OK && snapshot) st = gpumem_doctor_snapshot(&cfg, snapshot, &rep);
+    gpumem_doctor_record_free(&record);
     if (st != GPUMEM_OK) {
         fprintf(stderr, "gpumem-doctor: %s\n", rep.error[0] ? rep.error : gpumem_status_str(st));
         gpumem_doctor_report_free(&rep);
