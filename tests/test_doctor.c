@@ -3,7 +3,9 @@
  * built in a temporary directory (--root), expecting the right verdict and
  * fix, and beside each a machine that passes the same check, so that no
  * check passes vacuously. Then the program: exit codes 0, 1, 2, --json that
- * python3 parses, and a malformed snapshot file named by file and line. */
+ * python3 parses, and a malformed snapshot file named by file and line.
+ * Snapshots (--snapshot): written by the library's own tar and gzip
+ * writer, unpacked by the system's tar (a child process), judged again. */
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
 #include <criterion/criterion.h>
@@ -339,6 +341,17 @@ Test(doctor, noiommu_mode_where_asked, .init = setup, .fini = teardown) {
     gpumem_doctor_report_free(&rep);
 }
 
+Test(doctor, vfio_open_is_not_tried_under_a_root, .init = setup, .fini = teardown) {
+    gpumem_doctor_config c = config();
+    gpumem_doctor_report rep;
+    vfio_machine();
+    c.open = 1; /* asked, every other check passes: still the described machine's controller is not here */
+    rep = run_ssd(&c);
+    cr_assert_neq(gpumem_doctor_worst(&rep), GPUMEM_DOCTOR_FAIL);
+    expect(&rep, "vfio.open", GPUMEM_DOCTOR_SKIP, NULL, "not opened under --root");
+    gpumem_doctor_report_free(&rep);
+}
+
 /* ---- the GPU ---------------------------------------------------------------------- */
 
 static gpumem_doctor_report run_gpu(const gpumem_doctor_config *c, int gpu_controller) {
@@ -644,12 +657,12 @@ Test(doctor, json_escapes_what_it_prints, .init = setup, .fini = teardown) {
 
 /* ---- the program -------------------------------------------------------------------- */
 
-/* Runs build/gpumem-doctor with `args` (root substituted for %s); its exit
+/* Runs build/gpumem-doctor with `args` (root substituted for each %s, at most two); its exit
  * status; stdout in root/stdout, stderr in root/stderr. */
 static int doctor(const char *args) {
     char cmd[1024], expanded[512];
     int rc;
-    snprintf(expanded, sizeof expanded, args, root);
+    snprintf(expanded, sizeof expanded, args, root, root);
     snprintf(cmd, sizeof cmd, "%s/gpumem-doctor %s > '%s/stdout' 2> '%s/stderr'", GPUMEM_BUILD_DIR, expanded, root,
              root);
     rc = system(cmd);
@@ -691,5 +704,193 @@ Test(doctor, program_exit_codes_and_json, .init = setup, .fini = teardown) {
     put("gpumem-doctor/cuda", "loading=sometimes\n");
     cr_assert_eq(doctor("--path gpu-controller --root %s --json"), 2, "a malformed snapshot file");
     cr_assert_eq(out_bytes("stdout"), 0, "no partial output");
+    cr_assert_gt(out_bytes("stderr"), 0);
+}
+
+/* ---- snapshots ---------------------------------------------------------------------- */
+
+/* Every check on the machine under c->root, recorded when rec is given. */
+static gpumem_doctor_report run_all(gpumem_doctor_config *c, gpumem_doctor_record *rec) {
+    gpumem_doctor_report rep;
+    memset(&rep, 0, sizeof rep);
+    c->record = rec;
+    cr_assert_eq(gpumem_doctor_gpu(c, 1, &rep), GPUMEM_OK, "%s", rep.error);
+    cr_assert_eq(gpumem_doctor_ssd(c, &rep), GPUMEM_OK, "%s", rep.error);
+    cr_assert_eq(gpumem_doctor_p2p(c, &rep), GPUMEM_OK, "%s", rep.error);
+    cr_assert_eq(gpumem_doctor_uring(c, &rep), GPUMEM_OK, "%s", rep.error);
+    return rep;
+}
+
+static void same_findings(const gpumem_doctor_report *a, const gpumem_doctor_report *b) {
+    size_t i;
+    cr_assert_eq(a->n, b->n, "%zu findings on the machine, %zu on its snapshot", a->n, b->n);
+    for (i = 0; i < a->n; i++) {
+        const gpumem_doctor_finding *x = &a->findings[i], *y = &b->findings[i];
+        cr_assert_str_eq(x->check, y->check);
+        if (!strcmp(x->check, "vfio.open")) continue; /* never tried under a root */
+        cr_assert_eq(x->verdict, y->verdict, "%s: %s on the machine, %s on its snapshot (%s | %s)", x->check,
+                     gpumem_doctor_verdict_str(x->verdict), gpumem_doctor_verdict_str(y->verdict), x->found, y->found);
+        cr_assert_str_eq(x->found, y->found, "%s", x->check);
+        cr_assert_str_eq(x->fix, y->fix, "%s", x->check);
+    }
+}
+
+/* Unpacks root/snap.tgz into a new directory (the system's tar) and
+ * returns it in `into`. */
+static void unpack(const char *tgz, char *into, size_t bytes) {
+    char cmd[640];
+    snprintf(into, bytes, "%s/unpacked", root);
+    mkdir(into, 0755);
+    snprintf(cmd, sizeof cmd, "tar -xzf '%s' -C '%s'", tgz, into);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* The machine is gone, its snapshot remains: nothing in the snapshot may
+ * lead back into it (a link left absolute would). */
+static void gone(void) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cd '%s' && rm -rf sys proc dev boot gpumem-doctor home", root);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* The failing machine of every path at once: ACS redirect, io_uring off,
+ * the SSD's /dev/vfio/42 not the user's, a kernel command line with a
+ * password on it, and a file no check reads. */
+static void snapshot_machine(void) {
+    p2p_machine(0x001D);
+    put("proc/cmdline", "BOOT_IMAGE=/vmlinuz root=/dev/sda1 luks.key=hunter2 intel_iommu=on iommu=pt quiet\n");
+    put("proc/sys/kernel/io_uring_disabled", "2\n");
+    mkdirs("sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0/" SSD "/nvme/nvme1");
+    put("dev/ng1n1", "");
+    put("dev/sda", ""); /* /dev is listed for ng* names only */
+    put("boot/config-6.1.0-18-amd64", "CONFIG_PCI=y\nCONFIG_PCI_P2PDMA=y\n# CONFIG_DMA_SHARED_BUFFER is not set\n");
+    put("home/user/.ssh/id_ed25519", "secret\n");
+    mkdirs("sys/module/nvme_fabrics/parameters");
+}
+
+Test(doctor, snapshot_reproduces_the_verdicts, .init = setup, .fini = teardown) {
+    gpumem_doctor_config c = config();
+    gpumem_doctor_record rec;
+    gpumem_doctor_report live, again;
+    char tgz[512], into[512], path[700], text[256];
+    struct stat sb;
+    snapshot_machine();
+    c.uid = (uint32_t)getuid() + 1; /* not the owner of /dev/vfio/42 (0600) */
+    c.gid = (uint32_t)getgid() + 1;
+    memset(&rec, 0, sizeof rec);
+    live = run_all(&c, &rec);
+    cr_assert_eq(finding(&live, "p2p.acs")->verdict, GPUMEM_DOCTOR_FAIL, "the machine fails: the test is not vacuous");
+    cr_assert_eq(finding(&live, "vfio.dev")->verdict, GPUMEM_DOCTOR_FAIL);
+    snprintf(tgz, sizeof tgz, "%s/snap.tgz", root);
+    cr_assert_eq(gpumem_doctor_snapshot(&c, tgz, &live), GPUMEM_OK, "%s", live.error);
+    gpumem_doctor_record_free(&rec);
+    c.record = NULL;
+    unpack(tgz, into, sizeof into);
+    gone();
+
+    c.root = into;
+    again = run_all(&c, NULL);
+    same_findings(&live, &again);
+    gpumem_doctor_report_free(&again);
+
+    /* Owners survive an unpacking that lost them (here: a wider mode). */
+    snprintf(path, sizeof path, "%s/dev/vfio/42", into);
+    cr_assert_eq(stat(path, &sb), 0, "the device file is in the snapshot");
+    cr_assert(S_ISREG(sb.st_mode), "kept as a plain file");
+    chmod(path, 0666);
+    again = run_all(&c, NULL);
+    same_findings(&live, &again);
+    gpumem_doctor_report_free(&again);
+
+    /* Only what the checks read: not the unread file, not the password. */
+    snprintf(path, sizeof path, "%s/home", into);
+    cr_assert_neq(stat(path, &sb), 0, "%s is in the snapshot, and no check reads it", path);
+    snprintf(path, sizeof path, "%s/dev/sda", into);
+    cr_assert_neq(stat(path, &sb), 0, "%s is in the snapshot, and no check reads it", path);
+    snprintf(path, sizeof path, "%s/proc/cmdline", into);
+    {
+        FILE *f = fopen(path, "r");
+        cr_assert(f && fgets(text, sizeof text, f), "proc/cmdline in the snapshot");
+        fclose(f);
+    }
+    cr_assert_null(strstr(text, "hunter2"), "the command line's other words are left out: %s", text);
+    cr_assert(strstr(text, "intel_iommu=on") && strstr(text, "iommu=pt"), "%s", text);
+    snprintf(path, sizeof path, "%s/sys/bus/pci/devices/" SSD, into);
+    cr_assert_eq(lstat(path, &sb), 0);
+    cr_assert(S_ISLNK(sb.st_mode), "sysfs links stay links");
+
+    /* Written whole: nothing is left beside it. */
+    snprintf(path, sizeof path, "ls '%s' | grep -c 'snap.tgz.' > /dev/null", root);
+    cr_assert_neq(system(path), 0, "a temporary file is left beside the snapshot");
+    gpumem_doctor_report_free(&live);
+}
+
+Test(doctor, snapshot_of_a_machine_that_passes, .init = setup, .fini = teardown) {
+    gpumem_doctor_config c = config();
+    gpumem_doctor_record rec;
+    gpumem_doctor_report live, again;
+    char tgz[512], into[512];
+    p2p_machine(0x0001);
+    put("proc/sys/kernel/osrelease", "6.6.15-amd64\n");
+    memset(&rec, 0, sizeof rec);
+    live = run_all(&c, &rec);
+    cr_assert_eq(finding(&live, "p2p.acs")->verdict, GPUMEM_DOCTOR_PASS);
+    cr_assert_eq(finding(&live, "vfio.dev")->verdict, GPUMEM_DOCTOR_PASS);
+    snprintf(tgz, sizeof tgz, "%s/snap.tgz", root);
+    cr_assert_eq(gpumem_doctor_snapshot(&c, tgz, &live), GPUMEM_OK, "%s", live.error);
+    gpumem_doctor_record_free(&rec);
+    c.record = NULL;
+    unpack(tgz, into, sizeof into);
+    gone();
+    c.root = into;
+    again = run_all(&c, NULL);
+    same_findings(&live, &again);
+    gpumem_doctor_report_free(&again);
+    gpumem_doctor_report_free(&live);
+}
+
+Test(doctor, snapshot_failures_and_a_bad_owners_file, .init = setup, .fini = teardown) {
+    gpumem_doctor_config c = config();
+    gpumem_doctor_record rec;
+    gpumem_doctor_report rep;
+    char out[512];
+    struct stat sb;
+    vfio_machine();
+    memset(&rec, 0, sizeof rec);
+    memset(&rep, 0, sizeof rep);
+    c.record = &rec;
+    cr_assert_eq(gpumem_doctor_ssd(&c, &rep), GPUMEM_OK);
+    snprintf(out, sizeof out, "%s/no/such/dir/snap.tgz", root);
+    cr_assert_eq(gpumem_doctor_snapshot(&c, out, &rep), GPUMEM_ESYS);
+    cr_assert(strstr(rep.error, "no/such/dir/snap.tgz"), "the error names the file: %s", rep.error);
+    cr_assert_neq(stat(out, &sb), 0, "no snapshot, not even part of one");
+    gpumem_doctor_record_free(&rec);
+    gpumem_doctor_report_free(&rep);
+
+    c.record = NULL;
+    c.uid = (uint32_t)getuid() + 1; /* someone else, never root */
+    c.gid = (uint32_t)getgid() + 1;
+    put("gpumem-doctor/owners", "# PATH UID GID MODE\ndev/vfio/42 0 0 0600\ndev/vfio/42 root\n");
+    memset(&rep, 0, sizeof rep);
+    cr_assert_eq(gpumem_doctor_ssd(&c, &rep), GPUMEM_EINVAL);
+    cr_assert(strstr(rep.error, "gpumem-doctor/owners:3: expected"), "%s", rep.error);
+    gpumem_doctor_report_free(&rep);
+    put("gpumem-doctor/owners", "dev/vfio/42 0 0 0600\n"); /* root's, as on a machine: the user cannot open it */
+    rep = run_ssd(&c);
+    expect(&rep, "vfio.dev", GPUMEM_DOCTOR_FAIL, "chown", "owned by 0:0 mode 600");
+    gpumem_doctor_report_free(&rep);
+}
+
+Test(doctor, program_snapshot, .init = setup, .fini = teardown) {
+    char path[512];
+    struct stat sb;
+    vfio_machine();
+    pci_device("pci0000:64/0000:64:02.0", SSD, "0x010802", "nvme", "42", 16384);
+    cr_assert_eq(doctor("--path vfio --pci " SSD " --root %s --snapshot %s/out.tgz"), 1, "the verdict, as without");
+    snprintf(path, sizeof path, "%s/out.tgz", root);
+    cr_assert_eq(stat(path, &sb), 0);
+    cr_assert_eq(sb.st_mode & 0777, 0600, "the snapshot is the user's alone");
+    cr_assert_eq(doctor("--path vfio --pci " SSD " --root %s --snapshot %s/none/out.tgz"), 2, "cannot be written");
+    cr_assert_eq(out_bytes("stdout"), 0, "nothing on stdout");
     cr_assert_gt(out_bytes("stderr"), 0);
 }
