@@ -383,6 +383,17 @@ $(BUILD)/guest_test: tests/qemu/guest_test.c tests/block_content.h $(HEADERS) | 
 $(BUILD)/image: tests/qemu/image.c tests/block_content.h | $(BUILD)
 	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@
 
+# The doctor in the guest (issue 33): its vfio verdict against whether the
+# shim then opens the controller (tests/qemu/doctor_check.sh). Static, as
+# guest_test (the linker warns that dlopen in a static program needs the
+# build's glibc at run time: the guest has none, and the vfio path loads no
+# CUDA).
+$(BUILD)/gpumem-doctor-static: tools/gpumem-doctor.c $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -static -I. $< -o $@ -pthread -ldl
+$(BUILD)/guest_open: tests/qemu/guest_open.c $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -static -I. $< -o $@ -pthread
+qemu-test: $(BUILD)/gpumem-doctor-static $(BUILD)/guest_open
+
 qemu-test:
 	@$(DEPS) cc qemu
 	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image
