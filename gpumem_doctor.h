@@ -1679,6 +1679,16 @@ static int gpumem__doctor_snap_link(gpumem__doctor_snap *sn, const char *rel, ch
     return 1;
 }
 
+/* a, sep and b one after the other in out; 0 if they do not fit. */
+static int gpumem__doctor_join(char *out, size_t bytes, const char *a, const char *sep, const char *b) {
+    size_t na = strlen(a), ns = strlen(sep), nb = strlen(b);
+    if (na + ns + nb >= bytes) return 0;
+    memmove(out, a, na);
+    memcpy(out + na, sep, ns);
+    memmove(out + na + ns, b, nb + 1);
+    return 1;
+}
+
 /* `rel` with every symbolic link on the way followed (the last one too when
  * follow_last), each added to the archive as a link; the result relative to
  * the root in `real`. proc/self stays proc/self: it is this process, under
@@ -1703,13 +1713,13 @@ static int gpumem__doctor_snap_resolve(gpumem__doctor_snap *sn, const char *rel,
             else cur[0] = 0;
             continue;
         }
-        snprintf(cand, sizeof cand, "%s%s%s", cur, cur[0] ? "/" : "", comp);
+        if (!gpumem__doctor_join(cand, sizeof cand, cur, cur[0] ? "/" : "", comp)) return 0;
         last = !todo[0];
         snprintf(full, sizeof full, "%.*s/%s", (int)sn->root_len, sn->cfg->root, cand);
         if ((!last || follow_last) && strcmp(cand, "proc/self") != 0 && lstat(full, &sb) == 0 && S_ISLNK(sb.st_mode)) {
             if (++hops > 40 || !gpumem__doctor_snap_link(sn, cand, to, sizeof to)) return 0;
             if (to[0] == '/') cur[0] = 0;
-            snprintf(rest, sizeof rest, "%s%s%s", to[0] == '/' ? to + 1 : to, todo[0] ? "/" : "", todo);
+            if (!gpumem__doctor_join(rest, sizeof rest, to[0] == '/' ? to + 1 : to, todo[0] ? "/" : "", todo)) return 0;
             gpumem__doctor_copy(todo, sizeof todo, rest);
             continue;
         }
