@@ -10,13 +10,15 @@
 # limit MEMLOCK_KIB (unchanged by default), then guest_open as that user with
 # that limit, and prints
 #   GPUMEM_DOCTOR LABEL verdict=pass|fail open=ok|refused agree=yes|no
-# Where the doctor passes, also its vfio.open line with --open (as root).
+# Where the doctor passes, also its vfio.open line with --open (as root,
+# with the same limit).
 # LABEL vfio-noiommu first tries to bind the device to vfio-pci without an
 # IOMMU (the kernel refuses: no group) and leaves it unbound again.
 label=$1 addr=$2 uid=${3:-0} memlock=${4:-}
 dev=/sys/bus/pci/devices/$addr
 args="--path vfio --pci $addr --pairs 4 --depth 256 --io-kib 16 --uid $uid --gid $uid"
 prefix() { while IFS= read -r line; do echo "$1$line"; done < "$2"; }
+limited() { ( [ -z "$memlock" ] || ulimit -l "$memlock"; "$@" ); } # the program's memlock limit
 
 if [ "$label" = vfio-noiommu ]; then
     for m in irqbypass vfio vfio_virqfd vfio_iommu_type1 vfio-pci-core vfio-pci; do
@@ -27,12 +29,8 @@ if [ "$label" = vfio-noiommu ]; then
     echo "doctor[$label]: after binding to vfio-pci without an IOMMU, driver: $(readlink $dev/driver || echo none)"
 fi
 
-(
-    [ -z "$memlock" ] || ulimit -l "$memlock"
-    gpumem-doctor $args > /doctor.out 2>&1; echo $? > /doctor.rc
-    guest_open "$addr" "$uid" > /open.out 2>&1; echo $? > /open.rc
-)
-rc=$(cat /doctor.rc) orc=$(cat /open.rc)
+limited gpumem-doctor $args > /doctor.out 2>&1; rc=$?
+limited guest_open "$addr" "$uid" > /open.out 2>&1; orc=$?
 prefix "doctor[$label]: " /doctor.out
 prefix "doctor[$label]: " /open.out
 case $rc in 0) verdict=pass ;; 1) verdict=fail ;; *) verdict="error($rc)" ;; esac
@@ -41,7 +39,7 @@ agree=no
 { [ "$verdict" = pass ] && [ "$opened" = ok ]; } && agree=yes
 { [ "$verdict" = fail ] && [ "$opened" = refused ]; } && agree=yes
 if [ "$verdict" = pass ]; then
-    gpumem-doctor $args --open > /doctor.out 2>&1
+    limited gpumem-doctor $args --open > /doctor.out 2>&1
     grep vfio.open /doctor.out > /doctor.open
     prefix "doctor-open[$label]: " /doctor.open
 fi
