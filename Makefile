@@ -19,6 +19,8 @@
 #                   sm_90; no GPU needed): bench/results/registers-$(CUDA_ARCH).md and build/results/
 #   make gpu-test   CUDA tests, then under compute-sanitizer memcheck/synccheck (needs a GPU;
 #                   without one it compiles them and says so); gpu-bench likewise for bench/cuda
+#   make doctor     build/gpumem-doctor: why this machine cannot run GPU-initiated storage, and the
+#                   fixes (DOCTOR_ARGS="--path vfio --pci 0000:65:00.0"; docs/doctor.md)
 #   make qemu-test  the queue pairs drive QEMU's NVMe controller (tests/qemu; needs
 #                   qemu-system-x86, busybox-static, linux-image-amd64)
 #   make qemu-uring the io_uring passthrough forwarder in QEMU: local /dev/ngXn1, then nvmet
@@ -43,6 +45,7 @@ HEADERS += gpumem_uring.h
 HEADERS += gpumem_cache.h
 HEADERS += gpumem_tier.h
 HEADERS += gpumem_share.h
+HEADERS += gpumem_doctor.h
 # One test a line, so that branches adding tests merge without conflict.
 TESTS   := $(BUILD)/test_core
 TESTS   += $(BUILD)/test_nvme
@@ -60,6 +63,7 @@ TESTS   += $(BUILD)/test_faults_ndebug
 TESTS   += $(BUILD)/test_warp
 TESTS   += $(BUILD)/test_uring
 TESTS   += $(BUILD)/test_share
+TESTS   += $(BUILD)/test_doctor
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -70,7 +74,7 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 RESULTS := $(BUILD)/results
 
 # (Targets added later declare themselves .PHONY beside their rules.)
-.PHONY: all test layers usage registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-bench-plot gpu-plot gpu-prebuild gpu-dryrun qemu-test clean results install uninstall install-test deps-test qemu-uring bench-share
+.PHONY: all test layers usage registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-bench-plot gpu-plot gpu-prebuild gpu-dryrun qemu-test clean results install uninstall install-test deps-test qemu-uring bench-share doctor
 
 all: test
 
@@ -151,6 +155,23 @@ $(BUILD)/test_policy: bench/policy_sim.h
 # same checks when assertions are compiled out (no check rests on GPUMEM_ASSERT).
 $(BUILD)/test_faults_ndebug: tests/test_faults.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DNDEBUG -I. $< -o $@ -lcriterion -pthread
+
+# The doctor (gpumem_doctor.h, tools/gpumem-doctor.c) is told what the build
+# targets: the compute capability of CUDA_ARCH and nvcc's CUDA version (0:
+# not known here, and the doctor does not compare). CUDA itself is loaded at
+# run time: no -lcuda.
+DOCTOR_ARCH := $(patsubst sm_%,%,$(filter sm_%,$(CUDA_ARCH)))
+DOCTOR_CUDA := $(if $(HAVE_NVCC),$(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\.\([0-9]*\),.*/\1 \2/p' | awk '{print $$1 * 1000 + $$2 * 10}'),)
+$(BUILD)/gpumem-doctor: tools/gpumem-doctor.c $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. -DGPUMEM_DOCTOR_BUILD_ARCH=$(or $(DOCTOR_ARCH),0) \
+	  -DGPUMEM_DOCTOR_BUILD_CUDA=$(or $(DOCTOR_CUDA),0) $< -o $@ -pthread -ldl
+# Exit 1 when a check fails is the answer, not a build failure: make says so once.
+doctor:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/gpumem-doctor
+	$(BUILD)/gpumem-doctor $(DOCTOR_ARGS)
+# The doctor's tests run the program too (exit codes, --json).
+$(BUILD)/test_doctor: $(BUILD)/gpumem-doctor
 
 # The graph test runs the graph program as well as including its header.
 $(BUILD)/test_graph: examples/graph.h examples/graph_formats.h $(BUILD)/graph
@@ -390,6 +411,17 @@ $(BUILD)/guest_test: tests/qemu/guest_test.c tests/block_content.h $(HEADERS) | 
 
 $(BUILD)/image: tests/qemu/image.c tests/block_content.h | $(BUILD)
 	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@
+
+# The doctor in the guest (issue 33): its vfio verdict against whether the
+# shim then opens the controller (tests/qemu/doctor_check.sh). Static, as
+# guest_test (the linker warns that dlopen in a static program needs the
+# build's glibc at run time: the guest has none, and the vfio path loads no
+# CUDA).
+$(BUILD)/gpumem-doctor-static: tools/gpumem-doctor.c $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -static -I. $< -o $@ -pthread -ldl
+$(BUILD)/guest_open: tests/qemu/guest_open.c $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -static -I. $< -o $@ -pthread
+qemu-test: $(BUILD)/gpumem-doctor-static $(BUILD)/guest_open
 
 qemu-test:
 	@$(DEPS) cc qemu

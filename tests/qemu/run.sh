@@ -66,7 +66,7 @@ KVER=${KERNEL#/boot/vmlinuz-}
 MODDIR=/lib/modules/$KVER
 [ -d "$MODDIR" ] || die "no modules for $KVER in $MODDIR"
 command -v cpio >/dev/null || die "cpio not found (apt-get install cpio)"
-for prog in guest_test image; do [ -x "$BUILD/$prog" ] || die "$BUILD/$prog not built (make qemu-test)"; done
+for prog in guest_test image gpumem-doctor-static guest_open; do [ -x "$BUILD/$prog" ] || die "$BUILD/$prog not built (make qemu-test)"; done
 
 # ---- initramfs ------------------------------------------------------------------
 rm -rf "$WORK"
@@ -75,6 +75,10 @@ ROOT="$WORK/root"
 cp "$BUSYBOX" "$ROOT/bin/busybox"
 for applet in sh mount insmod echo cat ls sleep poweroff readlink grep chown mkdir ln ip ifconfig; do ln -s busybox "$ROOT/bin/$applet"; done
 cp "$BUILD/guest_test" "$ROOT/bin/guest_test"
+# doctor agreement (issue 33): the doctor, the shim's open, and the script that compares them
+cp "$BUILD/gpumem-doctor-static" "$ROOT/bin/gpumem-doctor"
+cp "$BUILD/guest_open" "$ROOT/bin/guest_open"
+cp "$(dirname "$0")/doctor_check.sh" "$ROOT/bin/doctor_check"
 
 # uio and uio_pci_generic, and VFIO (vfio-pci and what modules.dep says it
 # needs, in load order), decompressed here if the kernel ships them compressed
@@ -200,6 +204,7 @@ done
 [ -n "$ADDR" ] || { echo "GPUMEM_QEMU_RESULT FAIL no QEMU NVMe device (1b36:0010) on the PCI bus"; finish; }
 echo "guest: NVMe controller at $ADDR, driver: $(readlink /sys/bus/pci/devices/$ADDR/driver || echo none)"
 [ "$MODE" = negative ] && guest_test unbound "$ADDR"
+[ "$MODE" = negative ] && doctor_check unbound "$ADDR" && doctor_check vfio-noiommu "$ADDR"  # issue 33
 if [ "$MODE" = iommu ]; then
     DEV=/sys/bus/pci/devices/$ADDR
     GROUP=$(readlink $DEV/iommu_group); GROUP=${GROUP##*/}
@@ -212,14 +217,17 @@ if [ "$MODE" = iommu ]; then
     echo uio_pci_generic > $DEV/driver_override
     echo "$ADDR" > /sys/bus/pci/drivers_probe
     echo "guest: driver now: $(readlink $DEV/driver)"
+    doctor_check iommu-uio "$ADDR"  # issue 33
     guest_test iommu-uio "$ADDR"
     echo "$ADDR" > $DEV/driver/unbind
     # vfio-pci, and the group for an ordinary user
     echo vfio-pci > $DEV/driver_override
     echo "$ADDR" > /sys/bus/pci/drivers_probe
     echo "guest: driver now: $(readlink $DEV/driver)"
+    doctor_check iommu-vfio-root-owned "$ADDR" 1000 262144  # issue 33: /dev/vfio/N still root's
     chown 1000:1000 /dev/vfio/$GROUP
     echo "guest: $(ls -l /dev/vfio/$GROUP)"
+    doctor_check iommu-vfio "$ADDR" 1000 262144 && doctor_check iommu-vfio-memlock "$ADDR" 1000 8  # issue 33
     guest_test iommu-run "$ADDR" ${ARGS%%,*} ${ARGS#*,} 1000
     echo "guest: guest_test exited with $?"
     finish
@@ -231,6 +239,7 @@ echo "guest: driver now: $(readlink /sys/bus/pci/devices/$ADDR/driver)"
 if [ "$MODE" = negative ]; then
     guest_test negative "$ADDR"
 else
+    doctor_check uio "$ADDR"  # issue 33
     guest_test run "$ADDR" ${ARGS%%,*} ${ARGS#*,}
 fi
 echo "guest: guest_test exited with $?"
@@ -311,6 +320,27 @@ if [[ "$BOOTS" == *" uring "* ]]; then
     say "PASS (io_uring passthrough, local and over nvme-tcp to nvmet, the port removed mid-run and restored)"
 fi
 [[ "$BOOTS" == *" negative "* ]] || exit 0
+# ---- doctor agreement (issue 33) ----------------------------------------------------
+# doctor_agreement CONSOLE LABEL=VERDICT...: the guest's doctor_check printed, for
+# each label, the verdict expected (pass or fail) and the shim agreed (opened
+# where the doctor passed, refused where it failed); where it passed, the
+# doctor's own --open (vfio.open) passed too.
+doctor_agreement() {
+    local console=$1 want label verdict line
+    shift
+    for want in "$@"; do
+        label=${want%%=*} verdict=${want#*=}
+        line=$(grep -a "^GPUMEM_DOCTOR $label " "$console" | tail -n 1)
+        [ -n "$line" ] || die "doctor: no agreement line for '$label' in $console"
+        say "  $line"
+        echo "$line" | grep -q "verdict=$verdict .*agree=yes" ||
+            { grep -a "^doctor\[$label\]" "$console" | sed 's/^/    /' >&2; die "doctor: '$label': expected verdict=$verdict and agreement"; }
+        if [ "$verdict" = pass ]; then
+            grep -a "^doctor-open\[$label\]: .* vfio.open .*opened" "$console" | sed 's/^/    /'
+            grep -a -q "^doctor-open\[$label\]: ✓ vfio.open" "$console" || die "doctor: '$label': --open did not pass"
+        fi
+    done
+}
 
 # 1. negative tests, errors on purpose
 "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
@@ -323,6 +353,7 @@ for expected in pci_nvme_err_invalid_create_cq_cqid pci_nvme_err_invalid_create_
 done
 say "negative boot: QEMU reported $(nvme_errors "$WORK/negative.qemu.log" | wc -l) NVMe errors, provoked on purpose:"
 nvme_errors "$WORK/negative.qemu.log" | sed 's/^/    /' | cut -c1-160
+doctor_agreement "$WORK/negative.console" unbound=fail vfio-noiommu=fail  # issue 33
 
 # 2. the workload, strict
 "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
@@ -337,6 +368,7 @@ RESULT=$(grep -a 'GPUMEM_QEMU_RESULT' "$WORK/run.console" | tail -n 1)
 echo "$RESULT" | grep -q PASS || die "workload: ${RESULT:-no result line}"
 "$BUILD/image" check "$WORK/disk.img" "$WORK/run.console" || die "the image file does not hold the guest's writes"
 say "PASS: $RESULT"
+doctor_agreement "$WORK/run.console" uio=pass  # issue 33
 
 # 3. the IOMMU on: uio refused, VFIO as an ordinary user, IOVA negatives
 "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
@@ -374,3 +406,4 @@ grep -q "iommu-p2p: 64 of 64 blocks right in device memory" "$C" || die "iommu b
 grep -a -E '^(iommu-|negative: )' "$C" | sed 's/^/    /'
 "$BUILD/image" check "$WORK/disk.img" "$C" || die "iommu boot: the image file does not hold the guest's writes"
 say "PASS (IOMMU, VFIO, uid 1000): $RESULT"
+doctor_agreement "$C" iommu-uio=fail iommu-vfio-root-owned=fail iommu-vfio=pass iommu-vfio-memlock=fail  # issue 33
