@@ -23,6 +23,12 @@
  *                                 io_uring passthrough forwarder (gpumem_uring.h)
  *                                 serves pairs over DEV (/dev/ngXnY, local or
  *                                 NVMe-oF); every read checked by content
+ *   guest_test bench-uring DEV DEPTH SECONDS
+ *   guest_test bench-vfio ADDR DEPTH SECONDS
+ *                                 make qemu-bench: 4 KiB random reads, DEPTH
+ *                                 out at once, through the forwarder (one
+ *                                 forwarder thread) or the shim; prints "BENCH"
+ *                                 lines (IOPS; latency percentiles)
  *
  * The disk holds block content (lba, generation 0) everywhere when the guest
  * starts (tests/qemu/image.c wrote it). The last WRITE_BLOCKS blocks are
@@ -1405,6 +1411,215 @@ out:
     return failures ? 1 : 0;
 }
 
+/* ---- the benchmark (make qemu-bench): 4 KiB random reads at a fixed depth ---------
+ *
+ * One client thread keeps DEPTH reads of 4 KiB (8 blocks, 4 KiB-aligned) at
+ * random places of the namespace outstanding on one pair, for SECONDS
+ * seconds: each completion found is checked, then its slot gets a new read at
+ * once. The same loop drives the forwarder's pair (served by one forwarder
+ * thread) and the VFIO shim's pair (the controller is QEMU's NVMe device
+ * itself), so the difference is what serves the pair. Two runs each: one
+ * without clock reads per command (IOPS), one that times every command from
+ * its submit call to the poll that finds it done (latency percentiles), as
+ * fio's --gtod_reduce=1 run and its run with latencies. Every 64th read is
+ * checked by content (the disk holds generation 0 everywhere). */
+
+#define BENCH_BLOCKS 8u          /* 4 KiB reads of 512-byte blocks */
+#define BENCH_MAX_DEPTH 256u
+
+typedef struct bench_target {
+    gpumem_nvme_qp *qp;
+    gpumem_nvmectl_dma *dma; /* VFIO: the slots' DMA memory; NULL: the forwarder (process addresses) */
+    unsigned char *va;       /* the slots' memory, BENCH_BLOCKS * LBA bytes each */
+    uint64_t n_blocks;
+} bench_target;
+
+static gpumem_status bench_submit(bench_target *t, uint32_t slot, uint64_t lba, gpumem_nvme_req *req) {
+    size_t off = (size_t)slot * BENCH_BLOCKS * LBA;
+    if (t->dma) {
+        gpumem_nvme_iomap at = gpumem_nvme_iomap_sub(&t->dma->map, off);
+        return gpumem_nvme_qp_submit_map(t->qp, GPUMEM_NVME_OP_READ, lba, BENCH_BLOCKS, &at, req);
+    }
+    return gpumem_nvme_qp_submit_buf(t->qp, GPUMEM_NVME_OP_READ, lba, BENCH_BLOCKS, t->va + off, req);
+}
+
+static int bench_cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One timed run; prints a "BENCH" line. `timed`: clock each command. */
+static void bench_run(const char *what, bench_target *t, uint32_t depth, double seconds, int timed) {
+    gpumem_nvme_req req[BENCH_MAX_DEPTH];
+    uint64_t lba[BENCH_MAX_DEPTH], t_sub[BENCH_MAX_DEPTH];
+    unsigned char active[BENCH_MAX_DEPTH]; /* the slot has a read out */
+    uint32_t n_active = 0;
+    uint64_t rng = 0x2545F4914F6CDD1Dull ^ (uint64_t)timed, done = 0, checked = 0, bad = 0, errors = 0;
+    uint64_t n_slots = t->n_blocks / BENCH_BLOCKS, cap = 0, n_lat = 0;
+    uint32_t *lat = NULL, i, k;
+    double t0, t1;
+    gpumem_status st;
+    if (timed) {
+        cap = 4u << 20; /* enough for 4 M commands; past that the rest go untimed */
+        lat = (uint32_t *)malloc(cap * sizeof *lat);
+        CHECK(lat != NULL, "malloc");
+        if (!lat) return;
+    }
+    t0 = now_s();
+    for (i = 0; i < depth; i++) {
+        lba[i] = (rng_next(&rng) % n_slots) * BENCH_BLOCKS;
+        if (timed) t_sub[i] = gpumem_clock_ns();
+        st = bench_submit(t, i, lba[i], &req[i]);
+        CHECK(st == GPUMEM_OK, "%s: submit: %s", what, gpumem_status_str(st));
+        if (st != GPUMEM_OK) { free(lat); return; } /* nothing out on this pair yet when i is 0; a failed run ends the boot */
+        active[i] = 1, n_active++;
+    }
+    /* Poll the slots round and round; a slot found done is checked and
+     * refilled. Spin while completions come; yield the core when none has
+     * for a while (the backoff's pauses are spent). */
+    {
+        gpumem_backoff b = gpumem_backoff_start();
+        uint64_t deadline_check = 0;
+        int running = 1;
+        t1 = t0;
+        while (n_active > 0) {
+            int progress = 0;
+            for (i = 0; i < depth; i++) {
+                if (!active[i]) continue; /* this slot has ended (draining) */
+                st = gpumem_nvme_qp_poll(t->qp, &req[i]);
+                if (st == GPUMEM_EAGAIN) continue;
+                progress = 1;
+                if (timed && n_lat < cap) lat[n_lat++] = (uint32_t)((gpumem_clock_ns() - t_sub[i]) / 1000u);
+                if (st != GPUMEM_OK) {
+                    if (errors++ < 5)
+                        CHECK(0, "%s: read of block %llu: %s (%s)", what, (unsigned long long)lba[i],
+                              gpumem_status_str(st), gpumem_nvme_status_str(gpumem_nvme_cpl_status(&req[i].cpl)));
+                } else {
+                    done++;
+                    if (done % 64 == 0) {
+                        checked++;
+                        const unsigned char *p = t->va + (size_t)i * BENCH_BLOCKS * LBA;
+                        for (k = 0; k < BENCH_BLOCKS; k++)
+                            if (!block_ok(p + (size_t)k * LBA, lba[i] + k, 0) && bad++ < 5)
+                                CHECK(0, "%s: block %llu read back wrong", what, (unsigned long long)(lba[i] + k));
+                    }
+                }
+                if (!running || errors) { active[i] = 0, n_active--; continue; }
+                lba[i] = (rng_next(&rng) % n_slots) * BENCH_BLOCKS;
+                if (timed) t_sub[i] = gpumem_clock_ns();
+                st = bench_submit(t, i, lba[i], &req[i]);
+                if (st != GPUMEM_OK) {
+                    CHECK(0, "%s: submit: %s", what, gpumem_status_str(st));
+                    active[i] = 0, n_active--;
+                    running = 0;
+                }
+            }
+            /* the clock once per 256 completions: the IOPS run reads it ~never */
+            if (running && done + errors >= deadline_check) {
+                deadline_check = done + errors + 256;
+                t1 = now_s();
+                if (t1 - t0 >= seconds) running = 0;
+            }
+            if (progress) b = gpumem_backoff_start();
+            else if (!gpumem_backoff_pause(&b)) sched_yield();
+        }
+        t1 = now_s();
+    }
+    if (timed && n_lat) {
+        qsort(lat, n_lat, sizeof *lat, bench_cmp_u32);
+        printf("BENCH %s depth=%u seconds=%.2f reads=%llu iops=%.0f lat_us_p50=%u p90=%u p99=%u p999=%u max=%u "
+               "errors=%llu bad_blocks=%llu checked=%llu\n", what, depth, t1 - t0, (unsigned long long)done,
+               done / (t1 - t0), lat[n_lat / 2], lat[n_lat * 9 / 10], lat[n_lat * 99 / 100],
+               lat[n_lat * 999 / 1000], lat[n_lat - 1], (unsigned long long)errors, (unsigned long long)bad,
+               (unsigned long long)checked);
+    } else {
+        printf("BENCH %s depth=%u seconds=%.2f reads=%llu iops=%.0f errors=%llu bad_blocks=%llu checked=%llu\n",
+               what, depth, t1 - t0, (unsigned long long)done, done / (t1 - t0), (unsigned long long)errors,
+               (unsigned long long)bad, (unsigned long long)checked);
+    }
+    fflush(stdout);
+    CHECK(errors == 0 && bad == 0, "%s: %llu errors, %llu blocks read back wrong", what, (unsigned long long)errors,
+          (unsigned long long)bad);
+    free(lat);
+}
+
+/* guest_test bench-uring DEV DEPTH SECONDS: one forwarder thread, one pair. */
+static int bench_uring(const char *dev, uint32_t depth, double seconds) {
+    gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
+    gpumem_uringctl *ctl = NULL;
+    gpumem_uringctl_stats s;
+    bench_target t;
+    gpumem_status st;
+    char why[320] = "";
+    memset(&t, 0, sizeof t);
+    cfg.path = dev;
+    cfg.n_threads = 1;
+    cfg.error = why;
+    cfg.error_bytes = sizeof why;
+    if (depth == 0 || depth > BENCH_MAX_DEPTH) depth = 32;
+    if ((st = gpumem_uringctl_open(&cfg, &ctl)) != GPUMEM_OK) {
+        printf("GPUMEM_QEMU_RESULT FAIL bench-uring open %s: %s: %s\n", dev, gpumem_status_str(st), why);
+        return 1;
+    }
+    t.n_blocks = gpumem_uringctl_ns(ctl).n_blocks;
+    t.va = (unsigned char *)aligned_alloc(4096, (size_t)depth * BENCH_BLOCKS * LBA);
+    CHECK(t.va != NULL, "malloc");
+    st = gpumem_uringctl_add_qp(ctl, 2 * depth, &t.qp);
+    CHECK(st == GPUMEM_OK, "pair of depth %u: %s: %s", 2 * depth, gpumem_status_str(st), why);
+    if (!failures) CHECK((st = gpumem_uringctl_start(ctl)) == GPUMEM_OK, "start: %s", gpumem_status_str(st));
+    printf("bench: forwarder on %s: 1 forwarder thread (ring of %u, idle_spin_ns %llu, park_ns %llu), 1 client "
+           "thread, a pair of depth %u, %u reads of 4 KiB out at once, %.0f s a run\n", dev, cfg.ring_entries,
+           (unsigned long long)cfg.idle_spin_ns, (unsigned long long)cfg.park_ns, 2 * depth, depth, seconds);
+    if (!failures) bench_run("uring", &t, depth, seconds, 0);
+    if (!failures) bench_run("uring-lat", &t, depth, seconds, 1);
+    if (gpumem_uringctl_stop(ctl) == GPUMEM_OK && gpumem_uringctl_get_stats(ctl, &s) == GPUMEM_OK) {
+        printf("bench: forwarder: %llu commands in %llu io_uring_enter calls (%.1f a call), %llu kernel errors\n",
+               (unsigned long long)s.submitted, (unsigned long long)s.enter_calls,
+               s.enter_calls ? (double)s.submitted / (double)s.enter_calls : 0.0, (unsigned long long)s.kernel_errors);
+        CHECK(s.kernel_errors + s.bad_kernel_cqes + s.untranslatable + s.sw.violations == 0, "forwarder counts");
+    }
+    CHECK((st = gpumem_uringctl_destroy(ctl)) == GPUMEM_OK, "destroy: %s", gpumem_status_str(st));
+    free(t.va);
+    printf("GPUMEM_QEMU_RESULT %s bench-uring failures=%d\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
+
+/* guest_test bench-vfio ADDR DEPTH SECONDS: the shim drives the controller. */
+static int bench_vfio(const char *addr, uint32_t depth, double seconds) {
+    gpumem_nvmectl *ctl;
+    gpumem_nvmectl_dma dma;
+    bench_target t;
+    gpumem_status st;
+    memset(&t, 0, sizeof t);
+    if (depth == 0 || depth > BENCH_MAX_DEPTH) depth = 32;
+    ctl = open_ctl(addr, 1, 1, &st);
+    if (st != GPUMEM_OK) {
+        printf("GPUMEM_QEMU_RESULT FAIL bench-vfio open %s: %s: %s\n", addr, gpumem_status_str(st), open_error);
+        return 1;
+    }
+    printf("bench: shim on %s through %s: 1 client thread polling the pair's CQ, a pair of depth %u, %u reads of "
+           "4 KiB out at once, %.0f s a run\n", addr,
+           gpumem_nvmectl_uses_vfio(ctl) ? "VFIO (IOVA-mapped DMA)" : "sysfs (physical addresses)", 2 * depth, depth,
+           seconds);
+    t.n_blocks = gpumem_nvmectl_get_info(ctl)->ns.n_blocks;
+    st = gpumem_nvmectl_dma_alloc(ctl, (size_t)depth * BENCH_BLOCKS * LBA, GPUMEM_NVMECTL_DMA_SMALL_PAGES, &dma);
+    CHECK(st == GPUMEM_OK, "DMA memory: %s: %s", gpumem_status_str(st), gpumem_nvmectl_error(ctl));
+    if (st == GPUMEM_OK) {
+        t.dma = &dma;
+        t.va = (unsigned char *)dma.va;
+        st = gpumem_nvmectl_add_qp(ctl, 2 * depth, &t.qp);
+        CHECK(st == GPUMEM_OK, "pair of depth %u: %s: %s", 2 * depth, gpumem_status_str(st),
+              gpumem_nvmectl_error(ctl));
+        if (!failures) bench_run(gpumem_nvmectl_uses_vfio(ctl) ? "vfio" : "uio", &t, depth, seconds, 0);
+        if (!failures) bench_run(gpumem_nvmectl_uses_vfio(ctl) ? "vfio-lat" : "uio-lat", &t, depth, seconds, 1);
+    }
+    st = gpumem_nvmectl_close(ctl);
+    CHECK(st == GPUMEM_OK, "close: %s", gpumem_status_str(st));
+    if (t.dma) gpumem_nvmectl_dma_free(&dma);
+    printf("GPUMEM_QEMU_RESULT %s bench-vfio failures=%d\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 3 && strcmp(argv[1], "unbound") == 0) return unbound(argv[2]);
@@ -1423,6 +1638,10 @@ int main(int argc, char **argv) {
         return uring_fault(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10), argv[5], argv[6]);
     if (argc >= 5 && strcmp(argv[1], "uring") == 0)
         return uring_run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10));
+    if (argc >= 5 && strcmp(argv[1], "bench-uring") == 0)
+        return bench_uring(argv[2], (uint32_t)atoi(argv[3]), atof(argv[4]));
+    if (argc >= 5 && strcmp(argv[1], "bench-vfio") == 0)
+        return bench_vfio(argv[2], (uint32_t)atoi(argv[3]), atof(argv[4]));
     if (argc >= 5 && strcmp(argv[1], "run") == 0)
         return run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10));
     fprintf(stderr, "usage: guest_test unbound|negative|iommu-uio ADDR | run ADDR THREADS COMMANDS | iommu-run ADDR "
