@@ -1429,6 +1429,7 @@ out:
 
 typedef struct bench_target {
     gpumem_nvme_qp *qp;
+    gpumem_nvmectl *ctl;     /* the shim's controller (its wait), NULL: the forwarder's pair */
     gpumem_nvmectl_dma *dma; /* VFIO: the slots' DMA memory; NULL: the forwarder (process addresses) */
     unsigned char *va;       /* the slots' memory, BENCH_BLOCKS * LBA bytes each */
     uint64_t n_blocks;
@@ -1448,99 +1449,125 @@ static int bench_cmp_u32(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* One timed run; prints a "BENCH" line. `timed`: clock each command. */
-static void bench_run(const char *what, bench_target *t, uint32_t depth, double seconds, int timed) {
+/* The state of one timed run. */
+typedef struct bench_state {
+    bench_target *t;
+    const char *what;
+    uint32_t depth, n_active;
+    int timed, running;
     gpumem_nvme_req req[BENCH_MAX_DEPTH];
-    uint64_t lba[BENCH_MAX_DEPTH], t_sub[BENCH_MAX_DEPTH];
+    uint64_t lba[BENCH_MAX_DEPTH], t_sub[BENCH_MAX_DEPTH], seq[BENCH_MAX_DEPTH];
     unsigned char active[BENCH_MAX_DEPTH]; /* the slot has a read out */
-    uint32_t n_active = 0;
-    uint64_t rng = 0x2545F4914F6CDD1Dull ^ (uint64_t)timed, done = 0, checked = 0, bad = 0, errors = 0;
-    uint64_t n_slots = t->n_blocks / BENCH_BLOCKS, cap = 0, n_lat = 0;
-    uint32_t *lat = NULL, i, k;
-    double t0, t1;
+    uint64_t rng, next_seq, n_slots, done, checked, bad, errors;
+    uint32_t *lat;
+    uint64_t n_lat, cap;
+} bench_state;
+
+/* A new read at a random 4 KiB of the namespace into slot i. */
+static gpumem_status bench_issue(bench_state *b, uint32_t i) {
     gpumem_status st;
+    b->lba[i] = (rng_next(&b->rng) % b->n_slots) * BENCH_BLOCKS;
+    b->seq[i] = b->next_seq++;
+    if (b->timed) b->t_sub[i] = gpumem_clock_ns();
+    st = bench_submit(b->t, i, b->lba[i], &b->req[i]);
+    CHECK(st == GPUMEM_OK, "%s: submit: %s", b->what, gpumem_status_str(st));
+    b->active[i] = st == GPUMEM_OK;
+    b->n_active += st == GPUMEM_OK;
+    if (st != GPUMEM_OK) b->running = 0;
+    return st;
+}
+
+/* Slot i's read ended with st: count it, check every 64th by content, and
+ * give the slot a new read while the run goes on. */
+static void bench_ended(bench_state *b, uint32_t i, gpumem_status st) {
+    uint32_t k;
+    if (b->timed && b->n_lat < b->cap) b->lat[b->n_lat++] = (uint32_t)((gpumem_clock_ns() - b->t_sub[i]) / 1000u);
+    b->active[i] = 0, b->n_active--;
+    if (st != GPUMEM_OK) {
+        if (b->errors++ < 5)
+            CHECK(0, "%s: read of block %llu: %s (%s)", b->what, (unsigned long long)b->lba[i], gpumem_status_str(st),
+                  st == GPUMEM_EIO ? gpumem_nvme_status_str(gpumem_nvme_cpl_status(&b->req[i].cpl)) : "no status");
+        b->running = 0;
+        return;
+    }
+    if (++b->done % 64 == 0) {
+        const unsigned char *p = b->t->va + (size_t)i * BENCH_BLOCKS * LBA;
+        b->checked++;
+        for (k = 0; k < BENCH_BLOCKS; k++)
+            if (!block_ok(p + (size_t)k * LBA, b->lba[i] + k, 0) && b->bad++ < 5)
+                CHECK(0, "%s: block %llu read back wrong", b->what, (unsigned long long)(b->lba[i] + k));
+    }
+    if (b->running) bench_issue(b, i);
+}
+
+/* One timed run; prints a "BENCH" line. `timed`: clock each command.
+ * The client polls every slot round and round; a slot found done gets a new
+ * read at once. A round that finds none waits for the oldest read the way
+ * the path's own callers do (the pair's wait for the forwarder, which
+ * spins then parks; gpumem_nvmectl_wait for the shim, which spins then
+ * sleeps 20 us at a time), so that the client does not take the CPU the
+ * forwarder thread needs while nothing is due. */
+static void bench_run(const char *what, bench_target *t, uint32_t depth, double seconds, int timed) {
+    bench_state *b = (bench_state *)calloc(1, sizeof *b);
+    uint64_t next_clock = 0;
+    double t0, t1;
+    uint32_t i;
+    CHECK(b != NULL, "malloc");
+    if (!b) return;
+    b->t = t, b->what = what, b->depth = depth, b->timed = timed, b->running = 1;
+    b->rng = 0x2545F4914F6CDD1Dull ^ (uint64_t)timed;
+    b->n_slots = t->n_blocks / BENCH_BLOCKS;
     if (timed) {
-        cap = 4u << 20; /* enough for 4 M commands; past that the rest go untimed */
-        lat = (uint32_t *)malloc(cap * sizeof *lat);
-        CHECK(lat != NULL, "malloc");
-        if (!lat) return;
+        b->cap = 4u << 20; /* 4 M commands; past that the rest go untimed */
+        b->lat = (uint32_t *)malloc(b->cap * sizeof *b->lat);
+        CHECK(b->lat != NULL, "malloc");
+        if (!b->lat) b->cap = 0;
     }
     t0 = now_s();
-    for (i = 0; i < depth; i++) {
-        lba[i] = (rng_next(&rng) % n_slots) * BENCH_BLOCKS;
-        if (timed) t_sub[i] = gpumem_clock_ns();
-        st = bench_submit(t, i, lba[i], &req[i]);
-        CHECK(st == GPUMEM_OK, "%s: submit: %s", what, gpumem_status_str(st));
-        if (st != GPUMEM_OK) { free(lat); return; } /* nothing out on this pair yet when i is 0; a failed run ends the boot */
-        active[i] = 1, n_active++;
-    }
-    /* Poll the slots round and round; a slot found done is checked and
-     * refilled. Spin while completions come; yield the core when none has
-     * for a while (the backoff's pauses are spent). */
-    {
-        gpumem_backoff b = gpumem_backoff_start();
-        uint64_t deadline_check = 0;
-        int running = 1;
-        t1 = t0;
-        while (n_active > 0) {
-            int progress = 0;
-            for (i = 0; i < depth; i++) {
-                if (!active[i]) continue; /* this slot has ended (draining) */
-                st = gpumem_nvme_qp_poll(t->qp, &req[i]);
-                if (st == GPUMEM_EAGAIN) continue;
-                progress = 1;
-                if (timed && n_lat < cap) lat[n_lat++] = (uint32_t)((gpumem_clock_ns() - t_sub[i]) / 1000u);
-                if (st != GPUMEM_OK) {
-                    if (errors++ < 5)
-                        CHECK(0, "%s: read of block %llu: %s (%s)", what, (unsigned long long)lba[i],
-                              gpumem_status_str(st), gpumem_nvme_status_str(gpumem_nvme_cpl_status(&req[i].cpl)));
-                } else {
-                    done++;
-                    if (done % 64 == 0) {
-                        checked++;
-                        const unsigned char *p = t->va + (size_t)i * BENCH_BLOCKS * LBA;
-                        for (k = 0; k < BENCH_BLOCKS; k++)
-                            if (!block_ok(p + (size_t)k * LBA, lba[i] + k, 0) && bad++ < 5)
-                                CHECK(0, "%s: block %llu read back wrong", what, (unsigned long long)(lba[i] + k));
-                    }
-                }
-                if (!running || errors) { active[i] = 0, n_active--; continue; }
-                lba[i] = (rng_next(&rng) % n_slots) * BENCH_BLOCKS;
-                if (timed) t_sub[i] = gpumem_clock_ns();
-                st = bench_submit(t, i, lba[i], &req[i]);
-                if (st != GPUMEM_OK) {
-                    CHECK(0, "%s: submit: %s", what, gpumem_status_str(st));
-                    active[i] = 0, n_active--;
-                    running = 0;
-                }
-            }
-            /* the clock once per 256 completions: the IOPS run reads it ~never */
-            if (running && done + errors >= deadline_check) {
-                deadline_check = done + errors + 256;
-                t1 = now_s();
-                if (t1 - t0 >= seconds) running = 0;
-            }
-            if (progress) b = gpumem_backoff_start();
-            else if (!gpumem_backoff_pause(&b)) sched_yield();
+    for (i = 0; i < depth && b->running; i++) bench_issue(b, i);
+    while (b->n_active > 0) {
+        int progress = 0;
+        for (i = 0; i < depth; i++) {
+            gpumem_status st;
+            if (!b->active[i]) continue; /* ended (the run is draining) */
+            if ((st = gpumem_nvme_qp_poll(t->qp, &b->req[i])) == GPUMEM_EAGAIN) continue;
+            progress = 1;
+            bench_ended(b, i, st);
         }
-        t1 = now_s();
+        if (!progress) {
+            uint32_t oldest = depth;
+            for (i = 0; i < depth; i++)
+                if (b->active[i] && (oldest == depth || b->seq[i] < b->seq[oldest])) oldest = i;
+            if (oldest < depth)
+                bench_ended(b, oldest, t->ctl ? gpumem_nvmectl_wait(t->ctl, t->qp, &b->req[oldest], IO_TIMEOUT_MS)
+                                              : gpumem_nvme_qp_wait_timed(t->qp, &b->req[oldest],
+                                                                          (uint64_t)IO_TIMEOUT_MS * 1000000ull));
+        }
+        /* the clock once per 256 completions: the IOPS run reads it ~never */
+        if (b->running && b->done >= next_clock) {
+            next_clock = b->done + 256;
+            if (now_s() - t0 >= seconds) b->running = 0;
+        }
     }
-    if (timed && n_lat) {
-        qsort(lat, n_lat, sizeof *lat, bench_cmp_u32);
+    t1 = now_s();
+    if (timed && b->n_lat) {
+        uint32_t *lat = b->lat;
+        uint64_t n = b->n_lat;
+        qsort(lat, n, sizeof *lat, bench_cmp_u32);
         printf("BENCH %s depth=%u seconds=%.2f reads=%llu iops=%.0f lat_us_p50=%u p90=%u p99=%u p999=%u max=%u "
-               "errors=%llu bad_blocks=%llu checked=%llu\n", what, depth, t1 - t0, (unsigned long long)done,
-               done / (t1 - t0), lat[n_lat / 2], lat[n_lat * 9 / 10], lat[n_lat * 99 / 100],
-               lat[n_lat * 999 / 1000], lat[n_lat - 1], (unsigned long long)errors, (unsigned long long)bad,
-               (unsigned long long)checked);
+               "errors=%llu bad_blocks=%llu checked=%llu\n", what, depth, t1 - t0, (unsigned long long)b->done,
+               b->done / (t1 - t0), lat[n / 2], lat[n * 9 / 10], lat[n * 99 / 100], lat[n * 999 / 1000], lat[n - 1],
+               (unsigned long long)b->errors, (unsigned long long)b->bad, (unsigned long long)b->checked);
     } else {
         printf("BENCH %s depth=%u seconds=%.2f reads=%llu iops=%.0f errors=%llu bad_blocks=%llu checked=%llu\n",
-               what, depth, t1 - t0, (unsigned long long)done, done / (t1 - t0), (unsigned long long)errors,
-               (unsigned long long)bad, (unsigned long long)checked);
+               what, depth, t1 - t0, (unsigned long long)b->done, b->done / (t1 - t0), (unsigned long long)b->errors,
+               (unsigned long long)b->bad, (unsigned long long)b->checked);
     }
     fflush(stdout);
-    CHECK(errors == 0 && bad == 0, "%s: %llu errors, %llu blocks read back wrong", what, (unsigned long long)errors,
-          (unsigned long long)bad);
-    free(lat);
+    CHECK(b->errors == 0 && b->bad == 0 && b->checked > 0, "%s: %llu errors, %llu blocks read back wrong, %llu checked",
+          what, (unsigned long long)b->errors, (unsigned long long)b->bad, (unsigned long long)b->checked);
+    free(b->lat);
+    free(b);
 }
 
 /* guest_test bench-uring DEV DEPTH SECONDS: one forwarder thread, one pair. */
@@ -1606,6 +1633,7 @@ static int bench_vfio(const char *addr, uint32_t depth, double seconds) {
     CHECK(st == GPUMEM_OK, "DMA memory: %s: %s", gpumem_status_str(st), gpumem_nvmectl_error(ctl));
     if (st == GPUMEM_OK) {
         t.dma = &dma;
+        t.ctl = ctl;
         t.va = (unsigned char *)dma.va;
         st = gpumem_nvmectl_add_qp(ctl, 2 * depth, &t.qp);
         CHECK(st == GPUMEM_OK, "pair of depth %u: %s: %s", 2 * depth, gpumem_status_str(st),
