@@ -23,6 +23,7 @@
 #                   fixes (DOCTOR_ARGS="--path vfio --pci 0000:65:00.0"; docs/doctor.md)
 #   make qemu-test  the queue pairs drive QEMU's NVMe controller (tests/qemu; needs
 #                   qemu-system-x86, busybox-static, linux-image-amd64)
+#   make qemu-bench the forwarder vs fio (io_uring_cmd) vs the VFIO shim in QEMU (issue 35)
 #   make qemu-uring the io_uring passthrough forwarder in QEMU: local /dev/ngXn1, then nvmet
 #                   over nvme-tcp in the guest (docs/uring.md)
 # Each target first checks the tools it needs and installs what is missing
@@ -74,7 +75,7 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 RESULTS := $(BUILD)/results
 
 # (Targets added later declare themselves .PHONY beside their rules.)
-.PHONY: all test layers usage registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-bench-plot gpu-plot gpu-prebuild gpu-dryrun qemu-test clean results install uninstall install-test deps-test qemu-uring bench-share doctor
+.PHONY: all test layers usage registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-bench-plot gpu-plot gpu-prebuild gpu-dryrun qemu-test clean results install uninstall install-test deps-test qemu-uring qemu-bench bench-share doctor
 
 all: test
 
@@ -435,6 +436,15 @@ qemu-uring:
 	@$(DEPS) cc qemu
 	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image
 	GPUMEM_QEMU_BOOTS=uring nice bash tests/qemu/run.sh $(BUILD)
+
+# The benchmark of issue 35, not part of qemu-test: 4 KiB random reads at one
+# depth on one QEMU disk through the forwarder, Debian's fio (io_uring_cmd,
+# batched) and the VFIO shim, one boot; prints the table and the ratios
+# (build/qemu/bench.md). GPUMEM_QEMU_BENCH_DEPTH, _SECONDS, _CPUS: run.sh.
+qemu-bench:
+	@$(DEPS) cc qemu fio python3
+	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image $(BUILD)/gpumem-doctor-static $(BUILD)/guest_open
+	GPUMEM_QEMU_BOOTS=bench nice bash tests/qemu/run.sh $(BUILD)
 
 # CUDA benchmarks: each writes $(RESULTS)/<name>-<gpu>.{json,md} with ratios
 # to the baseline measured in the same run.

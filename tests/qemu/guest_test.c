@@ -23,6 +23,12 @@
  *                                 io_uring passthrough forwarder (gpumem_uring.h)
  *                                 serves pairs over DEV (/dev/ngXnY, local or
  *                                 NVMe-oF); every read checked by content
+ *   guest_test bench-uring DEV DEPTH SECONDS
+ *   guest_test bench-vfio ADDR DEPTH SECONDS
+ *                                 make qemu-bench: 4 KiB random reads, DEPTH
+ *                                 out at once, through the forwarder (one
+ *                                 forwarder thread) or the shim; prints "BENCH"
+ *                                 lines (IOPS; latency percentiles)
  *
  * The disk holds block content (lba, generation 0) everywhere when the guest
  * starts (tests/qemu/image.c wrote it). The last WRITE_BLOCKS blocks are
@@ -1405,6 +1411,243 @@ out:
     return failures ? 1 : 0;
 }
 
+/* ---- the benchmark (make qemu-bench): 4 KiB random reads at a fixed depth ---------
+ *
+ * One client thread keeps DEPTH reads of 4 KiB (8 blocks, 4 KiB-aligned) at
+ * random places of the namespace outstanding on one pair, for SECONDS
+ * seconds: each completion found is checked, then its slot gets a new read at
+ * once. The same loop drives the forwarder's pair (served by one forwarder
+ * thread) and the VFIO shim's pair (the controller is QEMU's NVMe device
+ * itself), so the difference is what serves the pair. Two runs each: one
+ * without clock reads per command (IOPS), one that times every command from
+ * its submit call to the poll that finds it done (latency percentiles), as
+ * fio's --gtod_reduce=1 run and its run with latencies. Every 64th read is
+ * checked by content (the disk holds generation 0 everywhere). */
+
+#define BENCH_BLOCKS 8u          /* 4 KiB reads of 512-byte blocks */
+#define BENCH_MAX_DEPTH 256u
+
+typedef struct bench_target {
+    gpumem_nvme_qp *qp;
+    gpumem_nvmectl *ctl;     /* the shim's controller (its wait), NULL: the forwarder's pair */
+    gpumem_nvmectl_dma *dma; /* VFIO: the slots' DMA memory; NULL: the forwarder (process addresses) */
+    unsigned char *va;       /* the slots' memory, BENCH_BLOCKS * LBA bytes each */
+    uint64_t n_blocks;
+} bench_target;
+
+static gpumem_status bench_submit(bench_target *t, uint32_t slot, uint64_t lba, gpumem_nvme_req *req) {
+    size_t off = (size_t)slot * BENCH_BLOCKS * LBA;
+    if (t->dma) {
+        gpumem_nvme_iomap at = gpumem_nvme_iomap_sub(&t->dma->map, off);
+        return gpumem_nvme_qp_submit_map(t->qp, GPUMEM_NVME_OP_READ, lba, BENCH_BLOCKS, &at, req);
+    }
+    return gpumem_nvme_qp_submit_buf(t->qp, GPUMEM_NVME_OP_READ, lba, BENCH_BLOCKS, t->va + off, req);
+}
+
+static int bench_cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The state of one timed run. */
+typedef struct bench_state {
+    bench_target *t;
+    const char *what;
+    uint32_t depth, n_active;
+    int timed, running;
+    gpumem_nvme_req req[BENCH_MAX_DEPTH];
+    uint64_t lba[BENCH_MAX_DEPTH], t_sub[BENCH_MAX_DEPTH], seq[BENCH_MAX_DEPTH];
+    unsigned char active[BENCH_MAX_DEPTH]; /* the slot has a read out */
+    uint64_t rng, next_seq, n_slots, done, checked, bad, errors;
+    uint32_t *lat;
+    uint64_t n_lat, cap;
+} bench_state;
+
+/* A new read at a random 4 KiB of the namespace into slot i. */
+static gpumem_status bench_issue(bench_state *b, uint32_t i) {
+    gpumem_status st;
+    b->lba[i] = (rng_next(&b->rng) % b->n_slots) * BENCH_BLOCKS;
+    b->seq[i] = b->next_seq++;
+    if (b->timed) b->t_sub[i] = gpumem_clock_ns();
+    st = bench_submit(b->t, i, b->lba[i], &b->req[i]);
+    CHECK(st == GPUMEM_OK, "%s: submit: %s", b->what, gpumem_status_str(st));
+    b->active[i] = st == GPUMEM_OK;
+    b->n_active += st == GPUMEM_OK;
+    if (st != GPUMEM_OK) b->running = 0;
+    return st;
+}
+
+/* Slot i's read ended with st: count it, check every 64th by content, and
+ * give the slot a new read while the run goes on. */
+static void bench_ended(bench_state *b, uint32_t i, gpumem_status st) {
+    uint32_t k;
+    if (b->timed && b->n_lat < b->cap) b->lat[b->n_lat++] = (uint32_t)((gpumem_clock_ns() - b->t_sub[i]) / 1000u);
+    b->active[i] = 0, b->n_active--;
+    if (st != GPUMEM_OK) {
+        if (b->errors++ < 5)
+            CHECK(0, "%s: read of block %llu: %s (%s)", b->what, (unsigned long long)b->lba[i], gpumem_status_str(st),
+                  st == GPUMEM_EIO ? gpumem_nvme_status_str(gpumem_nvme_cpl_status(&b->req[i].cpl)) : "no status");
+        b->running = 0;
+        return;
+    }
+    if (++b->done % 64 == 0) {
+        const unsigned char *p = b->t->va + (size_t)i * BENCH_BLOCKS * LBA;
+        b->checked++;
+        for (k = 0; k < BENCH_BLOCKS; k++)
+            if (!block_ok(p + (size_t)k * LBA, b->lba[i] + k, 0) && b->bad++ < 5)
+                CHECK(0, "%s: block %llu read back wrong", b->what, (unsigned long long)(b->lba[i] + k));
+    }
+    if (b->running) bench_issue(b, i);
+}
+
+/* One timed run; prints a "BENCH" line. `timed`: clock each command.
+ * The client polls every slot round and round; a slot found done gets a new
+ * read at once. A round that finds none waits for the oldest read the way
+ * the path's own callers do (the pair's wait for the forwarder, which
+ * spins then parks; gpumem_nvmectl_wait for the shim, which spins then
+ * sleeps 20 us at a time), so that the client does not take the CPU the
+ * forwarder thread needs while nothing is due. */
+static void bench_run(const char *what, bench_target *t, uint32_t depth, double seconds, int timed) {
+    bench_state *b = (bench_state *)calloc(1, sizeof *b);
+    uint64_t next_clock = 0;
+    double t0, t1;
+    uint32_t i;
+    CHECK(b != NULL, "malloc");
+    if (!b) return;
+    b->t = t, b->what = what, b->depth = depth, b->timed = timed, b->running = 1;
+    b->rng = 0x2545F4914F6CDD1Dull ^ (uint64_t)timed;
+    b->n_slots = t->n_blocks / BENCH_BLOCKS;
+    if (timed) {
+        b->cap = 4u << 20; /* 4 M commands; past that the rest go untimed */
+        b->lat = (uint32_t *)malloc(b->cap * sizeof *b->lat);
+        CHECK(b->lat != NULL, "malloc");
+        if (!b->lat) b->cap = 0;
+    }
+    t0 = now_s();
+    for (i = 0; i < depth && b->running; i++) bench_issue(b, i);
+    while (b->n_active > 0) {
+        int progress = 0;
+        for (i = 0; i < depth; i++) {
+            gpumem_status st;
+            if (!b->active[i]) continue; /* ended (the run is draining) */
+            if ((st = gpumem_nvme_qp_poll(t->qp, &b->req[i])) == GPUMEM_EAGAIN) continue;
+            progress = 1;
+            bench_ended(b, i, st);
+        }
+        if (!progress) {
+            uint32_t oldest = depth;
+            for (i = 0; i < depth; i++)
+                if (b->active[i] && (oldest == depth || b->seq[i] < b->seq[oldest])) oldest = i;
+            if (oldest < depth)
+                bench_ended(b, oldest, t->ctl ? gpumem_nvmectl_wait(t->ctl, t->qp, &b->req[oldest], IO_TIMEOUT_MS)
+                                              : gpumem_nvme_qp_wait_timed(t->qp, &b->req[oldest],
+                                                                          (uint64_t)IO_TIMEOUT_MS * 1000000ull));
+        }
+        /* the clock once per 256 completions: the IOPS run reads it ~never */
+        if (b->running && b->done >= next_clock) {
+            next_clock = b->done + 256;
+            if (now_s() - t0 >= seconds) b->running = 0;
+        }
+    }
+    t1 = now_s();
+    if (timed && b->n_lat) {
+        uint32_t *lat = b->lat;
+        uint64_t n = b->n_lat;
+        qsort(lat, n, sizeof *lat, bench_cmp_u32);
+        printf("BENCH %s depth=%u seconds=%.2f reads=%llu iops=%.0f lat_us_p50=%u p90=%u p99=%u p999=%u max=%u "
+               "errors=%llu bad_blocks=%llu checked=%llu\n", what, depth, t1 - t0, (unsigned long long)b->done,
+               b->done / (t1 - t0), lat[n / 2], lat[n * 9 / 10], lat[n * 99 / 100], lat[n * 999 / 1000], lat[n - 1],
+               (unsigned long long)b->errors, (unsigned long long)b->bad, (unsigned long long)b->checked);
+    } else {
+        printf("BENCH %s depth=%u seconds=%.2f reads=%llu iops=%.0f errors=%llu bad_blocks=%llu checked=%llu\n",
+               what, depth, t1 - t0, (unsigned long long)b->done, b->done / (t1 - t0), (unsigned long long)b->errors,
+               (unsigned long long)b->bad, (unsigned long long)b->checked);
+    }
+    fflush(stdout);
+    CHECK(b->errors == 0 && b->bad == 0 && b->checked > 0, "%s: %llu errors, %llu blocks read back wrong, %llu checked",
+          what, (unsigned long long)b->errors, (unsigned long long)b->bad, (unsigned long long)b->checked);
+    free(b->lat);
+    free(b);
+}
+
+/* guest_test bench-uring DEV DEPTH SECONDS: one forwarder thread, one pair. */
+static int bench_uring(const char *dev, uint32_t depth, double seconds) {
+    gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
+    gpumem_uringctl *ctl = NULL;
+    gpumem_uringctl_stats s;
+    bench_target t;
+    gpumem_status st;
+    char why[320] = "";
+    memset(&t, 0, sizeof t);
+    cfg.path = dev;
+    cfg.n_threads = 1;
+    cfg.error = why;
+    cfg.error_bytes = sizeof why;
+    if (depth == 0 || depth > BENCH_MAX_DEPTH) depth = 32;
+    if ((st = gpumem_uringctl_open(&cfg, &ctl)) != GPUMEM_OK) {
+        printf("GPUMEM_QEMU_RESULT FAIL bench-uring open %s: %s: %s\n", dev, gpumem_status_str(st), why);
+        return 1;
+    }
+    t.n_blocks = gpumem_uringctl_ns(ctl).n_blocks;
+    t.va = (unsigned char *)aligned_alloc(4096, (size_t)depth * BENCH_BLOCKS * LBA);
+    CHECK(t.va != NULL, "malloc");
+    st = gpumem_uringctl_add_qp(ctl, 2 * depth, &t.qp);
+    CHECK(st == GPUMEM_OK, "pair of depth %u: %s: %s", 2 * depth, gpumem_status_str(st), why);
+    if (!failures) CHECK((st = gpumem_uringctl_start(ctl)) == GPUMEM_OK, "start: %s", gpumem_status_str(st));
+    printf("bench: forwarder on %s: 1 forwarder thread (ring of %u, idle_spin_ns %llu, park_ns %llu), 1 client "
+           "thread, a pair of depth %u, %u reads of 4 KiB out at once, %.0f s a run\n", dev, cfg.ring_entries,
+           (unsigned long long)cfg.idle_spin_ns, (unsigned long long)cfg.park_ns, 2 * depth, depth, seconds);
+    if (!failures) bench_run("uring", &t, depth, seconds, 0);
+    if (!failures) bench_run("uring-lat", &t, depth, seconds, 1);
+    if (gpumem_uringctl_stop(ctl) == GPUMEM_OK && gpumem_uringctl_get_stats(ctl, &s) == GPUMEM_OK) {
+        printf("bench: forwarder: %llu commands in %llu io_uring_enter calls (%.1f a call), %llu kernel errors\n",
+               (unsigned long long)s.submitted, (unsigned long long)s.enter_calls,
+               s.enter_calls ? (double)s.submitted / (double)s.enter_calls : 0.0, (unsigned long long)s.kernel_errors);
+        CHECK(s.kernel_errors + s.bad_kernel_cqes + s.untranslatable + s.sw.violations == 0, "forwarder counts");
+    }
+    CHECK((st = gpumem_uringctl_destroy(ctl)) == GPUMEM_OK, "destroy: %s", gpumem_status_str(st));
+    free(t.va);
+    printf("GPUMEM_QEMU_RESULT %s bench-uring failures=%d\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
+
+/* guest_test bench-vfio ADDR DEPTH SECONDS: the shim drives the controller. */
+static int bench_vfio(const char *addr, uint32_t depth, double seconds) {
+    gpumem_nvmectl *ctl;
+    gpumem_nvmectl_dma dma;
+    bench_target t;
+    gpumem_status st;
+    memset(&t, 0, sizeof t);
+    if (depth == 0 || depth > BENCH_MAX_DEPTH) depth = 32;
+    ctl = open_ctl(addr, 1, 1, &st);
+    if (st != GPUMEM_OK) {
+        printf("GPUMEM_QEMU_RESULT FAIL bench-vfio open %s: %s: %s\n", addr, gpumem_status_str(st), open_error);
+        return 1;
+    }
+    printf("bench: shim on %s through %s: 1 client thread polling the pair's CQ, a pair of depth %u, %u reads of "
+           "4 KiB out at once, %.0f s a run\n", addr,
+           gpumem_nvmectl_uses_vfio(ctl) ? "VFIO (IOVA-mapped DMA)" : "sysfs (physical addresses)", 2 * depth, depth,
+           seconds);
+    t.n_blocks = gpumem_nvmectl_get_info(ctl)->ns.n_blocks;
+    st = gpumem_nvmectl_dma_alloc(ctl, (size_t)depth * BENCH_BLOCKS * LBA, GPUMEM_NVMECTL_DMA_SMALL_PAGES, &dma);
+    CHECK(st == GPUMEM_OK, "DMA memory: %s: %s", gpumem_status_str(st), gpumem_nvmectl_error(ctl));
+    if (st == GPUMEM_OK) {
+        t.dma = &dma;
+        t.ctl = ctl;
+        t.va = (unsigned char *)dma.va;
+        st = gpumem_nvmectl_add_qp(ctl, 2 * depth, &t.qp);
+        CHECK(st == GPUMEM_OK, "pair of depth %u: %s: %s", 2 * depth, gpumem_status_str(st),
+              gpumem_nvmectl_error(ctl));
+        if (!failures) bench_run(gpumem_nvmectl_uses_vfio(ctl) ? "vfio" : "uio", &t, depth, seconds, 0);
+        if (!failures) bench_run(gpumem_nvmectl_uses_vfio(ctl) ? "vfio-lat" : "uio-lat", &t, depth, seconds, 1);
+    }
+    st = gpumem_nvmectl_close(ctl);
+    CHECK(st == GPUMEM_OK, "close: %s", gpumem_status_str(st));
+    if (t.dma) gpumem_nvmectl_dma_free(&dma);
+    printf("GPUMEM_QEMU_RESULT %s bench-vfio failures=%d\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 3 && strcmp(argv[1], "unbound") == 0) return unbound(argv[2]);
@@ -1423,6 +1666,10 @@ int main(int argc, char **argv) {
         return uring_fault(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10), argv[5], argv[6]);
     if (argc >= 5 && strcmp(argv[1], "uring") == 0)
         return uring_run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10));
+    if (argc >= 5 && strcmp(argv[1], "bench-uring") == 0)
+        return bench_uring(argv[2], (uint32_t)atoi(argv[3]), atof(argv[4]));
+    if (argc >= 5 && strcmp(argv[1], "bench-vfio") == 0)
+        return bench_vfio(argv[2], (uint32_t)atoi(argv[3]), atof(argv[4]));
     if (argc >= 5 && strcmp(argv[1], "run") == 0)
         return run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10));
     fprintf(stderr, "usage: guest_test unbound|negative|iommu-uio ADDR | run ADDR THREADS COMMANDS | iommu-run ADDR "

@@ -33,10 +33,22 @@
 #      the fault: a second namespace on a slow null_blk (configfs,
 #      completion_nsec), the port's subsystem link removed mid-run and
 #      restored (guest_test uring-fault checks its blocks in the guest).
+#   5. bench (not in the default list; make qemu-bench runs it alone): one
+#      boot, q35 with the emulated VT-d and intel_iommu=on as the iommu boot,
+#      BENCH_CPUS vCPUs (1: every path on one core), one NVMe disk. 4 KiB
+#      random reads at one depth for a fixed time, on the same namespace, in
+#      BENCH_ROUNDS rounds of: the forwarder (one forwarder thread and one
+#      client thread on /dev/ngXn1), Debian's fio (ioengine io_uring_cmd,
+#      batched, carried into the initramfs with its libraries and the
+#      dynamic loader), then the disk unbound from nvme and bound to vfio-pci
+#      for the shim (one client thread), and back to nvme. bench_report.py
+#      prints the table and the ratios (per round, and their medians).
 # Environment: GPUMEM_QEMU_BOOTS (default "uring negative run iommu": every
 # boot), GPUMEM_QEMU_URING_COMMANDS (the uring boot's, per part; default 1000), GPUMEM_QEMU_ACCEL=tcg (default) | kvm | auto (kvm if a probe
 # boot reaches init), GPUMEM_QEMU_COMMANDS (default 120000),
-# GPUMEM_QEMU_THREADS (default 4), GPUMEM_QEMU_TIMEOUT (seconds per boot, 480).
+# GPUMEM_QEMU_THREADS (default 4), GPUMEM_QEMU_TIMEOUT (seconds per boot, 480),
+# GPUMEM_QEMU_BENCH_DEPTH (32), GPUMEM_QEMU_BENCH_SECONDS (per run, 10),
+# GPUMEM_QEMU_BENCH_CPUS (the bench boot's vCPUs, 1), GPUMEM_QEMU_BENCH_ROUNDS (3).
 set -euo pipefail
 
 BUILD=${1:?usage: run.sh BUILD_DIR}
@@ -47,6 +59,10 @@ BOOT_TIMEOUT=${GPUMEM_QEMU_TIMEOUT:-480}
 BOOTS=" ${GPUMEM_QEMU_BOOTS:-uring negative run iommu} "
 URING_COMMANDS=${GPUMEM_QEMU_URING_COMMANDS:-1000}
 ACCEL=${GPUMEM_QEMU_ACCEL:-tcg}
+BENCH_DEPTH=${GPUMEM_QEMU_BENCH_DEPTH:-32}
+BENCH_SECONDS=${GPUMEM_QEMU_BENCH_SECONDS:-10}
+BENCH_CPUS=${GPUMEM_QEMU_BENCH_CPUS:-1}
+BENCH_ROUNDS=${GPUMEM_QEMU_BENCH_ROUNDS:-3}
 DISK_BLOCKS=131072 # 64 MiB of 512-byte blocks
 
 die() { echo "qemu-test: FAIL: $*" >&2; exit 1; }
@@ -73,7 +89,7 @@ rm -rf "$WORK"
 mkdir -p "$WORK/root"/{bin,dev,proc,sys,mnt,lib/modules}
 ROOT="$WORK/root"
 cp "$BUSYBOX" "$ROOT/bin/busybox"
-for applet in sh mount insmod echo cat ls sleep poweroff readlink grep chown mkdir ln ip ifconfig; do ln -s busybox "$ROOT/bin/$applet"; done
+for applet in sh mount insmod echo cat ls sleep poweroff readlink grep chown mkdir ln ip ifconfig dd seq; do ln -s busybox "$ROOT/bin/$applet"; done
 cp "$BUILD/guest_test" "$ROOT/bin/guest_test"
 # doctor agreement (issue 33): the doctor, the shim's open, and the script that compares them
 cp "$BUILD/gpumem-doctor-static" "$ROOT/bin/gpumem-doctor"
@@ -95,7 +111,7 @@ done
 # The uring boot: the kernel's NVMe host driver, nvmet and nvme-tcp, and what
 # modules.dep says they need (load order). Copied only if the kernel has them.
 URING_MODS="crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme configfs nvmet nvmet-tcp nvme-fabrics nvme-tcp null_blk"
-case "$BOOTS" in *" uring "*)
+case "$BOOTS" in *" uring "*|*" bench "*)
     for m in $URING_MODS; do
         src=$(find "$MODDIR" -name "$m.ko" -o -name "$m.ko.xz" -o -name "$m.ko.zst" | head -n 1)
         [ -n "$src" ] || { [ "$m" = crc64_rocksoft_generic ] && continue; die "module $m not found under $MODDIR"; }
@@ -105,6 +121,20 @@ case "$BOOTS" in *" uring "*)
             *.zst) zstd -dc "$src" > "$ROOT/lib/modules/$m.ko" ;;
         esac
     done ;;
+esac
+
+# The bench boot: Debian's fio, its shared libraries at the paths ldd names
+# (followed to the files) and the dynamic loader.
+case "$BOOTS" in *" bench "*)
+    FIO=$(command -v fio) || die "fio not found (apt-get install fio; make qemu-bench installs it)"
+    cp "$FIO" "$ROOT/bin/fio"
+    for lib in $(ldd "$FIO" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
+        mkdir -p "$ROOT$(dirname "$lib")"
+        cp -L "$lib" "$ROOT$lib"
+    done
+    ldd "$FIO" | grep -q 'not found' && die "fio: a library ldd does not find: $(ldd "$FIO" | grep 'not found')"
+    echo "$(ldd "$FIO" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | xargs -n1 dirname | sort -u | paste -sd: -)" \
+        > "$ROOT/fio-libpath" ;;
 esac
 
 cat > "$ROOT/init" <<'EOF'
@@ -119,6 +149,76 @@ ARGS=$(cat /proc/cmdline | grep -o 'gpumem_args=[0-9,]*')
 ARGS=${ARGS#gpumem_args=}
 finish() { echo "GPUMEM_GUEST_DONE"; poweroff -f; sleep 10; }
 [ "$MODE" = probe ] && { echo "GPUMEM_PROBE_OK"; finish; }
+if [ "$MODE" = bench ]; then
+    # One disk, three ways to read it: the forwarder and fio while the kernel
+    # owns it, then the shim after it moves to vfio-pci (same boot).
+    B=$(cat /proc/cmdline | grep -o 'gpumem_bench=[0-9,]*'); B=${B#gpumem_bench=}
+    DEPTH=${B%%,*}; B=${B#*,}; SECS=${B%%,*}; ROUNDS=${B#*,}
+    for m in crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme; do
+        [ -f /lib/modules/$m.ko ] && { insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; finish; }; }
+    done
+    NG=""
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        for n in /dev/ng*n1; do [ -e $n ] && NG=$n; done
+        [ -n "$NG" ] && break; sleep 1
+    done
+    [ -n "$NG" ] || { echo "GPUMEM_QEMU_RESULT FAIL no /dev/ng*n1: $(ls /dev)"; finish; }
+    BLK=/dev/nvme${NG#/dev/ng}
+    ADDR=$(readlink /sys/class/nvme/nvme$(echo ${NG#/dev/ng} | cut -dn -f1)/device); ADDR=${ADDR##*/}
+    echo "guest: $(grep -c ^processor /proc/cpuinfo) vCPUs, $NG ($BLK) at $ADDR, driver $(readlink /sys/bus/pci/devices/$ADDR/driver), IOMMU group type $(cat /sys/bus/pci/devices/$ADDR/iommu_group/type 2>/dev/null || echo none)"
+    echo "guest: depth $DEPTH, $SECS s a run, 4 KiB random reads"
+    # the image into the host's page cache, so that no run pays for the first touch
+    dd if=$BLK of=/dev/null bs=1M 2>/dev/null
+    mkdir -p /tmp
+    export LD_LIBRARY_PATH=$(cat /fio-libpath)
+    fio_run() { # NAME OPTIONS...: one fio job, its JSON between markers
+        name=$1; shift
+        echo "guest: loadavg $(cat /proc/loadavg)"
+        fio --name=$name --filename=$NG --ioengine=io_uring_cmd --cmd_type=nvme --rw=randread --bs=4k \
+            --iodepth=$DEPTH --iodepth_batch_submit=$DEPTH --iodepth_batch_complete_max=$DEPTH \
+            --time_based --runtime=$SECS --norandommap --randrepeat=0 --thread --numjobs=1 \
+            --output-format=json --output=/tmp/$name.json "$@" > /tmp/$name.out 2>&1
+        rc=$?
+        echo "GPUMEM_FIO_BEGIN $name rc=$rc"
+        cat /tmp/$name.json 2>/dev/null
+        echo "GPUMEM_FIO_END $name"
+        [ $rc = 0 ] || { echo "guest: fio $name exited $rc:"; cat /tmp/$name.out; }
+    }
+    for m in irqbypass vfio vfio_virqfd vfio_iommu_type1 vfio-pci-core vfio-pci; do
+        insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; finish; }
+    done
+    DEV=/sys/bus/pci/devices/$ADDR
+    # Rounds of the three, in turn, so that the host's load, which changes
+    # by the second, falls on all three alike: each round the disk goes from
+    # nvme to vfio-pci and back.
+    for r in $(seq 1 $ROUNDS); do
+        echo "GPUMEM_BENCH_ROUND $r"
+        echo "guest: loadavg $(cat /proc/loadavg)"
+        guest_test bench-uring $NG $DEPTH $SECS
+        fio_run fio --gtod_reduce=1
+        fio_run fio-lat --lat_percentiles=1 --percentile_list=50:90:99:99.9
+        # the same disk to vfio-pci: unbound from nvme, then the shim drives it
+        echo "$ADDR" > $DEV/driver/unbind
+        echo vfio-pci > $DEV/driver_override
+        echo "$ADDR" > /sys/bus/pci/drivers_probe
+        echo "guest: driver now: $(readlink $DEV/driver), IOMMU group type $(cat $DEV/iommu_group/type 2>/dev/null || echo none)"
+        echo "guest: loadavg $(cat /proc/loadavg)"
+        guest_test bench-vfio $ADDR $DEPTH $SECS
+        # and back to nvme
+        echo "$ADDR" > $DEV/driver/unbind
+        echo > $DEV/driver_override
+        echo "$ADDR" > /sys/bus/pci/drivers_probe
+        NG=""
+        for i in 1 2 3 4 5 6 7 8 9 10; do
+            for n in /dev/ng*n1; do [ -e $n ] && NG=$n; done
+            [ -n "$NG" ] && break; sleep 1
+        done
+        echo "guest: driver now: $(readlink $DEV/driver), $NG"
+        [ -n "$NG" ] || { echo "GPUMEM_QEMU_RESULT FAIL nvme did not take the disk back"; finish; }
+    done
+    echo "guest: loadavg $(cat /proc/loadavg)"
+    finish
+fi
 if [ "$MODE" = uring ]; then
     # The kernel owns both disks; the forwarder serves gpumem pairs over them.
     for m in crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme; do
@@ -261,7 +361,7 @@ boot() {
     set +e
     timeout --foreground -k 10 "$limit" "$QEMU" $accel_opt -m 1024 -smp "$THREADS" $machine \
         -kernel "$KERNEL" -initrd "$WORK/initramfs.gz" \
-        -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init gpumem_mode=$mode gpumem_args=$THREADS,$COMMANDS $kargs" \
+        -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init gpumem_mode=$mode gpumem_args=$THREADS,$COMMANDS gpumem_bench=$BENCH_DEPTH,$BENCH_SECONDS,$BENCH_ROUNDS $kargs" \
         -display none -serial stdio -monitor none -no-reboot -nodefaults \
         -drive file="$WORK/disk.img",if=none,id=nvm,format=raw,cache=writeback \
         -device "nvme,serial=gpumem0,drive=nvm$devopts" \
@@ -318,6 +418,23 @@ if [[ "$BOOTS" == *" uring "* ]]; then
     echo "$RESULT" | grep -q PASS || die "uring boot, fault: ${RESULT:-no result line} (console: $C)"
     say "uring fault: $RESULT"
     say "PASS (io_uring passthrough, local and over nvme-tcp to nvmet, the port removed mid-run and restored)"
+fi
+# 5. the benchmark: the forwarder, fio and the VFIO shim on one disk, one boot
+if [[ "$BOOTS" == *" bench "* ]]; then
+    "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
+    say "host: $(nproc) cores, loadavg $(cut -d' ' -f1-3 /proc/loadavg) before the boot"
+    THREADS=$BENCH_CPUS boot bench bench "$ACCEL" "" "$BOOT_TIMEOUT" \
+        "-machine q35,kernel-irqchip=split -device intel-iommu,intremap=on" "intel_iommu=on"
+    say "host: loadavg $(cut -d' ' -f1-3 /proc/loadavg) after the boot"
+    C="$WORK/bench.console"
+    ERRS=$(nvme_errors "$WORK/bench.qemu.log")
+    [ -z "$ERRS" ] || { printf '%s\n' "$ERRS" | sed -n '1,20p' >&2; die "QEMU reported NVMe guest errors in the bench boot"; }
+    grep -a -E '^(bench|guest): ' "$C" | sed 's/^/    /'
+    for part in bench-uring bench-vfio; do
+        n=$(grep -a -c "GPUMEM_QEMU_RESULT PASS $part" "$C" || true)
+        [ "$n" = "$BENCH_ROUNDS" ] || die "bench boot: $part passed $n of $BENCH_ROUNDS rounds: $(grep -a "GPUMEM_QEMU_RESULT.*$part" "$C" | grep -v PASS | head -n 1) (console: $C)"
+    done
+    python3 "$(dirname "$0")/bench_report.py" "$C" | tee "$WORK/bench.md" || die "bench boot: no report (console: $C)"
 fi
 [[ "$BOOTS" == *" negative "* ]] || exit 0
 # ---- doctor agreement (issue 33) ----------------------------------------------------
