@@ -85,7 +85,8 @@
  * consumer.
  *
  * A miss (the cache's fill hook) merges first when another owner released
- * writes storage lacks; then copies from a peer whose copy is valid, clean
+ * writes storage lacks; then takes the owner's host-tier copy if it is
+ * still good (below), else copies from a peer whose copy is valid, clean
  * and up to date (counted; a stale copy is never a source), else reads
  * storage. A merge reads storage, lays the copies over it (unbased whole,
  * then based diffs in owner order), writes it back, unpins the copies and
