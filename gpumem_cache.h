@@ -154,6 +154,10 @@
 /* The cache is one owner of a share (gpumem_share.h) and the share's fill
  * hook is compiled in. */
 #define GPUMEM__HAS_SHARE(c) (GPUMEM_CACHE_SHARE && (c)->share)
+/* The miss path looks in the host tier itself: a tier is attached and no
+ * share is. Under a share, lines coming up from the tier go through the
+ * share's fill hook instead, which checks them as it checks any source. */
+#define GPUMEM__TIER_ALONE(c) (GPUMEM__HAS_TIER(c) && !GPUMEM__HAS_SHARE(c))
 
 #define GPUMEM_CACHE_VALID 0x80000000u
 #define GPUMEM_CACHE_BUSY 0x40000000u
@@ -1014,7 +1018,7 @@ GPUMEM_API int gpumem__miss_step(gpumem_cache *c, volatile gpumem__miss *m, gpum
         m->status = GPUMEM_OK;
         return 0;
     }
-    if (m->step == GPUMEM__MISS_UNDO && GPUMEM__HAS_TIER(c))
+    if (m->step == GPUMEM__MISS_UNDO && GPUMEM__TIER_ALONE(c))
         gpumem__tier_undo_lookup(c->tier, m->line, m->cp ? m->cp : &plain->own, (int)m->in_host);
     /* WITHDRAW: the line goes back to "not cached" and the caller's
      * reference is withdrawn, both in one fetch_sub (BUSY is known set and
@@ -1046,7 +1050,7 @@ GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint
     m->count = count;
     m->write = (uint32_t)write;
     m->in_host = 0;
-    if (GPUMEM__HAS_TIER(c)) m->in_host = (uint32_t)gpumem__tier_lookup(c->tier, line, cp ? cp : &rec.own);
+    if (GPUMEM__TIER_ALONE(c)) m->in_host = (uint32_t)gpumem__tier_lookup(c->tier, line, cp ? cp : &rec.own);
     st = gpumem__cache_find_slot(c, &k, &where);
     m->k = k;
     m->where = where;
@@ -2248,7 +2252,7 @@ enum { /* counter indices (gpumem_share_stats order) */
     GPUMEM__SS_STORAGE_READS, GPUMEM__SS_PEER_READS, GPUMEM__SS_MERGES, GPUMEM__SS_MERGED_COPIES,
     GPUMEM__SS_ON_DEMAND_MERGES, GPUMEM__SS_BASES, GPUMEM__SS_BASES_ELIDED, GPUMEM__SS_BUMPS,
     GPUMEM__SS_INVALIDATED, GPUMEM__SS_KEPT_CONCURRENT, GPUMEM__SS_VIOLATIONS, GPUMEM__SS_STORAGE_TRANSFERS,
-    GPUMEM__SS_PEER_TRANSFERS, GPUMEM__SS_N
+    GPUMEM__SS_PEER_TRANSFERS, GPUMEM__SS_TIER_HITS, GPUMEM__SS_TIER_STALE, GPUMEM__SS_N
 };
 
 typedef struct gpumem_share {
@@ -2266,6 +2270,14 @@ typedef struct gpumem_share {
     uint64_t *slot_line[GPUMEM_SHARE_MAX_OWNERS]; /* per owner, per slot: the line the share put there */
     uint64_t *written[GPUMEM_SHARE_MAX_OWNERS];   /* per owner: lines consistency-dirty (list_lock) */
     uint64_t *draining[GPUMEM_SHARE_MAX_OWNERS];  /* the list a release works through */
+    /* For owners with a host tier below their cache (NULL where none has
+     * one). A copy moved down to the tier leaves the share's sight, so
+     * whether it may come back up is decided by counts: merges[l] counts the
+     * merges of line l (the only writes of a shared line to storage), and
+     * filled[o][l] is merges[l] + 1 as of owner o's last fill of l (0: none).
+     * Both under the line's lock. */
+    uint32_t *merges;
+    uint32_t *filled[GPUMEM_SHARE_MAX_OWNERS];
     uint32_t n_written[GPUMEM_SHARE_MAX_OWNERS];
     void *owned_;
     /* hot words */
@@ -2508,6 +2520,7 @@ GPUMEM_API gpumem_status gpumem__share_merge_line(gpumem_share *s, gpumem__share
     }
     e->dirty = 0;
     e->gen++;
+    if (s->merges) s->merges[e->line]++; /* host tiers' copies filled before are stale now */
     /* After the write: a fetch that read storage before this saw the epoch
      * before it, and its fills drop what it read (gpumem__share_fill). */
     gpumem_atomic_fetch_add_u32(&s->merge_epoch, 1, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
@@ -2570,10 +2583,38 @@ GPUMEM_API uint32_t gpumem__share_peer(gpumem_share *s, gpumem__share_entry *e, 
     return 0;
 }
 
+/* If owner o's host tier holds `line`, claim its copy there (*cp, and
+ * *claimed: the tier is exclusive with the cache, so the fill frees it
+ * whatever it does) and say whether it may be taken (the caller holds the
+ * line's lock): 1 when the line was not merged since o's last fill of it.
+ * A fill's copy is storage's content (read from storage, or from a peer
+ * read since the last merge, which is the same bytes), and only a merge
+ * writes a shared line to storage. So the copy is storage's content now:
+ * taking it is a storage read (it gets storage's version vector), and
+ * every release that storage lacks makes the fill merge before this, which
+ * makes the copy stale. 0 when it is not there, or stale (counted). A dirty
+ * copy cannot be there: the share's copies are clean (one is counted as a
+ * violation and dropped). */
+GPUMEM_API int gpumem__share_tier_claim(gpumem_share *s, gpumem_cache *c, uint32_t o, uint64_t line,
+                                        gpumem__tier_copy *cp, int *claimed) {
+    const uint32_t *filled = s->filled[o];
+    *claimed = 0;
+    if (!c->tier || !gpumem__tier_lookup(c->tier, line, cp)) return 0;
+    *claimed = 1;
+    if (cp->dirty) {
+        gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1);
+        cp->dirty = 0; /* a write made around the share: not kept */
+    }
+    if (filled && s->merges && filled[line] != 0 && filled[line] == s->merges[line] + 1) return 1;
+    gpumem__share_count(s, GPUMEM__SS_TIER_STALE, 1);
+    return 0;
+}
+
 /* Owner c's miss on `line` into its slot k (the cache holds the line BUSY
  * and the slot): if another owner released writes storage lacks, merge them
  * into storage first (GAIA's merge at fault time: slot k is the scratch);
- * then copy the line from a peer's valid copy if there is one, else read
+ * then take the line from the owner's host tier if its copy there is still
+ * good, else copy it from a peer's valid copy if there is one, else read
  * storage; record the copy and its version vector. Everything under the
  * line's lock, so no merge writes storage while the line is read and no
  * writer starts on a source while it is copied. */
@@ -2592,6 +2633,8 @@ GPUMEM__TIER_HOOK gpumem_status gpumem__share_fill(gpumem_share *s, gpumem_cache
     gpumem__share_entry *e;
     gpumem_status st = GPUMEM_OK;
     gpumem_backoff wait = gpumem_backoff_start();
+    int tier_claimed;
+    gpumem__tier_copy cp;
     if (o == GPUMEM__SHARE_NONE) return GPUMEM_ESTATE;
     if (gpumem__share_slot_line(s, o, k) != line) gpumem__share_forget_slot(s, o, k);
     for (;;) {
@@ -2613,7 +2656,11 @@ GPUMEM__TIER_HOOK gpumem_status gpumem__share_fill(gpumem_share *s, gpumem_cache
     /* A line of a run gpumem_share_fetch moves together, on this thread:
      * its source was chosen for the run, and its transfer counted there. */
     if (sg && (sg->share != s || sg->owner != o || line - sg->first >= sg->n)) sg = 0;
-    if (sg && !sg->from &&
+    if (gpumem__share_tier_claim(s, c, o, line, &cp, &tier_claimed)) {
+        memcpy(gpumem__slot_data(c, k), cp.src, s->line_bytes);
+        memcpy(e->vv[o], e->vv[0], sizeof e->vv[o]); /* as storage read now (see the claim) */
+        gpumem__share_count(s, GPUMEM__SS_TIER_HITS, 1);
+    } else if (sg && !sg->from &&
         gpumem_atomic_load_u32(&s->merge_epoch, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV) == sg->epoch) {
         /* Storage has not changed since the run was read: its bytes are storage's. */
         memcpy(gpumem__slot_data(c, k), sg->data + (size_t)(line - sg->first) * s->line_bytes, s->line_bytes);
@@ -2630,11 +2677,13 @@ GPUMEM__TIER_HOOK gpumem_status gpumem__share_fill(gpumem_share *s, gpumem_cache
         gpumem__share_count(s, GPUMEM__SS_STORAGE_READS, 1);
         gpumem__share_count(s, GPUMEM__SS_STORAGE_TRANSFERS, gpumem__cache_io_cmds(c, 0));
     }
+    if (tier_claimed) gpumem__tier_fetch_done(c->tier, line, &cp); /* taken or stale: the tier slot is free */
     if (st == GPUMEM_OK) {
         e->holders |= 1u << o;
         e->copy_gen[o] = e->gen;
         e->slot[o] = k;
         gpumem__share_set_slot_line(s, o, k, line);
+        if (s->filled[o]) s->filled[o][line] = s->merges[line] + 1;
     } else {
         gpumem__share_maybe_free(s, e);
     }

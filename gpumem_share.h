@@ -85,7 +85,8 @@
  * consumer.
  *
  * A miss (the cache's fill hook) merges first when another owner released
- * writes storage lacks; then copies from a peer whose copy is valid, clean
+ * writes storage lacks; then takes the owner's host-tier copy if it is
+ * still good (below), else copies from a peer whose copy is valid, clean
  * and up to date (counted; a stale copy is never a source), else reads
  * storage. A merge reads storage, lays the copies over it (unbased whole,
  * then based diffs in owner order), writes it back, unpins the copies and
@@ -96,9 +97,20 @@
  * acquire and release compile for the device too (release by one thread
  * at a kernel's end: tests/cuda/test_share_gpu.cu), with the share in
  * managed memory (gpumem_share_init); the fill hook refuses a GPU thread's
- * miss (GPUMEM_ESTATE): a host thread fetches for it. Not done yet: a host tier
- * under an owner's cache (refused, GPUMEM_ESTATE), acquire and release from
- * device code.
+ * miss (GPUMEM_ESTATE): a host thread fetches for it. Not done yet: acquire
+ * and release from device code.
+ *
+ * A host tier under an owner's cache (gpumem_tier.h, attached before the
+ * share is made). Copies evicted to it leave the share's sight, so the
+ * cache does not look in the tier under a share; the fill hook does: a
+ * copy there is taken back only if the line was not merged since the
+ * owner's last fill of it (per-line merge counts, stamped at each fill:
+ * the copy is then storage's content, as good as a storage read), else
+ * dropped and the line filled as any miss (merge first, peer, storage).
+ * A written copy is pinned until merged, so only clean copies go down;
+ * the line's entry keeps its consistency-dirty bit and pending bump.
+ * Cost: 4 bytes per line of the data for the counts, and 4 per line for
+ * each owner with a tier.
  *
  * Fetch (gpumem_share_fetch, host): a range the owner lacks, a window at a
  * time; each run of one source moves in one transfer (storage: a command
@@ -132,6 +144,8 @@ typedef struct gpumem_share_stats {
     uint64_t violations;      /* broken invariants (always 0 unless there is a bug) */
     uint64_t storage_transfers; /* storage commands that read lines for a fill (a fetch: one per run) */
     uint64_t peer_transfers;  /* copies from a peer (a fetch: one per run, as one DMA or gather would be) */
+    uint64_t tier_hits;       /* misses served from the owner's own host tier (its copy still good) */
+    uint64_t tier_stale;      /* host-tier copies dropped at a miss: the line was merged since their fill */
 } gpumem_share_stats;
 
 typedef struct gpumem_share_desc {
@@ -409,11 +423,12 @@ GPUMEM_API gpumem_status gpumem_share_get_stats(gpumem_share *s, gpumem_share_st
 extern "C" {
 #endif
 /* Make a share over desc->caches (each: same lines and line size, same
- * backing, no host tier, nothing held or dirty; their clean lines are
- * dropped, so every copy the share sees is one it recorded). Statuses:
+ * backing, nothing held or dirty, in the cache or in its host tier if it
+ * has one; their clean lines are dropped, and the tier's are never taken
+ * back, so every copy the share sees is one it recorded). Statuses:
  * EINVAL (owner count, storage given a cache, no cache, shapes or backings
- * that differ, one cache twice), ESTATE (a cache already in a share, or with
- * a host tier), EBUSY (a cache holds a line or a dirty one), ENOMEM. */
+ * that differ, one cache twice), ESTATE (a cache already in a share),
+ * EBUSY (a cache or its tier holds a line or a dirty one), ENOMEM. */
 gpumem_status gpumem_share_create(const gpumem_share_desc *d, gpumem_share **out);
 /* The same in memory the caller places (CUDA managed memory, so that GPU
  * threads can call gpumem_share_get / _put): gpumem_share_bytes(d) bytes,
@@ -453,13 +468,31 @@ gpumem_status gpumem_share_fetch(gpumem_share *s, uint32_t o, uint64_t first, ui
 #define GPUMEM_SHARE_PEER_MIN_LINES 8u /* a shorter peer run amid storage's lines is read with them */
 #endif
 
-/* Check a desc (gpumem_share_create's statuses) and find its first cache
- * and the slots of all its caches. */
-static gpumem_status gpumem__share_validate(const gpumem_share_desc *d, gpumem_cache **first_out, uint64_t *slots) {
+/* Whether a cache's host tier holds a dirty line (a write the share never
+ * saw: it cannot take it over). */
+static int gpumem__share_tier_dirty(const gpumem_cache *c) {
+#if GPUMEM_CACHE_TIER
+    uint64_t l;
+    if (!c->tier) return 0;
+    for (l = 0; l < c->n_lines; l++)
+        if (gpumem_atomic_load_u32(&c->tier->home[l], GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV) &
+            (GPUMEM_TIER_DIRTY | GPUMEM_TIER_BUSY))
+            return 1;
+    return 0;
+#else
+    return c->tier != 0; /* a tier this file cannot see into (the cache refuses it too) */
+#endif
+}
+
+/* Check a desc (gpumem_share_create's statuses) and find its first cache,
+ * the slots of all its caches and how many have a host tier. */
+static gpumem_status gpumem__share_validate(const gpumem_share_desc *d, gpumem_cache **first_out, uint64_t *slots,
+                                            uint32_t *tiers) {
     gpumem_cache *first = 0;
     uint32_t o, p;
     if (!d) return GPUMEM_ENULL;
     *slots = 0;
+    *tiers = 0;
     if (d->n_owners < 2 || d->n_owners > GPUMEM_SHARE_MAX_OWNERS || d->caches[0]) return GPUMEM_EINVAL;
     for (o = 1; o < d->n_owners; o++) {
         gpumem_cache *c = d->caches[o];
@@ -467,7 +500,8 @@ static gpumem_status gpumem__share_validate(const gpumem_share_desc *d, gpumem_c
         for (p = 1; p < o; p++)
             if (d->caches[p] == c) return GPUMEM_EINVAL;
         if (!first) first = c;
-        if (c->share || c->tier) return GPUMEM_ESTATE;
+        if (c->share) return GPUMEM_ESTATE;
+        if (c->tier) ++*tiers;
         if (c->n_lines != first->n_lines || c->line_bytes != first->line_bytes ||
             c->backing.kind != first->backing.kind ||
             (c->backing.kind == GPUMEM_CACHE_BACKING_MEMORY && c->backing.mem != first->backing.mem))
@@ -490,27 +524,30 @@ static uint32_t gpumem__share_n_bases(const gpumem_share_desc *d, uint64_t slots
 size_t gpumem_share_bytes(const gpumem_share_desc *d) {
     gpumem_cache *first;
     uint64_t slots;
-    if (gpumem__share_validate(d, &first, &slots) != GPUMEM_OK) return 0;
-    /* Every carve below rounds up to 8 bytes: 8 per array at most, 8 arrays + 3 per owner. */
-    return (size_t)(sizeof(gpumem_share) + first->n_lines * 4 +
+    uint32_t tiers;
+    if (gpumem__share_validate(d, &first, &slots, &tiers) != GPUMEM_OK) return 0;
+    /* Every carve below rounds up to 8 bytes: 8 per array at most, 9 arrays + 4 per owner. */
+    return (size_t)(sizeof(gpumem_share) + first->n_lines * 4 * (1 + (tiers ? 1 + tiers : 0)) +
                     (uint64_t)gpumem__share_n_entries(d, slots) * (sizeof(gpumem__share_entry) + 4 + 16 * d->n_owners) +
                     (uint64_t)gpumem__share_n_bases(d, slots) * (first->line_bytes + 4) + slots * 8 +
-                    8 * (8 + 3 * (uint64_t)d->n_owners));
+                    8 * (9 + 4 * (uint64_t)d->n_owners));
 }
 
 gpumem_status gpumem_share_init(const gpumem_share_desc *d, void *mem, size_t bytes, gpumem_share **out) {
     gpumem_share *s;
     gpumem_cache *first = 0;
     uint64_t slots = 0;
-    uint32_t o, i, n_entries, n_bases;
+    uint32_t o, i, n_entries, n_bases, tiers;
     unsigned char *m = (unsigned char *)mem;
     gpumem_status st;
     if (!out || !mem) return GPUMEM_ENULL;
     *out = 0;
-    if ((st = gpumem__share_validate(d, &first, &slots)) != GPUMEM_OK) return st;
+    if ((st = gpumem__share_validate(d, &first, &slots, &tiers)) != GPUMEM_OK) return st;
     if (((uintptr_t)mem & 7u) || bytes < gpumem_share_bytes(d)) return GPUMEM_EINVAL;
     for (o = 1; o < d->n_owners; o++)
-        if (d->caches[o] && gpumem_cache_find_in_use(d->caches[o], 0, 1) < first->n_lines) return GPUMEM_EBUSY;
+        if (d->caches[o] && (gpumem_cache_find_in_use(d->caches[o], 0, 1) < first->n_lines ||
+                             gpumem__share_tier_dirty(d->caches[o])))
+            return GPUMEM_EBUSY;
     n_entries = gpumem__share_n_entries(d, slots);
     n_bases = gpumem__share_n_bases(d, slots);
     memset(mem, 0, bytes);
@@ -529,7 +566,11 @@ gpumem_status gpumem_share_init(const gpumem_share_desc *d, void *mem, size_t by
         GPUMEM__SHARE_CARVE(s->written[o], uint64_t, n_entries);
         GPUMEM__SHARE_CARVE(s->draining[o], uint64_t, n_entries);
         if (d->caches[o]) GPUMEM__SHARE_CARVE(s->slot_line[o], uint64_t, d->caches[o]->n_slots);
+        /* Zero (memset above): no fill recorded, so the tier's copies from
+         * before the share are never taken. */
+        if (d->caches[o] && d->caches[o]->tier) GPUMEM__SHARE_CARVE(s->filled[o], uint32_t, first->n_lines);
     }
+    if (tiers) GPUMEM__SHARE_CARVE(s->merges, uint32_t, first->n_lines);
     GPUMEM__SHARE_CARVE(s->bases, unsigned char, (uint64_t)n_bases * first->line_bytes);
 #undef GPUMEM__SHARE_CARVE
     s->n_entries = n_entries;
@@ -559,9 +600,10 @@ gpumem_status gpumem_share_create(const gpumem_share_desc *d, gpumem_share **out
     gpumem_status st;
     gpumem_cache *first;
     uint64_t slots;
+    uint32_t tiers;
     if (!d || !out) return GPUMEM_ENULL;
     *out = 0;
-    if ((st = gpumem__share_validate(d, &first, &slots)) != GPUMEM_OK) return st;
+    if ((st = gpumem__share_validate(d, &first, &slots, &tiers)) != GPUMEM_OK) return st;
     bytes = gpumem_share_bytes(d);
     if (!(mem = malloc(bytes))) return GPUMEM_ENOMEM;
     if ((st = gpumem_share_init(d, mem, bytes, out)) != GPUMEM_OK) {

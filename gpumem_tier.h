@@ -200,8 +200,9 @@ GPUMEM_API gpumem_status gpumem__tier_check_desc(const gpumem_tier_desc *d) {
 }
 
 /* Set up a tier in memory the caller placed and attach it to d->cache, while
- * no thread uses the cache (and none has a tier attached: EBUSY). Every host
- * slot starts empty. */
+ * no thread uses the cache (and none has a tier attached: EBUSY; nor is it
+ * an owner of a share: ESTATE, attach the tier before making the share).
+ * Every host slot starts empty. */
 GPUMEM_API gpumem_status gpumem_tier_init(gpumem_tier *t, const gpumem_tier_desc *d) {
     gpumem_status st;
     gpumem_cache *c;
@@ -212,6 +213,7 @@ GPUMEM_API gpumem_status gpumem_tier_init(gpumem_tier *t, const gpumem_tier_desc
     if ((st = gpumem__tier_check_desc(d)) != GPUMEM_OK) return st;
     c = d->cache;
     if (c->tier) return GPUMEM_EBUSY;
+    if (c->share) return GPUMEM_ESTATE; /* the share keeps counts for its owners' tiers: attach before */
     if (d->meta_bytes < gpumem_tier_meta_bytes(d)) return GPUMEM_ENOMEM;
     if (((uintptr_t)d->meta & 7u) != 0) return GPUMEM_EINVAL;
     if (c->backing.kind == GPUMEM_CACHE_BACKING_NVME) { /* the cache's rules for its slots */

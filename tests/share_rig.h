@@ -1,13 +1,15 @@
 /* A share over 1..9 caches (owners) in front of one storage: memory, or
  * one or two software controllers (striped), each owner with its own queue
- * pair on every controller. Storage bytes are read back directly for the
- * checks. Used by tests/test_share.c and tests/stress.c. */
+ * pair on every controller, and optionally a host tier below each cache.
+ * Storage bytes are read back directly for the checks. Used by
+ * tests/test_share.c and tests/stress.c. */
 #ifndef SHARE_RIG_H
 #define SHARE_RIG_H
 #include <stdlib.h>
 #include <string.h>
 #include "gpumem_share.h"
 #include "gpumem_swctl.h"
+#include "gpumem_tier.h"
 
 enum { SHARE_RIG_LINE = 512 };
 
@@ -17,13 +19,16 @@ typedef struct share_rig {
     gpumem_swctl *ctls[2];
     gpumem_nvme_qp *pairs[GPUMEM_SHARE_MAX_OWNERS][2];
     gpumem_cache *caches[GPUMEM_SHARE_MAX_OWNERS];
+    gpumem_tier *tiers[GPUMEM_SHARE_MAX_OWNERS];
     gpumem_share *share;
 } share_rig;
 
 /* Owners 1..n_owners-1, each a cache of n_slots slots over n_lines lines of
- * SHARE_RIG_LINE bytes, all zero at first. */
-static gpumem_status share_rig_make(share_rig *r, uint32_t n_owners, uint32_t n_ctrls, uint32_t n_lines,
-                                    uint32_t n_slots) {
+ * SHARE_RIG_LINE bytes, all zero at first; tier_slots > 0: each cache has
+ * a host tier of that many slots below it, every eviction moved there (tier
+ * order placement). */
+static gpumem_status share_rig_make_tiered(share_rig *r, uint32_t n_owners, uint32_t n_ctrls, uint32_t n_lines,
+                                           uint32_t n_slots, uint32_t tier_slots) {
     gpumem_share_desc sd = gpumem_share_desc_default(n_owners);
     gpumem_status st;
     uint32_t o, j;
@@ -57,8 +62,18 @@ static gpumem_status share_rig_make(share_rig *r, uint32_t n_owners, uint32_t n_
         }
         if ((st = gpumem_cache_create(&d, &r->caches[o])) != GPUMEM_OK) return st;
         sd.caches[o] = r->caches[o];
+        if (tier_slots) {
+            gpumem_tier_desc td = gpumem_tier_desc_default(r->caches[o], tier_slots);
+            td.placement = GPUMEM_TIER_ORDER;
+            if ((st = gpumem_tier_create(&td, &r->tiers[o])) != GPUMEM_OK) return st;
+        }
     }
     return gpumem_share_create(&sd, &r->share);
+}
+
+static inline gpumem_status share_rig_make(share_rig *r, uint32_t n_owners, uint32_t n_ctrls, uint32_t n_lines,
+                                           uint32_t n_slots) {
+    return share_rig_make_tiered(r, n_owners, n_ctrls, n_lines, n_slots, 0);
 }
 
 /* Line l where storage holds it (memory, or a controller's RAM: striped). */
@@ -75,7 +90,10 @@ static unsigned char share_rig_stored(const share_rig *r, uint32_t l, uint32_t b
 static gpumem_status share_rig_free(share_rig *r) {
     gpumem_status st = r->share ? gpumem_share_destroy(r->share) : GPUMEM_OK;
     uint32_t o, j;
-    for (o = 1; o < r->n_owners; o++) gpumem_cache_destroy(r->caches[o]);
+    for (o = 1; o < r->n_owners; o++) {
+        if (r->tiers[o]) gpumem_tier_destroy(r->tiers[o]);
+        gpumem_cache_destroy(r->caches[o]);
+    }
     for (j = 0; j < r->n_ctrls; j++) gpumem_swctl_destroy(r->ctls[j]);
     free(r->mem);
     return st;

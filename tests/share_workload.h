@@ -202,11 +202,14 @@ static int share_wl_end(share_wl *w, int failed, share_run *run) {
     return failed;
 }
 
-static share_wl *share_wl_new(uint32_t n_owners, uint32_t n_ctrls, uint32_t n_slots, share_run *run) {
+/* tier: caches of 8 slots, each over a host tier that can hold every line
+ * (copies go down and come back up all the time). */
+static share_wl *share_wl_new(uint32_t n_owners, uint32_t n_ctrls, uint32_t n_slots, int tier, share_run *run) {
     share_wl *w = (share_wl *)calloc(1, sizeof *w);
     memset(run, 0, sizeof *run);
     if (!w) return NULL;
-    if (share_rig_make(&w->rig, n_owners, n_ctrls, SHARE_WL_LINES, n_slots) != GPUMEM_OK) {
+    if (share_rig_make_tiered(&w->rig, n_owners, n_ctrls, SHARE_WL_LINES, tier ? 8 : n_slots,
+                              tier ? SHARE_WL_LINES : 0) != GPUMEM_OK) {
         snprintf(run->why, sizeof run->why, "setup failed");
         share_rig_free(&w->rig);
         free(w);
@@ -215,8 +218,10 @@ static share_wl *share_wl_new(uint32_t n_owners, uint32_t n_ctrls, uint32_t n_sl
     return w;
 }
 
-static int share_producer_consumer(uint32_t n_owners, uint32_t n_ctrls, uint32_t rounds, share_run *run) {
-    share_wl *w = share_wl_new(n_owners, n_ctrls, SHARE_WL_LINES, run); /* copies outlive rounds */
+/* Without a tier the caches hold every line, so copies outlive rounds;
+ * with one, they outlive them in the tier. */
+static int share_producer_consumer(uint32_t n_owners, uint32_t n_ctrls, uint32_t rounds, int tier, share_run *run) {
+    share_wl *w = share_wl_new(n_owners, n_ctrls, SHARE_WL_LINES, tier, run);
     if (!w) return 1;
     w->n_threads = n_owners - 1;
     w->per_owner = 1;
@@ -225,10 +230,11 @@ static int share_producer_consumer(uint32_t n_owners, uint32_t n_ctrls, uint32_t
 }
 
 /* random 0: writes, releases and merges (false sharing); 1: reads checked,
- * acquires and flushes too, in caches of 8 slots. */
-static int share_mix(uint32_t n_owners, uint32_t n_ctrls, uint32_t random, uint32_t per_owner, uint32_t ops,
+ * acquires and flushes too, in caches of 8 slots (with a host tier below
+ * each: tier). */
+static int share_mix(uint32_t n_owners, uint32_t n_ctrls, uint32_t random, int tier, uint32_t per_owner, uint32_t ops,
                      share_run *run) {
-    share_wl *w = share_wl_new(n_owners, n_ctrls, random ? 8 : SHARE_WL_LINES / 2, run);
+    share_wl *w = share_wl_new(n_owners, n_ctrls, random ? 8 : SHARE_WL_LINES / 2, tier, run);
     int failed;
     if (!w) return 1;
     w->per_owner = per_owner;

@@ -38,7 +38,7 @@ ParameterizedTestParameters(share, producer_consumer) {
  * only acquire drops. */
 ParameterizedTest(shape *sh, share, producer_consumer) {
     share_run run;
-    cr_assert_eq(share_producer_consumer(sh->n_owners, sh->n_ctrls, 12, &run), 0, "%s", run.why);
+    cr_assert_eq(share_producer_consumer(sh->n_owners, sh->n_ctrls, 12, 0, &run), 0, "%s", run.why);
     cr_assert_gt(run.stats.invalidated, 0, "no stale copy was ever dropped: the test tests nothing");
     cr_assert_eq(run.stats.violations, 0);
 }
@@ -53,7 +53,7 @@ ParameterizedTestParameters(share, disjoint_writers) {
  * and flush of every owner, storage holds every write of the model. */
 ParameterizedTest(shape *sh, share, disjoint_writers) {
     share_run run;
-    cr_assert_eq(share_mix(sh->n_owners, sh->n_ctrls, 0, 2, 2000, &run), 0, "%s", run.why);
+    cr_assert_eq(share_mix(sh->n_owners, sh->n_ctrls, 0, 0, 2, 2000, &run), 0, "%s", run.why);
     cr_assert_gt(run.stats.merged_copies, run.stats.merges, "no line was merged from two writers");
     cr_assert_gt(run.stats.bases, 0);
     cr_assert_eq(run.stats.violations, 0);
@@ -68,7 +68,39 @@ ParameterizedTestParameters(share, random_mix) {
  * caches of 8 slots for 64 lines (eviction all the time): nothing lost. */
 ParameterizedTest(shape *sh, share, random_mix) {
     share_run run;
-    cr_assert_eq(share_mix(sh->n_owners, sh->n_ctrls, 1, 2, 2000, &run), 0, "%s", run.why);
+    cr_assert_eq(share_mix(sh->n_owners, sh->n_ctrls, 1, 0, 2, 2000, &run), 0, "%s", run.why);
+    cr_assert_eq(run.stats.violations, 0);
+}
+
+/* ---- a host tier under each owner's cache ------------------------------------- */
+
+ParameterizedTestParameters(share, tier_producer_consumer) {
+    static shape s[] = {{3, 0}, {3, 1}, {4, 2}, {9, 1}};
+    return cr_make_param_array(shape, s, sizeof s / sizeof s[0]);
+}
+
+/* Producer -> consumer with caches of 8 slots for 64 lines, each over a
+ * host tier: the consumers' copies of earlier rounds wait in their tiers,
+ * out of acquire's sight, and a miss must never take one back. */
+ParameterizedTest(shape *sh, share, tier_producer_consumer) {
+    share_run run;
+    cr_assert_eq(share_producer_consumer(sh->n_owners, sh->n_ctrls, 12, 1, &run), 0, "%s", run.why);
+    cr_assert_gt(run.stats.tier_stale, 0, "no tier copy was ever stale: the test tests nothing");
+    cr_assert_eq(run.stats.violations, 0);
+}
+
+ParameterizedTestParameters(share, tier_random_mix) {
+    static shape s[] = {{3, 0}, {3, 2}, {9, 1}};
+    return cr_make_param_array(shape, s, sizeof s / sizeof s[0]);
+}
+
+/* The random mix with every eviction moved to the owner's host tier and
+ * brought back up by its misses: after every owner's release and flush,
+ * storage holds every write. */
+ParameterizedTest(shape *sh, share, tier_random_mix) {
+    share_run run;
+    cr_assert_eq(share_mix(sh->n_owners, sh->n_ctrls, 1, 1, 2, 2000, &run), 0, "%s", run.why);
+    cr_assert_gt(run.stats.tier_hits, 0, "no line came back up from a tier");
     cr_assert_eq(run.stats.violations, 0);
 }
 
@@ -314,6 +346,74 @@ Test(share, merge_keeps_the_pending_bump) {
     cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
 }
 
+static uint64_t tier_moves(share_rig *r, uint32_t o) {
+    gpumem_tier_stats t;
+    cr_assert_eq(gpumem_tier_get_stats(r->tiers[o], &t), GPUMEM_OK);
+    return t.moves;
+}
+
+/* Caches of 2 slots over host tiers: a line evicted to the tier comes back
+ * up through the share - taken while storage has not changed since its
+ * fill, dropped (and the line read afresh) once a merge, on demand after
+ * a release or by a flush, has written it. */
+Test(share, tier_hits_never_stale) {
+    share_rig r;
+    gpumem_share_stats s;
+    uint32_t l;
+    cr_assert_eq(share_rig_make_tiered(&r, 3, 0, 16, 2, 16), GPUMEM_OK);
+    for (l = 0; l < 4; l++) cr_assert_eq(read0(&r, 1, l), 0); /* lines 0 and 1 go down */
+    cr_assert_eq(tier_moves(&r, 1), 2);
+    cr_assert_eq(read0(&r, 1, 0), 0);
+    gpumem_share_get_stats(r.share, &s);
+    cr_assert_eq(s.tier_hits, 1, "line 0 was not taken from the tier");
+    cr_assert_eq(s.storage_reads, 4);
+    /* Line 1 waits in owner 1's tier while owner 2 writes and releases it. */
+    write0(&r, 2, 1, 0, 0x42);
+    cr_assert_eq(gpumem_share_release(r.share, 2, 0, 16), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_acquire(r.share, 1, 0, 16), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 1, 1), 0x42, "owner 1 took its stale copy back from its tier");
+    gpumem_share_get_stats(r.share, &s);
+    cr_assert_eq(s.tier_stale, 1);
+    cr_assert_eq(s.tier_hits, 1);
+    cr_assert_eq(s.on_demand_merges, 1);
+    /* A merge alone (a flush, nothing released) also changes the line: owner
+     * 1's copy of line 3 in the tier is not taken back after it. */
+    cr_assert_eq(read0(&r, 1, 3), 0);
+    cr_assert_eq(read0(&r, 1, 2), 0);
+    cr_assert_eq(read0(&r, 1, 0), 0); /* line 3 goes down again */
+    write0(&r, 2, 3, 5, 0x99);
+    cr_assert_eq(gpumem_share_flush(r.share, 2), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 1, 3), 0);
+    gpumem_share_get_stats(r.share, &s);
+    cr_assert_eq(s.tier_stale, 2, "a copy from before the merge came back: %llu stale", (unsigned long long)s.tier_stale);
+    cr_assert_eq(s.violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+/* A written line merged and then evicted to the tier keeps its pending
+ * version bump (consistency-dirty) and its reader's acquire still drops
+ * the old copy; the tier's copy is not taken after the release. */
+Test(share, tier_eviction_keeps_the_pending_bump) {
+    share_rig r;
+    gpumem_share_stats s;
+    uint32_t l;
+    cr_assert_eq(share_rig_make_tiered(&r, 3, 1, 8, 2, 8), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 2, 4), 0);
+    write0(&r, 1, 4, 0, 7);
+    cr_assert_eq(gpumem_share_flush(r.share, 1), GPUMEM_OK); /* merged: clean, unpinned */
+    for (l = 5; l < 8; l++) read0(&r, 1, l);                   /* line 4 goes down to the tier */
+    cr_assert_geq(tier_moves(&r, 1), 1);
+    cr_assert_eq(gpumem_share_release(r.share, 1, 0, 8), GPUMEM_OK);
+    gpumem_share_get_stats(r.share, &s);
+    cr_assert_eq(s.bumps, 1, "the eviction to the tier lost the version bump");
+    cr_assert_eq(gpumem_share_acquire(r.share, 2, 0, 8), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 2, 4), 7);
+    cr_assert_eq(read0(&r, 1, 4), 7);
+    gpumem_share_get_stats(r.share, &s);
+    cr_assert_eq(s.violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
 /* A share in the caller's memory (as CUDA managed memory would be): too
  * small or misaligned is refused; it works as a created one; destroy
  * detaches and frees nothing. */
@@ -402,14 +502,26 @@ Test(share, bad_input) {
     cr_assert_eq(gpumem_share_get(r.share, 1, 2, 0, &p), GPUMEM_OK);
     cr_assert_eq(gpumem_share_put(r.share, 1, 2, 1), GPUMEM_ESTATE, "a write put for a read get");
     cr_assert_eq(gpumem_share_put(r.share, 1, 2, 0), GPUMEM_OK);
-    /* a cache with a host tier */
+    /* a host tier: attached after the share, refused; one holding a dirty
+     * line the share never saw, refused (EBUSY) */
     {
         gpumem_tier *t;
-        gpumem_tier_desc td = gpumem_tier_desc_default(lone, 4);
+        gpumem_tier_desc td = gpumem_tier_desc_default(r.caches[1], 4);
+        td.placement = GPUMEM_TIER_ORDER;
+        cr_assert_eq(gpumem_tier_create(&td, &t), GPUMEM_ESTATE);
+        td.cache = lone;
         cr_assert_eq(gpumem_tier_create(&td, &t), GPUMEM_OK);
+        for (uint32_t l = 0; l < 8; l++) { /* lines 0..3 written, then moved down by reads of 4..7 */
+            cr_assert_eq(gpumem_cache_acquire(lone, l, 1, l < 4, &p), GPUMEM_OK);
+            cr_assert_eq(gpumem_cache_release(lone, l, 1), GPUMEM_OK);
+        }
+        cr_assert_eq(gpumem_cache_find_in_use(lone, 0, 1), 8, "the cache itself holds nothing dirty");
         d = gpumem_share_desc_default(2);
         d.caches[1] = lone;
-        cr_assert_eq(gpumem_share_create(&d, &other), GPUMEM_ESTATE);
+        cr_assert_eq(gpumem_share_create(&d, &other), GPUMEM_EBUSY, "a dirty line in the tier was taken over");
+        cr_assert_eq(gpumem_cache_flush(lone, NULL), GPUMEM_OK);
+        cr_assert_eq(gpumem_share_create(&d, &other), GPUMEM_OK);
+        cr_assert_eq(gpumem_share_destroy(other), GPUMEM_OK);
         cr_assert_eq(gpumem_tier_destroy(t), GPUMEM_OK);
     }
     /* a cache a share owns cannot be destroyed under it */
