@@ -45,6 +45,7 @@ TESTS   += $(BUILD)/test_nostats
 TESTS   += $(BUILD)/test_faults
 TESTS   += $(BUILD)/test_faults_ndebug
 TESTS   += $(BUILD)/test_warp
+TESTS   += $(BUILD)/test_handle
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE

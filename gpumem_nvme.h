@@ -714,7 +714,8 @@ typedef struct gpumem_nvme_qp {
     uint32_t cid_limit;   /* most commands in flight: min(n_cids, depth - 1) */
     uint32_t async_limit; /* most of them asynchronous: the rest is kept for blocking calls */
     uint32_t wait_max_ns; /* device waits on this pair back off up to this (gpumem_nvme_qp_set_wait_max_ns) */
-    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 12];
+    uint32_t tag; /* nonzero, this pair's own: a request carries it from submission (gpumem_nvme_req) */
+    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 13];
     /* hot words, one cache line each */
     gpumem__nvme_word ticket;    /* next SQ ticket */
     gpumem__nvme_word tail;      /* virtual SQ tail: entries handed to the controller */
@@ -880,6 +881,20 @@ GPUMEM_API void gpumem_nvme_qp_relocate_state(gpumem_nvme_qp *qp, void *state) {
     qp->cid_mail = (uint32_t *)(qp->cids + qp->n_cids);
 }
 
+/* A pair's tag (gpumem_nvme_qp.tag): what a request carries to say which
+ * pair it was submitted to. Never 0, so that a zeroed request names no pair.
+ * Mixed from the pair's address and the clock at init: two pairs of a
+ * process differ but for a 2^-32 chance, and a pair initialised again at the
+ * same address gets a new tag, so its old requests are refused. A pair
+ * copied elsewhere (GPU memory) keeps it. */
+GPUMEM_API uint32_t gpumem__qp_tag_make(const void *qp) {
+    uint64_t x = (uint64_t)(uintptr_t)qp ^ (gpumem_clock_ns() * 0x9E3779B97F4A7C15ull);
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull; /* a 64-bit finaliser: every input bit moves the top half */
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return (uint32_t)(x >> 32) ? (uint32_t)(x >> 32) : 1u;
+}
+
 /* Initialise a pair (host, before any thread uses it). Zeroes the CQ. */
 GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nvme_qp_desc *d) {
     uint32_t i;
@@ -936,6 +951,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     qp->cid_limit = d->depth == 2 ? 2 : d->n_cids < d->depth - 1 ? d->n_cids : d->depth - 1;
     qp->async_limit = qp->cid_limit - (qp->cid_limit / 4 > 1 ? qp->cid_limit / 4 : 1);
     qp->wait_max_ns = GPUMEM_BACKOFF_MAX_NS;
+    qp->tag = gpumem__qp_tag_make(qp);
     qp->doorbell_event = d->doorbell_event;
     qp->prp_lists = d->prp_lists;
     qp->prp_map = d->prp_lists_map;
@@ -1526,24 +1542,41 @@ GPUMEM_API void gpumem__cq_harvest_warp(gpumem_nvme_qp *qp) {
     GPUMEM__WAIT_PARKING(&(qp)->signals->event, gpumem__qp_wait_cap(qp), gpumem__cid_class(wire), cond, \
                          give_up, gpumem__cid_will_park((qp), (wire)), gpumem__cq_harvest(qp))
 
+/* Whether ID word w is held for the command under CID `wire` by an owner
+ * that will still collect it: taken, not given up, and under that CID (ID
+ * and generation). A request whose CID fails this is not in flight: a
+ * copy of one collected already, or never submitted. */
+GPUMEM_API int gpumem__cid_held(uint64_t w, uint32_t wire) {
+    return (w & (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN)) == GPUMEM__CID_IN_USE && GPUMEM__CID_WIRE(w) == wire;
+}
+
 /* If the command under CID `wire` has its result, copy it to *out, free
- * the command ID and return 1. Otherwise harvest once and look again. A
- * request ended by a reset (gpumem_nvme_qp_reinit) finds an "aborted"
- * result here. */
+ * the command ID and return 1. Otherwise harvest once and look again: 0 if
+ * it has not come. -1, changing nothing, if the ID is not held under that
+ * CID (gpumem__cid_held): the caller's request is not in flight. Only a
+ * compare-and-swap from the word read frees the ID, so two callers that
+ * hold copies of one request cannot both collect it, and the budget is
+ * given back once per ID taken, whatever callers pass. A request ended by a
+ * reset (gpumem_nvme_qp_reinit) finds an "aborted" result here. */
 GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
     uint64_t w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
     if (!(w & GPUMEM__CID_DONE)) {
+        if (!gpumem__cid_held(w, wire)) return -1;
         gpumem__cq_harvest_warp(qp);
         w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
         if (!(w & GPUMEM__CID_DONE)) return 0;
     }
+    if (!gpumem__cid_held(w, wire)) return -1;
     out->dw0 = gpumem__cid_mail(qp, wire)[0];
     out->dw1 = 0;
     out->dw2 = qp->qid << 16; /* the SQ head it carried was consumed by the head mover */
     out->dw3 = (uint32_t)wire | ((gpumem__cid_mail(qp, wire)[1] & 0x7FFFu) << 17);
     /* Release the ID, keeping its CID (the next one is a generation on) and
-     * where its completion was: reusable once the head has passed it. */
-    gpumem_atomic_store_u64(gpumem__cid_word(qp, wire), w & ~GPUMEM__CID_IN_USE, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+     * where its completion was: reusable once the head has passed it.
+     * Release: the mailbox was read before the ID can be taken again. */
+    if (!gpumem_atomic_cas_u64(gpumem__cid_word(qp, wire), &w, w & ~GPUMEM__CID_IN_USE, GPUMEM_ORDER_RELEASE,
+                               GPUMEM__DEV))
+        return -1; /* another copy of the request collected it first */
     gpumem__budget_put(qp);
     return 1;
 }
@@ -1566,9 +1599,12 @@ GPUMEM_API int gpumem__cid_orphan(gpumem_nvme_qp *qp, uint16_t wire) {
 }
 
 /* Collect a result that orphaning found taken: a harvester has claimed it
- * and is a few stores from DONE. */
-GPUMEM_API void gpumem__cid_collect_now(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
-    GPUMEM__QP_WAIT_CPL(qp, wire, gpumem__cid_collect(qp, wire, out), 0);
+ * and is a few stores from DONE. 1, or -1 as gpumem__cid_collect (a copy of
+ * the request collected it meanwhile). */
+GPUMEM_API int gpumem__cid_collect_now(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
+    int got = 0;
+    GPUMEM__QP_WAIT_CPL(qp, wire, (got = gpumem__cid_collect(qp, wire, out)) != 0, 0);
+    return got;
 }
 
 /* The pair's `stopped` word (GPUMEM__QP_*). Acquire: pairs with the
@@ -1659,23 +1695,64 @@ GPUMEM_API int gpumem__cid_try_take(gpumem_nvme_qp *qp, uint16_t *cid) {
 
 /* ---- public I/O API ------------------------------------------------------- */
 
-/* An asynchronous request: submit fills it, poll completes it. */
+/* An asynchronous request: submit fills it, poll completes it. It is a
+ * handle the pair checks (issue 30): it carries the pair it was submitted
+ * to (the pair's tag), the CID it got (ID and generation), and its state -
+ * never submitted, in flight, collected, or ended without a result. A
+ * zeroed request is "never submitted"; so is one whose submit was refused,
+ * whatever it held before. Poll, wait and gpumem_nvme_req_busy refuse,
+ * changing nothing in the pair, and say why in the log (host):
+ *   - a request of another pair: GPUMEM_EINVAL;
+ *   - one never submitted, or "in flight" under a CID that the pair no
+ *     longer holds for it (a copy of a request collected or given up
+ *     already): GPUMEM_ESTATE.
+ * A submit with a request that is in flight on the same pair is refused
+ * (GPUMEM_ESTATE) before anything is taken. What the pair cannot see: a
+ * request in flight on another pair passed to submit (it reads like a
+ * stack request's leftover bytes, and is overwritten), and a copy held so
+ * long that its ID's generation wrapped to the current command's (at
+ * least 16 reuses of the ID with 4,096 IDs or fewer; see "Validation"). */
 typedef struct gpumem_nvme_req {
     gpumem_nvme_cpl cpl; /* the completion, valid once poll returned OK, EIO or EABORTED */
     uint16_t cid;   /* the CID sent: command ID and generation */
-    uint16_t state; /* GPUMEM__REQ_*: idle, submitted, done, or ended without a result */
-    uint32_t reserved_;
+    uint16_t state; /* GPUMEM__REQ_*: never submitted, in flight, collected, or ended without a result */
+    uint32_t pair;  /* the tag of the pair it was submitted to (gpumem_nvme_qp.tag); 0: none */
     uint64_t deadline_ns; /* when the pair's command timeout gives it up (gpumem_clock_ns; 0: not yet set) */
 } gpumem_nvme_req;
 
 enum {
-    GPUMEM__REQ_IDLE = 0,
+    GPUMEM__REQ_IDLE = 0, /* never submitted, or its submit was refused */
     GPUMEM__REQ_SUBMITTED = 1,
     GPUMEM__REQ_DONE = 2,
     GPUMEM__REQ_ABANDONED = 3, /* the controller stopped */
     GPUMEM__REQ_TIMED_OUT = 4, /* outlived the command timeout */
     GPUMEM__REQ_ABORTED = 5    /* the pair was reset */
 };
+
+/* Refuse a request (see gpumem_nvme_req): the status, and on the host a
+ * line that says which call, which pair and why. Changes nothing. The
+ * reasons: */
+#define GPUMEM__REQ_NEVER "the request was never submitted (or its submit was refused)"
+#define GPUMEM__REQ_FOREIGN "the request belongs to another pair"
+#define GPUMEM__REQ_GONE                                                                                    \
+    "the request is not in flight: the pair holds no command ID for it (a copy of a request collected or " \
+    "given up already?)"
+#define GPUMEM__REQ_OUT "the request is in flight on this pair: submit it again once it has its result"
+GPUMEM_API gpumem_status gpumem__req_refuse(const gpumem_nvme_qp *qp, const gpumem_nvme_req *req, const char *call,
+                                            const char *why, gpumem_status st) {
+#if GPUMEM_ON_DEVICE
+    (void)qp;
+    (void)req;
+    (void)call;
+    (void)why;
+#else
+    GPUMEM_LOG("queue pair %u: %s: %s; nothing done (the request: CID %u, state %u, pair tag %08x; this pair's "
+               "tag %08x)",
+               qp->qid, call, why, (unsigned)req->cid, (unsigned)req->state, (unsigned)req->pair,
+               (unsigned)qp->tag);
+#endif
+    return st;
+}
 
 /* What a completion means for its caller: GPUMEM_OK for success (SCT 0,
  * SC 0, whatever CRD, More and DNR say), GPUMEM_EABORTED for a command
@@ -1763,6 +1840,13 @@ GPUMEM_API gpumem_status gpumem__qp_submit_within(gpumem_nvme_qp *qp, const gpum
     uint32_t s;
     gpumem_status st;
     if (!qp || !cmd || !req) return GPUMEM_ENULL;
+    /* Relaxed: whether the request's ID is held for it says only whether
+     * it is in flight; nothing is read through it. */
+    if (req->state == GPUMEM__REQ_SUBMITTED && req->pair == qp->tag &&
+        gpumem__cid_held(gpumem_atomic_load_u64(gpumem__cid_word(qp, req->cid), GPUMEM_ORDER_RELAXED, GPUMEM__DEV),
+                         req->cid))
+        return gpumem__req_refuse(qp, req, "submit", GPUMEM__REQ_OUT, GPUMEM_ESTATE);
+    req->state = GPUMEM__REQ_IDLE; /* until it is submitted: a refused submit leaves it never submitted */
     if ((s = gpumem__qp_stopped(qp)) != 0) return gpumem__stopped_status(s);
     if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
     if (!gpumem__cid_take(qp, limit, &cid)) {
@@ -1775,6 +1859,7 @@ GPUMEM_API gpumem_status gpumem__qp_submit_within(gpumem_nvme_qp *qp, const gpum
     req->deadline_ns = 0;
     gpumem__submit(qp, cmd, cid, data);
     req->cid = cid;
+    req->pair = qp->tag;
     req->state = GPUMEM__REQ_SUBMITTED;
     return GPUMEM_OK;
 }
@@ -1825,21 +1910,26 @@ GPUMEM_API int gpumem__cid_give_up(gpumem_nvme_qp *qp, uint16_t wire, gpumem_sta
  * and write into its buffer, until its late completion arrives (it is then
  * dropped, counted, and the ID freed) or the pair is reset:
  * gpumem_nvme_req_busy says when the buffer may be reused. After EABORTED
- * it never will (the queues were deleted first). */
+ * it never will (the queues were deleted first). A request of another
+ * pair gets GPUMEM_EINVAL; one never submitted, or a copy of one that is
+ * no longer in flight, GPUMEM_ESTATE (see gpumem_nvme_req). */
 GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
     gpumem_status why;
     uint16_t ended;
     uint32_t s;
+    int got;
     if (!qp || !req) return GPUMEM_ENULL;
+    if (req->state == GPUMEM__REQ_IDLE) return gpumem__req_refuse(qp, req, "poll", GPUMEM__REQ_NEVER, GPUMEM_ESTATE);
+    if (req->pair != qp->tag) return gpumem__req_refuse(qp, req, "poll", GPUMEM__REQ_FOREIGN, GPUMEM_EINVAL);
     switch (req->state) {
     case GPUMEM__REQ_SUBMITTED: break;
     case GPUMEM__REQ_DONE: return gpumem__cpl_result(&req->cpl);
     case GPUMEM__REQ_ABANDONED: return GPUMEM_ENODEV;
     case GPUMEM__REQ_TIMED_OUT: return GPUMEM_ETIMEDOUT;
     case GPUMEM__REQ_ABORTED: return GPUMEM_EABORTED;
-    default: return GPUMEM_ESTATE;
+    default: return gpumem__req_refuse(qp, req, "poll", GPUMEM__REQ_NEVER, GPUMEM_ESTATE);
     }
-    if (!gpumem__cid_collect(qp, req->cid, &req->cpl)) {
+    if ((got = gpumem__cid_collect(qp, req->cid, &req->cpl)) == 0) {
         /* A wait polls every round: one read of the stopped word per warp */
         if ((s = gpumem__qp_stopped_round(qp)) != 0 && s != GPUMEM__QP_RESETTING) {
             why = gpumem__stopped_status(s);
@@ -1854,8 +1944,9 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req
             req->state = ended;
             return why;
         }
-        gpumem__cid_collect_now(qp, req->cid, &req->cpl); /* it completed just before */
+        got = gpumem__cid_collect_now(qp, req->cid, &req->cpl); /* it completed just before */
     }
+    if (got < 0) return gpumem__req_refuse(qp, req, "poll", GPUMEM__REQ_GONE, GPUMEM_ESTATE);
     req->state = GPUMEM__REQ_DONE;
     return gpumem__cpl_result(&req->cpl);
 }
@@ -1864,12 +1955,22 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req
  * for NULL arguments): 1 while it is submitted and not yet polled to its
  * end, and after GPUMEM_ETIMEDOUT or GPUMEM_ENODEV until the command's late
  * completion has arrived or the pair was reset; 0 once the request has its
- * result or was aborted. A buffer may be reused (freed, or handed to
- * another request) only when this says 0. */
+ * result or was aborted, and for a request never submitted. A buffer may
+ * be reused (freed, or handed to another request) only when this says 0.
+ * Negative for a request it cannot judge, logged: -GPUMEM_EINVAL for one
+ * of another pair, -GPUMEM_ESTATE for a copy of one that is no longer in
+ * flight (see gpumem_nvme_req); ask the pair the request belongs to, with
+ * the request itself. */
 GPUMEM_API int gpumem_nvme_req_busy(gpumem_nvme_qp *qp, const gpumem_nvme_req *req) {
     uint64_t w;
-    if (!qp || !req) return 0;
-    if (req->state == GPUMEM__REQ_SUBMITTED) return 1;
+    if (!qp || !req || req->state == GPUMEM__REQ_IDLE) return 0;
+    if (req->pair != qp->tag) return -(int)gpumem__req_refuse(qp, req, "req_busy", GPUMEM__REQ_FOREIGN, GPUMEM_EINVAL);
+    if (req->state == GPUMEM__REQ_SUBMITTED) {
+        w = gpumem_atomic_load_u64(gpumem__cid_word(qp, req->cid), GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        if (!gpumem__cid_held(w, req->cid))
+            return -(int)gpumem__req_refuse(qp, req, "req_busy", GPUMEM__REQ_GONE, GPUMEM_ESTATE);
+        return 1;
+    }
     if (req->state != GPUMEM__REQ_TIMED_OUT && req->state != GPUMEM__REQ_ABANDONED) return 0;
     if (gpumem__qp_stopped(qp) == GPUMEM__QP_ABORTED) return 0; /* its queues are deleted */
     /* Acquire: pairs with the harvester's release of the freed word, and so
@@ -1931,17 +2032,21 @@ GPUMEM_API gpumem_status gpumem__qp_cpl_wait(gpumem_nvme_qp *qp, uint16_t cid, u
     gpumem_nvme_cpl got;
     gpumem_status why = GPUMEM_OK;
     uint64_t cmd_deadline = 0;
-    int expired = 0;
+    int expired = 0, held = 0;
     /* The command timeout starts at the first look that finds no result,
      * right after submission. */
-    GPUMEM__QP_WAIT_CPL(qp, cid, gpumem__cid_collect(qp, cid, &got),
+    GPUMEM__QP_WAIT_CPL(qp, cid, (held = gpumem__cid_collect(qp, cid, &got)) != 0,
                         gpumem__qp_give_up(qp, deadline, &why) ||
                             ((expired = gpumem__cmd_expired(qp, &cmd_deadline)) != 0 &&
                              (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK));
     if (why != GPUMEM_OK) {
         if (gpumem__cid_give_up(qp, cid, why, expired)) return why;
-        gpumem__cid_collect_now(qp, cid, &got); /* taken just before: its result stands */
+        held = gpumem__cid_collect_now(qp, cid, &got); /* taken just before: its result stands */
     }
+    /* Its ID was freed by someone else: a stale request copy whose CID's
+     * generation wrapped to this command's took the result (see
+     * gpumem_nvme_req). The command is done; its result is lost. */
+    if (held < 0) return GPUMEM_ESTATE;
     if (cpl) *cpl = got;
     return gpumem__cpl_result(&got);
 }
@@ -3268,6 +3373,7 @@ gpumem_status gpumem_nvmectl_admin(gpumem_nvmectl *c, const gpumem_nvme_cmd *cmd
     gpumem_nvme_req req;
     gpumem_status st;
     if (!c || !cmd) return GPUMEM_ENULL;
+    memset(&req, 0, sizeof req); /* never submitted (issue 30: submit reads the request's state) */
     pthread_mutex_lock(&c->admin_lock);
     /* One command at a time under the lock, so a command ID is always free
      * (nobody blocks holding one: the whole budget may be used). */
