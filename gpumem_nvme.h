@@ -2086,9 +2086,11 @@ GPUMEM_API gpumem_status gpumem__qp_exec(gpumem_nvme_qp *qp, const gpumem_nvme_c
  * command was given up. ETIMEDOUT and ENODEV: it may still be carried out
  * (its buffer read or written) until its late completion frees its ID
  * (gpumem_nvme_qp_get_stats counts those still out: `orphans`) or the pair
- * is reset; so such a buffer may be reused only once `orphans` is 0 or the
- * pair was reset (a request, gpumem_nvme_qp_submit, can be asked on its
- * own: gpumem_nvme_req_busy). EABORTED: it never will. */
+ * is reset; so such a buffer may be reused only once
+ * gpumem_nvme_qp_orphans_settled says GPUMEM_OK (its acquire orders the
+ * controller's last writes before the reuse; a statistics count of 0 does
+ * not). A request, gpumem_nvme_qp_submit, can be asked on its own:
+ * gpumem_nvme_req_busy. EABORTED: it never will. */
 GPUMEM_API gpumem_status gpumem_nvme_qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
                                                    gpumem_nvme_cpl *cpl, uint64_t timeout_ns) {
     return gpumem__qp_exec_timed(qp, cmd, (const gpumem_nvme_iomap *)0, cpl, timeout_ns);
@@ -2262,7 +2264,8 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_reinit(gpumem_nvme_qp *qp) {
         if (!(w & GPUMEM__CID_IN_USE) || (w & GPUMEM__CID_DONE)) continue; /* free, or a result to collect */
         /* Atomic stores: statistics readers may look at the words meanwhile. */
         if (w & GPUMEM__CID_ORPHAN) {
-            gpumem_atomic_store_u64(&qp->cids[i], wire, GPUMEM_ORDER_RELAXED, GPUMEM__DEV); /* nobody waits: free */
+            /* Nobody waits: free. Release, for gpumem_nvme_qp_orphans_settled. */
+            gpumem_atomic_store_u64(&qp->cids[i], wire, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
             gpumem__budget_put(qp);
             continue;
         }
@@ -2324,6 +2327,29 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_get_stats(gpumem_nvme_qp *qp, gpumem_nvm
         out->orphans += (w & (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN)) == (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN);
     }
     out->faults = gpumem_nvme_qp_faults(qp);
+    return GPUMEM_OK;
+}
+
+/* The rule for buffers of blocking calls that ended early (GPUMEM_ETIMEDOUT
+ * or GPUMEM_ENODEV after submission): GPUMEM_OK once nothing can still
+ * write into any of them - every such command's late completion has come
+ * (its ID freed) or the pair's queues were deleted by a reset - and
+ * GPUMEM_EBUSY while one may. Acquire: each ID word is read with acquire,
+ * pairing with the release that freed it after the completion, which the
+ * controller posted after its data; so the buffers may be reused (freed,
+ * handed on) once this has said GPUMEM_OK. The statistics' `orphans`
+ * count reads the words relaxed: its 0 orders nothing. Commands given up
+ * later are not covered, of course: ask after the call you care about. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_orphans_settled(gpumem_nvme_qp *qp) {
+    uint32_t i;
+    if (!qp) return GPUMEM_ENULL;
+    if (gpumem__qp_stopped(qp) == GPUMEM__QP_ABORTED) return GPUMEM_OK; /* the queues are deleted */
+    gpumem__cq_harvest(qp); /* late completions that came free their IDs (a caller alone may spin on this) */
+    for (i = 0; i < qp->n_cids; i++) {
+        uint64_t w = gpumem_atomic_load_u64(&qp->cids[i], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+        if ((w & (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN)) == (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN))
+            return GPUMEM_EBUSY;
+    }
     return GPUMEM_OK;
 }
 
