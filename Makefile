@@ -46,6 +46,7 @@ TESTS   += $(BUILD)/test_faults
 TESTS   += $(BUILD)/test_faults_ndebug
 TESTS   += $(BUILD)/test_warp
 TESTS   += $(BUILD)/test_handle
+TESTS   += $(BUILD)/test_trace_input
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -120,6 +121,7 @@ $(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DGPUMEM_BUILD_DIR='"$(BUILD)"' -I. $< -o $@ -lcriterion -pthread
 
 $(BUILD)/test_policy: bench/policy_sim.h
+$(BUILD)/test_trace_input: $(BUILD)/policy_sim
 
 # The fault tests once more with NDEBUG: a faulty controller must meet the
 # same checks when assertions are compiled out (no check rests on GPUMEM_ASSERT).

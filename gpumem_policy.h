@@ -67,9 +67,18 @@
  *
  * Trace formats (what gpumem_policy_trace_write and the simulator read):
  *   binary: 8 bytes "GPMTRC01", then one little-endian uint64 per access:
- *           the line number in bits 0..62, bit 63 set for a write.
- *   text:   one access per text line: a line number in decimal or 0x-hex,
+ *           the line number in bits 0..62, bit 63 set for a write. So line
+ *           numbers are below 2^63 in both formats: line 2^63 + k would be
+ *           line k written (gpumem_policy_trace_record takes the low 63
+ *           bits). A file whose length is not 8 + 8n bytes is refused.
+ *   text:   one access per text line: a line number in decimal (leading
+ *           zeros are decimal too, never octal) or 0x-hex, below 2^63,
  *           optionally followed by " w" for a write; '#' starts a comment.
+ *           Anything else (a sign, a number of 2^63 or more, other words,
+ *           a line over 254 characters) is refused.
+ * The simulator refuses a malformed or empty trace, and a capacity of 0
+ * lines, with a message naming the file and line (or byte offset), and
+ * exits 2 before any output.
  */
 #ifndef GPUMEM_POLICY_H
 #define GPUMEM_POLICY_H
