@@ -47,6 +47,7 @@ TESTS   += $(BUILD)/test_faults_ndebug
 TESTS   += $(BUILD)/test_warp
 TESTS   += $(BUILD)/test_handle
 TESTS   += $(BUILD)/test_trace_input
+TESTS   += $(BUILD)/test_null_table
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -122,6 +123,13 @@ $(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 
 $(BUILD)/test_policy: bench/policy_sim.h
 $(BUILD)/test_trace_input: $(BUILD)/policy_sim
+
+# The NULL table, generated from the headers' declarations (issue 30): a
+# new public function gets its row without anyone writing it.
+$(BUILD)/test_null_table.c: tools/null_table.py $(HEADERS) | $(BUILD)
+	python3 tools/null_table.py $@ gpumem.h gpumem_nvme.h gpumem_swctl.h gpumem_cache.h gpumem_policy.h gpumem_tier.h
+$(BUILD)/test_null_table: $(BUILD)/test_null_table.c tests/log_capture.h | $(BUILD)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -Wno-stringop-overflow -I. -Itests $< -o $@ -lcriterion -pthread
 
 # The fault tests once more with NDEBUG: a faulty controller must meet the
 # same checks when assertions are compiled out (no check rests on GPUMEM_ASSERT).

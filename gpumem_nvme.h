@@ -2406,6 +2406,7 @@ static inline size_t gpumem__appendf(char *buf, size_t n, size_t at, const char 
 
 /* Client side: tickets, tail, heads, locks, doorbells, turns, command IDs. */
 static inline size_t gpumem_nvme_qp_report(const gpumem_nvme_qp *qp, char *buf, size_t n, size_t at) {
+    if (!qp) return gpumem__appendf(buf, n, at, "queue pair: none (NULL)\n");
     const uint32_t mask = qp->depth - 1;
     uint32_t ticket = qp->ticket.v, tail = qp->tail.v, sq_head = qp->sq_head.v, cq_head = qp->cq_head.v, i;
     uint32_t outstanding = 0, uncollected = 0, shown = 0;
