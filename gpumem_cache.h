@@ -535,7 +535,15 @@ GPUMEM_API gpumem_status gpumem__cache_io_cmd(gpumem_cache *c, int write, uint64
                                    pool->prp_lists_iova + (uint64_t)k * GPUMEM_NVME_PAGE_BYTES,
                                    GPUMEM_NVME_PAGE_BYTES / 8, &prp1, &prp2);
         if (st != GPUMEM_OK) return st; /* before any command, uncounted */
-        st = gpumem_nvme_qp_rw(qp, write ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ, lba, c->blocks_per_line, prp1,
+        /* A pair whose namespace has another block size than the cache's
+         * would move blocks_per_line blocks of the wrong size: refused, and
+         * counted as a violation, before anything is sent (issue 30; init
+         * cannot look, the pairs may be in GPU memory). */
+        if (qp->ns.lba_shift != b->ns.lba_shift) {
+            gpumem__cache_count(c, line, GPUMEM__ST_VIOLATIONS, 1);
+            st = GPUMEM_EINVAL;
+        } else
+            st = gpumem_nvme_qp_rw(qp, write ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ, lba, c->blocks_per_line, prp1,
                                prp2, (gpumem_nvme_cpl *)0);
         gpumem__cache_count(c, line, write ? GPUMEM__ST_WRITES : GPUMEM__ST_READS, 1);
     }

@@ -4,7 +4,9 @@
  * status and a log line, and leave the pair whole: afterwards it serves
  * every command ID it has (async_limit requests at once, then blocking
  * reads of every block, checked by content), its budget is back at 0, and
- * the controller is destroyed. */
+ * the controller is destroyed. And a cache whose pairs serve namespaces of
+ * different block sizes refuses the other pairs' I/O with a status and a
+ * counted violation, never reading wrong bytes. */
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
 #include "log_capture.h"
@@ -12,6 +14,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "gpumem_cache.h"
 #include "gpumem_swctl.h"
 
 TestSuite(handle, .timeout = 120);
@@ -189,4 +192,60 @@ Test(handle, budget_never_wraps) {
     cr_assert_eq(qp->inflight.v, 0u);
     expect_whole(qp);
     cr_assert_eq(gpumem_swctl_destroy(ctl), GPUMEM_OK);
+}
+
+/* Finding 5: two controllers with different block sizes behind one cache,
+ * given the 4 KiB namespace. Lines are striped: even lines on the 512-byte
+ * controller (refused, counted), odd lines on the 4 KiB one (read right). */
+Test(handle, mixed_block_sizes_are_refused) {
+    gpumem_swctl_config cfg = gpumem_swctl_config_default();
+    gpumem_swctl *small, *big;
+    gpumem_nvme_qp *pairs[2];
+    gpumem_cache_desc d = gpumem_cache_desc_default();
+    gpumem_cache *c = NULL;
+    gpumem_cache_stats st;
+    gpumem_nvme_ns ns;
+    static unsigned char ram_small[512 * 512], ram_big[64 * 4096];
+    uint64_t line, s;
+    uint32_t refused = 0;
+    memset(ram_small, 0xEE, sizeof ram_small);
+    for (s = 0; s < 64; s++) memset(ram_big + s * 4096, (int)((2 * s + 1) * 3 & 0xFF), 4096);
+    cfg.ram = ram_small;
+    cfg.n_blocks = 512;
+    cr_assert_eq(gpumem_swctl_create(&cfg, &small), GPUMEM_OK);
+    cfg.ram = ram_big;
+    cfg.lba_bytes = 4096;
+    cfg.n_blocks = 64;
+    cr_assert_eq(gpumem_swctl_create(&cfg, &big), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_add_qp(small, 16, &pairs[0]), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_add_qp(big, 16, &pairs[1]), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_start(small), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_start(big), GPUMEM_OK);
+    ns = gpumem_swctl_ns(big);
+    d.backing = gpumem_cache_backing_nvme(pairs, 2, 1, &ns, 0, GPUMEM_CACHE_STRIPE);
+    d.n_slots = 4;
+    d.n_lines = 16;
+    d.line_bytes = 4096;
+    cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_OK);
+    for (line = 0; line < 16; line++) {
+        void *data = NULL;
+        gpumem_status got = gpumem_cache_acquire(c, line, 1, 0, &data);
+        if (line % 2 == 0) {
+            cr_assert_neq(got, GPUMEM_OK, "line %llu lies on the 512-byte controller", (unsigned long long)line);
+            refused++;
+            continue;
+        }
+        cr_assert_eq(got, GPUMEM_OK);
+        cr_assert_eq(((unsigned char *)data)[0], (unsigned char)(line * 3));
+        cr_assert_eq(((unsigned char *)data)[4095], (unsigned char)(line * 3));
+        cr_assert_eq(gpumem_cache_release(c, line, 1), GPUMEM_OK);
+    }
+    cr_assert_eq(gpumem_cache_get_stats(c, &st), GPUMEM_OK);
+    cr_assert_geq(st.violations, refused, "each refused I/O is a counted violation");
+    cr_assert_eq(refused, 8u);
+    gpumem_cache_destroy(c);
+    cr_assert_eq(pairs[0]->inflight.v, 0u);
+    cr_assert_eq(gpumem_nvme_qp_check_idle(pairs[0]), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_destroy(small), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_destroy(big), GPUMEM_OK);
 }
