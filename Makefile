@@ -29,7 +29,7 @@ CUDA_ARCH ?= sm_90
 WARN    := -Wall -Wextra -Werror -pedantic
 CFLAGS  ?= -O2 -g
 BUILD   := build
-HEADERS := gpumem.h gpumem_nvme.h gpumem_swctl.h gpumem_cache.h gpumem_policy.h gpumem_tier.h
+HEADERS := gpumem.h gpumem_watchdog.h gpumem_policy.h gpumem_nvme.h gpumem_swctl.h gpumem_nvmectl.h gpumem_cache.h gpumem_tier.h
 # One test a line, so that branches adding tests merge without conflict.
 TESTS   := $(BUILD)/test_core
 TESTS   += $(BUILD)/test_nvme
@@ -57,12 +57,12 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-.PHONY: all test registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-plot gpu-prebuild qemu-test clean results install uninstall install-test deps-test
+.PHONY: all test layers usage registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-plot gpu-prebuild qemu-test clean results install uninstall install-test deps-test
 
 all: test
 
 # deps-test comes first: make builds prerequisites left to right.
-test: deps-test headers cuda-compile registers examples run-tests
+test: deps-test headers layers usage cuda-compile registers examples run-tests
 deps-test:
 	@$(DEPS) cc criterion python3
 
@@ -93,6 +93,17 @@ ifneq ($(HAVE_NVCC),)
 endif
 	@echo "header $<: C11, C++17$(if $(HAVE_NVCC), and nvcc,) ok"
 	@touch $@
+
+# No header includes one above it in docs/headers.md's order
+# (tools/check_layers.py), and the check refuses a tree where one does
+# (tests/test_layers.sh: the old cache -> tier edge put back).
+layers:
+	@python3 tools/check_layers.py
+	@sh tests/test_layers.sh
+
+# Every header's USAGE block compiles as written (tools/check_usage.py).
+usage:
+	@python3 tools/check_usage.py $(BUILD)/usage $(CC)
 
 # Registers per thread (tools/registers.sh): compiled only, so it runs in
 # make test; rewritten when a header or the kernels change. Made in
@@ -125,9 +136,11 @@ $(BUILD)/test_policy: bench/policy_sim.h
 $(BUILD)/test_trace_input: $(BUILD)/policy_sim
 
 # The NULL table, generated from the headers' declarations (issue 30): a
-# new public function gets its row without anyone writing it.
-$(BUILD)/test_null_table.c: tools/null_table.py $(HEADERS) | $(BUILD)
-	python3 tools/null_table.py $@ gpumem.h gpumem_nvme.h gpumem_swctl.h gpumem_cache.h gpumem_policy.h gpumem_tier.h
+# new public function gets its row without anyone writing it, and a new
+# header is read without anyone listing it (every gpumem*.h at the root).
+NULL_TABLE_HEADERS := $(sort $(wildcard gpumem*.h))
+$(BUILD)/test_null_table.c: tools/null_table.py $(NULL_TABLE_HEADERS) | $(BUILD)
+	python3 tools/null_table.py $@ $(NULL_TABLE_HEADERS)
 $(BUILD)/test_null_table: $(BUILD)/test_null_table.c tests/log_capture.h | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -Wno-stringop-overflow -I. -Itests $< -o $@ -lcriterion -pthread
 

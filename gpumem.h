@@ -9,18 +9,22 @@
  * This header is included first by every other gpumem header.
  *
  * USAGE
+ *
+ *   #include <stdio.h>
  *   #include "gpumem.h"
  *
+ *   // given: uint32_t *flag
  *   uint32_t counter = 0;                  // plain fixed-width field
  *   uint32_t old = gpumem_atomic_fetch_add_u32(&counter, 1,
  *                        GPUMEM_ORDER_ACQ_REL, GPUMEM_SCOPE_DEVICE);
  *
  *   gpumem_event ev = {0};                 // parking spot for host waiters
- *   GPUMEM_WAIT_UNTIL(&ev, gpumem_atomic_load_u32(&flag, GPUMEM_ORDER_ACQUIRE,
+ *   // a waiter (GPU: nanosleep back-off; CPU: spin, then futex):
+ *   GPUMEM_WAIT_UNTIL(&ev, gpumem_atomic_load_u32(flag, GPUMEM_ORDER_ACQUIRE,
  *                                                 GPUMEM_SCOPE_SYSTEM) != 0);
- *   ...                                    // (GPU: nanosleep back-off; CPU: spin, then futex)
- *   gpumem_atomic_store_u32(&flag, 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
- *   gpumem_event_notify(&ev);              // in the thread that makes progress
+ *   // the thread that makes progress:
+ *   gpumem_atomic_store_u32(flag, 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+ *   gpumem_event_notify(&ev);
  *
  *   puts(gpumem_status_str(GPUMEM_ERANGE));
  *
@@ -72,9 +76,9 @@
 #include <string.h> /* memcpy: the host side of the copies */
 
 #define GPUMEM_VERSION_MAJOR 0
-#define GPUMEM_VERSION_MINOR 3
+#define GPUMEM_VERSION_MINOR 4
 #define GPUMEM_VERSION_PATCH 0
-#define GPUMEM_VERSION_STRING "0.3.0"
+#define GPUMEM_VERSION_STRING "0.4.0"
 
 /* ---- portability --------------------------------------------------------- */
 

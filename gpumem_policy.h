@@ -7,33 +7,43 @@
  *
  * USAGE
  *
+ *   #include <stdlib.h>
  *   #include "gpumem_policy.h"
  *
+ *   // given: uint32_t *words, uint32_t n, uint32_t k, uint64_t line, uint64_t old_line, uint64_t vt
  *   // 1. Slot policies: concurrent, one 32-bit word per slot plus a hand.
  *   //    The cache uses these (gpumem_cache_desc.policy); host or device.
- *   uint32_t words[N] = {0}, hand = 0, fills = 0;
+ *   uint32_t hand = 0, fills = 0;
  *   gpumem_policy_slot_fill(GPUMEM_POLICY_SRRIP, &words[k], &fills);   // line placed in slot k
  *   gpumem_policy_slot_hit(GPUMEM_POLICY_SRRIP, &words[k]);            // hit on slot k
- *   uint32_t k = gpumem_policy_slot_next(&hand, N);
- *   if (gpumem_policy_slot_consider(GPUMEM_POLICY_SRRIP, &words[k])) evict(k);
- *   //   else k got a second chance; gpumem_policy_slot_sweep_len(kind, N)
- *   //   steps propose every slot at least once.
+ *   uint32_t cand = gpumem_policy_slot_next(&hand, n);
+ *   if (gpumem_policy_slot_consider(GPUMEM_POLICY_SRRIP, &words[cand])) {
+ *       // evict the line in slot cand
+ *   }   // else cand got a second chance; gpumem_policy_slot_sweep_len(kind, n)
+ *       // steps propose every slot at least once.
  *
  *   // 2. Sequential policies: one owner thread (or a caller's lock). Every
  *   //    kind, LRU/LFU/CP/HPE/tournament included; memory from the caller.
- *   gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_HPE, n_slots);
+ *   gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_HPE, n);
  *   void *mem = malloc(gpumem_policy_bytes(&d));
- *   gpumem_policy p; gpumem_policy_init(&p, &d, mem);
- *   //   on a hit:   gpumem_policy_on_access(&p, slot, line);
- *   //   on a miss:  slot = gpumem_policy_victim(&p, pinned);  // pinned: NULL or one byte per slot
- *   //               gpumem_policy_on_evict(&p, slot, old_line); gpumem_policy_on_fill(&p, slot, line);
- *   //   or give it to the cache: gpumem_cache_desc.seq_policy = &p (the cache
- *   //   serialises the calls with a lock; hits update it only when the lock is free)
+ *   gpumem_policy p;
+ *   if (gpumem_policy_init(&p, &d, mem) != GPUMEM_OK) return 1;
+ *   gpumem_policy_on_access(&p, k, line);                  // on a hit
+ *   uint32_t slot = gpumem_policy_victim(&p, NULL);        // on a miss (or one pinned byte per slot)
+ *   gpumem_policy_on_evict(&p, slot, old_line);
+ *   gpumem_policy_on_fill(&p, slot, line);
+ *   free(mem);
+ *   // or give it to the cache: gpumem_cache_desc.seq_policy = &p (the cache
+ *   // serialises the calls with a lock; hits update it only when the lock is free)
  *
  *   // 3. GMT placement of an evicted line (keep / host tier / bypass):
- *   gpumem_policy_gmt g; gpumem_policy_gmt_init(&g, &gd, per_line_mem);
- *   gpumem_policy_gmt_on_fetch(&g, line, vt);          // every Tier-1 miss
- *   int where = gpumem_policy_gmt_place(&g, line, vt, skips_left);
+ *   gpumem_policy_gmt_desc gd = gpumem_policy_gmt_desc_default(1u << 20, n, 4 * n);  // lines, tier sizes
+ *   void *per_line = malloc(gpumem_policy_gmt_bytes(&gd));
+ *   gpumem_policy_gmt g;
+ *   if (gpumem_policy_gmt_init(&g, &gd, per_line) != GPUMEM_OK) return 1;
+ *   gpumem_policy_gmt_on_fetch(&g, line, vt);              // every Tier-1 miss
+ *   uint32_t where = gpumem_policy_gmt_place(&g, line, vt, 16);   // GPUMEM_PLACE_*
+ *   free(per_line);
  *
  *   // 4. Prefetchers: gpumem_policy_readahead_on_miss / gpumem_policy_fdp_on_miss
  *   //    say which lines to read ahead of a miss.

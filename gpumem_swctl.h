@@ -22,14 +22,14 @@
  *   gpumem_swctl_add_qp(ctl, 1024, &qp);    // depth 1024; as many pairs as you like
  *   gpumem_swctl_start(ctl);
  *
- *   ... any number of threads use qp: gpumem_nvme_qp_read_buf, _submit_buf,
- *   _poll, ... (USAGE in gpumem_nvme.h) ...
+ *   // any number of threads use qp: gpumem_nvme_qp_read_buf, _submit_buf,
+ *   // _poll, ... (USAGE in gpumem_nvme.h)
  *
  *   gpumem_swctl_stop(ctl);
  *   gpumem_swctl_stats s; gpumem_swctl_get_stats(ctl, &s);   // s.violations == 0
  *   gpumem_swctl_destroy(ctl);
  *
- * USAGE (GPU threads against a controller)
+ * GPU CLIENTS (GPU threads against a controller)
  *
  *   - the host-thread controller above, set up for GPU clients in CUDA host
  *     code with gpumem_swctl_config_gpu_clients(&cfg) before create: each
@@ -54,6 +54,7 @@
 #define GPUMEM_SWCTL_H
 
 #include "gpumem_nvme.h"
+#include "gpumem_watchdog.h" /* gpumem_swctl_watchdog_config */
 
 /* ======================================================================== */
 /* Software controller core (host and device)                               */

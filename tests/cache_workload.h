@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpumem_cache.h"
+#include "gpumem_tier.h" /* includes gpumem_cache.h */
 #include "gpumem_swctl.h"
 
 static uint64_t initial_word(uint64_t w) { return w * 0x9E3779B97F4A7C15ull ^ 0x5bd1e995ull; }
@@ -282,19 +282,21 @@ static void op_ref(cache_worker *wk, uint64_t *rng, const gpumem_cache_array *a)
  * the workers run (lines in use, being filled and being evicted meanwhile). */
 typedef struct cache_flusher {
     gpumem_cache *cache;
-    int stop; /* set by the main thread, atomically */
-    uint64_t rounds, errors;
+    int stop;       /* set by the main thread, atomically */
+    int started;    /* set by the flusher before its first round: the workers start after it */
+    uint64_t rounds, errors; /* rounds: read by the main thread, atomically */
 } cache_flusher;
 
 static void *cache_flusher_main(void *arg) {
     cache_flusher *f = (cache_flusher *)arg;
+    __atomic_store_n(&f->started, 1, __ATOMIC_RELEASE);
     while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
         /* With a host tier, the flush of both tiers (and the Flush command). */
         gpumem_status st = f->cache->tier ? gpumem_cache_flush(f->cache, NULL)
                                           : gpumem_cache_writeback(f->cache, 0, f->cache->n_slots, NULL);
         if (st != GPUMEM_OK && st != GPUMEM_EAGAIN) f->errors++; /* EAGAIN: lines in use were left */
         if (gpumem_cache_invalidate(f->cache, 0, f->cache->n_slots, NULL) != GPUMEM_OK) f->errors++;
-        f->rounds++;
+        __atomic_store_n(&f->rounds, f->rounds + 1, __ATOMIC_RELEASE);
     }
     return NULL;
 }
@@ -347,10 +349,17 @@ static gpumem_status cache_run(const cache_cfg *cfg, cache_result *res) {
     for (round = 0; round < rounds; round++) {
         memset(&fl, 0, sizeof fl);
         fl.cache = s.cache;
-        if (cfg->flusher) pthread_create(&flusher, NULL, cache_flusher_main, &fl);
+        /* The flusher runs while the workers do: they start once it has (on a
+         * loaded machine it could otherwise first run after they ended), and
+         * it is stopped only after a whole round. */
+        if (cfg->flusher) {
+            pthread_create(&flusher, NULL, cache_flusher_main, &fl);
+            while (!__atomic_load_n(&fl.started, __ATOMIC_ACQUIRE)) sched_yield();
+        }
         for (t = 0; t < cfg->threads; t++) pthread_create(&th[t], NULL, cache_worker_main, &wk[t]);
         for (t = 0; t < cfg->threads; t++) pthread_join(th[t], NULL);
         if (cfg->flusher) {
+            while (__atomic_load_n(&fl.rounds, __ATOMIC_ACQUIRE) == 0) sched_yield();
             __atomic_store_n(&fl.stop, 1, __ATOMIC_RELEASE);
             pthread_join(flusher, NULL);
             res->flusher_rounds += fl.rounds;

@@ -18,6 +18,7 @@
 
 #include "log_capture.h"
 #include "gpumem_swctl.h"
+#include "gpumem_nvmectl.h"
 #include "nvme_workload.h"
 #include "bare_pair.h"
 
@@ -94,6 +95,11 @@ Test(nvme_wire, status_decoder) {
     cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(0, 0x01)), "invalid command opcode");
     cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(1, 0x02)), "invalid queue size");
     cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(2, 0x81)), "unrecovered read error");
+    /* Path related (SCT 3), as NVMe 2.0 and Linux number them (0x370: host pathing error). */
+    cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(3, 0x01)), "asymmetric access persistent loss");
+    cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(3, 0x60)), "controller pathing error");
+    cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(3, 0x70)), "host pathing error");
+    cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(3, 0x71)), "command aborted by host");
     cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(0, 0x7F)), "unknown generic command status");
     cr_assert_str_eq(gpumem_nvme_status_str(GPUMEM_NVME_STATUS(5, 0)), "reserved status code type");
     cr_assert_str_eq(gpumem_nvme_status_str((uint16_t)(GPUMEM_NVME_STATUS(2, 0x81) | 0x4000)),

@@ -14,6 +14,7 @@
 
 #include "gpumem_cache.h"
 #include "gpumem_swctl.h"
+#include "gpumem_nvmectl.h"
 #include "bare_pair.h"
 #include "mix_workload.h"
 

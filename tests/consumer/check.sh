@@ -43,6 +43,19 @@ PKG_CONFIG_PATH="$prefix/share/pkgconfig" quiet make -C "$tmp/pc" NVCC="$NVCC" C
 run_both "$tmp/pc"
 echo "install-test: pkg-config + Makefile: C11, C++17 built and ran${NVCC:+, CUDA compiled}"
 
+# Every header of the tree is installed, and each compiles alone from the
+# prefix (with its implementation), so a header left out of the Makefile's
+# HEADERS, or one that reaches for a file that is not installed, fails here.
+cflags=$(PKG_CONFIG_PATH="$prefix/share/pkgconfig" pkg-config --cflags gpumem)
+for h in $(cd "$repo" && ls gpumem*.h); do
+    [ -f "$prefix/include/$h" ] || fail "$h is in the tree but make install did not install it"
+    printf '#define _POSIX_C_SOURCE 200809L\n#define GPUMEM_IMPLEMENTATION\n#include <%s>\nint main(void) { return 0; }\n' \
+        "$h" > "$tmp/alone.c"
+    # shellcheck disable=SC2086 # cflags is a list of words
+    quiet cc -std=c11 -Wall -Wextra -Werror $cflags -c "$tmp/alone.c" -o "$tmp/alone.o"
+done
+echo "install-test: every header installed and compiled alone from the prefix: $(cd "$repo" && ls gpumem*.h | tr '\n' ' ')"
+
 # 2-4. CMake, three ways to get gpumem::gpumem
 cuda_args=
 if [ -n "$NVCC" ]; then

@@ -39,7 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gpumem_nvme.h"
+#include "gpumem_nvmectl.h" /* includes gpumem_nvme.h */
 #include "../block_content.h"
 
 #define MAX_BATCH 32u       /* asynchronous commands a thread has out at once */
