@@ -152,7 +152,7 @@ $(BUILD)/test_faults_ndebug: tests/test_faults.c $(HEADERS) $(wildcard tests/*.h
 # The graph test runs the graph program as well as including its header.
 $(BUILD)/test_graph: examples/graph.h $(BUILD)/graph
 
-run-tests: $(TESTS) $(BUILD)/asan_kept $(BUILD)/race_stats $(BUILD)/race_orphan $(BUILD)/hello $(BUILD)/bench_doorbell
+run-tests: $(TESTS) $(BUILD)/asan_kept $(BUILD)/race_stats $(BUILD)/race_orphan $(BUILD)/race_reset $(BUILD)/hello $(BUILD)/bench_doorbell
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
 	@echo "== $(BUILD)/asan_kept (AddressSanitizer, stack use after return)"
 	@ASAN_OPTIONS=detect_stack_use_after_return=1:detect_leaks=0 $(BUILD)/asan_kept $(CRITERION_FLAGS)
@@ -161,6 +161,7 @@ run-tests: $(TESTS) $(BUILD)/asan_kept $(BUILD)/race_stats $(BUILD)/race_orphan 
 	  { echo "README.md: the quickstart program differs from examples/hello.c; paste the file in"; exit 1; }
 	@echo "== $(BUILD)/race_stats (ThreadSanitizer)"; TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_stats
 	@echo "== $(BUILD)/race_orphan (ThreadSanitizer: reusing an early-ended blocking call's buffer)"; TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_orphan
+	@echo "== $(BUILD)/race_reset (ThreadSanitizer: a pair reset while threads call into it)"; TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_reset
 	@echo "== tests/test_plot_gpu.py (the GPU benchmark's plot, on made-up rows)"; python3 tests/test_plot_gpu.py
 	@echo "== $(BUILD)/bench_doorbell at a tenth of its size (silent vs waking clients per idle setting; it fails on a failed command or a violation, never on time)"; \
 	  GPUMEM_BENCH_SCALE=0.1 $(BUILD)/bench_doorbell $(BUILD)/doorbell-check.md > $(BUILD)/doorbell-check.log 2>&1 || \
@@ -176,6 +177,8 @@ $(BUILD)/asan_kept: tests/test_kept.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD
 $(BUILD)/race_stats: tests/race_stats.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
 	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
 $(BUILD)/race_orphan: tests/race_orphan.c $(HEADERS) | $(BUILD)
+	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
+$(BUILD)/race_reset: tests/race_reset.c $(HEADERS) | $(BUILD)
 	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
 
 EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph $(BUILD)/policy_sim
