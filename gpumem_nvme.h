@@ -192,6 +192,30 @@
  * for them), the pair is aborted (waits and polls end with GPUMEM_EABORTED),
  * reinitialised once its users are out, and the queues are recreated.
  *
+ * Gate (issue 30). The reinitialisation rewrites the rings and counters,
+ * so no thread may be inside a call that touches them meanwhile; a reset
+ * may begin while threads call into the pair, and it must know when they
+ * are out. The budget word `inflight`, which every submission already
+ * changes with one read-modify-write, carries two more fields: the number
+ * of threads inside such a call, and a "closed" bit (GPUMEM__GATE_*). A
+ * call enters with one fetch-add - a submission's is the same add that
+ * takes its unit of the budget - and leaves with one fetch-sub; a reset
+ * sets the bit (gpumem_nvme_qp_abort). Both change one word, so either the
+ * entry comes first (the reset counts the thread, and
+ * gpumem_nvme_qp_reinit returns GPUMEM_EBUSY until it has left; aborted,
+ * it leaves soon) or the bit does (the entrant sees it, undoes its add and
+ * returns GPUMEM_EABORTED, having touched nothing). Orders: the entry is
+ * an acquire (it sees everything a reinitialisation wrote before it
+ * opened the gate with a release), the exit a release (the reinit's
+ * acquire read of a count of 0 sees everything the threads did inside).
+ * What needs no entry: a poll whose result is already in its ID's
+ * mailbox collects it through the ID word alone (the reinit changes only
+ * words without a result, by compare-and-swap), and the statistics read
+ * atomics. A poll of a request whose result has not come on a closed pair
+ * ends it as a reset does (GPUMEM_EABORTED) through its ID word alone. So
+ * a submit costs one more atomic (its exit), a poll that finds its result
+ * none, a poll that must harvest two.
+ *
  * Memory, by who touches it (issue 12). Ring memory is what the controller
  * reads and writes: the SQ and CQ rings, the doorbells, the PRP-list pages
  * and the signals block (gpumem_nvme_qp_signals: the `stopped` word and the
@@ -591,6 +615,12 @@ typedef struct gpumem__nvme_word {
     uint32_t pad_[GPUMEM_PAD_BYTES / 4 - 1];
 } gpumem__nvme_word;
 
+/* The same, 64 bits wide. */
+typedef struct gpumem__nvme_word64 {
+    uint64_t v;
+    uint32_t pad_[GPUMEM_PAD_BYTES / 4 - 2];
+} gpumem__nvme_word64;
+
 /* Command-ID words (64-bit), one per command ID:
  *   [47:32]  the CID on the wire of the ID's current (or last) command:
  *            the ID in the low cid_shift bits, its generation above
@@ -638,6 +668,14 @@ enum {
 #define GPUMEM__QP_ABORTED 2u /* the queues were deleted (reset): waits end with GPUMEM_EABORTED */
 #define GPUMEM__QP_RESETTING 3u /* the queues are being deleted: new calls are refused (EABORTED),
                                    waits for commands already out go on */
+
+/* The pair's gate word (gpumem_nvme_qp.inflight; see "Gate" above):
+ *   [31:0]   command IDs taken and not yet given back (the budget)
+ *   [62:32]  threads inside a call that touches the pair's rings and counters
+ *   [63]     closed: a reset is under way; entering calls are refused */
+#define GPUMEM__GATE_CALL (1ull << 32)
+#define GPUMEM__GATE_CLOSED (1ull << 63)
+#define GPUMEM__GATE_CALLS(v) ((uint32_t)((v) >> 32) & 0x7FFFFFFFu)
 
 /* The controller-visible words of a pair besides its rings and doorbells:
  * what a controller writes for the pair's threads to read, and where host
@@ -708,7 +746,7 @@ typedef struct gpumem_nvme_qp {
     gpumem__nvme_word cid_ticket;
     gpumem__nvme_word sq_doorbell_writes; /* statistics: one per batch, written by the lock holder */
     gpumem__nvme_word cq_doorbell_writes; /* (0 with GPUMEM_NO_STATS) */
-    gpumem__nvme_word inflight; /* command IDs taken and not yet given back (the budget) */
+    gpumem__nvme_word64 inflight; /* the gate: the budget, threads inside calls, closed (GPUMEM__GATE_*) */
     gpumem__nvme_word waiters;  /* threads waiting for an ID inside a pair call */
     gpumem__nvme_word faults;   /* GPUMEM_NVME_FAULT_* bits raised so far */
     gpumem__nvme_word quiet;    /* nonzero while a reset deletes the queues: no doorbell is rung */
@@ -1186,22 +1224,71 @@ GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gp
 
 /* ---- command-ID budget (see "Budget" above) --------------------------------- */
 
-/* Take one unit of the budget if fewer than `limit` are taken. Relaxed: the
- * count only bounds how many commands are in flight; what they touch is
- * ordered by the ID words, turns and markers. An add that overshoots is
- * undone, so a racing taker may fail spuriously and retry, never pass. */
+/* Take one unit of the budget if fewer than `limit` are taken and the
+ * pair is open (a caller inside the pair stops taking once a reset has
+ * closed it). Relaxed: the count only bounds how many commands are in
+ * flight; what they touch is ordered by the ID words, turns and markers.
+ * An add that overshoots is undone, so a racing taker may fail spuriously
+ * and retry, never pass. */
 GPUMEM_API int gpumem__budget_take(gpumem_nvme_qp *qp, uint32_t limit) {
     /* Look before the add: many waiters on a spent budget then only read. */
-    if (gpumem_atomic_load_u32(&qp->inflight.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) >= limit) return 0;
-    if (gpumem_atomic_fetch_add_u32(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) < limit) return 1;
-    gpumem_atomic_fetch_sub_u32(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    uint64_t v = gpumem_atomic_load_u64(&qp->inflight.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    if ((uint32_t)v >= limit || (v & GPUMEM__GATE_CLOSED)) return 0;
+    v = gpumem_atomic_fetch_add_u64(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    if ((uint32_t)v < limit && !(v & GPUMEM__GATE_CLOSED)) return 1;
+    gpumem_atomic_fetch_sub_u64(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     return 0;
 }
 
 /* Give one unit back; one waiter for an ID may go on. */
 GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) {
-    gpumem_atomic_fetch_sub_u32(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    gpumem_atomic_fetch_sub_u64(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     gpumem_event_notify_one(&qp->signals->id_event);
+}
+
+/* ---- the gate (see "Gate" above) ------------------------------------------- */
+
+/* Enter the pair for a call that touches its rings and counters, adding
+ * `unit` (0 or 1) to the budget with the same add: 1 if entered with the
+ * unit taken, 0 if entered without one (no unit asked, or fewer than
+ * `limit` were free: then none is held), -1 if the pair is closed for a
+ * reset (nothing held, not entered: return GPUMEM_EABORTED). Acquire: pairs
+ * with the release that opened the gate after a reinitialisation. */
+GPUMEM_API int gpumem__gate_enter(gpumem_nvme_qp *qp, uint32_t unit, uint32_t limit) {
+    /* Look before the add: a closed pair is only read, and a spent budget
+     * is not added to (as gpumem__budget_take). */
+    uint64_t v = gpumem_atomic_load_u64(&qp->inflight.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV), add;
+    if (v & GPUMEM__GATE_CLOSED) return -1;
+    add = GPUMEM__GATE_CALL + ((uint32_t)v < limit ? unit : 0u);
+    v = gpumem_atomic_fetch_add_u64(&qp->inflight.v, add, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    if (v & GPUMEM__GATE_CLOSED) {
+        /* Closed just before: undo; this thread touched nothing. */
+        gpumem_atomic_fetch_sub_u64(&qp->inflight.v, add, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        return -1;
+    }
+    if (add == GPUMEM__GATE_CALL) return 0;
+    if ((uint32_t)v < limit) return 1;
+    gpumem_atomic_fetch_sub_u64(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV); /* overshot */
+    return 0;
+}
+
+/* Leave the pair. Release: everything this thread did inside comes before
+ * a reinitialisation that reads the count it leaves. */
+GPUMEM_API void gpumem__gate_leave(gpumem_nvme_qp *qp) {
+    gpumem_atomic_fetch_sub_u64(&qp->inflight.v, GPUMEM__GATE_CALL, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+}
+
+/* Close the pair to new entrants (a reset begins). Returns the gate word
+ * before: its count of threads still inside. Acquire, for the count (see
+ * gpumem_nvme_qp_reinit). */
+GPUMEM_API uint64_t gpumem__gate_close(gpumem_nvme_qp *qp) {
+    return gpumem_atomic_fetch_or_u64(&qp->inflight.v, GPUMEM__GATE_CLOSED, GPUMEM_ORDER_ACQ_REL, GPUMEM__DEV);
+}
+
+/* Open it again (a reset ends, the queues exist). Release: the
+ * reinitialisation's writes come before any entry that sees it open. */
+GPUMEM_API void gpumem__gate_open(gpumem_nvme_qp *qp) {
+    gpumem_atomic_fetch_and_u64(&qp->inflight.v, ~GPUMEM__GATE_CLOSED, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
 }
 
 /* ---- completion queue ----------------------------------------------------- */
@@ -1532,22 +1619,18 @@ GPUMEM_API int gpumem__cid_held(uint64_t w, uint32_t wire) {
 }
 
 /* If the command under CID `wire` has its result, copy it to *out, free
- * the command ID and return 1. Otherwise harvest once and look again: 0 if
- * it has not come. -1, changing nothing, if the ID is not held under that
- * CID (gpumem__cid_held): the caller's request is not in flight. Only a
- * compare-and-swap from the word read frees the ID, so two callers that
- * hold copies of one request cannot both collect it, and the budget is
- * given back once per ID taken, whatever callers pass. A request ended by a
- * reset (gpumem_nvme_qp_reinit) finds an "aborted" result here. */
-GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
+ * the command ID and return 1; 0 if it has not come. -1, changing nothing,
+ * if the ID is not held under that CID (gpumem__cid_held): the caller's
+ * request is not in flight. Only a compare-and-swap from the word read
+ * frees the ID, so two callers that hold copies of one request cannot both
+ * collect it, and the budget is given back once per ID taken, whatever
+ * callers pass. A request ended by a reset (gpumem_nvme_qp_reinit) finds
+ * an "aborted" result here. Touches only the ID's word and mailbox, so a
+ * caller need not have entered the pair (see "Gate"). */
+GPUMEM_API int gpumem__cid_collect_done(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
     uint64_t w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
-    if (!(w & GPUMEM__CID_DONE)) {
-        if (!gpumem__cid_held(w, wire)) return -1;
-        gpumem__cq_harvest_warp(qp);
-        w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
-        if (!(w & GPUMEM__CID_DONE)) return 0;
-    }
     if (!gpumem__cid_held(w, wire)) return -1;
+    if (!(w & GPUMEM__CID_DONE)) return 0;
     out->dw0 = gpumem__cid_mail(qp, wire)[0];
     out->dw1 = 0;
     out->dw2 = qp->qid << 16; /* the SQ head it carried was consumed by the head mover */
@@ -1560,6 +1643,15 @@ GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvm
         return -1; /* another copy of the request collected it first */
     gpumem__budget_put(qp);
     return 1;
+}
+
+/* The same, harvesting once if the result has not come, and looking again
+ * (a caller inside the pair). */
+GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
+    int got = gpumem__cid_collect_done(qp, wire, out);
+    if (got != 0) return got;
+    gpumem__cq_harvest_warp(qp);
+    return gpumem__cid_collect_done(qp, wire, out);
 }
 
 /* The owner of CID `wire` stops waiting for it: mark it ORPHAN so that the
@@ -1744,15 +1836,22 @@ GPUMEM_API gpumem_status gpumem__cpl_result(const gpumem_nvme_cpl *c) {
     return (sf & 0x7FFu) == GPUMEM_NVME_SC_ABORTED_SQ_DELETION ? GPUMEM_EABORTED : GPUMEM_EIO;
 }
 
+/* With a unit of the budget taken, a free command ID: 1, or 0 (then the
+ * caller gives the unit back). Within the budget an ID is free unless
+ * completions wait for the head to pass them (other threads' steps): look
+ * at up to 64 candidates. */
+GPUMEM_API int gpumem__cid_pick(gpumem_nvme_qp *qp, uint16_t *cid) {
+    uint32_t tries;
+    for (tries = 0; tries < 64 && tries < qp->n_cids; tries++)
+        if (gpumem__cid_try_take(qp, cid)) return 1;
+    return 0;
+}
+
 /* Take a unit of the budget (below `limit`) and a free command ID with it,
  * or neither. */
 GPUMEM_API int gpumem__cid_take(gpumem_nvme_qp *qp, uint32_t limit, uint16_t *cid) {
-    uint32_t tries;
     if (!gpumem__budget_take(qp, limit)) return 0;
-    /* Within the budget an ID is free unless completions wait for the head
-     * to pass them (other threads' steps): look at up to 64 candidates. */
-    for (tries = 0; tries < 64 && tries < qp->n_cids; tries++)
-        if (gpumem__cid_try_take(qp, cid)) return 1;
+    if (gpumem__cid_pick(qp, cid)) return 1;
     gpumem__budget_put(qp);
     return 0;
 }
@@ -1819,6 +1918,7 @@ GPUMEM_API gpumem_status gpumem__qp_submit_within(gpumem_nvme_qp *qp, const gpum
                                                   uint32_t limit) {
     uint16_t cid = 0;
     uint32_t s;
+    int took;
     gpumem_status st;
     if (!qp || !cmd || !req) return GPUMEM_ENULL;
     /* Relaxed: whether the request's ID is held for it says only whether
@@ -1830,8 +1930,12 @@ GPUMEM_API gpumem_status gpumem__qp_submit_within(gpumem_nvme_qp *qp, const gpum
     req->state = GPUMEM__REQ_IDLE; /* until it is submitted: a refused submit leaves it never submitted */
     if ((s = gpumem__qp_stopped(qp)) != 0) return gpumem__stopped_status(s);
     if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
-    if (!gpumem__cid_take(qp, limit, &cid)) {
+    /* Enter the pair and take a unit of the budget, one add (see "Gate"). */
+    if ((took = gpumem__gate_enter(qp, 1, limit)) < 0) return GPUMEM_EABORTED; /* closed for a reset */
+    if (!took || !gpumem__cid_pick(qp, &cid)) {
+        if (took) gpumem__budget_put(qp);
         gpumem__cq_harvest_warp(qp); /* the caller retries: free what has come */
+        gpumem__gate_leave(qp);
         return GPUMEM_EAGAIN;
     }
     /* The command timeout starts at the first poll that finds the command
@@ -1839,6 +1943,7 @@ GPUMEM_API gpumem_status gpumem__qp_submit_within(gpumem_nvme_qp *qp, const gpum
      * that is complete when first looked at. */
     req->deadline_ns = 0;
     gpumem__submit(qp, cmd, cid, data);
+    gpumem__gate_leave(qp);
     req->cid = cid;
     req->pair = qp->tag;
     req->state = GPUMEM__REQ_SUBMITTED;
@@ -1879,27 +1984,19 @@ GPUMEM_API int gpumem__cid_give_up(gpumem_nvme_qp *qp, uint16_t wire, gpumem_sta
     return 1;
 }
 
-/* One look for the request's completion: GPUMEM_EAGAIN while it is not
- * there; GPUMEM_OK, GPUMEM_EIO or GPUMEM_EABORTED (status in req->cpl) once
- * it is. Never waits. The request ends without a completion, and poll says
- * so from then on, when:
- *   - the command outlived the pair's command timeout, counted from the
- *     first poll that found it outstanding: GPUMEM_ETIMEDOUT;
- *   - the controller stopped: GPUMEM_ENODEV;
- *   - the pair is being reset: GPUMEM_EABORTED.
- * After ETIMEDOUT or ENODEV the controller may still carry the command out
- * and write into its buffer, until its late completion arrives (it is then
- * dropped, counted, and the ID freed) or the pair is reset:
- * gpumem_nvme_req_busy says when the buffer may be reused. After EABORTED
- * it never will (the queues were deleted first). A request of another
- * pair gets GPUMEM_EINVAL; one never submitted, or a copy of one that is
- * no longer in flight, GPUMEM_ESTATE (see gpumem_nvme_req). */
-GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
-    gpumem_status why;
-    uint16_t ended;
-    uint32_t s;
+/* A request that has its result, or not (got: gpumem__cid_collect). */
+GPUMEM_API gpumem_status gpumem__req_collected(gpumem_nvme_qp *qp, gpumem_nvme_req *req, int got) {
+    if (got < 0) return gpumem__req_refuse(qp, req, "poll", GPUMEM__REQ_GONE, GPUMEM_ESTATE);
+    req->state = GPUMEM__REQ_DONE;
+    return gpumem__cpl_result(&req->cpl);
+}
+
+/* What a poll can say without entering the pair (see "Gate"): a refusal, a
+ * request's end, or its result if it is in the ID's mailbox (collected);
+ * GPUMEM_EAGAIN for a request in flight whose result has not been
+ * delivered. */
+GPUMEM_API gpumem_status gpumem__poll_look(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
     int got;
-    if (!qp || !req) return GPUMEM_ENULL;
     if (req->state == GPUMEM__REQ_IDLE) return gpumem__req_refuse(qp, req, "poll", GPUMEM__REQ_NEVER, GPUMEM_ESTATE);
     if (req->pair != qp->tag) return gpumem__req_refuse(qp, req, "poll", GPUMEM__REQ_FOREIGN, GPUMEM_EINVAL);
     switch (req->state) {
@@ -1910,6 +2007,17 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req
     case GPUMEM__REQ_ABORTED: return GPUMEM_EABORTED;
     default: return gpumem__req_refuse(qp, req, "poll", GPUMEM__REQ_NEVER, GPUMEM_ESTATE);
     }
+    if ((got = gpumem__cid_collect_done(qp, req->cid, &req->cpl)) == 0) return GPUMEM_EAGAIN;
+    return gpumem__req_collected(qp, req, got);
+}
+
+/* One look inside the pair for a request in flight, harvesting: poll's
+ * part after gpumem__poll_look, and each round of a wait. */
+GPUMEM_API gpumem_status gpumem__poll_inside(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
+    gpumem_status why;
+    uint16_t ended;
+    uint32_t s;
+    int got;
     if ((got = gpumem__cid_collect(qp, req->cid, &req->cpl)) == 0) {
         /* A wait polls every round: one read of the stopped word per warp */
         if ((s = gpumem__qp_stopped_round(qp)) != 0 && s != GPUMEM__QP_RESETTING) {
@@ -1927,9 +2035,48 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req
         }
         got = gpumem__cid_collect_now(qp, req->cid, &req->cpl); /* it completed just before */
     }
-    if (got < 0) return gpumem__req_refuse(qp, req, "poll", GPUMEM__REQ_GONE, GPUMEM_ESTATE);
-    req->state = GPUMEM__REQ_DONE;
-    return gpumem__cpl_result(&req->cpl);
+    return gpumem__req_collected(qp, req, got);
+}
+
+/* A request in flight without its result, on a pair closed for a reset:
+ * it ends as a poll during a reset ends it (GPUMEM_EABORTED; its ID is
+ * given up, and the reinitialisation frees it), through its ID word alone.
+ * If a harvester inside the pair has claimed its completion meanwhile, the
+ * result is a few of that harvester's stores away: it is waited for (no
+ * harvesting) and collected. */
+GPUMEM_API gpumem_status gpumem__poll_closed(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
+    int got = 0;
+    if (gpumem__cid_give_up(qp, req->cid, GPUMEM_EABORTED, 0)) {
+        req->state = GPUMEM__REQ_ABORTED;
+        return GPUMEM_EABORTED;
+    }
+    GPUMEM_WAIT_CAPPED(&qp->signals->event, 0, (got = gpumem__cid_collect_done(qp, req->cid, &req->cpl)) != 0, 0);
+    return gpumem__req_collected(qp, req, got);
+}
+
+/* One look for the request's completion: GPUMEM_EAGAIN while it is not
+ * there; GPUMEM_OK, GPUMEM_EIO or GPUMEM_EABORTED (status in req->cpl) once
+ * it is. Never waits. The request ends without a completion, and poll says
+ * so from then on, when:
+ *   - the command outlived the pair's command timeout, counted from the
+ *     first poll that found it outstanding: GPUMEM_ETIMEDOUT;
+ *   - the controller stopped: GPUMEM_ENODEV;
+ *   - the pair is being reset: GPUMEM_EABORTED.
+ * After ETIMEDOUT or ENODEV the controller may still carry the command out
+ * and write into its buffer, until its late completion arrives (it is then
+ * dropped, counted, and the ID freed) or the pair is reset:
+ * gpumem_nvme_req_busy says when the buffer may be reused. After EABORTED
+ * it never will (the queues were deleted first). A request of another
+ * pair gets GPUMEM_EINVAL; one never submitted, or a copy of one that is
+ * no longer in flight, GPUMEM_ESTATE (see gpumem_nvme_req). */
+GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
+    gpumem_status st;
+    if (!qp || !req) return GPUMEM_ENULL;
+    if ((st = gpumem__poll_look(qp, req)) != GPUMEM_EAGAIN) return st;
+    if (gpumem__gate_enter(qp, 0, 0) < 0) return gpumem__poll_closed(qp, req);
+    st = gpumem__poll_inside(qp, req);
+    gpumem__gate_leave(qp);
+    return st;
 }
 
 /* Whether the controller may still read or write the request's buffer (0
@@ -1971,10 +2118,14 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_wait_timed(gpumem_nvme_qp *qp, gpumem_nv
     gpumem_status st = GPUMEM_OK, why = GPUMEM_OK;
     uint64_t deadline;
     if (!qp || !req) return GPUMEM_ENULL;
+    if ((st = gpumem__poll_look(qp, req)) != GPUMEM_EAGAIN) return st;
+    if (gpumem__gate_enter(qp, 0, 0) < 0) return gpumem__poll_closed(qp, req);
     deadline = gpumem_deadline_ns(timeout_ns);
-    /* poll itself ends the wait when the controller stops or the command times out */
-    GPUMEM__QP_WAIT_CPL(qp, req->cid, (st = gpumem_nvme_qp_poll(qp, req)) != GPUMEM_EAGAIN,
+    /* Inside the pair once for the whole wait. Each round ends the wait
+     * when the controller stops or the command times out. */
+    GPUMEM__QP_WAIT_CPL(qp, req->cid, (st = gpumem__poll_inside(qp, req)) != GPUMEM_EAGAIN,
                         gpumem_deadline_passed(deadline) && (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK);
+    gpumem__gate_leave(qp);
     return why != GPUMEM_OK ? why : st;
 }
 
@@ -2046,9 +2197,13 @@ GPUMEM_API gpumem_status gpumem__qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_
     if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
     gpumem__cmd_hold(&held, cmd); /* in memory through the ID wait (see gpumem__cmd_hold) */
     deadline = gpumem_deadline_ns(timeout_ns);
-    if ((st = gpumem__qp_id_wait(qp, deadline, &cid)) != GPUMEM_OK) return st;
-    gpumem__submit(qp, &held, cid, data);
-    return gpumem__qp_cpl_wait(qp, cid, deadline, cpl);
+    if (gpumem__gate_enter(qp, 0, 0) < 0) return GPUMEM_EABORTED; /* closed for a reset */
+    if ((st = gpumem__qp_id_wait(qp, deadline, &cid)) == GPUMEM_OK) {
+        gpumem__submit(qp, &held, cid, data);
+        st = gpumem__qp_cpl_wait(qp, cid, deadline, cpl);
+    }
+    gpumem__gate_leave(qp);
+    return st;
 }
 
 /* gpumem_nvme_qp_exec, with PRPs built from `data` when it is not NULL. */
@@ -2211,11 +2366,13 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_set_stopped(gpumem_nvme_qp *qp, int stop
  *   1. the controller deletes the pair's I/O SQ, then its CQ: from then on
  *      it transfers no data for the pair's commands (NVMe: once Delete I/O
  *      SQ has completed);
- *   2. gpumem_nvme_qp_abort: every wait on the pair, every poll of a
- *      request without its result, and every new call ends with
- *      GPUMEM_EABORTED; under load, from any thread;
- *   3. the pair's users leave it (no thread inside a call on the pair);
- *   4. gpumem_nvme_qp_reinit: the rings and counters start afresh, IDs
+ *   2. gpumem_nvme_qp_abort: the pair is closed to new entrants (see
+ *      "Gate"), and every wait on the pair, every poll of a request
+ *      without its result, and every new call ends with GPUMEM_EABORTED;
+ *      under load, from any thread;
+ *   3. the threads inside calls on the pair leave it (they see the abort);
+ *   4. gpumem_nvme_qp_reinit: once they are out, the rings and counters
+ *      start afresh, the pair opens again, IDs
  *      given up (timed out, abandoned, aborted) are free again, requests
  *      still submitted end with an "aborted" completion (status
  *      GPUMEM_NVME_SC_ABORTED_SQ_DELETION; poll returns GPUMEM_EABORTED),
@@ -2223,46 +2380,71 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_set_stopped(gpumem_nvme_qp *qp, int stop
  *   5. the controller recreates the CQ, then the SQ, and serves it again.
  */
 GPUMEM_API gpumem_status gpumem_nvme_qp_abort(gpumem_nvme_qp *qp) {
-    return qp ? gpumem__signals_set_state(qp->signals, GPUMEM__QP_ABORTED) : GPUMEM_ENULL;
+    if (!qp) return GPUMEM_ENULL;
+    (void)gpumem__gate_close(qp);
+    return gpumem__signals_set_state(qp->signals, GPUMEM__QP_ABORTED);
 }
 
-/* Step 4 above. GPUMEM_ESTATE unless the pair was aborted; GPUMEM_EBUSY,
- * changing nothing, while a thread still waits in it for an ID (the caller
- * must also know that no thread is inside any other call on the pair). The
- * numbering of tickets and CQ positions goes on from the next lap boundary
- * of both queues (position 0, phase 1, where a new queue starts), so free
- * IDs stay reusable as they were. */
-GPUMEM_API gpumem_status gpumem_nvme_qp_reinit(gpumem_nvme_qp *qp) {
+/* Step 4 above, leaving the pair closed and aborted when `open` is 0 (a
+ * controller that must recreate its queues first opens it with
+ * gpumem__gate_open and marks it running). */
+GPUMEM_API gpumem_status gpumem__qp_reinit(gpumem_nvme_qp *qp, int open) {
     uint32_t i, last, start, aborted = 0;
     if (!qp) return GPUMEM_ENULL;
     if (gpumem__qp_stopped(qp) != GPUMEM__QP_ABORTED) return GPUMEM_ESTATE;
-    if (gpumem_atomic_load_u32(&qp->waiters.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) != 0) return GPUMEM_EBUSY;
+    /* Closed already (the abort closed it; again for an abort made through
+     * the signals block alone). Acquire: a count of 0 read here comes after
+     * every leaving thread's release, so all they did inside comes before
+     * what follows; a thread that enters later finds the pair closed and
+     * touches nothing. */
+    if (GPUMEM__GATE_CALLS(gpumem__gate_close(qp)) != 0) return GPUMEM_EBUSY;
+    /* Plain reads and writes of the rings and counters from here: nobody
+     * else is inside. The ID words alone are still read and changed by
+     * polls that need not enter (gpumem__cid_collect_done: words with a
+     * result, which this leaves alone; gpumem__poll_closed: an owner giving
+     * its ID up), so they are changed here by compare-and-swap. */
     last = gpumem_wrap_diff_u32(qp->ticket.v, qp->cq_head.v) > 0 ? qp->ticket.v : qp->cq_head.v;
     start = (last + 2u * qp->depth) & ~(2u * qp->depth - 1);
     for (i = 0; i < qp->n_cids; i++) {
-        uint64_t w = qp->cids[i];
-        const uint64_t wire = (uint64_t)GPUMEM__CID_WIRE(w) << 32;
-        if (!(w & GPUMEM__CID_IN_USE) || (w & GPUMEM__CID_DONE)) continue; /* free, or a result to collect */
-        /* Atomic stores: statistics readers may look at the words meanwhile. */
-        if (w & GPUMEM__CID_ORPHAN) {
-            /* Nobody waits: free. Release, for gpumem_nvme_qp_orphans_settled. */
-            gpumem_atomic_store_u64(&qp->cids[i], wire, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
-            gpumem__budget_put(qp);
-            continue;
+        uint64_t w = gpumem_atomic_load_u64(&qp->cids[i], GPUMEM_ORDER_RELAXED, GPUMEM__DEV), wire;
+        for (;;) {
+            wire = (uint64_t)GPUMEM__CID_WIRE(w) << 32;
+            if (!(w & GPUMEM__CID_IN_USE) || (w & GPUMEM__CID_DONE)) break; /* free, or a result to collect */
+            if (w & GPUMEM__CID_ORPHAN) {
+                /* Nobody waits: free. Release, for gpumem_nvme_qp_orphans_settled. */
+                if (!gpumem_atomic_cas_u64(&qp->cids[i], &w, wire, GPUMEM_ORDER_RELEASE, GPUMEM__DEV)) continue;
+                gpumem__budget_put(qp);
+                break;
+            }
+            /* Its owner will look: it finds its command aborted. Release:
+             * the mailbox before the result's mark, which the owner reads
+             * with acquire. */
+            qp->cid_mail[2 * i] = 0;
+            qp->cid_mail[2 * i + 1] = GPUMEM_NVME_SC_ABORTED_SQ_DELETION;
+            if (!gpumem_atomic_cas_u64(&qp->cids[i], &w,
+                                       GPUMEM__CID_IN_USE | GPUMEM__CID_DONE | wire | (uint32_t)(start - 1),
+                                       GPUMEM_ORDER_RELEASE, GPUMEM__DEV))
+                continue; /* its owner gave it up meanwhile: free it */
+            aborted++;
+            break;
         }
-        /* Its owner will look: it finds its command aborted. */
-        qp->cid_mail[2 * i] = 0;
-        qp->cid_mail[2 * i + 1] = GPUMEM_NVME_SC_ABORTED_SQ_DELETION;
-        gpumem_atomic_store_u64(&qp->cids[i], GPUMEM__CID_IN_USE | GPUMEM__CID_DONE | wire | (uint32_t)(start - 1),
-                                GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-        aborted++;
     }
     gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QPC_ABORTED], aborted, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     gpumem__qp_restart(qp, start);
     gpumem_atomic_store_u32(&qp->quiet.v, 0, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    if (!open) return GPUMEM_OK;
+    gpumem__gate_open(qp);
     /* Release (in set_state): all of the above before a user sees the pair running. */
     return gpumem__signals_set_state(qp->signals, GPUMEM__QP_RUNNING);
 }
+
+/* Step 4 above. GPUMEM_ESTATE unless the pair was aborted; GPUMEM_EBUSY,
+ * changing nothing, while a thread is still inside a call on the pair
+ * (aborted, it leaves soon: call again). The numbering of tickets and CQ
+ * positions goes on from the next lap boundary of both queues (position
+ * 0, phase 1, where a new queue starts), so free IDs stay reusable as
+ * they were. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_reinit(gpumem_nvme_qp *qp) { return gpumem__qp_reinit(qp, 1); }
 
 /* What the pair has seen of its controller, beyond the completions it
  * delivered. Counts wrap at 2^32. */
@@ -2325,7 +2507,12 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_orphans_settled(gpumem_nvme_qp *qp) {
     uint32_t i;
     if (!qp) return GPUMEM_ENULL;
     if (gpumem__qp_stopped(qp) == GPUMEM__QP_ABORTED) return GPUMEM_OK; /* the queues are deleted */
-    gpumem__cq_harvest(qp); /* late completions that came free their IDs (a caller alone may spin on this) */
+    /* Late completions that came free their IDs (a caller alone may spin
+     * on this): harvested inside the pair, unless a reset has closed it. */
+    if (gpumem__gate_enter(qp, 0, 0) >= 0) {
+        gpumem__cq_harvest(qp);
+        gpumem__gate_leave(qp);
+    }
     for (i = 0; i < qp->n_cids; i++) {
         uint64_t w = gpumem_atomic_load_u64(&qp->cids[i], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
         if ((w & (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN)) == (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN))

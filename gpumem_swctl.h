@@ -1280,8 +1280,10 @@ gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl);
  * (gpumem_nvme_qp_reinit: requests still submitted end "aborted", results
  * that came before are kept) and recreates the queues; the pair is served
  * again (or stopped, if the controller is). reset_end returns GPUMEM_EBUSY,
- * changing nothing, while a thread still waits in the pair for an ID:
- * call it again. Other pairs are served throughout (paused for a moment).
+ * changing nothing, while a thread is still inside a call on the pair
+ * (aborted, it leaves soon): call it again. From reset_begin on, a call
+ * that enters the pair gets GPUMEM_EABORTED (gpumem_nvme.h, "Gate").
+ * Other pairs are served throughout (paused for a moment).
  * Not for pairs whose client memory the host cannot write (cfg.client_copy
  * set, as gpumem_swctl_config_gpu_clients does): GPUMEM_ESTATE. */
 gpumem_status gpumem_swctl_reset_begin(gpumem_swctl *ctl, gpumem_nvme_qp *qp);
@@ -1881,8 +1883,9 @@ gpumem_status gpumem_swctl_reset_begin(gpumem_swctl *ctl, gpumem_nvme_qp *qp) {
      * dropped, never carried out; nothing more is fetched or posted. */
     q->pend_count = 0;
     q->deleted = 1;
-    /* Through the signals block: the pair's waits end with EABORTED. */
-    gpumem__signals_set_state(q->sw.signals, GPUMEM__QP_ABORTED);
+    /* The pair is closed to new entrants, and its waits end with EABORTED
+     * (its client memory is the host's: client_copy is refused above). */
+    gpumem_nvme_qp_abort(qp);
     if (was_running && gpumem__sw_thread_start(ctl) != GPUMEM_OK) return GPUMEM_ESYS;
     return GPUMEM_OK;
 }

@@ -59,7 +59,7 @@ static void expect_whole(gpumem_nvme_qp *qp) {
         cr_assert_eq(gpumem_nvme_qp_read_buf(qp, i, 1, bufs[0], NULL), GPUMEM_OK);
         cr_assert_eq(bufs[0][100], (unsigned char)(i * 7 + 1));
     }
-    cr_assert_eq(qp->inflight.v, 0u, "the budget must be back at 0, not %u", qp->inflight.v);
+    cr_assert_eq(qp->inflight.v, 0u, "the budget must be back at 0, not %u", (unsigned)qp->inflight.v);
     cr_assert_eq(gpumem_nvme_qp_check_idle(qp), GPUMEM_OK);
 }
 
