@@ -5,8 +5,10 @@
  * every command ID it has (async_limit requests at once, then blocking
  * reads of every block, checked by content), its budget is back at 0, and
  * the controller is destroyed. And a cache whose pairs serve namespaces of
- * different block sizes refuses the other pairs' I/O with a status and a
- * counted violation, never reading wrong bytes. */
+ * different block sizes is refused at creation, with the pair and both
+ * sizes in words; where init cannot read the pairs, it refuses the other
+ * pairs' I/O with a status and a counted violation, never reading wrong
+ * bytes. */
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
 #include "log_capture.h"
@@ -195,17 +197,24 @@ Test(handle, budget_never_wraps) {
 }
 
 /* Finding 5: two controllers with different block sizes behind one cache,
- * given the 4 KiB namespace. Lines are striped: even lines on the 512-byte
- * controller (refused, counted), odd lines on the 4 KiB one (read right). */
+ * given the 4 KiB namespace. gpumem_cache_create reads the pairs and
+ * refuses; so it does a third controller of 4 KiB blocks too small for the
+ * lines it would serve. gpumem_cache_init, in this plain build, cannot tell
+ * whether the pairs are in GPU memory and leaves them to each I/O: lines
+ * are striped, even lines on the 512-byte controller (refused, counted),
+ * odd lines on the 4 KiB one (read right). */
 Test(handle, mixed_block_sizes_are_refused) {
     gpumem_swctl_config cfg = gpumem_swctl_config_default();
-    gpumem_swctl *small, *big;
-    gpumem_nvme_qp *pairs[2];
+    gpumem_swctl *small, *big, *tiny;
+    gpumem_nvme_qp *pairs[2], *short_pairs[2];
     gpumem_cache_desc d = gpumem_cache_desc_default();
     gpumem_cache *c = NULL;
     gpumem_cache_stats st;
     gpumem_nvme_ns ns;
-    static unsigned char ram_small[512 * 512], ram_big[64 * 4096];
+    static unsigned char ram_small[512 * 512], ram_big[64 * 4096], ram_tiny[4 * 4096];
+    static _Alignas(4096) unsigned char slots[4 * 4096];
+    static _Alignas(8) unsigned char meta[4096];
+    static _Alignas(64) gpumem_cache cache;
     uint64_t line, s;
     uint32_t refused = 0;
     memset(ram_small, 0xEE, sizeof ram_small);
@@ -217,8 +226,13 @@ Test(handle, mixed_block_sizes_are_refused) {
     cfg.lba_bytes = 4096;
     cfg.n_blocks = 64;
     cr_assert_eq(gpumem_swctl_create(&cfg, &big), GPUMEM_OK);
+    cfg.ram = ram_tiny;
+    cfg.n_blocks = 4;
+    cr_assert_eq(gpumem_swctl_create(&cfg, &tiny), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_add_qp(small, 16, &pairs[0]), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_add_qp(big, 16, &pairs[1]), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_add_qp(tiny, 16, &short_pairs[1]), GPUMEM_OK);
+    short_pairs[0] = pairs[1];
     cr_assert_eq(gpumem_swctl_start(small), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_start(big), GPUMEM_OK);
     ns = gpumem_swctl_ns(big);
@@ -226,7 +240,18 @@ Test(handle, mixed_block_sizes_are_refused) {
     d.n_slots = 4;
     d.n_lines = 16;
     d.line_bytes = 4096;
-    cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_OK);
+    EXPECT_LOG("pair 0 (controller 0) serves 512-byte blocks, the backing's namespace 4096-byte",
+               cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_EINVAL));
+    d.backing = gpumem_cache_backing_nvme(short_pairs, 2, 1, &ns, 0, GPUMEM_CACHE_STRIPE);
+    EXPECT_LOG("pair 1 (controller 1) serves 4 blocks, the cache reaches block 7",
+               cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_ERANGE));
+    cr_assert_null(c, "nothing made");
+    /* Where init cannot read the pairs: each I/O checks. */
+    d.backing = gpumem_cache_backing_nvme(pairs, 2, 1, &ns, 0, GPUMEM_CACHE_STRIPE);
+    cr_assert_leq(gpumem_cache_meta_bytes(&d), sizeof meta);
+    d.meta = meta, d.meta_bytes = sizeof meta, d.data = slots;
+    cr_assert_eq(gpumem_cache_init(&cache, &d), GPUMEM_OK);
+    c = &cache;
     for (line = 0; line < 16; line++) {
         void *data = NULL;
         gpumem_status got = gpumem_cache_acquire(c, line, 1, 0, &data);
@@ -243,9 +268,9 @@ Test(handle, mixed_block_sizes_are_refused) {
     cr_assert_eq(gpumem_cache_get_stats(c, &st), GPUMEM_OK);
     cr_assert_geq(st.violations, refused, "each refused I/O is a counted violation");
     cr_assert_eq(refused, 8u);
-    gpumem_cache_destroy(c);
     cr_assert_eq(pairs[0]->inflight.v, 0u);
     cr_assert_eq(gpumem_nvme_qp_check_idle(pairs[0]), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_destroy(small), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_destroy(big), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_destroy(tiny), GPUMEM_OK);
 }
