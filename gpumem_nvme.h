@@ -214,7 +214,8 @@
  * atomics. A poll of a request whose result has not come on a closed pair
  * ends it as a reset does (GPUMEM_EABORTED) through its ID word alone. So
  * a submit costs one more atomic (its exit), a poll that finds its result
- * none, a poll that must harvest two.
+ * none, a poll that must harvest one (its exit is the subtraction that
+ * gives its unit back).
  *
  * Memory, by who touches it (issue 12). Ring memory is what the controller
  * reads and writes: the SQ and CQ rings, the doorbells, the PRP-list pages
@@ -1240,11 +1241,17 @@ GPUMEM_API int gpumem__budget_take(gpumem_nvme_qp *qp, uint32_t limit) {
     return 0;
 }
 
-/* Give one unit back; one waiter for an ID may go on. */
-GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) {
-    gpumem_atomic_fetch_sub_u64(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+/* Give one unit back, and leave the pair with the same subtraction when
+ * `leave` is GPUMEM__GATE_CALL (0: stay); one waiter for an ID may go on.
+ * Relaxed for the unit alone; release when leaving (see gpumem__gate_leave). */
+GPUMEM_API void gpumem__budget_put_leave(gpumem_nvme_qp *qp, uint64_t leave) {
+    gpumem_atomic_fetch_sub_u64(&qp->inflight.v, 1 + leave, leave ? GPUMEM_ORDER_RELEASE : GPUMEM_ORDER_RELAXED,
+                                GPUMEM__DEV);
     gpumem_event_notify_one(&qp->signals->id_event);
 }
+
+/* Give one unit back. */
+GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) { gpumem__budget_put_leave(qp, 0); }
 
 /* ---- the gate (see "Gate" above) ------------------------------------------- */
 
@@ -1626,8 +1633,10 @@ GPUMEM_API int gpumem__cid_held(uint64_t w, uint32_t wire) {
  * collect it, and the budget is given back once per ID taken, whatever
  * callers pass. A request ended by a reset (gpumem_nvme_qp_reinit) finds
  * an "aborted" result here. Touches only the ID's word and mailbox, so a
- * caller need not have entered the pair (see "Gate"). */
-GPUMEM_API int gpumem__cid_collect_done(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
+ * caller need not have entered the pair (see "Gate"); one that has may
+ * leave it with the unit's subtraction (`leave`: GPUMEM__GATE_CALL; then it
+ * has left when this returns 1). */
+GPUMEM_API int gpumem__cid_collect_done(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out, uint64_t leave) {
     uint64_t w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
     if (!gpumem__cid_held(w, wire)) return -1;
     if (!(w & GPUMEM__CID_DONE)) return 0;
@@ -1641,17 +1650,17 @@ GPUMEM_API int gpumem__cid_collect_done(gpumem_nvme_qp *qp, uint16_t wire, gpume
     if (!gpumem_atomic_cas_u64(gpumem__cid_word(qp, wire), &w, w & ~GPUMEM__CID_IN_USE, GPUMEM_ORDER_RELEASE,
                                GPUMEM__DEV))
         return -1; /* another copy of the request collected it first */
-    gpumem__budget_put(qp);
+    gpumem__budget_put_leave(qp, leave);
     return 1;
 }
 
 /* The same, harvesting once if the result has not come, and looking again
  * (a caller inside the pair). */
-GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
-    int got = gpumem__cid_collect_done(qp, wire, out);
+GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out, uint64_t leave) {
+    int got = gpumem__cid_collect_done(qp, wire, out, leave);
     if (got != 0) return got;
     gpumem__cq_harvest_warp(qp);
-    return gpumem__cid_collect_done(qp, wire, out);
+    return gpumem__cid_collect_done(qp, wire, out, leave);
 }
 
 /* The owner of CID `wire` stops waiting for it: mark it ORPHAN so that the
@@ -1676,7 +1685,7 @@ GPUMEM_API int gpumem__cid_orphan(gpumem_nvme_qp *qp, uint16_t wire) {
  * the request collected it meanwhile). */
 GPUMEM_API int gpumem__cid_collect_now(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
     int got = 0;
-    GPUMEM__QP_WAIT_CPL(qp, wire, (got = gpumem__cid_collect(qp, wire, out)) != 0, 0);
+    GPUMEM__QP_WAIT_CPL(qp, wire, (got = gpumem__cid_collect(qp, wire, out, 0)) != 0, 0);
     return got;
 }
 
@@ -2007,33 +2016,40 @@ GPUMEM_API gpumem_status gpumem__poll_look(gpumem_nvme_qp *qp, gpumem_nvme_req *
     case GPUMEM__REQ_ABORTED: return GPUMEM_EABORTED;
     default: return gpumem__req_refuse(qp, req, "poll", GPUMEM__REQ_NEVER, GPUMEM_ESTATE);
     }
-    if ((got = gpumem__cid_collect_done(qp, req->cid, &req->cpl)) == 0) return GPUMEM_EAGAIN;
+    if ((got = gpumem__cid_collect_done(qp, req->cid, &req->cpl, 0)) == 0) return GPUMEM_EAGAIN;
     return gpumem__req_collected(qp, req, got);
 }
 
 /* One look inside the pair for a request in flight, harvesting: poll's
- * part after gpumem__poll_look, and each round of a wait. */
+ * part after gpumem__poll_look, and each round of a wait. The caller has
+ * entered the pair; this leaves it whenever it returns anything but
+ * GPUMEM_EAGAIN (a result collected leaves with its unit's subtraction:
+ * one atomic for both). */
 GPUMEM_API gpumem_status gpumem__poll_inside(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
     gpumem_status why;
     uint16_t ended;
     uint32_t s;
     int got;
-    if ((got = gpumem__cid_collect(qp, req->cid, &req->cpl)) == 0) {
-        /* A wait polls every round: one read of the stopped word per warp */
-        if ((s = gpumem__qp_stopped_round(qp)) != 0 && s != GPUMEM__QP_RESETTING) {
-            why = gpumem__stopped_status(s);
-            ended = s == GPUMEM__QP_ABORTED ? GPUMEM__REQ_ABORTED : GPUMEM__REQ_ABANDONED;
-        } else if (gpumem__cmd_expired(qp, &req->deadline_ns)) {
-            why = GPUMEM_ETIMEDOUT;
-            ended = GPUMEM__REQ_TIMED_OUT;
-        } else {
-            return GPUMEM_EAGAIN;
+    if ((got = gpumem__cid_collect(qp, req->cid, &req->cpl, GPUMEM__GATE_CALL)) != 1) {
+        if (got == 0) {
+            /* A wait polls every round: one read of the stopped word per warp */
+            if ((s = gpumem__qp_stopped_round(qp)) != 0 && s != GPUMEM__QP_RESETTING) {
+                why = gpumem__stopped_status(s);
+                ended = s == GPUMEM__QP_ABORTED ? GPUMEM__REQ_ABORTED : GPUMEM__REQ_ABANDONED;
+            } else if (gpumem__cmd_expired(qp, &req->deadline_ns)) {
+                why = GPUMEM_ETIMEDOUT;
+                ended = GPUMEM__REQ_TIMED_OUT;
+            } else {
+                return GPUMEM_EAGAIN;
+            }
+            if (gpumem__cid_give_up(qp, req->cid, why, why == GPUMEM_ETIMEDOUT)) {
+                req->state = ended;
+                gpumem__gate_leave(qp);
+                return why;
+            }
+            got = gpumem__cid_collect_now(qp, req->cid, &req->cpl); /* it completed just before */
         }
-        if (gpumem__cid_give_up(qp, req->cid, why, why == GPUMEM_ETIMEDOUT)) {
-            req->state = ended;
-            return why;
-        }
-        got = gpumem__cid_collect_now(qp, req->cid, &req->cpl); /* it completed just before */
+        gpumem__gate_leave(qp);
     }
     return gpumem__req_collected(qp, req, got);
 }
@@ -2050,7 +2066,8 @@ GPUMEM_API gpumem_status gpumem__poll_closed(gpumem_nvme_qp *qp, gpumem_nvme_req
         req->state = GPUMEM__REQ_ABORTED;
         return GPUMEM_EABORTED;
     }
-    GPUMEM_WAIT_CAPPED(&qp->signals->event, 0, (got = gpumem__cid_collect_done(qp, req->cid, &req->cpl)) != 0, 0);
+    GPUMEM_WAIT_CAPPED(&qp->signals->event, 0, (got = gpumem__cid_collect_done(qp, req->cid, &req->cpl, 0)) != 0,
+                       0);
     return gpumem__req_collected(qp, req, got);
 }
 
@@ -2074,8 +2091,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req
     if (!qp || !req) return GPUMEM_ENULL;
     if ((st = gpumem__poll_look(qp, req)) != GPUMEM_EAGAIN) return st;
     if (gpumem__gate_enter(qp, 0, 0) < 0) return gpumem__poll_closed(qp, req);
-    st = gpumem__poll_inside(qp, req);
-    gpumem__gate_leave(qp);
+    if ((st = gpumem__poll_inside(qp, req)) == GPUMEM_EAGAIN) gpumem__gate_leave(qp); /* else left */
     return st;
 }
 
@@ -2125,8 +2141,11 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_wait_timed(gpumem_nvme_qp *qp, gpumem_nv
      * when the controller stops or the command times out. */
     GPUMEM__QP_WAIT_CPL(qp, req->cid, (st = gpumem__poll_inside(qp, req)) != GPUMEM_EAGAIN,
                         gpumem_deadline_passed(deadline) && (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK);
-    gpumem__gate_leave(qp);
-    return why != GPUMEM_OK ? why : st;
+    if (why != GPUMEM_OK) {
+        gpumem__gate_leave(qp); /* the caller's time ran out: still inside */
+        return why;
+    }
+    return st; /* poll_inside left */
 }
 
 /* Poll until done (the pair's command timeout still applies). */
@@ -2167,7 +2186,7 @@ GPUMEM_API gpumem_status gpumem__qp_cpl_wait(gpumem_nvme_qp *qp, uint16_t cid, u
     int expired = 0, held = 0;
     /* The command timeout starts at the first look that finds no result,
      * right after submission. */
-    GPUMEM__QP_WAIT_CPL(qp, cid, (held = gpumem__cid_collect(qp, cid, &got)) != 0,
+    GPUMEM__QP_WAIT_CPL(qp, cid, (held = gpumem__cid_collect(qp, cid, &got, 0)) != 0,
                         gpumem__qp_give_up(qp, deadline, &why) ||
                             ((expired = gpumem__cmd_expired(qp, &cmd_deadline)) != 0 &&
                              (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK));
