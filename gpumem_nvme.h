@@ -213,9 +213,10 @@
  * words without a result, by compare-and-swap), and the statistics read
  * atomics. A poll of a request whose result has not come on a closed pair
  * ends it as a reset does (GPUMEM_EABORTED) through its ID word alone. So
- * a submit costs one more atomic (its exit), a poll that finds its result
- * none, a poll that must harvest one (its exit is the subtraction that
- * gives its unit back).
+ * a submit costs one more atomic (its exit) and one less (the same add
+ * gives it its first command-ID candidate, which took an atomic of its
+ * own), a poll that finds its result none, a poll that must harvest one
+ * (its exit is the subtraction that gives its unit back).
  *
  * Memory, by who touches it (issue 12). Ring memory is what the controller
  * reads and writes: the SQ and CQ rings, the doorbells, the PRP-list pages
@@ -671,12 +672,22 @@ enum {
                                    waits for commands already out go on */
 
 /* The pair's gate word (gpumem_nvme_qp.inflight; see "Gate" above):
- *   [31:0]   command IDs taken and not yet given back (the budget)
- *   [62:32]  threads inside a call that touches the pair's rings and counters
- *   [63]     closed: a reset is under way; entering calls are refused */
-#define GPUMEM__GATE_CALL (1ull << 32)
-#define GPUMEM__GATE_CLOSED (1ull << 63)
-#define GPUMEM__GATE_CALLS(v) ((uint32_t)((v) >> 32) & 0x7FFFFFFFu)
+ *   [19:0]   command IDs taken and not yet given back (the budget: at most
+ *            65,535, plus one for each thread whose add overshot and is
+ *            being undone - fewer than 2^20 threads are ever resident on
+ *            a GPU, so it never carries into the next field)
+ *   [39:20]  threads inside a call that touches the pair's rings and counters
+ *   [40]     closed: a reset is under way; entering calls are refused
+ *   [63:41]  a submission's command-ID candidate, round robin: the add that
+ *            enters and takes a unit advances it too, so a submission's
+ *            first candidate costs no atomic of its own (it wraps out of
+ *            the word; n_cids divides 2^23) */
+#define GPUMEM__GATE_UNITS(v) ((uint32_t)(v) & 0xFFFFFu)
+#define GPUMEM__GATE_CALL (1ull << 20)
+#define GPUMEM__GATE_CALLS(v) ((uint32_t)((v) >> 20) & 0xFFFFFu)
+#define GPUMEM__GATE_CLOSED (1ull << 40)
+#define GPUMEM__GATE_CID_NEXT (1ull << 41)
+#define GPUMEM__GATE_CID(v) ((uint32_t)((v) >> 41))
 
 /* The controller-visible words of a pair besides its rings and doorbells:
  * what a controller writes for the pair's threads to read, and where host
@@ -1234,9 +1245,9 @@ GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gp
 GPUMEM_API int gpumem__budget_take(gpumem_nvme_qp *qp, uint32_t limit) {
     /* Look before the add: many waiters on a spent budget then only read. */
     uint64_t v = gpumem_atomic_load_u64(&qp->inflight.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-    if ((uint32_t)v >= limit || (v & GPUMEM__GATE_CLOSED)) return 0;
+    if (GPUMEM__GATE_UNITS(v) >= limit || (v & GPUMEM__GATE_CLOSED)) return 0;
     v = gpumem_atomic_fetch_add_u64(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-    if ((uint32_t)v < limit && !(v & GPUMEM__GATE_CLOSED)) return 1;
+    if (GPUMEM__GATE_UNITS(v) < limit && !(v & GPUMEM__GATE_CLOSED)) return 1;
     gpumem_atomic_fetch_sub_u64(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     return 0;
 }
@@ -1256,27 +1267,37 @@ GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) { gpumem__budget_put_leav
 /* ---- the gate (see "Gate" above) ------------------------------------------- */
 
 /* Enter the pair for a call that touches its rings and counters, adding
- * `unit` (0 or 1) to the budget with the same add: 1 if entered with the
- * unit taken, 0 if entered without one (no unit asked, or fewer than
+ * `unit` (0 or 1) to the budget with the same add (and then advancing the
+ * command-ID candidate: *cand, for gpumem__cid_pick): 1 if entered with
+ * the unit taken, 0 if entered without one (no unit asked, or fewer than
  * `limit` were free: then none is held), -1 if the pair is closed for a
  * reset (nothing held, not entered: return GPUMEM_EABORTED). Acquire: pairs
  * with the release that opened the gate after a reinitialisation. */
-GPUMEM_API int gpumem__gate_enter(gpumem_nvme_qp *qp, uint32_t unit, uint32_t limit) {
+GPUMEM_API int gpumem__gate_enter(gpumem_nvme_qp *qp, uint32_t unit, uint32_t limit, uint32_t *cand) {
     /* Look before the add: a closed pair is only read, and a spent budget
      * is not added to (as gpumem__budget_take). */
     uint64_t v = gpumem_atomic_load_u64(&qp->inflight.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV), add;
     if (v & GPUMEM__GATE_CLOSED) return -1;
-    add = GPUMEM__GATE_CALL + ((uint32_t)v < limit ? unit : 0u);
+    add = GPUMEM__GATE_CALL + (GPUMEM__GATE_UNITS(v) < limit && unit ? 1u + GPUMEM__GATE_CID_NEXT : 0u);
     v = gpumem_atomic_fetch_add_u64(&qp->inflight.v, add, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
     if (v & GPUMEM__GATE_CLOSED) {
-        /* Closed just before: undo; this thread touched nothing. */
-        gpumem_atomic_fetch_sub_u64(&qp->inflight.v, add, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        /* Closed just before: undo; this thread touched nothing. (The
+         * candidate field is left advanced: any value serves.) */
+        gpumem_atomic_fetch_sub_u64(&qp->inflight.v, add & (GPUMEM__GATE_CID_NEXT - 1), GPUMEM_ORDER_RELAXED,
+                                    GPUMEM__DEV);
         return -1;
     }
     if (add == GPUMEM__GATE_CALL) return 0;
-    if ((uint32_t)v < limit) return 1;
+    *cand = GPUMEM__GATE_CID(v);
+    if (GPUMEM__GATE_UNITS(v) < limit) return 1;
     gpumem_atomic_fetch_sub_u64(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV); /* overshot */
     return 0;
+}
+
+/* Enter without taking a unit. */
+GPUMEM_API int gpumem__gate_enter_call(gpumem_nvme_qp *qp) {
+    uint32_t unused;
+    return gpumem__gate_enter(qp, 0, 0, &unused);
 }
 
 /* Leave the pair. Release: everything this thread did inside comes before
@@ -1747,21 +1768,21 @@ GPUMEM_API int gpumem__cmd_expired(gpumem_nvme_qp *qp, uint64_t *deadline) {
 
 /* ---- command IDs ---------------------------------------------------------- */
 
-/* Try to take one command ID (one candidate from the round-robin ticket);
- * *cid is the CID to send: the ID with its generation advanced by one
- * (wrapping within the bits above the ID), so that a completion of the
- * ID's previous command cannot pass for this one. */
-GPUMEM_API int gpumem__cid_try_take(gpumem_nvme_qp *qp, uint16_t *cid) {
-    uint32_t c = gpumem_atomic_fetch_add_u32(&qp->cid_ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) &
-                 (qp->n_cids - 1);
+/* Try to take command ID `c` (a round-robin candidate: the pair's
+ * cid_ticket, or the gate word's field for a submission's first); *cid is
+ * the CID to send: the ID with its generation advanced by one (wrapping
+ * within the bits above the ID), so that a completion of the ID's previous
+ * command cannot pass for this one. */
+GPUMEM_API int gpumem__cid_try_id(gpumem_nvme_qp *qp, uint32_t c, uint16_t *cid) {
     uint64_t w = gpumem_atomic_load_u64(&qp->cids[c], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
     uint32_t wire;
     if (w & GPUMEM__CID_IN_USE) return 0;
     if (w & GPUMEM__CID_DONE) {
         /* Reusable only once the head has passed the old completion and the
          * doorbell has told the controller so: no harvester can meet it again,
-         * and the controller never sees the ID twice in flight. The
-         * round-robin ticket revisits every ID within n_cids takes, far less
+         * and the controller never sees the ID twice in flight. Each of the
+         * two round-robin tickets revisits every ID within n_cids of its
+         * takes, and one of them has at least half of all takes: far less
          * than the 2^31 completions that would make this comparison wrap. */
         uint32_t head = gpumem_atomic_load_u32(&qp->cq_released.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
         if (gpumem_wrap_diff_u32(head, (uint32_t)w) <= 0) return 0;
@@ -1773,6 +1794,13 @@ GPUMEM_API int gpumem__cid_try_take(gpumem_nvme_qp *qp, uint16_t *cid) {
         return 0;
     *cid = (uint16_t)wire;
     return 1;
+}
+
+/* Try one candidate from the pair's round-robin ticket. */
+GPUMEM_API int gpumem__cid_try_take(gpumem_nvme_qp *qp, uint16_t *cid) {
+    return gpumem__cid_try_id(
+        qp, gpumem_atomic_fetch_add_u32(&qp->cid_ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) & (qp->n_cids - 1),
+        cid);
 }
 
 /* ---- public I/O API ------------------------------------------------------- */
@@ -1848,10 +1876,12 @@ GPUMEM_API gpumem_status gpumem__cpl_result(const gpumem_nvme_cpl *c) {
 /* With a unit of the budget taken, a free command ID: 1, or 0 (then the
  * caller gives the unit back). Within the budget an ID is free unless
  * completions wait for the head to pass them (other threads' steps): look
- * at up to 64 candidates. */
-GPUMEM_API int gpumem__cid_pick(gpumem_nvme_qp *qp, uint16_t *cid) {
+ * at up to 64 candidates, the first `first` (from the gate word, see
+ * gpumem__gate_enter), the others from the pair's ticket. */
+GPUMEM_API int gpumem__cid_pick(gpumem_nvme_qp *qp, uint32_t first, uint16_t *cid) {
     uint32_t tries;
-    for (tries = 0; tries < 64 && tries < qp->n_cids; tries++)
+    if (gpumem__cid_try_id(qp, first & (qp->n_cids - 1), cid)) return 1;
+    for (tries = 1; tries < 64 && tries < qp->n_cids; tries++)
         if (gpumem__cid_try_take(qp, cid)) return 1;
     return 0;
 }
@@ -1859,8 +1889,10 @@ GPUMEM_API int gpumem__cid_pick(gpumem_nvme_qp *qp, uint16_t *cid) {
 /* Take a unit of the budget (below `limit`) and a free command ID with it,
  * or neither. */
 GPUMEM_API int gpumem__cid_take(gpumem_nvme_qp *qp, uint32_t limit, uint16_t *cid) {
+    uint32_t tries;
     if (!gpumem__budget_take(qp, limit)) return 0;
-    if (gpumem__cid_pick(qp, cid)) return 1;
+    for (tries = 0; tries < 64 && tries < qp->n_cids; tries++)
+        if (gpumem__cid_try_take(qp, cid)) return 1;
     gpumem__budget_put(qp);
     return 0;
 }
@@ -1926,7 +1958,7 @@ GPUMEM_API gpumem_status gpumem__qp_submit_within(gpumem_nvme_qp *qp, const gpum
                                                   const gpumem_nvme_iomap *data, gpumem_nvme_req *req,
                                                   uint32_t limit) {
     uint16_t cid = 0;
-    uint32_t s;
+    uint32_t s, first = 0;
     int took;
     gpumem_status st;
     if (!qp || !cmd || !req) return GPUMEM_ENULL;
@@ -1940,8 +1972,8 @@ GPUMEM_API gpumem_status gpumem__qp_submit_within(gpumem_nvme_qp *qp, const gpum
     if ((s = gpumem__qp_stopped(qp)) != 0) return gpumem__stopped_status(s);
     if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
     /* Enter the pair and take a unit of the budget, one add (see "Gate"). */
-    if ((took = gpumem__gate_enter(qp, 1, limit)) < 0) return GPUMEM_EABORTED; /* closed for a reset */
-    if (!took || !gpumem__cid_pick(qp, &cid)) {
+    if ((took = gpumem__gate_enter(qp, 1, limit, &first)) < 0) return GPUMEM_EABORTED; /* closed for a reset */
+    if (!took || !gpumem__cid_pick(qp, first, &cid)) {
         if (took) gpumem__budget_put(qp);
         gpumem__cq_harvest_warp(qp); /* the caller retries: free what has come */
         gpumem__gate_leave(qp);
@@ -2090,7 +2122,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req
     gpumem_status st;
     if (!qp || !req) return GPUMEM_ENULL;
     if ((st = gpumem__poll_look(qp, req)) != GPUMEM_EAGAIN) return st;
-    if (gpumem__gate_enter(qp, 0, 0) < 0) return gpumem__poll_closed(qp, req);
+    if (gpumem__gate_enter_call(qp) < 0) return gpumem__poll_closed(qp, req);
     if ((st = gpumem__poll_inside(qp, req)) == GPUMEM_EAGAIN) gpumem__gate_leave(qp); /* else left */
     return st;
 }
@@ -2135,7 +2167,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_wait_timed(gpumem_nvme_qp *qp, gpumem_nv
     uint64_t deadline;
     if (!qp || !req) return GPUMEM_ENULL;
     if ((st = gpumem__poll_look(qp, req)) != GPUMEM_EAGAIN) return st;
-    if (gpumem__gate_enter(qp, 0, 0) < 0) return gpumem__poll_closed(qp, req);
+    if (gpumem__gate_enter_call(qp) < 0) return gpumem__poll_closed(qp, req);
     deadline = gpumem_deadline_ns(timeout_ns);
     /* Inside the pair once for the whole wait. Each round ends the wait
      * when the controller stops or the command times out. */
@@ -2216,7 +2248,7 @@ GPUMEM_API gpumem_status gpumem__qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_
     if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
     gpumem__cmd_hold(&held, cmd); /* in memory through the ID wait (see gpumem__cmd_hold) */
     deadline = gpumem_deadline_ns(timeout_ns);
-    if (gpumem__gate_enter(qp, 0, 0) < 0) return GPUMEM_EABORTED; /* closed for a reset */
+    if (gpumem__gate_enter_call(qp) < 0) return GPUMEM_EABORTED; /* closed for a reset */
     if ((st = gpumem__qp_id_wait(qp, deadline, &cid)) == GPUMEM_OK) {
         gpumem__submit(qp, &held, cid, data);
         st = gpumem__qp_cpl_wait(qp, cid, deadline, cpl);
@@ -2528,7 +2560,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_orphans_settled(gpumem_nvme_qp *qp) {
     if (gpumem__qp_stopped(qp) == GPUMEM__QP_ABORTED) return GPUMEM_OK; /* the queues are deleted */
     /* Late completions that came free their IDs (a caller alone may spin
      * on this): harvested inside the pair, unless a reset has closed it. */
-    if (gpumem__gate_enter(qp, 0, 0) >= 0) {
+    if (gpumem__gate_enter_call(qp) >= 0) {
         gpumem__cq_harvest(qp);
         gpumem__gate_leave(qp);
     }

@@ -61,7 +61,8 @@ static void expect_whole(gpumem_nvme_qp *qp) {
         cr_assert_eq(gpumem_nvme_qp_read_buf(qp, i, 1, bufs[0], NULL), GPUMEM_OK);
         cr_assert_eq(bufs[0][100], (unsigned char)(i * 7 + 1));
     }
-    cr_assert_eq(qp->inflight.v, 0u, "the budget must be back at 0, not %u", (unsigned)qp->inflight.v);
+    cr_assert_eq(GPUMEM__GATE_UNITS(qp->inflight.v), 0u, "the budget must be back at 0, not %u",
+                 GPUMEM__GATE_UNITS(qp->inflight.v));
     cr_assert_eq(gpumem_nvme_qp_check_idle(qp), GPUMEM_OK);
 }
 
@@ -118,7 +119,7 @@ Test(handle, double_submit_is_refused) {
     cr_assert_eq(gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_READ, 9, 1, buf, &req), GPUMEM_OK);
     EXPECT_LOG("in flight on this pair",
                cr_assert_eq(gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_READ, 10, 1, other, &req), GPUMEM_ESTATE));
-    cr_assert_eq(qp->inflight.v, 1u, "the refused submit took nothing");
+    cr_assert_eq(GPUMEM__GATE_UNITS(qp->inflight.v), 1u, "the refused submit took nothing");
     cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
     cr_assert_eq(gpumem_nvme_qp_wait(qp, &req), GPUMEM_OK, "the first command still completes");
     cr_assert_eq(buf[0], 9 * 7 + 1);
@@ -191,7 +192,7 @@ Test(handle, budget_never_wraps) {
     }
     for (k = 0; k < 8; k++)
         EXPECT_LOG("not in flight", cr_assert_eq(gpumem_nvme_qp_wait(qp, &copies[k]), GPUMEM_ESTATE));
-    cr_assert_eq(qp->inflight.v, 0u);
+    cr_assert_eq(GPUMEM__GATE_UNITS(qp->inflight.v), 0u);
     expect_whole(qp);
     cr_assert_eq(gpumem_swctl_destroy(ctl), GPUMEM_OK);
 }
@@ -268,7 +269,7 @@ Test(handle, mixed_block_sizes_are_refused) {
     cr_assert_eq(gpumem_cache_get_stats(c, &st), GPUMEM_OK);
     cr_assert_geq(st.violations, refused, "each refused I/O is a counted violation");
     cr_assert_eq(refused, 8u);
-    cr_assert_eq(pairs[0]->inflight.v, 0u);
+    cr_assert_eq(GPUMEM__GATE_UNITS(pairs[0]->inflight.v), 0u);
     cr_assert_eq(gpumem_nvme_qp_check_idle(pairs[0]), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_destroy(small), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_destroy(big), GPUMEM_OK);
