@@ -932,19 +932,26 @@ static inline gpumem_status gpumem_cuda_preload(const void *const *kernels, uint
 }
 
 /* 1 if modules load lazily, 0 if eagerly, -1 if the driver cannot say
- * (drivers before CUDA 11.7 have no lazy loading). Asks the driver
- * (cuModuleGetLoadingMode, found through the runtime: no -lcuda). */
+ * (drivers before CUDA 11.7 have no lazy loading; a failed query). Treat -1
+ * as lazy: taken for eager, a persistent kernel started with nothing
+ * preloaded hangs every kernel first launched after it. Asks the driver
+ * (cuModuleGetLoadingMode, found through the runtime: no -lcuda). A failed
+ * lookup leaves no error behind for the next cudaGetLastError. */
 static inline int gpumem_cuda_lazy_loading(void) {
     typedef int (*get_mode_fn)(int *mode); /* CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *) */
     void *fn = NULL;
     enum cudaDriverEntryPointQueryResult q;
     int mode = 0;
+    cudaError_t e;
 #if CUDART_VERSION >= 12050
-    if (cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 11070, cudaEnableDefault, &q) != cudaSuccess)
-        return -1;
+    e = cudaGetDriverEntryPointByVersion("cuModuleGetLoadingMode", &fn, 11070, cudaEnableDefault, &q);
 #else
-    if (cudaGetDriverEntryPoint("cuModuleGetLoadingMode", &fn, cudaEnableDefault, &q) != cudaSuccess) return -1;
+    e = cudaGetDriverEntryPoint("cuModuleGetLoadingMode", &fn, cudaEnableDefault, &q);
 #endif
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
     if (q != cudaDriverEntryPointSuccess || !fn || ((get_mode_fn)fn)(&mode) != 0) return -1;
     return mode == 2 ? 1 : 0; /* CU_MODULE_LAZY_LOADING = 2, CU_MODULE_EAGER_LOADING = 1 */
 }

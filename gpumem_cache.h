@@ -148,6 +148,12 @@
 /* A host tier is attached and its hooks are compiled in (a constant 0
  * otherwise, so the calls and their registers go away). */
 #define GPUMEM__HAS_TIER(c) (GPUMEM_CACHE_TIER && (c)->tier)
+#ifndef GPUMEM_CACHE_SHARE
+#define GPUMEM_CACHE_SHARE 1
+#endif
+/* The cache is one owner of a share (gpumem_share.h) and the share's fill
+ * hook is compiled in. */
+#define GPUMEM__HAS_SHARE(c) (GPUMEM_CACHE_SHARE && (c)->share)
 
 #define GPUMEM_CACHE_VALID 0x80000000u
 #define GPUMEM_CACHE_BUSY 0x40000000u
@@ -320,6 +326,7 @@ typedef struct gpumem_cache {
     gpumem_policy_trace *trace;
     gpumem_policy *seq;       /* a sequential policy, or NULL (slot policy) */
     struct gpumem_tier *tier; /* the host tier below, or NULL (set by gpumem_tier_init) */
+    struct gpumem_share *share; /* the share this cache is an owner of, or NULL (gpumem_share.h) */
     /* hot words */
     gpumem__nvme_word hand;   /* replacement hand */
     gpumem__nvme_word fills;  /* fills so far (BRRIP's bimodal throttle) */
@@ -432,6 +439,28 @@ GPUMEM_API gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, uint64_t 
 GPUMEM_API void gpumem_tier_copy_share(unsigned char *dst, const unsigned char *src, uint32_t bytes, uint32_t rank,
                                        uint32_t n) {
     (void)dst, (void)src, (void)bytes, (void)rank, (void)n;
+}
+#endif
+
+/* ---- the share's hook ------------------------------------------------------
+ *
+ * A cache that is one owner of a share (gpumem_share.h: several caches over
+ * one storage, GAIA's lazy release consistency) reads every missed line
+ * through the share instead of straight from the backing: the share picks
+ * the source (a peer owner's valid copy, or storage after merging what other
+ * owners released) and records the copy's version, under the line's lock.
+ * One direct call at the miss path's one I/O site, defined at the end of
+ * this header ("The share's data path") for the same reasons as the tier's
+ * hooks; with no share attached it is never made. GPUMEM_CACHE_SHARE=0
+ * compiles it out, and a cache attached to a share is then refused
+ * (GPUMEM_ESTATE). */
+struct gpumem_share;
+#if GPUMEM_CACHE_SHARE
+GPUMEM__TIER_HOOK gpumem_status gpumem__share_fill(struct gpumem_share *s, gpumem_cache *c, uint64_t line,
+                                                   uint32_t k);
+#else
+GPUMEM_API gpumem_status gpumem__share_fill(struct gpumem_share *s, gpumem_cache *c, uint64_t line, uint32_t k) {
+    return (void)s, (void)c, (void)line, (void)k, GPUMEM_ESTATE;
 }
 #endif
 
@@ -1035,6 +1064,10 @@ GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint
     /* The one I/O site: each command of each I/O of the miss is made here. */
     while (gpumem__miss_step(c, m, st)) {
         uint32_t nth = 0;
+        if (GPUMEM__HAS_SHARE(c) && !m->io_write) { /* a fill: the share picks the source */
+            st = gpumem__share_fill(c->share, c, m->io.line, m->io.k);
+            continue;
+        }
         do st = gpumem__cache_io_cmd(c, (int)m->io_write, m->io.line, m->io.pool, m->io.k, nth);
         while (st == GPUMEM_OK && ++nth < gpumem__cache_io_cmds(c, (int)m->io_write));
     }
@@ -1067,6 +1100,7 @@ GPUMEM_API gpumem_status gpumem__cache_acquire(gpumem_cache *c, uint64_t line, u
     st_word = gpumem__line_state(c, line);
     if (c->trace) gpumem_policy_trace_record(c->trace, line, write); /* one access per group */
     if (!GPUMEM_CACHE_TIER && c->tier) return GPUMEM_ESTATE; /* a tier this file cannot serve */
+    if (!GPUMEM_CACHE_SHARE && c->share) return GPUMEM_ESTATE; /* a share this file cannot serve */
     if (GPUMEM__HAS_TIER(c)) gpumem__tier_on_access(c->tier, line);
     /* The reference and the look at the state in one step. Acquire: if VALID
      * is set, the filler's writes (data and slot index) are visible. */
@@ -1764,6 +1798,7 @@ gpumem_status gpumem_cache_destroy(gpumem_cache *c) {
     if (!c) return GPUMEM_ENULL;
     if (!c->owned_) return GPUMEM_EINVAL;
     if (c->tier) return GPUMEM_EBUSY; /* a host tier still uses it: destroy that first */
+    if (c->share) return GPUMEM_EBUSY; /* an owner of a share: destroy the share first */
     if (gpumem_cache_find_in_use(c, 0, 0) < c->n_lines) return GPUMEM_EBUSY;
     /* Nobody holds a line, so write-back skips none (no EAGAIN); a clean
      * cache sends no command, so it can be destroyed after its controllers
@@ -2248,5 +2283,449 @@ GPUMEM__TIER_HOOK gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, ui
     return result;
 }
 #endif /* GPUMEM_CACHE_TIER */
+
+/* ======================================================================== */
+/* The share's data path: its state and the fill hook the cache calls      */
+/* ======================================================================== */
+/*
+ * A share (gpumem_share.h: its USAGE and DESIGN) is several caches - owners
+ * - over one storage, kept consistent by GAIA's lazy release consistency.
+ * What a cache's miss needs of it is here, at the end of the cache's header
+ * for the reasons the tier's data path is (direct calls, any include order,
+ * no header including one above it): the share's state, the per-line
+ * records, the line locks, the merge of one line and the fill hook.
+ * gpumem_share.h, which includes this header, is the share's control:
+ * create and destroy, the accesses that write, release, acquire, merge,
+ * flush and statistics.
+ */
+#if GPUMEM_CACHE_SHARE
+/* Owners: storage (never a cache), the host, GPU 0..7. */
+#define GPUMEM_SHARE_MAX_OWNERS 10u
+enum { GPUMEM_SHARE_STORAGE = 0, GPUMEM_SHARE_HOST = 1, GPUMEM_SHARE_GPU0 = 2 };
+#ifndef GPUMEM_SHARE_LOCKS
+#define GPUMEM_SHARE_LOCKS 4096u /* line locks, line l uses l mod this */
+#endif
+#define GPUMEM__SHARE_NONE 0xFFFFFFFFu
+
+/* What the share knows of one line, kept only while some owner has a copy
+ * of it (or owes it a version bump): GAIA's time-stamp version table for
+ * one page. Read and written under the line's lock only. */
+typedef struct gpumem__share_entry {
+    uint64_t line;     /* the line, or GPUMEM_CACHE_EMPTY for a free entry */
+    uint32_t holders;  /* owners (bits) whose cache holds a copy, in slot[o] */
+    uint32_t cdirty;   /* consistency-dirty: written since the owner's last release */
+    uint32_t dirty;    /* written since the last merge: the copy is pinned (a reference the
+                          share holds), storage lacks its writes, only a merge writes it */
+    uint32_t based;    /* owners whose copy has a pristine base (base[o]) */
+    uint32_t slot[GPUMEM_SHARE_MAX_OWNERS];
+    uint32_t writers[GPUMEM_SHARE_MAX_OWNERS]; /* threads of owner o holding the line to write */
+    uint32_t base[GPUMEM_SHARE_MAX_OWNERS];    /* base buffer of o's copy */
+    uint32_t rel[GPUMEM_SHARE_MAX_OWNERS];     /* releases of this line by owner o */
+    uint32_t gen;                              /* merges of this line so far */
+    uint32_t copy_gen[GPUMEM_SHARE_MAX_OWNERS]; /* gen when o's copy was read: a copy older
+                          than the last merge lacks its unreleased writes, so is no source */
+    uint32_t vv[GPUMEM_SHARE_MAX_OWNERS][GPUMEM_SHARE_MAX_OWNERS]; /* vv[o]: version vector of o's
+                          copy; vv[0] that of storage's content */
+} gpumem__share_entry;
+
+enum { /* counter indices (gpumem_share_stats order) */
+    GPUMEM__SS_STORAGE_READS, GPUMEM__SS_PEER_READS, GPUMEM__SS_MERGES, GPUMEM__SS_MERGED_COPIES,
+    GPUMEM__SS_ON_DEMAND_MERGES, GPUMEM__SS_BASES, GPUMEM__SS_BASES_ELIDED, GPUMEM__SS_BUMPS,
+    GPUMEM__SS_INVALIDATED, GPUMEM__SS_KEPT_CONCURRENT, GPUMEM__SS_VIOLATIONS, GPUMEM__SS_STORAGE_TRANSFERS,
+    GPUMEM__SS_PEER_TRANSFERS, GPUMEM__SS_N
+};
+
+typedef struct gpumem_share {
+    /* set at create, read-only afterwards */
+    uint64_t n_lines;
+    uint32_t line_bytes, n_owners;
+    gpumem_cache *caches[GPUMEM_SHARE_MAX_OWNERS]; /* NULL: storage, or no such owner */
+    uint32_t *dir;                 /* per line: entry index + 1, or 0 (none) */
+    gpumem__share_entry *entries;
+    uint32_t n_entries;
+    uint32_t *free_entries;        /* a stack, under pool_lock */
+    unsigned char *bases;          /* n_bases line-sized buffers */
+    uint32_t n_bases;
+    uint32_t *free_bases;          /* a stack, under pool_lock */
+    uint64_t *slot_line[GPUMEM_SHARE_MAX_OWNERS]; /* per owner, per slot: the line the share put there */
+    uint64_t *written[GPUMEM_SHARE_MAX_OWNERS];   /* per owner: lines consistency-dirty (list_lock) */
+    uint64_t *draining[GPUMEM_SHARE_MAX_OWNERS];  /* the list a release works through */
+    uint32_t n_written[GPUMEM_SHARE_MAX_OWNERS];
+    void *owned_;
+    /* hot words */
+    uint32_t n_free_entries, n_free_bases;
+    uint32_t merge_epoch;          /* merges so far: storage read before a change is stale */
+    gpumem__nvme_word pool_lock;
+    gpumem__nvme_word list_lock[GPUMEM_SHARE_MAX_OWNERS];
+    gpumem__nvme_word release_lock[GPUMEM_SHARE_MAX_OWNERS];
+    uint32_t locks[GPUMEM_SHARE_LOCKS];
+    uint64_t stats[GPUMEM__SS_N];
+    gpumem_event event;            /* host waiters for a lock */
+} gpumem_share;
+
+#define GPUMEM__SDEV GPUMEM_SCOPE_DEVICE
+
+/* Lines gpumem_share_fetch has chosen to move together - read from storage
+ * in one transfer (data), or to copy from one peer (from) - for the fills
+ * it then makes on its own thread: the fill hook takes each line from here
+ * rather than moving it alone. Thread-local: only the fetching thread's
+ * fills see it (a host-only path; the device never fetches). */
+typedef struct gpumem__share_stage {
+    const gpumem_share *share;
+    uint32_t owner, from;       /* from: 0 storage (data holds the lines), else the peer chosen */
+    uint64_t first, n;
+    const unsigned char *data;  /* line first + i at data + i * line_bytes (from storage) */
+    uint32_t epoch;             /* merge_epoch before the read: a merge since makes data stale */
+} gpumem__share_stage;
+#ifdef __cplusplus
+#define GPUMEM__THREAD_LOCAL thread_local
+#else
+#define GPUMEM__THREAD_LOCAL _Thread_local
+#endif
+static GPUMEM__THREAD_LOCAL const gpumem__share_stage *gpumem__share_staged;
+
+GPUMEM_API void gpumem__share_count(gpumem_share *s, uint32_t which, uint64_t n) {
+    gpumem_atomic_fetch_add_u64(&s->stats[which], n, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+}
+
+/* Spin locks (held briefly, or across one line's I/O): acquire on taking,
+ * release on giving back, so what one holder wrote under the lock is seen
+ * by the next. */
+GPUMEM_API int gpumem__share_trylock(uint32_t *w) {
+    uint32_t unlocked = 0;
+    if (gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV) != 0) return 0;
+    return gpumem_atomic_cas_u32(w, &unlocked, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV);
+}
+GPUMEM_API void gpumem__share_lock(gpumem_share *s, uint32_t *w) {
+    GPUMEM_WAIT_UNTIL(&s->event, gpumem__share_trylock(w));
+}
+GPUMEM_API void gpumem__share_unlock(gpumem_share *s, uint32_t *w) {
+    gpumem_atomic_store_u32(w, 0, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
+    gpumem_event_notify(&s->event);
+}
+GPUMEM_API uint32_t *gpumem__share_line_lock(gpumem_share *s, uint64_t line) {
+    return &s->locks[line % GPUMEM_SHARE_LOCKS];
+}
+
+/* The line the share last put in owner o's slot k (EMPTY: none). Written
+ * under the line's lock by the slot's filler; read without it by acquire's
+ * scan, hence atomics. */
+GPUMEM_API uint64_t gpumem__share_slot_line(gpumem_share *s, uint32_t o, uint32_t k) {
+    return gpumem_atomic_load_u64(&s->slot_line[o][k], GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+}
+GPUMEM_API void gpumem__share_set_slot_line(gpumem_share *s, uint32_t o, uint32_t k, uint64_t line) {
+    gpumem_atomic_store_u64(&s->slot_line[o][k], line, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+}
+
+/* The owner a cache is, or GPUMEM__SHARE_NONE. */
+GPUMEM_API uint32_t gpumem__share_owner(const gpumem_share *s, const gpumem_cache *c) {
+    uint32_t o;
+    for (o = 1; o < s->n_owners; o++)
+        if (s->caches[o] == c) return o;
+    return GPUMEM__SHARE_NONE;
+}
+
+/* ---- version vectors: fixed length n_owners, trivially small ------------ */
+
+GPUMEM_API int gpumem_share_vv_leq(const uint32_t *a, const uint32_t *b, uint32_t n) {
+    uint32_t i;
+    for (i = 0; i < n; i++)
+        if (a[i] > b[i]) return 0;
+    return 1;
+}
+GPUMEM_API void gpumem_share_vv_max_into(uint32_t *a, const uint32_t *b, uint32_t n) {
+    uint32_t i;
+    for (i = 0; i < n; i++)
+        if (b[i] > a[i]) a[i] = b[i];
+}
+/* Neither is below the other: concurrent writes, a merge is needed. */
+GPUMEM_API int gpumem_share_vv_concurrent(const uint32_t *a, const uint32_t *b, uint32_t n) {
+    return !gpumem_share_vv_leq(a, b, n) && !gpumem_share_vv_leq(b, a, n);
+}
+
+/* The newest released state of the line: storage's vector, every copy's,
+ * and every owner's own release count, element by element. */
+GPUMEM_API void gpumem__share_home(const gpumem_share *s, const gpumem__share_entry *e, uint32_t *home) {
+    uint32_t o;
+    for (o = 0; o < s->n_owners; o++) home[o] = e->rel[o] > e->vv[0][o] ? e->rel[o] : e->vv[0][o];
+    for (o = 1; o < s->n_owners; o++)
+        if (e->holders & (1u << o)) gpumem_share_vv_max_into(home, e->vv[o], s->n_owners);
+}
+
+/* ---- entries and bases ------------------------------------------------------ */
+
+/* The line's entry (the caller holds the line's lock), or NULL. */
+GPUMEM_API gpumem__share_entry *gpumem__share_find(gpumem_share *s, uint64_t line) {
+    uint32_t i = gpumem_atomic_load_u32(&s->dir[line], GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+    return i ? &s->entries[i - 1] : (gpumem__share_entry *)0;
+}
+
+/* The line's entry, made if there is none (NULL: none left). */
+GPUMEM_API gpumem__share_entry *gpumem__share_get_entry(gpumem_share *s, uint64_t line) {
+    gpumem__share_entry *e = gpumem__share_find(s, line);
+    uint32_t i = GPUMEM__SHARE_NONE;
+    if (e) return e;
+    gpumem__share_lock(s, &s->pool_lock.v);
+    if (s->n_free_entries) i = s->free_entries[--s->n_free_entries];
+    gpumem__share_unlock(s, &s->pool_lock.v);
+    if (i == GPUMEM__SHARE_NONE) return (gpumem__share_entry *)0;
+    e = &s->entries[i];
+    memset(e, 0, sizeof *e);
+    e->line = line;
+    gpumem_atomic_store_u32(&s->dir[line], i + 1, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+    return e;
+}
+
+/* Free the entry if nothing is left to know: no copy, no pending bump. */
+GPUMEM_API void gpumem__share_maybe_free(gpumem_share *s, gpumem__share_entry *e) {
+    if (e->holders || e->cdirty || e->dirty) return;
+    gpumem_atomic_store_u32(&s->dir[e->line], 0, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+    e->line = GPUMEM_CACHE_EMPTY;
+    gpumem__share_lock(s, &s->pool_lock.v);
+    s->free_entries[s->n_free_entries++] = (uint32_t)(e - s->entries);
+    gpumem__share_unlock(s, &s->pool_lock.v);
+}
+
+GPUMEM_API unsigned char *gpumem__share_base(gpumem_share *s, uint32_t b) {
+    return s->bases + (size_t)b * s->line_bytes;
+}
+
+GPUMEM_API uint32_t gpumem__share_take_base(gpumem_share *s) {
+    uint32_t b = GPUMEM__SHARE_NONE;
+    gpumem__share_lock(s, &s->pool_lock.v);
+    if (s->n_free_bases) b = s->free_bases[--s->n_free_bases];
+    gpumem__share_unlock(s, &s->pool_lock.v);
+    return b;
+}
+
+GPUMEM_API void gpumem__share_drop_base(gpumem_share *s, gpumem__share_entry *e, uint32_t o) {
+    if (!(e->based & (1u << o))) return;
+    e->based &= ~(1u << o);
+    gpumem__share_lock(s, &s->pool_lock.v);
+    s->free_bases[s->n_free_bases++] = e->base[o];
+    gpumem__share_unlock(s, &s->pool_lock.v);
+}
+
+/* The data of owner o's copy (o holds it). */
+GPUMEM_API unsigned char *gpumem__share_copy(gpumem_share *s, const gpumem__share_entry *e, uint32_t o) {
+    return gpumem__slot_data(s->caches[o], e->slot[o]);
+}
+
+/* Pin a valid copy against eviction and write-back: one more reference,
+ * taken only while the line is valid and not claimed (the claim checks the
+ * count after setting BUSY, so one of the two always sees the other).
+ * Returns 0 if the copy is gone or going. */
+GPUMEM_API int gpumem__share_pin(gpumem_cache *c, uint64_t line, uint32_t slot) {
+    uint32_t *w = gpumem__line_state(c, line);
+    uint32_t v = gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    for (;;) {
+        if ((v & (GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY)) != GPUMEM_CACHE_VALID ||
+            (v & GPUMEM_CACHE_COUNT_MASK) >= GPUMEM_CACHE_COUNT_LIMIT)
+            return 0;
+        if (gpumem_atomic_cas_u32(w, &v, v + 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV)) break;
+    }
+    if (gpumem_atomic_load_u32(&c->lines[line].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != slot) {
+        gpumem_atomic_fetch_sub_u32(w, 1, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+        return 0;
+    }
+    return 1;
+}
+
+GPUMEM_API void gpumem__share_unpin(gpumem_cache *c, uint64_t line) {
+    gpumem_atomic_fetch_sub_u32(gpumem__line_state(c, line), 1, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+    gpumem_event_notify(&c->event);
+}
+
+/* ---- the merge of one line --------------------------------------------------- */
+
+/* Write every copy written since the last merge into storage (the caller
+ * holds the line's lock): read storage into `scratch` (slot k of `pool`, the
+ * I/O made by cache c), lay each copy written without a base over it whole
+ * (a copy is without a base only if its owner was the only holder, up to
+ * date, when it first wrote: at most one such copy, and storage has not
+ * moved since, so its unwritten bytes are storage's), then each based copy's
+ * changed bytes (copy vs base) in owner order, so on overlapping bytes the
+ * highest owner's write wins, the same on every run; write it back. Then
+ * storage's vector takes every merged copy's, the copies are unpinned and
+ * their bases dropped: the next write takes a base again, from the copy as
+ * it is then. EAGAIN while an owner holds a written copy to write (its
+ * bytes may be changing; nothing is written then); EIO: storage failed,
+ * everything stays as it was. */
+GPUMEM_API gpumem_status gpumem__share_merge_line(gpumem_share *s, gpumem__share_entry *e, gpumem_cache *c,
+                                                  const gpumem__slot_pool *pool, uint32_t k) {
+    unsigned char *scratch = gpumem__pool_data(c, pool, k);
+    uint32_t o, pass, i;
+    gpumem_status st;
+    if (!e->dirty) return GPUMEM_OK;
+    for (o = 1; o < s->n_owners; o++)
+        if ((e->dirty & (1u << o)) && e->writers[o]) return GPUMEM_EAGAIN;
+    if ((st = gpumem__cache_io_pool(c, 0, e->line, pool, k)) != GPUMEM_OK) return st;
+    for (pass = 0; pass < 2; pass++)
+        for (o = 1; o < s->n_owners; o++) {
+            const unsigned char *copy, *base;
+            if (!(e->dirty & (1u << o)) || (pass == 0) != !(e->based & (1u << o))) continue;
+            copy = gpumem__share_copy(s, e, o);
+            if (pass == 0) {
+                memcpy(scratch, copy, s->line_bytes);
+                continue;
+            }
+            base = gpumem__share_base(s, e->base[o]);
+            /* Eight bytes compared at a time (lines are whole 512-byte
+             * blocks); only a word that differs is merged byte by byte. */
+            for (i = 0; i < s->line_bytes; i += 8) {
+                uint64_t now, was;
+                uint32_t b;
+                memcpy(&now, copy + i, 8);
+                memcpy(&was, base + i, 8);
+                if (now == was) continue;
+                for (b = i; b < i + 8; b++)
+                    if (copy[b] != base[b]) scratch[b] = copy[b];
+            }
+        }
+    if ((st = gpumem__cache_io_pool(c, 1, e->line, pool, k)) != GPUMEM_OK) return st;
+    for (o = 1; o < s->n_owners; o++) {
+        if (!(e->dirty & (1u << o))) continue;
+        gpumem_share_vv_max_into(e->vv[0], e->vv[o], s->n_owners);
+        gpumem__share_drop_base(s, e, o);
+        gpumem__share_unpin(s->caches[o], e->line);
+        gpumem__share_count(s, GPUMEM__SS_MERGED_COPIES, 1);
+    }
+    e->dirty = 0;
+    e->gen++;
+    /* After the write: a fetch that read storage before this saw the epoch
+     * before it, and its fills drop what it read (gpumem__share_fill). */
+    gpumem_atomic_fetch_add_u32(&s->merge_epoch, 1, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
+    gpumem__share_count(s, GPUMEM__SS_MERGES, 1);
+    return GPUMEM_OK;
+}
+
+/* Some other owner released writes that storage does not have yet. */
+GPUMEM_API int gpumem__share_released_elsewhere(const gpumem_share *s, const gpumem__share_entry *e, uint32_t o) {
+    uint32_t p;
+    for (p = 1; p < s->n_owners; p++)
+        if (p != o && (e->dirty & (1u << p)) && e->rel[p] > e->vv[0][p]) return 1;
+    return 0;
+}
+
+/* ---- the fill hook ------------------------------------------------------------ */
+
+/* Forget owner o's record of the line in its slot k, which the cache is
+ * refilling (the old line was evicted or invalidated clean: a written copy
+ * is pinned until merged, so it cannot have been). */
+GPUMEM_API void gpumem__share_forget_slot(gpumem_share *s, uint32_t o, uint32_t k) {
+    const uint64_t old = gpumem__share_slot_line(s, o, k);
+    uint32_t *lk;
+    gpumem__share_entry *e;
+    if (old == GPUMEM_CACHE_EMPTY) return;
+    lk = gpumem__share_line_lock(s, old);
+    gpumem__share_lock(s, lk);
+    e = gpumem__share_find(s, old);
+    if (e && (e->holders & (1u << o)) && e->slot[o] == k) {
+        if (e->dirty & (1u << o)) gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1); /* pinned: cannot be */
+        e->holders &= ~(1u << o);
+        gpumem__share_maybe_free(s, e);
+    }
+    gpumem__share_set_slot_line(s, o, k, GPUMEM_CACHE_EMPTY);
+    gpumem__share_unlock(s, lk);
+}
+
+/* Whether peer p's copy can be read from: valid in its cache, written by
+ * nobody since the last merge (so no writer is changing it: writers
+ * register under the line's lock, which the caller holds), read since that
+ * merge (so it has every write storage has, released or not), and holding
+ * everything released (home: gpumem__share_home). A stale copy never is. */
+GPUMEM_API int gpumem__share_is_source(const gpumem_share *s, const gpumem__share_entry *e, uint32_t p,
+                                       const uint32_t *home) {
+    return (e->holders & (1u << p)) && !(e->dirty & (1u << p)) && e->copy_gen[p] == e->gen &&
+           gpumem_share_vv_leq(home, e->vv[p], s->n_owners);
+}
+
+/* A peer's copy to read from for owner o, preferring `want` (0: any),
+ * pinned for the copy; returns its owner, or 0 for none. */
+GPUMEM_API uint32_t gpumem__share_peer(gpumem_share *s, gpumem__share_entry *e, uint32_t o, uint32_t want) {
+    uint32_t home[GPUMEM_SHARE_MAX_OWNERS], p;
+    gpumem__share_home(s, e, home);
+    if (want && want != o && gpumem__share_is_source(s, e, want, home) &&
+        gpumem__share_pin(s->caches[want], e->line, e->slot[want]))
+        return want;
+    for (p = 1; p < s->n_owners; p++)
+        if (p != o && gpumem__share_is_source(s, e, p, home) && gpumem__share_pin(s->caches[p], e->line, e->slot[p]))
+            return p;
+    return 0;
+}
+
+/* Owner c's miss on `line` into its slot k (the cache holds the line BUSY
+ * and the slot): if another owner released writes storage lacks, merge them
+ * into storage first (GAIA's merge at fault time: slot k is the scratch);
+ * then copy the line from a peer's valid copy if there is one, else read
+ * storage; record the copy and its version vector. Everything under the
+ * line's lock, so no merge writes storage while the line is read and no
+ * writer starts on a source while it is copied. */
+GPUMEM__TIER_HOOK gpumem_status gpumem__share_fill(gpumem_share *s, gpumem_cache *c, uint64_t line, uint32_t k) {
+#if GPUMEM_ON_DEVICE
+    /* Not on the device yet: ptxas counts a called function's registers in
+     * every kernel that can call it, and this body (locks, a merge, a peer
+     * copy) took the cached element read from 48 to 93 registers (make
+     * registers). GAIA serves every fault on the CPU too; a GPU owner's
+     * misses are refused until they go to a host thread through a queue. */
+    return (void)s, (void)c, (void)line, (void)k, GPUMEM_ESTATE;
+#else
+    const uint32_t o = gpumem__share_owner(s, c);
+    const gpumem__share_stage *sg = gpumem__share_staged;
+    uint32_t *lk = gpumem__share_line_lock(s, line), p;
+    gpumem__share_entry *e;
+    gpumem_status st = GPUMEM_OK;
+    gpumem_backoff wait = gpumem_backoff_start();
+    if (o == GPUMEM__SHARE_NONE) return GPUMEM_ESTATE;
+    if (gpumem__share_slot_line(s, o, k) != line) gpumem__share_forget_slot(s, o, k);
+    for (;;) {
+        gpumem__share_lock(s, lk);
+        if (!(e = gpumem__share_get_entry(s, line))) {
+            gpumem__share_unlock(s, lk);
+            return GPUMEM_ENOMEM;
+        }
+        if (!gpumem__share_released_elsewhere(s, e, o)) break;
+        st = gpumem__share_merge_line(s, e, c, &c->pool, k);
+        if (st == GPUMEM_OK) {
+            gpumem__share_count(s, GPUMEM__SS_ON_DEMAND_MERGES, 1);
+            break;
+        }
+        gpumem__share_unlock(s, lk);
+        if (st != GPUMEM_EAGAIN) return st;
+        gpumem_backoff_pause(&wait); /* a writer holds a released copy: let it put the line down */
+    }
+    /* A line of a run gpumem_share_fetch moves together, on this thread:
+     * its source was chosen for the run, and its transfer counted there. */
+    if (sg && (sg->share != s || sg->owner != o || line - sg->first >= sg->n)) sg = 0;
+    if (sg && !sg->from &&
+        gpumem_atomic_load_u32(&s->merge_epoch, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV) == sg->epoch) {
+        /* Storage has not changed since the run was read: its bytes are storage's. */
+        memcpy(gpumem__slot_data(c, k), sg->data + (size_t)(line - sg->first) * s->line_bytes, s->line_bytes);
+        memcpy(e->vv[o], e->vv[0], sizeof e->vv[o]);
+        gpumem__share_count(s, GPUMEM__SS_STORAGE_READS, 1);
+    } else if ((p = gpumem__share_peer(s, e, o, sg ? sg->from : 0)) != 0) {
+        gpumem_copy_lanes(gpumem__slot_data(c, k), gpumem__share_copy(s, e, p), s->line_bytes, 0, 1);
+        gpumem__share_unpin(s->caches[p], line);
+        memcpy(e->vv[o], e->vv[p], sizeof e->vv[o]);
+        gpumem__share_count(s, GPUMEM__SS_PEER_READS, 1);
+        if (!sg || sg->from != p) gpumem__share_count(s, GPUMEM__SS_PEER_TRANSFERS, 1);
+    } else if ((st = gpumem__cache_io_pool(c, 0, line, &c->pool, k)) == GPUMEM_OK) {
+        memcpy(e->vv[o], e->vv[0], sizeof e->vv[o]);
+        gpumem__share_count(s, GPUMEM__SS_STORAGE_READS, 1);
+        gpumem__share_count(s, GPUMEM__SS_STORAGE_TRANSFERS, gpumem__cache_io_cmds(c, 0));
+    }
+    if (st == GPUMEM_OK) {
+        e->holders |= 1u << o;
+        e->copy_gen[o] = e->gen;
+        e->slot[o] = k;
+        gpumem__share_set_slot_line(s, o, k, line);
+    } else {
+        gpumem__share_maybe_free(s, e);
+    }
+    gpumem__share_unlock(s, lk);
+    return st;
+#endif
+}
+#endif /* GPUMEM_CACHE_SHARE */
 
 #endif /* GPUMEM_CACHE_H */

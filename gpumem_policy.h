@@ -10,7 +10,7 @@
  *   #include <stdlib.h>
  *   #include "gpumem_policy.h"
  *
- *   // given: uint32_t *words, uint32_t n, uint32_t k, uint64_t line, uint64_t old_line, uint64_t vt
+ *   // given: uint32_t *words, uint32_t n, uint32_t k, uint64_t line, uint64_t old_line, uint64_t vt, uint64_t n_lines, uint64_t *batch, uint32_t n_batch
  *   // 1. Slot policies: concurrent, one 32-bit word per slot plus a hand.
  *   //    The cache uses these (gpumem_cache_desc.policy); host or device.
  *   uint32_t hand = 0, fills = 0;
@@ -46,7 +46,11 @@
  *   free(per_line);
  *
  *   // 4. Prefetchers: gpumem_policy_readahead_on_miss / gpumem_policy_fdp_on_miss
- *   //    say which lines to read ahead of a miss.
+ *   //    say which lines to read ahead of a miss; for GPU misses, a batch at a time:
+ *   gpumem_policy_ra_batch ra;
+ *   gpumem_policy_ra_batch_init(&ra, n_lines, 4096, GPUMEM_POLICY_RA_GPU_CAP);  // or _HOST_CAP
+ *   gpumem_policy_ra_span spans[8];
+ *   uint32_t n_spans = gpumem_policy_ra_batch_on_misses(&ra, batch, n_batch, spans, 8);  // sorts batch
  *
  *   // 5. Traces: gpumem_policy_trace_record() appends one access (device-safe),
  *   //    gpumem_policy_trace_write() saves them in the simulator's binary format.
@@ -1158,8 +1162,9 @@ GPUMEM_API uint32_t gpumem_policy_gmt_place(gpumem_policy_gmt *g, uint64_t line,
 /* 4. Prefetch                                                              */
 /* ======================================================================== */
 
-/* GAIA-style readahead for GPU miss streams: several streams (GPU misses
- * arrive scrambled, so one cursor is not enough); a miss at or just past a
+/* Readahead one miss at a time: several streams (GPU misses arrive
+ * scrambled, so one cursor is not enough; gpumem_policy_ra_batch below
+ * takes them a sorted batch at a time); a miss at or just past a
  * stream's expected next line doubles its window up to max, anything else
  * starts a stream at the minimum window (the Linux ondemand rule with GAIA's
  * larger cap). */
@@ -1206,6 +1211,155 @@ GPUMEM_API void gpumem_policy_readahead_on_miss(gpumem_policy_readahead *r, uint
     *count = r->window[s];
     r->expect[s] = line + 1 + r->window[s];
     r->age[s] = r->tick;
+}
+
+/* Readahead for GPU miss streams, a batch at a time (GAIA §4.2; notes/gaia.md
+ * §10.1 item 8). A GPU reports its misses in batches (the hardware coalesces
+ * up to 256 faults; here, a miss queue drained by a host thread), and in a
+ * scrambled order: thread blocks run in no fixed order, so a kernel reading
+ * a file front to back, a stride per block, looks random to a cursor that
+ * sees one miss at a time (the single-miss readahead above, and Linux's).
+ * So each batch is sorted first, then cut into runs of misses a constant
+ * stride apart (holes of up to GPUMEM_POLICY_RA_HOLES strides allowed:
+ * lines that hit never miss), and each run is matched against a small table
+ * of streams keyed by stride. A run that continues a stream doubles its
+ * window; a run of at least min_run misses that continues none starts one
+ * (two misses a stride apart in a random batch happen by chance; three
+ * evenly spaced do not); a shorter one is no evidence and reads nothing
+ * ahead. The window is capped in bytes: 16 MiB for a GPU stream (GAIA's
+ * cap), 256 KiB for a host stream (Linux's, GAIA's "64x smaller").
+ * Host or device code; one caller at a time (the thread draining the miss
+ * queue, or a caller's lock). The batch is sorted in place. */
+#define GPUMEM_POLICY_RA_GPU_CAP (16u << 20)   /* bytes: GAIA's window for GPU I/O */
+#define GPUMEM_POLICY_RA_HOST_CAP (256u << 10) /* bytes: the CPU's (Linux's default cap) */
+#ifndef GPUMEM_POLICY_RA_HOLES
+#define GPUMEM_POLICY_RA_HOLES 4u /* a run may skip this many strides minus one (lines that hit) */
+#endif
+#define GPUMEM_POLICY_RA_BATCH_STREAMS 16u
+
+/* Lines first, first + stride, ... (count of them) to read ahead. */
+typedef struct gpumem_policy_ra_span {
+    uint64_t first;
+    uint32_t stride, count;
+} gpumem_policy_ra_span;
+
+typedef struct gpumem_policy_ra_batch {
+    uint64_t n_lines;     /* nothing past the end is proposed */
+    uint32_t min_window;  /* lines a new stream reads ahead at least (4) */
+    uint32_t max_window;  /* lines: the cap in bytes / line size, at least min_window */
+    uint32_t max_stride;  /* a larger gap ends a run (64 lines) */
+    uint32_t min_run;     /* misses a run needs to start a stream (3) */
+    uint32_t tick;
+    struct {
+        uint64_t next;    /* the line the stream is expected to miss next */
+        uint64_t ahead;   /* the last line already proposed (next - stride: none) */
+        uint32_t stride, window, age; /* window 0: a free entry */
+    } s[GPUMEM_POLICY_RA_BATCH_STREAMS];
+} gpumem_policy_ra_batch;
+
+/* cap_bytes: GPUMEM_POLICY_RA_GPU_CAP or GPUMEM_POLICY_RA_HOST_CAP (or the
+ * caller's); line_bytes: the cache's line size. */
+GPUMEM_API void gpumem_policy_ra_batch_init(gpumem_policy_ra_batch *r, uint64_t n_lines, uint32_t line_bytes,
+                                            uint32_t cap_bytes) {
+    if (!r) return;
+    gpumem__pzero(r, sizeof *r);
+    r->n_lines = n_lines;
+    r->min_window = 4;
+    r->max_window = line_bytes ? cap_bytes / line_bytes : 0;
+    if (r->max_window < r->min_window) r->max_window = r->min_window;
+    r->max_stride = 64;
+    r->min_run = 3;
+}
+
+/* Sort a batch of line numbers in place: Shell's sort with Knuth's gaps
+ * (1, 4, 13, 40, ...), no table, recursion or allocation (device code),
+ * about n^1.5 steps: small against the I/O of a batch of a few hundred. */
+GPUMEM_API void gpumem_policy_sort_lines(uint64_t *a, uint32_t n) {
+    uint32_t h = 1, i, j;
+    while (h < n / 3) h = 3 * h + 1;
+    for (; h > 0; h /= 3) {
+        for (i = h; i < n; i++) {
+            uint64_t v = a[i];
+            for (j = i; j >= h && a[j - h] > v; j -= h) a[j] = a[j - h];
+            a[j] = v;
+        }
+    }
+}
+
+/* A run [lo, hi] of `misses` misses `stride` apart (misses 1: stride 0):
+ * continue the stream it belongs to or start one, and propose what to read
+ * ahead in *span. Returns 1 if *span holds lines. */
+GPUMEM_API int gpumem__ra_batch_run(gpumem_policy_ra_batch *r, uint64_t lo, uint64_t hi, uint32_t stride,
+                                    uint32_t misses, gpumem_policy_ra_span *span) {
+    uint32_t i, k = GPUMEM_POLICY_RA_BATCH_STREAMS, oldest = 0;
+    uint64_t from, to, window;
+    for (i = 0; i < GPUMEM_POLICY_RA_BATCH_STREAMS; i++) {
+        const uint32_t d = r->s[i].stride;
+        /* Continues stream i: on its stride, from just behind what it was
+         * expected to miss (scrambled stragglers) to a little past what was
+         * read ahead for it. A lone miss (stride 0) takes the stream's, and
+         * so does a run of a few strides at a time (holes: lines that hit). */
+        if (r->s[i].window && stride % d == 0 && stride / d <= GPUMEM_POLICY_RA_HOLES && lo + (uint64_t)d * r->max_window >= r->s[i].next &&
+            lo <= (r->s[i].ahead > r->s[i].next ? r->s[i].ahead : r->s[i].next) + (uint64_t)d * GPUMEM_POLICY_RA_HOLES &&
+            (lo > r->s[i].next ? lo - r->s[i].next : r->s[i].next - lo) % d == 0) {
+            k = i;
+            break;
+        }
+        /* Otherwise replace a free entry, or the one continued longest ago. */
+        if (r->s[oldest].window && (!r->s[i].window || r->s[i].age < r->s[oldest].age)) oldest = i;
+    }
+    if (k == GPUMEM_POLICY_RA_BATCH_STREAMS) {
+        if (stride == 0 || misses < r->min_run) return 0; /* no evidence of a stream */
+        k = oldest;
+        r->s[k].stride = stride;
+        r->s[k].window = (uint64_t)misses * 2 > r->min_window ? misses * 2 : r->min_window;
+        r->s[k].ahead = hi;
+    } else {
+        r->s[k].window *= 2;
+    }
+    if (r->s[k].window > r->max_window) r->s[k].window = r->max_window;
+    stride = r->s[k].stride;
+    r->s[k].age = ++r->tick;
+    if (hi + stride > r->s[k].next) r->s[k].next = hi + stride;
+    /* Keep the window ahead of the newest miss; never propose a line twice. */
+    window = (uint64_t)r->s[k].window * stride;
+    from = (r->s[k].ahead > hi ? r->s[k].ahead : hi) + stride;
+    to = hi + window;
+    if (to >= r->n_lines) to = r->n_lines ? r->n_lines - 1 : 0;
+    if (from > to || from >= r->n_lines) return 0;
+    span->first = from;
+    span->stride = stride;
+    span->count = (uint32_t)((to - from) / stride + 1);
+    r->s[k].ahead = from + (uint64_t)(span->count - 1) * stride;
+    return 1;
+}
+
+/* A batch of n demand misses (sorted in place; duplicates are fine):
+ * writes up to max_spans spans of lines to read ahead into spans and
+ * returns how many. The caller skips lines it already holds. */
+GPUMEM_API uint32_t gpumem_policy_ra_batch_on_misses(gpumem_policy_ra_batch *r, uint64_t *misses, uint32_t n,
+                                                     gpumem_policy_ra_span *spans, uint32_t max_spans) {
+    uint32_t i = 0, out = 0;
+    gpumem_policy_sort_lines(misses, n);
+    while (i < n && out < max_spans) {
+        uint64_t lo = misses[i], hi = lo;
+        uint32_t stride = 0, count = 1, j = i + 1;
+        for (; j < n; j++) {
+            uint64_t gap = misses[j] - hi;
+            if (gap == 0) continue; /* the same line twice (threads of one warp) */
+            if (stride == 0) {
+                if (gap > r->max_stride) break;
+                stride = (uint32_t)gap;
+            } else if (gap % stride != 0 || gap / stride > GPUMEM_POLICY_RA_HOLES) {
+                break;
+            }
+            hi = misses[j];
+            count++;
+        }
+        if (gpumem__ra_batch_run(r, lo, hi, stride, count, &spans[out])) out++;
+        i = j;
+    }
+    return out;
 }
 
 /* ObservUVM's feedback-directed prefetch (FDP, §6.1): regions of 2^shift

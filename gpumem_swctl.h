@@ -507,8 +507,9 @@ GPUMEM_API uint32_t gpumem_nvme_sw_serve_ram(gpumem_nvme_swq *q, gpumem_nvme_sw_
  *   gpumem_nvme_gpuctl_stop(&d); cudaStreamSynchronize(stream);
  *   gpumem_nvme_sw_stats s; gpumem_nvme_gpuctl_get_stats_cuda(ctl, &s);   // s.violations == 0
  *
- * Start the controller on its own non-blocking stream before its clients
- * (gpumem_nvme_gpuctl_start waits until it runs): clients that fill the GPU
+ * Start the controller on its own non-blocking stream (start refuses any
+ * other) before its clients (gpumem_nvme_gpuctl_start waits until it runs;
+ * if it fails, it has stopped it, see there): clients that fill the GPU
  * first would keep it from ever being scheduled. Kernels launched while it
  * runs must have been loaded before it started: pass them to
  * gpumem_nvme_gpuctl_start, or preload them with gpumem_cuda_preload (or
@@ -541,11 +542,13 @@ typedef struct gpumem_nvme_gpuctl {
     uint32_t n_pairs;
     uint32_t init_status;          /* gpumem_nvme_gpuctl_init_cuda's result, read back by copy */
     uint64_t iops;
-    /* The stop word mirrored where the controller lives (GPU memory): thread
-     * 0 of each block alone looks at control[0], which may be across PCIe,
-     * and copies it here, where every other thread looks while idle. */
+    /* The stop word mirrored where the controller lives (GPU memory): the
+     * serving warps take turns to look at control[0], which may be across
+     * PCIe, and copy it here, where every thread looks while idle
+     * (gpumem__gpuctl_stopping). stop_read_at: when control[0] was last
+     * read, in 1024 ns units of gpumem_clock_ns (wrapping). */
     uint32_t stop_mirror;
-    uint32_t reserved_;
+    uint32_t stop_read_at;
 } gpumem_nvme_gpuctl;
 
 #ifndef GPUMEM_GPUCTL_BATCH
@@ -555,6 +558,15 @@ typedef struct gpumem_nvme_gpuctl {
  * fairer service across pairs. 32 fills a warp's lanes in one round. */
 #define GPUMEM_GPUCTL_BATCH 32u
 #endif
+
+#ifndef GPUMEM_GPUCTL_STOP_POLL_NS
+/* How often, at most, the whole controller reads the host's stop word
+ * (control[0], in pinned host memory: each read a PCIe round trip), and so
+ * about how long a stop takes to be seen. */
+#define GPUMEM_GPUCTL_STOP_POLL_NS 10000u
+#endif
+/* The same in the 1024 ns units of gpumem__gpuctl_stopping's clock. */
+#define GPUMEM__GPUCTL_STOP_POLL_UNITS ((GPUMEM_GPUCTL_STOP_POLL_NS + 1023u) >> 10)
 
 GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
     gpumem_nvme_gpuctl_desc d;
@@ -691,22 +703,33 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
     return GPUMEM_OK;
 }
 
-/* Whether the controller is asked to stop. Thread 0 of each block alone
- * reads the host's stop word (a microsecond across PCIe when it is host
- * memory) and mirrors it into the controller's memory, where everyone else
- * looks. One reader per block, not one for the grid: the blocks of a
- * controller may start in any order, and a block that runs while block 0
- * waits for an SM (a stop after a start that timed out) must still see the
- * stop. Relaxed: nothing is read after it, the loop just ends. */
-GPUMEM_API int gpumem__gpuctl_stopping(gpumem_nvme_gpuctl *c, uint32_t t) {
-#if GPUMEM_ON_DEVICE
-    const int reader = threadIdx.x == 0;
-    (void)t;
-#else
-    const int reader = t == 0;
-#endif
-    if (reader && gpumem_atomic_load_u32(&c->control[0], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) != 0)
-        gpumem_atomic_store_u32(&c->stop_mirror, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+/* Whether the controller is asked to stop. The host's stop word is a
+ * microsecond away across PCIe when it is in host memory, so it is read
+ * about once per GPUMEM_GPUCTL_STOP_POLL_NS for the whole controller, and
+ * mirrored into the controller's memory, where every thread looks. Any
+ * serving warp may be the reader: lane 0 of each looks, at most once per
+ * period of its own clock (*next_look, in 1024 ns units of gpumem_clock_ns:
+ * %globaltimer on the device), at when the word was last read
+ * (stop_read_at), and the one whose compare-and-swap moves that on reads
+ * it. So no particular thread must serve (a caller's kernel may serve from
+ * any whole warps), and a block that starts late, while the others wait
+ * for an SM or have ended (a stop after a start that timed out), reads it
+ * itself at its first look. The difference is unsigned: stop_read_at starts
+ * at 0 on a clock it never came from, and a reader that finds it newer than
+ * its own time only reads once more than it had to. Relaxed: nothing is
+ * read after the stop word, the loop just ends; stop_read_at orders nothing. */
+GPUMEM_API int gpumem__gpuctl_stopping(gpumem_nvme_gpuctl *c, uint32_t lane, uint32_t *next_look) {
+    if (lane == 0) {
+        const uint32_t now = (uint32_t)(gpumem_clock_ns() >> 10);
+        if ((int32_t)(now - *next_look) >= 0) {
+            uint32_t last = gpumem_atomic_load_u32(&c->stop_read_at, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+            *next_look = now + GPUMEM__GPUCTL_STOP_POLL_UNITS;
+            if (now - last >= GPUMEM__GPUCTL_STOP_POLL_UNITS &&
+                gpumem_atomic_cas_u32(&c->stop_read_at, &last, now, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE) &&
+                gpumem_atomic_load_u32(&c->control[0], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) != 0)
+                gpumem_atomic_store_u32(&c->stop_mirror, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+        }
+    }
     return gpumem_atomic_load_u32(&c->stop_mirror, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE) != 0;
 }
 
@@ -828,11 +851,15 @@ GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint
  * block, or the global index with whole warps per block), and every thread
  * 0 .. n-1 must call it; a last warp of fewer than 32 threads serves with
  * the lanes it has. On the host a thread is a warp of one (tests/host_warp.h
- * makes warps of several host threads). Ends when the stop word is set. */
+ * makes warps of several host threads). Any whole warps may serve, in any
+ * blocks: a caller's kernel may serve from its warps 1..k and keep warp 0
+ * for other work (gpumem__gpuctl_stopping: whichever warps serve read the
+ * stop word). Ends when the stop word is set, seen within about
+ * GPUMEM_GPUCTL_STOP_POLL_NS. */
 GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint32_t n) {
     const uint32_t lane = t % GPUMEM_WARP_WIDTH, first = t - lane, warp = t / GPUMEM_WARP_WIDTH;
     const uint32_t warps = (n + GPUMEM_WARP_WIDTH - 1) / GPUMEM_WARP_WIDTH;
-    uint32_t servers, k, lanes, mask;
+    uint32_t servers, k, lanes, mask, next_look;
     uint64_t gap, next = 0;
     gpumem_backoff b = gpumem_backoff_start();
     if (!c || n == 0 || t >= n) return;
@@ -849,9 +876,10 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
     /* Release is not needed (nothing is published), but the host polls this
      * word: system scope. */
     gpumem_atomic_fetch_add_u32(&c->control[1], 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
+    next_look = (uint32_t)(gpumem_clock_ns() >> 10); /* the first look reads the stop word */
     for (uint32_t round = 0, work = 0;; round++) {
         /* Look for the stop when idle, and every 64th busy round. */
-        int stop = (work == 0 || (round & 63u) == 0) && gpumem__gpuctl_stopping(c, t);
+        int stop = (work == 0 || (round & 63u) == 0) && gpumem__gpuctl_stopping(c, lane, &next_look);
         if (gpumem_warp_ballot(mask, stop)) break;
         work = 0;
         for (k = warp; k < c->n_pairs; k += warps) {
@@ -941,12 +969,23 @@ static inline size_t gpumem_nvme_swq_report(const gpumem_nvme_swq *q, const gpum
  * controller runs. So a client kernel first launched after the controller
  * started never starts (measured on an H100: the clients stay at stage 0
  * forever). gpumem_nvme_gpuctl_start therefore loads the controller's own
- * kernels and the client kernels it is given (gpumem_cuda_preload) before
- * the controller starts; under lazy loading with no client kernels given it
- * refuses with GPUMEM_ESTATE and says what to do. Kernels launched later
- * must have been preloaded too (or run with CUDA_MODULE_LOADING=EAGER set
- * before the first CUDA call). No helper here calls cudaMalloc or cudaFree,
- * which wait for the whole device. */
+ * kernels (the serving loop and the init kernel, so that a later
+ * gpumem_nvme_gpuctl_init_cuda, of another controller, works while this one
+ * runs) and the client kernels it is given (gpumem_cuda_preload) before
+ * the controller starts; under lazy loading, or where the driver cannot
+ * say which (gpumem_cuda_lazy_loading() == -1), with no client kernels
+ * given it refuses with GPUMEM_ESTATE and says what to do. Kernels launched
+ * later must have been preloaded too (or run with CUDA_MODULE_LOADING=EAGER
+ * set before the first CUDA call). No helper here calls cudaMalloc or
+ * cudaFree, which wait for the whole device, and none uses the legacy
+ * default stream, which a caller's persistent kernel may hold.
+ *
+ * CUDA errors: a runtime call that failed earlier leaves its error to be
+ * returned by the next cudaGetLastError, so each launch here is preceded
+ * by one that clears it; otherwise a failure that was not the launch's
+ * (cudaGetDriverEntryPointByVersion in gpumem_cuda_lazy_loading, say) would
+ * read as a failed launch, and start would return while the controller
+ * ran with nobody to stop it. */
 template <typename gpumem_unused_ = void>
 __global__ void gpumem_nvme_gpuctl_kernel(gpumem_nvme_gpuctl *c) {
     gpumem_nvme_gpuctl_serve(c, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
@@ -960,26 +999,64 @@ __global__ void gpumem__gpuctl_init_kernel(void *mem, size_t bytes, gpumem_nvme_
 }
 
 /* Initialise a controller in GPU memory with a one-thread kernel, before
- * its loop starts. GPUMEM_ESYS if CUDA failed. */
+ * its loop starts, and wait for it. The kernel runs on a private
+ * non-blocking stream (so that it waits for no persistent kernel, not even
+ * one on the legacy stream) and is preloaded first; gpumem_nvme_gpuctl_start
+ * preloads it too, so that this works while another controller runs under
+ * lazy loading. Being on a stream of its own, it waits for nothing else
+ * either: writes the caller queued to `mem` must have finished. GPUMEM_ESYS
+ * if CUDA failed. */
 static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes, const gpumem_nvme_gpuctl_desc *d) {
+    const void *own[1] = {(const void *)gpumem__gpuctl_init_kernel<>};
     uint32_t st = (uint32_t)GPUMEM_ESYS;
+    cudaStream_t s;
     if (!d || !mem) return GPUMEM_ENULL;
     if (bytes < sizeof(gpumem_nvme_gpuctl) || ((uintptr_t)mem & 63u) != 0) return GPUMEM_EINVAL;
-    gpumem__gpuctl_init_kernel<<<1, 1>>>(mem, bytes, *d);
-    /* cudaMemcpy on the legacy stream waits for the kernel (and for nothing
-     * on non-blocking streams, such as a running controller). */
+    if (gpumem_cuda_preload(own, 1) != GPUMEM_OK) return GPUMEM_ESYS;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return GPUMEM_ESYS;
+    (void)cudaGetLastError(); /* an earlier call's error is not the launch's (above) */
+    gpumem__gpuctl_init_kernel<<<1, 1, 0, s>>>(mem, bytes, *d);
     if (cudaGetLastError() != cudaSuccess ||
-        cudaMemcpy(&st, &((gpumem_nvme_gpuctl *)mem)->init_status, sizeof st, cudaMemcpyDeviceToHost) != cudaSuccess)
-        return GPUMEM_ESYS;
+        cudaMemcpyAsync(&st, &((gpumem_nvme_gpuctl *)mem)->init_status, sizeof st, cudaMemcpyDeviceToHost, s) !=
+            cudaSuccess ||
+        cudaStreamSynchronize(s) != cudaSuccess)
+        st = (uint32_t)GPUMEM_ESYS; /* nothing is left running: the synchronise saw to it, or the launch failed */
+    cudaStreamDestroy(s);
     return (gpumem_status)st;
 }
 
-/* Start the persistent controller, `threads` threads, on `stream` (a
- * cudaStreamNonBlocking stream, so that work on the legacy stream does not
- * wait for it) and wait, at most timeout_ms, until every thread runs.
- * client_kernels (n of them) are the kernels that will use its pairs: they
- * are preloaded first (see above). Under lazy loading with n == 0:
- * GPUMEM_ESTATE, and a message naming the remedies.
+/* gpumem_nvme_gpuctl_start's every error return after its launch: stop the
+ * controller, then wait at most timeout_ms for `stream` to drain, so that
+ * no block of it is left running or queued over memory the caller may free
+ * next. Returns `st`, or GPUMEM_EBUSY if the launch is still queued. */
+static inline gpumem_status gpumem__gpuctl_abandon(const gpumem_nvme_gpuctl_desc *d, cudaStream_t stream,
+                                                   uint32_t timeout_ms, gpumem_status st) {
+    const uint64_t end = gpumem_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
+    gpumem_nvme_gpuctl_stop(d);
+    /* Until it has drained, or failed: either way nothing of it runs after. */
+    while (cudaStreamQuery(stream) == cudaErrorNotReady)
+        if (gpumem_clock_ns() > end) {
+#if !GPUMEM_ON_DEVICE
+            GPUMEM_LOG("GPU controller: it did not start (%s) and is stopped, but its launch is still queued on "
+                       "its stream %u ms later: keep its memory until cudaStreamSynchronize on that stream returns",
+                       gpumem_status_str(st), timeout_ms);
+#endif
+            return GPUMEM_EBUSY;
+        }
+    return st;
+}
+
+/* Start the persistent controller, `threads` threads, on `stream` and wait,
+ * at most timeout_ms, until every thread runs. The stream must be a
+ * cudaStreamNonBlocking one: a persistent kernel on the legacy default
+ * stream (stream 0), on a stream from plain cudaStreamCreate or on
+ * cudaStreamPerThread serialises with the legacy stream, and from then on
+ * every cudaMemcpy, every kernel on a blocking stream and this library's
+ * own init wait forever. Any other stream is refused (cudaStreamGetFlags):
+ * GPUMEM_EINVAL and a message. client_kernels (n of them) are the kernels
+ * that will use its pairs: they are preloaded first (see above). Under lazy
+ * loading, or where the driver cannot say, with n == 0: GPUMEM_ESTATE, and
+ * a message naming the remedies.
  *
  * A warp serves a pair, so 128 pairs want 4,096 threads: more than one block
  * of the controller kernel holds (cudaFuncGetAttributes: its registers per
@@ -990,22 +1067,45 @@ static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes
  * stopped - so a grid larger than the device holds with this kernel's
  * registers (occupancy times SMs) is refused: GPUMEM_EINVAL and a message
  * with the limits, as for a partial last warp above the cap. The running
- * count the wait looks for is the launched total. On GPUMEM_ETIMEDOUT the
- * stop word is set, so that blocks that start late (the device was busy
- * with other kernels) end at their first look instead of serving pairs
- * nobody expects them to. */
+ * count the wait looks for is the launched total.
+ *
+ * Nothing is left running or queued when start fails: the memory may be
+ * freed at once, with one exception below. Before the launch it has
+ * launched nothing. After it, every error return first sets the stop word,
+ * and then waits on `stream` (another timeout_ms at most) until the launch
+ * has drained: blocks that start late (the device was busy with other
+ * kernels) end at their first look at the stop word instead of serving
+ * pairs nobody expects them to. So GPUMEM_ETIMEDOUT (the threads did not all
+ * run in time) and GPUMEM_ESYS (CUDA failed) mean the launch is over. If
+ * the stream has not drained by then (the device still busy with kernels
+ * that keep the controller's blocks from starting), start returns
+ * GPUMEM_EBUSY with a message: the launch is still queued, stopped, and
+ * may yet run, so its memory must stay allocated until
+ * cudaStreamSynchronize(stream) returns. */
 static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, const gpumem_nvme_gpuctl_desc *d,
                                                      uint32_t threads, cudaStream_t stream,
                                                      const void *const *client_kernels, uint32_t n,
                                                      uint32_t timeout_ms) {
-    const void *own[1] = {(const void *)gpumem_nvme_gpuctl_kernel<>};
+    const void *own[2] = {(const void *)gpumem_nvme_gpuctl_kernel<>, (const void *)gpumem__gpuctl_init_kernel<>};
     cudaFuncAttributes attr;
     uint64_t blocks = 1, per_block = threads, launched; /* 64-bit: threads may be near 2^32 */
     uint32_t cap;
     int device = 0, sms = 0, resident = 0;
     uint64_t end;
     gpumem_status st;
+    unsigned stream_flags = 0;
     if (!c || !d || !d->control) return GPUMEM_ENULL;
+    if (stream == 0 || stream == cudaStreamLegacy || cudaStreamGetFlags(stream, &stream_flags) != cudaSuccess ||
+        !(stream_flags & cudaStreamNonBlocking)) {
+        (void)cudaGetLastError(); /* a handle CUDA did not know: its error is answered here */
+#if !GPUMEM_ON_DEVICE
+        GPUMEM_LOG("GPU controller: its stream must be non-blocking (cudaStreamCreateWithFlags(&s, "
+                   "cudaStreamNonBlocking)): on the legacy default stream, a plain cudaStreamCreate stream or "
+                   "cudaStreamPerThread the persistent kernel would make every cudaMemcpy and every kernel on a "
+                   "blocking stream wait forever");
+#endif
+        return GPUMEM_EINVAL;
+    }
     if (cudaFuncGetAttributes(&attr, own[0]) != cudaSuccess) return GPUMEM_ESYS;
     cap = (uint32_t)attr.maxThreadsPerBlock / GPUMEM_WARP_WIDTH * GPUMEM_WARP_WIDTH; /* whole warps */
     if (threads == 0 || cap == 0) return GPUMEM_EINVAL;
@@ -1045,27 +1145,28 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
         }
     }
     launched = blocks * per_block;
-    if (n == 0 && gpumem_cuda_lazy_loading() == 1) {
+    /* "Cannot say" (-1) counts as lazy: taken for eager, it would start
+     * the controller with no client kernel loaded, 0.3.0's hang. */
+    if (n == 0 && gpumem_cuda_lazy_loading() != 0) {
 #if !GPUMEM_ON_DEVICE /* host code, parsed by both passes; the log exists on the host */
         GPUMEM_LOG("GPU controller: CUDA loads modules lazily (CUDA_MODULE_LOADING=LAZY, the default since CUDA "
-                   "12.2), and a kernel first launched while the controller runs would never start. Pass your "
-                   "client kernels to gpumem_nvme_gpuctl_start (or preload them with gpumem_cuda_preload), or set "
-                   "CUDA_MODULE_LOADING=EAGER before the first CUDA call");
+                   "12.2), or the driver cannot say whether it does, and a kernel first launched while the "
+                   "controller runs would never start. Pass your client kernels to gpumem_nvme_gpuctl_start (or "
+                   "preload them with gpumem_cuda_preload), or set CUDA_MODULE_LOADING=EAGER before the first "
+                   "CUDA call");
 #endif
         return GPUMEM_ESTATE;
     }
-    if ((st = gpumem_cuda_preload(own, 1)) != GPUMEM_OK || (st = gpumem_cuda_preload(client_kernels, n)) != GPUMEM_OK)
+    if ((st = gpumem_cuda_preload(own, 2)) != GPUMEM_OK || (st = gpumem_cuda_preload(client_kernels, n)) != GPUMEM_OK)
         return st;
+    (void)cudaGetLastError(); /* an earlier call's error is not the launch's (above) */
     gpumem_nvme_gpuctl_kernel<<<(unsigned)blocks, (unsigned)per_block, 0, stream>>>(c);
-    if (cudaGetLastError() != cudaSuccess) return GPUMEM_ESYS;
+    st = cudaGetLastError() == cudaSuccess ? GPUMEM_OK : GPUMEM_ESYS;
     end = gpumem_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
-    while (gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) < launched)
-        if (gpumem_clock_ns() > end) {
-            /* The launch stays queued: if it ever runs, it finds the stop
-             * word set and ends at its first look. */
-            gpumem_nvme_gpuctl_stop(d);
-            return GPUMEM_ETIMEDOUT;
-        }
+    while (st == GPUMEM_OK &&
+           gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) < launched)
+        if (gpumem_clock_ns() > end) st = GPUMEM_ETIMEDOUT;
+    if (st != GPUMEM_OK) return gpumem__gpuctl_abandon(d, stream, timeout_ms, st);
     return GPUMEM_OK;
 }
 

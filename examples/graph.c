@@ -9,7 +9,20 @@
  *   build/graph gen FILE [--scale S] [--edge-factor E] [--seed X]
  *   build/graph bfs FILE [options]        one BFS (source: --source V, or a
  *                                         vertex with more than 2 neighbours)
- *   build/graph cc FILE [options]
+ *   build/graph cc FILE [options]           ends with "N components" and the largest's size
+ *   build/graph pagerank FILE [--iterations N]  pull, damping 0.85, checked
+ *   build/graph gnn FILE [--row-bytes F] [--batch B] [--batches N] [--fanouts 10,5]
+ *                                         GNN mini-batches: sample through the
+ *                                         graph's cache, gather feature rows
+ *                                         through a cache, by direct reads and
+ *                                         by pread, all checked; rows/s of each
+ *   build/graph gnn-sweep FILE OUT.tsv    gnn against cache size and row size
+ *   build/graph convert IN OUT [--format F] [--mem-mib M]  GAP .el/.wel/.sg/.wsg,
+ *                                         SNAP or Matrix Market into this tool's CSR
+ *   bfs, cc, pagerank, policies, sweep, gnn and gnn-sweep take any of those formats: the
+ *   input is converted into --cache-dir (default build) and the conversion is
+ *   reused while the input's size and mtime are unchanged; answers name
+ *   vertices by the file's own ids.
  *   build/graph sweep FILE OUT.tsv [options]  I/O amplification against cache
  *                                         size (make graph-sweep plots it)
  *   build/graph policies FILE --policy P  BFS and CC with a cache an eighth of
@@ -32,7 +45,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 
-#include "graph.h"
+#include "graph_formats.h"
 
 typedef struct options {
     const char *path, *out; /* the graph file; sweep: the table */
@@ -45,6 +58,16 @@ typedef struct options {
     const char *trace; /* record the cache's accesses to this file */
     uint64_t host_bytes;     /* a host tier below the cache; 0: none */
     uint32_t host_placement; /* its placement (GPUMEM_TIER_*) */
+    int format;              /* the input's format, GRAPH_FMT_AUTO: from the extension */
+    const char *cache_dir;   /* where converted inputs are kept */
+    uint64_t mem_bytes;      /* the conversion's sort memory */
+    uint32_t iterations;     /* PageRank */
+    uint64_t *ids, n_ids;    /* SNAP: file id of each vertex (sorted), or NULL */
+    uint64_t id_base;        /* otherwise file id = vertex + id_base (Matrix Market: 1) */
+    /* gnn */
+    uint32_t row_bytes, batch, batches; /* feature row size; seeds a mini-batch; mini-batches */
+    graph_gnn_plan plan;                /* hops and fanouts */
+    const char *features;               /* the feature table's file, or NULL: one in cache_dir */
 } options;
 
 /* Room for this many recorded accesses (8 bytes each); the rest are dropped
@@ -60,11 +83,12 @@ static void say(const char *what, double frac) {
 /* One run: rounds of work items spread over host threads                   */
 /* ------------------------------------------------------------------------ */
 
-enum { RUN_BFS, RUN_CC };
+enum { RUN_BFS, RUN_CC, RUN_PR };
 #define CHUNK 64u /* work items a thread claims at a time */
+#define GRAPH_PR_TOLERANCE 1e-9 /* PageRank: each rank within this fraction of the reference's */
 
 typedef struct run {
-    graph_store *store;
+    graph_store *store; /* the graph */
     int kind;
     uint32_t n_threads;
     uint64_t n_items;   /* this round: frontier size (BFS) or vertex count (CC) */
@@ -74,7 +98,13 @@ typedef struct run {
     uint32_t *levels, *frontier, *next, next_count, level;
     /* CC */
     uint32_t *comp, *active, *next_active, changed;
+    /* PageRank: round 0 computes the starting shares, then one round an iteration */
+    double *rank, *contrib, *contrib_next, damping;
+    int pr_start;
     graph_counts *counts; /* per thread, summed by the caller */
+    /* Other work (GNN mini-batches): item i of the round, by thread `id` */
+    void (*item)(struct run *r, uint32_t id, uint64_t i, graph_refs *refs, graph_counts *c);
+    void *ctx;
 } run;
 
 typedef struct worker_arg {
@@ -93,8 +123,13 @@ static void *worker(void *p) {
         if (first >= r->n_items) break;
         end = first + CHUNK < r->n_items ? first + CHUNK : r->n_items;
         for (i = first; i < end && !c->errors; i++) {
-            if (r->kind == RUN_BFS) {
+            if (r->item) {
+                r->item(r, a->id, i, &refs, c);
+            } else if (r->kind == RUN_BFS) {
                 graph_bfs_expand(&refs, r->frontier[i], r->level + 1, r->levels, r->next, &r->next_count, c);
+            } else if (r->kind == RUN_PR) {
+                if (r->pr_start) graph_pagerank_start(&refs, (uint32_t)i, r->contrib, c);
+                else graph_pagerank_pull(&refs, (uint32_t)i, r->contrib, r->damping, r->rank, r->contrib_next, c);
             } else if (r->active[i]) {
                 r->active[i] = 0;
                 graph_cc_push(&refs, (uint32_t)i, r->comp, r->next_active, &r->changed, c);
@@ -212,6 +247,7 @@ typedef struct reference {
     const graph_csr *g;
     uint32_t *levels, levels_source; /* BFS from levels_source, or NULL */
     uint32_t *labels;                /* CC, or NULL */
+    double *ranks;                   /* PageRank (o->iterations), or NULL */
 } reference;
 
 static const uint32_t *reference_answer(reference *r, int kind, uint32_t source) {
@@ -230,7 +266,9 @@ static const uint32_t *reference_answer(reference *r, int kind, uint32_t source)
 static void reference_free(reference *r) {
     free(r->levels);
     free(r->labels);
+    free(r->ranks);
     r->levels = r->labels = NULL;
+    r->ranks = NULL;
 }
 
 /* Between rounds (no thread in the cache): GMT-Reuse's CPU side refits the
@@ -334,6 +372,48 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
         free(r.levels);
         free(r.frontier);
         free(r.next);
+    } else if (kind == RUN_PR) {
+        double *tmp;
+        uint32_t it;
+        r.rank = (double *)malloc(n * sizeof(double));
+        r.contrib = (double *)malloc(n * sizeof(double));
+        r.contrib_next = (double *)malloc(n * sizeof(double));
+        r.damping = GRAPH_DAMPING;
+        r.n_items = n;
+        printf("  %s: pull, %u iterations, damping %.2f, cache %.1f MiB, %u threads, %u queue pairs of depth %u\n",
+               name, o->iterations, GRAPH_DAMPING, x->cache_mib, o->threads, o->pairs, o->depth);
+        for (it = 0; it <= o->iterations && rc == 0; it++) {
+            double tr = graph_now_s();
+            char what[64];
+            snprintf(what, sizeof what, it ? "iteration %u" : "degrees", it);
+            r.pr_start = it == 0;
+            if (run_round(&r, what) != 0) rc = 1;
+            x->counts = sum_counts(r.counts, o->threads);
+            if (rc || x->counts.errors) break;
+            printf("    %-13s %9llu vertices, %11llu edges read  (%.2f s)\n", what, (unsigned long long)n,
+                   x->counts.edges, graph_now_s() - tr);
+            fflush(stdout);
+            graph_train(&s);
+            if (it) { /* the shares just written are the next iteration's input */
+                tmp = r.contrib;
+                r.contrib = r.contrib_next;
+                r.contrib_next = tmp;
+            }
+            x->rounds++;
+        }
+        if (!answers->ranks) {
+            answers->ranks = (double *)malloc(n * sizeof(double));
+            graph_reference_pagerank(ref, o->iterations, GRAPH_DAMPING, answers->ranks);
+        }
+        /* The same sums in the same order: host threads agree bit for bit;
+         * the tolerance leaves room for a compiler's fused multiply-adds. */
+        for (v = 0; v < n; v++) {
+            double off = r.rank[v] - answers->ranks[v];
+            x->wrong += !((off < 0 ? -off : off) <= GRAPH_PR_TOLERANCE * answers->ranks[v]);
+        }
+        free(r.rank);
+        free(r.contrib);
+        free(r.contrib_next);
     } else {
         uint32_t *tmp;
         r.comp = (uint32_t *)malloc(n * 4);
@@ -410,7 +490,9 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
 enum {
     O_SCALE = 1 << 0, O_EDGE_FACTOR = 1 << 1, O_SEED = 1 << 2, O_SOURCE = 1 << 3, O_CACHE = 1 << 4,
     O_THREADS = 1 << 5, O_PAIRS = 1 << 6, O_DEPTH = 1 << 7, O_IOPS = 1 << 8, O_ORDERED = 1 << 9, O_MACHINE = 1 << 10,
-    O_POLICY = 1 << 11, O_TRACE = 1 << 12, O_HOST = 1 << 13, O_PLACEMENT = 1 << 14
+    O_POLICY = 1 << 11, O_TRACE = 1 << 12, O_HOST = 1 << 13, O_PLACEMENT = 1 << 14, O_FORMAT = 1 << 15,
+    O_CACHE_DIR = 1 << 16, O_MEM = 1 << 17, O_ITERATIONS = 1 << 18, O_ROW_BYTES = 1 << 19, O_BATCH = 1 << 20,
+    O_BATCHES = 1 << 21, O_FANOUTS = 1 << 22, O_FEATURES = 1 << 23
 };
 static const struct option_doc {
     const char *name, *arg, *what;
@@ -418,9 +500,10 @@ static const struct option_doc {
 } option_docs[] = {
     {"--scale", "S", "generate 2^S vertices, S in 10..30 (default 20)", O_SCALE},
     {"--edge-factor", "E", "edges sampled per vertex, 1..64 (default 16)", O_EDGE_FACTOR},
-    {"--seed", "X", "generator seed; also picks the BFS source", O_SEED},
+    {"--seed", "X", "generator seed; also picks the BFS source and gnn's seed vertices", O_SEED},
     {"--source", "V", "BFS source vertex (default: a vertex with more than 2 neighbours)", O_SOURCE},
-    {"--cache-mib", "M", "cache size in MiB (demo: the small cache, default 1/8 of the graph)", O_CACHE},
+    {"--cache-mib", "M", "cache size in MiB (demo: the small cache, default 1/8 of the graph; gnn: the feature\n"
+                         "                       cache, default 1/8 of the table)", O_CACHE},
     {"--threads", "T", "host threads, 1..1024 (default 16)", O_THREADS},
     {"--pairs", "P", "queue pairs (default 4)", O_PAIRS},
     {"--depth", "D", "queue depth, a power of two 2..65536 (default 256)", O_DEPTH},
@@ -434,8 +517,25 @@ static const struct option_doc {
                         "                       4x the small cache, and it shows the storage reads without and with it)",
      O_HOST},
     {"--placement", "P", "the host tier's placement: gmt-reuse (default), tier-order or never-host", O_PLACEMENT},
+    {"--format", "F", "the input's format: el, wel, sg, wsg, snap (or txt), mtx (or mm), graph (default: by the\n"
+                      "                       extension; a file starting with the gpumem magic is a graph)", O_FORMAT},
+    {"--cache-dir", "DIR", "keep converted inputs (and gnn's feature tables) here, reused while the input's size and\n"
+                           "                       mtime hold (default build)",
+     O_CACHE_DIR},
+    {"--mem-mib", "M", "memory for the conversion's sort, at least 1 (default 256); larger inputs spill sorted runs",
+     O_MEM},
+    {"--iterations", "N", "PageRank iterations, 1..1000 (default 20)", O_ITERATIONS},
+    {"--row-bytes", "F", "gnn: bytes of a feature row, 256..16384, a multiple of 256 (default 4096, GIDS's)",
+     O_ROW_BYTES},
+    {"--batch", "B", "gnn: seed vertices a mini-batch, 1..65536 (default 128)", O_BATCH},
+    {"--batches", "N", "gnn: mini-batches, 1..100000 (default 20)", O_BATCHES},
+    {"--fanouts", "F1,F2", "gnn: neighbours sampled per vertex at each hop, 1..4 hops of 1..64 (default 10,5)",
+     O_FANOUTS},
+    {"--features", "FILE", "gnn: the feature table's file, written there if missing (default: one in --cache-dir)",
+     O_FEATURES},
 };
 #define RUN_OPTS (O_CACHE | O_THREADS | O_PAIRS | O_DEPTH | O_IOPS | O_POLICY | O_HOST | O_PLACEMENT)
+#define INPUT_OPTS (O_FORMAT | O_CACHE_DIR | O_MEM) /* commands that read a graph in any format */
 static const struct command {
     const char *name, *args, *what;
     int files_min, files_max, opts;
@@ -444,14 +544,30 @@ static const struct command {
                        "  the graph (frontier in discovery and in vertex order), with one that holds it, and CC",
      0, 1, O_SCALE | O_EDGE_FACTOR | O_SEED | O_SOURCE | RUN_OPTS},
     {"gen", "FILE", "write a Kronecker graph (GAP-kron parameters) to FILE", 1, 1, O_SCALE | O_EDGE_FACTOR | O_SEED},
-    {"bfs", "FILE", "one BFS through cache, queue pairs and controller, checked", 1, 1,
-     O_SEED | O_SOURCE | O_ORDERED | O_TRACE | RUN_OPTS},
-    {"cc", "FILE", "connected components (label propagation), checked", 1, 1, O_TRACE | RUN_OPTS},
+    {"bfs", "FILE", "one BFS through cache, queue pairs and controller, checked (--source in the file's ids)", 1, 1,
+     O_SEED | O_SOURCE | O_ORDERED | O_TRACE | RUN_OPTS | INPUT_OPTS},
+    {"cc", "FILE", "connected components (label propagation), checked; ends with \"N components\" and the\n"
+                   "  largest one's size", 1, 1, O_TRACE | RUN_OPTS | INPUT_OPTS},
+    {"pagerank", "FILE", "PageRank, pull, damping 0.85, a fixed number of iterations, checked against the\n"
+                         "  in-memory reference (each rank within 1e-9 of it, relative)", 1, 1,
+     O_ITERATIONS | O_TRACE | RUN_OPTS | INPUT_OPTS},
     {"policies", "FILE", "BFS and CC with a cache an eighth of the graph (or --cache-mib) under CLOCK and under\n"
                          "  --policy, one after the other: hit rate and line reads of each", 1, 1,
-     O_SEED | O_SOURCE | RUN_OPTS},
+     O_SEED | O_SOURCE | RUN_OPTS | INPUT_OPTS},
     {"sweep", "FILE OUT.tsv", "I/O amplification and hit rate against cache size, as a table", 2, 2,
-     O_SEED | O_SOURCE | O_MACHINE | (RUN_OPTS & ~O_CACHE)},
+     O_SEED | O_SOURCE | O_MACHINE | (RUN_OPTS & ~O_CACHE) | INPUT_OPTS},
+    {"gnn", "FILE", "GNN mini-batches: sample the neighbours of --batch seeds through the graph's cache (1/8 of\n"
+                    "  the graph), then gather every sampled vertex's feature row three ways, each row checked\n"
+                    "  against the generator and each batch's hash compared: (a) through a cache (--cache-mib,\n"
+                    "  default 1/8 of the table), (b) by direct reads on the queue pairs, (c) by host threads'\n"
+                    "  pread (a GDS-like path); rows/s, bytes read against needed, hit rate", 1, 1,
+     O_SEED | O_ROW_BYTES | O_BATCH | O_BATCHES | O_FANOUTS | O_FEATURES | RUN_OPTS | INPUT_OPTS},
+    {"gnn-sweep", "FILE OUT.tsv", "gnn's rows/s in each mode against the feature cache's size (1/32 of the\n"
+                                  "  table to all of it) and the row size (256 B to 16 KiB), as a table", 2, 2,
+     O_SEED | O_MACHINE | O_ROW_BYTES | O_BATCH | O_BATCHES | O_FANOUTS | (RUN_OPTS & ~O_CACHE) | INPUT_OPTS},
+    {"convert", "IN OUT", "convert a GAP .el/.wel/.sg/.wsg, SNAP or Matrix Market file into this tool's CSR file\n"
+                          "  (written atomically; SNAP's id map to OUT.ids); prints what it removed and added", 2, 2,
+     O_FORMAT | O_MEM},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -559,6 +675,36 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
             o->machine = a;
         } else if (od->bit == O_TRACE) {
             o->trace = a;
+        } else if (od->bit == O_CACHE_DIR) {
+            o->cache_dir = a;
+        } else if (od->bit == O_FEATURES) {
+            o->features = a;
+        } else if (od->bit == O_FANOUTS) {
+            const char *q = a;
+            o->plan.n_hops = 0;
+            for (;;) {
+                char *end;
+                unsigned long f;
+                errno = 0;
+                f = strtoul(q, &end, 10);
+                if (errno || end == q || !isdigit((unsigned char)*q) || f < 1 || f > GRAPH_GNN_MAX_FANOUT ||
+                    o->plan.n_hops == GRAPH_GNN_MAX_HOPS || (*end && *end != ','))
+                    return bad_args(cmd, "--fanouts %s: want 1..%u numbers, each 1..%u, separated by commas (10,5)",
+                                    a, GRAPH_GNN_MAX_HOPS, GRAPH_GNN_MAX_FANOUT);
+                o->plan.fanout[o->plan.n_hops++] = (uint32_t)f;
+                if (!*end) break;
+                q = end + 1;
+            }
+            o->plan.per_seed = graph_gnn_per_seed(&o->plan);
+        } else if (od->bit == O_FORMAT) {
+            if ((o->format = graph_format_from_name(a)) < 0)
+                return bad_args(cmd, "--format %s: want el, wel, sg, wsg, snap, mtx or graph", a);
+        } else if (od->bit == O_MEM) {
+            char *end;
+            double mib = strtod(a, &end);
+            if (end == a || *end || !(mib >= 1) || mib > 1048576.0)
+                return bad_args(cmd, "--mem-mib %s: want a size in MiB, at least 1", a);
+            o->mem_bytes = (uint64_t)(mib * 1048576.0);
         } else if (od->bit == O_POLICY) {
             for (o->policy = 0; o->policy < GPUMEM_POLICY_KINDS; o->policy++)
                 if (!strcmp(a, gpumem_policy_name(o->policy))) break;
@@ -594,9 +740,21 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
             if (v < 2 || v > 65536 || (v & (v - 1)) != 0)
                 return bad_args(cmd, "--depth %s: want a power of two, 2..65536", a);
             o->depth = (uint32_t)v;
+        } else if (od->bit == O_ROW_BYTES) {
+            if (v > GRAPH_GNN_MAX_ROW || graph_features_row_problem((uint32_t)v))
+                return bad_args(cmd, "--row-bytes %s: %s", a, graph_features_row_problem(0));
+            o->row_bytes = (uint32_t)v;
+        } else if (od->bit == O_BATCH) {
+            if (v < 1 || v > 65536) return bad_args(cmd, "--batch %s: want 1..65536", a);
+            o->batch = (uint32_t)v;
+        } else if (od->bit == O_BATCHES) {
+            if (v < 1 || v > 100000) return bad_args(cmd, "--batches %s: want 1..100000", a);
+            o->batches = (uint32_t)v;
+        } else if (od->bit == O_ITERATIONS) {
+            if (v < 1 || v > 1000) return bad_args(cmd, "--iterations %s: want 1..1000", a);
+            o->iterations = (uint32_t)v;
         } else if (od->bit == O_SOURCE) {
-            if (v >= GRAPH_NONE) return bad_args(cmd, "--source %s: no such vertex", a);
-            o->source = v;
+            o->source = v; /* in the file's ids: checked once the graph is known */
         } else if (od->bit == O_SEED) {
             o->seed = v;
         } else {
@@ -604,6 +762,9 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
         }
     }
     if (n_files < cmd->files_min) return bad_args(cmd, "%s: name %s", cmd->name, cmd->args);
+    if ((uint64_t)o->batch * o->plan.per_seed > (16u << 20))
+        return bad_args(cmd, "--batch %u with --fanouts giving %u vertices a seed: %llu a batch, at most %u", o->batch,
+                        o->plan.per_seed, (unsigned long long)o->batch * o->plan.per_seed, 16u << 20);
     o->path = files[0];
     o->out = files[1];
     /* Each thread holds up to 2 lines (the offsets' and the edges'). */
@@ -655,7 +816,8 @@ static int check_files(const struct command *cmd, options *o) {
     char err[512];
     int fd, rc = 0;
     if (!strcmp(cmd->name, "gen")) return check_writable(cmd, o->path);
-    if (!strcmp(cmd->name, "sweep") && (rc = check_writable(cmd, o->out)) != 0) return rc;
+    if ((!strcmp(cmd->name, "sweep") || !strcmp(cmd->name, "gnn-sweep")) && (rc = check_writable(cmd, o->out)) != 0)
+        return rc;
     if (!strcmp(cmd->name, "demo") && access(o->path, F_OK) != 0) { /* demo generates a missing file */
         if ((o->given & O_SOURCE) && o->source >= (1ull << o->scale))
             return bad_args(cmd, "--source %llu: no such vertex (a scale-%u graph has %llu)",
@@ -684,6 +846,153 @@ static int check_files(const struct command *cmd, options *o) {
     return rc;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Inputs in other formats: converted once, reused while unchanged          */
+/* ------------------------------------------------------------------------ */
+
+static void say_converting(const graph_import *im, double frac) {
+    double s = graph_now_s() - im->t0;
+    printf("  converting %s: %3.0f %% of %.1f MB, %llu edges, %.1f MB/s\n", im->in_path, 100.0 * frac,
+           (double)im->input_bytes / 1e6, (unsigned long long)im->input_edges,
+           s > 0 ? frac * (double)im->input_bytes / 1e6 / s : 0.0);
+    fflush(stdout);
+}
+
+/* IN to OUT, the sorted runs spilling next to OUT. 0, or 2 after a message. */
+static int convert(const options *o, const char *in, const char *out, int format) {
+    graph_import im;
+    char err[1024], dir[4096];
+    const char *slash = strrchr(out, '/');
+    int rc = 0;
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - out == 0 ? 1 : slash - out), out);
+    else snprintf(dir, sizeof dir, ".");
+    graph_import_init(&im, in, out, format);
+    im.mem_bytes = o->mem_bytes;
+    im.tmp_dir = dir;
+    im.progress = say_converting;
+    if (graph_import_run(&im, err, sizeof err) != GPUMEM_OK) {
+        fprintf(stderr, "graph: %s\n", err);
+        rc = 2;
+    } else {
+        graph_import_print_summary(&im, stdout);
+    }
+    graph_import_free(&im);
+    return rc;
+}
+
+/* What the cache remembers of an input: its size, mtime and format. */
+static void input_stamp(const struct stat *sb, int format, char *buf, size_t n) {
+    snprintf(buf, n, "gpumem-import size %lld mtime %lld.%09ld format %s\n", (long long)sb->st_size,
+             (long long)sb->st_mtim.tv_sec, (long)sb->st_mtim.tv_nsec, graph_format_name(format));
+}
+
+/* For bfs, cc, pagerank, policies and sweep: a FILE in another format is
+ * converted into --cache-dir (named by its base name and a hash of its
+ * path), unless the conversion there was made from this very input (size,
+ * mtime and format in FILE.src beside it). o->path becomes the converted
+ * file; --source is turned from the file's ids into the tool's. 0 or 2. */
+static int resolve_input(const struct command *cmd, options *o, char *conv, size_t conv_len) {
+    char stamp[256], had[256], src[4400], tmp[4500], err[512];
+    const char *base = strrchr(o->path, '/') ? strrchr(o->path, '/') + 1 : o->path;
+    struct stat sb;
+    int format = o->format, fd, rc;
+    ssize_t got;
+    if (stat(o->path, &sb) != 0) return 0; /* check_files says what is wrong */
+    if (format == GRAPH_FMT_AUTO)
+        format = graph_is_native(o->path) ? GRAPH_FMT_NATIVE : graph_format_of_path(o->path);
+    if (format < 0)
+        return bad_args(cmd, "%s: cannot tell the format from the extension: expected .graph, .el, .wel, .sg, .wsg,"
+                             " .txt/.snap or .mtx/.mm, or --format", o->path);
+    if (format != GRAPH_FMT_NATIVE) {
+        uint64_t file[2] = {(uint64_t)sb.st_dev, (uint64_t)sb.st_ino}; /* this file, wherever it is named from */
+        uint64_t h = graph_hash(0x696D706F7274ull, file, sizeof file);
+        if (mkdir(o->cache_dir, 0755) != 0 && errno != EEXIST)
+            return bad_args(cmd, "--cache-dir %s: %s", o->cache_dir, strerror(errno));
+        if (snprintf(conv, conv_len, "%s/%s-%016llx.graph", o->cache_dir, base, (unsigned long long)h) >= (int)conv_len)
+            return bad_args(cmd, "--cache-dir %s: path too long", o->cache_dir);
+        if ((rc = check_writable(cmd, conv)) != 0) return rc;
+        if (snprintf(src, sizeof src, "%s.src", conv) >= (int)sizeof src) return bad_args(cmd, "path too long");
+        input_stamp(&sb, format, stamp, sizeof stamp);
+        had[0] = 0;
+        if ((fd = open(src, O_RDONLY)) >= 0) {
+            got = read(fd, had, sizeof had - 1);
+            had[got > 0 ? got : 0] = 0;
+            close(fd);
+        }
+        if (!strcmp(had, stamp) && graph_is_native(conv)) {
+            printf("  %s: reusing its conversion %s (size and mtime unchanged)\n", o->path, conv);
+        } else {
+            unlink(src); /* the old conversion no longer stands for this input */
+            if ((rc = convert(o, o->path, conv, format)) != 0) return rc;
+            if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", src, (long)getpid()) >= (int)sizeof tmp ||
+                (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0 ||
+                write(fd, stamp, strlen(stamp)) != (ssize_t)strlen(stamp) || close(fd) != 0 || rename(tmp, src) != 0) {
+                fprintf(stderr, "graph: %s: %s (the conversion is not kept)\n", src, strerror(errno));
+                unlink(tmp);
+            }
+        }
+        o->path = conv;
+        o->id_base = format == GRAPH_FMT_MTX;
+    }
+    if (snprintf(src, sizeof src, "%s.ids", o->path) >= (int)sizeof src) return bad_args(cmd, "path too long");
+    if (graph_ids_load(src, &o->ids, &o->n_ids, err, sizeof err) != GPUMEM_OK) {
+        fprintf(stderr, "graph: %s\n", err);
+        return 2;
+    }
+    if (o->given & O_SOURCE) { /* the file's id to the tool's */
+        uint64_t v = o->ids ? graph_ids_find(o->ids, o->n_ids, o->source)
+                            : o->source >= o->id_base ? o->source - o->id_base : UINT64_MAX;
+        if (v >= GRAPH_NONE) return bad_args(cmd, "--source %llu: no such vertex in %s", (unsigned long long)o->source,
+                                             o->path);
+        o->source = v;
+    }
+    return 0;
+}
+
+/* A vertex as the input file names it. */
+static unsigned long long file_id(const options *o, uint64_t v) {
+    return (unsigned long long)(o->ids && v < o->n_ids ? o->ids[v] : v + o->id_base);
+}
+
+/* The answers, in the file's ids, after a checked run. */
+static void print_answers(const options *o, const reference *a, int kind, uint32_t source) {
+    uint64_t n = a->g->h.n_nodes, v, reached = 0, count = 0, best = 0;
+    uint32_t deepest = 0;
+    if (kind == RUN_BFS && a->levels) {
+        for (v = 0; v < n; v++)
+            if (a->levels[v] != GRAPH_NONE) {
+                reached++;
+                if (a->levels[v] > deepest) deepest = a->levels[v];
+            }
+        printf("BFS: from vertex %llu, %llu of %llu vertices reached, the farthest %u hops away\n",
+               file_id(o, source), (unsigned long long)reached, (unsigned long long)n, deepest);
+    } else if (kind == RUN_CC && a->labels) {
+        uint32_t *size = (uint32_t *)calloc(n, 4);
+        for (v = 0; v < n; v++) {
+            count += a->labels[v] == v; /* each component is labelled by its smallest vertex */
+            if (size && ++size[a->labels[v]] > size[best]) best = a->labels[v];
+        }
+        printf("CC: %llu components, the largest has %u vertices (it holds vertex %llu)\n", (unsigned long long)count,
+               size ? size[best] : 0, file_id(o, best));
+        free(size);
+    } else if (kind == RUN_PR && a->ranks) {
+        uint64_t top[5] = {0};
+        int k, i, have = 0;
+        double sum = 0;
+        for (v = 0; v < n; v++) { /* the five highest, by insertion */
+            sum += a->ranks[v];
+            for (k = 0; k < have && a->ranks[top[k]] >= a->ranks[v]; k++) {}
+            if (k == 5) continue;
+            for (i = have < 5 ? have : 4; i > k; i--) top[i] = top[i - 1];
+            top[k] = v;
+            if (have < 5) have++;
+        }
+        printf("PageRank: ranks sum to %.6f; highest:", sum);
+        for (k = 0; k < have; k++) printf(" %llu (%.6g)", file_id(o, top[k]), a->ranks[top[k]]);
+        printf("\n");
+    }
+}
+
 static uint32_t source_of(const options *o, const graph_csr *g) {
     return (o->given & O_SOURCE) ? (uint32_t)o->source : graph_pick_source(g, o->seed);
 }
@@ -691,7 +1000,7 @@ static uint32_t source_of(const options *o, const graph_csr *g) {
 #define DEMO_RUNS 6 /* the last two with the host tier */
 static int demo(options *o) {
     graph_csr g;
-    reference answers = {&g, NULL, 0, NULL};
+    reference answers = {&g, NULL, 0, NULL, NULL};
     result x[DEMO_RUNS];
     uint64_t graph_bytes, small, min_cache, host;
     uint32_t source;
@@ -787,7 +1096,7 @@ static int demo(options *o) {
 static int sweep(options *o, const char *tsv) {
     static const double fractions[] = {1.0 / 32, 1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1.0};
     graph_csr g;
-    reference answers = {&g, NULL, 0, NULL};
+    reference answers = {&g, NULL, 0, NULL, NULL};
     FILE *f;
     uint32_t source;
     size_t i;
@@ -838,7 +1147,7 @@ static int sweep(options *o, const char *tsv) {
  * after the other in this run. */
 static int policies(options *o) {
     graph_csr g;
-    reference answers = {&g, NULL, 0, NULL};
+    reference answers = {&g, NULL, 0, NULL, NULL};
     result x[4];
     const uint32_t kinds[2] = {GPUMEM_POLICY_CLOCK, o->policy};
     uint32_t source;
@@ -862,14 +1171,414 @@ static int policies(options *o) {
     return rc;
 }
 
+/* ------------------------------------------------------------------------ */
+/* GNN mini-batches: sampling through the graph's cache, then gathering the */
+/* feature rows three ways in the same run, each checked byte for byte      */
+/* ------------------------------------------------------------------------ */
+
+enum { GATHER_CACHED, GATHER_DIRECT, GATHER_PREAD, GATHER_MODES };
+static const char *const gather_names[GATHER_MODES] = {"(a) through the cache", "(b) direct reads, queue pairs",
+                                                       "(c) pread, host threads"};
+
+typedef struct gnn_state {
+    const options *o;
+    uint32_t row_bytes;
+    uint64_t batch;            /* the mini-batch being sampled */
+    uint32_t *samples;         /* o->batch trees of plan.per_seed slots */
+    uint32_t *rows;            /* the batch's distinct sampled vertices, sorted */
+    uint64_t n_rows;
+    unsigned char *buf;        /* their rows, gathered: n_rows x row_bytes */
+    unsigned char *bounce;     /* a GRAPH_GNN_BOUNCE buffer per thread (direct reads) */
+    graph_store *features;     /* the table's controller, pairs and cache */
+    int fd;                    /* the table, for pread */
+    int mode;                  /* GATHER_* of this round */
+    graph_gather_counts *gc;   /* per thread, this mode */
+} gnn_state;
+
+typedef struct gnn_result {
+    double seconds[GATHER_MODES], sample_seconds;
+    graph_gather_counts gc[GATHER_MODES];
+    gpumem_cache_stats cs, graph_cs; /* the feature cache (mode a), the graph's (sampling) */
+    gpumem_tier_stats ts;
+    graph_counts sampling;
+    unsigned long long wrong_rows, hash_disagreements, sampled;
+    uint64_t digest; /* a hash of every batch's hash */
+    double cache_fraction;
+} gnn_result;
+
+static void gnn_sample_item(run *r, uint32_t id, uint64_t i, graph_refs *refs, graph_counts *c) {
+    gnn_state *g = (gnn_state *)r->ctx;
+    const options *o = g->o;
+    uint32_t v = graph_gnn_seed_vertex(o->seed, g->batch, i, refs->n_nodes);
+    (void)id;
+    graph_gnn_sample(refs, graph_mix64(graph_mix64(o->seed + g->batch) + i), v, &o->plan,
+                     g->samples + i * o->plan.per_seed, c);
+}
+
+static void gnn_gather_item(run *r, uint32_t id, uint64_t i, graph_refs *refs, graph_counts *c) {
+    gnn_state *g = (gnn_state *)r->ctx;
+    graph_gather_counts *k = &g->gc[id];
+    unsigned char *out = g->buf + i * g->row_bytes;
+    uint64_t row = g->rows[i];
+    gpumem_status st;
+    (void)refs;
+    if (g->mode == GATHER_CACHED) {
+        st = graph_gather_cached(g->features->cache, row, g->row_bytes, out, k);
+    } else if (g->mode == GATHER_DIRECT) {
+        st = graph_gather_direct(g->features->pairs[id % g->features->n_pairs], row, g->row_bytes,
+                                 g->bounce + (size_t)id * GRAPH_GNN_BOUNCE, out, k);
+    } else { /* what a GDS/cuFile path does from the CPU: a read per row into the destination */
+        st = graph_pread_all(g->fd, out, g->row_bytes, row * g->row_bytes);
+        k->commands++;
+        if (st == GPUMEM_OK) {
+            k->rows++;
+            k->bytes_needed += g->row_bytes;
+            k->bytes_read += g->row_bytes;
+        }
+    }
+    if (st != GPUMEM_OK) graph_fail_count(c, st);
+}
+
+/* The feature table for (rows, row_bytes): --features, or one in
+ * --cache-dir named by its shape. Returns 0 with the path, or 2. Nothing is
+ * generated here: only whether it can be. */
+static int gnn_features_path(const struct command *cmd, const options *o, uint64_t rows, uint32_t row_bytes,
+                             char *path, size_t n) {
+    struct stat sb;
+    if (o->features) {
+        snprintf(path, n, "%s", o->features);
+        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return bad_args(cmd, "--features %s is a directory", path);
+        if (access(path, F_OK) == 0) return 0; /* gnn_features_ready checks it */
+    } else {
+        if (mkdir(o->cache_dir, 0755) != 0 && errno != EEXIST)
+            return bad_args(cmd, "--cache-dir %s: %s", o->cache_dir, strerror(errno));
+        if (snprintf(path, n, "%s/features-%llux%u.bin", o->cache_dir, (unsigned long long)rows, row_bytes) >= (int)n)
+            return bad_args(cmd, "--cache-dir %s: path too long", o->cache_dir);
+    }
+    return check_writable(cmd, path);
+}
+
+static void say_features(const char *what, double frac) {
+    printf("  writing the %s: %3.0f %%\n", what, 100.0 * frac);
+    fflush(stdout);
+}
+
+/* Make sure `path` holds the table: reused when it checks out; otherwise
+ * written, unless the user named a file that holds something else. 0 or 2. */
+static int gnn_features_ready(const options *o, const char *path, uint64_t rows, uint32_t row_bytes) {
+    char err[600];
+    gpumem_status st = graph_features_check(path, rows, row_bytes, err, sizeof err);
+    double t0 = graph_now_s();
+    if (st == GPUMEM_OK) return 0;
+    if (st != GPUMEM_ENODEV && o->features) {
+        fprintf(stderr, "graph: --features %s: %s: name a file that does not exist yet and gnn writes the table"
+                        " there\n", path, err);
+        return 2;
+    }
+    printf("  %s: %s; writing the feature table (%llu rows of %u bytes, %.1f MiB)\n", path,
+           st == GPUMEM_ENODEV ? "missing" : err, (unsigned long long)rows, row_bytes,
+           (double)graph_features_bytes(rows, row_bytes) / 1048576.0);
+    fflush(stdout);
+    if (graph_features_write(path, rows, row_bytes, say_features, err, sizeof err) != GPUMEM_OK) {
+        fprintf(stderr, "graph: %s\n", err);
+        return 2;
+    }
+    printf("  wrote %s in %.1f s\n", path, graph_now_s() - t0);
+    return 0;
+}
+
+/* One gnn run: o->batches mini-batches of o->batch seeds over graph g (read
+ * through a cache an eighth of the graph), each gathered from the feature
+ * table at `path` in the three modes, every row checked against the
+ * generator and every batch's hash compared across the modes. The feature
+ * cache holds feature_cache bytes. Returns 0 ok, 1 failed or wrong, 2 bad. */
+static int gnn_run(const options *o, const graph_csr *ref, const char *path, uint32_t row_bytes,
+                   uint64_t feature_cache, gnn_result *x) {
+    graph_store_config sc;
+    graph_store gs, fs;
+    gnn_state g;
+    run r;
+    char err[512];
+    uint64_t table = graph_features_bytes(ref->h.n_nodes, row_bytes), b, i, max_rows, *hashes;
+    uint64_t graph_cache = GPUMEM_ALIGN_UP(ref->h.file_bytes / 8, GRAPH_LINE), min_cache = 2ull * o->threads * GRAPH_LINE;
+    double last_say = graph_now_s();
+    int rc = 0, m;
+    memset(x, 0, sizeof *x);
+    memset(&g, 0, sizeof g);
+    memset(&r, 0, sizeof r);
+    if (graph_cache < min_cache) graph_cache = min_cache;
+    if (feature_cache < min_cache) feature_cache = min_cache;
+    x->cache_fraction = (double)feature_cache / (double)table;
+    memset(&sc, 0, sizeof sc);
+    sc.n_pairs = o->pairs;
+    sc.depth = o->depth;
+    sc.iops = o->iops;
+    sc.policy = o->policy;
+    sc.host_placement = o->host_placement;
+    sc.cache_bytes = graph_cache; /* sampling: adjacency through a cache an eighth of the graph, no host tier */
+    if (graph_store_open(&gs, o->path, &sc, err, sizeof err) != GPUMEM_OK) {
+        fprintf(stderr, "graph: %s\n", err);
+        return 2;
+    }
+    sc.cache_bytes = feature_cache;
+    sc.host_bytes = o->host_bytes;
+    if (graph_features_open(&fs, path, ref->h.n_nodes, row_bytes, &sc, err, sizeof err) != GPUMEM_OK) {
+        fprintf(stderr, "graph: %s\n", err);
+        graph_store_close(&gs);
+        return 2;
+    }
+    max_rows = (uint64_t)o->batch * o->plan.per_seed;
+    if (max_rows > ref->h.n_nodes) max_rows = ref->h.n_nodes;
+    g.o = o;
+    g.row_bytes = row_bytes;
+    g.features = &fs;
+    g.fd = fs.fd;
+    g.samples = (uint32_t *)malloc((size_t)o->batch * o->plan.per_seed * 4);
+    g.rows = (uint32_t *)malloc((size_t)o->batch * o->plan.per_seed * 4);
+    g.buf = (unsigned char *)malloc(max_rows * row_bytes);
+    g.bounce = (unsigned char *)malloc((size_t)o->threads * GRAPH_GNN_BOUNCE);
+    g.gc = (graph_gather_counts *)calloc(o->threads, sizeof *g.gc);
+    hashes = (uint64_t *)calloc(o->batches, 8);
+    r.store = &gs;
+    r.n_threads = o->threads;
+    r.counts = (graph_counts *)calloc(o->threads, sizeof *r.counts);
+    r.ctx = &g;
+    if (!g.samples || !g.rows || !g.buf || !g.bounce || !g.gc || !hashes || !r.counts) {
+        fprintf(stderr, "graph: gnn: no memory for a batch of up to %llu rows of %u bytes\n",
+                (unsigned long long)max_rows, row_bytes);
+        rc = 2;
+    }
+    printf("  gnn: %u batches of %u seeds, fanouts", o->batches, o->batch);
+    for (i = 0; i < o->plan.n_hops; i++) printf("%s%u", i ? "," : " ", o->plan.fanout[i]);
+    printf("; %llu rows of %u bytes (%.1f MiB); feature cache %.1f MiB (%.3g of the table)%s; graph cache %.1f MiB;"
+           " %u threads, %u queue pairs of depth %u\n",
+           (unsigned long long)ref->h.n_nodes, row_bytes, (double)table / 1048576.0, (double)fs.n_slots * GRAPH_LINE /
+           1048576.0, x->cache_fraction, fs.tier ? " + host tier" : "", (double)gs.n_slots * GRAPH_LINE / 1048576.0,
+           o->threads, o->pairs, o->depth);
+    fflush(stdout);
+    for (b = 0; b < o->batches && rc == 0; b++) {
+        uint64_t n = 0, seen, want_hash = 0;
+        double ts = graph_now_s(), tg[GATHER_MODES];
+        /* 1. sample: one work item per seed, each tree in its own slots */
+        g.batch = b;
+        r.item = gnn_sample_item;
+        r.n_items = o->batch;
+        if (run_round(&r, "sampling") != 0) rc = 1;
+        x->sampling = sum_counts(r.counts, o->threads);
+        if (rc || x->sampling.errors) break;
+        x->sample_seconds += graph_now_s() - ts;
+        /* 2. the batch's vertices, each once, in vertex order */
+        for (i = 0; i < (uint64_t)o->batch * o->plan.per_seed; i++)
+            if (g.samples[i] != GRAPH_NONE) g.rows[n++] = g.samples[i];
+        x->sampled += n;
+        graph_sort_u32(g.rows, n);
+        for (i = 0, seen = 0; i < n; i++)
+            if (i == 0 || g.rows[i] != g.rows[seen - 1]) g.rows[seen++] = g.rows[i];
+        g.n_rows = seen;
+        /* 3. gather in each mode into a buffer first filled with a pattern
+         * no row has, check every row, and hash the batch */
+        r.item = gnn_gather_item;
+        r.n_items = g.n_rows;
+        for (m = 0; m < GATHER_MODES && rc == 0; m++) {
+            uint64_t h, wrong = 0;
+            char what[64];
+            double t1;
+            memset(g.buf, 0xA5, g.n_rows * row_bytes);
+            memset(g.gc, 0, o->threads * sizeof *g.gc);
+            g.mode = m;
+            snprintf(what, sizeof what, "gathering %s", gather_names[m]);
+            t1 = graph_now_s();
+            if (run_round(&r, what) != 0) rc = 1;
+            tg[m] = graph_now_s() - t1;
+            x->seconds[m] += tg[m];
+            x->sampling = sum_counts(r.counts, o->threads);
+            if (rc || x->sampling.errors) break;
+            for (i = 0; i < o->threads; i++) {
+                x->gc[m].rows += g.gc[i].rows;
+                x->gc[m].bytes_needed += g.gc[i].bytes_needed;
+                x->gc[m].bytes_read += g.gc[i].bytes_read;
+                x->gc[m].commands += g.gc[i].commands;
+                x->gc[m].full_retries += g.gc[i].full_retries;
+            }
+            for (i = 0; i < g.n_rows; i++) {
+                uint32_t bad = graph_feature_check(g.rows[i], row_bytes, g.buf + i * row_bytes);
+                if (bad < row_bytes && wrong++ == 0)
+                    fprintf(stderr, "graph: gnn: batch %llu, %s: row %u differs from the generator at byte %u\n",
+                            (unsigned long long)b, gather_names[m], g.rows[i], bad);
+            }
+            x->wrong_rows += wrong;
+            h = graph_hash(b, g.buf, g.n_rows * row_bytes);
+            if (m == 0) want_hash = h;
+            else if (h != want_hash) {
+                x->hash_disagreements++;
+                fprintf(stderr, "graph: gnn: batch %llu: %s hashed %016llx, %s %016llx\n", (unsigned long long)b,
+                        gather_names[m], (unsigned long long)h, gather_names[0], (unsigned long long)want_hash);
+            }
+        }
+        if (rc || x->sampling.errors) break;
+        hashes[b] = want_hash;
+        /* every batch while there are few, else about one line a second */
+        if (o->batches <= 40 || b + 1 == o->batches || graph_now_s() - last_say > 1.0) {
+            last_say = graph_now_s();
+            printf("    batch %3llu: %6llu sampled, %6llu rows, hash %016llx in every mode; gather %.1f / %.1f / %.1f ms\n",
+                   (unsigned long long)b, (unsigned long long)n, (unsigned long long)g.n_rows,
+                   (unsigned long long)want_hash, 1e3 * tg[0], 1e3 * tg[1], 1e3 * tg[2]);
+            fflush(stdout);
+        }
+        graph_train(&fs);
+    }
+    x->digest = graph_hash(0x646967657374ull, hashes, (size_t)o->batches * 8);
+    gpumem_cache_get_stats(fs.cache, &x->cs);
+    gpumem_cache_get_stats(gs.cache, &x->graph_cs);
+    if (fs.tier) gpumem_tier_get_stats(fs.tier, &x->ts);
+    if ((fs.tier ? gpumem_tier_check_quiescent(fs.tier) : gpumem_cache_check_quiescent(fs.cache)) != 0 ||
+        gpumem_cache_check_quiescent(gs.cache) != 0) {
+        fprintf(stderr, "graph: gnn: a cache is not quiescent after the run\n");
+        rc = 1;
+    }
+    if (!rc && x->sampling.errors) rc = store_failed(&fs, &x->sampling, "gnn");
+    if (!rc && (x->wrong_rows || x->hash_disagreements || x->cs.violations || x->graph_cs.violations)) rc = 1;
+    graph_store_close(&fs);
+    graph_store_close(&gs);
+    free(g.samples);
+    free(g.rows);
+    free(g.buf);
+    free(g.bounce);
+    free(g.gc);
+    free(hashes);
+    free(r.counts);
+    return rc;
+}
+
+static void gnn_print(const gnn_result *x) {
+    int m;
+    double base = x->seconds[0] > 0 ? (double)x->gc[0].rows / x->seconds[0] : 0;
+    printf("\n  %-31s %12s %9s %10s %11s %12s %9s\n", "gathering", "rows/s", "x cache", "read MiB", "needed MiB",
+           "read/needed", "hit rate");
+    for (m = 0; m < GATHER_MODES; m++) {
+        const graph_gather_counts *k = &x->gc[m];
+        double rate = x->seconds[m] > 0 ? (double)k->rows / x->seconds[m] : 0;
+        double read = m == GATHER_CACHED ? (double)x->cs.bytes_read : (double)k->bytes_read;
+        char hit[32] = "-";
+        if (m == GATHER_CACHED)
+            snprintf(hit, sizeof hit, "%.1f %%",
+                     100.0 * (double)x->cs.hits / (double)(x->cs.hits + x->cs.misses + (x->cs.hits + x->cs.misses == 0)));
+        printf("  %-31s %12.0f %8.2fx %10.1f %11.1f %12.2f %9s\n", gather_names[m], rate, base > 0 ? rate / base : 0,
+               read / 1048576.0, (double)k->bytes_needed / 1048576.0,
+               k->bytes_needed ? read / (double)k->bytes_needed : 0.0, hit);
+    }
+    printf("  hit rate: line acquires that found the line cached. (a) reads whole 4 KiB lines on a miss; (b) one\n"
+           "  command a row, the 512-byte blocks it covers; (c) pread of the row's bytes (counted as asked; the\n"
+           "  kernel reads whole pages into its page cache).");
+    if (x->ts.host_hits || x->ts.moves)
+        printf("\n  host tier: %llu misses served from host memory, %llu lines moved there",
+               (unsigned long long)x->ts.host_hits, (unsigned long long)x->ts.moves);
+    printf("\n  sampling: %llu vertices sampled (%llu adjacency lists read through the graph cache, %.1f %% hits)"
+           " in %.2f s\n",
+           x->sampled, x->sampling.vertices,
+           100.0 * (double)x->graph_cs.hits /
+               (double)(x->graph_cs.hits + x->graph_cs.misses + (x->graph_cs.hits + x->graph_cs.misses == 0)),
+           x->sample_seconds);
+}
+
+/* graph gnn FILE: one run, the three modes side by side. */
+static int gnn(const struct command *cmd, options *o) {
+    graph_csr g;
+    gnn_result x;
+    char path[4400];
+    graph_header h;
+    uint64_t table, cache;
+    int rc, fd;
+    double t0 = graph_now_s();
+    if ((fd = open(o->path, O_RDONLY)) < 0) return 2; /* check_files read it already */
+    rc = graph_read_header(fd, o->path, &h, NULL, 0) != GPUMEM_OK;
+    close(fd);
+    if (rc) return 2;
+    if ((rc = gnn_features_path(cmd, o, h.n_nodes, o->row_bytes, path, sizeof path)) != 0) return rc;
+    if ((rc = load_reference(o, &g)) != 0) return rc;
+    if ((rc = gnn_features_ready(o, path, g.h.n_nodes, o->row_bytes)) != 0) {
+        graph_free(&g);
+        return rc;
+    }
+    table = graph_features_bytes(g.h.n_nodes, o->row_bytes);
+    cache = (o->given & O_CACHE) ? o->cache_bytes : GPUMEM_ALIGN_UP(table / 8, GRAPH_LINE);
+    rc = gnn_run(o, &g, path, o->row_bytes, cache, &x);
+    graph_free(&g);
+    if (rc < 2) gnn_print(&x);
+    printf("gnn: %llu rows gathered in each mode, %llu wrong, %llu batch hashes disagreeing; digest %016llx; %s"
+           " (%.1f s)\n",
+           x.gc[0].rows, x.wrong_rows, x.hash_disagreements, (unsigned long long)x.digest, rc ? "FAILED" : "ok",
+           graph_now_s() - t0);
+    return rc;
+}
+
+/* graph gnn-sweep FILE OUT.tsv: rows/s of each mode against the feature
+ * cache's size (1/32 of the table to all of it, at --row-bytes) and against
+ * the row size (256 B to 16 KiB, cache 1/8 of the table), one TSV row per
+ * run, for bench/plot_gnn.py. */
+static int gnn_sweep(const struct command *cmd, options *o) {
+    static const double fractions[] = {1.0 / 32, 1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1.0};
+    static const uint32_t sizes[] = {256, 512, 1024, 2048, 4096, 8192, 16384};
+    const size_t n_points = sizeof fractions / sizeof fractions[0] + sizeof sizes / sizeof sizes[0];
+    graph_csr g;
+    FILE *f;
+    size_t p;
+    int rc;
+    if ((rc = load_reference(o, &g)) != 0) return rc;
+    for (p = 0; p < sizeof sizes / sizeof sizes[0] && !rc; p++) { /* every table writable before any run */
+        char path[4400];
+        rc = gnn_features_path(cmd, o, g.h.n_nodes, sizes[p], path, sizeof path);
+    }
+    if (rc || !(f = fopen(o->out, "w"))) {
+        if (!rc) fprintf(stderr, "graph: %s: %s\n", o->out, strerror(errno));
+        graph_free(&g);
+        return 2;
+    }
+    if (o->machine) fprintf(f, "# machine: %s\n", o->machine);
+    fprintf(f, "# %s: %llu vertices; %u batches of %u seeds, fanouts", o->path, (unsigned long long)g.h.n_nodes,
+            o->batches, o->batch);
+    for (p = 0; p < o->plan.n_hops; p++) fprintf(f, "%s%u", p ? "," : " ", o->plan.fanout[p]);
+    fprintf(f, "; %u threads, %u queue pairs; policy %s\n", o->threads, o->pairs, gpumem_policy_name(o->policy));
+    fprintf(f, "# sweep\tcache_fraction\trow_bytes\tcached_rows_s\tdirect_rows_s\tpread_rows_s\tcached_hit_rate"
+               "\tcached_read_over_needed\tdirect_read_over_needed\n");
+    for (p = 0; p < n_points && rc == 0; p++) {
+        const int by_cache = p < sizeof fractions / sizeof fractions[0];
+        const uint32_t row_bytes = by_cache ? o->row_bytes : sizes[p - sizeof fractions / sizeof fractions[0]];
+        const double fraction = by_cache ? fractions[p] : 1.0 / 8;
+        char path[4400];
+        gnn_result x;
+        uint64_t table = graph_features_bytes(g.h.n_nodes, row_bytes);
+        int m;
+        printf("== point %zu of %zu: rows of %u bytes, feature cache 1/%.0f of the table\n", p + 1, n_points,
+               row_bytes, 1.0 / fraction);
+        fflush(stdout);
+        if ((rc = gnn_features_path(cmd, o, g.h.n_nodes, row_bytes, path, sizeof path)) != 0) break;
+        if ((rc = gnn_features_ready(o, path, g.h.n_nodes, row_bytes)) != 0) break;
+        rc = gnn_run(o, &g, path, row_bytes, GPUMEM_ALIGN_UP((uint64_t)((double)table * fraction), GRAPH_LINE), &x);
+        if (rc) break;
+        gnn_print(&x);
+        fprintf(f, "%s\t%.5f\t%u", by_cache ? "cache" : "row", fraction, row_bytes);
+        for (m = 0; m < GATHER_MODES; m++) fprintf(f, "\t%.0f", (double)x.gc[m].rows / x.seconds[m]);
+        fprintf(f, "\t%.4f\t%.4f\t%.4f\n", (double)x.cs.hits / (double)(x.cs.hits + x.cs.misses),
+                (double)x.cs.bytes_read / (double)x.gc[0].bytes_needed,
+                (double)x.gc[1].bytes_read / (double)x.gc[1].bytes_needed);
+        fflush(f);
+    }
+    fclose(f);
+    graph_free(&g);
+    if (rc == 0) printf("graph gnn-sweep: wrote %s\n", o->out);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     options o;
     graph_csr g;
-    reference answers = {&g, NULL, 0, NULL};
+    reference answers = {&g, NULL, 0, NULL, NULL};
     const struct command *cmd = NULL;
     result x;
-    char default_path[128];
-    int rc, help;
+    uint32_t source;
+    char default_path[128], converted[4300];
+    int rc, help, kind;
     memset(&o, 0, sizeof o);
     o.scale = 20;
     o.edge_factor = 16;
@@ -879,10 +1588,29 @@ int main(int argc, char **argv) {
     o.depth = 256;
     o.cache_bytes = 16u << 20;
     o.policy = gpumem_cache_desc_default().policy;
+    o.format = GRAPH_FMT_AUTO;
+    o.cache_dir = "build";
+    o.mem_bytes = 256ull << 20;
+    o.iterations = 20;
+    o.row_bytes = 4096;
+    o.batch = 128;
+    o.batches = 20;
+    o.plan.n_hops = 2;
+    o.plan.fanout[0] = 10;
+    o.plan.fanout[1] = 5;
+    o.plan.per_seed = graph_gnn_per_seed(&o.plan);
     if ((rc = parse(argc, argv, &o, &cmd, &help)) != 0) return rc;
     if (help) {
         print_usage(stdout, cmd);
         return 0;
+    }
+    if (!strcmp(cmd->name, "convert")) {
+        if ((rc = check_writable(cmd, o.out)) != 0) return rc;
+        return convert(&o, o.path, o.out, o.format);
+    }
+    if ((cmd->opts & O_FORMAT) && (rc = resolve_input(cmd, &o, converted, sizeof converted)) != 0) {
+        free(o.ids);
+        return rc;
     }
     if (!strcmp(cmd->name, "demo") && !o.path) {
         /* The default graph has a file of its own; another graph another. */
@@ -898,10 +1626,18 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd->name, "gen")) return generate(&o);
     if (!strcmp(cmd->name, "sweep")) return sweep(&o, o.out);
     if (!strcmp(cmd->name, "policies")) return policies(&o);
+    if (!strcmp(cmd->name, "gnn") || !strcmp(cmd->name, "gnn-sweep")) {
+        rc = !strcmp(cmd->name, "gnn") ? gnn(cmd, &o) : gnn_sweep(cmd, &o);
+        free(o.ids);
+        return rc;
+    }
     if ((rc = load_reference(&o, &g)) != 0) return rc;
-    if (!strcmp(cmd->name, "bfs")) rc = traverse(&o, &answers, RUN_BFS, source_of(&o, &g), "BFS", &x);
-    else rc = traverse(&o, &answers, RUN_CC, 0, "CC", &x);
+    kind = !strcmp(cmd->name, "bfs") ? RUN_BFS : !strcmp(cmd->name, "cc") ? RUN_CC : RUN_PR;
+    source = kind == RUN_BFS ? source_of(&o, &g) : 0;
+    rc = traverse(&o, &answers, kind, source, kind == RUN_BFS ? "BFS" : kind == RUN_CC ? "CC" : "PageRank", &x);
+    if (rc == 0) print_answers(&o, &answers, kind, source);
     reference_free(&answers);
     graph_free(&g);
+    free(o.ids);
     return rc;
 }

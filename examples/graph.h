@@ -12,10 +12,19 @@
  *   4. The graph store: the file as a namespace of the software NVMe
  *      controller, queue pairs, and a cache in front of them.
  *   5. The steps the traversals are made of (expand one BFS vertex, push one
- *      vertex's component label), written once for host threads and CUDA
- *      threads alike: they read the graph only through gpumem_cache_ref.
+ *      vertex's component label, pull one vertex's PageRank), written once
+ *      for host threads and CUDA threads alike: they read the graph only
+ *      through gpumem_cache_ref.
+ *   6. GNN mini-batches: a feature table on storage generated from (row,
+ *      byte), neighbour sampling with fanouts through the graph's cache, and
+ *      gathering a row through a cache or by a direct read on a queue pair,
+ *      for host and CUDA threads alike.
  *
- * Used by examples/graph.c (host threads) and examples/cuda/graph.cu.
+ * Other formats (GAP .el/.sg, SNAP, Matrix Market) are converted into this
+ * one by examples/graph_formats.h.
+ *
+ * Used by examples/graph.c (host threads), examples/cuda/graph.cu and
+ * examples/cuda/gnn.cu.
  * Define GPUMEM_IMPLEMENTATION in the one file that includes this one.
  */
 #ifndef GPUMEM_EXAMPLES_GRAPH_H
@@ -418,6 +427,35 @@ GRAPH_API void graph_reference_cc(const graph_csr *g, uint32_t *comp) {
     for (v = 0; v < n; v++) comp[v] = graph_uf_find(comp, (uint32_t)v);
 }
 
+/* PageRank, pull, as graph_pagerank_pull computes it (GAP's formulation):
+ * every vertex starts at 1/n; each iteration a vertex's rank is
+ * (1 - d)/n + d * (the sum over its neighbours u of rank(u) / degree(u)),
+ * summed in neighbour-list order. Isolated vertices keep (1 - d)/n and give
+ * nothing (no redistribution of their mass, as in GAP). */
+#define GRAPH_DAMPING 0.85
+GRAPH_API void graph_reference_pagerank(const graph_csr *g, uint32_t iterations, double damping, double *rank) {
+    uint64_t n = g->h.n_nodes, v, i;
+    double *contrib = (double *)malloc(n * sizeof(double)), base = (1.0 - damping) / (double)n;
+    uint32_t it;
+    for (v = 0; v < n; v++) {
+        uint64_t deg = g->offsets[v + 1] - g->offsets[v];
+        rank[v] = 1.0 / (double)n;
+        contrib[v] = deg ? rank[v] / (double)deg : 0.0;
+    }
+    for (it = 0; it < iterations; it++) {
+        for (v = 0; v < n; v++) {
+            double sum = 0;
+            for (i = g->offsets[v]; i < g->offsets[v + 1]; i++) sum += contrib[g->edges[i]];
+            rank[v] = base + damping * sum;
+        }
+        for (v = 0; v < n; v++) {
+            uint64_t deg = g->offsets[v + 1] - g->offsets[v];
+            contrib[v] = deg ? rank[v] / (double)deg : 0.0;
+        }
+    }
+    free(contrib);
+}
+
 /* ======================================================================== */
 /* 4. The graph store: file -> software controller -> queue pairs -> cache  */
 /* ======================================================================== */
@@ -447,6 +485,7 @@ typedef struct graph_store {
     void *seq_mem;
     gpumem_cache_array offsets, edges; /* the graph's two arrays, views into the cache */
     uint32_t n_slots;
+    uint32_t n_pairs;
 } graph_store;
 
 /* How the store makes and frees its cache: gpumem_cache_create and
@@ -474,20 +513,19 @@ GRAPH_API void graph_store_close(graph_store *s) {
     s->fd = -1;
 }
 
-/* Open `path` (header checked), serve it read-only from a software
- * controller, and put a cache of cfg->cache_bytes in front. */
-GRAPH_API gpumem_status graph_store_open(graph_store *s, const char *path, const graph_store_config *cfg, char *err,
-                                      size_t len) {
+/* Serve the open file s->fd (file_bytes, in blocks of lba_bytes, commands of
+ * up to max_blocks) read-only from a software controller, with cfg->n_pairs
+ * queue pairs, a cache of cfg->cache_bytes in GRAPH_LINE lines in front and
+ * the host tier below it. What the file holds is the caller's business: the
+ * graph (graph_store_open) or a GNN feature table (graph_features_open).
+ * On failure the store is closed. */
+GRAPH_API gpumem_status graph_store_serve(graph_store *s, uint64_t file_bytes, uint32_t lba_bytes, uint32_t max_blocks,
+                                          const graph_store_config *cfg, char *err, size_t len) {
     gpumem_swctl_config cc = gpumem_swctl_config_default();
     gpumem_cache_desc d = gpumem_cache_desc_default();
     gpumem_nvme_ns ns;
     gpumem_status st;
     uint32_t i;
-    memset(s, 0, sizeof *s);
-    s->fd = open(path, O_RDONLY);
-    if (s->fd < 0)
-        return graph_fail(err, len, errno == ENOENT ? GPUMEM_ENODEV : GPUMEM_EIO, "%s: %s", path, strerror(errno));
-    if ((st = graph_read_header(s->fd, path, &s->h, err, len)) != GPUMEM_OK) goto fail;
     if (cfg->n_pairs < 1 || cfg->n_pairs > GRAPH_MAX_PAIRS) {
         st = graph_fail(err, len, GPUMEM_EINVAL, "queue pairs: %u, want 1..%u", cfg->n_pairs, GRAPH_MAX_PAIRS);
         goto fail;
@@ -502,10 +540,10 @@ GRAPH_API gpumem_status graph_store_open(graph_store *s, const char *path, const
      * client state in GPU memory, a controller that never parks. */
     gpumem_swctl_config_gpu_clients(&cc);
 #endif
-    cc.lba_bytes = GRAPH_LINE;
-    cc.n_blocks = s->h.file_bytes / GRAPH_LINE;
+    cc.lba_bytes = lba_bytes;
+    cc.n_blocks = file_bytes / lba_bytes;
     cc.fd = s->fd;
-    cc.max_blocks = 1;
+    cc.max_blocks = max_blocks;
     cc.iops = cfg->iops;
     cc.latency_ns = cfg->latency_ns;
     if ((st = gpumem_swctl_create(&cc, &s->ctl)) != GPUMEM_OK) {
@@ -517,8 +555,9 @@ GRAPH_API gpumem_status graph_store_open(graph_store *s, const char *path, const
             graph_fail(err, len, st, "queue pair of depth %u: %s", cfg->depth, gpumem_status_str(st));
             goto fail;
         }
+    s->n_pairs = cfg->n_pairs;
     s->n_slots = (uint32_t)(cfg->cache_bytes / GRAPH_LINE);
-    d.n_lines = s->h.file_bytes / GRAPH_LINE;
+    d.n_lines = file_bytes / GRAPH_LINE;
     d.line_bytes = GRAPH_LINE;
     d.n_slots = s->n_slots;
     d.trace = cfg->trace;
@@ -552,8 +591,6 @@ GRAPH_API gpumem_status graph_store_open(graph_store *s, const char *path, const
             goto fail;
         }
     }
-    s->offsets = gpumem_cache_array_make(s->cache, 8, s->h.offsets_at, s->h.n_nodes + 1);
-    s->edges = gpumem_cache_array_make(s->cache, 4, s->h.edges_at, s->h.n_edges);
     if ((st = gpumem_swctl_start(s->ctl)) != GPUMEM_OK) {
         graph_fail(err, len, st, "software controller start: %s", gpumem_status_str(st));
         goto fail;
@@ -562,6 +599,25 @@ GRAPH_API gpumem_status graph_store_open(graph_store *s, const char *path, const
 fail:
     graph_store_close(s);
     return st;
+}
+
+/* Open `path` (header checked), serve it read-only from a software
+ * controller, and put a cache of cfg->cache_bytes in front. */
+GRAPH_API gpumem_status graph_store_open(graph_store *s, const char *path, const graph_store_config *cfg, char *err,
+                                      size_t len) {
+    gpumem_status st;
+    memset(s, 0, sizeof *s);
+    s->fd = open(path, O_RDONLY);
+    if (s->fd < 0)
+        return graph_fail(err, len, errno == ENOENT ? GPUMEM_ENODEV : GPUMEM_EIO, "%s: %s", path, strerror(errno));
+    if ((st = graph_read_header(s->fd, path, &s->h, err, len)) != GPUMEM_OK) {
+        graph_store_close(s);
+        return st;
+    }
+    if ((st = graph_store_serve(s, s->h.file_bytes, GRAPH_LINE, 1, cfg, err, len)) != GPUMEM_OK) return st;
+    s->offsets = gpumem_cache_array_make(s->cache, 8, s->h.offsets_at, s->h.n_nodes + 1);
+    s->edges = gpumem_cache_array_make(s->cache, 4, s->h.edges_at, s->h.n_edges);
+    return GPUMEM_OK;
 }
 
 /* ======================================================================== */
@@ -610,19 +666,27 @@ GPUMEM_API void graph_refs_drop(graph_refs *r) {
 /* Element i through `ref`. A full cache (EAGAIN) is the one status worth
  * retrying, and only after letting go of the other line this thread holds:
  * holding lines while waiting for a slot is how a small cache deadlocks. */
+/* After an acquire refused by a full cache (EAGAIN): count it, back off,
+ * and say whether to try again (0 once GRAPH_FULL_RETRIES tries in a row
+ * were refused). The caller has let go of every line it held. */
+GPUMEM_API int graph_retry_full(gpumem_backoff *b, uint32_t *tries, unsigned long long *full_retries) {
+    if (++*tries >= GRAPH_FULL_RETRIES) return 0;
+    (*full_retries)++;
+    if (!gpumem_backoff_pause(b)) {
+#if !GPUMEM_ON_DEVICE
+        sched_yield();
+#endif
+    }
+    return 1;
+}
+
 GPUMEM_API gpumem_status graph_get(gpumem_cache_ref *ref, gpumem_cache_ref *other, uint64_t i, void *out,
                                    graph_counts *c) {
     gpumem_backoff b = gpumem_backoff_start();
     uint32_t tries = 0;
     gpumem_status st;
-    while ((st = gpumem_cache_ref_get(ref, i, out)) == GPUMEM_EAGAIN && ++tries < GRAPH_FULL_RETRIES) {
-        (void)gpumem_cache_ref_drop(other);
-        c->full_retries++;
-        if (!gpumem_backoff_pause(&b)) {
-#if !GPUMEM_ON_DEVICE
-            sched_yield();
-#endif
-        }
+    while ((st = gpumem_cache_ref_get(ref, i, out)) == GPUMEM_EAGAIN &&
+           ((void)gpumem_cache_ref_drop(other), graph_retry_full(&b, &tries, &c->full_retries))) {
     }
     return st;
 }
@@ -700,6 +764,333 @@ GPUMEM_API gpumem_status graph_cc_push(graph_refs *r, uint32_t v, uint32_t *comp
         }
     }
     return st;
+}
+
+/* PageRank's first step: v's share of the starting rank 1/n, from its
+ * degree read through the cache. */
+GPUMEM_API gpumem_status graph_pagerank_start(graph_refs *r, uint32_t v, double *contrib, graph_counts *c) {
+    uint64_t b, e;
+    gpumem_status st = graph_neighbours(r, v, &b, &e, c);
+    if (st == GPUMEM_OK) contrib[v] = e > b ? 1.0 / (double)r->n_nodes / (double)(e - b) : 0.0;
+    return st;
+}
+
+/* One pull: v sums its neighbours' shares of the previous iteration (read
+ * only, in `contrib`) and writes its own rank and its share for the next
+ * one (only v's thread writes them). The iteration ends at a barrier
+ * (thread join or kernel boundary) before the two share arrays swap. */
+GPUMEM_API gpumem_status graph_pagerank_pull(graph_refs *r, uint32_t v, const double *contrib, double damping,
+                                             double *rank, double *contrib_next, graph_counts *c) {
+    uint64_t b, e, i;
+    double sum = 0;
+    gpumem_status st = graph_neighbours(r, v, &b, &e, c);
+    for (i = b; st == GPUMEM_OK && i < e; i++) {
+        uint32_t u;
+        if ((st = graph_neighbour(r, i, &u, c)) != GPUMEM_OK) break;
+        sum += contrib[u];
+    }
+    if (st != GPUMEM_OK) return st;
+    rank[v] = (1.0 - damping) / (double)r->n_nodes + damping * sum;
+    contrib_next[v] = e > b ? rank[v] / (double)(e - b) : 0.0;
+    c->updates++;
+    return GPUMEM_OK;
+}
+
+/* ======================================================================== */
+/* 6. GNN mini-batches: neighbour sampling and feature gathering            */
+/* ======================================================================== */
+
+/* A GNN's features sit on storage as a table of rows of F bytes, row r at
+ * byte r x F (GIDS's layout: 4 KiB rows, 1024 floats). Each mini-batch
+ * takes B seed vertices, samples up to fanout[0] neighbours of each seed,
+ * fanout[1] of each of those and so on (reading adjacency through the graph
+ * cache), and gathers the feature rows of every vertex sampled. Sampling and
+ * gathering are written once here for host and CUDA threads.
+ *
+ * The table is generated from (row, byte) alone, so any row, read from
+ * anywhere, can be checked byte for byte. It is served by a software
+ * controller of its own with 512-byte blocks: a direct read of one row then
+ * costs the blocks the row covers, as on an SSD formatted with 512-byte
+ * LBAs, while the cache in front of it reads whole GRAPH_LINE lines. */
+
+#define GRAPH_GNN_MIN_ROW 256u
+#define GRAPH_GNN_MAX_ROW 16384u
+#define GRAPH_GNN_ROW_STEP 256u   /* row sizes are multiples of this, so every row is 8-byte aligned */
+#define GRAPH_GNN_LBA 512u        /* the feature table's block size */
+#define GRAPH_GNN_MAX_BLOCKS 64u  /* the controller's largest command (a row straddling blocks needs 33) */
+#define GRAPH_GNN_BOUNCE (GRAPH_GNN_MAX_ROW + GRAPH_GNN_LBA) /* a direct read of a row not on a block boundary */
+#define GRAPH_GNN_MAX_HOPS 4u
+#define GRAPH_GNN_MAX_FANOUT 64u
+
+/* splitmix64's finaliser: the generator's and the sampler's randomness,
+ * callable from device code (graph_splitmix is host-only). */
+GPUMEM_API uint64_t graph_mix64(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* Bytes 8w .. 8w+7 of feature row r, as one little-endian word: byte b of
+ * row r is byte b % 8 of word b / 8, a function of (r, b) alone. */
+GPUMEM_API uint64_t graph_feature_word(uint64_t row, uint64_t w) {
+    return graph_mix64(row * 0x9E3779B97F4A7C15ull + w + 0x6665617475726573ull);
+}
+
+GPUMEM_API void graph_feature_fill(uint64_t row, uint32_t row_bytes, unsigned char *out) {
+    uint32_t w;
+    for (w = 0; w < row_bytes / 8; w++) {
+        uint64_t x = graph_feature_word(row, w);
+        memcpy(out + 8 * (size_t)w, &x, 8);
+    }
+}
+
+/* The first byte of `got` that is not row r's, or row_bytes if none is. */
+GPUMEM_API uint32_t graph_feature_check(uint64_t row, uint32_t row_bytes, const unsigned char *got) {
+    uint32_t w, b;
+    for (w = 0; w < row_bytes / 8; w++) {
+        uint64_t want = graph_feature_word(row, w), have;
+        memcpy(&have, got + 8 * (size_t)w, 8);
+        if (have != want)
+            for (b = 0; b < 8; b++)
+                if (((have ^ want) >> (8 * b)) & 0xFF) return 8 * w + b;
+    }
+    return row_bytes;
+}
+
+/* The table's file: the rows, then zeros up to a whole cache line. */
+GRAPH_API uint64_t graph_features_bytes(uint64_t rows, uint32_t row_bytes) {
+    return GPUMEM_ALIGN_UP(rows * row_bytes, GRAPH_LINE);
+}
+
+GRAPH_API const char *graph_features_row_problem(uint32_t row_bytes) {
+    if (row_bytes < GRAPH_GNN_MIN_ROW || row_bytes > GRAPH_GNN_MAX_ROW || row_bytes % GRAPH_GNN_ROW_STEP)
+        return "want 256..16384, a multiple of 256";
+    return NULL;
+}
+
+/* Write the table of `rows` rows of row_bytes to `path`, through a
+ * temporary name and a rename (an error leaves nothing behind). `say`, when
+ * not NULL, gets progress. */
+GRAPH_API gpumem_status graph_features_write(const char *path, uint64_t rows, uint32_t row_bytes,
+                                             void (*say)(const char *what, double frac), char *err, size_t len) {
+    const uint64_t per_chunk = (4u << 20) / row_bytes, bytes = graph_features_bytes(rows, row_bytes);
+    char tmp[4200];
+    unsigned char *buf;
+    uint64_t r = 0;
+    double last = graph_now_s();
+    int fd, ok = 1;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return graph_fail(err, len, GPUMEM_EINVAL, "%s: path too long", path);
+    if (!(buf = (unsigned char *)malloc(per_chunk * row_bytes)))
+        return graph_fail(err, len, GPUMEM_ENOMEM, "%s: no memory to write the feature table", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        free(buf);
+        return graph_fail(err, len, GPUMEM_EIO, "%s: %s", tmp, strerror(errno));
+    }
+    while (ok && r < rows) {
+        uint64_t n = rows - r < per_chunk ? rows - r : per_chunk, k;
+        for (k = 0; k < n; k++) graph_feature_fill(r + k, row_bytes, buf + k * row_bytes);
+        ok = pwrite(fd, buf, n * row_bytes, (off_t)(r * row_bytes)) == (ssize_t)(n * row_bytes);
+        r += n;
+        if (say && graph_now_s() - last > 0.5) {
+            last = graph_now_s();
+            say("feature table", (double)r / (double)rows);
+        }
+    }
+    free(buf);
+    ok = ok && ftruncate(fd, (off_t)bytes) == 0;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return graph_fail(err, len, GPUMEM_EIO, "%s: write failed: %s", path, strerror(e));
+    }
+    return GPUMEM_OK;
+}
+
+/* Is `path` the table of (rows, row_bytes)? Its size, and 64 rows spread
+ * over it (the first and the last among them), checked byte for byte.
+ * ENODEV: missing; EINVAL: another table or damaged (err says which). */
+GRAPH_API gpumem_status graph_features_check(const char *path, uint64_t rows, uint32_t row_bytes, char *err,
+                                             size_t len) {
+    unsigned char buf[GRAPH_GNN_MAX_ROW];
+    struct stat sb;
+    uint64_t k, bytes = graph_features_bytes(rows, row_bytes);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return graph_fail(err, len, errno == ENOENT ? GPUMEM_ENODEV : GPUMEM_EIO, "%s: %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != bytes) {
+        close(fd);
+        return graph_fail(err, len, GPUMEM_EINVAL, "%s: %lld bytes, expected %llu (%llu rows of %u bytes)", path,
+                          (long long)sb.st_size, (unsigned long long)bytes, (unsigned long long)rows, row_bytes);
+    }
+    for (k = 0; k < 64; k++) {
+        uint64_t r = rows > 1 ? k * (rows - 1) / 63 : 0;
+        uint32_t bad;
+        if (graph_pread_all(fd, buf, row_bytes, r * row_bytes) != GPUMEM_OK) {
+            close(fd);
+            return graph_fail(err, len, GPUMEM_EIO, "%s: read failed at row %llu", path, (unsigned long long)r);
+        }
+        if ((bad = graph_feature_check(r, row_bytes, buf)) < row_bytes) {
+            close(fd);
+            return graph_fail(err, len, GPUMEM_EINVAL, "%s: byte %llu (row %llu, byte %u) is not the generator's",
+                              path, (unsigned long long)(r * row_bytes + bad), (unsigned long long)r, bad);
+        }
+    }
+    close(fd);
+    return GPUMEM_OK;
+}
+
+/* The table at `path`, of `rows` rows of row_bytes, as a store: its own
+ * software controller (512-byte blocks), cfg's pairs, cache and host tier.
+ * s->h.n_nodes is the row count and s->h.file_bytes the file's size; the
+ * store has no graph arrays. */
+GRAPH_API gpumem_status graph_features_open(graph_store *s, const char *path, uint64_t rows, uint32_t row_bytes,
+                                            const graph_store_config *cfg, char *err, size_t len) {
+    struct stat sb;
+    memset(s, 0, sizeof *s);
+    s->fd = open(path, O_RDONLY);
+    if (s->fd < 0)
+        return graph_fail(err, len, errno == ENOENT ? GPUMEM_ENODEV : GPUMEM_EIO, "%s: %s", path, strerror(errno));
+    s->h.n_nodes = rows;
+    s->h.file_bytes = graph_features_bytes(rows, row_bytes);
+    if (fstat(s->fd, &sb) != 0 || (uint64_t)sb.st_size != s->h.file_bytes) {
+        graph_store_close(s);
+        return graph_fail(err, len, GPUMEM_EINVAL, "%s: not a table of %llu rows of %u bytes", path,
+                          (unsigned long long)rows, row_bytes);
+    }
+    return graph_store_serve(s, s->h.file_bytes, GRAPH_GNN_LBA, GRAPH_GNN_MAX_BLOCKS, cfg, err, len);
+}
+
+/* The sampling plan: hops and their fanouts. Each seed's sample is a tree
+ * of per_seed slots: the seed, then fanout[0] slots for its neighbours,
+ * then fanout[1] slots under each of those, and so on; a slot no vertex
+ * fills (fewer neighbours than the fanout) holds GRAPH_NONE. The layout is
+ * fixed, so the sample does not depend on which thread took which seed. */
+typedef struct graph_gnn_plan {
+    uint32_t n_hops;
+    uint32_t fanout[GRAPH_GNN_MAX_HOPS];
+    uint32_t per_seed;
+} graph_gnn_plan;
+
+GRAPH_API uint32_t graph_gnn_per_seed(const graph_gnn_plan *p) {
+    uint32_t h, level = 1, total = 1;
+    for (h = 0; h < p->n_hops; h++) {
+        level *= p->fanout[h];
+        total += level;
+    }
+    return total;
+}
+
+/* Seed i of mini-batch `batch`: a vertex drawn from (seed, batch, i). */
+GPUMEM_API uint32_t graph_gnn_seed_vertex(uint64_t seed, uint64_t batch, uint64_t i, uint32_t n_nodes) {
+    return (uint32_t)(graph_mix64(graph_mix64(seed ^ 0x676E6Eull) + batch * 0x100000001B3ull + i) % n_nodes);
+}
+
+/* Sample seed vertex v's tree into out[0 .. per_seed), through the graph's
+ * cache. A vertex with at most f neighbours gives them all, in order; one
+ * with more gives f distinct ones, drawn by Floyd's method from (key, the
+ * slot's place in the tree): for t from d - f to d - 1, position x in
+ * [0, t] is drawn, and t is taken instead when x's vertex was taken
+ * already. Lists hold each neighbour once, so vertices stand for positions. */
+GPUMEM_API gpumem_status graph_gnn_sample(graph_refs *r, uint64_t key, uint32_t v, const graph_gnn_plan *p,
+                                          uint32_t *out, graph_counts *c) {
+    uint32_t h, j, level_at = 0, level_n = 1, at = 1;
+    gpumem_status st = GPUMEM_OK;
+    out[0] = v;
+    for (h = 0; h < p->n_hops; h++) {
+        const uint32_t f = p->fanout[h];
+        for (j = 0; j < level_n; j++) {
+            const uint32_t parent = out[level_at + j], first = at + j * f;
+            uint32_t k = 0, u;
+            uint64_t b = 0, e = 0, d, t;
+            if (parent != GRAPH_NONE && (st = graph_neighbours(r, parent, &b, &e, c)) != GPUMEM_OK) return st;
+            d = e - b;
+            if (d <= f) {
+                for (; k < d; k++)
+                    if ((st = graph_neighbour(r, b + k, &out[first + k], c)) != GPUMEM_OK) return st;
+            } else {
+                for (t = d - f; t <= d - 1; t++) {
+                    uint64_t x = graph_mix64(key + (uint64_t)(first + 1) * 0x9E3779B97F4A7C15ull + t) % (t + 1);
+                    uint32_t seen = 0, m;
+                    if ((st = graph_neighbour(r, b + x, &u, c)) != GPUMEM_OK) return st;
+                    for (m = 0; m < k; m++) seen |= out[first + m] == u;
+                    if (seen && (st = graph_neighbour(r, b + t, &u, c)) != GPUMEM_OK) return st;
+                    out[first + k++] = u;
+                }
+            }
+            for (; k < f; k++) out[first + k] = GRAPH_NONE;
+        }
+        level_at = at;
+        at += level_n * f;
+        level_n *= f;
+    }
+    return st;
+}
+
+/* What gathering did: rows copied and their bytes (needed), and, for
+ * direct reads, the commands sent and the bytes they read from storage. */
+typedef struct graph_gather_counts {
+    unsigned long long rows, bytes_needed, commands, bytes_read, full_retries;
+} graph_gather_counts;
+
+/* 8-byte words from `src` to `dst` (both 8-byte aligned, n a multiple of 8):
+ * GPU threads copy a run-time size byte by byte with memcpy. */
+GPUMEM_API void graph_copy_words(unsigned char *dst, const unsigned char *src, uint32_t n) {
+    uint32_t i;
+    for (i = 0; i < n; i += 8) *(uint64_t *)(void *)(dst + i) = *(const uint64_t *)(const void *)(src + i);
+}
+
+/* Row `row` of the feature cache `fc` (4 KiB lines) into `out`, a line at a
+ * time: acquire, copy the row's part, release. A thread holds one line at a
+ * time, so a full cache (EAGAIN) is waited out with nothing held. Rows
+ * smaller than a line share lines with their neighbours in the file; a
+ * 16 KiB row takes four lines. */
+GPUMEM_API gpumem_status graph_gather_cached(gpumem_cache *fc, uint64_t row, uint32_t row_bytes, unsigned char *out,
+                                             graph_gather_counts *k) {
+    uint64_t at = row * row_bytes;
+    const uint64_t end = at + row_bytes;
+    while (at < end) {
+        const uint64_t line = at / GRAPH_LINE;
+        const uint32_t off = (uint32_t)(at % GRAPH_LINE);
+        const uint32_t n = end - at < GRAPH_LINE - off ? (uint32_t)(end - at) : GRAPH_LINE - off;
+        gpumem_backoff b = gpumem_backoff_start();
+        uint32_t tries = 0;
+        void *data;
+        gpumem_status st;
+        while ((st = gpumem_cache_acquire_coalesced(fc, line, 0, &data)) == GPUMEM_EAGAIN &&
+               graph_retry_full(&b, &tries, &k->full_retries)) {
+        }
+        if (st != GPUMEM_OK) return st;
+        graph_copy_words(out + (at - row * row_bytes), (const unsigned char *)data + off, n);
+        if ((st = gpumem_cache_release_coalesced(fc, line)) != GPUMEM_OK) return st;
+        at += n;
+    }
+    k->rows++;
+    k->bytes_needed += row_bytes;
+    return GPUMEM_OK;
+}
+
+/* Row `row` read straight from storage through queue pair `qp` (of the
+ * feature table's controller, GRAPH_GNN_LBA blocks): one command for the
+ * blocks the row covers. A row on block boundaries is read into `out`
+ * itself; another one into `bounce` (GRAPH_GNN_BOUNCE bytes), then copied.
+ * Both must be memory the controller can write. */
+GPUMEM_API gpumem_status graph_gather_direct(gpumem_nvme_qp *qp, uint64_t row, uint32_t row_bytes,
+                                             unsigned char *bounce, unsigned char *out, graph_gather_counts *k) {
+    const uint64_t at = row * row_bytes, first = at / GRAPH_GNN_LBA;
+    const uint64_t end = (at + row_bytes + GRAPH_GNN_LBA - 1) / GRAPH_GNN_LBA;
+    const int aligned = at % GRAPH_GNN_LBA == 0 && row_bytes % GRAPH_GNN_LBA == 0;
+    gpumem_status st = gpumem_nvme_qp_read_buf(qp, first, (uint32_t)(end - first), aligned ? out : bounce,
+                                               (gpumem_nvme_cpl *)0);
+    k->commands++;
+    if (st != GPUMEM_OK) return st;
+    if (!aligned) graph_copy_words(out, bounce + (at - first * GRAPH_GNN_LBA), row_bytes);
+    k->rows++;
+    k->bytes_needed += row_bytes;
+    k->bytes_read += (end - first) * GRAPH_GNN_LBA;
+    return GPUMEM_OK;
 }
 
 #endif /* GPUMEM_EXAMPLES_GRAPH_H */

@@ -16,6 +16,7 @@
 #include "nvme_workload.h"
 #include "cache_workload.h"
 #include "mix_workload.h"
+#include "share_workload.h"
 
 static double now_s(void) {
     struct timespec t;
@@ -42,6 +43,26 @@ static int cache_runs(void) {
         if (problem) failed++;
     }
     printf("stress: %d of %d cache runs clean\n", n - failed, n);
+    return failed;
+}
+
+/* The share's workloads (test_share.c): producer -> consumer, disjoint
+ * writers, random mixes with eviction; returns the number that failed. */
+static int share_runs(void) {
+    static const uint32_t shapes[][3] = {{3, 0, 0}, {9, 1, 0}, {3, 2, 1}, {9, 1, 1}}; /* owners+1, ctrls, mix */
+    const uint32_t ops = (uint32_t)(2000 * test_scale()) + 50;
+    int i, failed = 0, n = (int)(sizeof shapes / sizeof shapes[0]);
+    for (i = 0; i < n; i++) {
+        share_run run;
+        double t0 = now_s();
+        int bad = share_producer_consumer(shapes[i][0], shapes[i][1], 4, &run) ||
+                  share_mix(shapes[i][0], shapes[i][1], shapes[i][2], 2, ops, &run);
+        printf("share: %u owners, %u controllers, %-12s %6.2f s  %s\n", shapes[i][0] - 1, shapes[i][1],
+               shapes[i][2] ? "random mix" : "false sharing", now_s() - t0, bad ? run.why : "ok");
+        fflush(stdout);
+        failed += bad;
+    }
+    printf("stress: %d of %d share runs clean\n", n - failed, n);
     return failed;
 }
 
@@ -139,6 +160,7 @@ int main(void) {
     }
     printf("stress: %d of %d queue runs clean\n", n - failed, n);
     failed += cache_runs();
+    failed += share_runs();
     if (soak_env && atof(soak_env) > 0) failed += soak(atof(soak_env));
     return failed ? 1 : 0;
 }

@@ -240,6 +240,23 @@ Test(graph, program_bad_arguments_table) {
         {"demo %M --cache-mib 0.01", "too small for 16 threads"},
         {"demo %M --ordered", "demo does not take --ordered"},
         {"demo /nonexistent-dir/x.graph", "directory /nonexistent-dir"},
+        {"gnn %G --row-bytes 100", "--row-bytes 100: want 256..16384, a multiple of 256"},
+        {"gnn %G --row-bytes 300", "--row-bytes 300: want 256..16384"},
+        {"gnn %G --row-bytes 16640", "--row-bytes 16640: want 256..16384"},
+        {"gnn %G --fanouts 0,5", "--fanouts 0,5: want 1..4 numbers, each 1..64"},
+        {"gnn %G --fanouts 10,65", "--fanouts 10,65: want"},
+        {"gnn %G --fanouts 2,2,2,2,2", "--fanouts 2,2,2,2,2: want 1..4 numbers"},
+        {"gnn %G --fanouts 10:5", "--fanouts 10:5: want"},
+        {"gnn %G --fanouts 10,", "--fanouts 10,: want"},
+        {"gnn %G --batch 0", "--batch 0: want 1..65536"},
+        {"gnn %G --batches 0", "--batches 0: want 1..100000"},
+        {"gnn %G --batch 65536 --fanouts 64,64", "at most 16777216"},
+        {"gnn %G --features %D", "is a directory"},
+        {"gnn %G --ordered", "gnn does not take --ordered"},
+        {"gnn %M", "No such file or directory"},
+        {"gnn-sweep %G", "gnn-sweep: name FILE OUT.tsv"},
+        {"gnn-sweep %G %M --cache-mib 1", "gnn-sweep does not take --cache-mib"},
+        {"gnn-sweep %G %M --features %M", "gnn-sweep does not take --features"},
     };
     char graph[256], missing[256], dir[256], args[1024], out[8192];
     size_t i;
@@ -302,4 +319,637 @@ Test(graph, program_bad_file_gives_message_and_exit_2) {
     cr_assert_eq(run_graph(args, out, sizeof out), 2, "%s", out);
     cr_assert(strstr(out, "not a gpumem graph file"), "%s", out);
     unlink(path);
+}
+
+/* ======================================================================== */
+/* Other formats (examples/graph_formats.h, graph convert)                 */
+/* ======================================================================== */
+
+#include "examples/graph_formats.h"
+
+/* A directed edge list with what users' files have: a self-loop, a repeated
+ * edge, edges given both ways and edges given one way. Six components over
+ * 200 vertices, none isolated (SNAP files cannot name isolated vertices). */
+#define FMT_N 200u
+typedef struct edge_list {
+    uint32_t u[1024], v[1024];
+    uint32_t m;
+} edge_list;
+
+static void fmt_edges(edge_list *e) {
+    uint64_t s = 99;
+    uint32_t i;
+    e->m = 0;
+#define ADD(a, b) (e->u[e->m] = (a), e->v[e->m] = (b), e->m++)
+    for (i = 0; i < 150; i++) ADD(i, (i + 1) % 150);           /* a ring of 150 */
+    for (i = 0; i < 200; i++) {                                  /* chords inside it */
+        uint32_t a = (uint32_t)(graph_splitmix(&s) % 150), b = (uint32_t)(graph_splitmix(&s) % 150);
+        ADD(a, b);
+    }
+    for (i = 150; i < 190; i++) ADD(i + 1 < 190 ? i + 1 : 150, i); /* a ring of 40, the other way round */
+    for (i = 190; i < 200; i += 2) ADD(i, i + 1);                /* 5 pairs */
+    ADD(3, 3);                                                   /* a self-loop */
+    ADD(0, 1);                                                   /* a repeat */
+    ADD(1, 0);                                                   /* the reverse of one */
+#undef ADD
+}
+
+/* What the store must hold: every edge both ways, no loops, no repeats. */
+static uint64_t fmt_expected_hash(const edge_list *e, uint64_t *m_out) {
+    uint64_t keys[2048], offsets[FMT_N + 1], i, m = 0, h;
+    uint32_t edges[2048];
+    for (i = 0; i < e->m; i++) {
+        keys[2 * i] = ((uint64_t)e->u[i] << 32) | e->v[i];
+        keys[2 * i + 1] = ((uint64_t)e->v[i] << 32) | e->u[i];
+    }
+    {
+        uint64_t tmp[2048];
+        graph_radix_sort_u64(keys, tmp, 2 * e->m);
+    }
+    memset(offsets, 0, sizeof offsets);
+    for (i = 0; i < 2 * e->m; i++) {
+        uint32_t a = (uint32_t)(keys[i] >> 32), b = (uint32_t)keys[i];
+        if (a == b || (i && keys[i] == keys[i - 1])) continue;
+        edges[m++] = b;
+        offsets[a + 1]++;
+    }
+    for (i = 0; i < FMT_N; i++) offsets[i + 1] += offsets[i];
+    h = graph_hash(graph_hash(0, offsets, sizeof offsets), edges, m * 4);
+    *m_out = m;
+    return h;
+}
+
+/* The distinct pairs the list names, loops left out; `unordered`: a-b and
+ * b-a are one (a symmetric matrix names each edge once). */
+static uint64_t named_pairs(const edge_list *e, int unordered) {
+    uint64_t keys[1024], tmp[1024], n = 0, i, distinct = 0;
+    for (i = 0; i < e->m; i++) {
+        uint32_t a = e->u[i], b = e->v[i];
+        if (a == b) continue;
+        if (unordered && a > b) a = e->v[i], b = e->u[i];
+        keys[n++] = ((uint64_t)a << 32) | b;
+    }
+    graph_radix_sort_u64(keys, tmp, n);
+    for (i = 0; i < n; i++) distinct += i == 0 || keys[i] != keys[i - 1];
+    return distinct;
+}
+
+/* A GAP serialized graph of the edge list: the symmetric CSR (undirected),
+ * or out- and in-lists (directed); .wsg's neighbours carry a weight. */
+static void write_sg(const char *path, const edge_list *e, int directed, int weighted) {
+    int64_t m = 0, n = FMT_N, off[FMT_N + 1];
+    uint32_t pass, i, v;
+    FILE *f = fopen(path, "wb");
+    unsigned char flag = (unsigned char)directed;
+    cr_assert(f);
+    if (directed) m = e->m;
+    else {
+        uint64_t mm;
+        fmt_expected_hash(e, &mm);
+        m = (int64_t)mm;
+    }
+    fwrite(&flag, 1, 1, f);
+    fwrite(&m, 8, 1, f);
+    fwrite(&n, 8, 1, f);
+    for (pass = 0; pass < (directed ? 2u : 1u); pass++) {
+        /* pass 0: out-lists (undirected: the simple symmetric lists); 1: in-lists */
+        int32_t lists[FMT_N][64];
+        uint32_t deg[FMT_N];
+        memset(deg, 0, sizeof deg);
+        for (i = 0; i < e->m; i++) {
+            uint32_t a = pass ? e->v[i] : e->u[i], b = pass ? e->u[i] : e->v[i], k, dup = 0;
+            if (!directed) {
+                if (a == b) continue;
+                for (k = 0; k < deg[a]; k++) dup |= lists[a][k] == (int32_t)b;
+                if (!dup) lists[a][deg[a]++] = (int32_t)b;
+                for (k = 0, dup = 0; k < deg[b]; k++) dup |= lists[b][k] == (int32_t)a;
+                if (!dup) lists[b][deg[b]++] = (int32_t)a;
+            } else {
+                lists[a][deg[a]++] = (int32_t)b;
+            }
+        }
+        off[0] = 0;
+        for (v = 0; v < FMT_N; v++) off[v + 1] = off[v] + deg[v];
+        cr_assert_eq(off[FMT_N], m);
+        fwrite(off, 8, FMT_N + 1, f);
+        for (v = 0; v < FMT_N; v++)
+            for (i = 0; i < deg[v]; i++) {
+                int32_t w = 7;
+                fwrite(&lists[v][i], 4, 1, f);
+                if (weighted) fwrite(&w, 4, 1, f);
+            }
+    }
+    cr_assert_eq(fclose(f), 0);
+}
+
+enum { F_EL, F_WEL, F_SNAP, F_MTX_PATTERN, F_MTX_REAL, F_MTX_SYM_INT, F_SG, F_WSG, F_SG_DIRECTED, F_KINDS };
+static const char *const fmt_names[F_KINDS] = {"el", "wel", "txt", "mtx", "mtx", "mtx", "sg", "wsg", "sg"};
+#define SNAP_ID(v) (5000000000ull + 1000003ull * (v)) /* 64-bit ids, in the same order */
+
+static void write_format(const char *path, int kind, const edge_list *e) {
+    FILE *f;
+    uint32_t i;
+    if (kind >= F_SG) {
+        write_sg(path, e, kind == F_SG_DIRECTED, kind == F_WSG);
+        return;
+    }
+    f = fopen(path, "w");
+    cr_assert(f);
+    if (kind == F_SNAP) fprintf(f, "# Directed graph (each unordered pair of nodes is saved once)\n# FromNodeId\tToNodeId\n");
+    if (kind == F_MTX_PATTERN) fprintf(f, "%%%%MatrixMarket matrix coordinate pattern general\n%% a comment\n");
+    if (kind == F_MTX_REAL) fprintf(f, "%%%%MatrixMarket matrix coordinate real general\n");
+    if (kind == F_MTX_SYM_INT) fprintf(f, "%%%%MatrixMarket matrix coordinate integer symmetric\n");
+    if (kind >= F_MTX_PATTERN) fprintf(f, "%u %u %u\n", FMT_N, FMT_N, e->m);
+    for (i = 0; i < e->m; i++) {
+        uint32_t a = e->u[i], b = e->v[i];
+        if (kind == F_EL) fprintf(f, "%u %u\n", a, b);
+        if (kind == F_WEL) fprintf(f, "%u %u %u\n", a, b, i % 9 + 1);
+        if (kind == F_SNAP) fprintf(f, "%llu\t%llu\n", SNAP_ID(a), SNAP_ID(b));
+        if (kind == F_MTX_PATTERN) fprintf(f, "%u %u\n", a + 1, b + 1);
+        if (kind == F_MTX_REAL) fprintf(f, "%u  %u  %.3e\n", a + 1, b + 1, 0.5 + i);
+        if (kind == F_MTX_SYM_INT) fprintf(f, "%u %u %d\n", (a > b ? a : b) + 1, (a > b ? b : a) + 1, -(int)i);
+    }
+    cr_assert_eq(fclose(f), 0);
+}
+
+static void fmt_dir(char *buf, size_t n, const char *tag) {
+    snprintf(buf, n, "/tmp/gpumem-test-graph-%ld-%s", (long)getpid(), tag);
+    mkdir(buf, 0755);
+}
+
+/* Every format of the same edge list gives the same CSR, by hash, with the
+ * counts of what the policy removed and added. */
+Test(graph, every_format_gives_the_identical_csr) {
+    edge_list e;
+    char dir[256], in[512], out[512], err[512];
+    uint64_t m, want = 0;
+    int kind;
+    fmt_edges(&e);
+    want = fmt_expected_hash(&e, &m);
+    fmt_dir(dir, sizeof dir, "formats");
+    for (kind = 0; kind < F_KINDS; kind++) {
+        graph_import im;
+        graph_csr g;
+        snprintf(in, sizeof in, "%s/g%d.%s", dir, kind, fmt_names[kind]);
+        snprintf(out, sizeof out, "%s/g%d.graph", dir, kind);
+        write_format(in, kind, &e);
+        graph_import_init(&im, in, out, GRAPH_FMT_AUTO);
+        im.tmp_dir = dir;
+        cr_assert_eq(graph_import_run(&im, err, sizeof err), GPUMEM_OK, "%s: %s", in, err);
+        cr_assert_eq(graph_load(out, &g, err, sizeof err), GPUMEM_OK, "%s", err);
+        cr_expect_eq(g.h.n_nodes, FMT_N, "%s", in);
+        cr_expect_eq(g.h.n_edges, m, "%s: %llu entries, want %llu", in, (unsigned long long)g.h.n_edges,
+                     (unsigned long long)m);
+        cr_expect_eq(g.h.data_hash, want, "%s: CSR differs", in);
+        cr_expect_eq(im.n_entries, m);
+        cr_expect_eq(im.isolated, 0);
+        if (kind < F_SG) { /* the text files carry the raw list: loops, repeats */
+            cr_expect_eq(im.input_edges, e.m, "%s", in);
+            uint64_t loops = 0, distinct = named_pairs(&e, kind == F_MTX_SYM_INT), i;
+            for (i = 0; i < e.m; i++) loops += e.u[i] == e.v[i];
+            cr_expect_geq(loops, 1);
+            cr_expect_eq(im.self_loops, loops, "%s", in);
+            cr_expect_eq(im.duplicates, e.m - loops - distinct, "%s: %llu duplicates, want %llu", in,
+                         (unsigned long long)im.duplicates, (unsigned long long)(e.m - loops - distinct));
+            cr_expect_eq(im.symmetrised, kind == F_MTX_SYM_INT ? 0 : m - distinct, "%s: %llu symmetrised", in,
+                         (unsigned long long)im.symmetrised);
+        }
+        if (kind == F_SNAP) {
+            cr_expect(im.ids != NULL && im.ids[0] == SNAP_ID(0) && im.ids[FMT_N - 1] == SNAP_ID(FMT_N - 1));
+        }
+        cr_expect_eq(im.weights, kind == F_WEL || kind == F_MTX_REAL || kind == F_MTX_SYM_INT ? e.m
+                                 : kind == F_WSG                                              ? m
+                                                                                              : 0, "%s", in);
+        graph_free(&g);
+        graph_import_free(&im);
+        unlink(in);
+        unlink(out);
+        snprintf(out, sizeof out, "%s/g%d.graph.ids", dir, kind);
+        unlink(out);
+    }
+    rmdir(dir);
+}
+
+/* The vertex a file id names, for each kind of file. */
+static unsigned long long dense_of(int kind, unsigned long long id) {
+    return kind == F_SNAP ? (id - 5000000000ull) / 1000003ull : kind >= F_MTX_PATTERN && kind <= F_MTX_SYM_INT ? id - 1 : id;
+}
+
+static unsigned long long file_of(int kind, unsigned long long v) {
+    return kind == F_SNAP ? SNAP_ID(v) : kind >= F_MTX_PATTERN && kind <= F_MTX_SYM_INT ? v + 1 : v;
+}
+
+/* The program's last line of answers, with its vertex names turned back
+ * into the tool's own ids, so that files in different formats compare. */
+static void answer_line(int kind, const char *out, const char *start, char *canon, size_t n) {
+    const char *p = strstr(out, start);
+    char line[512], *nl;
+    size_t o = 0;
+    cr_assert(p, "no \"%s\" in:\n%s", start, out);
+    snprintf(line, sizeof line, "%s", p + 1);
+    if ((nl = strchr(line, '\n'))) *nl = 0;
+    for (p = line; *p && o + 32 < n;) { /* "vertex N" and PageRank's "N (rank)" carry file ids */
+        unsigned long long id;
+        int used;
+        if ((!strncmp(p, "vertex ", 7) && sscanf(p + 7, "%llu%n", &id, &used) == 1 && (used += 7)) ||
+            (strstr(line, "PageRank") && p > line && p[-1] == ' ' && sscanf(p, "%llu (%n", &id, &used) == 1 &&
+             p[used - 1] == '(')) {
+            o += (size_t)snprintf(canon + o, n - o, "<%llu>%s", dense_of(kind, id), p[used - 1] == '(' ? " (" : "");
+            p += used;
+        } else {
+            canon[o++] = *p++;
+        }
+    }
+    canon[o] = 0;
+}
+
+/* BFS, CC and PageRank on each format, through the conversion the program
+ * makes and keeps: the same answers, named in each file's own ids. */
+Test(graph, every_format_gives_the_same_answers, .timeout = 240) {
+    static const char *const runs[3][2] = {{"bfs %s --source %llu", "\nBFS: "},
+                                           {"cc %s", "\nCC: "},
+                                           {"pagerank %s --iterations 10", "\nPageRank: "}};
+    edge_list e;
+    char dir[256], in[512], fmt[256], args[1024], out[16384], canon[3][512], first[3][512];
+    int kind, r;
+    fmt_edges(&e);
+    fmt_dir(dir, sizeof dir, "answers");
+    for (kind = 0; kind < F_KINDS; kind++) {
+        snprintf(in, sizeof in, "%s/a%d.%s", dir, kind, fmt_names[kind]);
+        write_format(in, kind, &e);
+        for (r = 0; r < 3; r++) {
+            snprintf(fmt, sizeof fmt, "%s --cache-dir %%s --threads 4 --cache-mib 0.125", runs[r][0]);
+            if (r == 0) snprintf(args, sizeof args, fmt, in, file_of(kind, 5), dir);
+            else snprintf(args, sizeof args, fmt, in, dir);
+            cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+            cr_assert(strstr(out, "matches the in-memory reference"), "graph %s:\n%s", args, out);
+            answer_line(kind, out, runs[r][1], canon[r], sizeof canon[r]);
+            if (kind == 0) memcpy(first[r], canon[r], sizeof first[r]);
+            cr_expect_str_eq(canon[r], first[r], "graph %s: answers differ from the .el file's", args);
+        }
+    }
+    cr_expect(strstr(first[1], "7 components, the largest has 150 vertices"), "%s", first[1]);
+    cr_expect(strstr(first[0], "BFS: from <5>, 150 of 200 vertices reached"), "%s", first[0]);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
+}
+
+/* A file larger than the sort's memory: sorted runs spill to temporary
+ * files (unlinked: none is left) and merge into the same CSR. */
+Test(graph, conversion_with_little_memory_spills_and_merges) {
+    edge_list e;
+    char dir[256], in[512], out[512], err[512], cmd[600];
+    uint64_t m, want;
+    graph_import im;
+    graph_csr g;
+    FILE *ls;
+    int kind;
+    fmt_edges(&e);
+    want = fmt_expected_hash(&e, &m);
+    fmt_dir(dir, sizeof dir, "spill");
+    for (kind = 0; kind < F_KINDS; kind += 3) {
+        snprintf(in, sizeof in, "%s/s%d.%s", dir, kind, fmt_names[kind]);
+        snprintf(out, sizeof out, "%s/s%d.graph", dir, kind);
+        write_format(in, kind, &e);
+        graph_import_init(&im, in, out, GRAPH_FMT_AUTO);
+        im.tmp_dir = dir;
+        im.mem_bytes = 16 * 128; /* 128 keys: 64 edges a run */
+        cr_assert_eq(graph_import_run(&im, err, sizeof err), GPUMEM_OK, "%s", err);
+        cr_expect_geq(im.runs_spilled, 2, "%s: %llu runs", in, (unsigned long long)im.runs_spilled);
+        cr_assert_eq(graph_load(out, &g, err, sizeof err), GPUMEM_OK, "%s", err);
+        cr_expect_eq(g.h.data_hash, want, "%s: CSR differs after spilling", in);
+        graph_free(&g);
+        graph_import_free(&im);
+        unlink(in);
+        unlink(out);
+        snprintf(out, sizeof out, "%s/s%d.graph.ids", dir, kind);
+        unlink(out);
+    }
+    snprintf(cmd, sizeof cmd, "ls -A %s", dir);
+    ls = popen(cmd, "r");
+    cr_assert(ls);
+    cr_expect_eq(fgets(cmd, sizeof cmd, ls), NULL, "left behind: %s", cmd);
+    pclose(ls);
+    rmdir(dir);
+}
+
+/* The conversion is reused while the input's size and mtime hold, and made
+ * again when either changes. */
+Test(graph, conversion_is_reused_while_the_input_is_unchanged) {
+    edge_list e;
+    char dir[256], in[512], args[1024], out[16384];
+    struct timespec times[2] = {{0, 0}, {1000000000, 0}};
+    fmt_edges(&e);
+    fmt_dir(dir, sizeof dir, "reuse");
+    snprintf(in, sizeof in, "%s/r.el", dir);
+    write_format(in, F_EL, &e);
+    snprintf(args, sizeof args, "cc %s --cache-dir %s/c --threads 2 --cache-mib 0.125", in, dir);
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "converting") && !strstr(out, "reusing"), "%s", out);
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "reusing") && !strstr(out, "converting"), "%s", out);
+    cr_assert_eq(utimensat(AT_FDCWD, in, times, 0), 0); /* same size, another mtime */
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "converting") && !strstr(out, "reusing"), "%s", out);
+    {
+        FILE *f = fopen(in, "a"); /* another size: one more edge joins two components */
+        cr_assert(f);
+        fprintf(f, "0 150\n");
+        fclose(f);
+    }
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "converting") && strstr(out, "6 components, the largest has 190"), "%s", out);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
+}
+
+/* Bad input, each case: exit 2, a message naming the file, the line (or
+ * byte offset) and what was expected and found; nothing written, nothing
+ * left behind. The content is written to the file as given (%s: a valid
+ * .sg of the test graph, then changed as `edit` says). */
+typedef struct bad_case {
+    const char *name, *content;
+    size_t length;       /* 0: strlen(content) */
+    const char *where;   /* "line 3", "byte 17" */
+    const char *expected, *found;
+    int sg_edit;         /* .sg cases: 1 truncate, 2 edge count off by one, 3 n = 2^31, 4 neighbour out of range */
+} bad_case;
+
+Test(graph, bad_input_is_refused_with_where_and_what, .timeout = 120) {
+    static const bad_case cases[] = {
+        {"malformed.el", "0 1\n1 2\n1 x\n", 0, "line 3", "expected \"u v\" (two vertex ids)", "found \"1 x\"", 0},
+        {"noweight.wel", "0 1 2.5\n1 2\n", 0, "line 2", "expected \"u v weight\"", "found \"1 2\"", 0},
+        {"toomany.txt", "# SNAP\n1\t2\n3\t4\t5\n", 0, "line 3", "expected \"u v\"", "found \"3?4?5\"", 0},
+        {"range.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n4 1\n", 0, "line 4",
+         "expected a row in 1..3 and a column in 1..3", "found 4 1", 0},
+        {"zero.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 1\n0 1\n", 0, "line 3",
+         "expected a row in 1..3", "found 0 1", 0},
+        {"fewer.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 3\n1 2\n2 3\n", 0, "line 5",
+         "expected 3 entries (the size line says so)", "found 2 and the end of the file", 0},
+        {"more.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 2\n2 3\n", 0, "line 4",
+         "expected 1 entries (the size line says so)", "found more", 0},
+        {"field.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 2 0.5\n", 0, "line 3",
+         "expected \"row column\" (the header says pattern)", "found \"1 2 0.5\"", 0},
+        {"intfield.mtx", "%%MatrixMarket matrix coordinate integer general\n3 3 1\n1 2 0.5\n", 0, "line 3",
+         "(the header says integer)", "found \"1 2 0.5\"", 0},
+        {"array.mtx", "%%MatrixMarket matrix array real general\n3 3\n", 0, "line 1",
+         "expected \"matrix coordinate\"", "found \"matrix array\"", 0},
+        {"nosize.mtx", "%%MatrixMarket matrix coordinate real general\n% only comments\n", 0, "line 3",
+         "expected the size line", "found the end of the file", 0},
+        {"wide.el", "0 1\n1 3000000000\n", 0, "line 2", "expected vertex ids below 2147483647", "found 1 3000000000",
+         0},
+        {"empty.el", "", 0, "line 1", "expected an edge list", "found an empty file", 0},
+        {"empty.mtx", "", 0, "line 1", "expected a Matrix Market banner", "found an empty file", 0},
+        {"empty.sg", "", 0, "byte 0", "expected a 17-byte GAP header", "found an empty file", 0},
+        {"comments.txt", "# nothing but comments\n# here\n", 0, "line 3", "expected at least one edge",
+         "found the end of the file", 0},
+        {"text.el", "hello, world\n", 0, "line 1", "expected \"u v\"", "found \"hello, world\"", 0},
+        {"text.mtx", "hello, world\n", 0, "line 1", "expected the banner", "not a Matrix Market file", 0},
+        {"png.sg", "\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10", 24, "byte 0", "expected the directed flag (0 or 1)",
+         "found 137: not a GAP serialized graph", 0},
+        {"short.sg", "\0\1\0", 3, "byte 3", "truncated: expected a 17-byte GAP header", "found a 3-byte file", 0},
+        {"cut.sg", NULL, 0, "byte ", "truncated: the counts (edges", "bytes", 1},
+        {"count.sg", NULL, 0, "byte ", "count fields do not match the file's size", "found", 2},
+        {"huge.sg", NULL, 0, "byte 9", "expected a node count in 1..2147483647", "the graph is too large", 3},
+        {"neighbour.sg", NULL, 0, "byte ", "expected a neighbour id in 0..199", "found 200", 4},
+        {"binary.txt", "\x01\x02\x03\x04\xff\xfe\n", 0, "line 1", "expected \"u v\"", "found \"", 0},
+        {"graph.dat", "0 1\n", 0, "graph.dat", "cannot tell the format from the extension", ".el", 0},
+    };
+    char dir[256], path[512], out[512], args[1200], text[16384], cmd[600];
+    size_t i;
+    edge_list e;
+    fmt_edges(&e);
+    fmt_dir(dir, sizeof dir, "bad");
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bad_case *c = &cases[i];
+        FILE *ls;
+        int mode;
+        snprintf(path, sizeof path, "%s/%s", dir, c->name);
+        if (c->sg_edit) {
+            int fd;
+            int64_t v;
+            struct stat sb;
+            write_format(path, F_SG, &e);
+            fd = open(path, O_RDWR);
+            cr_assert(fd >= 0);
+            cr_assert_eq(fstat(fd, &sb), 0);
+            if (c->sg_edit == 1) cr_assert_eq(ftruncate(fd, sb.st_size - 6), 0);
+            if (c->sg_edit == 2) {
+                cr_assert_eq(pread(fd, &v, 8, 1), 8);
+                v--;
+                cr_assert_eq(pwrite(fd, &v, 8, 1), 8);
+            }
+            if (c->sg_edit == 3) {
+                v = 1ll << 31;
+                cr_assert_eq(pwrite(fd, &v, 8, 9), 8);
+            }
+            if (c->sg_edit == 4) { /* the last neighbour, unaligned after the 17-byte header */
+                int32_t bad = FMT_N;
+                cr_assert_eq(pwrite(fd, &bad, 4, sb.st_size - 4), 4);
+            }
+            close(fd);
+        } else {
+            FILE *f = fopen(path, "wb");
+            cr_assert(f);
+            fwrite(c->content, 1, c->length ? c->length : strlen(c->content), f);
+            fclose(f);
+        }
+        /* convert, and bfs through a conversion into the cache directory */
+        for (mode = 0; mode < 2; mode++) {
+            snprintf(out, sizeof out, "%s/out.graph", dir);
+            if (mode == 0) snprintf(args, sizeof args, "convert %s %s", path, out);
+            else snprintf(args, sizeof args, "bfs %s --cache-dir %s --threads 2", path, dir);
+            cr_expect_eq(run_graph(args, text, sizeof text), 2, "graph %s: exit status not 2:\n%s", args, text);
+            cr_expect(strstr(text, path) || strstr(text, c->where), "graph %s: the file is not named:\n%s", args, text);
+            cr_expect(strstr(text, c->where), "graph %s: no \"%s\":\n%s", args, c->where, text);
+            cr_expect(strstr(text, c->expected), "graph %s: no \"%s\":\n%s", args, c->expected, text);
+            cr_expect(strstr(text, c->found), "graph %s: no \"%s\":\n%s", args, c->found, text);
+            cr_expect(!strstr(text, "level") && !strstr(text, "round"), "graph %s: worked:\n%s", args, text);
+            /* nothing written: the directory holds the bad file alone */
+            snprintf(cmd, sizeof cmd, "ls -A %s", dir);
+            ls = popen(cmd, "r");
+            cr_assert(ls);
+            while (fgets(cmd, sizeof cmd, ls)) {
+                cmd[strcspn(cmd, "\n")] = 0;
+                cr_expect_str_eq(cmd, c->name, "graph %s left %s behind", args, cmd);
+            }
+            pclose(ls);
+        }
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+/* ======================================================================== */
+/* GNN mini-batches (graph gnn): sampling and feature gathering             */
+/* ======================================================================== */
+
+/* The generator: a function of (row, byte) alone, different rows differ,
+ * and the check names the first byte that is not the generator's. */
+Test(graph, feature_rows_are_generated_and_checked_by_byte) {
+    unsigned char a[GRAPH_GNN_MAX_ROW], b[GRAPH_GNN_MAX_ROW];
+    graph_feature_fill(7, 4096, a);
+    graph_feature_fill(7, 256, b);
+    cr_assert_eq(memcmp(a, b, 256), 0, "a row's first bytes depend on its size");
+    cr_assert_eq(graph_feature_check(7, 4096, a), 4096);
+    graph_feature_fill(8, 4096, b);
+    cr_assert_neq(memcmp(a, b, 4096), 0, "rows 7 and 8 are alike");
+    a[1234] ^= 0x10;
+    cr_assert_eq(graph_feature_check(7, 4096, a), 1234);
+    cr_assert_eq(graph_features_row_problem(256), NULL);
+    cr_assert_eq(graph_features_row_problem(16384), NULL);
+    cr_assert_neq(graph_features_row_problem(255), NULL);
+    cr_assert_neq(graph_features_row_problem(300), NULL);
+    cr_assert_neq(graph_features_row_problem(16640), NULL);
+}
+
+/* Sampling through a small cache, checked against the in-memory graph by
+ * what a sample must be: the seed at the root, each child a neighbour of
+ * its parent, all of a parent's neighbours when it has at most the fanout,
+ * else exactly fanout distinct ones; empty slots only after the filled ones.
+ * The same key gives the same sample; another key another one. */
+Test(graph, sampling_gives_distinct_neighbours_and_is_deterministic) {
+    char path[256], err[256];
+    graph_csr g;
+    graph_store s;
+    graph_store_config c = {2, 64, 16 * GRAPH_LINE, 0, 0, GPUMEM_POLICY_CLOCK, NULL, 0, 0};
+    graph_gnn_plan p = {3, {4, 3, 2, 0}, 0};
+    graph_counts counts;
+    uint32_t out[64], again[64], level_at[4] = {0, 1, 5, 17}, seed;
+    unsigned long long differ = 0, full = 0, partial = 0;
+    temp_path(path, sizeof path, "sample");
+    make_graph_file(path, 10);
+    cr_assert_eq(graph_load(path, &g, err, sizeof err), GPUMEM_OK, "%s", err);
+    cr_assert_eq(graph_store_open(&s, path, &c, err, sizeof err), GPUMEM_OK, "%s", err);
+    p.per_seed = graph_gnn_per_seed(&p);
+    cr_assert_eq(p.per_seed, 1 + 4 + 12 + 24);
+    memset(&counts, 0, sizeof counts);
+    for (seed = 0; seed < 200; seed++) {
+        graph_refs r = graph_refs_make(&s.offsets, &s.edges, (uint32_t)g.h.n_nodes, g.h.n_edges);
+        uint32_t v = graph_gnn_seed_vertex(1, 0, seed, (uint32_t)g.h.n_nodes), h, j, k, m;
+        cr_assert_eq(graph_gnn_sample(&r, 1000 + seed, v, &p, out, &counts), GPUMEM_OK);
+        cr_assert_eq(graph_gnn_sample(&r, 1000 + seed, v, &p, again, &counts), GPUMEM_OK);
+        cr_assert_eq(memcmp(out, again, p.per_seed * 4), 0, "seed %u: same key, another sample", seed);
+        cr_assert_eq(graph_gnn_sample(&r, 5000 + seed, v, &p, again, &counts), GPUMEM_OK);
+        differ += memcmp(out, again, p.per_seed * 4) != 0;
+        graph_refs_drop(&r);
+        cr_assert_eq(out[0], v);
+        for (h = 0; h < 3; h++) {
+            uint32_t f = p.fanout[h], n_parents = level_at[h + 1] - level_at[h];
+            for (j = 0; j < n_parents; j++) {
+                uint32_t parent = out[level_at[h] + j], *kids = out + level_at[h + 1] + j * f;
+                uint64_t d = parent == GRAPH_NONE ? 0 : g.offsets[parent + 1] - g.offsets[parent];
+                uint32_t want = d < f ? (uint32_t)d : f;
+                for (k = 0; k < f; k++) {
+                    if (k >= want) {
+                        cr_assert_eq(kids[k], GRAPH_NONE, "seed %u hop %u: slot %u of %u filled", seed, h, k, f);
+                        continue;
+                    }
+                    cr_assert_neq(kids[k], GRAPH_NONE, "seed %u hop %u: slot %u of %u empty (degree %llu)", seed, h,
+                                  k, f, (unsigned long long)d);
+                    for (m = 0; m < k; m++) cr_assert_neq(kids[m], kids[k], "seed %u: a neighbour twice", seed);
+                    {
+                        uint64_t i;
+                        int found = 0;
+                        for (i = g.offsets[parent]; i < g.offsets[parent + 1]; i++) found |= g.edges[i] == kids[k];
+                        cr_assert(found, "seed %u: %u is not a neighbour of %u", seed, kids[k], parent);
+                    }
+                }
+                if (parent != GRAPH_NONE) {
+                    full += d > f;
+                    partial += d <= f;
+                }
+            }
+        }
+    }
+    cr_assert_eq(counts.errors, 0);
+    cr_assert_gt(full, 100, "too few vertices above the fanout to test the draw");
+    cr_assert_gt(partial, 100, "too few vertices at or below the fanout");
+    cr_assert_gt(differ, 150, "the key hardly changes the sample (%llu of 200)", differ);
+    cr_assert_eq(gpumem_cache_check_quiescent(s.cache), 0);
+    graph_store_close(&s);
+    graph_free(&g);
+    unlink(path);
+}
+
+/* The digest gnn prints: a hash over every batch's hash, each batch's rows
+ * having been checked byte for byte in all three modes by the program. */
+static void gnn_digest(const char *out, char *digest, size_t n) {
+    const char *d = strstr(out, "digest ");
+    cr_assert(d, "no digest:\n%s", out);
+    snprintf(digest, n, "%.16s", d + 7);
+}
+
+/* graph gnn under every replacement policy, with the host tier under each
+ * placement, and with rows that straddle cache lines and blocks (768 B) or
+ * span four lines (16 KiB): every run gathers every row right in the three
+ * modes, and, the mini-batches being the same, prints the same digest. The
+ * feature cache holds 32 lines of a 1024-row table, so lines are evicted
+ * all the time. */
+Test(graph, gnn_gathers_every_row_right_under_every_policy_and_with_the_host_tier, .timeout = 240) {
+    char dir[256], path[300], args[1024], out[16384], digest[32], first[32] = "";
+    const char *common = "--threads 4 --pairs 2 --depth 16 --batch 16 --batches 4 --cache-mib 0.125";
+    uint32_t k;
+    fmt_dir(dir, sizeof dir, "gnn");
+    snprintf(path, sizeof path, "%s/k10.graph", dir);
+    make_graph_file(path, 10);
+    for (k = 0; k < GPUMEM_POLICY_KINDS + GPUMEM_TIER_PLACEMENTS; k++) {
+        if (k < GPUMEM_POLICY_KINDS)
+            snprintf(args, sizeof args, "gnn %s --cache-dir %s %s --policy %s", path, dir, common,
+                     gpumem_policy_name(k));
+        else
+            snprintf(args, sizeof args, "gnn %s --cache-dir %s %s --host-mib 0.25 --placement %s", path, dir, common,
+                     gpumem_tier_placement_name(k - GPUMEM_POLICY_KINDS));
+        cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+        cr_assert(strstr(out, ", 0 wrong, 0 batch hashes disagreeing"), "graph %s:\n%s", args, out);
+        cr_assert(strstr(out, "(a) through the cache"), "graph %s:\n%s", args, out);
+        if (k >= GPUMEM_POLICY_KINDS)
+            cr_assert(strstr(out, "host tier") != NULL, "graph %s: no host tier:\n%s", args, out);
+        gnn_digest(out, digest, sizeof digest);
+        if (!first[0]) snprintf(first, sizeof first, "%s", digest);
+        cr_expect_str_eq(digest, first, "graph %s: other batches or rows than under %s", args,
+                         gpumem_policy_name(0));
+    }
+    /* rows across line and block boundaries, and rows of four lines */
+    for (k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "gnn %s --cache-dir %s %s --row-bytes %u --policy lru", path, dir, common,
+                 k ? 16384 : 768);
+        cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+        cr_assert(strstr(out, ", 0 wrong, 0 batch hashes disagreeing"), "graph %s:\n%s", args, out);
+    }
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
+}
+
+/* A feature table that is not the generator's is found out: the table in
+ * the cache directory is written again; one named with --features is
+ * refused (exit 2), never overwritten. */
+Test(graph, gnn_feature_table_damage_is_found) {
+    char dir[256], path[300], table[300], args[1024], out[16384];
+    int fd;
+    fmt_dir(dir, sizeof dir, "gnnbad");
+    snprintf(path, sizeof path, "%s/k10.graph", dir);
+    snprintf(table, sizeof table, "%s/features-1024x256.bin", dir);
+    make_graph_file(path, 10);
+    snprintf(args, sizeof args, "gnn %s --cache-dir %s --threads 2 --batch 4 --batches 1 --row-bytes 256", path, dir);
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+    cr_assert(strstr(out, "writing the feature table"), "%s", out);
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+    cr_assert(!strstr(out, "writing the feature table"), "written again though it was whole:\n%s", out);
+    fd = open(table, O_RDWR);
+    cr_assert(fd >= 0);
+    cr_assert_eq(pwrite(fd, "\x01", 1, 1023 * 256 + 5), 1); /* the last row: among those checked */
+    close(fd);
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+    cr_assert(strstr(out, "byte 261893 (row 1023, byte 5) is not the generator's") &&
+              strstr(out, "writing the feature table"), "%s", out);
+    fd = open(table, O_RDWR);
+    cr_assert_eq(pwrite(fd, "\x01", 1, 5), 1);
+    close(fd);
+    snprintf(args, sizeof args, "gnn %s --features %s --threads 2 --batch 4 --batches 1 --row-bytes 256", path, table);
+    cr_assert_eq(run_graph(args, out, sizeof out), 2, "graph %s:\n%s", args, out);
+    cr_assert(strstr(out, "byte 5 (row 0, byte 5) is not the generator's") &&
+              strstr(out, "name a file that does not exist yet"), "%s", out);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
 }

@@ -502,6 +502,50 @@ Test(nvme_gpuctl, init_rejects_bad_input) {
     free(mem);
 }
 
+/* Any serving thread sees the stop, not only thread 0: here threads 1 and
+ * 2 of 3 serve and thread 0 never calls (as a kernel that serves from its
+ * warps 1..k and keeps warp 0 for other work, or a block still waiting for
+ * an SM). Each serves its pair (a read through each, checked by content),
+ * then both end at the stop. With thread 0 the only reader of the stop word
+ * they served forever, and the test's timeout failed it. */
+typedef struct late_server { gpumem_nvme_gpuctl *ctl; uint32_t t, n; } late_server;
+static void *serve_as(void *p) {
+    const late_server *a = (const late_server *)p;
+    gpumem_nvme_gpuctl_serve(a->ctl, a->t, a->n);
+    return NULL;
+}
+Test(nvme_gpuctl, stop_seen_by_servers_without_thread_0, .timeout = 60) {
+    run_cfg rc = base_run(8);
+    gpuctl_rig g;
+    pthread_t th[2];
+    late_server a[2];
+    gpumem_nvme_sw_stats s;
+    unsigned char buf[LBA] __attribute__((aligned(LBA)));
+    uint32_t i;
+    rc.pairs = 3;
+    rc.gpuctl_servers = 3;
+    cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
+    for (i = 0; i < 64 * LBA; i++) ((unsigned char *)g.d.ram)[i] = (unsigned char)(i / LBA + 1);
+    for (i = 0; i < 2; i++) {
+        a[i].ctl = (gpumem_nvme_gpuctl *)g.mem, a[i].t = i + 1, a[i].n = 3;
+        cr_assert_eq(pthread_create(&th[i], NULL, serve_as, &a[i]), 0);
+    }
+    while (__atomic_load_n(&g.control[1], __ATOMIC_ACQUIRE) < 2) sched_yield();
+    for (i = 1; i < 3; i++) { /* pair i is served by thread i */
+        memset(buf, 0, sizeof buf);
+        cr_assert_eq(gpumem_nvme_qp_read(gpumem_nvme_gpuctl_pair(g.mem, i), 10 + i, 1, (uintptr_t)buf, 0, NULL),
+                     GPUMEM_OK);
+        cr_assert_eq(buf[0], 11 + i, "pair %u read block %u: found %u", i, 10 + i, buf[0]);
+        cr_assert_eq(buf[LBA - 1], 11 + i);
+    }
+    gpumem_nvme_gpuctl_stop(&g.d);
+    for (i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    gpumem_nvme_gpuctl_get_stats((gpumem_nvme_gpuctl *)g.mem, &s);
+    cr_assert_eq(s.commands, 2);
+    cr_assert_eq(s.violations, 0);
+    gpuctl_rig_free(&g);
+}
+
 /* The same violations as counts_protocol_violations, against the GPU loop. */
 Test(nvme_gpuctl, counts_protocol_violations) {
     run_cfg rc = base_run(8);

@@ -411,6 +411,142 @@ Test(policy, readahead_window_grows) {
     cr_assert_eq(count, 0, "a jump starts a new stream");
 }
 
+/* Shuffle a[0..n) with a fixed LCG (reproducible scrambles). */
+static void ra_scramble(uint64_t *a, uint32_t n, uint64_t *seed) {
+    uint32_t i;
+    for (i = n; i > 1; i--) {
+        uint32_t j;
+        uint64_t t;
+        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+        j = (uint32_t)((*seed >> 33) % i);
+        t = a[i - 1];
+        a[i - 1] = a[j];
+        a[j] = t;
+    }
+}
+
+/* A sequential reader whose misses come 32 to a batch, scrambled: the
+ * lines it still misses are the next 32 past what was read ahead. Returns
+ * the window (lines proposed) of each batch in windows[0..batches). */
+static void ra_sequential_run(gpumem_policy_ra_batch *r, uint32_t batches, uint32_t *windows) {
+    uint64_t next = 0, seed = 7, batch[32];
+    gpumem_policy_ra_span sp[4];
+    uint32_t b, i, n;
+    for (b = 0; b < batches; b++) {
+        for (i = 0; i < 32; i++) batch[i] = next + i;
+        ra_scramble(batch, 32, &seed);
+        n = gpumem_policy_ra_batch_on_misses(r, batch, 32, sp, 4);
+        for (i = 1; i < 32; i++) cr_assert_lt(batch[i - 1], batch[i], "the batch is sorted in place");
+        cr_assert_eq(n, 1, "batch %u: one stream, got %u spans", b, n);
+        cr_assert_eq(sp[0].first, next + 32, "batch %u: read ahead from just past the misses", b);
+        cr_assert_eq(sp[0].stride, 1);
+        windows[b] = sp[0].count;
+        next = sp[0].first + sp[0].count;
+    }
+}
+
+Test(policy, ra_batch_scrambled_sequential_detected) {
+    gpumem_policy_ra_batch r;
+    uint32_t w[12];
+    gpumem_policy_ra_batch_init(&r, 1ull << 30, 4096, GPUMEM_POLICY_RA_GPU_CAP);
+    ra_sequential_run(&r, 12, w);
+    /* Window 64 (twice the first run), then doubling: the misses of each
+     * batch sit just below the window, which reaches window lines past them. */
+    cr_assert_eq(w[0], 64);
+    cr_assert_eq(w[1], 128);
+    cr_assert_eq(w[2], 256);
+    cr_assert_eq(w[6], 4096, "16 MiB of 4 KiB lines");
+    cr_assert_eq(w[11], 4096, "capped");
+}
+
+Test(policy, ra_batch_window_caps) {
+    gpumem_policy_ra_batch g, h, g64;
+    uint32_t wg[10], wh[10], w64[10], i;
+    gpumem_policy_ra_batch_init(&g, 1ull << 30, 4096, GPUMEM_POLICY_RA_GPU_CAP);
+    gpumem_policy_ra_batch_init(&h, 1ull << 30, 4096, GPUMEM_POLICY_RA_HOST_CAP);
+    gpumem_policy_ra_batch_init(&g64, 1ull << 30, 65536, GPUMEM_POLICY_RA_GPU_CAP);
+    ra_sequential_run(&g, 10, wg);
+    ra_sequential_run(&h, 10, wh);
+    ra_sequential_run(&g64, 10, w64);
+    for (i = 0; i < 10; i++) {
+        cr_assert_leq((uint64_t)wg[i] * 4096, 16u << 20);
+        cr_assert_leq((uint64_t)wh[i] * 4096, 256u << 10);
+        cr_assert_leq((uint64_t)w64[i] * 65536, 16u << 20);
+    }
+    cr_assert_eq(wg[9], 4096);
+    cr_assert_eq(wh[9], 64, "the host stream stops at 256 KiB");
+    cr_assert_eq(w64[9], 256, "16 MiB of 64 KiB lines");
+    /* Nothing past the end of the data. */
+    {
+        gpumem_policy_ra_batch e;
+        gpumem_policy_ra_span sp[2];
+        uint64_t b[8] = {95, 92, 90, 94, 91, 93, 96, 97};
+        gpumem_policy_ra_batch_init(&e, 100, 4096, GPUMEM_POLICY_RA_GPU_CAP);
+        cr_assert_eq(gpumem_policy_ra_batch_on_misses(&e, b, 8, sp, 2), 1);
+        cr_assert_eq(sp[0].first, 98);
+        cr_assert_eq(sp[0].count, 2, "lines 98 and 99, the last two");
+    }
+}
+
+Test(policy, ra_batch_strides_and_streams) {
+    gpumem_policy_ra_batch r;
+    gpumem_policy_ra_span sp[16];
+    uint64_t b[64], seed = 3;
+    uint32_t i, n, blk;
+    gpumem_policy_ra_batch_init(&r, 1ull << 30, 4096, GPUMEM_POLICY_RA_GPU_CAP);
+    /* One stream with stride 8 and one dense, far apart, in one batch. */
+    for (i = 0; i < 16; i++) b[i] = 1000 + 8 * i;
+    for (i = 0; i < 16; i++) b[16 + i] = 500000 + i;
+    ra_scramble(b, 32, &seed);
+    n = gpumem_policy_ra_batch_on_misses(&r, b, 32, sp, 16);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(sp[0].first, 1000 + 8 * 16);
+    cr_assert_eq(sp[0].stride, 8);
+    cr_assert_eq(sp[0].count, 32);
+    cr_assert_eq(sp[1].first, 500016);
+    cr_assert_eq(sp[1].stride, 1);
+    /* The strided stream again, with holes (lines that hit): it continues. */
+    for (i = 0; i < 8; i++) b[i] = 1000 + 8 * (48 + 2 * i);
+    ra_scramble(b, 8, &seed);
+    n = gpumem_policy_ra_batch_on_misses(&r, b, 8, sp, 16);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(sp[0].stride, 8);
+    cr_assert_eq(sp[0].first, 1000 + 8 * 63, "past both the misses and what was read ahead");
+    cr_assert_eq(sp[0].count, 64, "window doubled: 64 strides past the newest miss, line %u", 1000 + 8 * 62);
+    /* Eight thread blocks, each reading its own 4096 lines, 8 misses each,
+     * all in one scrambled batch: eight streams. */
+    gpumem_policy_ra_batch_init(&r, 1ull << 30, 4096, GPUMEM_POLICY_RA_GPU_CAP);
+    for (blk = 0; blk < 8; blk++)
+        for (i = 0; i < 8; i++) b[blk * 8 + i] = blk * 4096ull + i;
+    ra_scramble(b, 64, &seed);
+    n = gpumem_policy_ra_batch_on_misses(&r, b, 64, sp, 16);
+    cr_assert_eq(n, 8);
+    for (blk = 0; blk < 8; blk++) {
+        cr_assert_eq(sp[blk].first, blk * 4096ull + 8);
+        cr_assert_eq(sp[blk].count, 16);
+    }
+}
+
+Test(policy, ra_batch_random_misses_not_prefetched) {
+    gpumem_policy_ra_batch r;
+    gpumem_policy_ra_span sp[16];
+    uint64_t b[64], seed = 11;
+    uint32_t i, k, n = 0;
+    gpumem_policy_ra_batch_init(&r, 1ull << 24, 4096, GPUMEM_POLICY_RA_GPU_CAP);
+    for (k = 0; k < 200; k++) {
+        for (i = 0; i < 64; i++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            b[i] = (seed >> 20) % (1ull << 24);
+        }
+        n += gpumem_policy_ra_batch_on_misses(&r, b, 64, sp, 16);
+    }
+    cr_assert_eq(n, 0, "12800 random misses: %u spans read ahead", n);
+    /* Two misses a stride apart are chance, not a stream. */
+    b[0] = 77;
+    b[1] = 70;
+    cr_assert_eq(gpumem_policy_ra_batch_on_misses(&r, b, 2, sp, 16), 0);
+}
+
 Test(policy, fdp_switches_mode_on_feedback) {
     gpumem_policy_fdp f;
     static unsigned char mem[64];

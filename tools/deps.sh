@@ -3,7 +3,7 @@
 # deps.sh NEED...: make sure the tools a make target needs are
 # present before it builds anything, installing what is missing.
 #
-#   NEED: cc criterion benchmark python3 gnuplot qemu cmake pkg-config clang
+#   NEED: cc criterion benchmark python3 gnuplot qemu cmake pkg-config clang fio
 #
 # Each missing need is installed with apt-get (as root, or through sudo when
 # it asks for no password), and the packages are named as they are installed.
@@ -42,6 +42,8 @@ missing() {
         { [ -x /bin/busybox ] || [ -x /usr/bin/busybox ]; } || echo busybox-static
         ls /boot/vmlinuz-* >/dev/null 2>&1 || echo linux-image-amd64
         command -v cpio >/dev/null 2>&1 || echo cpio ;;
+    fio) # make qemu-bench carries Debian's fio (and its libraries) into the guest
+        command -v fio >/dev/null 2>&1 || echo fio ;;
     *) echo "deps.sh: unknown need '$1'" >&2; exit 2 ;;
     esac
 }

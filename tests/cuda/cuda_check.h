@@ -139,11 +139,18 @@ static inline void wait_stream(cudaStream_t s, double seconds, const char *what)
     CHECK(e);
 }
 
-/* The longest a test waits for its kernels, in seconds: below make
- * gpu-test's bound on each process (GPU_TEST_BOUND, 200 s), so that a slow
- * or stuck test fails with its own report (abort_run) before `timeout`
- * kills it without one. The watchdogs catch a stall (no progress) sooner. */
-static const double kTestWaitS = 150;
+/* The longest a test waits for its kernels, in seconds: 150, below make
+ * gpu-test's most for one process (GPU_TEST_BOUND, 200 s), or 5 s under the
+ * bound of this run when it is told one (GPUMEM_RUN_BOUND_S: make gpu-test
+ * shares its deadline out, tools/gpu-runs.sh), so that a slow or stuck test
+ * fails with its own report (abort_run) before `timeout` kills it without
+ * one. The watchdogs catch a stall (no progress) sooner. */
+static inline double test_wait_s() {
+    const char *bound = getenv("GPUMEM_RUN_BOUND_S");
+    const double s = bound && atof(bound) > 0 ? atof(bound) - 5 : 150;
+    return s > 150 ? 150 : s < 1 ? 1 : s;
+}
+static const double kTestWaitS = test_wait_s();
 
 /* Kernels launched on the legacy default stream (no persistent kernel runs
  * there: a GPU controller always has a stream of its own). */

@@ -57,15 +57,20 @@ __global__ void grouping(gpumem_cache *a, gpumem_cache *b, uint32_t *mask, int *
     if (lane >= 28) return;
     gpumem_cache *c = lane >= 8 && lane < 16 ? b : a;
     uint64_t line = lane < 16 ? 5 : (lane & 1);
-    // The groups are formed among the lanes active together (__activemask):
-    // nothing guarantees that lanes 0-27 reconverge after the branch above
-    // unless they are made to, and the expected masks assume all 28.
+    // The groups are formed among the lanes active together (__activemask).
+    // The barrier makes it likely that all 28 are, but CUDA does not promise
+    // that they stay converged after it, so the test checks only what holds
+    // however the lanes arrive (test_grouping).
     __syncwarp(0x0FFFFFFFu);
     gpumem_warp_group g = gpumem_warp_group_of(c, line, 0);
     mask[threadIdx.x] = g.mask;
     leader[threadIdx.x] = g.leader;
 }
 
+// Each lane's group is a subset of the lanes on its cache and line (those
+// that arrived with it) and holds the lane itself; the lanes of a group agree
+// on it; its leader is its lowest lane. How many lanes found their whole set
+// is reported, not checked.
 static void test_grouping() {
     test_begin();
     Rig a(512, 64, 8), b(512, 64, 8);
@@ -76,14 +81,24 @@ static void test_grouping() {
     grouping<<<1, 32>>>(a.cache, b.cache, mask, leader);
     CHECK(cudaGetLastError());
     wait_kernels(60, "warp grouping");
+    uint32_t whole = 0;
     for (uint32_t l = 0; l < 28; l++) {
         uint32_t want = l < 8 ? 0x000000FFu : l < 16 ? 0x0000FF00u : (l & 1) ? 0x0AAA0000u : 0x05550000u;
-        EXPECT(mask[l] == want, "lane %u: group %08x, expected %08x", l, mask[l], want);
-        EXPECT(leader[l] == __builtin_ctz(want), "lane %u: leader %d", l, leader[l]);
+        EXPECT((mask[l] >> l & 1u) && (mask[l] & ~want) == 0, "lane %u: group %08x, not a subset of %08x holding it",
+               l, mask[l], want);
+        for (uint32_t m = 0; m < 28; m++)
+            if (mask[l] >> m & 1u)
+                EXPECT(mask[m] == mask[l], "lanes %u and %u share a group and disagree: %08x, %08x", l, m, mask[l],
+                       mask[m]);
+        EXPECT(mask[l] != 0 && leader[l] == __builtin_ctz(mask[l]), "lane %u: leader %d of group %08x", l, leader[l],
+               mask[l]);
+        whole += mask[l] == want;
     }
     cudaFree(mask);
     cudaFree(leader);
-    test_end("warp grouping", "28 lanes, 3 cache/line groups");
+    char detail[96];
+    snprintf(detail, sizeof detail, "28 lanes, 3 cache/line groups; %u lanes found their whole group", whole);
+    test_end("warp grouping", detail);
 }
 
 // ---- 2. coalesced reads ----------------------------------------------------

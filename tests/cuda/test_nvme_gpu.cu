@@ -284,9 +284,15 @@ static void run_gpu_controller(const GpuRun &r) {
 // gpumem_nvme_gpuctl_start refuses what cannot run, before it launches
 // anything: no threads, a partial warp above one block, a grid no device
 // holds resident at once (16M threads, and the largest whole-warp count,
-// where 32-bit block arithmetic would wrap). A refused start leaves the stop
-// word unset and the running count at 0 (nothing launched); a second start
-// without a new init is refused as ESTATE.
+// where 32-bit block arithmetic would wrap), and a stream that is not
+// non-blocking (stream 0, a plain cudaStreamCreate stream,
+// cudaStreamPerThread: a persistent kernel there would hang every blocking
+// call after it). A refused start leaves the stop word unset and the running
+// count at 0 (nothing launched); a second start without a new init is
+// refused as ESTATE. Then init and start each succeed right after an
+// unrelated CUDA call failed: its error, left for cudaGetLastError, is not
+// theirs (it used to read as a failed launch, and start returned ESYS with
+// the controller running and nobody to stop it).
 static void test_start_refusals(void) {
     gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
     cudaFuncAttributes attr;
@@ -309,6 +315,18 @@ static void test_start_refusals(void) {
         gpumem_status st = gpumem_nvme_gpuctl_start((gpumem_nvme_gpuctl *)mem, &d, ask, stream, clients, 1, 1000);
         EXPECT(st == GPUMEM_EINVAL, "start with %u threads: %s, not EINVAL", ask, gpumem_status_str(st));
     }
+    cudaStream_t blocking;
+    CHECK(cudaStreamCreate(&blocking));
+    const cudaStream_t blocking_streams[] = {0, blocking, cudaStreamPerThread};
+    for (cudaStream_t bs : blocking_streams) {
+        gpumem_status st = gpumem_nvme_gpuctl_start((gpumem_nvme_gpuctl *)mem, &d, 32, bs, clients, 1, 1000);
+        EXPECT(st == GPUMEM_EINVAL, "start on blocking stream %p: %s, not EINVAL", (void *)bs, gpumem_status_str(st));
+        if (st == GPUMEM_OK) { // it runs there: stop it before anything waits on the legacy stream
+            stop_gpuctl(&d, bs, 30);
+            control[0] = control[1] = 0;
+        }
+    }
+    cudaStreamDestroy(blocking);
     wait_stream(stream, 10, "refused GPU controller starts (nothing should run)");
     EXPECT(control[0] == 0 && control[1] == 0, "a refused start launched or stopped something (stop %u, running %u)",
            control[0], control[1]);
@@ -316,8 +334,20 @@ static void test_start_refusals(void) {
     gpumem_status again = gpumem_nvme_gpuctl_start((gpumem_nvme_gpuctl *)mem, &d, 32, stream, clients, 1, 1000);
     EXPECT(again == GPUMEM_ESTATE, "a start over a used controller: %s, not ESTATE", gpumem_status_str(again));
     control[1] = 0;
-    char detail[160];
-    snprintf(detail, sizeof detail, "0, %d, %u and %u threads refused (block limit %d at %d registers); a restart too",
+    // A failed allocation leaves cudaErrorMemoryAllocation (not sticky) for
+    // the next cudaGetLastError.
+    void *too_big = nullptr;
+    EXPECT(cudaMalloc(&too_big, (size_t)1 << 60) != cudaSuccess, "a 2^60-byte cudaMalloc succeeded");
+    gpumem_status init = gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d);
+    EXPECT(init == GPUMEM_OK, "init after a failed CUDA call: %s", gpumem_status_str(init));
+    EXPECT(cudaMalloc(&too_big, (size_t)1 << 60) != cudaSuccess, "a 2^60-byte cudaMalloc succeeded");
+    gpumem_status stale = gpumem_nvme_gpuctl_start((gpumem_nvme_gpuctl *)mem, &d, 32, stream, clients, 1, 10000);
+    EXPECT(stale == GPUMEM_OK, "start after a failed CUDA call: %s", gpumem_status_str(stale));
+    stop_gpuctl(&d, stream, 30); // a failed start stopped it already; a good one is stopped here
+    char detail[200];
+    snprintf(detail, sizeof detail,
+             "0, %d, %u and %u threads refused (block limit %d at %d registers); blocking streams and a restart "
+             "too; init and start after a failed CUDA call",
              attr.maxThreadsPerBlock + 1, 1u << 24, UINT32_MAX & ~31u, attr.maxThreadsPerBlock, attr.numRegs);
     test_end("gpumem_nvme_gpuctl_start refuses what cannot run", detail);
     cudaStreamDestroy(stream);

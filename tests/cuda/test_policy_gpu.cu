@@ -99,6 +99,12 @@ __global__ void gmt_kernel(gpumem_policy_gmt *g, gpumem_policy_readahead *ra, ui
     gpumem_policy_readahead_on_miss(ra, 100, &first, &count);
     gpumem_policy_readahead_on_miss(ra, 101, &first, &count);
     out[2] = count; // 8
+    // A scrambled batch of GPU misses: sorted, one stream, 16 lines ahead.
+    gpumem_policy_ra_batch rb;
+    gpumem_policy_ra_span span;
+    uint64_t batch[8] = {7, 3, 0, 5, 1, 6, 2, 4};
+    gpumem_policy_ra_batch_init(&rb, 1u << 20, 4096, GPUMEM_POLICY_RA_GPU_CAP);
+    out[3] = gpumem_policy_ra_batch_on_misses(&rb, batch, 8, &span, 1) == 1 && span.first == 8 ? span.count : 0;
 }
 
 static void test_gmt_on_device() {
@@ -119,6 +125,7 @@ static void test_gmt_on_device() {
     EXPECT(out[0] == GPUMEM_PLACE_HOST, "first placement %u", out[0]);
     EXPECT(out[1] == GPUMEM_PLACE_KEEP, "short reuse placement %u", out[1]);
     EXPECT(out[2] == 8, "readahead %u lines", out[2]);
+    EXPECT(out[3] == 16, "batch readahead %u lines from line 8", out[3]);
     test_end("GMT placement and readahead on the device", "");
     cudaFree(g);
     cudaFree(ra);

@@ -18,6 +18,18 @@
  *                                 negative cases (memlock too small, PRPs at
  *                                 unmapped IOVAs, unregistered buffers)
  *
+ *   guest_test uring DEV THREADS COMMANDS
+ *                                 the kernel's nvme driver owns the disk: the
+ *                                 io_uring passthrough forwarder (gpumem_uring.h)
+ *                                 serves pairs over DEV (/dev/ngXnY, local or
+ *                                 NVMe-oF); every read checked by content
+ *   guest_test bench-uring DEV DEPTH SECONDS
+ *   guest_test bench-vfio ADDR DEPTH SECONDS
+ *                                 make qemu-bench: 4 KiB random reads, DEPTH
+ *                                 out at once, through the forwarder (one
+ *                                 forwarder thread) or the shim; prints "BENCH"
+ *                                 lines (IOPS; latency percentiles)
+ *
  * The disk holds block content (lba, generation 0) everywhere when the guest
  * starts (tests/qemu/image.c wrote it). The last WRITE_BLOCKS blocks are
  * split among the threads, each writes only its own part, and the generation
@@ -40,6 +52,7 @@
 #include <unistd.h>
 
 #include "gpumem_nvmectl.h" /* includes gpumem_nvme.h */
+#include "gpumem_uring.h"   /* guest_test uring: the io_uring passthrough forwarder */
 #include "../block_content.h"
 
 #define MAX_BATCH 32u       /* asynchronous commands a thread has out at once */
@@ -916,6 +929,725 @@ out:
     return failures ? 1 : 0;
 }
 
+/* ---- the io_uring passthrough forwarder (gpumem_uring.h) ----------------------- */
+
+static const uint32_t uring_depths[] = {2, 16, 256};
+#define URING_PAIRS 3u
+
+typedef struct uring_worker {
+    gpumem_nvme_qp **pairs;
+    gpumem_nvme_ns ns;
+    uint64_t write_base, per_thread;
+    uint32_t region, id, *gen;
+    uint64_t reads, writes, flushes, blocks, bad, errors, issued;
+    pthread_t thread;
+} uring_worker;
+
+/* Wait for one command of the batch and check it by content. */
+static void uring_finish(uring_worker *w, gpumem_nvme_qp *qp, pending *p, const unsigned char *buf) {
+    gpumem_status st = gpumem_nvme_qp_wait_timed(qp, &p->req, (uint64_t)IO_TIMEOUT_MS * 1000000ull);
+    uint32_t k;
+    w->issued++;
+    if (st != GPUMEM_OK) {
+        w->errors++;
+        CHECK(0, "thread %u: %s of %u blocks at %llu on pair %u: %s (%s)", w->id, p->is_write ? "write" : "read",
+              p->nlb, (unsigned long long)p->lba, qp->qid, gpumem_status_str(st),
+              gpumem_nvme_status_str(gpumem_nvme_cpl_status(&p->req.cpl)));
+        return;
+    }
+    w->blocks += p->nlb;
+    if (p->is_write) {
+        for (k = 0; k < p->nlb; k++) w->gen[p->lba + k - w->write_base] = p->gen_or_write;
+        w->writes++;
+        return;
+    }
+    w->reads++;
+    for (k = 0; k < p->nlb; k++) {
+        uint64_t lba = p->lba + k;
+        uint32_t want = lba >= w->write_base ? w->gen[lba - w->write_base] : 0;
+        if (!block_ok(buf + p->off + (size_t)k * LBA, lba, want) && w->bad++ < 5)
+            CHECK(0, "thread %u: block %llu read back wrong (want generation %u)", w->id, (unsigned long long)lba,
+                  want);
+    }
+}
+
+/* Batches of up to MAX_BATCH asynchronous commands on one pair, from
+ * buffers at 512-byte offsets in ordinary pages (PRP lists); writes to the
+ * thread's own blocks are read back after they complete. */
+static void *uring_worker_main(void *arg) {
+    uring_worker *w = (uring_worker *)arg;
+    unsigned char *buf = (unsigned char *)aligned_alloc(4096, MAX_BATCH * SLOT_BYTES);
+    pending batch[MAX_BATCH];
+    uint64_t rng = 0x9E3779B97F4A7C15ull * (w->id + 7), round = 0;
+    uint64_t own = w->write_base + (uint64_t)w->id * w->region;
+    CHECK(buf != NULL, "malloc");
+    while (buf && w->issued < w->per_thread && !__atomic_load_n(&failures, __ATOMIC_RELAXED)) {
+        gpumem_nvme_qp *qp = w->pairs[(w->id + round++) % URING_PAIRS];
+        uint32_t n, k, j, kind = (uint32_t)(rng_next(&rng) % 8), batch_n = 1 + (uint32_t)(rng_next(&rng) % MAX_BATCH);
+        int writing = kind <= 2;
+        gpumem_status st;
+        if (kind == 7) {
+            gpumem_nvme_cpl cpl;
+            st = gpumem_nvme_qp_flush(qp, &cpl);
+            CHECK(st == GPUMEM_OK, "thread %u: flush: %s", w->id, gpumem_status_str(st));
+            w->flushes++, w->issued++;
+            continue;
+        }
+        for (j = 0; j < (writing ? 2u : 1u); j++) { /* writes, then the same ranges read back */
+            uint64_t at = rng_next(&rng) % w->region;
+            uint32_t oldest = 0;
+            for (n = 0; n < batch_n; n++) {
+                pending *p = &batch[n];
+                if (j == 0) {
+                    p->nlb = 1 + (uint32_t)(rng_next(&rng) % MAX_NLB);
+                    p->off = (size_t)n * SLOT_BYTES + (rng_next(&rng) % 8) * LBA;
+                    if (writing) {
+                        if (at + p->nlb > w->region) at = 0;
+                        p->lba = own + at;
+                        at += p->nlb;
+                        p->gen_or_write = w->gen[p->lba - w->write_base] + 1;
+                        for (k = 0; k < p->nlb; k++)
+                            fill_block(buf + p->off + (size_t)k * LBA, p->lba + k, p->gen_or_write);
+                    } else {
+                        p->lba = rng_next(&rng) % 4 == 0 ? own + rng_next(&rng) % (w->region - p->nlb + 1)
+                                                          : rng_next(&rng) % (w->write_base - p->nlb + 1);
+                    }
+                }
+                p->is_write = writing && j == 0;
+                if (!p->is_write) memset(buf + p->off, 0xEE, (size_t)p->nlb * LBA);
+                /* no ID free: finish this thread's oldest command first (it may hold them all) */
+                while ((st = gpumem_nvme_qp_submit_buf(qp, p->is_write ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ,
+                                                       p->lba, p->nlb, buf + p->off, &p->req)) == GPUMEM_EAGAIN) {
+                    if (oldest < n) uring_finish(w, qp, &batch[oldest++], buf);
+                    else nanosleep(&(struct timespec){0, 20000L}, NULL);
+                }
+                CHECK(st == GPUMEM_OK, "thread %u: submit: %s", w->id, gpumem_status_str(st));
+                if (st != GPUMEM_OK) batch_n = n;
+                /* a writing batch's ranges must not overlap: stop before the region wraps onto itself */
+                if (writing && j == 0 && at + MAX_NLB > w->region && n + 1 < batch_n) batch_n = n + 1;
+            }
+            while (oldest < batch_n) uring_finish(w, qp, &batch[oldest++], buf);
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
+static int uring_run(const char *dev, uint32_t n_threads, uint64_t n_commands) {
+    gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
+    gpumem_uringctl *ctl = NULL;
+    gpumem_nvme_qp *pairs[URING_PAIRS];
+    gpumem_uringctl_stats s;
+    uring_worker *ws = (uring_worker *)calloc(n_threads, sizeof *ws);
+    uint32_t *gen = (uint32_t *)calloc(WRITE_BLOCKS, sizeof *gen);
+    uint64_t reads = 0, writes = 0, flushes = 0, blocks = 0, bad = 0, errors = 0;
+    gpumem_nvme_ns ns;
+    gpumem_status st;
+    double t0, t1;
+    uint32_t i;
+    char why[320] = "";
+    cfg.path = dev;
+    cfg.error = why;
+    cfg.error_bytes = sizeof why;
+    st = gpumem_uringctl_open(&cfg, &ctl);
+    if (st != GPUMEM_OK) {
+        printf("GPUMEM_QEMU_RESULT FAIL uring open %s: %s: %s\n", dev, gpumem_status_str(st), why);
+        return 1;
+    }
+    ns = gpumem_uringctl_ns(ctl);
+    printf("uring: %s: kernel namespace %u, %llu blocks of %u bytes, at most %u blocks per command\n", dev,
+           gpumem_uringctl_kernel_nsid(ctl), (unsigned long long)ns.n_blocks, 1u << ns.lba_shift, ns.max_blocks);
+    CHECK(ns.lba_shift == 9 && ns.n_blocks > 2 * WRITE_BLOCKS && ns.max_blocks >= MAX_NLB,
+          "namespace: 512-byte blocks, more than %u blocks, MDTS of %u blocks expected", 2 * WRITE_BLOCKS, MAX_NLB);
+    for (i = 0; i < URING_PAIRS && !failures; i++) {
+        st = gpumem_uringctl_add_qp(ctl, uring_depths[i], &pairs[i]);
+        CHECK(st == GPUMEM_OK, "pair of depth %u: %s", uring_depths[i], gpumem_status_str(st));
+    }
+    if (!failures) CHECK((st = gpumem_uringctl_start(ctl)) == GPUMEM_OK, "start: %s", gpumem_status_str(st));
+    t0 = now_s();
+    for (i = 0; i < n_threads && !failures; i++) {
+        ws[i].pairs = pairs;
+        ws[i].ns = ns;
+        ws[i].write_base = ns.n_blocks - WRITE_BLOCKS;
+        ws[i].region = WRITE_BLOCKS / n_threads;
+        ws[i].per_thread = (n_commands + n_threads - 1) / n_threads;
+        ws[i].id = i;
+        ws[i].gen = gen;
+        pthread_create(&ws[i].thread, NULL, uring_worker_main, &ws[i]);
+    }
+    for (i = 0; i < n_threads && ws[i].pairs; i++) {
+        pthread_join(ws[i].thread, NULL);
+        reads += ws[i].reads, writes += ws[i].writes, flushes += ws[i].flushes, blocks += ws[i].blocks;
+        bad += ws[i].bad, errors += ws[i].errors;
+    }
+    t1 = now_s();
+    /* The cost of one command: one thread, one 512-byte read at a time. */
+    if (!failures) {
+        enum { N_QD1 = 200 };
+        uint64_t ns_each[N_QD1], t;
+        unsigned char *one = (unsigned char *)aligned_alloc(4096, 4096);
+        gpumem_nvme_cpl cpl;
+        uint32_t a, c;
+        for (a = 0; a < N_QD1; a++) {
+            t = gpumem_clock_ns();
+            st = gpumem_nvme_qp_read_buf(pairs[1], a * 7u, 1, one, &cpl);
+            ns_each[a] = gpumem_clock_ns() - t;
+            CHECK(st == GPUMEM_OK, "QD1 read: %s", gpumem_status_str(st));
+            reads += st == GPUMEM_OK;
+        }
+        for (a = 1; a < N_QD1; a++) /* insertion sort: 200 values */
+            for (c = a; c > 0 && ns_each[c - 1] > ns_each[c]; c--) t = ns_each[c], ns_each[c] = ns_each[c - 1], ns_each[c - 1] = t;
+        printf("uring: one 512-byte read at a time, %d reads: median %.0f us, p90 %.0f us, p99 %.0f us\n", N_QD1,
+               ns_each[N_QD1 / 2] / 1e3, ns_each[N_QD1 * 9 / 10] / 1e3, ns_each[N_QD1 * 99 / 100] / 1e3);
+        free(one);
+    }
+    if (gpumem_uringctl_stop(ctl) == GPUMEM_OK && gpumem_uringctl_get_stats(ctl, &s) == GPUMEM_OK) {
+        printf("uring: forwarded %llu commands in %llu io_uring_enter calls; %llu kernel errors, %llu bad kernel "
+               "completions, %llu untranslatable, %llu protocol violations\n", (unsigned long long)s.submitted,
+               (unsigned long long)s.enter_calls, (unsigned long long)s.kernel_errors,
+               (unsigned long long)s.bad_kernel_cqes, (unsigned long long)s.untranslatable,
+               (unsigned long long)s.sw.violations);
+        CHECK(s.sw.commands == reads + writes + flushes, "posted %llu completions for %llu commands",
+              (unsigned long long)s.sw.commands, (unsigned long long)(reads + writes + flushes));
+        CHECK(s.kernel_errors + s.bad_kernel_cqes + s.untranslatable + s.sw.violations == 0, "forwarder counts");
+    }
+    for (i = 0; i < URING_PAIRS; i++) CHECK(gpumem_nvme_qp_faults(pairs[i]) == 0, "pair %u saw bad completions", i);
+    CHECK(bad == 0 && errors == 0, "%llu blocks read back wrong, %llu commands failed", (unsigned long long)bad,
+          (unsigned long long)errors);
+    CHECK(reads + writes + flushes >= n_commands, "ran %llu of %llu commands",
+          (unsigned long long)(reads + writes + flushes), (unsigned long long)n_commands);
+    st = gpumem_uringctl_destroy(ctl);
+    CHECK(st == GPUMEM_OK, "destroy: %s", gpumem_status_str(st));
+    for (i = 0; i < WRITE_BLOCKS; i += 64) {
+        uint32_t k;
+        printf("GENS %llu", (unsigned long long)(ns.n_blocks - WRITE_BLOCKS + i));
+        for (k = 0; k < 64 && i + k < WRITE_BLOCKS; k++) printf(" %x", gen[i + k]);
+        printf("\n");
+    }
+    printf("GPUMEM_QEMU_RESULT %s uring %s commands=%llu reads=%llu writes=%llu flushes=%llu blocks=%llu "
+           "rate=%.0f/s failures=%d\n", failures ? "FAIL" : "PASS", dev, (unsigned long long)(reads + writes + flushes),
+           (unsigned long long)reads, (unsigned long long)writes, (unsigned long long)flushes,
+           (unsigned long long)blocks, (reads + writes + flushes) / (t1 - t0), failures);
+    fflush(stdout);
+    free(ws);
+    free(gen);
+    return failures ? 1 : 0;
+}
+
+/* ---- the mid-run fault: the target's port removed under the forwarder ------------ */
+
+#define FAULT_BLOCKS 2048u   /* written area at the start of the namespace */
+#define FAULT_BATCH 16u      /* asynchronous writes a thread has out at once */
+#define FAULT_NLB 8u
+#define FAULT_TIMEOUT_MS 3000u /* the pairs' cmd_timeout_ms */
+#define FAULT_CHUNK MAX_NLB    /* blocks per command of the first fill and the final read-back */
+
+enum { FAULT_RUN, FAULT_PAUSE, FAULT_END };
+
+typedef struct fault_state {
+    gpumem_nvme_qp *pairs[URING_PAIRS];
+    uint32_t *done;   /* per block: generation of the last write reported done */
+    uint32_t *issued; /* per block: highest generation written (done or failed) */
+    uint32_t *lost;   /* per block: lowest failed generation above done (0: none) */
+    int phase;        /* atomic */
+    uint64_t ok, failed; /* atomic: all threads */
+} fault_state;
+
+typedef struct fault_worker {
+    fault_state *fs;
+    uint32_t id, region, idle; /* idle: atomic, set while paused with nothing out */
+    uint64_t ok, aborted, path, target, timed_out, other, ok_after; /* by how each command ended */
+    uint64_t max_wait_ns; /* longest submit-to-end of a command that did not succeed */
+    uint64_t leaked;      /* buffers given up with a timed-out write (the kernel may still read them) */
+    pthread_t thread;
+} fault_worker;
+
+typedef struct fault_cmd {
+    gpumem_nvme_req req;
+    uint64_t lba, t0;
+    uint32_t nlb, gen;
+    unsigned char *buf;
+} fault_cmd;
+
+static void fault_end(fault_worker *w, gpumem_nvme_qp *qp, fault_cmd *c, int after) {
+    fault_state *fs = w->fs;
+    gpumem_status st = gpumem_nvme_qp_wait_timed(qp, &c->req, (uint64_t)IO_TIMEOUT_MS * 1000000ull);
+    uint64_t waited = gpumem_clock_ns() - c->t0;
+    uint16_t sf = gpumem_nvme_cpl_status(&c->req.cpl);
+    uint32_t k;
+    if (st == GPUMEM_OK) {
+        for (k = 0; k < c->nlb; k++) {
+            fs->done[c->lba + k] = c->gen;
+            fs->lost[c->lba + k] = 0;
+        }
+        w->ok++;
+        w->ok_after += after;
+        __atomic_fetch_add(&fs->ok, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    /* Failed: it may still have landed. */
+    for (k = 0; k < c->nlb; k++)
+        if (!fs->lost[c->lba + k]) fs->lost[c->lba + k] = c->gen;
+    if (waited > w->max_wait_ns) w->max_wait_ns = waited;
+    if (st == GPUMEM_ETIMEDOUT) {
+        /* the kernel may still read this buffer: never reuse it */
+        w->timed_out++;
+        w->leaked++;
+        c->buf = (unsigned char *)aligned_alloc(4096, FAULT_NLB * LBA + 4096);
+    } else if (st == GPUMEM_EIO && sf == GPUMEM_NVME_STATUS(3, 0x71)) {
+        w->aborted++;
+    } else if (st == GPUMEM_EIO && sf == GPUMEM_NVME_STATUS(3, 0x70)) {
+        w->path++;
+    } else if (st == GPUMEM_EIO) {
+        /* the target's own status: nvmet fails a write whose data the
+         * torn-down connection cut short (data transfer error) */
+        w->target++;
+        printf("uring-fault: thread %u: write at %llu ended by the target: %s\n", w->id, (unsigned long long)c->lba,
+               gpumem_nvme_status_str(sf));
+    } else {
+        w->other++;
+        printf("uring-fault: thread %u: write at %llu ended %s (%s)\n", w->id, (unsigned long long)c->lba,
+               gpumem_status_str(st), gpumem_nvme_status_str(sf));
+    }
+    __atomic_fetch_add(&fs->failed, 1, __ATOMIC_RELAXED);
+}
+
+/* Batches of asynchronous writes to the thread's own blocks, each block
+ * one generation higher, until told to pause (nothing left out) or end. */
+static void *fault_worker_main(void *arg) {
+    fault_worker *w = (fault_worker *)arg;
+    fault_state *fs = w->fs;
+    fault_cmd cmds[FAULT_BATCH];
+    uint64_t rng = 0x51ED2701ull * (w->id + 3), round = 0, at = 0;
+    uint64_t base = (uint64_t)w->id * w->region;
+    uint32_t n, k;
+    int after = 0;
+    for (n = 0; n < FAULT_BATCH; n++) cmds[n].buf = (unsigned char *)aligned_alloc(4096, FAULT_NLB * LBA + 4096);
+    for (;;) {
+        int phase = __atomic_load_n(&fs->phase, __ATOMIC_ACQUIRE);
+        gpumem_nvme_qp *qp = fs->pairs[1 + (w->id + round++) % (URING_PAIRS - 1)]; /* depths 16 and 256 */
+        uint32_t batch = 1 + (uint32_t)(rng_next(&rng) % FAULT_BATCH), oldest = 0;
+        if (phase == FAULT_END) break;
+        if (phase == FAULT_PAUSE) {
+            __atomic_store_n(&w->idle, 1, __ATOMIC_RELEASE);
+            after = 1;
+            nanosleep(&(struct timespec){0, 1000000L}, NULL);
+            continue;
+        }
+        __atomic_store_n(&w->idle, 0, __ATOMIC_RELEASE);
+        for (n = 0; n < batch; n++) {
+            fault_cmd *c = &cmds[n];
+            gpumem_status st;
+            c->nlb = 1 + (uint32_t)(rng_next(&rng) % FAULT_NLB);
+            if (at + c->nlb > w->region) at = 0;
+            c->lba = base + at;
+            at += c->nlb;
+            /* a block's generation rises with every write to it: one above the range's highest */
+            for (c->gen = 0, k = 0; k < c->nlb; k++)
+                if (fs->issued[c->lba + k] > c->gen) c->gen = fs->issued[c->lba + k];
+            c->gen++;
+            for (k = 0; k < c->nlb; k++) {
+                fs->issued[c->lba + k] = c->gen;
+                fill_block(c->buf + (size_t)k * LBA, c->lba + k, c->gen);
+            }
+            c->t0 = gpumem_clock_ns();
+            while ((st = gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_WRITE, c->lba, c->nlb, c->buf, &c->req)) ==
+                   GPUMEM_EAGAIN) {
+                if (oldest < n) fault_end(w, qp, &cmds[oldest++], after);
+                else nanosleep(&(struct timespec){0, 20000L}, NULL);
+            }
+            CHECK(st == GPUMEM_OK, "thread %u: submit: %s", w->id, gpumem_status_str(st));
+            if (st != GPUMEM_OK) { batch = n; break; }
+            /* stop before the region wraps onto a range still out */
+            if (at + FAULT_NLB > w->region && n + 1 < batch) batch = n + 1;
+        }
+        while (oldest < batch) fault_end(w, qp, &cmds[oldest++], after);
+    }
+    for (n = 0; n < FAULT_BATCH; n++) free(cmds[n].buf);
+    return NULL;
+}
+
+static void fault_wait_idle(fault_worker *ws, uint32_t n_threads) {
+    uint32_t i;
+    for (i = 0; i < n_threads; i++)
+        while (!__atomic_load_n(&ws[i].idle, __ATOMIC_ACQUIRE)) nanosleep(&(struct timespec){0, 1000000L}, NULL);
+}
+
+/* guest_test uring-fault DEV THREADS COMMANDS PORT_LINK SUBSYSTEM: writes
+ * through the forwarder to DEV (a namespace nvmet exports through the port,
+ * backed by a slow null_blk); after COMMANDS/4 writes are done the port's
+ * link to the subsystem is removed with writes inside the target; once the
+ * threads have ended everything they had out, the link is restored, the
+ * path comes back, COMMANDS more writes must all succeed, and every block
+ * must read back as the last write reported done (or a later one that
+ * failed: a failed write may have landed). */
+static int uring_fault(const char *dev, uint32_t n_threads, uint64_t n_commands, const char *link, const char *subsys) {
+    gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
+    gpumem_uringctl *ctl = NULL;
+    gpumem_uringctl_stats s;
+    fault_state fs;
+    fault_worker *ws = (fault_worker *)calloc(n_threads, sizeof *ws);
+    unsigned char *buf = (unsigned char *)aligned_alloc(4096, FAULT_CHUNK * LBA);
+    uint64_t ok = 0, aborted = 0, path = 0, target = 0, timed_out = 0, other = 0, ok_after = 0, max_wait = 0;
+    uint64_t leaked = 0;
+    uint64_t b, wrong = 0, landed = 0, probes = 0;
+    gpumem_status st;
+    gpumem_nvme_cpl cpl;
+    double t_unlink, t_back;
+    uint32_t i, k;
+    char why[320] = "";
+    memset(&fs, 0, sizeof fs);
+    fs.done = (uint32_t *)calloc(FAULT_BLOCKS, sizeof(uint32_t));
+    fs.issued = (uint32_t *)calloc(FAULT_BLOCKS, sizeof(uint32_t));
+    fs.lost = (uint32_t *)calloc(FAULT_BLOCKS, sizeof(uint32_t));
+    cfg.path = dev;
+    cfg.cmd_timeout_ms = FAULT_TIMEOUT_MS;
+    cfg.error = why;
+    cfg.error_bytes = sizeof why;
+    if ((st = gpumem_uringctl_open(&cfg, &ctl)) != GPUMEM_OK) {
+        printf("GPUMEM_QEMU_RESULT FAIL uring-fault open %s: %s: %s\n", dev, gpumem_status_str(st), why);
+        return 1;
+    }
+    CHECK(gpumem_uringctl_ns(ctl).n_blocks >= FAULT_BLOCKS && gpumem_uringctl_ns(ctl).lba_shift == 9,
+          "namespace of at least %u 512-byte blocks expected", FAULT_BLOCKS);
+    for (i = 0; i < URING_PAIRS && !failures; i++)
+        CHECK(gpumem_uringctl_add_qp(ctl, uring_depths[i], &fs.pairs[i]) == GPUMEM_OK, "pair %u", i);
+    /* the blocks start at generation 0 (null_blk memory reads zeros: write them) */
+    CHECK(gpumem_uringctl_start(ctl) == GPUMEM_OK, "start");
+    for (b = 0; b < FAULT_BLOCKS && !failures; b += FAULT_CHUNK) {
+        for (k = 0; k < FAULT_CHUNK; k++) fill_block(buf + (size_t)k * LBA, b + k, 0);
+        st = gpumem_nvme_qp_write_buf(fs.pairs[2], b, FAULT_CHUNK, buf, &cpl);
+        CHECK(st == GPUMEM_OK, "initial write at %llu: %s", (unsigned long long)b, gpumem_status_str(st));
+    }
+    if (failures) goto out;
+    for (i = 0; i < n_threads; i++) {
+        ws[i].fs = &fs;
+        ws[i].id = i;
+        ws[i].region = FAULT_BLOCKS / n_threads;
+        pthread_create(&ws[i].thread, NULL, fault_worker_main, &ws[i]);
+    }
+    /* 1. the port goes with writes inside the target */
+    while (__atomic_load_n(&fs.ok, __ATOMIC_RELAXED) < n_commands / 4) nanosleep(&(struct timespec){0, 1000000L}, NULL);
+    CHECK(unlink(link) == 0, "unlink %s: %s", link, strerror(errno));
+    t_unlink = now_s();
+    printf("uring-fault: port link removed after %llu writes done\n", (unsigned long long)fs.ok);
+    /* 2. new writes fail while the path is gone; let some do, then pause:
+     * every thread ends everything it has out (none may hang) */
+    while (__atomic_load_n(&fs.failed, __ATOMIC_RELAXED) < 4u * n_threads && now_s() - t_unlink < 20)
+        nanosleep(&(struct timespec){0, 1000000L}, NULL);
+    __atomic_store_n(&fs.phase, FAULT_PAUSE, __ATOMIC_RELEASE);
+    fault_wait_idle(ws, n_threads);
+    printf("uring-fault: every thread ended its writes %.2f s after the unlink (%llu done, %llu failed)\n",
+           now_s() - t_unlink, (unsigned long long)fs.ok, (unsigned long long)fs.failed);
+    /* 3. the port back: the kernel reconnects (reconnect_delay), new commands work */
+    CHECK(symlink(subsys, link) == 0, "symlink %s %s: %s", subsys, link, strerror(errno));
+    t_back = now_s();
+    do {
+        probes++;
+        st = gpumem_nvme_qp_read_buf(fs.pairs[1], 0, 1, buf, &cpl);
+        if (st != GPUMEM_OK) nanosleep(&(struct timespec){0, 200000000L}, NULL);
+    } while (st != GPUMEM_OK && now_s() - t_back < 60);
+    CHECK(st == GPUMEM_OK, "no command succeeded within 60 s of restoring the port: %s (%s)", gpumem_status_str(st),
+          gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)));
+    printf("uring-fault: path back %.2f s after the port (%llu probes)\n", now_s() - t_back, (unsigned long long)probes);
+    if (st == GPUMEM_OK) {
+        uint64_t before = fs.ok;
+        __atomic_store_n(&fs.phase, FAULT_RUN, __ATOMIC_RELEASE);
+        while (__atomic_load_n(&fs.ok, __ATOMIC_RELAXED) < before + n_commands &&
+               !__atomic_load_n(&failures, __ATOMIC_RELAXED))
+            nanosleep(&(struct timespec){0, 1000000L}, NULL);
+    }
+    __atomic_store_n(&fs.phase, FAULT_END, __ATOMIC_RELEASE);
+    for (i = 0; i < n_threads; i++) {
+        pthread_join(ws[i].thread, NULL);
+        ok += ws[i].ok, aborted += ws[i].aborted, path += ws[i].path, timed_out += ws[i].timed_out;
+        target += ws[i].target;
+        other += ws[i].other, ok_after += ws[i].ok_after, leaked += ws[i].leaked;
+        if (ws[i].max_wait_ns > max_wait) max_wait = ws[i].max_wait_ns;
+    }
+    /* 4. every block: the last write reported done, or a later failed one */
+    for (b = 0; b < FAULT_BLOCKS; b += FAULT_CHUNK) {
+        st = gpumem_nvme_qp_read_buf(fs.pairs[2], b, FAULT_CHUNK, buf, &cpl);
+        CHECK(st == GPUMEM_OK, "read back at %llu: %s", (unsigned long long)b, gpumem_status_str(st));
+        if (st != GPUMEM_OK) break;
+        for (k = 0; k < FAULT_CHUNK; k++) {
+            uint64_t lba = b + k;
+            uint32_t g;
+            int match = block_ok(buf + (size_t)k * LBA, lba, fs.done[lba]);
+            for (g = fs.lost[lba]; !match && g && g <= fs.issued[lba]; g++)
+                if (block_ok(buf + (size_t)k * LBA, lba, g)) match = 1, landed++;
+            if (!match && wrong++ < 5)
+                CHECK(0, "block %llu holds neither generation %u (done) nor a failed later one (%u..%u)",
+                      (unsigned long long)lba, fs.done[lba], fs.lost[lba], fs.issued[lba]);
+        }
+    }
+    printf("uring-fault: writes ended: %llu done (%llu after the port came back), %llu aborted by host (-EINTR), "
+           "%llu host pathing error (-EINVAL / 0x370), %llu failed by the target, %llu timed out, %llu other; longest "
+           "wait of a failed write %.0f ms (cmd_timeout_ms %u)\n", (unsigned long long)ok, (unsigned long long)ok_after,
+           (unsigned long long)aborted, (unsigned long long)path, (unsigned long long)target, (unsigned long long)timed_out,
+           (unsigned long long)other, max_wait / 1e6, FAULT_TIMEOUT_MS);
+    printf("uring-fault: %llu blocks checked, %llu hold a failed write that landed, %llu wrong\n",
+           (unsigned long long)FAULT_BLOCKS, (unsigned long long)landed, (unsigned long long)wrong);
+    CHECK(aborted + path + target + timed_out + other > 0, "the fault did not bite: no write failed");
+    CHECK(other == 0, "writes ended with an unexpected status");
+    CHECK(ok_after >= n_commands, "only %llu writes after the port came back", (unsigned long long)ok_after);
+out:
+    if (gpumem_uringctl_stop(ctl) == GPUMEM_OK && gpumem_uringctl_get_stats(ctl, &s) == GPUMEM_OK)
+        printf("uring-fault: forwarded %llu commands; %llu kernel errors, %llu overdue (%llu ended late, %llu still "
+               "in the kernel), %llu bad kernel completions, %llu protocol violations\n",
+               (unsigned long long)s.submitted, (unsigned long long)s.kernel_errors, (unsigned long long)s.overdue,
+               (unsigned long long)s.late, (unsigned long long)s.left_in_kernel,
+               (unsigned long long)s.bad_kernel_cqes, (unsigned long long)s.sw.violations);
+    for (i = 0; i < URING_PAIRS; i++)
+        CHECK(!fs.pairs[i] || (gpumem_nvme_qp_faults(fs.pairs[i]) & ~GPUMEM_NVME_FAULT_TIMEOUT) == 0,
+              "pair %u saw bad completions", i);
+    st = gpumem_uringctl_destroy(ctl);
+    CHECK(st == GPUMEM_OK || (st == GPUMEM_EBUSY && s.left_in_kernel), "destroy: %s", gpumem_status_str(st));
+    printf("GPUMEM_QEMU_RESULT %s uring-fault %s done=%llu failed=%llu timed_out=%llu leaked_buffers=%llu "
+           "failures=%d\n", failures ? "FAIL" : "PASS", dev, (unsigned long long)ok,
+           (unsigned long long)(aborted + path + target + timed_out + other), (unsigned long long)timed_out,
+           (unsigned long long)leaked, failures);
+    fflush(stdout);
+    return failures ? 1 : 0;
+}
+
+/* ---- the benchmark (make qemu-bench): 4 KiB random reads at a fixed depth ---------
+ *
+ * One client thread keeps DEPTH reads of 4 KiB (8 blocks, 4 KiB-aligned) at
+ * random places of the namespace outstanding on one pair, for SECONDS
+ * seconds: each completion found is checked, then its slot gets a new read at
+ * once. The same loop drives the forwarder's pair (served by one forwarder
+ * thread) and the VFIO shim's pair (the controller is QEMU's NVMe device
+ * itself), so the difference is what serves the pair. Two runs each: one
+ * without clock reads per command (IOPS), one that times every command from
+ * its submit call to the poll that finds it done (latency percentiles), as
+ * fio's --gtod_reduce=1 run and its run with latencies. Every 64th read is
+ * checked by content (the disk holds generation 0 everywhere). */
+
+#define BENCH_BLOCKS 8u          /* 4 KiB reads of 512-byte blocks */
+#define BENCH_MAX_DEPTH 256u
+
+typedef struct bench_target {
+    gpumem_nvme_qp *qp;
+    gpumem_nvmectl *ctl;     /* the shim's controller (its wait), NULL: the forwarder's pair */
+    gpumem_nvmectl_dma *dma; /* VFIO: the slots' DMA memory; NULL: the forwarder (process addresses) */
+    unsigned char *va;       /* the slots' memory, BENCH_BLOCKS * LBA bytes each */
+    uint64_t n_blocks;
+} bench_target;
+
+static gpumem_status bench_submit(bench_target *t, uint32_t slot, uint64_t lba, gpumem_nvme_req *req) {
+    size_t off = (size_t)slot * BENCH_BLOCKS * LBA;
+    if (t->dma) {
+        gpumem_nvme_iomap at = gpumem_nvme_iomap_sub(&t->dma->map, off);
+        return gpumem_nvme_qp_submit_map(t->qp, GPUMEM_NVME_OP_READ, lba, BENCH_BLOCKS, &at, req);
+    }
+    return gpumem_nvme_qp_submit_buf(t->qp, GPUMEM_NVME_OP_READ, lba, BENCH_BLOCKS, t->va + off, req);
+}
+
+static int bench_cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The state of one timed run. */
+typedef struct bench_state {
+    bench_target *t;
+    const char *what;
+    uint32_t depth, n_active;
+    int timed, running;
+    gpumem_nvme_req req[BENCH_MAX_DEPTH];
+    uint64_t lba[BENCH_MAX_DEPTH], t_sub[BENCH_MAX_DEPTH], seq[BENCH_MAX_DEPTH];
+    unsigned char active[BENCH_MAX_DEPTH]; /* the slot has a read out */
+    uint64_t rng, next_seq, n_slots, done, checked, bad, errors;
+    uint32_t *lat;
+    uint64_t n_lat, cap;
+} bench_state;
+
+/* A new read at a random 4 KiB of the namespace into slot i. */
+static gpumem_status bench_issue(bench_state *b, uint32_t i) {
+    gpumem_status st;
+    b->lba[i] = (rng_next(&b->rng) % b->n_slots) * BENCH_BLOCKS;
+    b->seq[i] = b->next_seq++;
+    if (b->timed) b->t_sub[i] = gpumem_clock_ns();
+    st = bench_submit(b->t, i, b->lba[i], &b->req[i]);
+    CHECK(st == GPUMEM_OK, "%s: submit: %s", b->what, gpumem_status_str(st));
+    b->active[i] = st == GPUMEM_OK;
+    b->n_active += st == GPUMEM_OK;
+    if (st != GPUMEM_OK) b->running = 0;
+    return st;
+}
+
+/* Slot i's read ended with st: count it, check every 64th by content, and
+ * give the slot a new read while the run goes on. */
+static void bench_ended(bench_state *b, uint32_t i, gpumem_status st) {
+    uint32_t k;
+    if (b->timed && b->n_lat < b->cap) b->lat[b->n_lat++] = (uint32_t)((gpumem_clock_ns() - b->t_sub[i]) / 1000u);
+    b->active[i] = 0, b->n_active--;
+    if (st != GPUMEM_OK) {
+        if (b->errors++ < 5)
+            CHECK(0, "%s: read of block %llu: %s (%s)", b->what, (unsigned long long)b->lba[i], gpumem_status_str(st),
+                  st == GPUMEM_EIO ? gpumem_nvme_status_str(gpumem_nvme_cpl_status(&b->req[i].cpl)) : "no status");
+        b->running = 0;
+        return;
+    }
+    if (++b->done % 64 == 0) {
+        const unsigned char *p = b->t->va + (size_t)i * BENCH_BLOCKS * LBA;
+        b->checked++;
+        for (k = 0; k < BENCH_BLOCKS; k++)
+            if (!block_ok(p + (size_t)k * LBA, b->lba[i] + k, 0) && b->bad++ < 5)
+                CHECK(0, "%s: block %llu read back wrong", b->what, (unsigned long long)(b->lba[i] + k));
+    }
+    if (b->running) bench_issue(b, i);
+}
+
+/* One timed run; prints a "BENCH" line. `timed`: clock each command.
+ * The client polls every slot round and round; a slot found done gets a new
+ * read at once. A round that finds none waits for the oldest read the way
+ * the path's own callers do (the pair's wait for the forwarder, which
+ * spins then parks; gpumem_nvmectl_wait for the shim, which spins then
+ * sleeps 20 us at a time), so that the client does not take the CPU the
+ * forwarder thread needs while nothing is due. */
+static void bench_run(const char *what, bench_target *t, uint32_t depth, double seconds, int timed) {
+    bench_state *b = (bench_state *)calloc(1, sizeof *b);
+    uint64_t next_clock = 0;
+    double t0, t1;
+    uint32_t i;
+    CHECK(b != NULL, "malloc");
+    if (!b) return;
+    b->t = t, b->what = what, b->depth = depth, b->timed = timed, b->running = 1;
+    b->rng = 0x2545F4914F6CDD1Dull ^ (uint64_t)timed;
+    b->n_slots = t->n_blocks / BENCH_BLOCKS;
+    if (timed) {
+        b->cap = 4u << 20; /* 4 M commands; past that the rest go untimed */
+        b->lat = (uint32_t *)malloc(b->cap * sizeof *b->lat);
+        CHECK(b->lat != NULL, "malloc");
+        if (!b->lat) b->cap = 0;
+    }
+    t0 = now_s();
+    for (i = 0; i < depth && b->running; i++) bench_issue(b, i);
+    while (b->n_active > 0) {
+        int progress = 0;
+        for (i = 0; i < depth; i++) {
+            gpumem_status st;
+            if (!b->active[i]) continue; /* ended (the run is draining) */
+            if ((st = gpumem_nvme_qp_poll(t->qp, &b->req[i])) == GPUMEM_EAGAIN) continue;
+            progress = 1;
+            bench_ended(b, i, st);
+        }
+        if (!progress) {
+            uint32_t oldest = depth;
+            for (i = 0; i < depth; i++)
+                if (b->active[i] && (oldest == depth || b->seq[i] < b->seq[oldest])) oldest = i;
+            if (oldest < depth)
+                bench_ended(b, oldest, t->ctl ? gpumem_nvmectl_wait(t->ctl, t->qp, &b->req[oldest], IO_TIMEOUT_MS)
+                                              : gpumem_nvme_qp_wait_timed(t->qp, &b->req[oldest],
+                                                                          (uint64_t)IO_TIMEOUT_MS * 1000000ull));
+        }
+        /* the clock once per 256 completions: the IOPS run reads it ~never */
+        if (b->running && b->done >= next_clock) {
+            next_clock = b->done + 256;
+            if (now_s() - t0 >= seconds) b->running = 0;
+        }
+    }
+    t1 = now_s();
+    if (timed && b->n_lat) {
+        uint32_t *lat = b->lat;
+        uint64_t n = b->n_lat;
+        qsort(lat, n, sizeof *lat, bench_cmp_u32);
+        printf("BENCH %s depth=%u seconds=%.2f reads=%llu iops=%.0f lat_us_p50=%u p90=%u p99=%u p999=%u max=%u "
+               "errors=%llu bad_blocks=%llu checked=%llu\n", what, depth, t1 - t0, (unsigned long long)b->done,
+               b->done / (t1 - t0), lat[n / 2], lat[n * 9 / 10], lat[n * 99 / 100], lat[n * 999 / 1000], lat[n - 1],
+               (unsigned long long)b->errors, (unsigned long long)b->bad, (unsigned long long)b->checked);
+    } else {
+        printf("BENCH %s depth=%u seconds=%.2f reads=%llu iops=%.0f errors=%llu bad_blocks=%llu checked=%llu\n",
+               what, depth, t1 - t0, (unsigned long long)b->done, b->done / (t1 - t0), (unsigned long long)b->errors,
+               (unsigned long long)b->bad, (unsigned long long)b->checked);
+    }
+    fflush(stdout);
+    CHECK(b->errors == 0 && b->bad == 0 && b->checked > 0, "%s: %llu errors, %llu blocks read back wrong, %llu checked",
+          what, (unsigned long long)b->errors, (unsigned long long)b->bad, (unsigned long long)b->checked);
+    free(b->lat);
+    free(b);
+}
+
+/* guest_test bench-uring DEV DEPTH SECONDS: one forwarder thread, one pair. */
+static int bench_uring(const char *dev, uint32_t depth, double seconds) {
+    gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
+    gpumem_uringctl *ctl = NULL;
+    gpumem_uringctl_stats s;
+    bench_target t;
+    gpumem_status st;
+    char why[320] = "";
+    memset(&t, 0, sizeof t);
+    cfg.path = dev;
+    cfg.n_threads = 1;
+    cfg.error = why;
+    cfg.error_bytes = sizeof why;
+    if (depth == 0 || depth > BENCH_MAX_DEPTH) depth = 32;
+    if ((st = gpumem_uringctl_open(&cfg, &ctl)) != GPUMEM_OK) {
+        printf("GPUMEM_QEMU_RESULT FAIL bench-uring open %s: %s: %s\n", dev, gpumem_status_str(st), why);
+        return 1;
+    }
+    t.n_blocks = gpumem_uringctl_ns(ctl).n_blocks;
+    t.va = (unsigned char *)aligned_alloc(4096, (size_t)depth * BENCH_BLOCKS * LBA);
+    CHECK(t.va != NULL, "malloc");
+    st = gpumem_uringctl_add_qp(ctl, 2 * depth, &t.qp);
+    CHECK(st == GPUMEM_OK, "pair of depth %u: %s: %s", 2 * depth, gpumem_status_str(st), why);
+    if (!failures) CHECK((st = gpumem_uringctl_start(ctl)) == GPUMEM_OK, "start: %s", gpumem_status_str(st));
+    printf("bench: forwarder on %s: 1 forwarder thread (ring of %u, idle_spin_ns %llu, park_ns %llu), 1 client "
+           "thread, a pair of depth %u, %u reads of 4 KiB out at once, %.0f s a run\n", dev, cfg.ring_entries,
+           (unsigned long long)cfg.idle_spin_ns, (unsigned long long)cfg.park_ns, 2 * depth, depth, seconds);
+    if (!failures) bench_run("uring", &t, depth, seconds, 0);
+    if (!failures) bench_run("uring-lat", &t, depth, seconds, 1);
+    if (gpumem_uringctl_stop(ctl) == GPUMEM_OK && gpumem_uringctl_get_stats(ctl, &s) == GPUMEM_OK) {
+        printf("bench: forwarder: %llu commands in %llu io_uring_enter calls (%.1f a call), %llu kernel errors\n",
+               (unsigned long long)s.submitted, (unsigned long long)s.enter_calls,
+               s.enter_calls ? (double)s.submitted / (double)s.enter_calls : 0.0, (unsigned long long)s.kernel_errors);
+        CHECK(s.kernel_errors + s.bad_kernel_cqes + s.untranslatable + s.sw.violations == 0, "forwarder counts");
+    }
+    CHECK((st = gpumem_uringctl_destroy(ctl)) == GPUMEM_OK, "destroy: %s", gpumem_status_str(st));
+    free(t.va);
+    printf("GPUMEM_QEMU_RESULT %s bench-uring failures=%d\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
+
+/* guest_test bench-vfio ADDR DEPTH SECONDS: the shim drives the controller. */
+static int bench_vfio(const char *addr, uint32_t depth, double seconds) {
+    gpumem_nvmectl *ctl;
+    gpumem_nvmectl_dma dma;
+    bench_target t;
+    gpumem_status st;
+    memset(&t, 0, sizeof t);
+    if (depth == 0 || depth > BENCH_MAX_DEPTH) depth = 32;
+    ctl = open_ctl(addr, 1, 1, &st);
+    if (st != GPUMEM_OK) {
+        printf("GPUMEM_QEMU_RESULT FAIL bench-vfio open %s: %s: %s\n", addr, gpumem_status_str(st), open_error);
+        return 1;
+    }
+    printf("bench: shim on %s through %s: 1 client thread polling the pair's CQ, a pair of depth %u, %u reads of "
+           "4 KiB out at once, %.0f s a run\n", addr,
+           gpumem_nvmectl_uses_vfio(ctl) ? "VFIO (IOVA-mapped DMA)" : "sysfs (physical addresses)", 2 * depth, depth,
+           seconds);
+    t.n_blocks = gpumem_nvmectl_get_info(ctl)->ns.n_blocks;
+    st = gpumem_nvmectl_dma_alloc(ctl, (size_t)depth * BENCH_BLOCKS * LBA, GPUMEM_NVMECTL_DMA_SMALL_PAGES, &dma);
+    CHECK(st == GPUMEM_OK, "DMA memory: %s: %s", gpumem_status_str(st), gpumem_nvmectl_error(ctl));
+    if (st == GPUMEM_OK) {
+        t.dma = &dma;
+        t.ctl = ctl;
+        t.va = (unsigned char *)dma.va;
+        st = gpumem_nvmectl_add_qp(ctl, 2 * depth, &t.qp);
+        CHECK(st == GPUMEM_OK, "pair of depth %u: %s: %s", 2 * depth, gpumem_status_str(st),
+              gpumem_nvmectl_error(ctl));
+        if (!failures) bench_run(gpumem_nvmectl_uses_vfio(ctl) ? "vfio" : "uio", &t, depth, seconds, 0);
+        if (!failures) bench_run(gpumem_nvmectl_uses_vfio(ctl) ? "vfio-lat" : "uio-lat", &t, depth, seconds, 1);
+    }
+    st = gpumem_nvmectl_close(ctl);
+    CHECK(st == GPUMEM_OK, "close: %s", gpumem_status_str(st));
+    if (t.dma) gpumem_nvmectl_dma_free(&dma);
+    printf("GPUMEM_QEMU_RESULT %s bench-vfio failures=%d\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc >= 3 && strcmp(argv[1], "unbound") == 0) return unbound(argv[2]);
@@ -930,6 +1662,14 @@ int main(int argc, char **argv) {
         if (run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10))) return 1;
         return iommu_negative(argv[2]);
     }
+    if (argc >= 7 && strcmp(argv[1], "uring-fault") == 0)
+        return uring_fault(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10), argv[5], argv[6]);
+    if (argc >= 5 && strcmp(argv[1], "uring") == 0)
+        return uring_run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10));
+    if (argc >= 5 && strcmp(argv[1], "bench-uring") == 0)
+        return bench_uring(argv[2], (uint32_t)atoi(argv[3]), atof(argv[4]));
+    if (argc >= 5 && strcmp(argv[1], "bench-vfio") == 0)
+        return bench_vfio(argv[2], (uint32_t)atoi(argv[3]), atof(argv[4]));
     if (argc >= 5 && strcmp(argv[1], "run") == 0)
         return run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10));
     fprintf(stderr, "usage: guest_test unbound|negative|iommu-uio ADDR | run ADDR THREADS COMMANDS | iommu-run ADDR "

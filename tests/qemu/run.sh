@@ -23,9 +23,32 @@
 #      negative cases (memlock too small, PRPs at unmapped IOVAs). NVMe
 #      errors are allowed only at the IOVAs the negative cases print; the
 #      image file must hold every write.
-# Environment: GPUMEM_QEMU_ACCEL=tcg (default) | kvm | auto (kvm if a probe
+#   4. uring (first; make qemu-uring runs it alone): two NVMe
+#      disks owned by the guest's nvme driver. The io_uring passthrough
+#      forwarder (gpumem_uring.h) serves pairs over the first one's
+#      /dev/ngXn1; then Linux's nvmet exports the second disk over nvme-tcp on
+#      127.0.0.1:4420 (configfs alone), the guest's initiator connects
+#      (/dev/nvme-fabrics), and the forwarder serves pairs over the remote
+#      namespace's /dev/ngYn1. Both image files must hold every write. Then
+#      the fault: a second namespace on a slow null_blk (configfs,
+#      completion_nsec), the port's subsystem link removed mid-run and
+#      restored (guest_test uring-fault checks its blocks in the guest).
+#   5. bench (not in the default list; make qemu-bench runs it alone): one
+#      boot, q35 with the emulated VT-d and intel_iommu=on as the iommu boot,
+#      BENCH_CPUS vCPUs (1: every path on one core), one NVMe disk. 4 KiB
+#      random reads at one depth for a fixed time, on the same namespace, in
+#      BENCH_ROUNDS rounds of: the forwarder (one forwarder thread and one
+#      client thread on /dev/ngXn1), Debian's fio (ioengine io_uring_cmd,
+#      batched, carried into the initramfs with its libraries and the
+#      dynamic loader), then the disk unbound from nvme and bound to vfio-pci
+#      for the shim (one client thread), and back to nvme. bench_report.py
+#      prints the table and the ratios (per round, and their medians).
+# Environment: GPUMEM_QEMU_BOOTS (default "uring negative run iommu": every
+# boot), GPUMEM_QEMU_URING_COMMANDS (the uring boot's, per part; default 1000), GPUMEM_QEMU_ACCEL=tcg (default) | kvm | auto (kvm if a probe
 # boot reaches init), GPUMEM_QEMU_COMMANDS (default 120000),
-# GPUMEM_QEMU_THREADS (default 4), GPUMEM_QEMU_TIMEOUT (seconds per boot, 480).
+# GPUMEM_QEMU_THREADS (default 4), GPUMEM_QEMU_TIMEOUT (seconds per boot, 480),
+# GPUMEM_QEMU_BENCH_DEPTH (32), GPUMEM_QEMU_BENCH_SECONDS (per run, 10),
+# GPUMEM_QEMU_BENCH_CPUS (the bench boot's vCPUs, 1), GPUMEM_QEMU_BENCH_ROUNDS (3).
 set -euo pipefail
 
 BUILD=${1:?usage: run.sh BUILD_DIR}
@@ -33,7 +56,13 @@ WORK="$BUILD/qemu"
 COMMANDS=${GPUMEM_QEMU_COMMANDS:-120000}
 THREADS=${GPUMEM_QEMU_THREADS:-4}
 BOOT_TIMEOUT=${GPUMEM_QEMU_TIMEOUT:-480}
+BOOTS=" ${GPUMEM_QEMU_BOOTS:-uring negative run iommu} "
+URING_COMMANDS=${GPUMEM_QEMU_URING_COMMANDS:-1000}
 ACCEL=${GPUMEM_QEMU_ACCEL:-tcg}
+BENCH_DEPTH=${GPUMEM_QEMU_BENCH_DEPTH:-32}
+BENCH_SECONDS=${GPUMEM_QEMU_BENCH_SECONDS:-10}
+BENCH_CPUS=${GPUMEM_QEMU_BENCH_CPUS:-1}
+BENCH_ROUNDS=${GPUMEM_QEMU_BENCH_ROUNDS:-3}
 DISK_BLOCKS=131072 # 64 MiB of 512-byte blocks
 
 die() { echo "qemu-test: FAIL: $*" >&2; exit 1; }
@@ -53,15 +82,19 @@ KVER=${KERNEL#/boot/vmlinuz-}
 MODDIR=/lib/modules/$KVER
 [ -d "$MODDIR" ] || die "no modules for $KVER in $MODDIR"
 command -v cpio >/dev/null || die "cpio not found (apt-get install cpio)"
-for prog in guest_test image; do [ -x "$BUILD/$prog" ] || die "$BUILD/$prog not built (make qemu-test)"; done
+for prog in guest_test image gpumem-doctor-static guest_open; do [ -x "$BUILD/$prog" ] || die "$BUILD/$prog not built (make qemu-test)"; done
 
 # ---- initramfs ------------------------------------------------------------------
 rm -rf "$WORK"
 mkdir -p "$WORK/root"/{bin,dev,proc,sys,mnt,lib/modules}
 ROOT="$WORK/root"
 cp "$BUSYBOX" "$ROOT/bin/busybox"
-for applet in sh mount insmod echo cat ls sleep poweroff readlink grep chown; do ln -s busybox "$ROOT/bin/$applet"; done
+for applet in sh mount insmod echo cat ls sleep poweroff readlink grep chown mkdir ln ip ifconfig dd seq; do ln -s busybox "$ROOT/bin/$applet"; done
 cp "$BUILD/guest_test" "$ROOT/bin/guest_test"
+# doctor agreement (issue 33): the doctor, the shim's open, and the script that compares them
+cp "$BUILD/gpumem-doctor-static" "$ROOT/bin/gpumem-doctor"
+cp "$BUILD/guest_open" "$ROOT/bin/guest_open"
+cp "$(dirname "$0")/doctor_check.sh" "$ROOT/bin/doctor_check"
 
 # uio and uio_pci_generic, and VFIO (vfio-pci and what modules.dep says it
 # needs, in load order), decompressed here if the kernel ships them compressed
@@ -75,6 +108,34 @@ for m in uio uio_pci_generic irqbypass vfio vfio_virqfd vfio_iommu_type1 vfio-pc
         *.gz) gzip -dc "$src" > "$ROOT/lib/modules/$m.ko" ;;
     esac
 done
+# The uring boot: the kernel's NVMe host driver, nvmet and nvme-tcp, and what
+# modules.dep says they need (load order). Copied only if the kernel has them.
+URING_MODS="crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme configfs nvmet nvmet-tcp nvme-fabrics nvme-tcp null_blk"
+case "$BOOTS" in *" uring "*|*" bench "*)
+    for m in $URING_MODS; do
+        src=$(find "$MODDIR" -name "$m.ko" -o -name "$m.ko.xz" -o -name "$m.ko.zst" | head -n 1)
+        [ -n "$src" ] || { [ "$m" = crc64_rocksoft_generic ] && continue; die "module $m not found under $MODDIR"; }
+        case "$src" in
+            *.ko) cp "$src" "$ROOT/lib/modules/$m.ko" ;;
+            *.xz) xz -dc "$src" > "$ROOT/lib/modules/$m.ko" ;;
+            *.zst) zstd -dc "$src" > "$ROOT/lib/modules/$m.ko" ;;
+        esac
+    done ;;
+esac
+
+# The bench boot: Debian's fio, its shared libraries at the paths ldd names
+# (followed to the files) and the dynamic loader.
+case "$BOOTS" in *" bench "*)
+    FIO=$(command -v fio) || die "fio not found (apt-get install fio; make qemu-bench installs it)"
+    cp "$FIO" "$ROOT/bin/fio"
+    for lib in $(ldd "$FIO" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
+        mkdir -p "$ROOT$(dirname "$lib")"
+        cp -L "$lib" "$ROOT$lib"
+    done
+    ldd "$FIO" | grep -q 'not found' && die "fio: a library ldd does not find: $(ldd "$FIO" | grep 'not found')"
+    echo "$(ldd "$FIO" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | xargs -n1 dirname | sort -u | paste -sd: -)" \
+        > "$ROOT/fio-libpath" ;;
+esac
 
 cat > "$ROOT/init" <<'EOF'
 #!/bin/sh
@@ -88,6 +149,144 @@ ARGS=$(cat /proc/cmdline | grep -o 'gpumem_args=[0-9,]*')
 ARGS=${ARGS#gpumem_args=}
 finish() { echo "GPUMEM_GUEST_DONE"; poweroff -f; sleep 10; }
 [ "$MODE" = probe ] && { echo "GPUMEM_PROBE_OK"; finish; }
+if [ "$MODE" = bench ]; then
+    # One disk, three ways to read it: the forwarder and fio while the kernel
+    # owns it, then the shim after it moves to vfio-pci (same boot).
+    B=$(cat /proc/cmdline | grep -o 'gpumem_bench=[0-9,]*'); B=${B#gpumem_bench=}
+    DEPTH=${B%%,*}; B=${B#*,}; SECS=${B%%,*}; ROUNDS=${B#*,}
+    for m in crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme; do
+        [ -f /lib/modules/$m.ko ] && { insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; finish; }; }
+    done
+    NG=""
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        for n in /dev/ng*n1; do [ -e $n ] && NG=$n; done
+        [ -n "$NG" ] && break; sleep 1
+    done
+    [ -n "$NG" ] || { echo "GPUMEM_QEMU_RESULT FAIL no /dev/ng*n1: $(ls /dev)"; finish; }
+    BLK=/dev/nvme${NG#/dev/ng}
+    ADDR=$(readlink /sys/class/nvme/nvme$(echo ${NG#/dev/ng} | cut -dn -f1)/device); ADDR=${ADDR##*/}
+    echo "guest: $(grep -c ^processor /proc/cpuinfo) vCPUs, $NG ($BLK) at $ADDR, driver $(readlink /sys/bus/pci/devices/$ADDR/driver), IOMMU group type $(cat /sys/bus/pci/devices/$ADDR/iommu_group/type 2>/dev/null || echo none)"
+    echo "guest: depth $DEPTH, $SECS s a run, 4 KiB random reads"
+    # the image into the host's page cache, so that no run pays for the first touch
+    dd if=$BLK of=/dev/null bs=1M 2>/dev/null
+    mkdir -p /tmp
+    export LD_LIBRARY_PATH=$(cat /fio-libpath)
+    fio_run() { # NAME OPTIONS...: one fio job, its JSON between markers
+        name=$1; shift
+        echo "guest: loadavg $(cat /proc/loadavg)"
+        fio --name=$name --filename=$NG --ioengine=io_uring_cmd --cmd_type=nvme --rw=randread --bs=4k \
+            --iodepth=$DEPTH --iodepth_batch_submit=$DEPTH --iodepth_batch_complete_max=$DEPTH \
+            --time_based --runtime=$SECS --norandommap --randrepeat=0 --thread --numjobs=1 \
+            --output-format=json --output=/tmp/$name.json "$@" > /tmp/$name.out 2>&1
+        rc=$?
+        echo "GPUMEM_FIO_BEGIN $name rc=$rc"
+        cat /tmp/$name.json 2>/dev/null
+        echo "GPUMEM_FIO_END $name"
+        [ $rc = 0 ] || { echo "guest: fio $name exited $rc:"; cat /tmp/$name.out; }
+    }
+    for m in irqbypass vfio vfio_virqfd vfio_iommu_type1 vfio-pci-core vfio-pci; do
+        insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; finish; }
+    done
+    DEV=/sys/bus/pci/devices/$ADDR
+    # Rounds of the three, in turn, so that the host's load, which changes
+    # by the second, falls on all three alike: each round the disk goes from
+    # nvme to vfio-pci and back.
+    for r in $(seq 1 $ROUNDS); do
+        echo "GPUMEM_BENCH_ROUND $r"
+        echo "guest: loadavg $(cat /proc/loadavg)"
+        guest_test bench-uring $NG $DEPTH $SECS
+        fio_run fio --gtod_reduce=1
+        fio_run fio-lat --lat_percentiles=1 --percentile_list=50:90:99:99.9
+        # the same disk to vfio-pci: unbound from nvme, then the shim drives it
+        echo "$ADDR" > $DEV/driver/unbind
+        echo vfio-pci > $DEV/driver_override
+        echo "$ADDR" > /sys/bus/pci/drivers_probe
+        echo "guest: driver now: $(readlink $DEV/driver), IOMMU group type $(cat $DEV/iommu_group/type 2>/dev/null || echo none)"
+        echo "guest: loadavg $(cat /proc/loadavg)"
+        guest_test bench-vfio $ADDR $DEPTH $SECS
+        # and back to nvme
+        echo "$ADDR" > $DEV/driver/unbind
+        echo > $DEV/driver_override
+        echo "$ADDR" > /sys/bus/pci/drivers_probe
+        NG=""
+        for i in 1 2 3 4 5 6 7 8 9 10; do
+            for n in /dev/ng*n1; do [ -e $n ] && NG=$n; done
+            [ -n "$NG" ] && break; sleep 1
+        done
+        echo "guest: driver now: $(readlink $DEV/driver), $NG"
+        [ -n "$NG" ] || { echo "GPUMEM_QEMU_RESULT FAIL nvme did not take the disk back"; finish; }
+    done
+    echo "guest: loadavg $(cat /proc/loadavg)"
+    finish
+fi
+if [ "$MODE" = uring ]; then
+    # The kernel owns both disks; the forwarder serves gpumem pairs over them.
+    for m in crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme; do
+        [ -f /lib/modules/$m.ko ] && { insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; finish; }; }
+    done
+    # the controller whose serial is $1, by its generic device
+    ngdev() { for c in /sys/class/nvme/nvme*; do
+        s=$(cat $c/serial 2>/dev/null); s=${s%% *}   # padded with spaces to 20 bytes
+        [ "$s" = "$1" ] && for n in /dev/ng${c##*nvme}n1; do [ -e $n ] && echo $n; done; done; }
+    for i in 1 2 3 4 5 6 7 8 9 10; do [ -n "$(ngdev gpumem1)" ] && [ -n "$(ngdev gpumem0)" ] && break; sleep 1; done
+    LOCAL=$(ngdev gpumem0); BACK=$(ngdev gpumem1)
+    echo "guest: local $LOCAL, nvmet backing ${BACK%/*}/nvme${BACK#/dev/ng}"
+    [ -n "$LOCAL" ] && [ -n "$BACK" ] || { echo "GPUMEM_QEMU_RESULT FAIL no /dev/ng for the two disks: $(ls /dev)"; finish; }
+    echo "GPUMEM_URING_PART local"
+    guest_test uring "$LOCAL" ${ARGS%%,*} ${ARGS#*,}
+    echo "GPUMEM_URING_PART remote"
+    for m in configfs nvmet nvmet-tcp nvme-fabrics nvme-tcp; do
+        insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; finish; }
+    done
+    insmod /lib/modules/null_blk.ko nr_devices=0 || { echo "GPUMEM_QEMU_RESULT FAIL insmod null_blk"; finish; }
+    mount -t configfs none /sys/kernel/config
+    # A slow namespace for the fault: null_blk in memory, every command
+    # completing 20 ms after it arrives (timer mode), so that writes are
+    # inside the target when its port goes.
+    NB=/sys/kernel/config/nullb/slow
+    mkdir $NB && echo 512 > $NB/blocksize && echo 16 > $NB/size && echo 1 > $NB/memory_backed &&
+    echo 2 > $NB/irqmode && echo 20000000 > $NB/completion_nsec && echo 1 > $NB/power ||
+        { echo "GPUMEM_QEMU_RESULT FAIL null_blk through configfs"; finish; }
+    SLOW=""
+    for i in 1 2 3 4 5 6 7 8 9 10; do   # devtmpfs makes the node a moment later
+        # named after its configfs directory since Linux 6.0, nullbN before
+        for n in slow $(ls /dev | grep '^nullb'); do [ -b /dev/$n ] && SLOW=$n; done
+        [ -n "$SLOW" ] && break; sleep 1
+    done
+    SLOW=/dev/$SLOW
+    echo "guest: null_blk $SLOW: $(cat $NB/size) MiB, completion_nsec $(cat $NB/completion_nsec)"
+    ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+    S=/sys/kernel/config/nvmet/subsystems/gpumem-remote
+    P=/sys/kernel/config/nvmet/ports/1
+    mkdir $S && echo 1 > $S/attr_allow_any_host && mkdir $S/namespaces/1 &&
+    echo -n "/dev/nvme${BACK#/dev/ng}" > $S/namespaces/1/device_path && echo 1 > $S/namespaces/1/enable &&
+    mkdir $S/namespaces/2 && echo -n $SLOW > $S/namespaces/2/device_path && echo 1 > $S/namespaces/2/enable &&
+    mkdir $P && echo tcp > $P/addr_trtype && echo ipv4 > $P/addr_adrfam && echo 127.0.0.1 > $P/addr_traddr &&
+    echo 4420 > $P/addr_trsvcid && ln -s $S $P/subsystems/gpumem-remote ||
+        { echo "GPUMEM_QEMU_RESULT FAIL nvmet configuration through configfs"; finish; }
+    BEFORE=$(ls /dev | grep '^ng' | sort)
+    # reconnect every second after a lost path, give up after 120 s (the fault below)
+    echo "transport=tcp,traddr=127.0.0.1,trsvcid=4420,nqn=gpumem-remote,reconnect_delay=1,ctrl_loss_tmo=120" \
+        > /dev/nvme-fabrics || { echo "GPUMEM_QEMU_RESULT FAIL connect over nvme-tcp"; finish; }
+    REMOTE=""; FAULT=""
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+        for n in $(ls /dev | grep '^ng' | sort); do
+            echo "$BEFORE" | grep -qx "$n" || case $n in *n1) REMOTE=/dev/$n ;; *n2) FAULT=/dev/$n ;; esac
+        done
+        [ -n "$REMOTE" ] && [ -n "$FAULT" ] && break; sleep 1
+    done
+    for c in /sys/class/nvme/nvme*; do echo "guest: ${c##*/}: transport $(cat $c/transport), subsystem $(cat $c/subsysnqn)"; done
+    [ -n "$REMOTE" ] || { echo "GPUMEM_QEMU_RESULT FAIL no generic device appeared for the remote namespace"; finish; }
+    echo "guest: remote namespace over nvme-tcp: $REMOTE"
+    guest_test uring "$REMOTE" ${ARGS%%,*} ${ARGS#*,}
+    echo "guest: guest_test exited with $?"
+    echo "GPUMEM_URING_PART fault"
+    [ -n "$FAULT" ] || { echo "GPUMEM_QEMU_RESULT FAIL no generic device for the slow namespace 2"; finish; }
+    echo "guest: slow namespace ($SLOW) over nvme-tcp: $FAULT; the port's link goes during the run"
+    guest_test uring-fault "$FAULT" ${ARGS%%,*} $(( ${ARGS#*,} / 4 )) $P/subsystems/gpumem-remote $S
+    echo "guest: guest_test exited with $?"
+    finish
+fi
 [ "$MODE" = iommu ] || echo 64 > /proc/sys/vm/nr_hugepages   # 2 MiB pages for the queue rings (VFIO needs none)
 echo 0 > /proc/sys/vm/compact_unevictable_allowed       # locked DMA pages stay put
 # Debian's kernel backs anonymous memory with transparent huge pages, and
@@ -105,6 +304,7 @@ done
 [ -n "$ADDR" ] || { echo "GPUMEM_QEMU_RESULT FAIL no QEMU NVMe device (1b36:0010) on the PCI bus"; finish; }
 echo "guest: NVMe controller at $ADDR, driver: $(readlink /sys/bus/pci/devices/$ADDR/driver || echo none)"
 [ "$MODE" = negative ] && guest_test unbound "$ADDR"
+[ "$MODE" = negative ] && doctor_check unbound "$ADDR" && doctor_check vfio-noiommu "$ADDR"  # issue 33
 if [ "$MODE" = iommu ]; then
     DEV=/sys/bus/pci/devices/$ADDR
     GROUP=$(readlink $DEV/iommu_group); GROUP=${GROUP##*/}
@@ -117,14 +317,17 @@ if [ "$MODE" = iommu ]; then
     echo uio_pci_generic > $DEV/driver_override
     echo "$ADDR" > /sys/bus/pci/drivers_probe
     echo "guest: driver now: $(readlink $DEV/driver)"
+    doctor_check iommu-uio "$ADDR"  # issue 33
     guest_test iommu-uio "$ADDR"
     echo "$ADDR" > $DEV/driver/unbind
     # vfio-pci, and the group for an ordinary user
     echo vfio-pci > $DEV/driver_override
     echo "$ADDR" > /sys/bus/pci/drivers_probe
     echo "guest: driver now: $(readlink $DEV/driver)"
+    doctor_check iommu-vfio-root-owned "$ADDR" 1000 262144  # issue 33: /dev/vfio/N still root's
     chown 1000:1000 /dev/vfio/$GROUP
     echo "guest: $(ls -l /dev/vfio/$GROUP)"
+    doctor_check iommu-vfio "$ADDR" 1000 262144 && doctor_check iommu-vfio-memlock "$ADDR" 1000 8  # issue 33
     guest_test iommu-run "$ADDR" ${ARGS%%,*} ${ARGS#*,} 1000
     echo "guest: guest_test exited with $?"
     finish
@@ -136,6 +339,7 @@ echo "guest: driver now: $(readlink /sys/bus/pci/devices/$ADDR/driver)"
 if [ "$MODE" = negative ]; then
     guest_test negative "$ADDR"
 else
+    doctor_check uio "$ADDR"  # issue 33
     guest_test run "$ADDR" ${ARGS%%,*} ${ARGS#*,}
 fi
 echo "guest: guest_test exited with $?"
@@ -157,7 +361,7 @@ boot() {
     set +e
     timeout --foreground -k 10 "$limit" "$QEMU" $accel_opt -m 1024 -smp "$THREADS" $machine \
         -kernel "$KERNEL" -initrd "$WORK/initramfs.gz" \
-        -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init gpumem_mode=$mode gpumem_args=$THREADS,$COMMANDS $kargs" \
+        -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init gpumem_mode=$mode gpumem_args=$THREADS,$COMMANDS gpumem_bench=$BENCH_DEPTH,$BENCH_SECONDS,$BENCH_ROUNDS $kargs" \
         -display none -serial stdio -monitor none -no-reboot -nodefaults \
         -drive file="$WORK/disk.img",if=none,id=nvm,format=raw,cache=writeback \
         -device "nvme,serial=gpumem0,drive=nvm$devopts" \
@@ -191,6 +395,70 @@ fi
 
 nvme_errors() { grep -E 'pci_nvme_(err|ub)|nvme' "$1" 2>/dev/null || true; }
 
+# 4. the io_uring passthrough forwarder: the guest's kernel owns the disks
+if [[ "$BOOTS" == *" uring "* ]]; then
+    "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
+    "$BUILD/image" create "$WORK/disk2.img" $DISK_BLOCKS
+    COMMANDS=$URING_COMMANDS boot uring uring "$ACCEL" "" "$BOOT_TIMEOUT" \
+        "-drive file=$WORK/disk2.img,if=none,id=nvm2,format=raw,cache=writeback -device nvme,serial=gpumem1,drive=nvm2"
+    C="$WORK/uring.console"
+    ERRS=$(nvme_errors "$WORK/uring.qemu.log")
+    [ -z "$ERRS" ] || { printf '%s\n' "$ERRS" | sed -n '1,20p' >&2; die "QEMU reported NVMe guest errors in the uring boot"; }
+    grep -a -E '^(uring|uring-fault|guest): ' "$C" | sed 's/^/    /'
+    # the console's GENS lines, split by the part that wrote them
+    awk '{sub(/\r$/, "")} /^GPUMEM_URING_PART/ {part=$2} /^GENS / {print > ("'"$WORK"'/uring-" part ".gens")}' "$C"
+    for part in local remote; do
+        RESULT=$(grep -a -E "GPUMEM_QEMU_RESULT [A-Z]+ uring " "$C" | sed -n "$([ $part = local ] && echo 1 || echo 2)p")
+        echo "$RESULT" | grep -q PASS || die "uring boot, $part: ${RESULT:-no result line} (console: $C)"
+        say "uring $part: $RESULT"
+    done
+    "$BUILD/image" check "$WORK/disk.img" "$WORK/uring-local.gens" || die "uring boot: the local disk does not hold the guest's writes"
+    "$BUILD/image" check "$WORK/disk2.img" "$WORK/uring-remote.gens" || die "uring boot: the remote disk does not hold the guest's writes"
+    RESULT=$(grep -a "GPUMEM_QEMU_RESULT.*uring-fault" "$C" | tail -n 1)
+    echo "$RESULT" | grep -q PASS || die "uring boot, fault: ${RESULT:-no result line} (console: $C)"
+    say "uring fault: $RESULT"
+    say "PASS (io_uring passthrough, local and over nvme-tcp to nvmet, the port removed mid-run and restored)"
+fi
+# 5. the benchmark: the forwarder, fio and the VFIO shim on one disk, one boot
+if [[ "$BOOTS" == *" bench "* ]]; then
+    "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
+    say "host: $(nproc) cores, loadavg $(cut -d' ' -f1-3 /proc/loadavg) before the boot"
+    THREADS=$BENCH_CPUS boot bench bench "$ACCEL" "" "$BOOT_TIMEOUT" \
+        "-machine q35,kernel-irqchip=split -device intel-iommu,intremap=on" "intel_iommu=on"
+    say "host: loadavg $(cut -d' ' -f1-3 /proc/loadavg) after the boot"
+    C="$WORK/bench.console"
+    ERRS=$(nvme_errors "$WORK/bench.qemu.log")
+    [ -z "$ERRS" ] || { printf '%s\n' "$ERRS" | sed -n '1,20p' >&2; die "QEMU reported NVMe guest errors in the bench boot"; }
+    grep -a -E '^(bench|guest): ' "$C" | sed 's/^/    /'
+    for part in bench-uring bench-vfio; do
+        n=$(grep -a -c "GPUMEM_QEMU_RESULT PASS $part" "$C" || true)
+        [ "$n" = "$BENCH_ROUNDS" ] || die "bench boot: $part passed $n of $BENCH_ROUNDS rounds: $(grep -a "GPUMEM_QEMU_RESULT.*$part" "$C" | grep -v PASS | head -n 1) (console: $C)"
+    done
+    python3 "$(dirname "$0")/bench_report.py" "$C" | tee "$WORK/bench.md" || die "bench boot: no report (console: $C)"
+fi
+[[ "$BOOTS" == *" negative "* ]] || exit 0
+# ---- doctor agreement (issue 33) ----------------------------------------------------
+# doctor_agreement CONSOLE LABEL=VERDICT...: the guest's doctor_check printed, for
+# each label, the verdict expected (pass or fail) and the shim agreed (opened
+# where the doctor passed, refused where it failed); where it passed, the
+# doctor's own --open (vfio.open) passed too.
+doctor_agreement() {
+    local console=$1 want label verdict line
+    shift
+    for want in "$@"; do
+        label=${want%%=*} verdict=${want#*=}
+        line=$(grep -a "^GPUMEM_DOCTOR $label " "$console" | tail -n 1)
+        [ -n "$line" ] || die "doctor: no agreement line for '$label' in $console"
+        say "  $line"
+        echo "$line" | grep -q "verdict=$verdict .*agree=yes" ||
+            { grep -a "^doctor\[$label\]" "$console" | sed 's/^/    /' >&2; die "doctor: '$label': expected verdict=$verdict and agreement"; }
+        if [ "$verdict" = pass ]; then
+            grep -a "^doctor-open\[$label\]: .* vfio.open .*opened" "$console" | sed 's/^/    /'
+            grep -a -q "^doctor-open\[$label\]: ✓ vfio.open" "$console" || die "doctor: '$label': --open did not pass"
+        fi
+    done
+}
+
 # 1. negative tests, errors on purpose
 "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
 boot negative negative "$ACCEL" ",max_ioqpairs=2"
@@ -202,6 +470,7 @@ for expected in pci_nvme_err_invalid_create_cq_cqid pci_nvme_err_invalid_create_
 done
 say "negative boot: QEMU reported $(nvme_errors "$WORK/negative.qemu.log" | wc -l) NVMe errors, provoked on purpose:"
 nvme_errors "$WORK/negative.qemu.log" | sed 's/^/    /' | cut -c1-160
+doctor_agreement "$WORK/negative.console" unbound=fail vfio-noiommu=fail  # issue 33
 
 # 2. the workload, strict
 "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
@@ -216,6 +485,7 @@ RESULT=$(grep -a 'GPUMEM_QEMU_RESULT' "$WORK/run.console" | tail -n 1)
 echo "$RESULT" | grep -q PASS || die "workload: ${RESULT:-no result line}"
 "$BUILD/image" check "$WORK/disk.img" "$WORK/run.console" || die "the image file does not hold the guest's writes"
 say "PASS: $RESULT"
+doctor_agreement "$WORK/run.console" uio=pass  # issue 33
 
 # 3. the IOMMU on: uio refused, VFIO as an ordinary user, IOVA negatives
 "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
@@ -253,3 +523,4 @@ grep -q "iommu-p2p: 64 of 64 blocks right in device memory" "$C" || die "iommu b
 grep -a -E '^(iommu-|negative: )' "$C" | sed 's/^/    /'
 "$BUILD/image" check "$WORK/disk.img" "$C" || die "iommu boot: the image file does not hold the guest's writes"
 say "PASS (IOMMU, VFIO, uid 1000): $RESULT"
+doctor_agreement "$C" iommu-uio=fail iommu-vfio-root-owned=fail iommu-vfio=pass iommu-vfio-memlock=fail  # issue 33

@@ -1,0 +1,765 @@
+/* SPDX-License-Identifier: MIT
+ * Copyright (c) 2026 The gpumem authors. gpumem is free software under the
+ * MIT license: use, copy, modify and vendor it, keeping this notice; it comes
+ * with no warranty. Full text: the LICENSE file that comes with gpumem. */
+/* gpumem_share.h - one storage shared by several caches (owners: the host,
+ * GPU 0..7), kept consistent the way GAIA keeps CPU and GPU page caches
+ * (lazy release consistency with version vectors; notes/gaia.md §10.1):
+ * release and acquire move no data, concurrent writers of one line are
+ * merged byte by byte against a pristine base, and a miss may be served
+ * from another owner's valid copy.
+ *
+ * USAGE (host threads standing for two devices over one memory storage)
+ *
+ *   #define _POSIX_C_SOURCE 200809L
+ *   #define GPUMEM_IMPLEMENTATION             // in exactly one .c file
+ *   #include "gpumem_share.h"                 // includes gpumem_cache.h
+ *
+ *   // given: gpumem_cache *host_cache, gpumem_cache *gpu_cache, uint64_t line, uint64_t n_lines
+ *   gpumem_share_desc sd = gpumem_share_desc_default(3);  // storage, host, GPU 0
+ *   sd.caches[GPUMEM_SHARE_HOST] = host_cache;   // caches over the same storage, same shape
+ *   sd.caches[GPUMEM_SHARE_GPU0] = gpu_cache;
+ *   gpumem_share *sh;
+ *   if (gpumem_share_create(&sd, &sh) != GPUMEM_OK) return 1;
+ *   // a producer (GPU 0's threads) writes through the share, which tracks the write:
+ *   void *p;
+ *   if (gpumem_share_get(sh, GPUMEM_SHARE_GPU0, line, 1, &p) == GPUMEM_OK) {
+ *       ((unsigned char *)p)[0] = 42;
+ *       gpumem_share_put(sh, GPUMEM_SHARE_GPU0, line, 1);
+ *   }
+ *   gpumem_share_release(sh, GPUMEM_SHARE_GPU0, 0, n_lines);  // kernel boundary: versions bumped
+ *   // ... signal the consumer ...
+ *   gpumem_share_acquire(sh, GPUMEM_SHARE_HOST, 0, n_lines);  // stale host copies dropped
+ *   if (gpumem_share_get(sh, GPUMEM_SHARE_HOST, line, 0, &p) == GPUMEM_OK) {  // reads 42
+ *       gpumem_share_put(sh, GPUMEM_SHARE_HOST, line, 0);
+ *   }
+ *   gpumem_share_flush(sh, GPUMEM_SHARE_GPU0);  // its writes merged into storage, durably
+ *   gpumem_share_stats st; gpumem_share_get_stats(sh, &st);   // st.peer_reads, st.merges, ...
+ *   gpumem_share_destroy(sh);                   // flushes every owner, detaches the caches
+ *
+ * Reads may also use the caches directly (gpumem_cache_acquire with write
+ * 0, the array reference for reading): every miss goes through the share.
+ * Writes must go through gpumem_share_get(..., 1, ...) and _put: that is
+ * where a write is tracked (consistency-dirty bit, base, pin).
+ *
+ * THE CONTRACT (docs/share.md says it at length)
+ *
+ * Lazy release consistency. Writes by owner A become visible to owner B
+ * once A has released the range and B has acquired it after that; before
+ * that B may see them or not. Writes to the same bytes by two owners
+ * between their synchronisations are a race: after the merge the bytes of
+ * one of them are kept whole ("any write wins"), the same one on every run
+ * (the highest owner id among those with a base; a copy without a base goes
+ * first). Writes to different bytes of one line are all kept (no false
+ * sharing). There is no snapshot isolation: a reader of several lines may
+ * see some of a release and not the rest until it acquires.
+ *
+ * DESIGN
+ *
+ * Owners: 0 is storage (never a cache), 1 the host, 2.. GPU 0..7 (at most
+ * GPUMEM_SHARE_MAX_OWNERS = 10). Each owner's cache reaches storage through
+ * its own queue pairs (or the same memory).
+ *
+ * Per line, only while some owner has a copy of it, an entry (the share's
+ * data path at the end of gpumem_cache.h) keeps GAIA's version table: a
+ * version vector per copy and one for storage's content, each owner's
+ * release count, and the masks: holders, consistency-dirty (written since
+ * the owner's last release; cleared only by release, so a write-back can
+ * never lose a version bump) and dirty (written since the last merge).
+ *
+ * Writes. The first write of an owner to a line after a merge pins its copy
+ * (the share keeps a reference, so the cache neither evicts it nor writes it
+ * back: only a merge writes it to storage) and takes a pristine base unless
+ * GAIA's elision applies (the owner is the only holder and its copy is up to
+ * date; a read never takes one). The first write after a release appends
+ * the line to the owner's written list: release walks that list, O(lines
+ * written), never the resident lines.
+ *
+ * Release(owner, range) bumps the owner's own entry for each line it wrote.
+ * Acquire(owner, range) drops each copy of the owner whose vector is below
+ * the newest released state (a copy the owner wrote itself is kept, pinned,
+ * as a merge source: concurrent). Neither moves data. Release of a GPU owner
+ * is followed by an acquire of the host, and acquire of a GPU owner is
+ * preceded by a release of the host (GAIA's piggybacked host sync), so host
+ * code that never calls them is consistent as producer -> signal ->
+ * consumer.
+ *
+ * A miss (the cache's fill hook) merges first when another owner released
+ * writes storage lacks; then copies from a peer whose copy is valid, clean
+ * and up to date (counted; a stale copy is never a source), else reads
+ * storage. A merge reads storage, lays the copies over it (unbased whole,
+ * then based diffs in owner order), writes it back, unpins the copies and
+ * drops their bases: the next write takes one again.
+ *
+ * Where the calls run: merge, flush and fetch are host calls, between
+ * kernels or from a stream callback (cudaLaunchHostFunc); get, put,
+ * acquire and release compile for the device too (release by one thread
+ * at a kernel's end: tests/cuda/test_share_gpu.cu), with the share in
+ * managed memory (gpumem_share_init); the fill hook refuses a GPU thread's
+ * miss (GPUMEM_ESTATE): a host thread fetches for it. Not done yet: a host tier
+ * under an owner's cache (refused, GPUMEM_ESTATE), acquire and release from
+ * device code.
+ *
+ * Fetch (gpumem_share_fetch, host): a range the owner lacks, a window at a
+ * time; each run of one source moves in one transfer (storage: a command
+ * per controller; a peer: one copy), and a short peer run amid storage's
+ * lines is read from storage with them: a per-line source choice would
+ * turn a sequential read into a transfer per line (GAIA's 10x). The fills
+ * then take the lines from the run (a thread-local stage the fill hook
+ * reads), checking each again under its lock.
+ */
+#ifndef GPUMEM_SHARE_H
+#define GPUMEM_SHARE_H
+
+#include "gpumem_cache.h"
+
+#if !GPUMEM_CACHE_SHARE
+#error "gpumem_share.h needs the cache's share hook: GPUMEM_CACHE_SHARE is 0"
+#endif
+
+/* Counters (gpumem_share_get_stats). */
+typedef struct gpumem_share_stats {
+    uint64_t storage_reads;   /* misses read from storage */
+    uint64_t peer_reads;      /* misses copied from another owner's valid copy */
+    uint64_t merges;          /* lines merged into storage */
+    uint64_t merged_copies;   /* written copies merged (two writers of a line: 2) */
+    uint64_t on_demand_merges; /* merges a miss made because another owner had released */
+    uint64_t bases;           /* pristine bases taken */
+    uint64_t bases_elided;    /* first writes that needed none (only holder, up to date) */
+    uint64_t bumps;           /* version bumps made by release */
+    uint64_t invalidated;     /* stale copies dropped by acquire */
+    uint64_t kept_concurrent; /* stale copies acquire kept: written by their owner too */
+    uint64_t violations;      /* broken invariants (always 0 unless there is a bug) */
+    uint64_t storage_transfers; /* storage commands that read lines for a fill (a fetch: one per run) */
+    uint64_t peer_transfers;  /* copies from a peer (a fetch: one per run, as one DMA or gather would be) */
+} gpumem_share_stats;
+
+typedef struct gpumem_share_desc {
+    uint32_t n_owners;  /* storage + caches: 2 .. GPUMEM_SHARE_MAX_OWNERS */
+    gpumem_cache *caches[GPUMEM_SHARE_MAX_OWNERS]; /* [0] NULL (storage); NULL: no such owner */
+    uint32_t n_entries; /* lines tracked at once (0: twice the caches' slots) */
+    uint32_t n_bases;   /* pristine bases at once (0: the caches' slots) */
+} gpumem_share_desc;
+
+GPUMEM_API gpumem_share_desc gpumem_share_desc_default(uint32_t n_owners) {
+    gpumem_share_desc d;
+    memset(&d, 0, sizeof d);
+    d.n_owners = n_owners;
+    return d;
+}
+
+/* The owner's cache, checking the owner id: NULL for storage, an id out of
+ * range or an owner without a cache. */
+GPUMEM_API gpumem_cache *gpumem__share_cache(gpumem_share *s, uint32_t o) {
+    return s && o >= 1 && o < s->n_owners && o < GPUMEM_SHARE_MAX_OWNERS ? s->caches[o] : (gpumem_cache *)0;
+}
+
+/* Check an owner and a range [first, first + n). */
+GPUMEM_API gpumem_status gpumem__share_check(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
+    if (!s) return GPUMEM_ENULL;
+    if (!gpumem__share_cache(s, o)) return GPUMEM_EINVAL;
+    if (first > s->n_lines || n > s->n_lines - first) return GPUMEM_ERANGE;
+    return GPUMEM_OK;
+}
+
+/* ---- accesses -------------------------------------------------------------- */
+
+/* Append a line to owner o's written list (the caller holds the line's lock). */
+GPUMEM_API void gpumem__share_note_written(gpumem_share *s, uint32_t o, uint64_t line) {
+    gpumem__share_lock(s, &s->list_lock[o].v);
+    s->written[o][s->n_written[o]++] = line;
+    gpumem__share_unlock(s, &s->list_lock[o].v);
+}
+
+/* Take the line for owner o (write != 0: to write it) and return its data
+ * in *data, as gpumem_cache_acquire does; every OK needs a put with the
+ * same `write`. A write is tracked here: the first after a merge pins the
+ * copy and takes its base (or elides it), the first after a release marks
+ * the line consistency-dirty. Statuses: those of gpumem_cache_acquire;
+ * EINVAL (no such owner), EAGAIN also when no base is free (merge or flush,
+ * then retry), ENOMEM when no entry is free (make n_entries larger). */
+GPUMEM_API gpumem_status gpumem_share_get(gpumem_share *s, uint32_t o, uint64_t line, int write, void **data) {
+    gpumem_cache *c = gpumem__share_cache(s, o);
+    gpumem__share_entry *e;
+    uint32_t *lk, k, bit = 1u << o;
+    gpumem_status st;
+    if (!s || !data) return GPUMEM_ENULL;
+    if (!c) return GPUMEM_EINVAL;
+    if (line >= s->n_lines) return GPUMEM_ERANGE;
+    /* The cache never sees a write: its copy stays clean, so it never
+     * writes it back whole over another owner's merged bytes. */
+    if ((st = gpumem_cache_acquire(c, line, 1, 0, data)) != GPUMEM_OK || !write) return st;
+    lk = gpumem__share_line_lock(s, line);
+    k = gpumem_atomic_load_u32(&c->lines[line].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    gpumem__share_lock(s, lk);
+    e = gpumem__share_find(s, line);
+    if (!e || !(e->holders & bit) || e->slot[o] != k) { /* every fill is recorded: cannot be */
+        gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1);
+        st = GPUMEM_ESTATE;
+    } else if (!(e->dirty & bit)) {
+        uint32_t home[GPUMEM_SHARE_MAX_OWNERS];
+        gpumem__share_home(s, e, home);
+        /* GAIA's elision: no base when this copy is the only one and has
+         * everything: every release (versions) and every merged write, released
+         * or not (read since the last merge). A stale copy written whole would
+         * put back old bytes over another owner's merged ones. */
+        if ((e->holders & ~bit) || !gpumem_share_vv_leq(home, e->vv[o], s->n_owners) || e->copy_gen[o] != e->gen) {
+            uint32_t b = gpumem__share_take_base(s);
+            if (b == GPUMEM__SHARE_NONE) {
+                st = GPUMEM_EAGAIN;
+            } else {
+                /* No writer of this owner yet (dirty was clear): the copy is pristine. */
+                memcpy(gpumem__share_base(s, b), *data, s->line_bytes);
+                e->base[o] = b;
+                e->based |= bit;
+                gpumem__share_count(s, GPUMEM__SS_BASES, 1);
+            }
+        } else {
+            gpumem__share_count(s, GPUMEM__SS_BASES_ELIDED, 1);
+        }
+        if (st == GPUMEM_OK) {
+            /* We hold a reference, so the line stays valid: the pin is one more. */
+            gpumem_atomic_fetch_add_u32(gpumem__line_state(c, line), 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+            e->dirty |= bit;
+        }
+    }
+    if (st == GPUMEM_OK) {
+        if (!(e->cdirty & bit)) {
+            e->cdirty |= bit;
+            gpumem__share_note_written(s, o, line);
+        }
+        e->writers[o]++;
+    }
+    gpumem__share_unlock(s, lk);
+    if (st != GPUMEM_OK) gpumem_cache_release(c, line, 1);
+    return st;
+}
+
+/* Give back what gpumem_share_get took (same owner, line and `write`). */
+GPUMEM_API gpumem_status gpumem_share_put(gpumem_share *s, uint32_t o, uint64_t line, int write) {
+    gpumem_cache *c = gpumem__share_cache(s, o);
+    if (!s) return GPUMEM_ENULL;
+    if (!c) return GPUMEM_EINVAL;
+    if (line >= s->n_lines) return GPUMEM_ERANGE;
+    if (write) {
+        uint32_t *lk = gpumem__share_line_lock(s, line);
+        gpumem__share_entry *e;
+        gpumem__share_lock(s, lk);
+        e = gpumem__share_find(s, line);
+        if (!e || !e->writers[o]) {
+            gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1);
+            gpumem__share_unlock(s, lk);
+            return GPUMEM_ESTATE;
+        }
+        e->writers[o]--;
+        gpumem__share_unlock(s, lk);
+    }
+    return gpumem_cache_release(c, line, 1);
+}
+
+/* ---- release and acquire: no data moves -------------------------------------- */
+
+/* Bump owner o's versions of the lines in [first, first + n) it wrote since
+ * its last release: O(lines written), through its written list. */
+GPUMEM_API gpumem_status gpumem__share_release(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
+    uint32_t i, count;
+    uint64_t *list;
+    gpumem__share_lock(s, &s->release_lock[o].v);
+    gpumem__share_lock(s, &s->list_lock[o].v);
+    list = s->written[o]; /* swap the lists: writers append to the fresh one meanwhile */
+    s->written[o] = s->draining[o];
+    s->draining[o] = list;
+    count = s->n_written[o];
+    s->n_written[o] = 0;
+    gpumem__share_unlock(s, &s->list_lock[o].v);
+    for (i = 0; i < count; i++) {
+        const uint64_t line = list[i];
+        uint32_t *lk = gpumem__share_line_lock(s, line);
+        gpumem__share_entry *e;
+        gpumem__share_lock(s, lk);
+        e = gpumem__share_find(s, line);
+        if (!e || !(e->cdirty & (1u << o))) {
+            gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1); /* listed lines are consistency-dirty */
+        } else if (line < first || line - first >= n) {
+            gpumem__share_note_written(s, o, line); /* outside the range: still pending */
+        } else {
+            e->rel[o]++;
+            if (e->holders & (1u << o)) e->vv[o][o] = e->rel[o];
+            /* Written copy merged (and maybe evicted) since: storage has the writes. */
+            if (!(e->dirty & (1u << o))) e->vv[0][o] = e->rel[o];
+            e->cdirty &= ~(1u << o);
+            gpumem__share_count(s, GPUMEM__SS_BUMPS, 1);
+            gpumem__share_maybe_free(s, e);
+        }
+        gpumem__share_unlock(s, lk);
+    }
+    gpumem__share_unlock(s, &s->release_lock[o].v);
+    return GPUMEM_OK;
+}
+
+/* Drop owner o's copy of `line` (in its slot k) if another owner released
+ * newer data. EAGAIN: stale but held by a thread (acquire again once the
+ * owner's threads have put their lines down). */
+GPUMEM_API gpumem_status gpumem__share_acquire_line(gpumem_share *s, uint32_t o, uint64_t line, uint32_t k) {
+    uint32_t *lk = gpumem__share_line_lock(s, line);
+    uint32_t home[GPUMEM_SHARE_MAX_OWNERS];
+    gpumem__share_entry *e;
+    gpumem_status st = GPUMEM_OK;
+    gpumem__share_lock(s, lk);
+    e = gpumem__share_find(s, line);
+    if (e && (e->holders & (1u << o)) && e->slot[o] == k) {
+        gpumem__share_home(s, e, home);
+        if (!gpumem_share_vv_leq(home, e->vv[o], s->n_owners)) {
+            uint64_t dropped = 0;
+            if (e->dirty & (1u << o)) { /* its own writes too: a merge source, pinned */
+                gpumem__share_count(s, GPUMEM__SS_KEPT_CONCURRENT, 1);
+            } else if (gpumem_cache_invalidate(s->caches[o], k, k + 1, &dropped) == GPUMEM_OK && dropped) {
+                e->holders &= ~(1u << o);
+                gpumem__share_set_slot_line(s, o, k, GPUMEM_CACHE_EMPTY);
+                gpumem__share_count(s, GPUMEM__SS_INVALIDATED, 1);
+                gpumem__share_maybe_free(s, e);
+            } else {
+                st = GPUMEM_EAGAIN;
+            }
+        }
+    }
+    gpumem__share_unlock(s, lk);
+    return st;
+}
+
+/* Look at owner o's copies of [first, first + n): the lines of the range or
+ * the owner's slots, whichever are fewer. */
+GPUMEM_API gpumem_status gpumem__share_acquire(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
+    gpumem_cache *c = s->caches[o];
+    gpumem_status st = GPUMEM_OK, one;
+    uint64_t i;
+    if (n <= c->n_slots) {
+        for (i = first; i < first + n; i++) {
+            uint32_t v = gpumem_atomic_load_u32(gpumem__line_state(c, i), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+            uint32_t k = gpumem_atomic_load_u32(&c->lines[i].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+            if (!(v & GPUMEM_CACHE_VALID) || k >= c->n_slots || gpumem__share_slot_line(s, o, k) != i) continue;
+            if ((one = gpumem__share_acquire_line(s, o, i, k)) != GPUMEM_OK) st = one;
+        }
+    } else {
+        for (i = 0; i < c->n_slots; i++) {
+            uint64_t line = gpumem__share_slot_line(s, o, (uint32_t)i);
+            if (line == GPUMEM_CACHE_EMPTY || line < first || line - first >= n) continue;
+            if ((one = gpumem__share_acquire_line(s, o, line, (uint32_t)i)) != GPUMEM_OK) st = one;
+        }
+    }
+    return st;
+}
+
+/* Owner o's writes to [first, first + n) since its last release become
+ * visible to every owner that acquires the range after this: the versions
+ * of the lines it wrote are bumped; nothing moves. A GPU owner's release is
+ * followed by an acquire of the host (GAIA's piggybacked host sync).
+ * Statuses: EINVAL (no such owner), ERANGE (past the end), and those of
+ * gpumem_share_acquire for the host's part. Call it while none of the
+ * owner's threads is in the middle of writing the range (a kernel boundary). */
+GPUMEM_API gpumem_status gpumem_share_release(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
+    gpumem_status st = gpumem__share_check(s, o, first, n);
+    if (st != GPUMEM_OK) return st;
+    st = gpumem__share_release(s, o, first, n);
+    if (o >= GPUMEM_SHARE_GPU0 && gpumem__share_cache(s, GPUMEM_SHARE_HOST))
+        st = gpumem__share_acquire(s, GPUMEM_SHARE_HOST, first, n);
+    return st;
+}
+
+/* Owner o will see every write to [first, first + n) released before this
+ * call: its copies older than the newest release are dropped, so the next
+ * access misses and fetches (merging first if needed); nothing moves. A GPU
+ * owner's acquire is preceded by a release of the host. EAGAIN: a stale copy
+ * is held by one of the owner's threads (call again when they have put it
+ * down). */
+GPUMEM_API gpumem_status gpumem_share_acquire(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
+    gpumem_status st = gpumem__share_check(s, o, first, n);
+    if (st != GPUMEM_OK) return st;
+    if (o >= GPUMEM_SHARE_GPU0 && gpumem__share_cache(s, GPUMEM_SHARE_HOST))
+        gpumem__share_release(s, GPUMEM_SHARE_HOST, first, n);
+    return gpumem__share_acquire(s, o, first, n);
+}
+
+/* The same, naming the owner by its cache: ESTATE if the cache is not
+ * attached to a share. */
+GPUMEM_API gpumem_status gpumem_share_cache_release(gpumem_cache *c, uint64_t first, uint64_t n) {
+    if (!c) return GPUMEM_ENULL;
+    if (!c->share) return GPUMEM_ESTATE;
+    return gpumem_share_release(c->share, gpumem__share_owner(c->share, c), first, n);
+}
+
+GPUMEM_API gpumem_status gpumem_share_cache_acquire(gpumem_cache *c, uint64_t first, uint64_t n) {
+    if (!c) return GPUMEM_ENULL;
+    if (!c->share) return GPUMEM_ESTATE;
+    return gpumem_share_acquire(c->share, gpumem__share_owner(c->share, c), first, n);
+}
+
+GPUMEM_API gpumem_status gpumem_share_get_stats(gpumem_share *s, gpumem_share_stats *out) {
+    uint64_t *v = (uint64_t *)out;
+    uint32_t i;
+    if (!s || !out) return GPUMEM_ENULL;
+    for (i = 0; i < GPUMEM__SS_N; i++) v[i] = gpumem_atomic_load_u64(&s->stats[i], GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+    return GPUMEM_OK;
+}
+
+/* ---- host: create, merge, flush, destroy ---------------------------------------- */
+
+#if !defined(GPUMEM_NO_HOST_SHIM)
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Make a share over desc->caches (each: same lines and line size, same
+ * backing, no host tier, nothing held or dirty; their clean lines are
+ * dropped, so every copy the share sees is one it recorded). Statuses:
+ * EINVAL (owner count, storage given a cache, no cache, shapes or backings
+ * that differ, one cache twice), ESTATE (a cache already in a share, or with
+ * a host tier), EBUSY (a cache holds a line or a dirty one), ENOMEM. */
+gpumem_status gpumem_share_create(const gpumem_share_desc *d, gpumem_share **out);
+/* The same in memory the caller places (CUDA managed memory, so that GPU
+ * threads can call gpumem_share_get / _put): gpumem_share_bytes(d) bytes,
+ * 8-byte aligned (0: d is bad). gpumem_share_destroy frees nothing then. */
+size_t gpumem_share_bytes(const gpumem_share_desc *d);
+gpumem_status gpumem_share_init(const gpumem_share_desc *d, void *mem, size_t bytes, gpumem_share **out);
+/* Merge the written copies of [first, first + n) into storage (the I/O made
+ * through owner o's cache). EAGAIN: some were being written (merge again). */
+gpumem_status gpumem_share_merge(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n);
+/* Merge every line owner o has written since its last merge (with the other
+ * owners' writes to the same lines), then flush its cache: durable. */
+gpumem_status gpumem_share_flush(gpumem_share *s, uint32_t o);
+/* Flush every owner, detach the caches, free. EBUSY: something is held. */
+gpumem_status gpumem_share_destroy(gpumem_share *s);
+/* Bring the lines of [first, first + n) that owner o lacks into its cache,
+ * choosing each run's source and size together (GAIA's lesson: a per-line
+ * choice made sequential reads 10x slower): contiguous lines move in one
+ * transfer of up to GPUMEM_SHARE_FETCH_LINES, from one peer's valid copies
+ * or from storage (one command per controller); a peer's run shorter than
+ * GPUMEM_SHARE_PEER_MIN_LINES inside lines storage must serve anyway is read
+ * from storage with them. For a host thread serving a batch of misses and
+ * its readahead (gpumem_policy_ra_batch). Statuses: those of
+ * gpumem_share_merge, ENOMEM, and those of gpumem_cache_acquire (EAGAIN:
+ * the cache is full of lines in use; what was fetched stays). */
+gpumem_status gpumem_share_fetch(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n);
+#ifdef __cplusplus
+}
+#endif
+
+#if defined(GPUMEM_IMPLEMENTATION) && !GPUMEM_ON_DEVICE
+#include <stdlib.h>
+
+#ifndef GPUMEM_SHARE_FETCH_LINES
+#define GPUMEM_SHARE_FETCH_LINES 64u /* lines in one transfer at most (256 KiB of 4 KiB lines) */
+#endif
+#ifndef GPUMEM_SHARE_PEER_MIN_LINES
+#define GPUMEM_SHARE_PEER_MIN_LINES 8u /* a shorter peer run amid storage's lines is read with them */
+#endif
+
+/* Check a desc (gpumem_share_create's statuses) and find its first cache
+ * and the slots of all its caches. */
+static gpumem_status gpumem__share_validate(const gpumem_share_desc *d, gpumem_cache **first_out, uint64_t *slots) {
+    gpumem_cache *first = 0;
+    uint32_t o, p;
+    if (!d) return GPUMEM_ENULL;
+    *slots = 0;
+    if (d->n_owners < 2 || d->n_owners > GPUMEM_SHARE_MAX_OWNERS || d->caches[0]) return GPUMEM_EINVAL;
+    for (o = 1; o < d->n_owners; o++) {
+        gpumem_cache *c = d->caches[o];
+        if (!c) continue;
+        for (p = 1; p < o; p++)
+            if (d->caches[p] == c) return GPUMEM_EINVAL;
+        if (!first) first = c;
+        if (c->share || c->tier) return GPUMEM_ESTATE;
+        if (c->n_lines != first->n_lines || c->line_bytes != first->line_bytes ||
+            c->backing.kind != first->backing.kind ||
+            (c->backing.kind == GPUMEM_CACHE_BACKING_MEMORY && c->backing.mem != first->backing.mem))
+            return GPUMEM_EINVAL;
+        *slots += c->n_slots;
+    }
+    if (!first) return GPUMEM_EINVAL;
+    *first_out = first;
+    return GPUMEM_OK;
+}
+
+static uint32_t gpumem__share_n_entries(const gpumem_share_desc *d, uint64_t slots) {
+    return d->n_entries ? d->n_entries : (uint32_t)(2 * slots);
+}
+
+static uint32_t gpumem__share_n_bases(const gpumem_share_desc *d, uint64_t slots) {
+    return d->n_bases ? d->n_bases : (uint32_t)slots;
+}
+
+size_t gpumem_share_bytes(const gpumem_share_desc *d) {
+    gpumem_cache *first;
+    uint64_t slots;
+    if (gpumem__share_validate(d, &first, &slots) != GPUMEM_OK) return 0;
+    /* Every carve below rounds up to 8 bytes: 8 per array at most, 8 arrays + 3 per owner. */
+    return (size_t)(sizeof(gpumem_share) + first->n_lines * 4 +
+                    (uint64_t)gpumem__share_n_entries(d, slots) * (sizeof(gpumem__share_entry) + 4 + 16 * d->n_owners) +
+                    (uint64_t)gpumem__share_n_bases(d, slots) * (first->line_bytes + 4) + slots * 8 +
+                    8 * (8 + 3 * (uint64_t)d->n_owners));
+}
+
+gpumem_status gpumem_share_init(const gpumem_share_desc *d, void *mem, size_t bytes, gpumem_share **out) {
+    gpumem_share *s;
+    gpumem_cache *first = 0;
+    uint64_t slots = 0;
+    uint32_t o, i, n_entries, n_bases;
+    unsigned char *m = (unsigned char *)mem;
+    gpumem_status st;
+    if (!out || !mem) return GPUMEM_ENULL;
+    *out = 0;
+    if ((st = gpumem__share_validate(d, &first, &slots)) != GPUMEM_OK) return st;
+    if (((uintptr_t)mem & 7u) || bytes < gpumem_share_bytes(d)) return GPUMEM_EINVAL;
+    for (o = 1; o < d->n_owners; o++)
+        if (d->caches[o] && gpumem_cache_find_in_use(d->caches[o], 0, 1) < first->n_lines) return GPUMEM_EBUSY;
+    n_entries = gpumem__share_n_entries(d, slots);
+    n_bases = gpumem__share_n_bases(d, slots);
+    memset(mem, 0, bytes);
+    s = (gpumem_share *)m;
+    m += sizeof *s;
+    s->n_lines = first->n_lines;
+    s->line_bytes = first->line_bytes;
+    s->n_owners = d->n_owners;
+#define GPUMEM__SHARE_CARVE(ptr, type, count) \
+    (m = (unsigned char *)(((uintptr_t)m + 7u) & ~(uintptr_t)7u), ptr = (type *)m, m += (size_t)(count) * sizeof(type))
+    GPUMEM__SHARE_CARVE(s->entries, gpumem__share_entry, n_entries);
+    GPUMEM__SHARE_CARVE(s->dir, uint32_t, first->n_lines);
+    GPUMEM__SHARE_CARVE(s->free_entries, uint32_t, n_entries);
+    GPUMEM__SHARE_CARVE(s->free_bases, uint32_t, n_bases);
+    for (o = 1; o < d->n_owners; o++) {
+        GPUMEM__SHARE_CARVE(s->written[o], uint64_t, n_entries);
+        GPUMEM__SHARE_CARVE(s->draining[o], uint64_t, n_entries);
+        if (d->caches[o]) GPUMEM__SHARE_CARVE(s->slot_line[o], uint64_t, d->caches[o]->n_slots);
+    }
+    GPUMEM__SHARE_CARVE(s->bases, unsigned char, (uint64_t)n_bases * first->line_bytes);
+#undef GPUMEM__SHARE_CARVE
+    s->n_entries = n_entries;
+    s->n_bases = n_bases;
+    for (i = 0; i < n_entries; i++) {
+        s->entries[i].line = GPUMEM_CACHE_EMPTY;
+        s->free_entries[i] = n_entries - 1 - i;
+    }
+    s->n_free_entries = n_entries;
+    for (i = 0; i < n_bases; i++) s->free_bases[i] = n_bases - 1 - i;
+    s->n_free_bases = n_bases;
+    for (o = 1; o < d->n_owners; o++) {
+        gpumem_cache *c = d->caches[o];
+        if (!c) continue;
+        for (i = 0; i < c->n_slots; i++) s->slot_line[o][i] = GPUMEM_CACHE_EMPTY;
+        gpumem_cache_invalidate(c, 0, c->n_slots, NULL); /* copies the share never saw */
+        s->caches[o] = c;
+        c->share = s;
+    }
+    *out = s;
+    return GPUMEM_OK;
+}
+
+gpumem_status gpumem_share_create(const gpumem_share_desc *d, gpumem_share **out) {
+    size_t bytes;
+    void *mem;
+    gpumem_status st;
+    gpumem_cache *first;
+    uint64_t slots;
+    if (!d || !out) return GPUMEM_ENULL;
+    *out = 0;
+    if ((st = gpumem__share_validate(d, &first, &slots)) != GPUMEM_OK) return st;
+    bytes = gpumem_share_bytes(d);
+    if (!(mem = malloc(bytes))) return GPUMEM_ENOMEM;
+    if ((st = gpumem_share_init(d, mem, bytes, out)) != GPUMEM_OK) {
+        free(mem);
+        return st;
+    }
+    (*out)->owned_ = mem;
+    return GPUMEM_OK;
+}
+
+gpumem_status gpumem_share_merge(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
+    gpumem_status st = gpumem__share_check(s, o, first, n), one;
+    gpumem__slot_pool pool;
+    void *mem;
+    uint64_t line;
+    if (st != GPUMEM_OK) return st;
+    /* A scratch line, page aligned, with its own PRP-list page (NVMe lines
+     * over two pages): the merge's I/O goes through owner o's pairs. */
+    if (posix_memalign(&mem, 4096, (size_t)s->line_bytes + 4096) != 0) return GPUMEM_ENOMEM;
+    memset(&pool, 0, sizeof pool);
+    pool.data = (unsigned char *)mem;
+    pool.data_iova = (uint64_t)(uintptr_t)mem;
+    pool.prp_lists = (uint64_t *)((unsigned char *)mem + s->line_bytes);
+    pool.prp_lists_iova = pool.data_iova + s->line_bytes;
+    for (line = first; line < first + n; line++) {
+        uint32_t *lk;
+        gpumem__share_entry *e;
+        if (!gpumem_atomic_load_u32(&s->dir[line], GPUMEM_ORDER_RELAXED, GPUMEM__SDEV)) continue;
+        lk = gpumem__share_line_lock(s, line);
+        gpumem__share_lock(s, lk);
+        if ((e = gpumem__share_find(s, line)) != 0 && e->dirty &&
+            (one = gpumem__share_merge_line(s, e, s->caches[o], &pool, 0)) != GPUMEM_OK && st != GPUMEM_EIO)
+            st = one;
+        gpumem__share_unlock(s, lk);
+    }
+    free(mem);
+    return st;
+}
+
+gpumem_status gpumem_share_flush(gpumem_share *s, uint32_t o) {
+    gpumem_status st = gpumem__share_check(s, o, 0, 0), one;
+    gpumem_cache *c;
+    uint32_t k;
+    if (st != GPUMEM_OK) return st;
+    c = s->caches[o];
+    /* The lines this owner wrote are pinned in its slots: one merge each. */
+    for (k = 0; k < c->n_slots; k++) {
+        uint64_t line = gpumem__share_slot_line(s, o, k);
+        if (line != GPUMEM_CACHE_EMPTY && (one = gpumem_share_merge(s, o, line, 1)) != GPUMEM_OK && st != GPUMEM_EIO)
+            st = one;
+    }
+    one = gpumem_cache_flush(c, NULL);
+    return st != GPUMEM_OK ? st : one;
+}
+
+gpumem_status gpumem_share_destroy(gpumem_share *s) {
+    gpumem_status st;
+    uint32_t o;
+    if (!s) return GPUMEM_ENULL;
+    for (o = 1; o < s->n_owners; o++)
+        if (s->caches[o] && (st = gpumem_share_flush(s, o)) != GPUMEM_OK) return st == GPUMEM_EAGAIN ? GPUMEM_EBUSY : st;
+    /* Merged: the share holds no pin now; a reference left is a thread's. */
+    for (o = 1; o < s->n_owners; o++)
+        if (s->caches[o] && gpumem_cache_find_in_use(s->caches[o], 0, 0) < s->n_lines) return GPUMEM_EBUSY;
+    for (o = 1; o < s->n_owners; o++)
+        if (s->caches[o]) s->caches[o]->share = 0;
+    free(s->owned_); /* NULL for gpumem_share_init's: the caller's memory */
+    return GPUMEM_OK;
+}
+
+/* The source owner o would read `line` from now: a peer with a valid copy,
+ * or 0 (storage; also when other owners' released writes must be merged
+ * first, which the fill does). A plan only: the fill checks again. */
+static uint32_t gpumem__share_plan_source(gpumem_share *s, uint32_t o, uint64_t line) {
+    uint32_t *lk = gpumem__share_line_lock(s, line), home[GPUMEM_SHARE_MAX_OWNERS], p, from = 0;
+    gpumem__share_entry *e;
+    if (!gpumem_atomic_load_u32(&s->dir[line], GPUMEM_ORDER_RELAXED, GPUMEM__SDEV)) return 0;
+    gpumem__share_lock(s, lk);
+    if ((e = gpumem__share_find(s, line)) != 0 && !gpumem__share_released_elsewhere(s, e, o)) {
+        gpumem__share_home(s, e, home);
+        for (p = 1; p < s->n_owners && !from; p++)
+            if (p != o && gpumem__share_is_source(s, e, p, home)) from = p;
+    }
+    gpumem__share_unlock(s, lk);
+    return from;
+}
+
+/* Read lines [first, first + n) of storage into buf with the fewest
+ * commands owner o's backing allows: one memcpy for memory, one command
+ * per controller for NVMe (a striped run's lines on one controller are
+ * contiguous there; tmp, as large as buf, takes them before they are put
+ * in line order). Returns the commands made in *transfers. */
+static gpumem_status gpumem__share_read_run(gpumem_share *s, gpumem_cache *c, uint64_t first, uint64_t n,
+                                            unsigned char *buf, unsigned char *tmp, uint64_t *transfers) {
+    const gpumem_cache_backing *b = &c->backing;
+    const uint64_t lb = s->line_bytes;
+    uint32_t j, n_ctrls = b->layout == GPUMEM_CACHE_STRIPE ? b->n_ctrls : 1;
+    *transfers = 0;
+    if (b->kind == GPUMEM_CACHE_BACKING_MEMORY) {
+        memcpy(buf, b->mem + first * lb, (size_t)(n * lb));
+        *transfers = 1;
+        return GPUMEM_OK;
+    }
+    if (n < n_ctrls) n_ctrls = (uint32_t)n;
+    for (j = 0; j < n_ctrls; j++) {
+        /* Controller of line first + j, and every n_ctrls-th line after it:
+         * contiguous there, in commands of at most MDTS. */
+        const uint64_t line0 = first + j, ctrl = b->layout == GPUMEM_CACHE_STRIPE ? line0 % b->n_ctrls : 0;
+        const uint64_t count = (n - j + n_ctrls - 1) / n_ctrls;
+        const uint64_t at = b->layout == GPUMEM_CACHE_STRIPE ? line0 / b->n_ctrls : line0;
+        const uint64_t per_cmd = b->ns.max_blocks >= c->blocks_per_line ? b->ns.max_blocks / c->blocks_per_line : 1;
+        gpumem_nvme_qp *qp = b->pairs[ctrl * b->pairs_per_ctrl + (at % b->pairs_per_ctrl)];
+        unsigned char *dst = n_ctrls == 1 ? buf : tmp;
+        uint64_t i, done;
+        for (done = 0; done < count; done += per_cmd) {
+            const uint64_t lines = count - done < per_cmd ? count - done : per_cmd;
+            gpumem_status st = gpumem_nvme_qp_read_buf(qp, b->first_lba + (at + done) * c->blocks_per_line,
+                                                       (uint32_t)(lines * c->blocks_per_line), dst + done * lb, NULL);
+            if (st != GPUMEM_OK) return st;
+            ++*transfers;
+        }
+        if (n_ctrls > 1)
+            for (i = 0; i < count; i++) memcpy(buf + (j + i * n_ctrls) * lb, tmp + i * lb, (size_t)lb);
+    }
+    return GPUMEM_OK;
+}
+
+/* Fill lines [first, first + n) into owner o's cache through its fills,
+ * with `stage` set for them (their source chosen, moved already). */
+static gpumem_status gpumem__share_install(gpumem_share *s, uint32_t o, const gpumem__share_stage *stage) {
+    gpumem_status st = GPUMEM_OK;
+    uint64_t line;
+    gpumem__share_staged = stage;
+    for (line = stage->first; line < stage->first + stage->n && st == GPUMEM_OK; line++) {
+        void *p;
+        if ((st = gpumem_cache_acquire(s->caches[o], line, 1, 0, &p)) == GPUMEM_OK)
+            st = gpumem_cache_release(s->caches[o], line, 1);
+    }
+    gpumem__share_staged = 0;
+    return st;
+}
+
+gpumem_status gpumem_share_fetch(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
+    gpumem_status st = gpumem__share_check(s, o, first, n);
+    gpumem_cache *c;
+    unsigned char *buf;
+    uint32_t from[GPUMEM_SHARE_FETCH_LINES];
+    uint64_t i = first, end = first + n;
+    if (st != GPUMEM_OK) return st;
+    c = s->caches[o];
+    if (posix_memalign((void **)&buf, 4096, (size_t)2 * GPUMEM_SHARE_FETCH_LINES * s->line_bytes) != 0)
+        return GPUMEM_ENOMEM;
+    while (i < end && st == GPUMEM_OK) {
+        uint64_t w = 0, a, b;
+        /* A window: the next lines the cache lacks, contiguous, and their planned sources. */
+        while (i < end && (gpumem_atomic_load_u32(gpumem__line_state(c, i), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
+                           GPUMEM_CACHE_VALID))
+            i++;
+        while (i + w < end && w < GPUMEM_SHARE_FETCH_LINES &&
+               !(gpumem_atomic_load_u32(gpumem__line_state(c, i + w), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
+                 GPUMEM_CACHE_VALID)) {
+            from[w] = gpumem__share_plan_source(s, o, i + w);
+            w++;
+        }
+        /* The size decides the source: a peer's run too short to be worth
+         * its own transfer, amid lines storage serves, goes with them. */
+        for (a = 0; a < w; a = b) {
+            for (b = a + 1; b < w && from[b] == from[a]; b++) continue;
+            if (from[a] && b - a < GPUMEM_SHARE_PEER_MIN_LINES && b - a < w)
+                memset(&from[a], 0, (size_t)(b - a) * sizeof from[0]);
+        }
+        /* Each run of one source: one transfer, then the fills. */
+        for (a = 0; a < w && st == GPUMEM_OK; a = b) {
+            gpumem__share_stage stage;
+            uint64_t moved = 1;
+            for (b = a + 1; b < w && from[b] == from[a]; b++) continue;
+            memset(&stage, 0, sizeof stage);
+            stage.share = s;
+            stage.owner = o;
+            stage.from = from[a];
+            stage.first = i + a;
+            stage.n = b - a;
+            stage.data = buf;
+            if (!from[a]) {
+                stage.epoch = gpumem_atomic_load_u32(&s->merge_epoch, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV);
+                st = gpumem__share_read_run(s, c, i + a, b - a, buf, buf + GPUMEM_SHARE_FETCH_LINES * s->line_bytes,
+                                            &moved);
+            }
+            if (st != GPUMEM_OK) break;
+            gpumem__share_count(s, from[a] ? GPUMEM__SS_PEER_TRANSFERS : GPUMEM__SS_STORAGE_TRANSFERS, moved);
+            st = gpumem__share_install(s, o, &stage);
+        }
+        i += w;
+    }
+    free(buf);
+    return st;
+}
+#endif /* GPUMEM_IMPLEMENTATION */
+#endif /* GPUMEM_NO_HOST_SHIM */
+
+#endif /* GPUMEM_SHARE_H */

@@ -1,0 +1,94 @@
+/* A share over 1..9 caches (owners) in front of one storage: memory, or
+ * one or two software controllers (striped), each owner with its own queue
+ * pair on every controller. Storage bytes are read back directly for the
+ * checks. Used by tests/test_share.c and tests/stress.c. */
+#ifndef SHARE_RIG_H
+#define SHARE_RIG_H
+#include <stdlib.h>
+#include <string.h>
+#include "gpumem_share.h"
+#include "gpumem_swctl.h"
+
+enum { SHARE_RIG_LINE = 512 };
+
+typedef struct share_rig {
+    uint32_t n_owners, n_ctrls, n_lines;
+    unsigned char *mem; /* memory storage (n_ctrls 0) */
+    gpumem_swctl *ctls[2];
+    gpumem_nvme_qp *pairs[GPUMEM_SHARE_MAX_OWNERS][2];
+    gpumem_cache *caches[GPUMEM_SHARE_MAX_OWNERS];
+    gpumem_share *share;
+} share_rig;
+
+/* Owners 1..n_owners-1, each a cache of n_slots slots over n_lines lines of
+ * SHARE_RIG_LINE bytes, all zero at first. */
+static gpumem_status share_rig_make(share_rig *r, uint32_t n_owners, uint32_t n_ctrls, uint32_t n_lines,
+                                    uint32_t n_slots) {
+    gpumem_share_desc sd = gpumem_share_desc_default(n_owners);
+    gpumem_status st;
+    uint32_t o, j;
+    memset(r, 0, sizeof *r);
+    sd.n_entries = 2 * n_lines; /* room for every line, whatever the caches hold */
+    r->n_owners = n_owners;
+    r->n_ctrls = n_ctrls;
+    r->n_lines = n_lines;
+    if (!n_ctrls && !(r->mem = (unsigned char *)calloc(n_lines, SHARE_RIG_LINE))) return GPUMEM_ENOMEM;
+    for (j = 0; j < n_ctrls; j++) {
+        gpumem_swctl_config c = gpumem_swctl_config_default();
+        c.lba_bytes = 512;
+        c.n_blocks = (n_lines / n_ctrls + 1) * (SHARE_RIG_LINE / 512);
+        if ((st = gpumem_swctl_create(&c, &r->ctls[j])) != GPUMEM_OK) return st;
+        for (o = 1; o < n_owners; o++)
+            if ((st = gpumem_swctl_add_qp(r->ctls[j], 64, &r->pairs[o][j])) != GPUMEM_OK) return st;
+    }
+    for (j = 0; j < n_ctrls; j++)
+        if ((st = gpumem_swctl_start(r->ctls[j])) != GPUMEM_OK) return st;
+    for (o = 1; o < n_owners; o++) {
+        gpumem_cache_desc d = gpumem_cache_desc_default();
+        d.n_lines = n_lines;
+        d.line_bytes = SHARE_RIG_LINE;
+        d.n_slots = n_slots;
+        d.full_sweeps = 4;
+        if (n_ctrls) {
+            gpumem_nvme_ns ns = gpumem_swctl_ns(r->ctls[0]);
+            d.backing = gpumem_cache_backing_nvme(r->pairs[o], n_ctrls, 1, &ns, 0, GPUMEM_CACHE_STRIPE);
+        } else {
+            d.backing = gpumem_cache_backing_memory(r->mem);
+        }
+        if ((st = gpumem_cache_create(&d, &r->caches[o])) != GPUMEM_OK) return st;
+        sd.caches[o] = r->caches[o];
+    }
+    return gpumem_share_create(&sd, &r->share);
+}
+
+/* Line l where storage holds it (memory, or a controller's RAM: striped). */
+static unsigned char *share_rig_stored_at(const share_rig *r, uint32_t l) {
+    if (!r->n_ctrls) return r->mem + (size_t)l * SHARE_RIG_LINE;
+    return (unsigned char *)gpumem_swctl_ram(r->ctls[l % r->n_ctrls]) + (size_t)(l / r->n_ctrls) * SHARE_RIG_LINE;
+}
+
+/* Byte b of line l as storage holds it. */
+static unsigned char share_rig_stored(const share_rig *r, uint32_t l, uint32_t b) {
+    return share_rig_stored_at(r, l)[b];
+}
+
+static gpumem_status share_rig_free(share_rig *r) {
+    gpumem_status st = r->share ? gpumem_share_destroy(r->share) : GPUMEM_OK;
+    uint32_t o, j;
+    for (o = 1; o < r->n_owners; o++) gpumem_cache_destroy(r->caches[o]);
+    for (j = 0; j < r->n_ctrls; j++) gpumem_swctl_destroy(r->ctls[j]);
+    free(r->mem);
+    return st;
+}
+
+/* Take a line, retrying while the owner's cache is full of its own pinned
+ * writes or no base is free: its writes are merged (flush), then it tries
+ * again. */
+static gpumem_status share_rig_get(share_rig *r, uint32_t o, uint32_t l, int write, unsigned char **p) {
+    gpumem_status st;
+    uint32_t tries = 0;
+    while ((st = gpumem_share_get(r->share, o, l, write, (void **)p)) == GPUMEM_EAGAIN && ++tries < 100000)
+        gpumem_share_flush(r->share, o);
+    return st;
+}
+#endif

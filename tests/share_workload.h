@@ -1,0 +1,242 @@
+/* The share's concurrent workloads (tests/test_share.c, tests/stress.c under
+ * ThreadSanitizer and ASan): host thread groups stand for the devices, every
+ * byte read checked by content, every byte written kept in a model. Each
+ * returns 0, or 1 with run->why saying what was wrong. */
+#ifndef SHARE_WORKLOAD_H
+#define SHARE_WORKLOAD_H
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include "share_rig.h"
+
+enum { SHARE_WL_LINES = 64, SHARE_WL_MAX_THREADS = 32 };
+
+typedef struct share_run {
+    gpumem_share_stats stats;
+    char why[256];
+} share_run;
+
+typedef struct share_wl {
+    share_rig rig;
+    uint32_t n_threads, per_owner, ops, random, rounds;
+    pthread_barrier_t barrier;
+    pthread_mutex_t lock;
+    int failed;
+    char why[256];
+    unsigned char model[SHARE_WL_LINES][SHARE_RIG_LINE];
+} share_wl;
+
+typedef struct share_thread {
+    share_wl *w;
+    uint32_t tid, owner;
+} share_thread;
+
+static void share_wl_fail(share_wl *w, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&w->lock);
+    if (!w->failed) vsnprintf(w->why, sizeof w->why, fmt, ap);
+    w->failed = 1;
+    pthread_mutex_unlock(&w->lock);
+    va_end(ap);
+}
+
+/* ---- producer -> consumer ------------------------------------------------------- */
+
+static unsigned char share_pattern(uint32_t round, uint32_t l, uint32_t b) {
+    return (unsigned char)(round * 31u + l * 7u + b + 1u);
+}
+
+static void *share_pc_thread(void *arg) {
+    share_thread *t = (share_thread *)arg;
+    share_wl *w = t->w;
+    gpumem_share *sh = w->rig.share;
+    uint32_t r, l, b, o = t->owner;
+    for (r = 1; r <= w->rounds; r++) {
+        const uint32_t producer = 1 + r % (w->rig.n_owners - 1);
+        unsigned char *p;
+        if (o == producer) {
+            for (l = 0; l < SHARE_WL_LINES; l++) {
+                if (share_rig_get(&w->rig, o, l, 1, &p) != GPUMEM_OK) {
+                    share_wl_fail(w, "round %u: owner %u could not write line %u", r, o, l);
+                    continue;
+                }
+                for (b = 0; b < SHARE_RIG_LINE; b++) p[b] = share_pattern(r, l, b);
+                gpumem_share_put(sh, o, l, 1);
+            }
+            if (gpumem_share_release(sh, o, 0, SHARE_WL_LINES) != GPUMEM_OK)
+                share_wl_fail(w, "round %u: release by %u failed", r, o);
+        }
+        pthread_barrier_wait(&w->barrier); /* the signal */
+        if (o != producer) {
+            gpumem_status st;
+            while ((st = gpumem_share_acquire(sh, o, 0, SHARE_WL_LINES)) == GPUMEM_EAGAIN) {
+            }
+            if (st != GPUMEM_OK) share_wl_fail(w, "round %u: acquire by %u: status %u", r, o, (uint32_t)st);
+            for (l = 0; l < SHARE_WL_LINES; l++) {
+                if (share_rig_get(&w->rig, o, l, 0, &p) != GPUMEM_OK) {
+                    share_wl_fail(w, "round %u: owner %u could not read line %u", r, o, l);
+                    continue;
+                }
+                for (b = 0; b < SHARE_RIG_LINE; b++)
+                    if (p[b] != share_pattern(r, l, b)) {
+                        share_wl_fail(w, "round %u: owner %u read a stale line %u (byte %u)", r, o, l, b);
+                        break;
+                    }
+                gpumem_share_put(sh, o, l, 0);
+            }
+        }
+        pthread_barrier_wait(&w->barrier);
+    }
+    return NULL;
+}
+
+/* ---- writers of disjoint bytes, and random mixes ---------------------------------- */
+
+static uint32_t share_rand(uint64_t *x) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return (uint32_t)(*x >> 11);
+}
+
+/* Byte b of every line belongs to thread b mod n_threads: one writer per
+ * byte, so the model is exact. */
+static void *share_mix_thread(void *arg) {
+    share_thread *t = (share_thread *)arg;
+    share_wl *w = t->w;
+    gpumem_share *sh = w->rig.share;
+    const uint32_t o = t->owner, per = SHARE_RIG_LINE / w->n_threads;
+    uint64_t x = 0x9E3779B97F4A7C15ull * (t->tid + 1);
+    uint32_t i, j, v = 0;
+    for (i = 0; i < w->ops; i++) {
+        const uint32_t op = share_rand(&x) % 100, l = share_rand(&x) % SHARE_WL_LINES;
+        unsigned char *p;
+        if (op < 55) { /* write four of my bytes */
+            if (share_rig_get(&w->rig, o, l, 1, &p) != GPUMEM_OK) {
+                share_wl_fail(w, "owner %u thread %u: write of line %u refused", o, t->tid, l);
+                continue;
+            }
+            for (j = 0; j < 4; j++) {
+                uint32_t b = t->tid + (share_rand(&x) % per) * w->n_threads;
+                v = v % 255 + 1;
+                p[b] = (unsigned char)v;
+                w->model[l][b] = (unsigned char)v;
+            }
+            gpumem_share_put(sh, o, l, 1);
+        } else if (op < 80 && w->random) { /* read: my bytes are as I left them */
+            if (share_rig_get(&w->rig, o, l, 0, &p) != GPUMEM_OK) {
+                share_wl_fail(w, "owner %u thread %u: read of line %u refused", o, t->tid, l);
+                continue;
+            }
+            for (j = 0; j < per; j++) {
+                uint32_t b = t->tid + j * w->n_threads;
+                if (p[b] != w->model[l][b]) {
+                    share_wl_fail(w, "owner %u lost its own write: line %u byte %u (holds %u)", o, l, b, (uint32_t)p[b]);
+                    break;
+                }
+            }
+            gpumem_share_put(sh, o, l, 0);
+        } else if (op < 88) {
+            if (t->tid % w->per_owner == 0) gpumem_share_release(sh, o, 0, SHARE_WL_LINES);
+        } else if (op < 95) {
+            if (w->random) gpumem_share_acquire(sh, o, 0, SHARE_WL_LINES); /* EAGAIN: held, fine */
+        } else if (op < 98) {
+            gpumem_share_flush(sh, o); /* EAGAIN: a line was being written, fine */
+        } else {
+            gpumem_share_merge(sh, o, l, 1);
+        }
+    }
+    return NULL;
+}
+
+static int share_wl_run(share_wl *w, void *(*fn)(void *)) {
+    pthread_t th[SHARE_WL_MAX_THREADS];
+    share_thread args[SHARE_WL_MAX_THREADS];
+    uint32_t i;
+    pthread_barrier_init(&w->barrier, NULL, w->n_threads);
+    pthread_mutex_init(&w->lock, NULL);
+    for (i = 0; i < w->n_threads; i++) {
+        args[i].w = w;
+        args[i].tid = i;
+        args[i].owner = 1 + i / w->per_owner;
+        pthread_create(&th[i], NULL, fn, &args[i]);
+    }
+    for (i = 0; i < w->n_threads; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&w->barrier);
+    pthread_mutex_destroy(&w->lock);
+    return w->failed;
+}
+
+/* After every owner's release and flush, storage holds the model. */
+static int share_wl_settle(share_wl *w) {
+    uint32_t o, l, b, tries;
+    for (o = 1; o < w->rig.n_owners; o++) {
+        gpumem_status st = gpumem_share_release(w->rig.share, o, 0, SHARE_WL_LINES);
+        for (tries = 0; tries < 100 && (st = gpumem_share_flush(w->rig.share, o)) == GPUMEM_EAGAIN; tries++) {
+        }
+        if (st != GPUMEM_OK) {
+            share_wl_fail(w, "flush of owner %u: status %u", o, (uint32_t)st);
+            return 1;
+        }
+    }
+    for (l = 0; l < SHARE_WL_LINES; l++)
+        for (b = 0; b < SHARE_RIG_LINE; b++)
+            if (share_rig_stored(&w->rig, l, b) != w->model[l][b]) {
+                share_wl_fail(w, "storage line %u byte %u holds %u, the last write was %u", l, b,
+                              (uint32_t)share_rig_stored(&w->rig, l, b), (uint32_t)w->model[l][b]);
+                return 1;
+            }
+    return 0;
+}
+
+static int share_wl_end(share_wl *w, int failed, share_run *run) {
+    gpumem_status st;
+    gpumem_share_get_stats(w->rig.share, &run->stats);
+    snprintf(run->why, sizeof run->why, "%s", w->why);
+    if ((st = share_rig_free(&w->rig)) != GPUMEM_OK && !failed) {
+        snprintf(run->why, sizeof run->why, "share destroy: status %d", (int)st);
+        failed = 1;
+    }
+    free(w);
+    return failed;
+}
+
+static share_wl *share_wl_new(uint32_t n_owners, uint32_t n_ctrls, uint32_t n_slots, share_run *run) {
+    share_wl *w = (share_wl *)calloc(1, sizeof *w);
+    memset(run, 0, sizeof *run);
+    if (!w) return NULL;
+    if (share_rig_make(&w->rig, n_owners, n_ctrls, SHARE_WL_LINES, n_slots) != GPUMEM_OK) {
+        snprintf(run->why, sizeof run->why, "setup failed");
+        share_rig_free(&w->rig);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static int share_producer_consumer(uint32_t n_owners, uint32_t n_ctrls, uint32_t rounds, share_run *run) {
+    share_wl *w = share_wl_new(n_owners, n_ctrls, SHARE_WL_LINES, run); /* copies outlive rounds */
+    if (!w) return 1;
+    w->n_threads = n_owners - 1;
+    w->per_owner = 1;
+    w->rounds = rounds;
+    return share_wl_end(w, share_wl_run(w, share_pc_thread), run);
+}
+
+/* random 0: writes, releases and merges (false sharing); 1: reads checked,
+ * acquires and flushes too, in caches of 8 slots. */
+static int share_mix(uint32_t n_owners, uint32_t n_ctrls, uint32_t random, uint32_t per_owner, uint32_t ops,
+                     share_run *run) {
+    share_wl *w = share_wl_new(n_owners, n_ctrls, random ? 8 : SHARE_WL_LINES / 2, run);
+    int failed;
+    if (!w) return 1;
+    w->per_owner = per_owner;
+    w->n_threads = (n_owners - 1) * per_owner;
+    w->ops = ops;
+    w->random = random;
+    failed = share_wl_run(w, share_mix_thread);
+    if (!failed) failed = share_wl_settle(w);
+    return share_wl_end(w, failed, run);
+}
+#endif
