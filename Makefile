@@ -65,6 +65,9 @@ TESTS   += $(BUILD)/test_warp
 TESTS   += $(BUILD)/test_uring
 TESTS   += $(BUILD)/test_share
 TESTS   += $(BUILD)/test_doctor
+TESTS   += $(BUILD)/test_handle
+TESTS   += $(BUILD)/test_trace_input
+TESTS   += $(BUILD)/test_null_table
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -151,6 +154,16 @@ $(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DGPUMEM_BUILD_DIR='"$(BUILD)"' -I. $< -o $@ -lcriterion -pthread
 
 $(BUILD)/test_policy: bench/policy_sim.h
+$(BUILD)/test_trace_input: $(BUILD)/policy_sim
+
+# The NULL table, generated from the headers' declarations (issue 30): a
+# new public function gets its row without anyone writing it, and a new
+# header is read without anyone listing it (every gpumem*.h at the root).
+NULL_TABLE_HEADERS := $(sort $(wildcard gpumem*.h))
+$(BUILD)/test_null_table.c: tools/null_table.py $(NULL_TABLE_HEADERS) | $(BUILD)
+	python3 tools/null_table.py $@ $(NULL_TABLE_HEADERS)
+$(BUILD)/test_null_table: $(BUILD)/test_null_table.c tests/log_capture.h | $(BUILD)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -Wno-stringop-overflow -I. -Itests $< -o $@ -lcriterion -pthread
 
 # The fault tests once more with NDEBUG: a faulty controller must meet the
 # same checks when assertions are compiled out (no check rests on GPUMEM_ASSERT).
@@ -177,7 +190,7 @@ $(BUILD)/test_doctor: $(BUILD)/gpumem-doctor
 # The graph test runs the graph program as well as including its header.
 $(BUILD)/test_graph: examples/graph.h examples/graph_formats.h $(BUILD)/graph
 
-run-tests: $(TESTS) $(BUILD)/asan_kept $(BUILD)/race_stats $(BUILD)/hello $(BUILD)/bench_doorbell
+run-tests: $(TESTS) $(BUILD)/asan_kept $(BUILD)/race_stats $(BUILD)/race_orphan $(BUILD)/race_reset $(BUILD)/hello $(BUILD)/bench_doorbell
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
 	@echo "== $(BUILD)/asan_kept (AddressSanitizer, stack use after return)"
 	@ASAN_OPTIONS=detect_stack_use_after_return=1:detect_leaks=0 $(BUILD)/asan_kept $(CRITERION_FLAGS)
@@ -185,6 +198,8 @@ run-tests: $(TESTS) $(BUILD)/asan_kept $(BUILD)/race_stats $(BUILD)/hello $(BUIL
 	@sed -n '/^```c$$/,/^```$$/p' README.md | sed '1d;$$d' | cmp -s - examples/hello.c || \
 	  { echo "README.md: the quickstart program differs from examples/hello.c; paste the file in"; exit 1; }
 	@echo "== $(BUILD)/race_stats (ThreadSanitizer)"; TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_stats
+	@echo "== $(BUILD)/race_orphan (ThreadSanitizer: reusing an early-ended blocking call's buffer)"; TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_orphan
+	@echo "== $(BUILD)/race_reset (ThreadSanitizer: a pair reset while threads call into it)"; TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_reset
 	@echo "== tests/test_plot_gpu.py (the GPU benchmark's plot, on made-up rows)"; python3 tests/test_plot_gpu.py
 	@echo "== $(BUILD)/bench_doorbell at a tenth of its size (silent vs waking clients per idle setting; it fails on a failed command or a violation, never on time)"; \
 	  GPUMEM_BENCH_SCALE=0.1 $(BUILD)/bench_doorbell $(BUILD)/doorbell-check.md > $(BUILD)/doorbell-check.log 2>&1 || \
@@ -198,6 +213,10 @@ $(BUILD)/asan_kept: tests/test_kept.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD
 # Statistics read while everything runs, under ThreadSanitizer whatever the
 # build's own sanitizer (a plain program: Criterion cannot start under TSan).
 $(BUILD)/race_stats: tests/race_stats.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
+	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
+$(BUILD)/race_orphan: tests/race_orphan.c $(HEADERS) | $(BUILD)
+	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
+$(BUILD)/race_reset: tests/race_reset.c $(HEADERS) | $(BUILD)
 	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
 
 EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph $(BUILD)/policy_sim

@@ -749,6 +749,7 @@ GPUMEM_API uint32_t gpumem_lowest_lane(uint32_t mask) {
     return (uint32_t)__ffs(mask) - 1u;
 #else
     uint32_t k = 0;
+    if (!mask) return 0xFFFFFFFFu; /* as __ffs(0) - 1 on the device: no lane */
     while (!(mask & 1u)) mask >>= 1, k++;
     return k;
 #endif

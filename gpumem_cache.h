@@ -191,13 +191,14 @@ typedef struct gpumem_cache_backing {
     gpumem_nvme_qp **pairs;   /* NVMe: n_ctrls * pairs_per_ctrl pairs, controller by controller.
                                  gpumem_cache_init copies this array into the cache's metadata
                                  (it may be a local array of the caller); it reads the array
-                                 where init runs, and never dereferences the pairs themselves,
-                                 which may be in GPU memory the host cannot read. */
+                                 where init runs, and dereferences the pairs themselves only
+                                 where it knows the host can read them (gpumem_cache_init). */
     uint32_t n_ctrls;
     uint32_t pairs_per_ctrl;
     uint64_t first_lba;       /* where the data starts on each controller */
     gpumem_nvme_ns ns;        /* the namespace every controller serves (block size, MDTS,
-                                 capacity): the shape is checked against it, not the pairs */
+                                 capacity): the shape is checked against it; the pairs are
+                                 checked against it where they can be read (gpumem_cache_init) */
 } gpumem_cache_backing;
 
 GPUMEM_API gpumem_cache_backing gpumem_cache_backing_memory(void *mem) {
@@ -569,7 +570,15 @@ GPUMEM_API gpumem_status gpumem__cache_io_cmd(gpumem_cache *c, int write, uint64
                                    pool->prp_lists_iova + (uint64_t)k * GPUMEM_NVME_PAGE_BYTES,
                                    GPUMEM_NVME_PAGE_BYTES / 8, &prp1, &prp2);
         if (st != GPUMEM_OK) return st; /* before any command, uncounted */
-        st = gpumem_nvme_qp_rw(qp, write ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ, lba, c->blocks_per_line, prp1,
+        /* A pair whose namespace has another block size than the cache's
+         * would move blocks_per_line blocks of the wrong size: refused, and
+         * counted as a violation, before anything is sent (issue 30; for
+         * pairs init could not read: gpumem__cache_check_pairs). */
+        if (qp->ns.lba_shift != b->ns.lba_shift) {
+            gpumem__cache_count(c, line, GPUMEM__ST_VIOLATIONS, 1);
+            st = GPUMEM_EINVAL;
+        } else
+            st = gpumem_nvme_qp_rw(qp, write ? GPUMEM_NVME_OP_WRITE : GPUMEM_NVME_OP_READ, lba, c->blocks_per_line, prp1,
                                prp2, (gpumem_nvme_cpl *)0);
         gpumem__cache_count(c, line, write ? GPUMEM__ST_WRITES : GPUMEM__ST_READS, 1);
     }
@@ -1418,14 +1427,84 @@ GPUMEM_API gpumem_status gpumem__cache_check_desc(const gpumem_cache_desc *d, ui
     return GPUMEM_OK;
 }
 
+#if !GPUMEM_ON_DEVICE
+/* Whether the host may read *p. In a CUDA build: unless the runtime calls
+ * it GPU memory (host, registered, managed and memory the runtime does not
+ * know are readable). In a plain build it cannot tell: -1. */
+static inline int gpumem__cache_host_readable(const void *p) {
+#if defined(__CUDACC__)
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not the runtime's: ordinary host memory */
+        return 1;
+    }
+    return a.type != cudaMemoryTypeDevice;
+#else
+    (void)p;
+    return -1;
+#endif
+}
+
+/* Mixed namespaces behind one cache are refused at init where the pairs can
+ * be read (issue 30): each pair must serve the backing's namespace - its
+ * block size, lines within its transfer limit, and the blocks the cache
+ * reaches on its controller. `unknown_readable`: what to assume of a pair
+ * when gpumem__cache_host_readable cannot tell (gpumem_cache_create: 1, its
+ * pairs are driven by the host threads that use a host cache;
+ * gpumem_cache_init: 0, they may be in GPU memory). Pairs not read here
+ * are still checked for their block size at each I/O
+ * (gpumem__cache_io_cmd). GPUMEM_EINVAL or GPUMEM_ERANGE, logged with the
+ * pair and what was expected and found. */
+static inline gpumem_status gpumem__cache_check_pairs(const gpumem_cache_desc *d, uint32_t blocks_per_line,
+                                                      int unknown_readable) {
+    const gpumem_cache_backing *b = &d->backing;
+    uint64_t per_ctrl, reach;
+    uint32_t j;
+    if (b->kind != GPUMEM_CACHE_BACKING_NVME) return GPUMEM_OK; /* (then n_ctrls is 0) */
+    per_ctrl = b->layout == GPUMEM_CACHE_STRIPE ? (d->n_lines + b->n_ctrls - 1) / b->n_ctrls : d->n_lines;
+    reach = b->first_lba + per_ctrl * blocks_per_line; /* blocks the cache uses on each controller */
+    for (j = 0; j < b->n_ctrls * b->pairs_per_ctrl; j++) {
+        const gpumem_nvme_qp *qp = b->pairs[j];
+        int readable = gpumem__cache_host_readable(qp);
+        if (!(readable < 0 ? unknown_readable : readable)) continue;
+        if (qp->ns.lba_shift != b->ns.lba_shift) {
+            GPUMEM_LOG("cache: pair %u (controller %u) serves %u-byte blocks, the backing's namespace %u-byte "
+                       "ones: every pair must serve that namespace",
+                       j, j / b->pairs_per_ctrl, 1u << (qp->ns.lba_shift & 31u), 1u << b->ns.lba_shift);
+            return GPUMEM_EINVAL;
+        }
+        if (qp->ns.max_blocks < blocks_per_line) {
+            GPUMEM_LOG("cache: pair %u (controller %u) moves at most %u blocks a command, a line needs %u", j,
+                       j / b->pairs_per_ctrl, qp->ns.max_blocks, blocks_per_line);
+            return GPUMEM_EINVAL;
+        }
+        if (qp->ns.n_blocks < reach) {
+            GPUMEM_LOG("cache: pair %u (controller %u) serves %llu blocks, the cache reaches block %llu", j,
+                       j / b->pairs_per_ctrl, (unsigned long long)qp->ns.n_blocks,
+                       (unsigned long long)(reach - 1));
+            return GPUMEM_ERANGE;
+        }
+    }
+    return GPUMEM_OK;
+}
+#endif
+
 /* Initialise a cache in memory the caller placed (host, or unified memory
- * the GPU will use). Every line starts not cached, every slot cold. */
+ * the GPU will use). Every line starts not cached, every slot cold. With
+ * an NVMe backing, the pairs the host can read must serve the backing's
+ * namespace (GPUMEM_EINVAL, GPUMEM_ERANGE, logged): in a CUDA build those
+ * not in GPU memory; a plain build cannot tell GPU memory from the host's,
+ * and reads none (gpumem_cache_create reads all). Pairs not read are
+ * checked for their block size at each I/O. */
 GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_desc *d) {
     uint32_t bpl = 0, k;
     uint64_t i, data_iova, prp_iova;
     gpumem_status st;
     if (!c || !d || !d->meta || !d->data) return GPUMEM_ENULL;
     if ((st = gpumem__cache_check_desc(d, &bpl)) != GPUMEM_OK) return st;
+#if !GPUMEM_ON_DEVICE
+    if ((st = gpumem__cache_check_pairs(d, bpl, 0)) != GPUMEM_OK) return st;
+#endif
     if (d->meta_bytes < gpumem_cache_meta_bytes(d)) return GPUMEM_ENOMEM;
     if (((uintptr_t)d->meta & 7u) != 0) return GPUMEM_EINVAL;
     data_iova = d->data_iova ? d->data_iova : (uint64_t)(uintptr_t)d->data;
@@ -1638,7 +1717,10 @@ GPUMEM_API gpumem_status gpumem_cache_ref_put(gpumem_cache_ref *r, uint64_t i, c
 extern "C" {
 #endif
 /* Allocates the cache, its metadata, its slots (page aligned) and PRP lists
- * with GPUMEM_MALLOC; the backing's memory or pairs stay the caller's. The
+ * with GPUMEM_MALLOC; the backing's memory or pairs stay the caller's.
+ * Every pair must serve the backing's namespace (its block size, transfer
+ * limit and capacity): GPUMEM_EINVAL or GPUMEM_ERANGE, logged, otherwise
+ * (a host cache's pairs are read here: host threads drive them). The
  * slots' I/O addresses are their virtual addresses (right for the software
  * controller; a real controller needs gpumem_cache_init with DMA memory). */
 gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out);
@@ -1697,6 +1779,8 @@ gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out
     if (!d || !out) return GPUMEM_ENULL;
     *out = NULL;
     if ((st = gpumem__cache_check_desc(d, &bpl)) != GPUMEM_OK) return st; /* before sizes are computed */
+    /* A host cache: its pairs are driven by host threads, so they are readable. */
+    if ((st = gpumem__cache_check_pairs(d, bpl, 1)) != GPUMEM_OK) return st;
     if ((st = gpumem__slot_block_alloc(sizeof(gpumem_cache), gpumem_cache_meta_bytes(d),
                                        (size_t)d->n_slots * d->line_bytes,
                                        gpumem_cache_prp_bytes(d->line_bytes, d->n_slots, d->backing.kind), &b)) !=

@@ -285,6 +285,7 @@ gpumem_doctor_verdict gpumem_doctor_worst(const gpumem_doctor_report *rep) {
 void gpumem_doctor_print(const gpumem_doctor_report *rep, FILE *out) {
     static const char *const mark[] = {"\xE2\x9C\x93", "?", "!", "\xE2\x9C\x97"}; /* ✓ ? ! ✗ */
     size_t i;
+    if (!out) return; /* nowhere to print (the generated NULL table, issue 30) */
     for (i = 0; rep && i < rep->n; i++) {
         const gpumem_doctor_finding *f = &rep->findings[i];
         fprintf(out, "%s %-18s %s%s%s\n", mark[f->verdict], f->check, f->found, f->fix[0] ? " -- fix: " : "",
@@ -307,6 +308,7 @@ static void gpumem__doctor_json_string(FILE *out, const char *s) {
 
 void gpumem_doctor_print_json(const gpumem_doctor_report *rep, const char *path, const char *root, FILE *out) {
     size_t i;
+    if (!out) return; /* nowhere to print (the generated NULL table, issue 30) */
     fprintf(out, "{\n  \"schema\": \"gpumem-doctor/1\",\n  \"gpumem\": \"%s\",\n  \"path\": ", GPUMEM_VERSION_STRING);
     gpumem__doctor_json_string(out, path ? path : "");
     fputs(",\n  \"root\": ", out);

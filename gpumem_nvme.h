@@ -192,6 +192,32 @@
  * for them), the pair is aborted (waits and polls end with GPUMEM_EABORTED),
  * reinitialised once its users are out, and the queues are recreated.
  *
+ * Gate (issue 30). The reinitialisation rewrites the rings and counters,
+ * so no thread may be inside a call that touches them meanwhile; a reset
+ * may begin while threads call into the pair, and it must know when they
+ * are out. The budget word `inflight`, which every submission already
+ * changes with one read-modify-write, carries two more fields: the number
+ * of threads inside such a call, and a "closed" bit (GPUMEM__GATE_*). A
+ * call enters with one fetch-add - a submission's is the same add that
+ * takes its unit of the budget - and leaves with one fetch-sub; a reset
+ * sets the bit (gpumem_nvme_qp_abort). Both change one word, so either the
+ * entry comes first (the reset counts the thread, and
+ * gpumem_nvme_qp_reinit returns GPUMEM_EBUSY until it has left; aborted,
+ * it leaves soon) or the bit does (the entrant sees it, undoes its add and
+ * returns GPUMEM_EABORTED, having touched nothing). Orders: the entry is
+ * an acquire (it sees everything a reinitialisation wrote before it
+ * opened the gate with a release), the exit a release (the reinit's
+ * acquire read of a count of 0 sees everything the threads did inside).
+ * What needs no entry: a poll whose result is already in its ID's
+ * mailbox collects it through the ID word alone (the reinit changes only
+ * words without a result, by compare-and-swap), and the statistics read
+ * atomics. A poll of a request whose result has not come on a closed pair
+ * ends it as a reset does (GPUMEM_EABORTED) through its ID word alone. So
+ * a submit costs one more atomic (its exit) and one less (the same add
+ * gives it its first command-ID candidate, which took an atomic of its
+ * own), a poll that finds its result none, a poll that must harvest one
+ * (its exit is the subtraction that gives its unit back).
+ *
  * Memory, by who touches it (issue 12). Ring memory is what the controller
  * reads and writes: the SQ and CQ rings, the doorbells, the PRP-list pages
  * and the signals block (gpumem_nvme_qp_signals: the `stopped` word and the
@@ -591,6 +617,12 @@ typedef struct gpumem__nvme_word {
     uint32_t pad_[GPUMEM_PAD_BYTES / 4 - 1];
 } gpumem__nvme_word;
 
+/* The same, 64 bits wide. */
+typedef struct gpumem__nvme_word64 {
+    uint64_t v;
+    uint32_t pad_[GPUMEM_PAD_BYTES / 4 - 2];
+} gpumem__nvme_word64;
+
 /* Command-ID words (64-bit), one per command ID:
  *   [47:32]  the CID on the wire of the ID's current (or last) command:
  *            the ID in the low cid_shift bits, its generation above
@@ -638,6 +670,24 @@ enum {
 #define GPUMEM__QP_ABORTED 2u /* the queues were deleted (reset): waits end with GPUMEM_EABORTED */
 #define GPUMEM__QP_RESETTING 3u /* the queues are being deleted: new calls are refused (EABORTED),
                                    waits for commands already out go on */
+
+/* The pair's gate word (gpumem_nvme_qp.inflight; see "Gate" above):
+ *   [19:0]   command IDs taken and not yet given back (the budget: at most
+ *            65,535, plus one for each thread whose add overshot and is
+ *            being undone - fewer than 2^20 threads are ever resident on
+ *            a GPU, so it never carries into the next field)
+ *   [39:20]  threads inside a call that touches the pair's rings and counters
+ *   [40]     closed: a reset is under way; entering calls are refused
+ *   [63:41]  a submission's command-ID candidate, round robin: the add that
+ *            enters and takes a unit advances it too, so a submission's
+ *            first candidate costs no atomic of its own (it wraps out of
+ *            the word; n_cids divides 2^23) */
+#define GPUMEM__GATE_UNITS(v) ((uint32_t)(v) & 0xFFFFFu)
+#define GPUMEM__GATE_CALL (1ull << 20)
+#define GPUMEM__GATE_CALLS(v) ((uint32_t)((v) >> 20) & 0xFFFFFu)
+#define GPUMEM__GATE_CLOSED (1ull << 40)
+#define GPUMEM__GATE_CID_NEXT (1ull << 41)
+#define GPUMEM__GATE_CID(v) ((uint32_t)((v) >> 41))
 
 /* The controller-visible words of a pair besides its rings and doorbells:
  * what a controller writes for the pair's threads to read, and where host
@@ -695,7 +745,8 @@ typedef struct gpumem_nvme_qp {
     uint32_t cid_limit;   /* most commands in flight: min(n_cids, depth - 1) */
     uint32_t async_limit; /* most of them asynchronous: the rest is kept for blocking calls */
     uint32_t wait_max_ns; /* device waits on this pair back off up to this (gpumem_nvme_qp_set_wait_max_ns) */
-    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 12];
+    uint32_t tag; /* nonzero, this pair's own: a request carries it from submission (gpumem_nvme_req) */
+    uint32_t pad0_[GPUMEM_PAD_BYTES / 4 - 13];
     /* hot words, one cache line each */
     gpumem__nvme_word ticket;    /* next SQ ticket */
     gpumem__nvme_word tail;      /* virtual SQ tail: entries handed to the controller */
@@ -707,7 +758,7 @@ typedef struct gpumem_nvme_qp {
     gpumem__nvme_word cid_ticket;
     gpumem__nvme_word sq_doorbell_writes; /* statistics: one per batch, written by the lock holder */
     gpumem__nvme_word cq_doorbell_writes; /* (0 with GPUMEM_NO_STATS) */
-    gpumem__nvme_word inflight; /* command IDs taken and not yet given back (the budget) */
+    gpumem__nvme_word64 inflight; /* the gate: the budget, threads inside calls, closed (GPUMEM__GATE_*) */
     gpumem__nvme_word waiters;  /* threads waiting for an ID inside a pair call */
     gpumem__nvme_word faults;   /* GPUMEM_NVME_FAULT_* bits raised so far */
     gpumem__nvme_word quiet;    /* nonzero while a reset deletes the queues: no doorbell is rung */
@@ -861,6 +912,20 @@ GPUMEM_API void gpumem_nvme_qp_relocate_state(gpumem_nvme_qp *qp, void *state) {
     qp->cid_mail = (uint32_t *)(qp->cids + qp->n_cids);
 }
 
+/* A pair's tag (gpumem_nvme_qp.tag): what a request carries to say which
+ * pair it was submitted to. Never 0, so that a zeroed request names no pair.
+ * Mixed from the pair's address and the clock at init: two pairs of a
+ * process differ but for a 2^-32 chance, and a pair initialised again at the
+ * same address gets a new tag, so its old requests are refused. A pair
+ * copied elsewhere (GPU memory) keeps it. */
+GPUMEM_API uint32_t gpumem__qp_tag_make(const void *qp) {
+    uint64_t x = (uint64_t)(uintptr_t)qp ^ (gpumem_clock_ns() * 0x9E3779B97F4A7C15ull);
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull; /* a 64-bit finaliser: every input bit moves the top half */
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return (uint32_t)(x >> 32) ? (uint32_t)(x >> 32) : 1u;
+}
+
 /* Initialise a pair (host, before any thread uses it). Zeroes the CQ. */
 GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nvme_qp_desc *d) {
     uint32_t i;
@@ -917,6 +982,7 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_init(gpumem_nvme_qp *qp, const gpumem_nv
     qp->cid_limit = d->depth == 2 ? 2 : d->n_cids < d->depth - 1 ? d->n_cids : d->depth - 1;
     qp->async_limit = qp->cid_limit - (qp->cid_limit / 4 > 1 ? qp->cid_limit / 4 : 1);
     qp->wait_max_ns = GPUMEM_BACKOFF_MAX_NS;
+    qp->tag = gpumem__qp_tag_make(qp);
     qp->doorbell_event = d->doorbell_event;
     qp->prp_lists = d->prp_lists;
     qp->prp_map = d->prp_lists_map;
@@ -1170,22 +1236,87 @@ GPUMEM_API void gpumem__sq_enqueue(gpumem_nvme_qp *qp, uint32_t ticket, const gp
 
 /* ---- command-ID budget (see "Budget" above) --------------------------------- */
 
-/* Take one unit of the budget if fewer than `limit` are taken. Relaxed: the
- * count only bounds how many commands are in flight; what they touch is
- * ordered by the ID words, turns and markers. An add that overshoots is
- * undone, so a racing taker may fail spuriously and retry, never pass. */
+/* Take one unit of the budget if fewer than `limit` are taken and the
+ * pair is open (a caller inside the pair stops taking once a reset has
+ * closed it). Relaxed: the count only bounds how many commands are in
+ * flight; what they touch is ordered by the ID words, turns and markers.
+ * An add that overshoots is undone, so a racing taker may fail spuriously
+ * and retry, never pass. */
 GPUMEM_API int gpumem__budget_take(gpumem_nvme_qp *qp, uint32_t limit) {
     /* Look before the add: many waiters on a spent budget then only read. */
-    if (gpumem_atomic_load_u32(&qp->inflight.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) >= limit) return 0;
-    if (gpumem_atomic_fetch_add_u32(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) < limit) return 1;
-    gpumem_atomic_fetch_sub_u32(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    uint64_t v = gpumem_atomic_load_u64(&qp->inflight.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    if (GPUMEM__GATE_UNITS(v) >= limit || (v & GPUMEM__GATE_CLOSED)) return 0;
+    v = gpumem_atomic_fetch_add_u64(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    if (GPUMEM__GATE_UNITS(v) < limit && !(v & GPUMEM__GATE_CLOSED)) return 1;
+    gpumem_atomic_fetch_sub_u64(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     return 0;
 }
 
-/* Give one unit back; one waiter for an ID may go on. */
-GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) {
-    gpumem_atomic_fetch_sub_u32(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+/* Give one unit back, and leave the pair with the same subtraction when
+ * `leave` is GPUMEM__GATE_CALL (0: stay); one waiter for an ID may go on.
+ * Relaxed for the unit alone; release when leaving (see gpumem__gate_leave). */
+GPUMEM_API void gpumem__budget_put_leave(gpumem_nvme_qp *qp, uint64_t leave) {
+    gpumem_atomic_fetch_sub_u64(&qp->inflight.v, 1 + leave, leave ? GPUMEM_ORDER_RELEASE : GPUMEM_ORDER_RELAXED,
+                                GPUMEM__DEV);
     gpumem_event_notify_one(&qp->signals->id_event);
+}
+
+/* Give one unit back. */
+GPUMEM_API void gpumem__budget_put(gpumem_nvme_qp *qp) { gpumem__budget_put_leave(qp, 0); }
+
+/* ---- the gate (see "Gate" above) ------------------------------------------- */
+
+/* Enter the pair for a call that touches its rings and counters, adding
+ * `unit` (0 or 1) to the budget with the same add (and then advancing the
+ * command-ID candidate: *cand, for gpumem__cid_pick): 1 if entered with
+ * the unit taken, 0 if entered without one (no unit asked, or fewer than
+ * `limit` were free: then none is held), -1 if the pair is closed for a
+ * reset (nothing held, not entered: return GPUMEM_EABORTED). Acquire: pairs
+ * with the release that opened the gate after a reinitialisation. */
+GPUMEM_API int gpumem__gate_enter(gpumem_nvme_qp *qp, uint32_t unit, uint32_t limit, uint32_t *cand) {
+    /* Look before the add: a closed pair is only read, and a spent budget
+     * is not added to (as gpumem__budget_take). */
+    uint64_t v = gpumem_atomic_load_u64(&qp->inflight.v, GPUMEM_ORDER_RELAXED, GPUMEM__DEV), add;
+    if (v & GPUMEM__GATE_CLOSED) return -1;
+    add = GPUMEM__GATE_CALL + (GPUMEM__GATE_UNITS(v) < limit && unit ? 1u + GPUMEM__GATE_CID_NEXT : 0u);
+    v = gpumem_atomic_fetch_add_u64(&qp->inflight.v, add, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+    if (v & GPUMEM__GATE_CLOSED) {
+        /* Closed just before: undo; this thread touched nothing. (The
+         * candidate field is left advanced: any value serves.) */
+        gpumem_atomic_fetch_sub_u64(&qp->inflight.v, add & (GPUMEM__GATE_CID_NEXT - 1), GPUMEM_ORDER_RELAXED,
+                                    GPUMEM__DEV);
+        return -1;
+    }
+    if (add == GPUMEM__GATE_CALL) return 0;
+    *cand = GPUMEM__GATE_CID(v);
+    if (GPUMEM__GATE_UNITS(v) < limit) return 1;
+    gpumem_atomic_fetch_sub_u64(&qp->inflight.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV); /* overshot */
+    return 0;
+}
+
+/* Enter without taking a unit. */
+GPUMEM_API int gpumem__gate_enter_call(gpumem_nvme_qp *qp) {
+    uint32_t unused;
+    return gpumem__gate_enter(qp, 0, 0, &unused);
+}
+
+/* Leave the pair. Release: everything this thread did inside comes before
+ * a reinitialisation that reads the count it leaves. */
+GPUMEM_API void gpumem__gate_leave(gpumem_nvme_qp *qp) {
+    gpumem_atomic_fetch_sub_u64(&qp->inflight.v, GPUMEM__GATE_CALL, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
+}
+
+/* Close the pair to new entrants (a reset begins). Returns the gate word
+ * before: its count of threads still inside. Acquire, for the count (see
+ * gpumem_nvme_qp_reinit). */
+GPUMEM_API uint64_t gpumem__gate_close(gpumem_nvme_qp *qp) {
+    return gpumem_atomic_fetch_or_u64(&qp->inflight.v, GPUMEM__GATE_CLOSED, GPUMEM_ORDER_ACQ_REL, GPUMEM__DEV);
+}
+
+/* Open it again (a reset ends, the queues exist). Release: the
+ * reinitialisation's writes come before any entry that sees it open. */
+GPUMEM_API void gpumem__gate_open(gpumem_nvme_qp *qp) {
+    gpumem_atomic_fetch_and_u64(&qp->inflight.v, ~GPUMEM__GATE_CLOSED, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
 }
 
 /* ---- completion queue ----------------------------------------------------- */
@@ -1507,26 +1638,50 @@ GPUMEM_API void gpumem__cq_harvest_warp(gpumem_nvme_qp *qp) {
     GPUMEM__WAIT_PARKING(&(qp)->signals->event, gpumem__qp_wait_cap(qp), gpumem__cid_class(wire), cond, \
                          give_up, gpumem__cid_will_park((qp), (wire)), gpumem__cq_harvest(qp))
 
+/* Whether ID word w is held for the command under CID `wire` by an owner
+ * that will still collect it: taken, not given up, and under that CID (ID
+ * and generation). A request whose CID fails this is not in flight: a
+ * copy of one collected already, or never submitted. */
+GPUMEM_API int gpumem__cid_held(uint64_t w, uint32_t wire) {
+    return (w & (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN)) == GPUMEM__CID_IN_USE && GPUMEM__CID_WIRE(w) == wire;
+}
+
 /* If the command under CID `wire` has its result, copy it to *out, free
- * the command ID and return 1. Otherwise harvest once and look again. A
- * request ended by a reset (gpumem_nvme_qp_reinit) finds an "aborted"
- * result here. */
-GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
+ * the command ID and return 1; 0 if it has not come. -1, changing nothing,
+ * if the ID is not held under that CID (gpumem__cid_held): the caller's
+ * request is not in flight. Only a compare-and-swap from the word read
+ * frees the ID, so two callers that hold copies of one request cannot both
+ * collect it, and the budget is given back once per ID taken, whatever
+ * callers pass. A request ended by a reset (gpumem_nvme_qp_reinit) finds
+ * an "aborted" result here. Touches only the ID's word and mailbox, so a
+ * caller need not have entered the pair (see "Gate"); one that has may
+ * leave it with the unit's subtraction (`leave`: GPUMEM__GATE_CALL; then it
+ * has left when this returns 1). */
+GPUMEM_API int gpumem__cid_collect_done(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out, uint64_t leave) {
     uint64_t w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
-    if (!(w & GPUMEM__CID_DONE)) {
-        gpumem__cq_harvest_warp(qp);
-        w = gpumem_atomic_load_u64(gpumem__cid_word(qp, wire), GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
-        if (!(w & GPUMEM__CID_DONE)) return 0;
-    }
+    if (!gpumem__cid_held(w, wire)) return -1;
+    if (!(w & GPUMEM__CID_DONE)) return 0;
     out->dw0 = gpumem__cid_mail(qp, wire)[0];
     out->dw1 = 0;
     out->dw2 = qp->qid << 16; /* the SQ head it carried was consumed by the head mover */
     out->dw3 = (uint32_t)wire | ((gpumem__cid_mail(qp, wire)[1] & 0x7FFFu) << 17);
     /* Release the ID, keeping its CID (the next one is a generation on) and
-     * where its completion was: reusable once the head has passed it. */
-    gpumem_atomic_store_u64(gpumem__cid_word(qp, wire), w & ~GPUMEM__CID_IN_USE, GPUMEM_ORDER_RELEASE, GPUMEM__DEV);
-    gpumem__budget_put(qp);
+     * where its completion was: reusable once the head has passed it.
+     * Release: the mailbox was read before the ID can be taken again. */
+    if (!gpumem_atomic_cas_u64(gpumem__cid_word(qp, wire), &w, w & ~GPUMEM__CID_IN_USE, GPUMEM_ORDER_RELEASE,
+                               GPUMEM__DEV))
+        return -1; /* another copy of the request collected it first */
+    gpumem__budget_put_leave(qp, leave);
     return 1;
+}
+
+/* The same, harvesting once if the result has not come, and looking again
+ * (a caller inside the pair). */
+GPUMEM_API int gpumem__cid_collect(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out, uint64_t leave) {
+    int got = gpumem__cid_collect_done(qp, wire, out, leave);
+    if (got != 0) return got;
+    gpumem__cq_harvest_warp(qp);
+    return gpumem__cid_collect_done(qp, wire, out, leave);
 }
 
 /* The owner of CID `wire` stops waiting for it: mark it ORPHAN so that the
@@ -1547,9 +1702,12 @@ GPUMEM_API int gpumem__cid_orphan(gpumem_nvme_qp *qp, uint16_t wire) {
 }
 
 /* Collect a result that orphaning found taken: a harvester has claimed it
- * and is a few stores from DONE. */
-GPUMEM_API void gpumem__cid_collect_now(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
-    GPUMEM__QP_WAIT_CPL(qp, wire, gpumem__cid_collect(qp, wire, out), 0);
+ * and is a few stores from DONE. 1, or -1 as gpumem__cid_collect (a copy of
+ * the request collected it meanwhile). */
+GPUMEM_API int gpumem__cid_collect_now(gpumem_nvme_qp *qp, uint16_t wire, gpumem_nvme_cpl *out) {
+    int got = 0;
+    GPUMEM__QP_WAIT_CPL(qp, wire, (got = gpumem__cid_collect(qp, wire, out, 0)) != 0, 0);
+    return got;
 }
 
 /* The pair's `stopped` word (GPUMEM__QP_*). Acquire: pairs with the
@@ -1610,21 +1768,21 @@ GPUMEM_API int gpumem__cmd_expired(gpumem_nvme_qp *qp, uint64_t *deadline) {
 
 /* ---- command IDs ---------------------------------------------------------- */
 
-/* Try to take one command ID (one candidate from the round-robin ticket);
- * *cid is the CID to send: the ID with its generation advanced by one
- * (wrapping within the bits above the ID), so that a completion of the
- * ID's previous command cannot pass for this one. */
-GPUMEM_API int gpumem__cid_try_take(gpumem_nvme_qp *qp, uint16_t *cid) {
-    uint32_t c = gpumem_atomic_fetch_add_u32(&qp->cid_ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) &
-                 (qp->n_cids - 1);
+/* Try to take command ID `c` (a round-robin candidate: the pair's
+ * cid_ticket, or the gate word's field for a submission's first); *cid is
+ * the CID to send: the ID with its generation advanced by one (wrapping
+ * within the bits above the ID), so that a completion of the ID's previous
+ * command cannot pass for this one. */
+GPUMEM_API int gpumem__cid_try_id(gpumem_nvme_qp *qp, uint32_t c, uint16_t *cid) {
     uint64_t w = gpumem_atomic_load_u64(&qp->cids[c], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
     uint32_t wire;
     if (w & GPUMEM__CID_IN_USE) return 0;
     if (w & GPUMEM__CID_DONE) {
         /* Reusable only once the head has passed the old completion and the
          * doorbell has told the controller so: no harvester can meet it again,
-         * and the controller never sees the ID twice in flight. The
-         * round-robin ticket revisits every ID within n_cids takes, far less
+         * and the controller never sees the ID twice in flight. Each of the
+         * two round-robin tickets revisits every ID within n_cids of its
+         * takes, and one of them has at least half of all takes: far less
          * than the 2^31 completions that would make this comparison wrap. */
         uint32_t head = gpumem_atomic_load_u32(&qp->cq_released.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
         if (gpumem_wrap_diff_u32(head, (uint32_t)w) <= 0) return 0;
@@ -1638,25 +1796,73 @@ GPUMEM_API int gpumem__cid_try_take(gpumem_nvme_qp *qp, uint16_t *cid) {
     return 1;
 }
 
+/* Try one candidate from the pair's round-robin ticket. */
+GPUMEM_API int gpumem__cid_try_take(gpumem_nvme_qp *qp, uint16_t *cid) {
+    return gpumem__cid_try_id(
+        qp, gpumem_atomic_fetch_add_u32(&qp->cid_ticket.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__DEV) & (qp->n_cids - 1),
+        cid);
+}
+
 /* ---- public I/O API ------------------------------------------------------- */
 
-/* An asynchronous request: submit fills it, poll completes it. */
+/* An asynchronous request: submit fills it, poll completes it. It is a
+ * handle the pair checks (issue 30): it carries the pair it was submitted
+ * to (the pair's tag), the CID it got (ID and generation), and its state -
+ * never submitted, in flight, collected, or ended without a result. A
+ * zeroed request is "never submitted"; so is one whose submit was refused,
+ * whatever it held before. Poll, wait and gpumem_nvme_req_busy refuse,
+ * changing nothing in the pair, and say why in the log (host):
+ *   - a request of another pair: GPUMEM_EINVAL;
+ *   - one never submitted, or "in flight" under a CID that the pair no
+ *     longer holds for it (a copy of a request collected or given up
+ *     already): GPUMEM_ESTATE.
+ * A submit with a request that is in flight on the same pair is refused
+ * (GPUMEM_ESTATE) before anything is taken. What the pair cannot see: a
+ * request in flight on another pair passed to submit (it reads like a
+ * stack request's leftover bytes, and is overwritten), and a copy held so
+ * long that its ID's generation wrapped to the current command's (at
+ * least 16 reuses of the ID with 4,096 IDs or fewer; see "Validation"). */
 typedef struct gpumem_nvme_req {
     gpumem_nvme_cpl cpl; /* the completion, valid once poll returned OK, EIO or EABORTED */
     uint16_t cid;   /* the CID sent: command ID and generation */
-    uint16_t state; /* GPUMEM__REQ_*: idle, submitted, done, or ended without a result */
-    uint32_t reserved_;
+    uint16_t state; /* GPUMEM__REQ_*: never submitted, in flight, collected, or ended without a result */
+    uint32_t pair;  /* the tag of the pair it was submitted to (gpumem_nvme_qp.tag); 0: none */
     uint64_t deadline_ns; /* when the pair's command timeout gives it up (gpumem_clock_ns; 0: not yet set) */
 } gpumem_nvme_req;
 
 enum {
-    GPUMEM__REQ_IDLE = 0,
+    GPUMEM__REQ_IDLE = 0, /* never submitted, or its submit was refused */
     GPUMEM__REQ_SUBMITTED = 1,
     GPUMEM__REQ_DONE = 2,
     GPUMEM__REQ_ABANDONED = 3, /* the controller stopped */
     GPUMEM__REQ_TIMED_OUT = 4, /* outlived the command timeout */
     GPUMEM__REQ_ABORTED = 5    /* the pair was reset */
 };
+
+/* Refuse a request (see gpumem_nvme_req): the status, and on the host a
+ * line that says which call, which pair and why. Changes nothing. The
+ * reasons: */
+#define GPUMEM__REQ_NEVER "the request was never submitted (or its submit was refused)"
+#define GPUMEM__REQ_FOREIGN "the request belongs to another pair"
+#define GPUMEM__REQ_GONE                                                                                    \
+    "the request is not in flight: the pair holds no command ID for it (a copy of a request collected or " \
+    "given up already?)"
+#define GPUMEM__REQ_OUT "the request is in flight on this pair: submit it again once it has its result"
+GPUMEM_API gpumem_status gpumem__req_refuse(const gpumem_nvme_qp *qp, const gpumem_nvme_req *req, const char *call,
+                                            const char *why, gpumem_status st) {
+#if GPUMEM_ON_DEVICE
+    (void)qp;
+    (void)req;
+    (void)call;
+    (void)why;
+#else
+    GPUMEM_LOG("queue pair %u: %s: %s; nothing done (the request: CID %u, state %u, pair tag %08x; this pair's "
+               "tag %08x)",
+               qp->qid, call, why, (unsigned)req->cid, (unsigned)req->state, (unsigned)req->pair,
+               (unsigned)qp->tag);
+#endif
+    return st;
+}
 
 /* What a completion means for its caller: GPUMEM_OK for success (SCT 0,
  * SC 0, whatever CRD, More and DNR say), GPUMEM_EABORTED for a command
@@ -1667,13 +1873,24 @@ GPUMEM_API gpumem_status gpumem__cpl_result(const gpumem_nvme_cpl *c) {
     return (sf & 0x7FFu) == GPUMEM_NVME_SC_ABORTED_SQ_DELETION ? GPUMEM_EABORTED : GPUMEM_EIO;
 }
 
+/* With a unit of the budget taken, a free command ID: 1, or 0 (then the
+ * caller gives the unit back). Within the budget an ID is free unless
+ * completions wait for the head to pass them (other threads' steps): look
+ * at up to 64 candidates, the first `first` (from the gate word, see
+ * gpumem__gate_enter), the others from the pair's ticket. */
+GPUMEM_API int gpumem__cid_pick(gpumem_nvme_qp *qp, uint32_t first, uint16_t *cid) {
+    uint32_t tries;
+    if (gpumem__cid_try_id(qp, first & (qp->n_cids - 1), cid)) return 1;
+    for (tries = 1; tries < 64 && tries < qp->n_cids; tries++)
+        if (gpumem__cid_try_take(qp, cid)) return 1;
+    return 0;
+}
+
 /* Take a unit of the budget (below `limit`) and a free command ID with it,
  * or neither. */
 GPUMEM_API int gpumem__cid_take(gpumem_nvme_qp *qp, uint32_t limit, uint16_t *cid) {
     uint32_t tries;
     if (!gpumem__budget_take(qp, limit)) return 0;
-    /* Within the budget an ID is free unless completions wait for the head
-     * to pass them (other threads' steps): look at up to 64 candidates. */
     for (tries = 0; tries < 64 && tries < qp->n_cids; tries++)
         if (gpumem__cid_try_take(qp, cid)) return 1;
     gpumem__budget_put(qp);
@@ -1741,13 +1958,25 @@ GPUMEM_API gpumem_status gpumem__qp_submit_within(gpumem_nvme_qp *qp, const gpum
                                                   const gpumem_nvme_iomap *data, gpumem_nvme_req *req,
                                                   uint32_t limit) {
     uint16_t cid = 0;
-    uint32_t s;
+    uint32_t s, first = 0;
+    int took;
     gpumem_status st;
     if (!qp || !cmd || !req) return GPUMEM_ENULL;
+    /* Relaxed: whether the request's ID is held for it says only whether
+     * it is in flight; nothing is read through it. */
+    if (req->state == GPUMEM__REQ_SUBMITTED && req->pair == qp->tag &&
+        gpumem__cid_held(gpumem_atomic_load_u64(gpumem__cid_word(qp, req->cid), GPUMEM_ORDER_RELAXED, GPUMEM__DEV),
+                         req->cid))
+        return gpumem__req_refuse(qp, req, "submit", GPUMEM__REQ_OUT, GPUMEM_ESTATE);
+    req->state = GPUMEM__REQ_IDLE; /* until it is submitted: a refused submit leaves it never submitted */
     if ((s = gpumem__qp_stopped(qp)) != 0) return gpumem__stopped_status(s);
     if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
-    if (!gpumem__cid_take(qp, limit, &cid)) {
+    /* Enter the pair and take a unit of the budget, one add (see "Gate"). */
+    if ((took = gpumem__gate_enter(qp, 1, limit, &first)) < 0) return GPUMEM_EABORTED; /* closed for a reset */
+    if (!took || !gpumem__cid_pick(qp, first, &cid)) {
+        if (took) gpumem__budget_put(qp);
         gpumem__cq_harvest_warp(qp); /* the caller retries: free what has come */
+        gpumem__gate_leave(qp);
         return GPUMEM_EAGAIN;
     }
     /* The command timeout starts at the first poll that finds the command
@@ -1755,7 +1984,9 @@ GPUMEM_API gpumem_status gpumem__qp_submit_within(gpumem_nvme_qp *qp, const gpum
      * that is complete when first looked at. */
     req->deadline_ns = 0;
     gpumem__submit(qp, cmd, cid, data);
+    gpumem__gate_leave(qp);
     req->cid = cid;
+    req->pair = qp->tag;
     req->state = GPUMEM__REQ_SUBMITTED;
     return GPUMEM_OK;
 }
@@ -1794,6 +2025,84 @@ GPUMEM_API int gpumem__cid_give_up(gpumem_nvme_qp *qp, uint16_t wire, gpumem_sta
     return 1;
 }
 
+/* A request that has its result, or not (got: gpumem__cid_collect). */
+GPUMEM_API gpumem_status gpumem__req_collected(gpumem_nvme_qp *qp, gpumem_nvme_req *req, int got) {
+    if (got < 0) return gpumem__req_refuse(qp, req, "poll", GPUMEM__REQ_GONE, GPUMEM_ESTATE);
+    req->state = GPUMEM__REQ_DONE;
+    return gpumem__cpl_result(&req->cpl);
+}
+
+/* What a poll can say without entering the pair (see "Gate"): a refusal, a
+ * request's end, or its result if it is in the ID's mailbox (collected);
+ * GPUMEM_EAGAIN for a request in flight whose result has not been
+ * delivered. */
+GPUMEM_API gpumem_status gpumem__poll_look(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
+    int got;
+    if (req->state == GPUMEM__REQ_IDLE) return gpumem__req_refuse(qp, req, "poll", GPUMEM__REQ_NEVER, GPUMEM_ESTATE);
+    if (req->pair != qp->tag) return gpumem__req_refuse(qp, req, "poll", GPUMEM__REQ_FOREIGN, GPUMEM_EINVAL);
+    switch (req->state) {
+    case GPUMEM__REQ_SUBMITTED: break;
+    case GPUMEM__REQ_DONE: return gpumem__cpl_result(&req->cpl);
+    case GPUMEM__REQ_ABANDONED: return GPUMEM_ENODEV;
+    case GPUMEM__REQ_TIMED_OUT: return GPUMEM_ETIMEDOUT;
+    case GPUMEM__REQ_ABORTED: return GPUMEM_EABORTED;
+    default: return gpumem__req_refuse(qp, req, "poll", GPUMEM__REQ_NEVER, GPUMEM_ESTATE);
+    }
+    if ((got = gpumem__cid_collect_done(qp, req->cid, &req->cpl, 0)) == 0) return GPUMEM_EAGAIN;
+    return gpumem__req_collected(qp, req, got);
+}
+
+/* One look inside the pair for a request in flight, harvesting: poll's
+ * part after gpumem__poll_look, and each round of a wait. The caller has
+ * entered the pair; this leaves it whenever it returns anything but
+ * GPUMEM_EAGAIN (a result collected leaves with its unit's subtraction:
+ * one atomic for both). */
+GPUMEM_API gpumem_status gpumem__poll_inside(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
+    gpumem_status why;
+    uint16_t ended;
+    uint32_t s;
+    int got;
+    if ((got = gpumem__cid_collect(qp, req->cid, &req->cpl, GPUMEM__GATE_CALL)) != 1) {
+        if (got == 0) {
+            /* A wait polls every round: one read of the stopped word per warp */
+            if ((s = gpumem__qp_stopped_round(qp)) != 0 && s != GPUMEM__QP_RESETTING) {
+                why = gpumem__stopped_status(s);
+                ended = s == GPUMEM__QP_ABORTED ? GPUMEM__REQ_ABORTED : GPUMEM__REQ_ABANDONED;
+            } else if (gpumem__cmd_expired(qp, &req->deadline_ns)) {
+                why = GPUMEM_ETIMEDOUT;
+                ended = GPUMEM__REQ_TIMED_OUT;
+            } else {
+                return GPUMEM_EAGAIN;
+            }
+            if (gpumem__cid_give_up(qp, req->cid, why, why == GPUMEM_ETIMEDOUT)) {
+                req->state = ended;
+                gpumem__gate_leave(qp);
+                return why;
+            }
+            got = gpumem__cid_collect_now(qp, req->cid, &req->cpl); /* it completed just before */
+        }
+        gpumem__gate_leave(qp);
+    }
+    return gpumem__req_collected(qp, req, got);
+}
+
+/* A request in flight without its result, on a pair closed for a reset:
+ * it ends as a poll during a reset ends it (GPUMEM_EABORTED; its ID is
+ * given up, and the reinitialisation frees it), through its ID word alone.
+ * If a harvester inside the pair has claimed its completion meanwhile, the
+ * result is a few of that harvester's stores away: it is waited for (no
+ * harvesting) and collected. */
+GPUMEM_API gpumem_status gpumem__poll_closed(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
+    int got = 0;
+    if (gpumem__cid_give_up(qp, req->cid, GPUMEM_EABORTED, 0)) {
+        req->state = GPUMEM__REQ_ABORTED;
+        return GPUMEM_EABORTED;
+    }
+    GPUMEM_WAIT_CAPPED(&qp->signals->event, 0, (got = gpumem__cid_collect_done(qp, req->cid, &req->cpl, 0)) != 0,
+                       0);
+    return gpumem__req_collected(qp, req, got);
+}
+
 /* One look for the request's completion: GPUMEM_EAGAIN while it is not
  * there; GPUMEM_OK, GPUMEM_EIO or GPUMEM_EABORTED (status in req->cpl) once
  * it is. Never waits. The request ends without a completion, and poll says
@@ -1806,51 +2115,38 @@ GPUMEM_API int gpumem__cid_give_up(gpumem_nvme_qp *qp, uint16_t wire, gpumem_sta
  * and write into its buffer, until its late completion arrives (it is then
  * dropped, counted, and the ID freed) or the pair is reset:
  * gpumem_nvme_req_busy says when the buffer may be reused. After EABORTED
- * it never will (the queues were deleted first). */
+ * it never will (the queues were deleted first). A request of another
+ * pair gets GPUMEM_EINVAL; one never submitted, or a copy of one that is
+ * no longer in flight, GPUMEM_ESTATE (see gpumem_nvme_req). */
 GPUMEM_API gpumem_status gpumem_nvme_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
-    gpumem_status why;
-    uint16_t ended;
-    uint32_t s;
+    gpumem_status st;
     if (!qp || !req) return GPUMEM_ENULL;
-    switch (req->state) {
-    case GPUMEM__REQ_SUBMITTED: break;
-    case GPUMEM__REQ_DONE: return gpumem__cpl_result(&req->cpl);
-    case GPUMEM__REQ_ABANDONED: return GPUMEM_ENODEV;
-    case GPUMEM__REQ_TIMED_OUT: return GPUMEM_ETIMEDOUT;
-    case GPUMEM__REQ_ABORTED: return GPUMEM_EABORTED;
-    default: return GPUMEM_ESTATE;
-    }
-    if (!gpumem__cid_collect(qp, req->cid, &req->cpl)) {
-        /* A wait polls every round: one read of the stopped word per warp */
-        if ((s = gpumem__qp_stopped_round(qp)) != 0 && s != GPUMEM__QP_RESETTING) {
-            why = gpumem__stopped_status(s);
-            ended = s == GPUMEM__QP_ABORTED ? GPUMEM__REQ_ABORTED : GPUMEM__REQ_ABANDONED;
-        } else if (gpumem__cmd_expired(qp, &req->deadline_ns)) {
-            why = GPUMEM_ETIMEDOUT;
-            ended = GPUMEM__REQ_TIMED_OUT;
-        } else {
-            return GPUMEM_EAGAIN;
-        }
-        if (gpumem__cid_give_up(qp, req->cid, why, why == GPUMEM_ETIMEDOUT)) {
-            req->state = ended;
-            return why;
-        }
-        gpumem__cid_collect_now(qp, req->cid, &req->cpl); /* it completed just before */
-    }
-    req->state = GPUMEM__REQ_DONE;
-    return gpumem__cpl_result(&req->cpl);
+    if ((st = gpumem__poll_look(qp, req)) != GPUMEM_EAGAIN) return st;
+    if (gpumem__gate_enter_call(qp) < 0) return gpumem__poll_closed(qp, req);
+    if ((st = gpumem__poll_inside(qp, req)) == GPUMEM_EAGAIN) gpumem__gate_leave(qp); /* else left */
+    return st;
 }
 
 /* Whether the controller may still read or write the request's buffer (0
  * for NULL arguments): 1 while it is submitted and not yet polled to its
  * end, and after GPUMEM_ETIMEDOUT or GPUMEM_ENODEV until the command's late
  * completion has arrived or the pair was reset; 0 once the request has its
- * result or was aborted. A buffer may be reused (freed, or handed to
- * another request) only when this says 0. */
+ * result or was aborted, and for a request never submitted. A buffer may
+ * be reused (freed, or handed to another request) only when this says 0.
+ * Negative for a request it cannot judge, logged: -GPUMEM_EINVAL for one
+ * of another pair, -GPUMEM_ESTATE for a copy of one that is no longer in
+ * flight (see gpumem_nvme_req); ask the pair the request belongs to, with
+ * the request itself. */
 GPUMEM_API int gpumem_nvme_req_busy(gpumem_nvme_qp *qp, const gpumem_nvme_req *req) {
     uint64_t w;
-    if (!qp || !req) return 0;
-    if (req->state == GPUMEM__REQ_SUBMITTED) return 1;
+    if (!qp || !req || req->state == GPUMEM__REQ_IDLE) return 0;
+    if (req->pair != qp->tag) return -(int)gpumem__req_refuse(qp, req, "req_busy", GPUMEM__REQ_FOREIGN, GPUMEM_EINVAL);
+    if (req->state == GPUMEM__REQ_SUBMITTED) {
+        w = gpumem_atomic_load_u64(gpumem__cid_word(qp, req->cid), GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+        if (!gpumem__cid_held(w, req->cid))
+            return -(int)gpumem__req_refuse(qp, req, "req_busy", GPUMEM__REQ_GONE, GPUMEM_ESTATE);
+        return 1;
+    }
     if (req->state != GPUMEM__REQ_TIMED_OUT && req->state != GPUMEM__REQ_ABANDONED) return 0;
     if (gpumem__qp_stopped(qp) == GPUMEM__QP_ABORTED) return 0; /* its queues are deleted */
     /* Acquire: pairs with the harvester's release of the freed word, and so
@@ -1870,11 +2166,18 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_wait_timed(gpumem_nvme_qp *qp, gpumem_nv
     gpumem_status st = GPUMEM_OK, why = GPUMEM_OK;
     uint64_t deadline;
     if (!qp || !req) return GPUMEM_ENULL;
+    if ((st = gpumem__poll_look(qp, req)) != GPUMEM_EAGAIN) return st;
+    if (gpumem__gate_enter_call(qp) < 0) return gpumem__poll_closed(qp, req);
     deadline = gpumem_deadline_ns(timeout_ns);
-    /* poll itself ends the wait when the controller stops or the command times out */
-    GPUMEM__QP_WAIT_CPL(qp, req->cid, (st = gpumem_nvme_qp_poll(qp, req)) != GPUMEM_EAGAIN,
+    /* Inside the pair once for the whole wait. Each round ends the wait
+     * when the controller stops or the command times out. */
+    GPUMEM__QP_WAIT_CPL(qp, req->cid, (st = gpumem__poll_inside(qp, req)) != GPUMEM_EAGAIN,
                         gpumem_deadline_passed(deadline) && (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK);
-    return why != GPUMEM_OK ? why : st;
+    if (why != GPUMEM_OK) {
+        gpumem__gate_leave(qp); /* the caller's time ran out: still inside */
+        return why;
+    }
+    return st; /* poll_inside left */
 }
 
 /* Poll until done (the pair's command timeout still applies). */
@@ -1912,17 +2215,21 @@ GPUMEM_API gpumem_status gpumem__qp_cpl_wait(gpumem_nvme_qp *qp, uint16_t cid, u
     gpumem_nvme_cpl got;
     gpumem_status why = GPUMEM_OK;
     uint64_t cmd_deadline = 0;
-    int expired = 0;
+    int expired = 0, held = 0;
     /* The command timeout starts at the first look that finds no result,
      * right after submission. */
-    GPUMEM__QP_WAIT_CPL(qp, cid, gpumem__cid_collect(qp, cid, &got),
+    GPUMEM__QP_WAIT_CPL(qp, cid, (held = gpumem__cid_collect(qp, cid, &got, 0)) != 0,
                         gpumem__qp_give_up(qp, deadline, &why) ||
                             ((expired = gpumem__cmd_expired(qp, &cmd_deadline)) != 0 &&
                              (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK));
     if (why != GPUMEM_OK) {
         if (gpumem__cid_give_up(qp, cid, why, expired)) return why;
-        gpumem__cid_collect_now(qp, cid, &got); /* taken just before: its result stands */
+        held = gpumem__cid_collect_now(qp, cid, &got); /* taken just before: its result stands */
     }
+    /* Its ID was freed by someone else: a stale request copy whose CID's
+     * generation wrapped to this command's took the result (see
+     * gpumem_nvme_req). The command is done; its result is lost. */
+    if (held < 0) return GPUMEM_ESTATE;
     if (cpl) *cpl = got;
     return gpumem__cpl_result(&got);
 }
@@ -1941,9 +2248,13 @@ GPUMEM_API gpumem_status gpumem__qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_
     if (data && (st = gpumem__qp_data_check(qp, cmd, data)) != GPUMEM_OK) return st;
     gpumem__cmd_hold(&held, cmd); /* in memory through the ID wait (see gpumem__cmd_hold) */
     deadline = gpumem_deadline_ns(timeout_ns);
-    if ((st = gpumem__qp_id_wait(qp, deadline, &cid)) != GPUMEM_OK) return st;
-    gpumem__submit(qp, &held, cid, data);
-    return gpumem__qp_cpl_wait(qp, cid, deadline, cpl);
+    if (gpumem__gate_enter_call(qp) < 0) return GPUMEM_EABORTED; /* closed for a reset */
+    if ((st = gpumem__qp_id_wait(qp, deadline, &cid)) == GPUMEM_OK) {
+        gpumem__submit(qp, &held, cid, data);
+        st = gpumem__qp_cpl_wait(qp, cid, deadline, cpl);
+    }
+    gpumem__gate_leave(qp);
+    return st;
 }
 
 /* gpumem_nvme_qp_exec, with PRPs built from `data` when it is not NULL. */
@@ -1962,9 +2273,11 @@ GPUMEM_API gpumem_status gpumem__qp_exec(gpumem_nvme_qp *qp, const gpumem_nvme_c
  * command was given up. ETIMEDOUT and ENODEV: it may still be carried out
  * (its buffer read or written) until its late completion frees its ID
  * (gpumem_nvme_qp_get_stats counts those still out: `orphans`) or the pair
- * is reset; so such a buffer may be reused only once `orphans` is 0 or the
- * pair was reset (a request, gpumem_nvme_qp_submit, can be asked on its
- * own: gpumem_nvme_req_busy). EABORTED: it never will. */
+ * is reset; so such a buffer may be reused only once
+ * gpumem_nvme_qp_orphans_settled says GPUMEM_OK (its acquire orders the
+ * controller's last writes before the reuse; a statistics count of 0 does
+ * not). A request, gpumem_nvme_qp_submit, can be asked on its own:
+ * gpumem_nvme_req_busy. EABORTED: it never will. */
 GPUMEM_API gpumem_status gpumem_nvme_qp_exec_timed(gpumem_nvme_qp *qp, const gpumem_nvme_cmd *cmd,
                                                    gpumem_nvme_cpl *cpl, uint64_t timeout_ns) {
     return gpumem__qp_exec_timed(qp, cmd, (const gpumem_nvme_iomap *)0, cpl, timeout_ns);
@@ -2104,11 +2417,13 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_set_stopped(gpumem_nvme_qp *qp, int stop
  *   1. the controller deletes the pair's I/O SQ, then its CQ: from then on
  *      it transfers no data for the pair's commands (NVMe: once Delete I/O
  *      SQ has completed);
- *   2. gpumem_nvme_qp_abort: every wait on the pair, every poll of a
- *      request without its result, and every new call ends with
- *      GPUMEM_EABORTED; under load, from any thread;
- *   3. the pair's users leave it (no thread inside a call on the pair);
- *   4. gpumem_nvme_qp_reinit: the rings and counters start afresh, IDs
+ *   2. gpumem_nvme_qp_abort: the pair is closed to new entrants (see
+ *      "Gate"), and every wait on the pair, every poll of a request
+ *      without its result, and every new call ends with GPUMEM_EABORTED;
+ *      under load, from any thread;
+ *   3. the threads inside calls on the pair leave it (they see the abort);
+ *   4. gpumem_nvme_qp_reinit: once they are out, the rings and counters
+ *      start afresh, the pair opens again, IDs
  *      given up (timed out, abandoned, aborted) are free again, requests
  *      still submitted end with an "aborted" completion (status
  *      GPUMEM_NVME_SC_ABORTED_SQ_DELETION; poll returns GPUMEM_EABORTED),
@@ -2116,45 +2431,71 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_set_stopped(gpumem_nvme_qp *qp, int stop
  *   5. the controller recreates the CQ, then the SQ, and serves it again.
  */
 GPUMEM_API gpumem_status gpumem_nvme_qp_abort(gpumem_nvme_qp *qp) {
-    return qp ? gpumem__signals_set_state(qp->signals, GPUMEM__QP_ABORTED) : GPUMEM_ENULL;
+    if (!qp) return GPUMEM_ENULL;
+    (void)gpumem__gate_close(qp);
+    return gpumem__signals_set_state(qp->signals, GPUMEM__QP_ABORTED);
 }
 
-/* Step 4 above. GPUMEM_ESTATE unless the pair was aborted; GPUMEM_EBUSY,
- * changing nothing, while a thread still waits in it for an ID (the caller
- * must also know that no thread is inside any other call on the pair). The
- * numbering of tickets and CQ positions goes on from the next lap boundary
- * of both queues (position 0, phase 1, where a new queue starts), so free
- * IDs stay reusable as they were. */
-GPUMEM_API gpumem_status gpumem_nvme_qp_reinit(gpumem_nvme_qp *qp) {
+/* Step 4 above, leaving the pair closed and aborted when `open` is 0 (a
+ * controller that must recreate its queues first opens it with
+ * gpumem__gate_open and marks it running). */
+GPUMEM_API gpumem_status gpumem__qp_reinit(gpumem_nvme_qp *qp, int open) {
     uint32_t i, last, start, aborted = 0;
     if (!qp) return GPUMEM_ENULL;
     if (gpumem__qp_stopped(qp) != GPUMEM__QP_ABORTED) return GPUMEM_ESTATE;
-    if (gpumem_atomic_load_u32(&qp->waiters.v, GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV) != 0) return GPUMEM_EBUSY;
+    /* Closed already (the abort closed it; again for an abort made through
+     * the signals block alone). Acquire: a count of 0 read here comes after
+     * every leaving thread's release, so all they did inside comes before
+     * what follows; a thread that enters later finds the pair closed and
+     * touches nothing. */
+    if (GPUMEM__GATE_CALLS(gpumem__gate_close(qp)) != 0) return GPUMEM_EBUSY;
+    /* Plain reads and writes of the rings and counters from here: nobody
+     * else is inside. The ID words alone are still read and changed by
+     * polls that need not enter (gpumem__cid_collect_done: words with a
+     * result, which this leaves alone; gpumem__poll_closed: an owner giving
+     * its ID up), so they are changed here by compare-and-swap. */
     last = gpumem_wrap_diff_u32(qp->ticket.v, qp->cq_head.v) > 0 ? qp->ticket.v : qp->cq_head.v;
     start = (last + 2u * qp->depth) & ~(2u * qp->depth - 1);
     for (i = 0; i < qp->n_cids; i++) {
-        uint64_t w = qp->cids[i];
-        const uint64_t wire = (uint64_t)GPUMEM__CID_WIRE(w) << 32;
-        if (!(w & GPUMEM__CID_IN_USE) || (w & GPUMEM__CID_DONE)) continue; /* free, or a result to collect */
-        /* Atomic stores: statistics readers may look at the words meanwhile. */
-        if (w & GPUMEM__CID_ORPHAN) {
-            gpumem_atomic_store_u64(&qp->cids[i], wire, GPUMEM_ORDER_RELAXED, GPUMEM__DEV); /* nobody waits: free */
-            gpumem__budget_put(qp);
-            continue;
+        uint64_t w = gpumem_atomic_load_u64(&qp->cids[i], GPUMEM_ORDER_RELAXED, GPUMEM__DEV), wire;
+        for (;;) {
+            wire = (uint64_t)GPUMEM__CID_WIRE(w) << 32;
+            if (!(w & GPUMEM__CID_IN_USE) || (w & GPUMEM__CID_DONE)) break; /* free, or a result to collect */
+            if (w & GPUMEM__CID_ORPHAN) {
+                /* Nobody waits: free. Release, for gpumem_nvme_qp_orphans_settled. */
+                if (!gpumem_atomic_cas_u64(&qp->cids[i], &w, wire, GPUMEM_ORDER_RELEASE, GPUMEM__DEV)) continue;
+                gpumem__budget_put(qp);
+                break;
+            }
+            /* Its owner will look: it finds its command aborted. Release:
+             * the mailbox before the result's mark, which the owner reads
+             * with acquire. */
+            qp->cid_mail[2 * i] = 0;
+            qp->cid_mail[2 * i + 1] = GPUMEM_NVME_SC_ABORTED_SQ_DELETION;
+            if (!gpumem_atomic_cas_u64(&qp->cids[i], &w,
+                                       GPUMEM__CID_IN_USE | GPUMEM__CID_DONE | wire | (uint32_t)(start - 1),
+                                       GPUMEM_ORDER_RELEASE, GPUMEM__DEV))
+                continue; /* its owner gave it up meanwhile: free it */
+            aborted++;
+            break;
         }
-        /* Its owner will look: it finds its command aborted. */
-        qp->cid_mail[2 * i] = 0;
-        qp->cid_mail[2 * i + 1] = GPUMEM_NVME_SC_ABORTED_SQ_DELETION;
-        gpumem_atomic_store_u64(&qp->cids[i], GPUMEM__CID_IN_USE | GPUMEM__CID_DONE | wire | (uint32_t)(start - 1),
-                                GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
-        aborted++;
     }
     gpumem_atomic_fetch_add_u32(&qp->counts[GPUMEM__QPC_ABORTED], aborted, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     gpumem__qp_restart(qp, start);
     gpumem_atomic_store_u32(&qp->quiet.v, 0, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
+    if (!open) return GPUMEM_OK;
+    gpumem__gate_open(qp);
     /* Release (in set_state): all of the above before a user sees the pair running. */
     return gpumem__signals_set_state(qp->signals, GPUMEM__QP_RUNNING);
 }
+
+/* Step 4 above. GPUMEM_ESTATE unless the pair was aborted; GPUMEM_EBUSY,
+ * changing nothing, while a thread is still inside a call on the pair
+ * (aborted, it leaves soon: call again). The numbering of tickets and CQ
+ * positions goes on from the next lap boundary of both queues (position
+ * 0, phase 1, where a new queue starts), so free IDs stay reusable as
+ * they were. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_reinit(gpumem_nvme_qp *qp) { return gpumem__qp_reinit(qp, 1); }
 
 /* What the pair has seen of its controller, beyond the completions it
  * delivered. Counts wrap at 2^32. */
@@ -2200,6 +2541,34 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_get_stats(gpumem_nvme_qp *qp, gpumem_nvm
         out->orphans += (w & (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN)) == (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN);
     }
     out->faults = gpumem_nvme_qp_faults(qp);
+    return GPUMEM_OK;
+}
+
+/* The rule for buffers of blocking calls that ended early (GPUMEM_ETIMEDOUT
+ * or GPUMEM_ENODEV after submission): GPUMEM_OK once nothing can still
+ * write into any of them - every such command's late completion has come
+ * (its ID freed) or the pair's queues were deleted by a reset - and
+ * GPUMEM_EBUSY while one may. Acquire: each ID word is read with acquire,
+ * pairing with the release that freed it after the completion, which the
+ * controller posted after its data; so the buffers may be reused (freed,
+ * handed on) once this has said GPUMEM_OK. The statistics' `orphans`
+ * count reads the words relaxed: its 0 orders nothing. Commands given up
+ * later are not covered, of course: ask after the call you care about. */
+GPUMEM_API gpumem_status gpumem_nvme_qp_orphans_settled(gpumem_nvme_qp *qp) {
+    uint32_t i;
+    if (!qp) return GPUMEM_ENULL;
+    if (gpumem__qp_stopped(qp) == GPUMEM__QP_ABORTED) return GPUMEM_OK; /* the queues are deleted */
+    /* Late completions that came free their IDs (a caller alone may spin
+     * on this): harvested inside the pair, unless a reset has closed it. */
+    if (gpumem__gate_enter_call(qp) >= 0) {
+        gpumem__cq_harvest(qp);
+        gpumem__gate_leave(qp);
+    }
+    for (i = 0; i < qp->n_cids; i++) {
+        uint64_t w = gpumem_atomic_load_u64(&qp->cids[i], GPUMEM_ORDER_ACQUIRE, GPUMEM__DEV);
+        if ((w & (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN)) == (GPUMEM__CID_IN_USE | GPUMEM__CID_ORPHAN))
+            return GPUMEM_EBUSY;
+    }
     return GPUMEM_OK;
 }
 
@@ -2256,6 +2625,7 @@ static inline size_t gpumem__appendf(char *buf, size_t n, size_t at, const char 
 
 /* Client side: tickets, tail, heads, locks, doorbells, turns, command IDs. */
 static inline size_t gpumem_nvme_qp_report(const gpumem_nvme_qp *qp, char *buf, size_t n, size_t at) {
+    if (!qp) return gpumem__appendf(buf, n, at, "queue pair: none (NULL)\n");
     const uint32_t mask = qp->depth - 1;
     uint32_t ticket = qp->ticket.v, tail = qp->tail.v, sq_head = qp->sq_head.v, cq_head = qp->cq_head.v, i;
     uint32_t outstanding = 0, uncollected = 0, shown = 0;

@@ -183,7 +183,9 @@ gpumem_status gpumem_nvmectl_add_qp(gpumem_nvmectl *ctl, uint32_t depth, gpumem_
  * once no thread is inside a call on the pair: the pair is reinitialised
  * (requests still submitted end "aborted"; results that came before are
  * kept) and Create I/O CQ, Create I/O SQ make the queues again. GPUMEM_EBUSY
- * from reset_end while a thread still waits in the pair: call it again. */
+ * from reset_end while a thread is still inside a call on the pair (it
+ * leaves soon: call again). From reset_begin on, a call that enters the
+ * pair gets GPUMEM_EABORTED (gpumem_nvme.h, "Gate"). */
 gpumem_status gpumem_nvmectl_reset_begin(gpumem_nvmectl *ctl, gpumem_nvme_qp *qp);
 gpumem_status gpumem_nvmectl_reset_end(gpumem_nvmectl *ctl, gpumem_nvme_qp *qp);
 /* One admin command, waited for with the configured timeout (thread-safe).
@@ -785,6 +787,7 @@ gpumem_status gpumem_nvmectl_admin(gpumem_nvmectl *c, const gpumem_nvme_cmd *cmd
     gpumem_nvme_req req;
     gpumem_status st;
     if (!c || !cmd) return GPUMEM_ENULL;
+    memset(&req, 0, sizeof req); /* never submitted (issue 30: submit reads the request's state) */
     pthread_mutex_lock(&c->admin_lock);
     /* One command at a time under the lock, so a command ID is always free
      * (nobody blocks holding one: the whole budget may be used). */
@@ -1258,8 +1261,10 @@ gpumem_status gpumem_nvmectl_reset_begin(gpumem_nvmectl *c, gpumem_nvme_qp *qp) 
      * asked to go, the queues count as deleted whatever the answer: a
      * controller that refuses leaves reset_end to try again. */
     p->deleted = 1;
-    /* New calls are refused from here; commands already out may still
-     * complete until the SQ is gone; no doorbell is rung any more. */
+    /* New calls are refused from here (the gate closes: gpumem_nvme.h,
+     * "Gate"); commands already out may still complete until the SQ is
+     * gone, for the threads inside; no doorbell is rung any more. */
+    (void)gpumem__gate_close(qp);
     gpumem__signals_set_state(qp->signals, GPUMEM__QP_RESETTING);
     gpumem__qp_hush(qp);
     if ((st = gpumem__nvmectl_delete_queue(c, p, 0)) == GPUMEM_OK) st = gpumem__nvmectl_delete_queue(c, p, 1);
@@ -1280,14 +1285,14 @@ gpumem_status gpumem_nvmectl_reset_end(gpumem_nvmectl *c, gpumem_nvme_qp *qp) {
     cq_db = qp->cq_doorbell;
     qp->sq_doorbell = &scratch[0];
     qp->cq_doorbell = &scratch[1];
-    st = gpumem_nvme_qp_reinit(qp);
-    if (st == GPUMEM_OK) gpumem_nvme_qp_abort(qp); /* users stay out until the queues exist */
+    st = gpumem__qp_reinit(qp, 0); /* closed and aborted: users stay out until the queues exist */
     qp->sq_doorbell = sq_db;
     qp->cq_doorbell = cq_db;
     if (st != GPUMEM_OK)
-        return gpumem__nvmectl_fail(c, st, "reset of queue pair %u: threads still wait in it", qp->qid);
+        return gpumem__nvmectl_fail(c, st, "reset of queue pair %u: a thread is still inside a call on it", qp->qid);
     if ((st = gpumem__nvmectl_create_queues(c, p)) != GPUMEM_OK) return st;
     p->deleted = 0;
+    gpumem__gate_open(qp);
     return gpumem_nvme_qp_set_stopped(qp, 0);
 }
 

@@ -81,9 +81,18 @@
  *
  * Trace formats (what gpumem_policy_trace_write and the simulator read):
  *   binary: 8 bytes "GPMTRC01", then one little-endian uint64 per access:
- *           the line number in bits 0..62, bit 63 set for a write.
- *   text:   one access per text line: a line number in decimal or 0x-hex,
+ *           the line number in bits 0..62, bit 63 set for a write. So line
+ *           numbers are below 2^63 in both formats: line 2^63 + k would be
+ *           line k written (gpumem_policy_trace_record takes the low 63
+ *           bits). A file whose length is not 8 + 8n bytes is refused.
+ *   text:   one access per text line: a line number in decimal (leading
+ *           zeros are decimal too, never octal) or 0x-hex, below 2^63,
  *           optionally followed by " w" for a write; '#' starts a comment.
+ *           Anything else (a sign, a number of 2^63 or more, other words,
+ *           a line over 254 characters) is refused.
+ * The simulator refuses a malformed or empty trace, and a capacity of 0
+ * lines, with a message naming the file and line (or byte offset), and
+ * exits 2 before any output.
  */
 #ifndef GPUMEM_POLICY_H
 #define GPUMEM_POLICY_H
@@ -149,6 +158,7 @@ GPUMEM_API const char *gpumem_policy_name(uint32_t kind) {
  * already at its hit value and write nothing, so hot slots are not bounced
  * between caches. */
 GPUMEM_API void gpumem_policy_slot_hit(uint32_t kind, uint32_t *w) {
+    if (!w) return;
     uint32_t want = kind == GPUMEM_POLICY_CLOCK ? 1u : 0u;
     if (kind == GPUMEM_POLICY_FIFO) return;
     if (gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE) != want)
@@ -159,6 +169,7 @@ GPUMEM_API void gpumem_policy_slot_hit(uint32_t kind, uint32_t *w) {
  * (BRRIP's bimodal throttle). CLOCK gives new lines their reference bit, as
  * BaM does, so a line just filled survives one pass of the hand. */
 GPUMEM_API void gpumem_policy_slot_fill(uint32_t kind, uint32_t *w, uint32_t *fills) {
+    if (!w || !fills) return;
     uint32_t v = 0;
     if (kind == GPUMEM_POLICY_CLOCK) v = 1;
     else if (kind == GPUMEM_POLICY_SRRIP) v = GPUMEM_POLICY_RRPV_MAX - 1;
@@ -172,6 +183,7 @@ GPUMEM_API void gpumem_policy_slot_fill(uint32_t kind, uint32_t *w, uint32_t *fi
 /* The next slot the hand points at. A fetch-add hand gives concurrent
  * evictors distinct slots. */
 GPUMEM_API uint32_t gpumem_policy_slot_next(uint32_t *hand, uint32_t n) {
+    if (!hand || n == 0) return 0;
     return gpumem_atomic_fetch_add_u32(hand, 1, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE) % n;
 }
 
@@ -180,6 +192,7 @@ GPUMEM_API uint32_t gpumem_policy_slot_next(uint32_t *hand, uint32_t n) {
  * reference bit (second chance), RRIP ages a slot not yet at the distant
  * value (the RRIP paper's "increment all", spread over the hand's steps). */
 GPUMEM_API int gpumem_policy_slot_consider(uint32_t kind, uint32_t *w) {
+    if (!w) return 0;
     uint32_t v;
     if (kind == GPUMEM_POLICY_FIFO) return 1;
     v = gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
@@ -431,6 +444,7 @@ GPUMEM_API size_t gpumem__policy_layout(const gpumem_policy_desc *d, gpumem_poli
 }
 
 GPUMEM_API size_t gpumem_policy_bytes(const gpumem_policy_desc *d) {
+    if (!d) return 0;
     return gpumem__policy_layout(d, (gpumem_policy *)0, (unsigned char *)0);
 }
 
@@ -852,6 +866,7 @@ GPUMEM_API gpumem_status gpumem_policy_init(gpumem_policy *p, const gpumem_polic
 
 /* A hit on the line in slot k. */
 GPUMEM_API void gpumem_policy_on_access(gpumem_policy *p, uint32_t k, uint64_t line) {
+    if (!p) return;
     (void)line;
     switch (p->d.kind) {
     case GPUMEM_POLICY_LRU: gpumem__lru_touch(&p->lru, k); break;
@@ -869,6 +884,7 @@ GPUMEM_API void gpumem_policy_on_access(gpumem_policy *p, uint32_t k, uint64_t l
 
 /* `line` was missed and is now in slot k (free, or just evicted). */
 GPUMEM_API void gpumem_policy_on_fill(gpumem_policy *p, uint32_t k, uint64_t line) {
+    if (!p) return;
     if (p->line_of) p->line_of[k] = line;
     switch (p->d.kind) {
     case GPUMEM_POLICY_LRU: gpumem__plist_append(&p->lru.l, p->lru.prev, p->lru.next, k); break;
@@ -887,6 +903,7 @@ GPUMEM_API void gpumem_policy_on_fill(gpumem_policy *p, uint32_t k, uint64_t lin
 
 /* The line in slot k leaves it (chosen by gpumem_policy_victim or not). */
 GPUMEM_API void gpumem_policy_on_evict(gpumem_policy *p, uint32_t k, uint64_t line) {
+    if (!p) return;
     p->evictions++;
     switch (p->d.kind) {
     case GPUMEM_POLICY_LRU: gpumem__plist_remove(&p->lru.l, p->lru.prev, p->lru.next, k); break;
@@ -905,6 +922,7 @@ GPUMEM_API void gpumem_policy_on_evict(gpumem_policy *p, uint32_t k, uint64_t li
 /* The slot to evict next, never a pinned one (pinned may be NULL); NONE if
  * every occupied slot is pinned. Call only when every slot is occupied. */
 GPUMEM_API uint32_t gpumem_policy_victim(gpumem_policy *p, const uint8_t *pinned) {
+    if (!p) return GPUMEM_POLICY_NONE;
     uint32_t kind = p->d.kind, k, i, n = p->d.n_slots;
     switch (kind) {
     case GPUMEM_POLICY_LRU: return gpumem__lru_victim(&p->lru, pinned);
@@ -984,6 +1002,7 @@ GPUMEM_API size_t gpumem_policy_rd_bytes(uint64_t n_lines, uint64_t window) {
 }
 
 GPUMEM_API void gpumem_policy_rd_init(gpumem_policy_rd *r, uint64_t n_lines, uint64_t window, void *mem) {
+    if (!r || !mem) return;
     gpumem__pzero(r, sizeof *r);
     gpumem__pzero(mem, gpumem_policy_rd_bytes(n_lines, window));
     r->n_lines = n_lines;
@@ -1005,6 +1024,7 @@ GPUMEM_API uint64_t gpumem__rd_sum(const gpumem_policy_rd *r, uint64_t i) { /* m
 /* One access; returns 1 when a sample was added (0 past the window, on a
  * line's first access, or for a line out of range). */
 GPUMEM_API int gpumem_policy_rd_access(gpumem_policy_rd *r, uint64_t line) {
+    if (!r) return 0;
     uint64_t t = r->t, prev;
     int sampled = 0;
     if (t >= r->window || line >= r->n_lines) return 0;
@@ -1071,6 +1091,7 @@ GPUMEM_API gpumem_status gpumem_policy_gmt_init(gpumem_policy_gmt *g, const gpum
 }
 
 GPUMEM_API void gpumem_policy_gmt_set_model(gpumem_policy_gmt *g, double m, double b) {
+    if (!g) return;
     g->m = m;
     g->b = b;
     g->ready = 1;
@@ -1086,6 +1107,7 @@ GPUMEM_API uint32_t gpumem_policy_gmt_tier(const gpumem_policy_gmt *g, double rr
 /* A Tier-1 miss of `line` at virtual time vt: if it was evicted before,
  * learn the tier it should have gone to (Fig. 5). */
 GPUMEM_API void gpumem_policy_gmt_on_fetch(gpumem_policy_gmt *g, uint64_t line, uint64_t vt) {
+    if (!g) return;
     uint32_t c, prev, i, j;
     if (g->evict_vt[line] == 0) return;
     if (g->ready) {
@@ -1120,6 +1142,7 @@ GPUMEM_API uint32_t gpumem_policy_gmt_predict(const gpumem_policy_gmt *g, uint64
  * which keeps a loop's first lines there instead of cycling them. Anything
  * but KEEP records the eviction time for learning. */
 GPUMEM_API uint32_t gpumem_policy_gmt_place(gpumem_policy_gmt *g, uint64_t line, uint64_t vt, uint32_t skips_left) {
+    if (!g) return GPUMEM_PLACE_BYPASS;
     uint32_t t = gpumem_policy_gmt_predict(g, line);
     if (t == 1 && skips_left) return GPUMEM_PLACE_KEEP;
     if (t == 1) t = 2;
@@ -1156,6 +1179,7 @@ typedef struct gpumem_policy_readahead {
 } gpumem_policy_readahead;
 
 GPUMEM_API void gpumem_policy_readahead_init(gpumem_policy_readahead *r, uint32_t min_window, uint32_t max_window) {
+    if (!r) return;
     gpumem__pzero(r, sizeof *r);
     r->min_window = min_window ? min_window : 4;
     r->max_window = max_window >= r->min_window ? max_window : r->min_window;
@@ -1237,6 +1261,7 @@ typedef struct gpumem_policy_ra_batch {
  * caller's); line_bytes: the cache's line size. */
 GPUMEM_API void gpumem_policy_ra_batch_init(gpumem_policy_ra_batch *r, uint64_t n_lines, uint32_t line_bytes,
                                             uint32_t cap_bytes) {
+    if (!r) return;
     gpumem__pzero(r, sizeof *r);
     r->n_lines = n_lines;
     r->min_window = 4;
@@ -1357,6 +1382,7 @@ GPUMEM_API size_t gpumem_policy_fdp_bytes(uint64_t n_lines, uint32_t shift) {
 }
 
 GPUMEM_API void gpumem_policy_fdp_init(gpumem_policy_fdp *f, uint64_t n_lines, uint32_t shift, void *mem) {
+    if (!f || !mem) return;
     gpumem__pzero(f, sizeof *f);
     f->shift = shift;       /* 5: 2 MiB regions of 64 KiB pages, as in UVM */
     f->threshold_pct = 51;  /* the UVM driver's default */
@@ -1369,6 +1395,7 @@ GPUMEM_API void gpumem_policy_fdp_init(gpumem_policy_fdp *f, uint64_t n_lines, u
 }
 
 GPUMEM_API void gpumem_policy_fdp_on_miss(gpumem_policy_fdp *f, uint64_t line, uint64_t *first, uint32_t *count) {
+    if (!f || !first || !count) return;
     uint64_t r = line >> f->shift;
     uint32_t size = 1u << f->shift, m = f->missed[r];
     *first = r << f->shift;
@@ -1410,6 +1437,7 @@ typedef struct gpumem_policy_trace {
 } gpumem_policy_trace;
 
 GPUMEM_API void gpumem_policy_trace_record(gpumem_policy_trace *t, uint64_t line, int write) {
+    if (!t) return;
     uint64_t i = gpumem_atomic_fetch_add_u64(&t->n, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
     if (i < t->cap) t->buf[i] = line | (write ? GPUMEM_POLICY_TRACE_WRITE : 0);
 }
@@ -1421,6 +1449,7 @@ GPUMEM_API uint64_t gpumem_policy_trace_count(const gpumem_policy_trace *t) { re
 /* Write the recorded accesses to `path` in the binary trace format
  * (little-endian hosts). Host only. */
 static inline gpumem_status gpumem_policy_trace_write(const gpumem_policy_trace *t, const char *path) {
+    if (!t || !path || (!t->buf && t->n)) return GPUMEM_ENULL;
     FILE *f = fopen(path, "wb");
     uint64_t n = gpumem_policy_trace_count(t);
     int ok;

@@ -593,15 +593,19 @@ GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
 #define GPUMEM__GPUCTL_SIGNALS_BYTES GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp_signals), 64)
 
 /* The namespace a controller of this description serves (what a cache in
- * front of its pairs is checked against). */
-GPUMEM_API gpumem_nvme_ns gpumem_nvme_gpuctl_ns(const gpumem_nvme_gpuctl_desc *d) {
-    gpumem_nvme_ns ns;
-    ns.nsid = 1;
-    ns.lba_shift = gpumem_log2_u64(d->lba_bytes);
-    ns.n_blocks = d->n_blocks;
-    ns.max_blocks = d->max_blocks;
-    ns.reserved_ = 0;
-    return ns;
+ * front of its pairs is checked against), in *out. GPUMEM_ENULL for NULL
+ * (then *out, if given, is a namespace of no blocks, which every pair and
+ * cache refuses). */
+GPUMEM_API gpumem_status gpumem_nvme_gpuctl_ns(const gpumem_nvme_gpuctl_desc *d, gpumem_nvme_ns *out) {
+    if (!out) return GPUMEM_ENULL;
+    out->nsid = out->lba_shift = out->max_blocks = out->reserved_ = 0;
+    out->n_blocks = 0;
+    if (!d) return GPUMEM_ENULL;
+    out->nsid = 1;
+    out->lba_shift = gpumem_log2_u64(d->lba_bytes);
+    out->n_blocks = d->n_blocks;
+    out->max_blocks = d->max_blocks;
+    return GPUMEM_OK;
 }
 
 GPUMEM_API size_t gpumem__gpuctl_pair_core(const gpumem_nvme_gpuctl_desc *d) {
@@ -613,8 +617,10 @@ GPUMEM_API size_t gpumem__gpuctl_pair_core(const gpumem_nvme_gpuctl_desc *d) {
 }
 
 GPUMEM_API size_t gpumem__gpuctl_pair_block(const gpumem_nvme_gpuctl_desc *d) {
-    gpumem_nvme_ns ns = gpumem_nvme_gpuctl_ns(d);
-    size_t prp = gpumem_nvme_qp_prp_bytes(d->n_cids, &ns);
+    gpumem_nvme_ns ns;
+    size_t prp;
+    (void)gpumem_nvme_gpuctl_ns(d, &ns);
+    prp = gpumem_nvme_qp_prp_bytes(d->n_cids, &ns);
     return gpumem__gpuctl_pair_core(d) + (prp ? prp + 4096 : 0);
 }
 
@@ -660,7 +666,7 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
     core = gpumem__gpuctl_pair_core(d);
     first = gpumem__gpuctl_first_block(d->n_pairs);
     for (k = 0; k < first; k++) base[k] = 0;
-    c->ns = gpumem_nvme_gpuctl_ns(d);
+    (void)gpumem_nvme_gpuctl_ns(d, &c->ns);
     c->ram = (unsigned char *)d->ram;
     c->pairs = gpumem_nvme_gpuctl_pair(mem, 0);
     c->queues = (gpumem_nvme_swq *)(c->pairs + d->n_pairs);
@@ -932,6 +938,7 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_stop(const gpumem_nvme_gpuctl_desc *
 /* Controller side of one queue (the software controllers' core). */
 static inline size_t gpumem_nvme_swq_report(const gpumem_nvme_swq *q, const gpumem_nvme_sw_stats *st, char *buf,
                                             size_t n, size_t at) {
+    if (!q || !st) return gpumem__appendf(buf, n, at, "controller queue: none (NULL)\n");
     uint32_t fetched_not_posted = 0, i;
     gpumem_nvme_sw_stats sum; /* st's counts with their violations summed */
     memset(&sum, 0, sizeof sum);
@@ -1374,8 +1381,10 @@ gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl);
  * (gpumem_nvme_qp_reinit: requests still submitted end "aborted", results
  * that came before are kept) and recreates the queues; the pair is served
  * again (or stopped, if the controller is). reset_end returns GPUMEM_EBUSY,
- * changing nothing, while a thread still waits in the pair for an ID:
- * call it again. Other pairs are served throughout (paused for a moment).
+ * changing nothing, while a thread is still inside a call on the pair
+ * (aborted, it leaves soon): call it again. From reset_begin on, a call
+ * that enters the pair gets GPUMEM_EABORTED (gpumem_nvme.h, "Gate").
+ * Other pairs are served throughout (paused for a moment).
  * Not for pairs whose client memory the host cannot write (cfg.client_copy
  * set, as gpumem_swctl_config_gpu_clients does): GPUMEM_ESTATE. */
 gpumem_status gpumem_swctl_reset_begin(gpumem_swctl *ctl, gpumem_nvme_qp *qp);
@@ -1975,8 +1984,9 @@ gpumem_status gpumem_swctl_reset_begin(gpumem_swctl *ctl, gpumem_nvme_qp *qp) {
      * dropped, never carried out; nothing more is fetched or posted. */
     q->pend_count = 0;
     q->deleted = 1;
-    /* Through the signals block: the pair's waits end with EABORTED. */
-    gpumem__signals_set_state(q->sw.signals, GPUMEM__QP_ABORTED);
+    /* The pair is closed to new entrants, and its waits end with EABORTED
+     * (its client memory is the host's: client_copy is refused above). */
+    gpumem_nvme_qp_abort(qp);
     if (was_running && gpumem__sw_thread_start(ctl) != GPUMEM_OK) return GPUMEM_ESYS;
     return GPUMEM_OK;
 }

@@ -46,10 +46,16 @@ static double now_s(void) {
 typedef struct trace_in {
     FILE *f;
     int binary;
+    const char *path;
+    uint64_t line; /* text: lines read so far; binary: records read so far */
+    int bad;       /* a malformed access was met and reported: the run stops, exit 2 */
 } trace_in;
 
 static int trace_open(trace_in *t, const char *path) {
     char magic[8];
+    t->path = path;
+    t->line = 0;
+    t->bad = 0;
     t->f = fopen(path, "rb");
     if (!t->f) return -1;
     t->binary = fread(magic, 1, 8, t->f) == 8 && memcmp(magic, GPUMEM_POLICY_TRACE_MAGIC, 8) == 0;
@@ -57,24 +63,85 @@ static int trace_open(trace_in *t, const char *path) {
     return 0;
 }
 
-/* Up to max accesses (line numbers, write bit dropped); 0 at the end. */
+/* A text access: a line number in decimal or 0x-hex below 2^63 (bit 63 is
+ * the binary format's write flag, so a larger number could not be written
+ * as a binary trace: refused, as the documentation says), optionally "w",
+ * optionally a '#' comment. Returns 0 and the number, or -1 with `why`. */
+static int trace_parse_id(const char *s, uint64_t *out, const char **why) {
+    const uint64_t limit = GPUMEM_POLICY_TRACE_WRITE; /* 2^63 */
+    uint64_t v = 0;
+    int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X'), digits = 0;
+    if (hex) s += 2;
+    for (;; s++, digits++) {
+        unsigned d;
+        if (*s >= '0' && *s <= '9') d = (unsigned)(*s - '0');
+        else if (hex && *s >= 'a' && *s <= 'f') d = (unsigned)(*s - 'a' + 10);
+        else if (hex && *s >= 'A' && *s <= 'F') d = (unsigned)(*s - 'A' + 10);
+        else break;
+        if (v > (limit - 1 - d) / (hex ? 16u : 10u)) {
+            *why = "a line number below 2^63 (bit 63 is the binary format's write flag)";
+            return -1;
+        }
+        v = v * (hex ? 16u : 10u) + d;
+    }
+    if (digits == 0) {
+        *why = hex ? "hex digits after 0x" : "a line number in decimal or 0x-hex";
+        return -1;
+    }
+    s += strspn(s, " \t");
+    if (*s == 'w') s += 1 + strspn(s + 1, " \t");
+    if (*s != '#' && *s != '\n' && *s != '\r' && *s != 0) {
+        *why = "only \"w\" or a '#' comment after the line number";
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Up to max accesses (line numbers, write bit dropped); 0 at the end, or
+ * on a malformed access, which is reported (file, line or byte offset,
+ * what was expected and found) and sets t->bad. */
 static size_t trace_read(trace_in *t, uint64_t *out, size_t max) {
     size_t n = 0, i;
     if (t->binary) {
+        long at;
         n = fread(out, 8, max, t->f);
         for (i = 0; i < n; i++) out[i] &= ~GPUMEM_POLICY_TRACE_WRITE;
+        t->line += n;
+        /* At the end, fread has dropped a partial last record: the file
+         * position says whether there was one. */
+        if (n < max && (at = ftell(t->f)) >= 0 && (uint64_t)at != 8 + t->line * 8) {
+            fprintf(stderr, "policy_sim: %s: byte %llu: expected whole 8-byte records after the 8-byte header, found "
+                            "%llu trailing bytes\n", t->path, (unsigned long long)(8 + t->line * 8),
+                    (unsigned long long)((uint64_t)at - 8 - t->line * 8));
+            t->bad = 1;
+            return 0;
+        }
         return n;
     }
     while (n < max) {
-        char line[256], *end;
-        unsigned long long v;
+        char line[256], *start;
+        const char *why;
+        size_t len;
         if (!fgets(line, sizeof line, t->f)) break;
-        end = line + strspn(line, " \t");
-        if (*end == '#' || *end == '\n' || *end == 0) continue;
-        errno = 0;
-        v = strtoull(end, &end, 0);
-        if (errno) continue;
-        out[n++] = v;
+        t->line++;
+        len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(t->f)) {
+            fprintf(stderr, "policy_sim: %s:%llu: expected a line of at most %zu characters, found a longer one\n",
+                    t->path, (unsigned long long)t->line, sizeof line - 2);
+            t->bad = 1;
+            return 0;
+        }
+        start = line + strspn(line, " \t");
+        if (*start == '#' || *start == '\n' || *start == '\r' || *start == 0) continue;
+        if (trace_parse_id(start, &out[n], &why) != 0) {
+            start[strcspn(start, "\r\n")] = 0;
+            fprintf(stderr, "policy_sim: %s:%llu: expected %s, found \"%s\"\n", t->path,
+                    (unsigned long long)t->line, why, start);
+            t->bad = 1;
+            return 0;
+        }
+        n++;
     }
     return n;
 }
@@ -167,9 +234,18 @@ static int run(const char *path, const run_opts *o) {
     }
     fclose(in.f);
     n_ids = (uint32_t)map.n;
+    if (in.bad) return 2;
     if (n == 0) {
-        fprintf(stderr, "policy_sim: %s has no accesses\n", path);
-        return 1;
+        fprintf(stderr, "policy_sim: %s: expected at least one access, found none\n", path);
+        return 2;
+    }
+    for (c = 0; c < o->n_caps; c++) {
+        caps[c] = o->caps_are_lines ? o->lines[c] : (uint64_t)(o->fracs[c] * n_ids + 0.5);
+        if (caps[c] < 1 || caps[c] > UINT32_MAX) {
+            fprintf(stderr, "policy_sim: %s: capacity %u is %llu lines (%u distinct lines in the trace); expected "
+                            "1 .. 2^32 - 1\n", path, c + 1, (unsigned long long)caps[c], n_ids);
+            return 2;
+        }
     }
     /* 2. next uses, backwards */
     seen = (uint64_t *)malloc((size_t)n_ids * 8);
@@ -194,8 +270,6 @@ static int run(const char *path, const run_opts *o) {
     t_prep = now_s() - t0;
     /* 3. the simulations */
     for (c = 0; c < o->n_caps; c++) {
-        caps[c] = o->caps_are_lines ? o->lines[c] : (uint64_t)(o->fracs[c] * n_ids + 0.5);
-        if (caps[c] < 1) caps[c] = 1;
         if (psim_opt_init(&opt[c], (uint32_t)caps[c], n_ids) != 0) return 1;
         lru_of[c] = PSIM_NONE;
         for (k = 0; k < o->n_kinds + 1; k++) {
@@ -420,14 +494,26 @@ int main(int argc, char **argv) {
                 o.kinds[o.n_kinds++] = (uint32_t)k;
             }
         } else if (!strcmp(a, "--fracs")) {
-            int n = parse_list(v, o.fracs, 16);
+            int n = parse_list(v, o.fracs, 16), j;
             if (n <= 0) return usage();
+            for (j = 0; j < n; j++)
+                if (!(o.fracs[j] > 0 && o.fracs[j] <= 1e6)) {
+                    fprintf(stderr, "policy_sim: --fracs: expected fractions of the footprint above 0, found %s\n", v);
+                    return 2;
+                }
             o.n_caps = (uint32_t)n, o.caps_are_lines = 0;
         } else if (!strcmp(a, "--lines")) {
             double l[16];
             int n = parse_list(v, l, 16), j;
             if (n <= 0) return usage();
-            for (j = 0; j < n; j++) o.lines[j] = (uint64_t)l[j];
+            for (j = 0; j < n; j++) {
+                if (!(l[j] >= 1 && l[j] < 4294967296.0) || l[j] != (double)(uint64_t)l[j]) {
+                    fprintf(stderr, "policy_sim: --lines: expected whole capacities of 1 .. 2^32 - 1 lines, found %s\n",
+                            v);
+                    return 2;
+                }
+                o.lines[j] = (uint64_t)l[j];
+            }
             o.n_caps = (uint32_t)n, o.caps_are_lines = 1;
         } else if (!strcmp(a, "--two-tier")) o.t2_frac = atof(v);
         else if (!strcmp(a, "--prefetch")) o.prefetch = !strcmp(v, "fdp") ? PSIM_FDP : PSIM_READAHEAD;

@@ -519,7 +519,7 @@ Test(robust, stop_wakes_every_waiter) {
     }
     /* Until every thread is waiting: three hold IDs, the rest wait for one
      * (or got EAGAIN from the asynchronous budget). */
-    while (__atomic_load_n(&qp->inflight.v, __ATOMIC_ACQUIRE) < qp->cid_limit ||
+    while (GPUMEM__GATE_UNITS(__atomic_load_n(&qp->inflight.v, __ATOMIC_ACQUIRE)) < qp->cid_limit ||
            __atomic_load_n(&qp->waiters.v, __ATOMIC_ACQUIRE) < 5)
         sched_yield();
     cr_assert_eq(gpumem_swctl_destroy(ctl), GPUMEM_EBUSY, "threads wait in a pair");
@@ -548,7 +548,7 @@ Test(robust, destroy_with_a_waiter_is_ebusy) {
     cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
     a.qp = qp;
     pthread_create(&t, NULL, waiter_main, &a);
-    while (__atomic_load_n(&qp->inflight.v, __ATOMIC_ACQUIRE) == 0) sched_yield();
+    while (GPUMEM__GATE_UNITS(__atomic_load_n(&qp->inflight.v, __ATOMIC_ACQUIRE)) == 0) sched_yield();
     cr_assert_eq(gpumem_swctl_destroy(ctl), GPUMEM_EBUSY);
     cr_assert(join_within(t, &a, 60), "the read never completed");
     cr_assert_eq(a.st, GPUMEM_OK, "served after the refused destroy");

@@ -42,6 +42,7 @@ static void *reader(void *p) {
     getrusage(RUSAGE_THREAD, &r0);
     if (a->async) {
         gpumem_nvme_req req;
+        memset(&req, 0, sizeof req); /* never submitted (gpumem_nvme_req) */
         a->st = gpumem_nvme_qp_submit_buf(a->qp, GPUMEM_NVME_OP_READ, a->id, 1, a->buf, &req);
         if (a->st == GPUMEM_OK) a->st = gpumem_nvme_qp_wait(a->qp, &req);
         a->cpl = req.cpl;

@@ -933,7 +933,8 @@ static void bench_misses(bool quick) {
                     [](uint32_t, double) { return not_run(); });
             continue;
         }
-        gpumem_nvme_ns ns = gpumem_nvme_gpuctl_ns(&ctl.d);
+        gpumem_nvme_ns ns;
+        (void)gpumem_nvme_gpuctl_ns(&ctl.d, &ns);
         gpumem_cache_backing backing = gpumem_cache_backing_nvme(ctl.pairs, 1, pairs, &ns, 0, GPUMEM_CACHE_STRIPE);
         Rig r(line, n_lines, slots, &backing);
         gpumem_cache *c = r.cache;

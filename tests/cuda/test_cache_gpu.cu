@@ -308,7 +308,9 @@ static void test_over_gpu_controller(bool fused) {
     EXPECT(init == GPUMEM_OK, "controller init: %s", gpumem_status_str(init));
     CHECK(cudaMallocManaged(&pair_list, pairs * sizeof *pair_list));
     for (uint32_t i = 0; i < pairs; i++) pair_list[i] = gpumem_nvme_gpuctl_pair(mem, i);
-    gpumem_nvme_ns served = gpumem_nvme_gpuctl_ns(&d);
+    gpumem_nvme_ns served;
+    gpumem_status got_ns = gpumem_nvme_gpuctl_ns(&d, &served);
+    EXPECT(got_ns == GPUMEM_OK, "controller namespace: %s", gpumem_status_str(got_ns));
     gpumem_cache_backing b = gpumem_cache_backing_nvme(pair_list, 1, pairs, &served, 0, GPUMEM_CACHE_STRIPE);
     Rig r(line, n_lines, slots, &b);
     gpumem_cache_array *a;
