@@ -3,21 +3,17 @@
  * MIT license: use, copy, modify and vendor it, keeping this notice; it comes
  * with no warranty. Full text: the LICENSE file that comes with gpumem. */
 /* gpumem_nvme.h - NVMe queue pairs that thousands of threads share without a lock
- * on the fast path (BaM dissertation, Ch. 5). This header is the protocol
- * that every controller and client shares: the wire format and command
- * builders, the queue pair, and its diagnostics. Whoever serves the pairs
- * is in a header of its own, each optional:
- *   gpumem_swctl.h    the software controllers (a host thread, or a
- *                     persistent GPU block, that plays the SSD): emulation,
- *                     for tests, benchmarks and hardware-free use;
- *   gpumem_nvmectl.h  a real PCIe controller brought up from user space
- *                     (VFIO or uio; host, Linux).
- * A run that may hang is bounded by gpumem_watchdog.h, which watches any of
- * them. Each of those headers includes this one.
+ * on the fast path (BaM dissertation, Ch. 5): the protocol every controller
+ * and client shares - wire format, command builders, the queue pair and its
+ * diagnostics. Whoever serves the pairs has a header of its own, optional,
+ * including this one: gpumem_swctl.h (software controllers: a host thread or
+ * a persistent GPU block plays the SSD), gpumem_nvmectl.h (a real PCIe
+ * controller from user space: VFIO or uio), gpumem_uring.h (a namespace the
+ * kernel keeps, through io_uring passthrough, local or over NVMe-oF).
+ * gpumem_watchdog.h bounds a run that may hang, whoever serves it.
  *
- * USAGE (any number of threads on a pair, whoever serves it; every USAGE
- * block of a gpumem header compiles as written in `make test`: `given`
- * names what the example takes from its caller)
+ * USAGE (any number of threads on a pair; every USAGE block compiles as
+ * written in `make test`: `given` names what it takes from its caller)
  *
  *   #include <stdio.h>
  *   #include "gpumem_nvme.h"   // gpumem_swctl.h or gpumem_nvmectl.h include it
@@ -49,194 +45,104 @@
  *
  * DESIGN
  *
- * Submission (dissertation §5.1, §5.4). A thread takes a ticket with one
- * fetch-add. position = ticket mod depth, lap = ticket / depth. Every position
- * is occupied twice per lap - once when the thread's command is handed to the
- * controller (increment #1, done by the tail mover as it passes the entry)
- * and once when the controller is known to have consumed it (increment #2,
- * done by whoever moves the completion-queue head past a completion that
- * proves the position consumed; see "Validation"). So a thread waits until
- * the position's turn counter equals 2 * lap. It then writes its 64-byte
- * command, sets its tail marker, and takes the tail lock if it is free: the
- * holder moves the tail over every consecutive ready entry, never leaving
- * fewer than one free slot (an NVMe queue holds depth - 1 commands), and
- * rings the doorbell once for the whole batch. If the lock is held, the
- * submitter leaves: the holder looks at the tail again after unlocking (a
- * store-then-load handshake, gpumem__sq_push), so no submitter waits for
- * another once it has its turn. (BaM's submitters wait for the tail to pass
- * their entry; on a host with more threads than cores the thread they wait
- * for is often preempted, issue 13.)
+ * Submission (dissertation §5.1, §5.4). One fetch-add gives a ticket:
+ * position = ticket mod depth, lap = ticket / depth. A position is taken
+ * twice per lap - when its command is handed to the controller (the tail
+ * mover's step) and when the controller is known to have consumed it (the
+ * head mover's step, past a completion that proves it) - so a thread waits
+ * for turn 2 * lap, writes its 64-byte command, sets its tail marker and
+ * takes the tail lock if it is free. The holder moves the tail over every
+ * consecutive ready entry (never filling the last slot) and rings the
+ * doorbell once for the batch; a submitter that finds the lock held leaves,
+ * and the holder looks again after unlocking (a store-then-load handshake,
+ * gpumem__sq_push), so nobody waits for another once it has its turn.
  *
- * Wrap past 2^32. Tickets are 32-bit and wrap; depth divides 2^32, so
- * positions stay consistent. The turn counter grows by 2 per lap and wraps at
- * 2^32, while 2 * lap wraps at 2^(33 - log2 depth); turns are therefore
- * compared modulo 2^(33 - log2 depth), which divides both. (BaM's code compares
- * them as plain 32-bit numbers and hangs after 2^32 submissions on a queue.)
+ * Wrap past 2^32. Tickets wrap and depth divides 2^32; the turn counter
+ * grows by 2 a lap, so turns are compared modulo 2^(33 - log2 depth), which
+ * divides both wraps (BaM compares them as plain 32-bit numbers and hangs).
  *
- * Completion (§5.2, §5.3). Any thread that looks for a completion scans the
- * CQ from the head, lock-free, for entries with the expected phase (lap
- * parity), and harvests every one it finds, not only its own: it claims the
- * entry's head marker (compare-and-swap), validates it, copies status and
- * dword 0 into the command ID's mailbox, and marks the entry taken. Whoever
- * holds the head lock moves the head over consecutive taken entries, moves
- * the SQ head as far as those completions prove (stale-entry cleanup, §5.4:
- * increment #2 of every SQ position passed), rings the CQ doorbell and
- * publishes the head. The holder re-checks the marker at the new head after
- * unlocking, and a harvester checks the lock after marking (a store-then-load
- * handshake in seq_cst order), so no taken entry is left stranded. An owner
- * finds its result in its mailbox with one load. A command ID is handed out
- * again only when the head has passed its completion, so no scan can mistake
- * the old completion for the new command's (§5.3).
+ * Completion (§5.2, §5.3). A thread looking for a completion scans the CQ
+ * from the head, lock-free, for the expected phase, and harvests every entry
+ * it finds: it claims the entry's head marker (compare-and-swap), validates
+ * it, copies status and dword 0 into the command ID's mailbox and marks it
+ * taken. The head-lock holder moves the head over taken entries, moves the
+ * SQ head as far as they prove (stale-entry cleanup, §5.4), rings the CQ
+ * doorbell and publishes the head; it re-checks the marker at the new head
+ * after unlocking and a harvester checks the lock after marking (seq_cst
+ * store-then-load), so no taken entry is stranded. An owner reads its result
+ * with one load; an ID is handed out again only after the head has passed
+ * its completion, so no scan mistakes the old completion for the new one.
  *
- * Departure from BaM: in BaM only the owner consumes its completion, and it
- * waits (holding a per-position lock) until the head has passed it. The head
- * moves in order, so a thread that waits on one request while holding
- * another's unconsumed completion - any asynchronous caller with two requests
- * out - stops the head; the CQ fills, and everything stalls. Here progress
- * never depends on a particular thread: every waiting thread (for a turn, the
- * tail, a command ID or a completion) harvests, and owners never wait on the
- * head.
+ * Departure from BaM: there only the owner consumes its completion, so one
+ * thread waiting on a request while holding another's unconsumed completion
+ * stops the head and stalls everyone. Here every waiting thread (for a
+ * turn, the tail, an ID or a completion) harvests, and owners never wait on
+ * the head. docs/queue.md gives the full account of each point below.
  *
- * Budget: no wait is forever (issue 13). A command holds its ID from submission
- * until its owner collects the result; a blocking caller collects by itself,
- * but an asynchronous owner may be blocked elsewhere (in a blocking call that
- * waits for an ID), so asynchronous requests alone could hold every ID and
- * nobody would ever poll them. Hence one counter, `inflight`, of IDs taken:
- * blocking calls take one while inflight < cid_limit = min(n_cids, depth - 1),
- * asynchronous submissions only while inflight < async_limit (cid_limit less
- * a quarter, at least one). Asynchronous requests thus never hold more than
- * async_limit IDs, the rest cycle among blocking calls, each of which ends
- * once the controller answers: no mix of threads, depth, IDs and outstanding
- * requests deadlocks; an asynchronous submit that finds no budget returns
- * GPUMEM_EAGAIN. And with at most depth - 1 tickets beyond the known SQ head,
- * a submitter's turn waits only on other threads' steps (a ticket
- * depth before it belongs to a command whose ID was given back, so its
- * completion was harvested, and passing it moves the SQ head), never on the
- * controller; so a stopped controller strands nobody inside the queue. (Depth
- * 2, where that would leave one command in flight and none asynchronous,
- * allows two: there a submitter may wait for the controller in the queue.)
+ * Budget (issue 13). A command holds its ID until its owner collects the
+ * result. One counter, `inflight`, bounds the IDs taken: blocking calls
+ * while inflight < cid_limit = min(n_cids, depth - 1), asynchronous
+ * submissions only below async_limit (a quarter less, at least one less;
+ * GPUMEM_EAGAIN past it), so blocking calls always get IDs and end once the
+ * controller answers: no mix of threads, depth and requests deadlocks. With
+ * at most depth - 1 tickets past the known SQ head a turn waits only on
+ * other threads, so a stopped controller strands nobody in the queue (depth
+ * 2 allows two, and there a submitter may wait for the controller).
  *
- * Bounded waits and shutdown. Every wait for an ID or a completion ends on a
- * deadline (the *_timed forms, GPUMEM_ETIMEDOUT) or when the pair's `stopped`
- * word is set (GPUMEM_ENODEV; the software controllers set it when they stop,
- * and notify the events host waiters park on; both live in the signals
- * block, below; GPUMEM_EABORTED while a reset deletes the queues). A caller that stops waiting for a command already submitted
- * leaves its ID ORPHAN: the command may still complete (and its data move)
- * while the controller runs; whoever harvests the completion frees the ID.
+ * Bounded waits. Every wait ends on a deadline (the *_timed forms and the
+ * pair's cmd_timeout_ms, GPUMEM_ETIMEDOUT), when the signals block's
+ * `stopped` word is set (GPUMEM_ENODEV), or in a reset (GPUMEM_EABORTED). A
+ * command given up this way keeps its ID (ORPHAN) until its late completion
+ * (counted `late`) or a reset, and may still move data until then:
+ * gpumem_nvme_req_busy (a request) and gpumem_nvme_qp_orphans_settled
+ * (blocking calls; an acquire) say when its buffer may be reused. A blocking
+ * call's timeout counts from submission, a request's from its first poll
+ * that finds it outstanding (so that no clock is read for a command done at
+ * once); the clock is gpumem_clock_ns (%globaltimer on the GPU).
  *
- * Wakeups (host threads; issue 13). A waiting host thread spins briefly,
- * then parks, and is woken only when its own condition may hold: a waiter
- * for a completion marks its ID word PARKED and parks as the class of its ID
- * (gpumem__cid_class: one of 32 futex bitset classes); whoever delivers the
- * completion wakes that class, once per harvest pass. A host controller's
- * interrupt (gpumem_nvme_qp_signals_interrupt) wakes one parked waiter,
- * which harvests for everyone; each waiter harvests once whenever it wakes,
- * so an interrupt is never spent on a thread whose own result had come. A
- * waiter for an ID is woken by one ID given back; a waiter for a turn by a
- * turn release. Nobody wakes anyone while holding the tail or head lock or
- * a claimed completion: the woken thread may take the waker's core at once.
+ * Wakeups (host threads, issue 13). A waiter spins briefly, then parks, and
+ * is woken only when its own condition may hold: a completion wakes its ID's
+ * class (one of 32 futex bitset classes), an ID given back one waiter for an
+ * ID, a tail move or turn release the submitters waiting for it, a host
+ * controller's interrupt one parked waiter, which harvests for all. Nobody
+ * wakes anyone while holding the tail or head lock or a claimed completion.
  *
- * Validation: the controller is untrusted (issue 19). Every completion is
- * judged in the harvest path, which host and GPU threads share, before it
- * touches a request (gpumem__cpl_judge):
- *   - its CID names a command in flight: the ID's word is taken, its
- *     command submitted and not yet completed;
- *   - its generation matches. A CID is the ID in its low log2(n_cids) bits
- *     and a generation above them, advanced each time the ID is taken, so an
- *     old completion repeated after the ID was reused does not match (Linux
- *     keeps a 4-bit counter above its tags alike). With at most 4,096 IDs a
- *     pair has at least 4 generation bits; 8,192 IDs leave 3, 16,384 2,
- *     32,768 1, and 65,536 none: such a pair tells a stale repeat from the
- *     current command only by the SQ-head check below (a repeat whose SQ
- *     head passes the new command's entry is believed). A CID outside
- *     0..n_cids - 1 is an ID with a generation, like any other;
- *   - the SQ head in dword 2 is a plausible forward move: at or past the
- *     head known so far, at most the tail (what was handed over); tail and
- *     known head are at most depth - 1 apart, so a position names one
- *     virtual head. A backward move is seen as one past the tail unless it
- *     is indistinguishable from a forward one;
- *   - that head has passed the command's own entry (its ticket, kept in the
- *     ID's word from submission): the command was fetched. A completion
- *     waiting in the CQ before its command was submitted fails this or the
- *     first check.
- * A completion that fails is still consumed (the head moves past it and the
- * doorbell is rung, so the controller never stalls), then dropped, counted
- * by kind (gpumem_nvme_qp_get_stats), logged once per kind on the host
- * (GPUMEM_LOG), and raises a bit of the pair's fault flag
- * (gpumem_nvme_qp_faults, readable by device code). Only a compare-and-swap
- * from the exact word judged delivers, so no completion is delivered twice.
- * The SQ head is then believed only as far as evidence goes: a delivered
- * completion proves its command fetched, and commands are fetched in order,
- * so its ticket + 1 entries are consumed; that, not the head the controller
- * wrote, frees SQ positions. Whatever head a controller reports, no
- * unconsumed entry is overwritten; and no check anywhere asserts on a value
- * the controller wrote. The checks cost a few loads of lines the harvester
- * touches anyway; they are always on.
+ * Validation (issue 19): the controller is untrusted. gpumem__cpl_judge
+ * checks every completion in the shared harvest path before it touches a
+ * request: its CID names a command in flight with the generation it was
+ * sent with (the bits above the ID count the ID's uses: at least 4 with up
+ * to 4,096 IDs, none with 65,536), and its SQ head is a forward move within
+ * what was handed over that has passed the command's own entry. A failing
+ * completion is still consumed (the controller never stalls), then dropped,
+ * counted by kind, logged once per kind and flagged (gpumem_nvme_qp_faults).
+ * Only a compare-and-swap from the exact word judged delivers. The SQ head
+ * is believed only as far as delivered completions prove (fetching is in
+ * order), so no reported head gets an unread entry overwritten; nothing
+ * asserts on a value the controller wrote.
  *
- * Timeouts. A command outstanding longer than the pair's cmd_timeout_ms
- * (default 30,000 ms, as Linux's I/O timeout; GPUMEM_NVME_CMD_TIMEOUT_NEVER
- * for none) is given up: its blocking call and its poll return
- * GPUMEM_ETIMEDOUT (the clock is gpumem_clock_ns: CLOCK_MONOTONIC on the
- * host, %globaltimer on the GPU). A blocking call counts from submission,
- * an asynchronous request from its first poll that finds it outstanding
- * (so that neither reads a clock for a command complete at its first
- * look). Its ID stays reserved (ORPHAN) until its late completion arrives,
- * which is counted (`late`) and frees the ID but reaches no request, or
- * until the pair is reset. Until then the device may
- * still write into the command's buffer: gpumem_nvme_req_busy says when a
- * request's buffer may be reused.
+ * Reset (gpumem_nvme_qp_abort, _reinit; driven by the controllers'
+ * reset_begin/end): the controller deletes the I/O SQ, then the CQ, the pair
+ * is aborted (GPUMEM_EABORTED), reinitialised once its users are out, and
+ * the queues are made again. Gate (issue 30): the budget word also carries
+ * the count of threads inside a call and a "closed" bit (GPUMEM__GATE_*). A
+ * call enters with one fetch-add (a submission's is the add that takes its
+ * unit; acquire: it sees what a reinit wrote before opening the gate with a
+ * release) and leaves with one fetch-sub (release: the reinit's acquire of a
+ * count of 0 sees what it did). Abort sets the bit in the same word, so an
+ * entrant is either counted (reinit returns GPUMEM_EBUSY until it leaves) or
+ * sees the bit, undoes its add and returns GPUMEM_EABORTED. A poll whose
+ * result is in its mailbox enters nothing (the reinit changes only ID words
+ * without a result, by compare-and-swap).
  *
- * Reset (gpumem_nvme_qp_abort, gpumem_nvme_qp_reinit, driven by
- * gpumem_swctl_reset_begin/end and gpumem_nvmectl_reset_begin/end): the
- * controller deletes the I/O SQ, then the CQ (then it moves no more data
- * for them), the pair is aborted (waits and polls end with GPUMEM_EABORTED),
- * reinitialised once its users are out, and the queues are recreated.
- *
- * Gate (issue 30). The reinitialisation rewrites the rings and counters,
- * so no thread may be inside a call that touches them meanwhile; a reset
- * may begin while threads call into the pair, and it must know when they
- * are out. The budget word `inflight`, which every submission already
- * changes with one read-modify-write, carries two more fields: the number
- * of threads inside such a call, and a "closed" bit (GPUMEM__GATE_*). A
- * call enters with one fetch-add - a submission's is the same add that
- * takes its unit of the budget - and leaves with one fetch-sub; a reset
- * sets the bit (gpumem_nvme_qp_abort). Both change one word, so either the
- * entry comes first (the reset counts the thread, and
- * gpumem_nvme_qp_reinit returns GPUMEM_EBUSY until it has left; aborted,
- * it leaves soon) or the bit does (the entrant sees it, undoes its add and
- * returns GPUMEM_EABORTED, having touched nothing). Orders: the entry is
- * an acquire (it sees everything a reinitialisation wrote before it
- * opened the gate with a release), the exit a release (the reinit's
- * acquire read of a count of 0 sees everything the threads did inside).
- * What needs no entry: a poll whose result is already in its ID's
- * mailbox collects it through the ID word alone (the reinit changes only
- * words without a result, by compare-and-swap), and the statistics read
- * atomics. A poll of a request whose result has not come on a closed pair
- * ends it as a reset does (GPUMEM_EABORTED) through its ID word alone. So
- * a submit costs one more atomic (its exit) and one less (the same add
- * gives it its first command-ID candidate, which took an atomic of its
- * own), a poll that finds its result none, a poll that must harvest one
- * (its exit is the subtraction that gives its unit back).
- *
- * Memory, by who touches it (issue 12). Ring memory is what the controller
- * reads and writes: the SQ and CQ rings, the doorbells, the PRP-list pages
- * and the signals block (gpumem_nvme_qp_signals: the `stopped` word and the
- * host parking events, which a host controller notifies after posting, as an
- * interrupt would). Client memory is what only the pair's threads touch: the
- * gpumem_nvme_qp struct (tickets, tail, heads, locks, the command-ID budget)
- * and its state area (turns, markers, command-ID words and mailboxes). The
- * description places the two apart (gpumem_nvme_qp_desc), so that when GPU
- * threads drive a pair its client state lives in GPU memory and no client
- * atomic crosses PCIe, while the rings live where the controller reaches them
- * (pinned host memory for a host controller, DMA memory for an SSD). A
- * controller never touches client memory: the software controllers bind to
- * the description and stop a pair through its signals block, and
- * tests/test_xproc.c runs the host controller in another process that cannot
- * reach the clients' memory at all.
- *
- * Scopes. Ring memory is shared with the controller: system scope. Client
- * memory is shared only by the threads that use the pair: device scope.
- *
+ * Memory, by who touches it (issue 12). Ring memory - the SQ and CQ, the
+ * doorbells, the PRP-list pages and the signals block (the `stopped` word,
+ * the host parking events) - is what the controller reads and writes:
+ * system scope, placed where the controller reaches it. Client memory - the
+ * gpumem_nvme_qp struct and its state area (turns, markers, ID words,
+ * mailboxes) - only the pair's threads touch: device scope, in GPU memory
+ * when GPU threads drive the pair, so no client atomic crosses PCIe.
+ * gpumem_nvme_qp_desc places the two apart; a controller never touches
+ * client memory (tests/test_xproc.c runs one in another process).
  * Byte order: NVMe structures are little-endian, as are x86-64, AArch64 and
  * NVIDIA GPUs; gpumem does not byte-swap.
  */
@@ -322,99 +228,88 @@ GPUMEM_API int gpumem_nvme_cpl_dnr(const gpumem_nvme_cpl *c) {
 /* Words for a status field (SCT and SC; CRD/More/DNR are ignored). */
 GPUMEM_API const char *gpumem_nvme_status_str(uint16_t sf) {
     uint32_t sct = GPUMEM_NVME_SCT(sf), sc = GPUMEM_NVME_SC(sf);
-    if (sct == 0) {
-        switch (sc) {
-        case 0x00: return "successful completion";
-        case 0x01: return "invalid command opcode";
-        case 0x02: return "invalid field in command";
-        case 0x03: return "command ID conflict";
-        case 0x04: return "data transfer error";
-        case 0x05: return "commands aborted due to power loss notification";
-        case 0x06: return "internal error";
-        case 0x07: return "command abort requested";
-        case 0x08: return "command aborted due to SQ deletion";
-        case 0x09: return "command aborted due to failed fused command";
-        case 0x0A: return "command aborted due to missing fused command";
-        case 0x0B: return "invalid namespace or format";
-        case 0x0C: return "command sequence error";
-        case 0x0D: return "invalid SGL segment descriptor";
-        case 0x0E: return "invalid number of SGL descriptors";
-        case 0x0F: return "data SGL length invalid";
-        case 0x10: return "metadata SGL length invalid";
-        case 0x11: return "SGL descriptor type invalid";
-        case 0x12: return "invalid use of controller memory buffer";
-        case 0x13: return "PRP offset invalid";
-        case 0x14: return "atomic write unit exceeded";
-        case 0x15: return "operation denied";
-        case 0x16: return "SGL offset invalid";
-        case 0x18: return "host identifier inconsistent format";
-        case 0x19: return "keep alive timer expired";
-        case 0x1A: return "keep alive timeout invalid";
-        case 0x1B: return "command aborted due to preempt and abort";
-        case 0x1C: return "sanitize failed";
-        case 0x1D: return "sanitize in progress";
-        case 0x1E: return "SGL data block granularity invalid";
-        case 0x1F: return "command not supported for queue in CMB";
-        case 0x20: return "namespace is write protected";
-        case 0x21: return "command interrupted";
-        case 0x22: return "transient transport error";
-        case 0x80: return "LBA out of range";
-        case 0x81: return "capacity exceeded";
-        case 0x82: return "namespace not ready";
-        case 0x83: return "reservation conflict";
-        case 0x84: return "format in progress";
-        default: return "unknown generic command status";
-        }
+    switch (sct << 8 | sc) { /* SCT 0 generic, 1 command specific, 2 media, 3 path */
+    case 0x000: return "successful completion";
+    case 0x001: return "invalid command opcode";
+    case 0x002: return "invalid field in command";
+    case 0x003: return "command ID conflict";
+    case 0x004: return "data transfer error";
+    case 0x005: return "commands aborted due to power loss notification";
+    case 0x006: return "internal error";
+    case 0x007: return "command abort requested";
+    case 0x008: return "command aborted due to SQ deletion";
+    case 0x009: return "command aborted due to failed fused command";
+    case 0x00A: return "command aborted due to missing fused command";
+    case 0x00B: return "invalid namespace or format";
+    case 0x00C: return "command sequence error";
+    case 0x00D: return "invalid SGL segment descriptor";
+    case 0x00E: return "invalid number of SGL descriptors";
+    case 0x00F: return "data SGL length invalid";
+    case 0x010: return "metadata SGL length invalid";
+    case 0x011: return "SGL descriptor type invalid";
+    case 0x012: return "invalid use of controller memory buffer";
+    case 0x013: return "PRP offset invalid";
+    case 0x014: return "atomic write unit exceeded";
+    case 0x015: return "operation denied";
+    case 0x016: return "SGL offset invalid";
+    case 0x018: return "host identifier inconsistent format";
+    case 0x019: return "keep alive timer expired";
+    case 0x01A: return "keep alive timeout invalid";
+    case 0x01B: return "command aborted due to preempt and abort";
+    case 0x01C: return "sanitize failed";
+    case 0x01D: return "sanitize in progress";
+    case 0x01E: return "SGL data block granularity invalid";
+    case 0x01F: return "command not supported for queue in CMB";
+    case 0x020: return "namespace is write protected";
+    case 0x021: return "command interrupted";
+    case 0x022: return "transient transport error";
+    case 0x080: return "LBA out of range";
+    case 0x081: return "capacity exceeded";
+    case 0x082: return "namespace not ready";
+    case 0x083: return "reservation conflict";
+    case 0x084: return "format in progress";
+    case 0x100: return "completion queue invalid";
+    case 0x101: return "invalid queue identifier";
+    case 0x102: return "invalid queue size";
+    case 0x103: return "abort command limit exceeded";
+    case 0x105: return "asynchronous event request limit exceeded";
+    case 0x106: return "invalid firmware slot";
+    case 0x107: return "invalid firmware image";
+    case 0x108: return "invalid interrupt vector";
+    case 0x109: return "invalid log page";
+    case 0x10A: return "invalid format";
+    case 0x10C: return "invalid queue deletion";
+    case 0x10D: return "feature identifier not saveable";
+    case 0x10E: return "feature not changeable";
+    case 0x10F: return "feature not namespace specific";
+    case 0x180: return "conflicting attributes";
+    case 0x181: return "invalid protection information";
+    case 0x182: return "attempted write to read only range";
+    case 0x280: return "write fault";
+    case 0x281: return "unrecovered read error";
+    case 0x282: return "end-to-end guard check error";
+    case 0x283: return "end-to-end application tag check error";
+    case 0x284: return "end-to-end reference tag check error";
+    case 0x285: return "compare failure";
+    case 0x286: return "access denied";
+    case 0x287: return "deallocated or unwritten logical block";
+    case 0x300: return "internal path error";
+    case 0x301: return "asymmetric access persistent loss";
+    case 0x302: return "asymmetric access inaccessible";
+    case 0x303: return "asymmetric access transition";
+    case 0x360: return "controller pathing error";
+    case 0x370: return "host pathing error";
+    case 0x371: return "command aborted by host";
+    default: break;
     }
-    if (sct == 1) {
-        switch (sc) {
-        case 0x00: return "completion queue invalid";
-        case 0x01: return "invalid queue identifier";
-        case 0x02: return "invalid queue size";
-        case 0x03: return "abort command limit exceeded";
-        case 0x05: return "asynchronous event request limit exceeded";
-        case 0x06: return "invalid firmware slot";
-        case 0x07: return "invalid firmware image";
-        case 0x08: return "invalid interrupt vector";
-        case 0x09: return "invalid log page";
-        case 0x0A: return "invalid format";
-        case 0x0C: return "invalid queue deletion";
-        case 0x0D: return "feature identifier not saveable";
-        case 0x0E: return "feature not changeable";
-        case 0x0F: return "feature not namespace specific";
-        case 0x80: return "conflicting attributes";
-        case 0x81: return "invalid protection information";
-        case 0x82: return "attempted write to read only range";
-        default: return "unknown command specific status";
-        }
+    switch (sct) {
+    case 0: return "unknown generic command status";
+    case 1: return "unknown command specific status";
+    case 2: return "unknown media or data integrity error";
+    case 3: return "unknown path related status";
+    case 7: return "vendor specific status";
+    default: return "reserved status code type";
     }
-    if (sct == 2) {
-        switch (sc) {
-        case 0x80: return "write fault";
-        case 0x81: return "unrecovered read error";
-        case 0x82: return "end-to-end guard check error";
-        case 0x83: return "end-to-end application tag check error";
-        case 0x84: return "end-to-end reference tag check error";
-        case 0x85: return "compare failure";
-        case 0x86: return "access denied";
-        case 0x87: return "deallocated or unwritten logical block";
-        default: return "unknown media or data integrity error";
-        }
-    }
-    if (sct == 3) {
-        switch (sc) {
-        case 0x00: return "internal path error";
-        case 0x01: return "asymmetric access persistent loss";
-        case 0x02: return "asymmetric access inaccessible";
-        case 0x03: return "asymmetric access transition";
-        case 0x60: return "controller pathing error";
-        case 0x70: return "host pathing error";
-        case 0x71: return "command aborted by host";
-        default: return "unknown path related status";
-        }
-    }
-    if (sct == 7) return "vendor specific status";
-    return "reserved status code type";
 }
 
 /* The namespace a queue pair addresses, used to check commands before they
