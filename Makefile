@@ -162,8 +162,11 @@ $(BUILD)/test_trace_input: $(BUILD)/policy_sim
 NULL_TABLE_HEADERS := $(sort $(wildcard gpumem*.h))
 $(BUILD)/test_null_table.c: tools/null_table.py $(NULL_TABLE_HEADERS) | $(BUILD)
 	python3 tools/null_table.py $@ $(NULL_TABLE_HEADERS)
+# (gcc warns of NULL passed where a size is implied, which is the point of
+# the table: -Wno-stringop-overflow; clang has no such warning, nor the flag.)
+NULL_TABLE_FLAGS := $(if $(findstring clang,$(CC)),,-Wno-stringop-overflow)
 $(BUILD)/test_null_table: $(BUILD)/test_null_table.c tests/log_capture.h | $(BUILD)
-	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -Wno-stringop-overflow -I. -Itests $< -o $@ -lcriterion -pthread
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) $(NULL_TABLE_FLAGS) -I. -Itests $< -o $@ -lcriterion -pthread
 
 # The fault tests once more with NDEBUG: a faulty controller must meet the
 # same checks when assertions are compiled out (no check rests on GPUMEM_ASSERT).

@@ -858,6 +858,7 @@ GPUMEM_API void gpumem_copy_lanes(void *dst, const void *src, uint64_t n, uint32
     uint32_t unit = 16;
     uint64_t head, units, i;
 #if !GPUMEM_ON_DEVICE
+    if (n == 0) return; /* no arithmetic on a NULL buffer (host only: on the device it cost 2 registers) */
     if (width == 1) {
         if (n) memcpy(d, s, n);
         return;

@@ -824,8 +824,9 @@ GPUMEM_API uint32_t gpumem__tm_victim(gpumem_policy *p, const uint8_t *pinned, u
 /* Set up over caller memory of gpumem_policy_bytes(d) bytes (8-byte aligned).
  * EINVAL for an unknown kind or bad parameters. */
 GPUMEM_API gpumem_status gpumem_policy_init(gpumem_policy *p, const gpumem_policy_desc *d, void *mem) {
-    uint32_t i, n = d->n_slots;
+    uint32_t i, n;
     if (!p || !d || (!mem && gpumem_policy_bytes(d))) return GPUMEM_ENULL;
+    n = d->n_slots;
     if (d->kind >= GPUMEM_POLICY_KINDS || n == 0 || n >= GPUMEM_POLICY_NONE / 2 || d->hpe_set_shift > 5 ||
         d->hpe_interval == 0 || d->hpe_fifo == 0 || d->lfu_bins == 0 || d->lfu_bins > 255 || d->cp_min_pct > d->cp_max_pct ||
         d->cp_max_pct > 100)
@@ -960,6 +961,7 @@ typedef struct gpumem_policy_ols {
 } gpumem_policy_ols;
 
 GPUMEM_API void gpumem_policy_ols_add(gpumem_policy_ols *o, double x, double y) {
+    if (!o) return;
     o->n += 1;
     o->sx += x;
     o->sy += y;
@@ -971,7 +973,9 @@ GPUMEM_API void gpumem_policy_ols_add(gpumem_policy_ols *o, double x, double y) 
  * same) no line is determined; the fit goes through the origin instead
  * (m = sum xy / sum xx, b = 0), which still maps that VTD to its RD. */
 GPUMEM_API int gpumem_policy_ols_solve(const gpumem_policy_ols *o, double *m, double *b) {
-    double den = o->n * o->sxx - o->sx * o->sx;
+    double den;
+    if (!o || !m || !b) return 0;
+    den = o->n * o->sxx - o->sx * o->sx;
     if (o->n < 1 || o->sxx == 0) return 0;
     if (o->n < 2 || den <= 1e-9 * o->n * o->sxx) {
         *m = o->sxy / o->sxx;
@@ -1077,7 +1081,7 @@ GPUMEM_API gpumem_policy_gmt_desc gpumem_policy_gmt_desc_default(uint64_t n_line
     return d;
 }
 
-GPUMEM_API size_t gpumem_policy_gmt_bytes(const gpumem_policy_gmt_desc *d) { return (size_t)d->n_lines * 9; }
+GPUMEM_API size_t gpumem_policy_gmt_bytes(const gpumem_policy_gmt_desc *d) { return d ? (size_t)d->n_lines * 9 : 0; }
 
 GPUMEM_API gpumem_status gpumem_policy_gmt_init(gpumem_policy_gmt *g, const gpumem_policy_gmt_desc *d, void *mem) {
     if (!g || !d || !mem) return GPUMEM_ENULL;
@@ -1099,7 +1103,9 @@ GPUMEM_API void gpumem_policy_gmt_set_model(gpumem_policy_gmt *g, double m, doub
 
 /* Eq. 1: the tier a remaining reuse distance (in lines) belongs to. */
 GPUMEM_API uint32_t gpumem_policy_gmt_tier(const gpumem_policy_gmt *g, double rrd) {
-    double t2 = (double)g->d.tier2_lines + (g->d.cumulative ? (double)g->d.tier1_lines : 0);
+    double t2;
+    if (!g) return 3; /* no model: storage */
+    t2 = (double)g->d.tier2_lines + (g->d.cumulative ? (double)g->d.tier1_lines : 0);
     if (rrd < (double)g->d.tier1_lines) return 1;
     return rrd < t2 ? 2 : 3;
 }
@@ -1125,7 +1131,9 @@ GPUMEM_API void gpumem_policy_gmt_on_fetch(gpumem_policy_gmt *g, uint64_t line, 
 /* Predicted tier for a line about to be evicted: argmax W[last][*]; no
  * history or no model: Tier-2 (tier order, the paper's fallback). */
 GPUMEM_API uint32_t gpumem_policy_gmt_predict(const gpumem_policy_gmt *g, uint64_t line) {
-    uint32_t h = g->hist[line], best = 2, y;
+    uint32_t h, best = 2, y;
+    if (!g) return 2;
+    h = g->hist[line];
     if (!g->ready || !h) return 2;
     if (g->w[h][1] + g->w[h][2] + g->w[h][3] == 0) return h; /* one observation: repeat it */
     for (y = 1; y < 4; y++)
@@ -1191,9 +1199,10 @@ GPUMEM_API void gpumem_policy_readahead_init(gpumem_policy_readahead *r, uint32_
 GPUMEM_API void gpumem_policy_readahead_on_miss(gpumem_policy_readahead *r, uint64_t line, uint64_t *first,
                                                 uint32_t *count) {
     uint32_t i, s = 0, oldest = 0;
+    if (first) *first = line + 1; /* nothing to read ahead, whatever is NULL */
+    if (count) *count = 0;
+    if (!r || !first || !count) return;
     r->tick++;
-    *first = line + 1;
-    *count = 0;
     for (i = 0; i < GPUMEM_POLICY_RA_STREAMS; i++) {
         if (r->window[i] && line >= r->expect[i] && line <= r->expect[i] + r->slack) {
             s = i;
@@ -1413,6 +1422,7 @@ GPUMEM_API void gpumem_policy_fdp_on_miss(gpumem_policy_fdp *f, uint64_t line, u
 
 /* A prefetched line was used (1) or evicted unused (0). */
 GPUMEM_API void gpumem_policy_fdp_feedback(gpumem_policy_fdp *f, int used) {
+    if (!f) return;
     if (used) f->used++;
     else f->wasted++;
     if (f->used + f->wasted >= f->period) {
@@ -1442,7 +1452,9 @@ GPUMEM_API void gpumem_policy_trace_record(gpumem_policy_trace *t, uint64_t line
     if (i < t->cap) t->buf[i] = line | (write ? GPUMEM_POLICY_TRACE_WRITE : 0);
 }
 
-GPUMEM_API uint64_t gpumem_policy_trace_count(const gpumem_policy_trace *t) { return t->n < t->cap ? t->n : t->cap; }
+GPUMEM_API uint64_t gpumem_policy_trace_count(const gpumem_policy_trace *t) {
+    return !t ? 0 : t->n < t->cap ? t->n : t->cap;
+}
 
 #if !GPUMEM_ON_DEVICE && !defined(GPUMEM_NO_HOST_SHIM) && (defined(GPUMEM_IMPLEMENTATION) || defined(GPUMEM_POLICY_TRACE_IO))
 #include <stdio.h>

@@ -160,7 +160,8 @@ typedef struct gpumem_uringctl_config {
      * process, and PRP lists must be the pair's own pages. */
     int (*translate)(void *ctx, uint64_t prp, uint64_t len, void **host);
     void *translate_ctx;
-    char *error;            /* if set: why open or add_qp failed, in words */
+    char *error;            /* if set: why open failed, in words (not kept past open: later
+                               failures, add_qp's, are in gpumem_uringctl_error) */
     size_t error_bytes;
 } gpumem_uringctl_config;
 
@@ -188,6 +189,8 @@ gpumem_status gpumem_uringctl_open(const gpumem_uringctl_config *cfg, gpumem_uri
 gpumem_nvme_ns gpumem_uringctl_ns(const gpumem_uringctl *ctl);
 /* The kernel's namespace ID of the device (1 for a file). */
 uint32_t gpumem_uringctl_kernel_nsid(const gpumem_uringctl *ctl);
+/* The last failure after open (add_qp's), in words; "" if none or ctl NULL. */
+const char *gpumem_uringctl_error(const gpumem_uringctl *ctl);
 /* Add a pair (only while stopped): depth 2..ring_entries+1, max(depth, 1024) command IDs. */
 gpumem_status gpumem_uringctl_add_qp(gpumem_uringctl *ctl, uint32_t depth, gpumem_nvme_qp **out);
 /* A pair whose clients cannot wake the forwarder (GPU threads): never park. */
@@ -425,6 +428,7 @@ struct gpumem_uringctl {
     int threads_alive;
     uint64_t progress;  /* atomic */
     unsigned char dummy_ram[1];
+    char error_[320];   /* the last failure after open (gpumem_uringctl_error) */
 };
 
 static gpumem_status gpumem__uring_fail(const gpumem_uringctl_config *cfg, gpumem_status st, const char *fmt, ...) {
@@ -1061,6 +1065,10 @@ gpumem_status gpumem_uringctl_open(const gpumem_uringctl_config *cfg, gpumem_uri
     sc.idle_spin_ns = c->cfg.idle_spin_ns;
     sc.park_ns = c->cfg.park_ns;
     if ((st = gpumem_swctl_create(&sc, &c->sw)) != GPUMEM_OK) goto fail;
+    /* The caller's error buffer was for open: it is not kept (it may be a
+     * local of the caller's); later failures go to the forwarder's own. */
+    c->cfg.error = c->error_;
+    c->cfg.error_bytes = sizeof c->error_;
     *out = c;
     return GPUMEM_OK;
 fail:
@@ -1076,6 +1084,8 @@ gpumem_nvme_ns gpumem_uringctl_ns(const gpumem_uringctl *ctl) {
 }
 
 uint32_t gpumem_uringctl_kernel_nsid(const gpumem_uringctl *ctl) { return ctl ? ctl->kernel_nsid : 0; }
+
+const char *gpumem_uringctl_error(const gpumem_uringctl *ctl) { return ctl ? ctl->error_ : ""; }
 
 gpumem_status gpumem_uringctl_add_qp(gpumem_uringctl *ctl, uint32_t depth, gpumem_nvme_qp **out) {
     gpumem__uring_pair *grown, *p;

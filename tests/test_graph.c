@@ -705,7 +705,7 @@ Test(graph, bad_input_is_refused_with_where_and_what, .timeout = 120) {
          "found the end of the file", 0},
         {"text.el", "hello, world\n", 0, "line 1", "expected \"u v\"", "found \"hello, world\"", 0},
         {"text.mtx", "hello, world\n", 0, "line 1", "expected the banner", "not a Matrix Market file", 0},
-        {"png.sg", "\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10", 24, "byte 0", "expected the directed flag (0 or 1)",
+        {"png.sg", "\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10", 20, "byte 0", "expected the directed flag (0 or 1)",
          "found 137: not a GAP serialized graph", 0},
         {"short.sg", "\0\1\0", 3, "byte 3", "truncated: expected a 17-byte GAP header", "found a 3-byte file", 0},
         {"cut.sg", NULL, 0, "byte ", "truncated: the counts (edges", "bytes", 1},
