@@ -12,7 +12,9 @@ table is always printed. The plot is drawn with gnuplot, or with matplotlib
 where there is no gnuplot, as bench/plot_gpu.py picks (GPUMEM_PLOT_WITH=
 gnuplot, matplotlib or none chooses one); where neither is there it says so
 and exits 3, the table printed and the gnuplot script kept next to OUT."""
-import os, shutil, subprocess, sys
+import sys
+
+import plot_with  # bench/plot_with.py: GPUMEM_PLOT_WITH and the gnuplot/matplotlib choice
 
 MODES = ["(a) through the cache", "(b) direct reads, queue pairs", "(c) pread, host threads"]
 
@@ -76,9 +78,7 @@ def plot_matplotlib(out, title, by_cache, by_row):
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    plotter = os.environ.get("GPUMEM_PLOT_WITH", "auto")
-    if plotter not in ("auto", "gnuplot", "matplotlib", "none"):
-        sys.exit(f"plot_gnn.py: GPUMEM_PLOT_WITH={plotter}: one of auto, gnuplot, matplotlib, none")
+    plotter = plot_with.plotter("plot_gnn.py")
     src, out = sys.argv[1], sys.argv[2]
     try:
         notes, by_cache, by_row = load(src)
@@ -102,18 +102,8 @@ def main():
             "plot " + ", ".join(f"'< grep ^row {src}' using 3:{4 + i} with linespoints title '{m}'"
                                  for i, m in enumerate(MODES)),
             "unset multiplot", ""]))
-    drawn = False
-    if plotter in ("auto", "gnuplot") and shutil.which("gnuplot"):
-        subprocess.run(["gnuplot", base + ".gp"], check=True)
-        drawn = True
-    elif plotter in ("auto", "matplotlib"):
-        drawn = plot_matplotlib(out, title, by_cache, by_row)
-    if not drawn:
-        why = {"none": "GPUMEM_PLOT_WITH=none", "gnuplot": "gnuplot not found",
-               "matplotlib": "matplotlib not found"}.get(plotter, "neither gnuplot nor matplotlib found")
-        print(f"plot_gnn.py: not drawn ({why}): the table above is the result; the gnuplot script is {base}.gp",
-              file=sys.stderr)
-        sys.exit(3)
+    plot_with.draw("plot_gnn.py", plotter, base + ".gp", lambda: plot_matplotlib(out, title, by_cache, by_row),
+                   f": the table above is the result; the gnuplot script is {base}.gp")
     print(f"wrote {out}")
 
 

@@ -26,7 +26,9 @@ GPU machine that reaches no package registry), or not at all (exit 3, the
 data kept) where there is neither; exit 3 too where no row can be drawn.
 GPUMEM_PLOT_WITH=gnuplot, matplotlib or none picks one (none: the data
 files only, exit 3)."""
-import json, os, shutil, subprocess, sys
+import json, sys
+
+import plot_with  # bench/plot_with.py: GPUMEM_PLOT_WITH and the gnuplot/matplotlib choice
 
 SERIES = [  # (title, group, variant, pairs)
     ("host-thread controller, GPU clients", "clients", "hostctl_gpu", 1),
@@ -74,9 +76,7 @@ def why_not_drawn(r):
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    plotter = os.environ.get("GPUMEM_PLOT_WITH", "auto")
-    if plotter not in ("auto", "gnuplot", "matplotlib", "none"):
-        sys.exit(f"plot_gpu.py: GPUMEM_PLOT_WITH={plotter}: one of auto, gnuplot, matplotlib, none")
+    plotter = plot_with.plotter("plot_gpu.py")
     rows = load(sys.argv[1])
     out = sys.argv[2]
     left_out = {k: why for k, why in ((k, why_not_drawn(r)) for k, r in rows.items()) if why}
@@ -127,17 +127,9 @@ def main():
     ])
     with open(base + ".gp", "w") as f:
         f.write(script)
-    drawn = False
-    if plotter in ("auto", "gnuplot") and shutil.which("gnuplot"):
-        subprocess.run(["gnuplot", base + ".gp"], check=True)
-        drawn = True
-    elif plotter in ("auto", "matplotlib"):
-        drawn = plot_matplotlib(out, gpu, columns, host[-1] if host else None)
-    if not drawn:
-        why = {"none": "GPUMEM_PLOT_WITH=none", "gnuplot": "gnuplot not found",
-               "matplotlib": "matplotlib not found"}.get(plotter, "neither gnuplot nor matplotlib found")
-        print(f"plot_gpu.py: not drawn ({why}); the data is in {base}.dat", file=sys.stderr)
-        sys.exit(3)
+    plot_with.draw("plot_gpu.py", plotter, base + ".gp",
+                   lambda: plot_matplotlib(out, gpu, columns, host[-1] if host else None),
+                   f"; the data is in {base}.dat")
     print(f"wrote {out}")
 
 

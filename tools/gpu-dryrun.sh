@@ -35,7 +35,7 @@ check() { # check WHAT CONDITION-STATUS [DETAIL]
 mkdir -p "$repo/tools" "$repo/bench" "$tmp/bin" "$repo/build/gpu/bin"
 cp "$root/Makefile" "$root/gpumem.h" "$repo/"
 cp "$root"/tools/*.sh "$repo/tools/"
-cp "$root/bench/plot_gpu.py" "$repo/bench/"
+cp "$root/bench/plot_gpu.py" "$root/bench/plot_with.py" "$repo/bench/"
 for f in "$root"/tests/cuda/*.cu "$root"/examples/cuda/*.cu "$root"/bench/cuda/*.cu; do
     mkdir -p "$repo/$(dirname "${f#"$root"/}")"
     : > "$repo/${f#"$root"/}"
