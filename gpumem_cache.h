@@ -2321,6 +2321,8 @@ typedef struct gpumem__share_entry {
     uint32_t dirty;    /* written since the last merge: the copy is pinned (a reference the
                           share holds), storage lacks its writes, only a merge writes it */
     uint32_t based;    /* owners whose copy has a pristine base (base[o]) */
+    uint32_t owed;     /* GPU owners whose copy a host thread merged while their kernels may run:
+                          the pin stays, for the owner to drop (gpumem__share_settle) */
     uint32_t slot[GPUMEM_SHARE_MAX_OWNERS];
     uint32_t writers[GPUMEM_SHARE_MAX_OWNERS]; /* threads of owner o holding the line to write */
     uint32_t base[GPUMEM_SHARE_MAX_OWNERS];    /* base buffer of o's copy */
@@ -2336,8 +2338,46 @@ enum { /* counter indices (gpumem_share_stats order) */
     GPUMEM__SS_STORAGE_READS, GPUMEM__SS_PEER_READS, GPUMEM__SS_MERGES, GPUMEM__SS_MERGED_COPIES,
     GPUMEM__SS_ON_DEMAND_MERGES, GPUMEM__SS_BASES, GPUMEM__SS_BASES_ELIDED, GPUMEM__SS_BUMPS,
     GPUMEM__SS_INVALIDATED, GPUMEM__SS_KEPT_CONCURRENT, GPUMEM__SS_VIOLATIONS, GPUMEM__SS_STORAGE_TRANSFERS,
-    GPUMEM__SS_PEER_TRANSFERS, GPUMEM__SS_TIER_HITS, GPUMEM__SS_TIER_STALE, GPUMEM__SS_N
+    GPUMEM__SS_PEER_TRANSFERS, GPUMEM__SS_TIER_HITS, GPUMEM__SS_TIER_STALE, GPUMEM__SS_SERVED,
+    GPUMEM__SS_POST_TIMEOUTS, GPUMEM__SS_OWED_PINS, GPUMEM__SS_N
 };
+
+/* ---- the miss queue: GPU threads' misses, served by a host thread ----------
+ *
+ * A GPU thread never runs a fill itself (the fill's body - locks, a merge,
+ * a peer copy - would cost every kernel that can miss 45 more registers, and
+ * GAIA serves every fault on the CPU too). It posts the request in a cell of
+ * this ring, in memory both sides reach (pinned host memory mapped into the
+ * GPU, or managed memory), and waits; a host thread (gpumem_share_server_start,
+ * gpumem_share.h) runs the fill and answers. A cell's word holds a generation
+ * (high 29 bits) and a state (low 3):
+ *   FREE -> CLAIMED (poster, CAS) -> POSTED (poster, release) -> TAKEN (server,
+ *   CAS) -> DONE (server, release) -> FREE with the next generation (poster).
+ * A poster that waits past the queue's timeout for the server to take its
+ * request takes it back (POSTED -> FREE, next generation, by CAS: the
+ * server's CAS then fails, so a request is served at most once); once TAKEN
+ * it is answered, because the server never waits for a GPU thread. */
+enum { GPUMEM__SQ_FREE, GPUMEM__SQ_CLAIMED, GPUMEM__SQ_POSTED, GPUMEM__SQ_TAKEN, GPUMEM__SQ_DONE };
+enum { GPUMEM__SQ_FILL = 1, GPUMEM__SQ_HOST_ACQUIRE = 2 };
+#define GPUMEM__SQ_STATE(w) ((w) & 7u)
+#define GPUMEM__SQ_GEN(w) ((w) & ~7u)
+#define GPUMEM__SQ_NEXT_GEN 8u
+
+typedef struct gpumem__share_cell {
+    uint32_t word;        /* generation and state, above */
+    uint32_t kind;        /* GPUMEM__SQ_FILL or GPUMEM__SQ_HOST_ACQUIRE */
+    uint32_t owner, slot; /* FILL: the GPU owner and the slot its cache claimed */
+    uint64_t line, n;     /* FILL: the line; HOST_ACQUIRE: lines [line, line + n) */
+    int32_t status;       /* the server's answer */
+    uint32_t pad_;
+} gpumem__share_cell;
+
+typedef struct gpumem_share_queue {
+    uint32_t n_cells;     /* a power of two */
+    uint32_t servers;     /* server threads running; none: a post is refused at once */
+    uint64_t timeout_ns;  /* how long a post waits for a free cell, and to be taken */
+    gpumem__share_cell *cells;
+} gpumem_share_queue;
 
 typedef struct gpumem_share {
     /* set at create, read-only afterwards */
@@ -2373,9 +2413,15 @@ typedef struct gpumem_share {
     uint32_t locks[GPUMEM_SHARE_LOCKS];
     uint64_t stats[GPUMEM__SS_N];
     gpumem_event event;            /* host waiters for a lock */
+    gpumem_share_queue *queue;     /* GPU owners' misses go here (NULL: refused on the device) */
 } gpumem_share;
 
-#define GPUMEM__SDEV GPUMEM_SCOPE_DEVICE
+/* System scope: with a server attached, a host thread fills for GPU threads
+ * while they run, so every word of the share (locks, entries, pools,
+ * counters, the queue) is shared by the host and the GPUs at once. The
+ * caches' own words stay at device scope: a host thread never touches a GPU
+ * owner's cache words while its kernels may run (see gpumem__share_fill). */
+#define GPUMEM__SDEV GPUMEM_SCOPE_SYSTEM
 
 /* Lines gpumem_share_fetch has chosen to move together - read from storage
  * in one transfer (data), or to copy from one peer (from) - for the fills
@@ -2395,6 +2441,21 @@ typedef struct gpumem__share_stage {
 #define GPUMEM__THREAD_LOCAL _Thread_local
 #endif
 static GPUMEM__THREAD_LOCAL const gpumem__share_stage *gpumem__share_staged;
+
+/* Whether this thread posts its misses in GPU owners' caches (and a GPU
+ * owner's release, its host part) to the miss queue: every GPU thread, and
+ * a host thread standing for one (gpumem_share_thread_as_gpu: the CPU tests
+ * run the GPU's path with it). */
+#if !GPUMEM_ON_DEVICE
+static GPUMEM__THREAD_LOCAL int gpumem__share_as_gpu;
+#endif
+GPUMEM_API int gpumem__share_posts(void) {
+#if GPUMEM_ON_DEVICE
+    return 1;
+#else
+    return gpumem__share_as_gpu;
+#endif
+}
 
 GPUMEM_API void gpumem__share_count(gpumem_share *s, uint32_t which, uint64_t n) {
     gpumem_atomic_fetch_add_u64(&s->stats[which], n, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
@@ -2417,6 +2478,89 @@ GPUMEM_API void gpumem__share_unlock(gpumem_share *s, uint32_t *w) {
 }
 GPUMEM_API uint32_t *gpumem__share_line_lock(gpumem_share *s, uint64_t line) {
     return &s->locks[line % GPUMEM_SHARE_LOCKS];
+}
+
+/* ---- posting to the miss queue ------------------------------------------------ */
+
+/* Claim a free cell (FREE -> CLAIMED, same generation), looking from a
+ * place that spreads posters over the ring; NULL once the deadline passes. */
+GPUMEM_API gpumem__share_cell *gpumem__share_claim_cell(gpumem_share_queue *q, uint64_t spread, uint64_t deadline,
+                                                       uint32_t *word) {
+    gpumem_backoff wait = gpumem_backoff_start();
+    uint32_t i;
+    for (;;) {
+        for (i = 0; i < q->n_cells; i++) {
+            gpumem__share_cell *cell = &q->cells[(spread + i) & (q->n_cells - 1)];
+            uint32_t w = gpumem_atomic_load_u32(&cell->word, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+            /* Relaxed: the claim publishes nothing; the POSTED store does. */
+            if (GPUMEM__SQ_STATE(w) == GPUMEM__SQ_FREE &&
+                gpumem_atomic_cas_u32(&cell->word, &w, GPUMEM__SQ_GEN(w) | GPUMEM__SQ_CLAIMED, GPUMEM_ORDER_RELAXED,
+                                      GPUMEM__SDEV)) {
+                *word = GPUMEM__SQ_GEN(w);
+                return cell;
+            }
+        }
+        if (gpumem_deadline_passed(deadline)) return (gpumem__share_cell *)0;
+        gpumem_backoff_pause(&wait);
+    }
+}
+
+/* Post a request and wait for the host's answer (the status it returns).
+ * ESTATE at once when no queue is attached or no server runs; ETIMEDOUT
+ * when no cell came free, or the server did not take the request, within
+ * the queue's timeout (the request is then taken back: it is never served
+ * later); EAGAIN answered (a writer held the line: a merge could not be
+ * made) is posted again after a pause, until the same timeout. */
+GPUMEM_API gpumem_status gpumem__share_post(gpumem_share *s, uint32_t kind, uint32_t owner, uint64_t line,
+                                            uint64_t n, uint32_t slot) {
+    gpumem_share_queue *q = s->queue;
+    gpumem_backoff again = gpumem_backoff_start();
+    uint64_t deadline;
+    gpumem_status st;
+    if (!q || !gpumem_atomic_load_u32(&q->servers, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV)) return GPUMEM_ESTATE;
+    deadline = gpumem_deadline_ns(q->timeout_ns);
+    for (;;) {
+        gpumem_backoff wait = gpumem_backoff_start();
+        uint32_t gen = 0, w;
+        gpumem__share_cell *cell = gpumem__share_claim_cell(q, line * 0x9E3779B9u + gpumem_sm_id(), deadline, &gen);
+        if (!cell) break;
+        cell->kind = kind;
+        cell->owner = owner;
+        cell->slot = slot;
+        cell->line = line;
+        cell->n = n;
+        /* Release at system scope: the request's fields reach the host
+         * before the state that says they are there. */
+        gpumem_atomic_store_u32(&cell->word, gen | GPUMEM__SQ_POSTED, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
+        for (;;) {
+            /* Acquire: DONE makes the status, and the slot's data the host
+             * wrote before it, visible to this thread. */
+            w = gpumem_atomic_load_u32(&cell->word, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV);
+            if (GPUMEM__SQ_STATE(w) == GPUMEM__SQ_DONE) break;
+            if (GPUMEM__SQ_STATE(w) == GPUMEM__SQ_POSTED &&
+                (gpumem_deadline_passed(deadline) ||
+                 !gpumem_atomic_load_u32(&q->servers, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV))) {
+                /* Not taken: take it back. If the server took it meanwhile,
+                 * the CAS fails and the answer is awaited (it comes: the
+                 * server never waits for a GPU thread). */
+                uint32_t posted = gen | GPUMEM__SQ_POSTED;
+                if (gpumem_atomic_cas_u32(&cell->word, &posted, (gen + GPUMEM__SQ_NEXT_GEN) | GPUMEM__SQ_FREE,
+                                          GPUMEM_ORDER_RELAXED, GPUMEM__SDEV)) {
+                    gpumem__share_count(s, GPUMEM__SS_POST_TIMEOUTS, 1);
+                    return GPUMEM_ETIMEDOUT;
+                }
+                continue;
+            }
+            gpumem_backoff_pause(&wait);
+        }
+        st = (gpumem_status)cell->status;
+        gpumem_atomic_store_u32(&cell->word, (gen + GPUMEM__SQ_NEXT_GEN) | GPUMEM__SQ_FREE, GPUMEM_ORDER_RELEASE,
+                                GPUMEM__SDEV);
+        if (st != GPUMEM_EAGAIN || gpumem_deadline_passed(deadline)) return st;
+        gpumem_backoff_pause(&again); /* a writer holds the line: let it put it down */
+    }
+    gpumem__share_count(s, GPUMEM__SS_POST_TIMEOUTS, 1);
+    return GPUMEM_ETIMEDOUT;
 }
 
 /* The line the share last put in owner o's slot k (EMPTY: none). Written
@@ -2490,7 +2634,7 @@ GPUMEM_API gpumem__share_entry *gpumem__share_get_entry(gpumem_share *s, uint64_
 
 /* Free the entry if nothing is left to know: no copy, no pending bump. */
 GPUMEM_API void gpumem__share_maybe_free(gpumem_share *s, gpumem__share_entry *e) {
-    if (e->holders || e->cdirty || e->dirty) return;
+    if (e->holders || e->cdirty || e->dirty || e->owed) return;
     gpumem_atomic_store_u32(&s->dir[e->line], 0, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
     e->line = GPUMEM_CACHE_EMPTY;
     gpumem__share_lock(s, &s->pool_lock.v);
@@ -2548,6 +2692,24 @@ GPUMEM_API void gpumem__share_unpin(gpumem_cache *c, uint64_t line) {
     gpumem_event_notify(&c->event);
 }
 
+/* Whether a host thread may touch owner o's cache words now: the host
+ * owner's always (only host threads do), a GPU owner's only at that owner's
+ * kernel boundary (`at_boundary`: the call is the owner's own - its acquire,
+ * release, merge or flush). Its words are device-scope atomics that its
+ * running kernels use: a host RMW on them would not be atomic with theirs.
+ * The device only ever touches its own owner's words. */
+GPUMEM_API int gpumem__share_may_touch(uint32_t o, uint32_t at_boundary) {
+    return o < GPUMEM_SHARE_GPU0 || o == at_boundary;
+}
+
+/* Owner o drops the pins a merge left it (the caller holds the line's lock;
+ * o's own call: its words are its own to touch). */
+GPUMEM_API void gpumem__share_settle(gpumem_share *s, gpumem__share_entry *e, uint32_t o) {
+    if (!(e->owed & (1u << o))) return;
+    e->owed &= ~(1u << o);
+    gpumem__share_unpin(s->caches[o], e->line);
+}
+
 /* ---- the merge of one line --------------------------------------------------- */
 
 /* Write every copy written since the last merge into storage (the caller
@@ -2558,13 +2720,14 @@ GPUMEM_API void gpumem__share_unpin(gpumem_cache *c, uint64_t line) {
  * moved since, so its unwritten bytes are storage's), then each based copy's
  * changed bytes (copy vs base) in owner order, so on overlapping bytes the
  * highest owner's write wins, the same on every run; write it back. Then
- * storage's vector takes every merged copy's, the copies are unpinned and
- * their bases dropped: the next write takes a base again, from the copy as
- * it is then. EAGAIN while an owner holds a written copy to write (its
+ * storage's vector takes every merged copy's, the copies are unpinned (a
+ * GPU owner's only at_boundary, else the pin is owed: gpumem__share_may_touch)
+ * and their bases dropped: the next write takes a base again, from the copy
+ * as it is then. EAGAIN while an owner holds a written copy to write (its
  * bytes may be changing; nothing is written then); EIO: storage failed,
  * everything stays as it was. */
 GPUMEM_API gpumem_status gpumem__share_merge_line(gpumem_share *s, gpumem__share_entry *e, gpumem_cache *c,
-                                                  const gpumem__slot_pool *pool, uint32_t k) {
+                                                  const gpumem__slot_pool *pool, uint32_t k, uint32_t at_boundary) {
     unsigned char *scratch = gpumem__pool_data(c, pool, k);
     uint32_t o, pass, i;
     gpumem_status st;
@@ -2599,7 +2762,15 @@ GPUMEM_API gpumem_status gpumem__share_merge_line(gpumem_share *s, gpumem__share
         if (!(e->dirty & (1u << o))) continue;
         gpumem_share_vv_max_into(e->vv[0], e->vv[o], s->n_owners);
         gpumem__share_drop_base(s, e, o);
-        gpumem__share_unpin(s->caches[o], e->line);
+        /* A GPU owner whose kernels may be running keeps its pin, owed: it
+         * drops it itself (gpumem__share_settle: its next write of the line
+         * reuses it; its acquire, release, merge or flush drops it). */
+        if (gpumem__share_may_touch(o, at_boundary)) {
+            gpumem__share_unpin(s->caches[o], e->line);
+        } else {
+            e->owed |= 1u << o;
+            gpumem__share_count(s, GPUMEM__SS_OWED_PINS, 1);
+        }
         gpumem__share_count(s, GPUMEM__SS_MERGED_COPIES, 1);
     }
     e->dirty = 0;
@@ -2653,17 +2824,26 @@ GPUMEM_API int gpumem__share_is_source(const gpumem_share *s, const gpumem__shar
            gpumem_share_vv_leq(home, e->vv[p], s->n_owners);
 }
 
-/* A peer's copy to read from for owner o, preferring `want` (0: any),
- * pinned for the copy; returns its owner, or 0 for none. */
+/* A peer's copy to read from for owner o, preferring `want` (0: any);
+ * returns its owner, or 0 for none. The host owner's copy is pinned for the
+ * copy (gpumem__share_unpin after it). A GPU owner's is not: its cache words
+ * are not the host's to touch while its kernels run, and none is needed.
+ * The share's record says the copy is in slot[p], valid, and read or filled
+ * under this line's lock; the slot's bytes change only in a fill of that
+ * slot, which first forgets the old line under the old line's lock
+ * (gpumem__share_forget_slot), or in a fill of this line, under this
+ * line's lock; and a writer of the copy registers under this lock too. So
+ * while the caller holds the lock, the bytes in slot[p] are the copy's,
+ * even if p's cache has dropped the line meanwhile (the bytes stay until
+ * the slot is filled again). */
 GPUMEM_API uint32_t gpumem__share_peer(gpumem_share *s, gpumem__share_entry *e, uint32_t o, uint32_t want) {
-    uint32_t home[GPUMEM_SHARE_MAX_OWNERS], p;
+    uint32_t home[GPUMEM_SHARE_MAX_OWNERS], p, i;
     gpumem__share_home(s, e, home);
-    if (want && want != o && gpumem__share_is_source(s, e, want, home) &&
-        gpumem__share_pin(s->caches[want], e->line, e->slot[want]))
-        return want;
-    for (p = 1; p < s->n_owners; p++)
-        if (p != o && gpumem__share_is_source(s, e, p, home) && gpumem__share_pin(s->caches[p], e->line, e->slot[p]))
-            return p;
+    for (i = 0; i < s->n_owners; i++) {
+        p = i == 0 ? want : i; /* `want` first, then every owner in turn */
+        if (p == 0 || p == o || (i != 0 && p == want) || !gpumem__share_is_source(s, e, p, home)) continue;
+        if (!gpumem__share_may_touch(p, 0) || gpumem__share_pin(s->caches[p], e->line, e->slot[p])) return p;
+    }
     return 0;
 }
 
@@ -2694,32 +2874,34 @@ GPUMEM_API int gpumem__share_tier_claim(gpumem_share *s, gpumem_cache *c, uint32
     return 0;
 }
 
+#if !GPUMEM_ON_DEVICE
 /* Owner c's miss on `line` into its slot k (the cache holds the line BUSY
- * and the slot): if another owner released writes storage lacks, merge them
- * into storage first (GAIA's merge at fault time: slot k is the scratch);
- * then take the line from the owner's host tier if its copy there is still
- * good, else copy it from a peer's valid copy if there is one, else read
- * storage; record the copy and its version vector. Everything under the
- * line's lock, so no merge writes storage while the line is read and no
- * writer starts on a source while it is copied. */
-GPUMEM__TIER_HOOK gpumem_status gpumem__share_fill(gpumem_share *s, gpumem_cache *c, uint64_t line, uint32_t k) {
-#if GPUMEM_ON_DEVICE
-    /* Not on the device yet: ptxas counts a called function's registers in
-     * every kernel that can call it, and this body (locks, a merge, a peer
-     * copy) took the cached element read from 48 to 93 registers (make
-     * registers). GAIA serves every fault on the CPU too; a GPU owner's
-     * misses are refused until they go to a host thread through a queue. */
-    return (void)s, (void)c, (void)line, (void)k, GPUMEM_ESTATE;
-#else
+ * and the slot), on a host thread: if another owner released writes storage
+ * lacks, merge them into storage first (GAIA's merge at fault time: slot k
+ * is the scratch); then take the line from the owner's host tier if its
+ * copy there is still good, else copy it from a peer's valid copy if there
+ * is one, else read storage; record the copy and its version vector.
+ * Everything under the line's lock, so no merge writes storage while the
+ * line is read and no writer starts on a source while it is copied.
+ * `served`: for a GPU thread, by the miss queue's server, while the owner's
+ * kernels run: the I/O goes through the host owner's cache (its pairs are
+ * host threads'; the slot's bus address is the owner's, so the data still
+ * lands in the owner's slot), the owner's tier is not looked in (a queue
+ * refuses GPU owners with one: its words are device-scope), and a merge a
+ * writer holds up is answered EAGAIN at once (the server never waits for a
+ * GPU thread: that writer may be waiting on the server). */
+static inline gpumem_status gpumem__share_fill_here(gpumem_share *s, gpumem_cache *c, uint64_t line, uint32_t k,
+                                                    int served) {
     const uint32_t o = gpumem__share_owner(s, c);
-    const gpumem__share_stage *sg = gpumem__share_staged;
+    const gpumem__share_stage *sg = served ? 0 : gpumem__share_staged;
+    gpumem_cache *io = served ? s->caches[GPUMEM_SHARE_HOST] : c;
     uint32_t *lk = gpumem__share_line_lock(s, line), p;
     gpumem__share_entry *e;
     gpumem_status st = GPUMEM_OK;
     gpumem_backoff wait = gpumem_backoff_start();
-    int tier_claimed;
+    int tier_claimed = 0;
     gpumem__tier_copy cp;
-    if (o == GPUMEM__SHARE_NONE) return GPUMEM_ESTATE;
+    if (o == GPUMEM__SHARE_NONE || !io) return GPUMEM_ESTATE;
     if (gpumem__share_slot_line(s, o, k) != line) gpumem__share_forget_slot(s, o, k);
     for (;;) {
         gpumem__share_lock(s, lk);
@@ -2728,19 +2910,19 @@ GPUMEM__TIER_HOOK gpumem_status gpumem__share_fill(gpumem_share *s, gpumem_cache
             return GPUMEM_ENOMEM;
         }
         if (!gpumem__share_released_elsewhere(s, e, o)) break;
-        st = gpumem__share_merge_line(s, e, c, &c->pool, k);
+        st = gpumem__share_merge_line(s, e, io, &c->pool, k, 0);
         if (st == GPUMEM_OK) {
             gpumem__share_count(s, GPUMEM__SS_ON_DEMAND_MERGES, 1);
             break;
         }
         gpumem__share_unlock(s, lk);
-        if (st != GPUMEM_EAGAIN) return st;
+        if (st != GPUMEM_EAGAIN || served) return st;
         gpumem_backoff_pause(&wait); /* a writer holds a released copy: let it put the line down */
     }
     /* A line of a run gpumem_share_fetch moves together, on this thread:
      * its source was chosen for the run, and its transfer counted there. */
     if (sg && (sg->share != s || sg->owner != o || line - sg->first >= sg->n)) sg = 0;
-    if (gpumem__share_tier_claim(s, c, o, line, &cp, &tier_claimed)) {
+    if (!served && gpumem__share_tier_claim(s, c, o, line, &cp, &tier_claimed)) {
         memcpy(gpumem__slot_data(c, k), cp.src, s->line_bytes);
         memcpy(e->vv[o], e->vv[0], sizeof e->vv[o]); /* as storage read now (see the claim) */
         gpumem__share_count(s, GPUMEM__SS_TIER_HITS, 1);
@@ -2752,14 +2934,14 @@ GPUMEM__TIER_HOOK gpumem_status gpumem__share_fill(gpumem_share *s, gpumem_cache
         gpumem__share_count(s, GPUMEM__SS_STORAGE_READS, 1);
     } else if ((p = gpumem__share_peer(s, e, o, sg ? sg->from : 0)) != 0) {
         gpumem_copy_lanes(gpumem__slot_data(c, k), gpumem__share_copy(s, e, p), s->line_bytes, 0, 1);
-        gpumem__share_unpin(s->caches[p], line);
+        if (gpumem__share_may_touch(p, 0)) gpumem__share_unpin(s->caches[p], line); /* pinned by _peer */
         memcpy(e->vv[o], e->vv[p], sizeof e->vv[o]);
         gpumem__share_count(s, GPUMEM__SS_PEER_READS, 1);
         if (!sg || sg->from != p) gpumem__share_count(s, GPUMEM__SS_PEER_TRANSFERS, 1);
-    } else if ((st = gpumem__cache_io_pool(c, 0, line, &c->pool, k)) == GPUMEM_OK) {
+    } else if ((st = gpumem__cache_io_pool(io, 0, line, &c->pool, k)) == GPUMEM_OK) {
         memcpy(e->vv[o], e->vv[0], sizeof e->vv[o]);
         gpumem__share_count(s, GPUMEM__SS_STORAGE_READS, 1);
-        gpumem__share_count(s, GPUMEM__SS_STORAGE_TRANSFERS, gpumem__cache_io_cmds(c, 0));
+        gpumem__share_count(s, GPUMEM__SS_STORAGE_TRANSFERS, gpumem__cache_io_cmds(io, 0));
     }
     if (tier_claimed) gpumem__tier_fetch_done(c->tier, line, &cp); /* taken or stale: the tier slot is free */
     if (st == GPUMEM_OK) {
@@ -2773,6 +2955,22 @@ GPUMEM__TIER_HOOK gpumem_status gpumem__share_fill(gpumem_share *s, gpumem_cache
     }
     gpumem__share_unlock(s, lk);
     return st;
+}
+#endif
+
+/* The hook: owner c's miss on `line` into its slot k. A GPU thread posts it
+ * to the miss queue and waits for the host's answer: the fill's body stays
+ * off the device, where ptxas would count its registers in every kernel
+ * that can miss (it took the cached element read from 48 to 93). A host
+ * thread fills here, unless it stands for a GPU thread (the CPU tests). */
+GPUMEM__TIER_HOOK gpumem_status gpumem__share_fill(gpumem_share *s, gpumem_cache *c, uint64_t line, uint32_t k) {
+    const uint32_t o = gpumem__share_owner(s, c);
+    if (o == GPUMEM__SHARE_NONE) return GPUMEM_ESTATE;
+    if (o >= GPUMEM_SHARE_GPU0 && gpumem__share_posts()) return gpumem__share_post(s, GPUMEM__SQ_FILL, o, line, 0, k);
+#if GPUMEM_ON_DEVICE
+    return GPUMEM_ESTATE; /* the host owner's cache, on the device: not a GPU's */
+#else
+    return gpumem__share_fill_here(s, c, line, k, 0);
 #endif
 }
 #endif /* GPUMEM_CACHE_SHARE */

@@ -146,6 +146,9 @@ typedef struct gpumem_share_stats {
     uint64_t peer_transfers;  /* copies from a peer (a fetch: one per run, as one DMA or gather would be) */
     uint64_t tier_hits;       /* misses served from the owner's own host tier (its copy still good) */
     uint64_t tier_stale;      /* host-tier copies dropped at a miss: the line was merged since their fill */
+    uint64_t served;          /* GPU threads' requests the miss queue's server answered */
+    uint64_t post_timeouts;   /* requests not taken within the queue's timeout (ETIMEDOUT) */
+    uint64_t owed_pins;       /* GPU copies merged while their kernels may run: pin left to the owner */
 } gpumem_share_stats;
 
 typedef struct gpumem_share_desc {
@@ -232,8 +235,10 @@ GPUMEM_API gpumem_status gpumem_share_get(gpumem_share *s, uint32_t o, uint64_t 
             gpumem__share_count(s, GPUMEM__SS_BASES_ELIDED, 1);
         }
         if (st == GPUMEM_OK) {
-            /* We hold a reference, so the line stays valid: the pin is one more. */
-            gpumem_atomic_fetch_add_u32(gpumem__line_state(c, line), 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+            /* We hold a reference, so the line stays valid: the pin is one
+             * more - or the one a merge left owed, taken over. */
+            if (e->owed & bit) e->owed &= ~bit;
+            else gpumem_atomic_fetch_add_u32(gpumem__line_state(c, line), 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
             e->dirty |= bit;
         }
     }
@@ -297,6 +302,7 @@ GPUMEM_API gpumem_status gpumem__share_release(gpumem_share *s, uint32_t o, uint
         } else if (line < first || line - first >= n) {
             gpumem__share_note_written(s, o, line); /* outside the range: still pending */
         } else {
+            gpumem__share_settle(s, e, o); /* the owner's own call: its pins to drop */
             e->rel[o]++;
             if (e->holders & (1u << o)) e->vv[o][o] = e->rel[o];
             /* Written copy merged (and maybe evicted) since: storage has the writes. */
@@ -322,6 +328,7 @@ GPUMEM_API gpumem_status gpumem__share_acquire_line(gpumem_share *s, uint32_t o,
     gpumem__share_lock(s, lk);
     e = gpumem__share_find(s, line);
     if (e && (e->holders & (1u << o)) && e->slot[o] == k) {
+        gpumem__share_settle(s, e, o); /* the owner's own call: its pins to drop */
         gpumem__share_home(s, e, home);
         if (!gpumem_share_vv_leq(home, e->vv[o], s->n_owners)) {
             uint64_t dropped = 0;
@@ -375,9 +382,12 @@ GPUMEM_API gpumem_status gpumem_share_release(gpumem_share *s, uint32_t o, uint6
     gpumem_status st = gpumem__share_check(s, o, first, n);
     if (st != GPUMEM_OK) return st;
     st = gpumem__share_release(s, o, first, n);
-    if (o >= GPUMEM_SHARE_GPU0 && gpumem__share_cache(s, GPUMEM_SHARE_HOST))
-        st = gpumem__share_acquire(s, GPUMEM_SHARE_HOST, first, n);
-    return st;
+    if (o < GPUMEM_SHARE_GPU0 || !gpumem__share_cache(s, GPUMEM_SHARE_HOST)) return st;
+    /* The host's acquire touches the host cache's words: a GPU thread asks
+     * the miss queue's server to make it (ESTATE: no server; the release is
+     * made, the host must acquire itself). */
+    if (gpumem__share_posts()) return gpumem__share_post(s, GPUMEM__SQ_HOST_ACQUIRE, GPUMEM_SHARE_HOST, first, n, 0);
+    return gpumem__share_acquire(s, GPUMEM_SHARE_HOST, first, n);
 }
 
 /* Owner o will see every write to [first, first + n) released before this
@@ -454,8 +464,46 @@ gpumem_status gpumem_share_destroy(gpumem_share *s);
  * gpumem_share_merge, ENOMEM, and those of gpumem_cache_acquire (EAGAIN:
  * the cache is full of lines in use; what was fetched stays). */
 gpumem_status gpumem_share_fetch(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n);
+
+/* GPU threads' misses: the miss queue and its server (DESIGN, "GPU threads").
+ * Bytes for a queue of `cells` requests: a power of two, 8 to 65536 (0: bad). */
+size_t gpumem_share_queue_bytes(uint32_t cells);
+/* Attach a miss queue in `mem` (gpumem_share_queue_bytes(cells) bytes, 8-byte
+ * aligned), memory GPU threads and the host both reach: pinned host memory
+ * mapped into the GPU (cudaHostAlloc, cudaHostAllocMapped) or managed memory.
+ * timeout_ns (0: GPUMEM_SHARE_POST_TIMEOUT_NS): how long a GPU thread's
+ * request waits for a free cell and to be taken; it ends ETIMEDOUT then.
+ * The GPU owners' caches must keep their slots in memory the host can write
+ * (managed memory): the server fills them. Statuses: ENULL; EINVAL (cells,
+ * size or alignment; memory the host or the GPU cannot reach, in CUDA
+ * builds; no host owner: the server's I/O goes through the host owner's
+ * cache, whose pairs are host threads'; a GPU owner with a host tier: the
+ * tier's words are device-scope, so a host thread cannot fill from it while
+ * kernels run); EBUSY (a queue is attached already). Attach it before
+ * any thread of a GPU owner can miss; it stays attached until
+ * gpumem_share_destroy, and the memory is the caller's. */
+gpumem_status gpumem_share_queue_init(gpumem_share *s, void *mem, size_t bytes, uint32_t cells, uint64_t timeout_ns);
+/* A host thread that serves the queue: it polls (a GPU thread cannot wake a
+ * sleeping host thread), spinning a while after each request and then
+ * sleeping GPUMEM_SHARE_SERVER_SLEEP_NS between looks. Start it before the
+ * kernels that may miss; while none runs, a GPU thread's miss or release
+ * ends ESTATE at once. Several may run (each request is served once).
+ * Statuses: ENULL, ESTATE (no queue attached), ENOMEM (no thread). */
+typedef struct gpumem_share_server gpumem_share_server;
+gpumem_status gpumem_share_server_start(gpumem_share *s, gpumem_share_server **out);
+/* Stop and join the thread. A request it took is answered first; one still
+ * posted is taken back by its GPU thread, which gets ETIMEDOUT. */
+gpumem_status gpumem_share_server_stop(gpumem_share_server *srv);
 #ifdef __cplusplus
 }
+#endif
+
+#if !GPUMEM_ON_DEVICE
+/* This host thread stands for a GPU thread (on != 0), in the calling
+ * translation unit: its misses in GPU owners' caches and its GPU owners'
+ * releases (their host part) go through the miss queue, exactly as a GPU
+ * thread's do - the CPU tests run the GPU's protocol this way. */
+static inline void gpumem_share_thread_as_gpu(int on) { gpumem__share_as_gpu = on != 0; }
 #endif
 
 #if defined(GPUMEM_IMPLEMENTATION) && !GPUMEM_ON_DEVICE
@@ -467,6 +515,13 @@ gpumem_status gpumem_share_fetch(gpumem_share *s, uint32_t o, uint64_t first, ui
 #ifndef GPUMEM_SHARE_PEER_MIN_LINES
 #define GPUMEM_SHARE_PEER_MIN_LINES 8u /* a shorter peer run amid storage's lines is read with them */
 #endif
+#ifndef GPUMEM_SHARE_POST_TIMEOUT_NS
+#define GPUMEM_SHARE_POST_TIMEOUT_NS 10000000000ull /* a GPU thread's request waits 10 s at most to be taken */
+#endif
+#ifndef GPUMEM_SHARE_SERVER_SLEEP_NS
+#define GPUMEM_SHARE_SERVER_SLEEP_NS 20000L /* an idle server looks again after 20 us */
+#endif
+#include <pthread.h>
 
 /* Whether a cache's host tier holds a dirty line (a write the share never
  * saw: it cannot take it over). */
@@ -634,9 +689,13 @@ gpumem_status gpumem_share_merge(gpumem_share *s, uint32_t o, uint64_t first, ui
         if (!gpumem_atomic_load_u32(&s->dir[line], GPUMEM_ORDER_RELAXED, GPUMEM__SDEV)) continue;
         lk = gpumem__share_line_lock(s, line);
         gpumem__share_lock(s, lk);
-        if ((e = gpumem__share_find(s, line)) != 0 && e->dirty &&
-            (one = gpumem__share_merge_line(s, e, s->caches[o], &pool, 0)) != GPUMEM_OK && st != GPUMEM_EIO)
-            st = one;
+        if ((e = gpumem__share_find(s, line)) != 0) {
+            /* Owner o's own call, at its kernel boundary: its pins to drop. */
+            if (e->dirty && (one = gpumem__share_merge_line(s, e, s->caches[o], &pool, 0, o)) != GPUMEM_OK &&
+                st != GPUMEM_EIO)
+                st = one;
+            gpumem__share_settle(s, e, o);
+        }
         gpumem__share_unlock(s, lk);
     }
     free(mem);
@@ -663,6 +722,8 @@ gpumem_status gpumem_share_destroy(gpumem_share *s) {
     gpumem_status st;
     uint32_t o;
     if (!s) return GPUMEM_ENULL;
+    if (s->queue && gpumem_atomic_load_u32(&s->queue->servers, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV))
+        return GPUMEM_EBUSY; /* a server runs: stop it first */
     for (o = 1; o < s->n_owners; o++)
         if (s->caches[o] && (st = gpumem_share_flush(s, o)) != GPUMEM_OK) return st == GPUMEM_EAGAIN ? GPUMEM_EBUSY : st;
     /* Merged: the share holds no pin now; a reference left is a thread's. */
@@ -800,6 +861,134 @@ gpumem_status gpumem_share_fetch(gpumem_share *s, uint32_t o, uint64_t first, ui
     }
     free(buf);
     return st;
+}
+
+/* ---- the miss queue's server ------------------------------------------------------ */
+
+size_t gpumem_share_queue_bytes(uint32_t cells) {
+    if (cells < 8 || cells > 65536 || (cells & (cells - 1))) return 0;
+    return sizeof(gpumem_share_queue) + (size_t)cells * sizeof(gpumem__share_cell);
+}
+
+/* Whether memory is reachable by both the host and the GPU: 1, 0, or -1
+ * where this build cannot tell (no CUDA runtime). */
+static int gpumem__share_both_reach(const void *p) {
+#if defined(__CUDACC__)
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0; /* ordinary host memory: the GPU cannot reach it */
+    }
+    return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeManaged;
+#else
+    (void)p;
+    return -1;
+#endif
+}
+
+gpumem_status gpumem_share_queue_init(gpumem_share *s, void *mem, size_t bytes, uint32_t cells, uint64_t timeout_ns) {
+    gpumem_share_queue *q = (gpumem_share_queue *)mem;
+    uint32_t o, i;
+    if (!s || !mem) return GPUMEM_ENULL;
+    if (!gpumem_share_queue_bytes(cells) || bytes < gpumem_share_queue_bytes(cells) || ((uintptr_t)mem & 7u))
+        return GPUMEM_EINVAL;
+    if (s->queue) return GPUMEM_EBUSY;
+    if (!s->caches[GPUMEM_SHARE_HOST] || gpumem__share_both_reach(mem) == 0) return GPUMEM_EINVAL;
+    for (o = GPUMEM_SHARE_GPU0; o < s->n_owners; o++)
+        if (s->caches[o] && (s->caches[o]->tier || gpumem__cache_host_readable(s->caches[o]->pool.data) == 0))
+            return GPUMEM_EINVAL;
+    memset(mem, 0, gpumem_share_queue_bytes(cells));
+    q->n_cells = cells;
+    q->timeout_ns = timeout_ns ? timeout_ns : GPUMEM_SHARE_POST_TIMEOUT_NS;
+    q->cells = (gpumem__share_cell *)(q + 1);
+    for (i = 0; i < cells; i++) q->cells[i].word = GPUMEM__SQ_FREE; /* generation 0 */
+    s->queue = q; /* before any thread can miss (attach before the kernels start) */
+    return GPUMEM_OK;
+}
+
+/* Answer one request, checked first: a GPU thread wrote it. */
+static gpumem_status gpumem__share_serve_one(gpumem_share *s, const gpumem__share_cell *cell) {
+    gpumem_cache *c = gpumem__share_cache(s, cell->owner);
+    if (cell->kind == GPUMEM__SQ_FILL && cell->owner >= GPUMEM_SHARE_GPU0 && c && cell->line < s->n_lines &&
+        cell->slot < c->n_slots)
+        return gpumem__share_fill_here(s, c, cell->line, cell->slot, 1);
+    if (cell->kind == GPUMEM__SQ_HOST_ACQUIRE && cell->owner == GPUMEM_SHARE_HOST &&
+        gpumem__share_check(s, GPUMEM_SHARE_HOST, cell->line, cell->n) == GPUMEM_OK)
+        return gpumem__share_acquire(s, GPUMEM_SHARE_HOST, cell->line, cell->n);
+    gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1);
+    return GPUMEM_EINVAL;
+}
+
+/* One look at every cell: each posted request is taken, served and
+ * answered. Returns how many were. */
+static uint32_t gpumem__share_serve_pass(gpumem_share *s) {
+    gpumem_share_queue *q = s->queue;
+    uint32_t i, served = 0;
+    for (i = 0; i < q->n_cells; i++) {
+        gpumem__share_cell *cell = &q->cells[i];
+        uint32_t w = gpumem_atomic_load_u32(&cell->word, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+        if (GPUMEM__SQ_STATE(w) != GPUMEM__SQ_POSTED) continue;
+        /* Taken by CAS, acquire: the request's fields (written before the
+         * poster's release of POSTED, and not touched again until DONE) are
+         * read after it. A poster that gave up moved the word to the next
+         * generation, so the CAS fails and a request is served once. */
+        if (!gpumem_atomic_cas_u32(&cell->word, &w, GPUMEM__SQ_GEN(w) | GPUMEM__SQ_TAKEN, GPUMEM_ORDER_ACQUIRE,
+                                   GPUMEM__SDEV))
+            continue;
+        cell->status = (int32_t)gpumem__share_serve_one(s, cell);
+        /* Release at system scope: the status, and the slot's bytes the fill
+         * wrote, reach the GPU thread before DONE does. */
+        gpumem_atomic_store_u32(&cell->word, GPUMEM__SQ_GEN(w) | GPUMEM__SQ_DONE, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
+        gpumem__share_count(s, GPUMEM__SS_SERVED, 1);
+        served++;
+    }
+    return served;
+}
+
+struct gpumem_share_server {
+    gpumem_share *share;
+    pthread_t thread;
+    uint32_t stop;
+};
+
+static void *gpumem__share_server_main(void *arg) {
+    gpumem_share_server *srv = (gpumem_share_server *)arg;
+    gpumem_backoff idle = gpumem_backoff_start();
+    while (!gpumem_atomic_load_u32(&srv->stop, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM)) {
+        if (gpumem__share_serve_pass(srv->share)) {
+            idle = gpumem_backoff_start();
+            continue;
+        }
+        /* Nothing posted. A GPU thread cannot wake a sleeping host thread:
+         * spin a while, then sleep briefly between looks. */
+        if (!gpumem_backoff_pause(&idle)) gpumem__host_sleep_ns(GPUMEM_SHARE_SERVER_SLEEP_NS);
+    }
+    return NULL;
+}
+
+gpumem_status gpumem_share_server_start(gpumem_share *s, gpumem_share_server **out) {
+    gpumem_share_server *srv;
+    if (!s || !out) return GPUMEM_ENULL;
+    *out = 0;
+    if (!s->queue) return GPUMEM_ESTATE;
+    if (!(srv = (gpumem_share_server *)calloc(1, sizeof *srv))) return GPUMEM_ENOMEM;
+    srv->share = s;
+    if (pthread_create(&srv->thread, NULL, gpumem__share_server_main, srv) != 0) {
+        free(srv);
+        return GPUMEM_ENOMEM;
+    }
+    gpumem_atomic_fetch_add_u32(&s->queue->servers, 1, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
+    *out = srv;
+    return GPUMEM_OK;
+}
+
+gpumem_status gpumem_share_server_stop(gpumem_share_server *srv) {
+    if (!srv) return GPUMEM_ENULL;
+    gpumem_atomic_store_u32(&srv->stop, 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+    pthread_join(srv->thread, NULL);
+    gpumem_atomic_fetch_sub_u32(&srv->share->queue->servers, 1, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
+    free(srv);
+    return GPUMEM_OK;
 }
 #endif /* GPUMEM_IMPLEMENTATION */
 #endif /* GPUMEM_NO_HOST_SHIM */
