@@ -21,6 +21,8 @@ typedef struct share_rig {
     gpumem_cache *caches[GPUMEM_SHARE_MAX_OWNERS];
     gpumem_tier *tiers[GPUMEM_SHARE_MAX_OWNERS];
     gpumem_share *share;
+    void *queue_mem;              /* the miss queue (share_rig_serve) */
+    gpumem_share_server *server;  /* its server thread */
 } share_rig;
 
 /* Owners 1..n_owners-1, each a cache of n_slots slots over n_lines lines of
@@ -87,9 +89,23 @@ static unsigned char share_rig_stored(const share_rig *r, uint32_t l, uint32_t b
     return share_rig_stored_at(r, l)[b];
 }
 
+/* Attach a miss queue of `cells` (timeout_ns: 0 for the default) and start
+ * its server: the owners' threads that stand for GPU threads
+ * (gpumem_share_thread_as_gpu) then have their misses served by it. */
+static gpumem_status share_rig_serve(share_rig *r, uint32_t cells, uint64_t timeout_ns) {
+    size_t bytes = gpumem_share_queue_bytes(cells);
+    gpumem_status st;
+    if (!bytes || !(r->queue_mem = aligned_alloc(64, (bytes + 63) & ~(size_t)63))) return GPUMEM_ENOMEM;
+    if ((st = gpumem_share_queue_init(r->share, r->queue_mem, bytes, cells, timeout_ns)) != GPUMEM_OK) return st;
+    return gpumem_share_server_start(r->share, &r->server);
+}
+
 static gpumem_status share_rig_free(share_rig *r) {
-    gpumem_status st = r->share ? gpumem_share_destroy(r->share) : GPUMEM_OK;
+    gpumem_status st;
     uint32_t o, j;
+    if (r->server) gpumem_share_server_stop(r->server);
+    st = r->share ? gpumem_share_destroy(r->share) : GPUMEM_OK;
+    free(r->queue_mem);
     for (o = 1; o < r->n_owners; o++) {
         if (r->tiers[o]) gpumem_tier_destroy(r->tiers[o]);
         gpumem_cache_destroy(r->caches[o]);

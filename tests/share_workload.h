@@ -11,6 +11,11 @@
 
 enum { SHARE_WL_LINES = 64, SHARE_WL_MAX_THREADS = 32 };
 
+/* Workload flags: a host tier below each cache; the GPU owners' threads
+ * (owners 2..) stand for GPU threads, their misses served through the miss
+ * queue by a server thread (a queue refuses GPU owners with a tier). */
+enum { SHARE_WL_TIER = 1, SHARE_WL_SERVED = 2 };
+
 typedef struct share_run {
     gpumem_share_stats stats;
     char why[256];
@@ -18,7 +23,7 @@ typedef struct share_run {
 
 typedef struct share_wl {
     share_rig rig;
-    uint32_t n_threads, per_owner, ops, random, rounds;
+    uint32_t n_threads, per_owner, ops, random, rounds, served;
     pthread_barrier_t barrier;
     pthread_mutex_t lock;
     int failed;
@@ -52,6 +57,7 @@ static void *share_pc_thread(void *arg) {
     share_wl *w = t->w;
     gpumem_share *sh = w->rig.share;
     uint32_t r, l, b, o = t->owner;
+    if (w->served && o >= GPUMEM_SHARE_GPU0) gpumem_share_thread_as_gpu(1);
     for (r = 1; r <= w->rounds; r++) {
         const uint32_t producer = 1 + r % (w->rig.n_owners - 1);
         unsigned char *p;
@@ -109,6 +115,7 @@ static void *share_mix_thread(void *arg) {
     const uint32_t o = t->owner, per = SHARE_RIG_LINE / w->n_threads;
     uint64_t x = 0x9E3779B97F4A7C15ull * (t->tid + 1);
     uint32_t i, j, v = 0;
+    if (w->served && o >= GPUMEM_SHARE_GPU0) gpumem_share_thread_as_gpu(1);
     for (i = 0; i < w->ops; i++) {
         const uint32_t op = share_rand(&x) % 100, l = share_rand(&x) % SHARE_WL_LINES;
         unsigned char *p;
@@ -202,14 +209,17 @@ static int share_wl_end(share_wl *w, int failed, share_run *run) {
     return failed;
 }
 
-/* tier: caches of 8 slots, each over a host tier that can hold every line
- * (copies go down and come back up all the time). */
-static share_wl *share_wl_new(uint32_t n_owners, uint32_t n_ctrls, uint32_t n_slots, int tier, share_run *run) {
+/* SHARE_WL_TIER: caches of 8 slots, each over a host tier that can hold
+ * every line (copies go down and come back up all the time). */
+static share_wl *share_wl_new(uint32_t n_owners, uint32_t n_ctrls, uint32_t n_slots, int flags, share_run *run) {
     share_wl *w = (share_wl *)calloc(1, sizeof *w);
+    const int tier = flags & SHARE_WL_TIER;
     memset(run, 0, sizeof *run);
     if (!w) return NULL;
+    w->served = (flags & SHARE_WL_SERVED) != 0;
     if (share_rig_make_tiered(&w->rig, n_owners, n_ctrls, SHARE_WL_LINES, tier ? 8 : n_slots,
-                              tier ? SHARE_WL_LINES : 0) != GPUMEM_OK) {
+                              tier ? SHARE_WL_LINES : 0) != GPUMEM_OK ||
+        (w->served && share_rig_serve(&w->rig, 64, 0) != GPUMEM_OK)) {
         snprintf(run->why, sizeof run->why, "setup failed");
         share_rig_free(&w->rig);
         free(w);
@@ -220,8 +230,8 @@ static share_wl *share_wl_new(uint32_t n_owners, uint32_t n_ctrls, uint32_t n_sl
 
 /* Without a tier the caches hold every line, so copies outlive rounds;
  * with one, they outlive them in the tier. */
-static int share_producer_consumer(uint32_t n_owners, uint32_t n_ctrls, uint32_t rounds, int tier, share_run *run) {
-    share_wl *w = share_wl_new(n_owners, n_ctrls, SHARE_WL_LINES, tier, run);
+static int share_producer_consumer(uint32_t n_owners, uint32_t n_ctrls, uint32_t rounds, int flags, share_run *run) {
+    share_wl *w = share_wl_new(n_owners, n_ctrls, SHARE_WL_LINES, flags, run);
     if (!w) return 1;
     w->n_threads = n_owners - 1;
     w->per_owner = 1;
@@ -230,11 +240,10 @@ static int share_producer_consumer(uint32_t n_owners, uint32_t n_ctrls, uint32_t
 }
 
 /* random 0: writes, releases and merges (false sharing); 1: reads checked,
- * acquires and flushes too, in caches of 8 slots (with a host tier below
- * each: tier). */
-static int share_mix(uint32_t n_owners, uint32_t n_ctrls, uint32_t random, int tier, uint32_t per_owner, uint32_t ops,
+ * acquires and flushes too, in caches of 8 slots (flags: SHARE_WL_*). */
+static int share_mix(uint32_t n_owners, uint32_t n_ctrls, uint32_t random, int flags, uint32_t per_owner, uint32_t ops,
                      share_run *run) {
-    share_wl *w = share_wl_new(n_owners, n_ctrls, random ? 8 : SHARE_WL_LINES / 2, tier, run);
+    share_wl *w = share_wl_new(n_owners, n_ctrls, random ? 8 : SHARE_WL_LINES / 2, flags, run);
     int failed;
     if (!w) return 1;
     w->per_owner = per_owner;

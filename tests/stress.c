@@ -50,9 +50,12 @@ static int cache_runs(void) {
  * writers, random mixes with eviction, with and without a host tier below
  * each cache; returns the number that failed. */
 static int share_runs(void) {
-    /* owners+1, ctrls, mix (0 false sharing, 1 random), host tier */
+    /* owners+1, ctrls, mix (0 false sharing, 1 random), flags (SHARE_WL_TIER: a
+     * host tier; SHARE_WL_SERVED: GPU owners' misses through the miss queue) */
     static const uint32_t shapes[][4] = {{3, 0, 0, 0}, {9, 1, 0, 0}, {3, 2, 1, 0}, {9, 1, 1, 0},
-                                         {3, 0, 1, 1}, {9, 1, 1, 1}};
+                                         {3, 0, 1, SHARE_WL_TIER}, {9, 1, 1, SHARE_WL_TIER},
+                                         {3, 0, 1, SHARE_WL_SERVED}, {4, 2, 1, SHARE_WL_SERVED},
+                                         {9, 1, 0, SHARE_WL_SERVED}};
     const uint32_t ops = (uint32_t)(2000 * test_scale()) + 50;
     int i, failed = 0, n = (int)(sizeof shapes / sizeof shapes[0]);
     for (i = 0; i < n; i++) {
@@ -61,7 +64,8 @@ static int share_runs(void) {
         int bad = share_producer_consumer(shapes[i][0], shapes[i][1], 4, (int)shapes[i][3], &run) ||
                   share_mix(shapes[i][0], shapes[i][1], shapes[i][2], (int)shapes[i][3], 2, ops, &run);
         printf("share: %u owners, %u controllers, %-13s%-10s %6.2f s  %s\n", shapes[i][0] - 1, shapes[i][1],
-               shapes[i][2] ? "random mix" : "false sharing", shapes[i][3] ? " + tier" : "", now_s() - t0,
+               shapes[i][2] ? "random mix" : "false sharing",
+               shapes[i][3] & SHARE_WL_TIER ? " + tier" : shapes[i][3] & SHARE_WL_SERVED ? " served" : "", now_s() - t0,
                bad ? run.why : "ok");
         fflush(stdout);
         failed += bad;

@@ -529,3 +529,290 @@ Test(share, bad_input) {
     cr_assert_eq(gpumem_cache_destroy(lone), GPUMEM_OK);
     cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
 }
+
+/* ---- GPU threads' misses: the miss queue and its server ------------------------------
+ *
+ * A host thread stands for a GPU thread with gpumem_share_thread_as_gpu(1):
+ * its misses in GPU owners' caches (owners 2..) and its GPU releases' host
+ * part go through the queue, the same code a GPU thread runs. */
+
+/* References on owner o's copy of line l (a thread's, or the share's pin). */
+static uint32_t refs(share_rig *r, uint32_t o, uint32_t l) {
+    return gpumem_atomic_load_u32(gpumem__line_state(r->caches[o], l), GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_DEVICE) &
+           GPUMEM_CACHE_COUNT_MASK;
+}
+
+static gpumem_share_stats stats_of(share_rig *r) {
+    gpumem_share_stats s;
+    cr_assert_eq(gpumem_share_get_stats(r->share, &s), GPUMEM_OK);
+    return s;
+}
+
+Test(share, queue_bad_input) {
+    share_rig r, r2;
+    gpumem_share_server *srv;
+    gpumem_share_desc d;
+    gpumem_share *lone_share;
+    const size_t bytes = gpumem_share_queue_bytes(16);
+    unsigned char *m = (unsigned char *)aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    void *p;
+    cr_assert_eq(gpumem_share_queue_bytes(0), 0);
+    cr_assert_eq(gpumem_share_queue_bytes(7), 0);
+    cr_assert_eq(gpumem_share_queue_bytes(12), 0, "not a power of two");
+    cr_assert_eq(gpumem_share_queue_bytes(131072), 0);
+    cr_assert_gt(bytes, 0);
+    cr_assert_eq(share_rig_make(&r, 4, 0, 16, 16), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_queue_init(NULL, m, bytes, 16, 0), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_share_queue_init(r.share, NULL, bytes, 16, 0), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_share_queue_init(r.share, m, bytes, 12, 0), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_queue_init(r.share, m, bytes - 1, 16, 0), GPUMEM_EINVAL, "too small");
+    cr_assert_eq(gpumem_share_queue_init(r.share, m + 4, bytes, 16, 0), GPUMEM_EINVAL, "misaligned");
+    cr_assert_eq(gpumem_share_server_start(r.share, &srv), GPUMEM_ESTATE, "no queue attached");
+    cr_assert_null(srv);
+    cr_assert_eq(gpumem_share_server_start(NULL, &srv), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_share_server_stop(NULL), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_share_queue_init(r.share, m, bytes, 16, 0), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_queue_init(r.share, m, bytes, 16, 0), GPUMEM_EBUSY, "a second queue");
+    cr_assert_eq(gpumem_share_server_start(r.share, &srv), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_destroy(r.share), GPUMEM_EBUSY, "a server runs");
+    cr_assert_eq(read0(&r, 1, 0), 0, "the refused destroy broke nothing");
+    /* Requests a GPU thread wrote wrong: answered EINVAL and counted, never served. */
+    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_FILL, GPUMEM_SHARE_HOST, 0, 0, 0), GPUMEM_EINVAL,
+                 "a fill for the host owner");
+    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_FILL, 2, 16, 0, 0), GPUMEM_EINVAL, "a line past the end");
+    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_FILL, 2, 0, 0, 16), GPUMEM_EINVAL, "a slot past the end");
+    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_FILL, 11, 0, 0, 0), GPUMEM_EINVAL, "no such owner");
+    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_HOST_ACQUIRE, GPUMEM_SHARE_HOST, 8, 9, 0), GPUMEM_EINVAL,
+                 "a range past the end");
+    cr_assert_eq(gpumem__share_post(r.share, 7, 2, 0, 0, 0), GPUMEM_EINVAL, "no such request");
+    cr_assert_eq(stats_of(&r).violations, 6);
+    cr_assert_eq(stats_of(&r).served, 6);
+    cr_assert_eq(gpumem_cache_find_in_use(r.caches[2], 0, 1), 16, "a refused fill left a line claimed");
+    cr_assert_eq(gpumem_share_server_stop(srv), GPUMEM_OK);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+    /* No host owner: the server's I/O would have no host pairs. */
+    cr_assert_eq(share_rig_make(&r2, 4, 0, 16, 16), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_destroy(r2.share), GPUMEM_OK);
+    r2.share = NULL;
+    d = gpumem_share_desc_default(4);
+    d.caches[2] = r2.caches[2];
+    d.caches[3] = r2.caches[3];
+    cr_assert_eq(gpumem_share_create(&d, &lone_share), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_queue_init(lone_share, m, bytes, 16, 0), GPUMEM_EINVAL, "no host owner");
+    cr_assert_eq(gpumem_share_destroy(lone_share), GPUMEM_OK);
+    cr_assert_eq(share_rig_free(&r2), GPUMEM_OK);
+    /* A GPU owner with a host tier: its words are the device's. */
+    cr_assert_eq(share_rig_make_tiered(&r2, 3, 0, 16, 8, 16), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_queue_init(r2.share, m, bytes, 16, 0), GPUMEM_EINVAL, "a GPU owner with a tier");
+    cr_assert_eq(gpumem_share_get(r2.share, 1, 0, 0, &p), GPUMEM_OK, "the share still works");
+    cr_assert_eq(gpumem_share_put(r2.share, 1, 0, 0), GPUMEM_OK);
+    cr_assert_eq(share_rig_free(&r2), GPUMEM_OK);
+    free(m);
+}
+
+/* Without a queue, or without a server, a GPU thread's miss is refused at
+ * once (ESTATE) and leaves nothing claimed; with a server it is served. */
+Test(share, queue_gpu_miss_refused_without_server) {
+    share_rig r;
+    const size_t bytes = gpumem_share_queue_bytes(16);
+    void *p;
+    cr_assert_eq(share_rig_make(&r, 3, 1, 16, 16), GPUMEM_OK);
+    write0(&r, 1, 4, 0, 0x21);
+    cr_assert_eq(gpumem_share_flush(r.share, 1), GPUMEM_OK);
+    gpumem_share_thread_as_gpu(1);
+    cr_assert_eq(gpumem_share_get(r.share, 2, 4, 0, &p), GPUMEM_ESTATE, "no queue");
+    cr_assert_not_null(r.queue_mem = aligned_alloc(64, (bytes + 63) & ~(size_t)63));
+    cr_assert_eq(gpumem_share_queue_init(r.share, r.queue_mem, bytes, 16, 0), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_get(r.share, 2, 4, 0, &p), GPUMEM_ESTATE, "no server");
+    cr_assert_eq(gpumem_cache_find_in_use(r.caches[2], 0, 1), 16, "a refused miss left a line claimed");
+    cr_assert_eq(gpumem_share_release(r.share, 2, 0, 16), GPUMEM_ESTATE, "the host's acquire has nobody to make it");
+    cr_assert_eq(gpumem_share_server_start(r.share, &r.server), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 2, 4), 0x21, "served: a GPU owner's miss, through the host owner's pairs");
+    cr_assert_eq(gpumem_share_release(r.share, 2, 0, 16), GPUMEM_OK);
+    gpumem_share_thread_as_gpu(0);
+    cr_assert_eq(stats_of(&r).served, 2);
+    cr_assert_eq(stats_of(&r).violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+/* A server that never takes a request (one that hangs): the GPU thread
+ * takes its request back after the queue's timeout and gets ETIMEDOUT, with
+ * nothing claimed; a full queue too. Then a real server serves it. */
+Test(share, queue_timeout_when_not_taken) {
+    share_rig r;
+    const size_t bytes = gpumem_share_queue_bytes(8);
+    gpumem_share_queue *q;
+    uint32_t i;
+    void *p;
+    cr_assert_eq(share_rig_make(&r, 3, 0, 16, 16), GPUMEM_OK);
+    cr_assert_not_null(r.queue_mem = aligned_alloc(64, (bytes + 63) & ~(size_t)63));
+    cr_assert_eq(gpumem_share_queue_init(r.share, r.queue_mem, bytes, 8, 50000000ull), GPUMEM_OK);
+    q = r.share->queue;
+    q->servers = 1; /* says a server runs; none does */
+    gpumem_share_thread_as_gpu(1);
+    cr_assert_eq(gpumem_share_get(r.share, 2, 3, 0, &p), GPUMEM_ETIMEDOUT);
+    cr_assert_eq(stats_of(&r).post_timeouts, 1);
+    cr_assert_eq(gpumem_cache_find_in_use(r.caches[2], 0, 1), 16, "a timed-out miss left a line claimed");
+    for (i = 0; i < q->n_cells; i++) {
+        cr_assert_eq(GPUMEM__SQ_STATE(q->cells[i].word), GPUMEM__SQ_FREE, "cell %u not taken back", i);
+        q->cells[i].word = GPUMEM__SQ_POSTED; /* every cell busy */
+    }
+    cr_assert_eq(gpumem_share_get(r.share, 2, 3, 0, &p), GPUMEM_ETIMEDOUT, "a full queue");
+    cr_assert_eq(stats_of(&r).post_timeouts, 2);
+    for (i = 0; i < q->n_cells; i++) q->cells[i].word = GPUMEM__SQ_FREE;
+    q->servers = 0;
+    cr_assert_eq(gpumem_share_server_start(r.share, &r.server), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 2, 3), 0);
+    gpumem_share_thread_as_gpu(0);
+    cr_assert_eq(stats_of(&r).served, 1, "a taken-back request was served");
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+ParameterizedTestParameters(share, queue_served_producer_consumer) {
+    static shape s[] = {{3, 0}, {3, 1}, {4, 2}, {9, 1}};
+    return cr_make_param_array(shape, s, sizeof s / sizeof s[0]);
+}
+
+/* The producer -> consumer rounds with every GPU owner's miss served by the
+ * queue's server, and each GPU producer's release making the host's
+ * acquire through it. */
+ParameterizedTest(shape *sh, share, queue_served_producer_consumer) {
+    share_run run;
+    cr_assert_eq(share_producer_consumer(sh->n_owners, sh->n_ctrls, 8, SHARE_WL_SERVED, &run), 0, "%s", run.why);
+    cr_assert_gt(run.stats.served, 0, "nothing went through the queue: the test tests nothing");
+    cr_assert_gt(run.stats.invalidated, 0);
+    cr_assert_eq(run.stats.post_timeouts, 0);
+    cr_assert_eq(run.stats.violations, 0);
+}
+
+ParameterizedTestParameters(share, queue_served_mix) {
+    static uint32_t s[][3] = {{3, 0, 1}, {4, 1, 1}, {4, 2, 1}, {3, 1, 0}, {9, 0, 0}};
+    return cr_make_param_array(uint32_t[3], s, sizeof s / sizeof s[0]);
+}
+
+/* Random mixes (reads checked, eviction, acquire, flush) and false sharing
+ * with the GPU owners' misses served: nothing lost after every flush. */
+ParameterizedTest(uint32_t (*sh)[3], share, queue_served_mix) {
+    share_run run;
+    cr_assert_eq(share_mix((*sh)[0], (*sh)[1], (*sh)[2], SHARE_WL_SERVED, 2, 2000, &run), 0, "%s", run.why);
+    cr_assert_gt(run.stats.served, 0);
+    if (!(*sh)[2]) cr_assert_gt(run.stats.merged_copies, run.stats.merges, "no line merged from two writers");
+    cr_assert_eq(run.stats.post_timeouts, 0);
+    cr_assert_eq(run.stats.violations, 0);
+}
+
+/* GAIA's piggybacked host sync, with the GPU's release made by a GPU
+ * thread: the host's stale copies are dropped by the server, so host code
+ * that never calls acquire reads the GPU's writes; the host's misses merge
+ * them, leaving the GPU owner's pins owed (its cache words are not the
+ * host's to touch while its kernels run) until its own acquire drops them. */
+Test(share, queue_host_sync_and_owed_pins) {
+    share_rig r;
+    uint32_t l;
+    cr_assert_eq(share_rig_make(&r, 3, 1, 16, 16), GPUMEM_OK);
+    cr_assert_eq(share_rig_serve(&r, 16, 0), GPUMEM_OK);
+    for (l = 0; l < 8; l++) cr_assert_eq(read0(&r, 1, l), 0); /* the host holds copies */
+    gpumem_share_thread_as_gpu(1);
+    for (l = 0; l < 8; l++) write0(&r, 2, l, 0, (unsigned char)(0x40 + l));
+    cr_assert_eq(gpumem_share_release(r.share, 2, 0, 16), GPUMEM_OK);
+    gpumem_share_thread_as_gpu(0);
+    cr_assert_eq(stats_of(&r).invalidated, 8, "the host's copies were not dropped");
+    for (l = 0; l < 8; l++) cr_assert_eq(read0(&r, 1, l), 0x40 + l, "line %u stale on the host", l);
+    cr_assert_eq(stats_of(&r).on_demand_merges, 8);
+    cr_assert_eq(stats_of(&r).owed_pins, 8);
+    for (l = 0; l < 8; l++) cr_assert_eq(refs(&r, 2, l), 1, "line %u: the owed pin is gone", l);
+    /* The GPU owner's next write of line 0 takes its owed pin over. */
+    gpumem_share_thread_as_gpu(1);
+    write0(&r, 2, 0, 1, 0x99);
+    cr_assert_eq(refs(&r, 2, 0), 1, "two pins on one copy");
+    cr_assert_eq(gpumem_share_acquire(r.share, 2, 0, 16), GPUMEM_OK);
+    gpumem_share_thread_as_gpu(0);
+    for (l = 1; l < 8; l++) cr_assert_eq(refs(&r, 2, l), 0, "line %u: acquire left the owed pin", l);
+    cr_assert_eq(refs(&r, 2, 0), 1, "line 0 is written again: pinned until merged");
+    cr_assert_eq(stats_of(&r).served, 8 + 1 + 0, "8 misses of the GPU owner, 1 host acquire");
+    cr_assert_eq(stats_of(&r).violations, 0);
+    cr_assert_eq(gpumem_share_server_stop(r.server), GPUMEM_OK);
+    r.server = NULL;
+    cr_assert_eq(gpumem_share_destroy(r.share), GPUMEM_OK);
+    r.share = NULL;
+    cr_assert_eq(share_rig_stored(&r, 0, 1), 0x99, "not flushed at destroy");
+    cr_assert_eq(share_rig_stored(&r, 7, 0), 0x47, "not flushed at destroy");
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+/* A served miss reads a GPU peer's valid copy (counted, by content); a
+ * stale one is never a source. */
+Test(share, queue_served_peer_reads) {
+    share_rig r;
+    uint32_t l;
+    cr_assert_eq(share_rig_make(&r, 4, 0, 16, 16), GPUMEM_OK);
+    cr_assert_eq(share_rig_serve(&r, 16, 0), GPUMEM_OK);
+    write0(&r, 1, 2, 0, 0x31);
+    cr_assert_eq(gpumem_share_flush(r.share, 1), GPUMEM_OK);
+    gpumem_share_thread_as_gpu(1);
+    for (l = 0; l < 4; l++) cr_assert_eq(read0(&r, 2, l), l == 2 ? 0x31 : 0);
+    /* The host's written copy of line 2 is no source (it was read before the
+     * merge), and it holds no other line: GPU 0 read storage. */
+    cr_assert_eq(stats_of(&r).peer_reads, 0);
+    for (l = 0; l < 4; l++) cr_assert_eq(read0(&r, 3, l), l == 2 ? 0x31 : 0);
+    cr_assert_eq(stats_of(&r).peer_reads, 4, "GPU 1's misses did not read GPU 0's copies");
+    for (l = 0; l < 4; l++) cr_assert_eq(refs(&r, 2, l), 0);
+    write0(&r, 2, 1, 0, 0x52);
+    cr_assert_eq(gpumem_share_release(r.share, 2, 0, 16), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_acquire(r.share, 3, 0, 16), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 3, 1), 0x52, "GPU 1 read a stale copy");
+    gpumem_share_thread_as_gpu(0);
+    cr_assert_eq(stats_of(&r).on_demand_merges, 1);
+    cr_assert_eq(stats_of(&r).violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+typedef struct held_reader {
+    share_rig *r;
+    unsigned char byte0;
+    gpumem_status st;
+} held_reader;
+
+static void *read_line0_as_gpu1(void *arg) {
+    held_reader *h = (held_reader *)arg;
+    unsigned char *p;
+    gpumem_share_thread_as_gpu(1);
+    h->st = gpumem_share_get(h->r->share, 3, 0, 0, (void **)&p);
+    if (h->st == GPUMEM_OK) {
+        h->byte0 = p[0];
+        gpumem_share_put(h->r->share, 3, 0, 0);
+    }
+    return NULL;
+}
+
+/* A served miss whose merge a writer holds up is answered EAGAIN at once
+ * and posted again: the server keeps serving other misses meanwhile, and
+ * the miss completes once the writer puts the line down. */
+Test(share, queue_server_never_waits_for_a_writer) {
+    share_rig r;
+    held_reader h = {&r, 0, GPUMEM_EIO};
+    pthread_t th;
+    unsigned char *p;
+    uint64_t before;
+    uint32_t tries;
+    cr_assert_eq(share_rig_make(&r, 5, 0, 16, 16), GPUMEM_OK);
+    cr_assert_eq(share_rig_serve(&r, 16, 0), GPUMEM_OK);
+    gpumem_share_thread_as_gpu(1);
+    write0(&r, 2, 0, 0, 0x11);
+    cr_assert_eq(gpumem_share_release(r.share, 2, 0, 16), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_get(r.share, 2, 0, 1, (void **)&p), GPUMEM_OK); /* held, to write */
+    before = stats_of(&r).served;
+    cr_assert_eq(pthread_create(&th, NULL, read_line0_as_gpu1, &h), 0);
+    for (tries = 0; tries < 5000 && stats_of(&r).served < before + 3; tries++) gpumem__host_sleep_ns(1000000);
+    cr_assert_geq(stats_of(&r).served, before + 3, "GPU 1's miss was not answered EAGAIN and posted again");
+    cr_assert_eq(read0(&r, 4, 5), 0, "the server stopped serving while a writer held a line");
+    p[1] = 0x22;
+    cr_assert_eq(gpumem_share_put(r.share, 2, 0, 1), GPUMEM_OK);
+    pthread_join(th, NULL);
+    gpumem_share_thread_as_gpu(0);
+    cr_assert_eq(h.st, GPUMEM_OK, "%s", gpumem_status_str(h.st));
+    cr_assert_eq(h.byte0, 0x11);
+    cr_assert_eq(stats_of(&r).on_demand_merges, 1);
+    cr_assert_eq(stats_of(&r).violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
