@@ -2492,9 +2492,11 @@ GPUMEM_API gpumem__share_cell *gpumem__share_claim_cell(gpumem_share_queue *q, u
         for (i = 0; i < q->n_cells; i++) {
             gpumem__share_cell *cell = &q->cells[(spread + i) & (q->n_cells - 1)];
             uint32_t w = gpumem_atomic_load_u32(&cell->word, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
-            /* Relaxed: the claim publishes nothing; the POSTED store does. */
+            /* Acquire: the cell's last poster freed it with a release after
+             * reading its answer, so that read comes before the writes of
+             * this request. The claim publishes nothing; POSTED does. */
             if (GPUMEM__SQ_STATE(w) == GPUMEM__SQ_FREE &&
-                gpumem_atomic_cas_u32(&cell->word, &w, GPUMEM__SQ_GEN(w) | GPUMEM__SQ_CLAIMED, GPUMEM_ORDER_RELAXED,
+                gpumem_atomic_cas_u32(&cell->word, &w, GPUMEM__SQ_GEN(w) | GPUMEM__SQ_CLAIMED, GPUMEM_ORDER_ACQUIRE,
                                       GPUMEM__SDEV)) {
                 *word = GPUMEM__SQ_GEN(w);
                 return cell;
@@ -2545,7 +2547,7 @@ GPUMEM_API gpumem_status gpumem__share_post(gpumem_share *s, uint32_t kind, uint
                  * server never waits for a GPU thread). */
                 uint32_t posted = gen | GPUMEM__SQ_POSTED;
                 if (gpumem_atomic_cas_u32(&cell->word, &posted, (gen + GPUMEM__SQ_NEXT_GEN) | GPUMEM__SQ_FREE,
-                                          GPUMEM_ORDER_RELAXED, GPUMEM__SDEV)) {
+                                          GPUMEM_ORDER_RELEASE, GPUMEM__SDEV)) {
                     gpumem__share_count(s, GPUMEM__SS_POST_TIMEOUTS, 1);
                     return GPUMEM_ETIMEDOUT;
                 }

@@ -15,7 +15,7 @@
  *   #define GPUMEM_IMPLEMENTATION             // in exactly one .c file
  *   #include "gpumem_share.h"                 // includes gpumem_cache.h
  *
- *   // given: gpumem_cache *host_cache, gpumem_cache *gpu_cache, uint64_t line, uint64_t n_lines
+ *   // given: gpumem_cache *host_cache, gpumem_cache *gpu_cache, uint64_t line, uint64_t n_lines, void *qmem
  *   gpumem_share_desc sd = gpumem_share_desc_default(3);  // storage, host, GPU 0
  *   sd.caches[GPUMEM_SHARE_HOST] = host_cache;   // caches over the same storage, same shape
  *   sd.caches[GPUMEM_SHARE_GPU0] = gpu_cache;
@@ -34,6 +34,15 @@
  *       gpumem_share_put(sh, GPUMEM_SHARE_HOST, line, 0);
  *   }
  *   gpumem_share_flush(sh, GPUMEM_SHARE_GPU0);  // its writes merged into storage, durably
+ *   // GPU threads' own misses: a miss queue and a host thread serving it
+ *   // (qmem: gpumem_share_queue_bytes(256) bytes of mapped pinned memory; the
+ *   // share in managed memory: DESIGN, "GPU threads")
+ *   gpumem_share_server *srv;
+ *   if (gpumem_share_queue_init(sh, qmem, gpumem_share_queue_bytes(256), 256, 0) == GPUMEM_OK &&
+ *       gpumem_share_server_start(sh, &srv) == GPUMEM_OK) {
+ *       // ... kernels run: their misses are served ...
+ *       gpumem_share_server_stop(srv);
+ *   }
  *   gpumem_share_stats st; gpumem_share_get_stats(sh, &st);   // st.peer_reads, st.merges, ...
  *   gpumem_share_destroy(sh);                   // flushes every owner, detaches the caches
  *
@@ -92,13 +101,40 @@
  * then based diffs in owner order), writes it back, unpins the copies and
  * drops their bases: the next write takes one again.
  *
- * Where the calls run: merge, flush and fetch are host calls, between
- * kernels or from a stream callback (cudaLaunchHostFunc); get, put,
- * acquire and release compile for the device too (release by one thread
- * at a kernel's end: tests/cuda/test_share_gpu.cu), with the share in
- * managed memory (gpumem_share_init); the fill hook refuses a GPU thread's
- * miss (GPUMEM_ESTATE): a host thread fetches for it. Not done yet: acquire
- * and release from device code.
+ * GPU threads. A GPU thread never fills: its miss in a shared cache posts
+ * (owner, line, slot) to the miss queue (gpumem_share_queue_init: a ring in
+ * mapped pinned or managed memory) and waits; a host thread
+ * (gpumem_share_server_start) runs the fill and answers. The post and wait
+ * cost the cached element read no register (48, make registers). The share
+ * goes in managed memory (gpumem_share_init), and so do the GPU owners'
+ * slots, which the server fills while kernels run. Because the host and the
+ * GPUs touch the share at once, its words are system-scope atomics; the
+ * caches' words stay device-scope, so a host thread never touches a GPU
+ * owner's cache words while its kernels may run:
+ *   - a peer read from a GPU owner's copy takes no pin: under the line's
+ *     lock the slot holds the copy (a slot is refilled only by a fill,
+ *     which forgets the old line under that line's lock first);
+ *   - a merge made by a host thread leaves a GPU owner's pin owed: the
+ *     owner drops it itself, in its next acquire, release, merge or flush
+ *     (its kernel boundaries), or takes it over in its next write of the
+ *     line. Until then the merged copy stays resident;
+ *   - the server's I/O goes through the host owner's cache (its pairs are
+ *     host threads'), into the GPU owner's slot; a queue needs a host owner
+ *     and refuses GPU owners with a host tier (the tier's words are
+ *     device-scope);
+ *   - a GPU owner's release on the device posts its host part (the host's
+ *     acquire) to the server; its acquire makes its host part (the host's
+ *     release: share words only) itself.
+ * The server never waits for a GPU thread: a fill whose merge a writer holds
+ * up is answered EAGAIN and the GPU thread posts again. With no server
+ * running a post ends ESTATE at once; one not taken within the queue's
+ * timeout is taken back and ends ETIMEDOUT: never a hang, never served late.
+ * get, put, acquire and release run on the device (acquire and release by
+ * one thread at a kernel boundary); merge, flush and fetch are host calls,
+ * between the kernels of the owners they touch or from a stream callback
+ * (cudaLaunchHostFunc). tests/cuda/test_share_gpu.cu runs all of it on a
+ * GPU (make gpu-test); the CPU tests run the same protocol with host
+ * threads standing for GPU threads (gpumem_share_thread_as_gpu).
  *
  * A host tier under an owner's cache (gpumem_tier.h, attached before the
  * share is made). Copies evicted to it leave the share's sight, so the
