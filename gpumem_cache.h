@@ -452,8 +452,9 @@ GPUMEM_API void gpumem_tier_copy_share(unsigned char *dst, const unsigned char *
  * one storage, GAIA's lazy release consistency) reads every missed line
  * through the share instead of straight from the backing: the share picks
  * the source (a peer owner's valid copy, or storage after merging what other
- * owners released) and records the copy's version, under the line's lock.
- * One direct call at the miss path's one I/O site, defined at the end of
+ * owners released) and records the copy's version, under the line's lock;
+ * on the device it posts the miss to a host thread that does that (the
+ * share's miss queue). One direct call at the miss path's one I/O site, defined at the end of
  * this header ("The share's data path") for the same reasons as the tier's
  * hooks; with no share attached it is never made. GPUMEM_CACHE_SHARE=0
  * compiles it out, and a cache attached to a share is then refused
