@@ -2483,6 +2483,17 @@ GPUMEM_API uint32_t *gpumem__share_line_lock(gpumem_share *s, uint64_t line) {
 
 /* ---- posting to the miss queue ------------------------------------------------ */
 
+/* One round of a poster's wait: the device backs off (nanosleep, growing);
+ * a host thread standing for a GPU thread spins briefly, then sleeps 20 us
+ * a round (nothing can wake it: the server does not notify). */
+GPUMEM_API void gpumem__share_pause(gpumem_backoff *b) {
+#if GPUMEM_ON_DEVICE
+    gpumem_backoff_pause(b);
+#else
+    if (!gpumem_backoff_pause(b)) gpumem__host_sleep_ns(20000);
+#endif
+}
+
 /* Claim a free cell (FREE -> CLAIMED, same generation), looking from a
  * place that spreads posters over the ring; NULL once the deadline passes. */
 GPUMEM_API gpumem__share_cell *gpumem__share_claim_cell(gpumem_share_queue *q, uint64_t spread, uint64_t deadline,
@@ -2504,7 +2515,7 @@ GPUMEM_API gpumem__share_cell *gpumem__share_claim_cell(gpumem_share_queue *q, u
             }
         }
         if (gpumem_deadline_passed(deadline)) return (gpumem__share_cell *)0;
-        gpumem_backoff_pause(&wait);
+        gpumem__share_pause(&wait);
     }
 }
 
@@ -2554,13 +2565,13 @@ GPUMEM_API gpumem_status gpumem__share_post(gpumem_share *s, uint32_t kind, uint
                 }
                 continue;
             }
-            gpumem_backoff_pause(&wait);
+            gpumem__share_pause(&wait);
         }
         st = (gpumem_status)cell->status;
         gpumem_atomic_store_u32(&cell->word, (gen + GPUMEM__SQ_NEXT_GEN) | GPUMEM__SQ_FREE, GPUMEM_ORDER_RELEASE,
                                 GPUMEM__SDEV);
         if (st != GPUMEM_EAGAIN || gpumem_deadline_passed(deadline)) return st;
-        gpumem_backoff_pause(&again); /* a writer holds the line: let it put it down */
+        gpumem__share_pause(&again); /* a writer holds the line: let it put it down */
     }
     gpumem__share_count(s, GPUMEM__SS_POST_TIMEOUTS, 1);
     return GPUMEM_ETIMEDOUT;

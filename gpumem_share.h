@@ -39,7 +39,7 @@
  *   // share in managed memory: DESIGN, "GPU threads")
  *   gpumem_share_server *srv;
  *   if (gpumem_share_queue_init(sh, qmem, gpumem_share_queue_bytes(256), 256, 0) == GPUMEM_OK &&
- *       gpumem_share_server_start(sh, &srv) == GPUMEM_OK) {
+ *       gpumem_share_server_start(sh, 0, &srv) == GPUMEM_OK) {
  *       // ... kernels run: their misses are served ...
  *       gpumem_share_server_stop(srv);
  *   }
@@ -104,7 +104,7 @@
  * GPU threads. A GPU thread never fills: its miss in a shared cache posts
  * (owner, line, slot) to the miss queue (gpumem_share_queue_init: a ring in
  * mapped pinned or managed memory) and waits; a host thread
- * (gpumem_share_server_start) runs the fill and answers. The post and wait
+ * (gpumem_share_server_start: a few, fills side by side) runs the fill and answers. The post and wait
  * cost the cached element read no register (48, make registers). The share
  * goes in managed memory (gpumem_share_init), and so do the GPU owners'
  * slots, which the server fills while kernels run. Because the host and the
@@ -519,16 +519,19 @@ size_t gpumem_share_queue_bytes(uint32_t cells);
  * any thread of a GPU owner can miss; it stays attached until
  * gpumem_share_destroy, and the memory is the caller's. */
 gpumem_status gpumem_share_queue_init(gpumem_share *s, void *mem, size_t bytes, uint32_t cells, uint64_t timeout_ns);
-/* A host thread that serves the queue: it polls (a GPU thread cannot wake a
- * sleeping host thread), spinning a while after each request and then
- * sleeping GPUMEM_SHARE_SERVER_SLEEP_NS between looks. Start it before the
- * kernels that may miss; while none runs, a GPU thread's miss or release
- * ends ESTATE at once. Several may run (each request is served once).
- * Statuses: ENULL, ESTATE (no queue attached), ENOMEM (no thread). */
+/* Host threads that serve the queue (`threads`, 1 to 64; 0: GPUMEM_SHARE_
+ * SERVER_THREADS): each fill waits for its storage read, so fills run side
+ * by side, one a thread. They poll (a GPU thread cannot wake a sleeping host
+ * thread), spinning a while after each request and then sleeping
+ * GPUMEM_SHARE_SERVER_SLEEP_NS between looks. Start them before the kernels
+ * that may miss; while none runs, a GPU thread's miss or release ends
+ * ESTATE at once. Each request is served once, whatever the threads.
+ * Statuses: ENULL, EINVAL (threads), ESTATE (no queue attached), ENOMEM
+ * (no thread could be made; none runs then). */
 typedef struct gpumem_share_server gpumem_share_server;
-gpumem_status gpumem_share_server_start(gpumem_share *s, gpumem_share_server **out);
-/* Stop and join the thread. A request it took is answered first; one still
- * posted is taken back by its GPU thread, which gets ETIMEDOUT. */
+gpumem_status gpumem_share_server_start(gpumem_share *s, uint32_t threads, gpumem_share_server **out);
+/* Stop and join the threads. A request one took is answered first; one
+ * still posted is taken back by its GPU thread, which gets ETIMEDOUT. */
 gpumem_status gpumem_share_server_stop(gpumem_share_server *srv);
 #ifdef __cplusplus
 }
@@ -556,6 +559,9 @@ static inline void gpumem_share_thread_as_gpu(int on) { gpumem__share_as_gpu = o
 #endif
 #ifndef GPUMEM_SHARE_SERVER_SLEEP_NS
 #define GPUMEM_SHARE_SERVER_SLEEP_NS 20000L /* an idle server looks again after 20 us */
+#endif
+#ifndef GPUMEM_SHARE_SERVER_THREADS
+#define GPUMEM_SHARE_SERVER_THREADS 4u /* fills side by side by default */
 #endif
 #include <pthread.h>
 
@@ -955,13 +961,13 @@ static gpumem_status gpumem__share_serve_one(gpumem_share *s, const gpumem__shar
     return GPUMEM_EINVAL;
 }
 
-/* One look at every cell: each posted request is taken, served and
- * answered. Returns how many were. */
-static uint32_t gpumem__share_serve_pass(gpumem_share *s) {
+/* One look at every cell, from cell `from` on: each posted request is
+ * taken, served and answered. Returns how many were. */
+static uint32_t gpumem__share_serve_pass(gpumem_share *s, uint32_t from) {
     gpumem_share_queue *q = s->queue;
     uint32_t i, served = 0;
     for (i = 0; i < q->n_cells; i++) {
-        gpumem__share_cell *cell = &q->cells[i];
+        gpumem__share_cell *cell = &q->cells[(from + i) & (q->n_cells - 1)];
         uint32_t w = gpumem_atomic_load_u32(&cell->word, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
         if (GPUMEM__SQ_STATE(w) != GPUMEM__SQ_POSTED) continue;
         /* Taken by CAS, acquire: the request's fields (written before the
@@ -981,17 +987,24 @@ static uint32_t gpumem__share_serve_pass(gpumem_share *s) {
     return served;
 }
 
+typedef struct gpumem__share_server_thread {
+    struct gpumem_share_server *server;
+    pthread_t thread;
+    uint32_t first_cell; /* where its passes start: the threads spread over the ring */
+} gpumem__share_server_thread;
+
 struct gpumem_share_server {
     gpumem_share *share;
-    pthread_t thread;
-    uint32_t stop;
+    uint32_t stop, n_threads;
+    gpumem__share_server_thread threads[64];
 };
 
 static void *gpumem__share_server_main(void *arg) {
-    gpumem_share_server *srv = (gpumem_share_server *)arg;
+    gpumem__share_server_thread *me = (gpumem__share_server_thread *)arg;
+    gpumem_share_server *srv = me->server;
     gpumem_backoff idle = gpumem_backoff_start();
     while (!gpumem_atomic_load_u32(&srv->stop, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM)) {
-        if (gpumem__share_serve_pass(srv->share)) {
+        if (gpumem__share_serve_pass(srv->share, me->first_cell)) {
             idle = gpumem_backoff_start();
             continue;
         }
@@ -1002,16 +1015,32 @@ static void *gpumem__share_server_main(void *arg) {
     return NULL;
 }
 
-gpumem_status gpumem_share_server_start(gpumem_share *s, gpumem_share_server **out) {
+static void gpumem__share_server_join(gpumem_share_server *srv) {
+    uint32_t i;
+    gpumem_atomic_store_u32(&srv->stop, 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+    for (i = 0; i < srv->n_threads; i++) pthread_join(srv->threads[i].thread, NULL);
+}
+
+gpumem_status gpumem_share_server_start(gpumem_share *s, uint32_t threads, gpumem_share_server **out) {
     gpumem_share_server *srv;
+    uint32_t i;
     if (!s || !out) return GPUMEM_ENULL;
     *out = 0;
+    if (threads == 0) threads = GPUMEM_SHARE_SERVER_THREADS;
+    if (threads > 64) return GPUMEM_EINVAL;
     if (!s->queue) return GPUMEM_ESTATE;
     if (!(srv = (gpumem_share_server *)calloc(1, sizeof *srv))) return GPUMEM_ENOMEM;
     srv->share = s;
-    if (pthread_create(&srv->thread, NULL, gpumem__share_server_main, srv) != 0) {
-        free(srv);
-        return GPUMEM_ENOMEM;
+    for (i = 0; i < threads; i++) {
+        gpumem__share_server_thread *t = &srv->threads[i];
+        t->server = srv;
+        t->first_cell = (uint32_t)((uint64_t)i * s->queue->n_cells / threads);
+        if (pthread_create(&t->thread, NULL, gpumem__share_server_main, t) != 0) {
+            gpumem__share_server_join(srv);
+            free(srv);
+            return GPUMEM_ENOMEM;
+        }
+        srv->n_threads = i + 1;
     }
     gpumem_atomic_fetch_add_u32(&s->queue->servers, 1, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
     *out = srv;
@@ -1020,8 +1049,7 @@ gpumem_status gpumem_share_server_start(gpumem_share *s, gpumem_share_server **o
 
 gpumem_status gpumem_share_server_stop(gpumem_share_server *srv) {
     if (!srv) return GPUMEM_ENULL;
-    gpumem_atomic_store_u32(&srv->stop, 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
-    pthread_join(srv->thread, NULL);
+    gpumem__share_server_join(srv);
     gpumem_atomic_fetch_sub_u32(&srv->share->queue->servers, 1, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
     free(srv);
     return GPUMEM_OK;

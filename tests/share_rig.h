@@ -97,7 +97,7 @@ static gpumem_status share_rig_serve(share_rig *r, uint32_t cells, uint64_t time
     gpumem_status st;
     if (!bytes || !(r->queue_mem = aligned_alloc(64, (bytes + 63) & ~(size_t)63))) return GPUMEM_ENOMEM;
     if ((st = gpumem_share_queue_init(r->share, r->queue_mem, bytes, cells, timeout_ns)) != GPUMEM_OK) return st;
-    return gpumem_share_server_start(r->share, &r->server);
+    return gpumem_share_server_start(r->share, 0, &r->server);
 }
 
 static gpumem_status share_rig_free(share_rig *r) {

@@ -567,13 +567,14 @@ Test(share, queue_bad_input) {
     cr_assert_eq(gpumem_share_queue_init(r.share, m, bytes, 12, 0), GPUMEM_EINVAL);
     cr_assert_eq(gpumem_share_queue_init(r.share, m, bytes - 1, 16, 0), GPUMEM_EINVAL, "too small");
     cr_assert_eq(gpumem_share_queue_init(r.share, m + 4, bytes, 16, 0), GPUMEM_EINVAL, "misaligned");
-    cr_assert_eq(gpumem_share_server_start(r.share, &srv), GPUMEM_ESTATE, "no queue attached");
+    cr_assert_eq(gpumem_share_server_start(r.share, 1, &srv), GPUMEM_ESTATE, "no queue attached");
     cr_assert_null(srv);
-    cr_assert_eq(gpumem_share_server_start(NULL, &srv), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_share_server_start(NULL, 1, &srv), GPUMEM_ENULL);
     cr_assert_eq(gpumem_share_server_stop(NULL), GPUMEM_ENULL);
     cr_assert_eq(gpumem_share_queue_init(r.share, m, bytes, 16, 0), GPUMEM_OK);
     cr_assert_eq(gpumem_share_queue_init(r.share, m, bytes, 16, 0), GPUMEM_EBUSY, "a second queue");
-    cr_assert_eq(gpumem_share_server_start(r.share, &srv), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_server_start(r.share, 65, &srv), GPUMEM_EINVAL, "65 threads");
+    cr_assert_eq(gpumem_share_server_start(r.share, 2, &srv), GPUMEM_OK);
     cr_assert_eq(gpumem_share_destroy(r.share), GPUMEM_EBUSY, "a server runs");
     cr_assert_eq(read0(&r, 1, 0), 0, "the refused destroy broke nothing");
     /* Requests a GPU thread wrote wrong: answered EINVAL and counted, never served. */
@@ -626,7 +627,7 @@ Test(share, queue_gpu_miss_refused_without_server) {
     cr_assert_eq(gpumem_share_get(r.share, 2, 4, 0, &p), GPUMEM_ESTATE, "no server");
     cr_assert_eq(gpumem_cache_find_in_use(r.caches[2], 0, 1), 16, "a refused miss left a line claimed");
     cr_assert_eq(gpumem_share_release(r.share, 2, 0, 16), GPUMEM_ESTATE, "the host's acquire has nobody to make it");
-    cr_assert_eq(gpumem_share_server_start(r.share, &r.server), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_server_start(r.share, 1, &r.server), GPUMEM_OK);
     cr_assert_eq(read0(&r, 2, 4), 0x21, "served: a GPU owner's miss, through the host owner's pairs");
     cr_assert_eq(gpumem_share_release(r.share, 2, 0, 16), GPUMEM_OK);
     gpumem_share_thread_as_gpu(0);
@@ -661,7 +662,7 @@ Test(share, queue_timeout_when_not_taken) {
     cr_assert_eq(stats_of(&r).post_timeouts, 2);
     for (i = 0; i < q->n_cells; i++) q->cells[i].word = GPUMEM__SQ_FREE;
     q->servers = 0;
-    cr_assert_eq(gpumem_share_server_start(r.share, &r.server), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_server_start(r.share, 1, &r.server), GPUMEM_OK);
     cr_assert_eq(read0(&r, 2, 3), 0);
     gpumem_share_thread_as_gpu(0);
     cr_assert_eq(stats_of(&r).served, 1, "a taken-back request was served");

@@ -112,7 +112,7 @@ struct Setup {
         gpumem_status st = gpumem_share_queue_init(s, qmem, qbytes, 256, timeout_ns);
         EXPECT(st == GPUMEM_OK, "queue init: %s", gpumem_status_str(st));
     }
-    void serve() { EXPECT(gpumem_share_server_start(s, &srv) == GPUMEM_OK, "server start"); }
+    void serve() { EXPECT(gpumem_share_server_start(s, 0, &srv) == GPUMEM_OK, "server start"); }
     void stop() {
         if (srv) EXPECT(gpumem_share_server_stop(srv) == GPUMEM_OK, "server stop");
         srv = nullptr;
