@@ -68,6 +68,23 @@ static uint64_t failures; /* failed calls and wrong data: the run fails on any *
         }                                                                                       \
     } while (0)
 
+/* Count a wrong result, saying where and what. */
+#define EXPECT(cond, ...)                                                                       \
+    do {                                                                                        \
+        if (!(cond)) {                                                                          \
+            __atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED);                                 \
+            fprintf(stderr, "share_bench: %s:%d: ", __FILE__, __LINE__);                        \
+            fprintf(stderr, __VA_ARGS__);                                                       \
+            fputc('\n', stderr);                                                                \
+        }                                                                                       \
+    } while (0)
+
+/* Count a rig that could not be made (a software controller or a cache refused). */
+static void rig_failed(int line) {
+    __atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED);
+    fprintf(stderr, "share_bench: line %d: the rig could not be made\n", line);
+}
+
 static double now_us(void) { return (double)gpumem_clock_ns() * 1e-3; }
 
 /* ---- a share over memory or one software controller ---------------------------- */
@@ -148,7 +165,7 @@ static void read_line(gpumem_cache *c, uint32_t l) {
     gpumem_status st = gpumem_cache_acquire(c, l, 1, 0, &p);
     MUST(st);
     if (st != GPUMEM_OK) return;
-    if (((uint32_t *)p)[0] != l) __atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED); /* tagged below */
+    EXPECT(((uint32_t *)p)[0] == l, "line %u read holds line %u's tag", l, ((uint32_t *)p)[0]); /* tagged below */
     MUST(gpumem_cache_release(c, l, 1));
 }
 
@@ -185,8 +202,13 @@ static void *fs_owner(void *arg) {
     const uint32_t first = x->private_lines ? (x->o - 1) * x->lines : 0;
     uint32_t k, l;
     for (k = 0; k < x->rounds; k++) {
+        gpumem_status st;
         for (l = 0; l < x->lines; l++) write_bytes(x->r, x->o, first + l, from, from + half, (unsigned char)(k + x->o));
-        MUST(gpumem_share_release(x->r->share, x->o, 0, x->r->n_lines));
+        /* GPU 0's release ends with the host's acquire (GAIA's piggyback),
+         * which answers EAGAIN while the host's thread holds a stale copy
+         * it is about to write: made again, as the caller must. */
+        while ((st = gpumem_share_release(x->r->share, x->o, 0, x->r->n_lines)) == GPUMEM_EAGAIN) continue;
+        MUST(st);
         pthread_barrier_wait(x->bar);
         MUST(gpumem_share_acquire(x->r->share, x->o, 0, x->r->n_lines));
         pthread_barrier_wait(x->bar);
@@ -202,7 +224,7 @@ static double fs_concurrent(uint32_t lines, uint32_t rounds, int private_lines, 
     pthread_barrier_t bar;
     uint32_t o, l, b;
     double t0, t;
-    if (rig_make(&r, 2 * lines, 2 * lines, latency_ns) != 0) return failures++, 0;
+    if (rig_make(&r, 2 * lines, 2 * lines, latency_ns) != 0) return rig_failed(__LINE__), 0;
     pthread_barrier_init(&bar, NULL, 2);
     t0 = now_us();
     for (o = 1; o <= 2; o++) {
@@ -215,7 +237,7 @@ static double fs_concurrent(uint32_t lines, uint32_t rounds, int private_lines, 
     for (l = 0; l < (private_lines ? 2 * lines : lines); l++)
         for (b = 0; b < (private_lines ? LINE / 2 : LINE); b += 512) {
             uint32_t o_ = private_lines ? 1 + l / lines : 1 + b / (LINE / 2);
-            if (rig_stored(&r, l)[b] != (unsigned char)(rounds - 1 + o_)) failures++;
+            EXPECT(rig_stored(&r, l)[b] == (unsigned char)(rounds - 1 + o_), "false sharing: line %u byte %u lost", l, b);
         }
     pthread_barrier_destroy(&bar);
     rig_free(&r);
@@ -229,7 +251,7 @@ static double fs_pingpong(uint32_t lines, uint32_t rounds, int64_t latency_ns) {
     rig r;
     uint32_t k, l, o, b;
     double t0, t;
-    if (rig_make(&r, 2 * lines, 2 * lines, latency_ns) != 0) return failures++, 0;
+    if (rig_make(&r, 2 * lines, 2 * lines, latency_ns) != 0) return rig_failed(__LINE__), 0;
     t0 = now_us();
     for (k = 0; k < rounds; k++)
         for (o = 1; o <= 2; o++)
@@ -242,7 +264,8 @@ static double fs_pingpong(uint32_t lines, uint32_t rounds, int64_t latency_ns) {
     t = now_us() - t0;
     for (l = 0; l < lines; l++)
         for (b = 0; b < LINE; b += 512)
-            if (rig_stored(&r, l)[b] != (unsigned char)(rounds - 1 + 1 + b / (LINE / 2))) failures++;
+            EXPECT(rig_stored(&r, l)[b] == (unsigned char)(rounds - 1 + 1 + b / (LINE / 2)),
+                   "ping-pong: line %u byte %u lost", l, b);
     rig_free(&r);
     return t / ((double)rounds * lines * 2);
 }
@@ -299,7 +322,7 @@ static double peer_run(const uint32_t *order, uint32_t n, int host_first, int64_
     gpumem_share_stats st;
     uint32_t l;
     double t;
-    if (rig_make(&r, n, n, lat) != 0) return failures++, 0;
+    if (rig_make(&r, n, n, lat) != 0) return rig_failed(__LINE__), 0;
     for (l = 0; l < n; l++) ((uint32_t *)rig_stored(&r, l))[0] = l; /* each line says which it is */
     if (host_first) read_all(r.caches[GPUMEM_SHARE_HOST], order, n, 0);
     t = read_all(r.caches[GPUMEM_SHARE_GPU0], order, n, 0);
@@ -329,7 +352,8 @@ static void bench_peer(int64_t lat, double scale) {
         for (k = 0; k < REPS; k++) {
             a[k] = peer_run(order, n, 0, lat, &none);
             b[k] = peer_run(order, n, 1, lat, &peers);
-            if (none != 0 || peers != n) failures++;
+            EXPECT(none == 0 && peers == n, "peer reads: %llu without copies, %llu of %u with the host's",
+                   (unsigned long long)none, (unsigned long long)peers, n);
         }
         av = median3(a[0], a[1], a[2]);
         bv = median3(b[0], b[1], b[2]);
@@ -350,7 +374,7 @@ static double peer_seq_run(uint32_t n, int mode, int64_t lat, uint64_t *transfer
     gpumem_share_stats st0, st;
     uint32_t *order = (uint32_t *)malloc(n * sizeof *order), l;
     double t0, t;
-    if (rig_make(&r, n, n, lat) != 0) return failures++, 0;
+    if (rig_make(&r, n, n, lat) != 0) return rig_failed(__LINE__), 0;
     for (l = 0; l < n; l++) {
         ((uint32_t *)rig_stored(&r, l))[0] = l;
         order[l] = l;
@@ -405,11 +429,11 @@ static double served_run(uint32_t n, int served, int64_t lat, uint64_t *count) {
     uint32_t *order = (uint32_t *)malloc(n * sizeof *order), l;
     const size_t qbytes = gpumem_share_queue_bytes(64);
     double t = 0;
-    if (!order || rig_make(&r, n, n, lat) != 0) return failures++, free(order), 0;
+    if (!order || rig_make(&r, n, n, lat) != 0) return rig_failed(__LINE__), free(order), 0;
     for (l = 0; l < n; l++) ((uint32_t *)rig_stored(&r, l))[0] = l, order[l] = l;
     if (served && (!(q = aligned_alloc(64, qbytes)) || gpumem_share_queue_init(r.share, q, qbytes, 64, 0) != GPUMEM_OK ||
                    gpumem_share_server_start(r.share, 8, &srv) != GPUMEM_OK)) {
-        failures++;
+        rig_failed(__LINE__); /* the queue or its server */
     } else {
         t = read_all(r.caches[GPUMEM_SHARE_GPU0], order, n, served);
     }
@@ -433,7 +457,9 @@ static void bench_served(int64_t lat, double scale) {
         for (k = 0; k < REPS; k++) {
             a[k] = served_run(n, 0, l, &none);
             b[k] = served_run(n, 1, l, &served);
-            if (none != 0 || served != n) failures++; /* every miss served once, none without a queue */
+            /* every miss served once, none without a queue */
+            EXPECT(none == 0 && served == n, "served misses: %llu without a queue, %llu of %u with one",
+                   (unsigned long long)none, (unsigned long long)served, n);
         }
         av = median3(a[0], a[1], a[2]);
         bv = median3(b[0], b[1], b[2]);
@@ -458,7 +484,7 @@ static void bench_calls(void) {
                 rig r;
                 double t0;
                 if (rig_make(&r, resident[i], resident[i], -1) != 0) {
-                    failures++;
+                    rig_failed(__LINE__);
                     return;
                 }
                 for (l = 0; l < resident[i]; l++) { /* both owners hold every line */
@@ -500,7 +526,7 @@ static void bench_merge(double scale) {
         double t0;
         unsigned char *scratch = (unsigned char *)malloc(LINE);
         if (rig_make(&r, n, n, -1) != 0) {
-            failures++;
+            rig_failed(__LINE__);
             return;
         }
         for (l = 0; l < n; l++) {
@@ -511,7 +537,7 @@ static void bench_merge(double scale) {
         MUST(gpumem_share_merge(r.share, GPUMEM_SHARE_HOST, 0, n));
         m[k] = (now_us() - t0) / n;
         for (l = 0; l < n; l++)
-            if (rig_stored(&r, l)[0] != 1 || rig_stored(&r, l)[LINE - 1] != 2) failures++;
+            EXPECT(rig_stored(&r, l)[0] == 1 && rig_stored(&r, l)[LINE - 1] == 2, "merge: line %u lost a half", l);
         /* The floor: a line read and written back, no diff (memory storage). */
         t0 = now_us();
         for (l = 0; l < n; l++) {
@@ -574,7 +600,7 @@ static double ra_run(uint32_t n, int readahead, int64_t lat, uint64_t *waves, ui
     uint64_t seed = 9, batch[32], *list = (uint64_t *)malloc((32 + 8 * 4096) * sizeof *list);
     uint32_t b, i, j, s, l;
     double t0, t;
-    if (rig_make(&r, n, n, lat) != 0) return failures++, 0;
+    if (rig_make(&r, n, n, lat) != 0) return rig_failed(__LINE__), 0;
     for (l = 0; l < n; l++) ((uint32_t *)rig_stored(&r, l))[0] = l;
     gpumem_policy_ra_batch_init(&ra, n, LINE, GPUMEM_POLICY_RA_GPU_CAP);
     memset(&w, 0, sizeof w);
