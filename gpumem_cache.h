@@ -2324,6 +2324,8 @@ typedef struct gpumem__share_entry {
     uint32_t based;    /* owners whose copy has a pristine base (base[o]) */
     uint32_t owed;     /* GPU owners whose copy a host thread merged while their kernels may run:
                           the pin stays, for the owner to drop (gpumem__share_settle) */
+    uint32_t listed;   /* owners whose list (written[o]) holds the line: a release to make
+                          (cdirty) or a pin to drop (owed); the entry lives while listed */
     uint32_t slot[GPUMEM_SHARE_MAX_OWNERS];
     uint32_t writers[GPUMEM_SHARE_MAX_OWNERS]; /* threads of owner o holding the line to write */
     uint32_t base[GPUMEM_SHARE_MAX_OWNERS];    /* base buffer of o's copy */
@@ -2350,32 +2352,49 @@ enum { /* counter indices (gpumem_share_stats order) */
  * GAIA serves every fault on the CPU too). It posts the request in a cell of
  * this ring, in memory both sides reach (pinned host memory mapped into the
  * GPU, or managed memory), and waits; a host thread (gpumem_share_server_start,
- * gpumem_share.h) runs the fill and answers. A cell's word holds a generation
- * (high 29 bits) and a state (low 3):
- *   FREE -> CLAIMED (poster, CAS) -> POSTED (poster, release) -> TAKEN (server,
- *   CAS) -> DONE (server, release) -> FREE with the next generation (poster).
- * A poster that waits past the queue's timeout for the server to take its
- * request takes it back (POSTED -> FREE, next generation, by CAS: the
- * server's CAS then fails, so a request is served at most once); once TAKEN
- * it is answered, because the server never waits for a GPU thread. */
-enum { GPUMEM__SQ_FREE, GPUMEM__SQ_CLAIMED, GPUMEM__SQ_POSTED, GPUMEM__SQ_TAKEN, GPUMEM__SQ_DONE };
-enum { GPUMEM__SQ_FILL = 1, GPUMEM__SQ_HOST_ACQUIRE = 2 };
+ * gpumem_share.h) runs the fill and answers.
+ *
+ * No word is read-modify-written by both the host and a GPU: on pinned host
+ * memory such an atomic is not atomic unless the link has native host
+ * atomics (cudaDevAttrHostNativeAtomicSupported, 0 on most PCIe machines),
+ * while plain loads and stores are. So each cell has two words, each with
+ * one writing side, both holding a generation (high bits) and a state:
+ *   post, the posters' (compare-and-swapped only by the threads of one GPU
+ *   owner - each owner has its own cells - and read by the host):
+ *     FREE -> CLAIMED (a poster's CAS) -> POSTED (its release store, after
+ *     the request) -> FREE with the next generation (after the answer), or
+ *     -> WITHDRAWN (a poster giving up) -> FREE with the next generation;
+ *   answer, the servers' (compare-and-swapped only by host threads, read by
+ *   the GPU): TAKEN (a server's CAS: one server per request) -> DONE (its
+ *   release store, after the status and the slot's bytes) or SKIPPED (it
+ *   found the request withdrawn, and did nothing).
+ * A poster gives up (its timeout, or no server running) by storing
+ * WITHDRAWN, a sequentially consistent fence, then reading answer; a
+ * server takes by its CAS to TAKEN, the same fence, then reading post
+ * again. With both fences, at least one of the two sees the other's write
+ * (Dekker): the server serves only if post still says POSTED for that
+ * generation, and the poster leaves only if answer does not say TAKEN -
+ * otherwise it waits for DONE or SKIPPED. So a request is served at most
+ * once, and never after its poster left (into a slot the cache gave back). */
+enum { GPUMEM__SQ_FREE, GPUMEM__SQ_CLAIMED, GPUMEM__SQ_POSTED, GPUMEM__SQ_WITHDRAWN };         /* post */
+enum { GPUMEM__SQ_NONE, GPUMEM__SQ_TAKEN, GPUMEM__SQ_DONE, GPUMEM__SQ_SKIPPED };               /* answer */
+enum { GPUMEM__SQ_FILL = 1, GPUMEM__SQ_HOST_ACQUIRE = 2, GPUMEM__SQ_MAKE_ROOM = 3 };
 #define GPUMEM__SQ_STATE(w) ((w) & 7u)
 #define GPUMEM__SQ_GEN(w) ((w) & ~7u)
 #define GPUMEM__SQ_NEXT_GEN 8u
 
 typedef struct gpumem__share_cell {
-    uint32_t word;        /* generation and state, above */
-    uint32_t kind;        /* GPUMEM__SQ_FILL or GPUMEM__SQ_HOST_ACQUIRE */
+    uint32_t post;        /* the posters' word (above) */
+    uint32_t answer;      /* the servers' word (above) */
+    uint32_t kind;        /* GPUMEM__SQ_FILL, _HOST_ACQUIRE or _MAKE_ROOM (gpumem_share.h) */
     uint32_t owner, slot; /* FILL: the GPU owner and the slot its cache claimed */
-    uint64_t line, n;     /* FILL: the line; HOST_ACQUIRE: lines [line, line + n) */
     int32_t status;       /* the server's answer */
-    uint32_t pad_;
+    uint64_t line, n;     /* FILL: the line; HOST_ACQUIRE: lines [line, line + n) */
 } gpumem__share_cell;
 
 typedef struct gpumem_share_queue {
     uint32_t n_cells;     /* a power of two */
-    uint32_t servers;     /* server threads running; none: a post is refused at once */
+    uint32_t servers;     /* server pools running; none: a post is refused at once */
     uint64_t timeout_ns;  /* how long a post waits for a free cell, and to be taken */
     gpumem__share_cell *cells;
 } gpumem_share_queue;
@@ -2393,7 +2412,7 @@ typedef struct gpumem_share {
     uint32_t n_bases;
     uint32_t *free_bases;          /* a stack, under pool_lock */
     uint64_t *slot_line[GPUMEM_SHARE_MAX_OWNERS]; /* per owner, per slot: the line the share put there */
-    uint64_t *written[GPUMEM_SHARE_MAX_OWNERS];   /* per owner: lines consistency-dirty (list_lock) */
+    uint64_t *written[GPUMEM_SHARE_MAX_OWNERS];   /* per owner: lines listed (cdirty or owed; list_lock) */
     uint64_t *draining[GPUMEM_SHARE_MAX_OWNERS];  /* the list a release works through */
     /* For owners with a host tier below their cache (NULL where none has
      * one). A copy moved down to the tier leaves the share's sight, so
@@ -2494,23 +2513,36 @@ GPUMEM_API void gpumem__share_pause(gpumem_backoff *b) {
 #endif
 }
 
-/* Claim a free cell (FREE -> CLAIMED, same generation), looking from a
- * place that spreads posters over the ring; NULL once the deadline passes. */
-GPUMEM_API gpumem__share_cell *gpumem__share_claim_cell(gpumem_share_queue *q, uint64_t spread, uint64_t deadline,
-                                                       uint32_t *word) {
+/* The cells of owner o (a GPU owner): each has its own, so that no two GPUs
+ * ever compare-and-swap one word (that is not atomic across devices on host
+ * memory either). */
+GPUMEM_API void gpumem__share_cells_of(const gpumem_share *s, const gpumem_share_queue *q, uint32_t o,
+                                       uint32_t *first, uint32_t *count) {
+    const uint32_t gpus = s->n_owners > GPUMEM_SHARE_GPU0 ? s->n_owners - GPUMEM_SHARE_GPU0 : 1;
+    *count = q->n_cells / gpus; /* at least 1: 8 cells or more, 8 GPU owners at most */
+    *first = (o >= GPUMEM_SHARE_GPU0 && o < s->n_owners ? o - GPUMEM_SHARE_GPU0 : 0) * *count;
+}
+
+/* Claim a free cell of owner o (post: FREE -> CLAIMED, same generation),
+ * looking from a place that spreads posters over its cells; NULL once the
+ * deadline passes. Device scope on the device: only this owner's threads,
+ * on this GPU, write post. */
+GPUMEM_API gpumem__share_cell *gpumem__share_claim_cell(gpumem_share *s, gpumem_share_queue *q, uint32_t o,
+                                                       uint64_t spread, uint64_t deadline, uint32_t *gen) {
     gpumem_backoff wait = gpumem_backoff_start();
-    uint32_t i;
+    uint32_t i, first, count;
+    gpumem__share_cells_of(s, q, o, &first, &count);
     for (;;) {
-        for (i = 0; i < q->n_cells; i++) {
-            gpumem__share_cell *cell = &q->cells[(spread + i) & (q->n_cells - 1)];
-            uint32_t w = gpumem_atomic_load_u32(&cell->word, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+        for (i = 0; i < count; i++) {
+            gpumem__share_cell *cell = &q->cells[first + (uint32_t)((spread + i) % count)];
+            uint32_t w = gpumem_atomic_load_u32(&cell->post, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
             /* Acquire: the cell's last poster freed it with a release after
              * reading its answer, so that read comes before the writes of
              * this request. The claim publishes nothing; POSTED does. */
             if (GPUMEM__SQ_STATE(w) == GPUMEM__SQ_FREE &&
-                gpumem_atomic_cas_u32(&cell->word, &w, GPUMEM__SQ_GEN(w) | GPUMEM__SQ_CLAIMED, GPUMEM_ORDER_ACQUIRE,
-                                      GPUMEM__SDEV)) {
-                *word = GPUMEM__SQ_GEN(w);
+                gpumem_atomic_cas_u32(&cell->post, &w, GPUMEM__SQ_GEN(w) | GPUMEM__SQ_CLAIMED, GPUMEM_ORDER_ACQUIRE,
+                                      GPUMEM_SCOPE_DEVICE)) {
+                *gen = GPUMEM__SQ_GEN(w);
                 return cell;
             }
         }
@@ -2519,14 +2551,75 @@ GPUMEM_API gpumem__share_cell *gpumem__share_claim_cell(gpumem_share_queue *q, u
     }
 }
 
-/* Post a request and wait for the host's answer (the status it returns).
+/* Give a cell back: the next generation, free. Release: this poster's read
+ * of the answer comes before the next poster's writes. */
+GPUMEM_API void gpumem__share_free_cell(gpumem__share_cell *cell, uint32_t gen) {
+    gpumem_atomic_store_u32(&cell->post, (gen + GPUMEM__SQ_NEXT_GEN) | GPUMEM__SQ_FREE, GPUMEM_ORDER_RELEASE,
+                            GPUMEM__SDEV);
+}
+
+/* Post one request, in a cell of GPU owner `poster`, and wait for its
+ * answer: the status, or ETIMEDOUT if it was withdrawn (the deadline
+ * passed, or no server runs) - then it is never served. */
+GPUMEM_API gpumem_status gpumem__share_post_once(gpumem_share *s, gpumem_share_queue *q, uint32_t kind,
+                                                 uint32_t poster, uint32_t owner, uint64_t line, uint64_t n,
+                                                 uint32_t slot, uint64_t deadline) {
+    gpumem_backoff wait = gpumem_backoff_start();
+    uint32_t gen = 0, a;
+    int withdrawing = 0;
+    gpumem__share_cell *cell = gpumem__share_claim_cell(s, q, poster, line * 0x9E3779B9u + gpumem_sm_id(), deadline, &gen);
+    if (!cell) { /* every cell of this owner busy until the deadline */
+        gpumem__share_count(s, GPUMEM__SS_POST_TIMEOUTS, 1);
+        return GPUMEM_ETIMEDOUT;
+    }
+    cell->kind = kind;
+    cell->owner = owner;
+    cell->slot = slot;
+    cell->line = line;
+    cell->n = n;
+    /* Release at system scope: the request's fields reach the host before
+     * the state that says they are there. */
+    gpumem_atomic_store_u32(&cell->post, gen | GPUMEM__SQ_POSTED, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
+    for (;;) {
+        /* Acquire: DONE makes the status, and the slot's data the host wrote
+         * before it, visible to this thread. Only this generation's answer
+         * counts: an older one is a finished request's. */
+        a = gpumem_atomic_load_u32(&cell->answer, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV);
+        if (a == (gen | GPUMEM__SQ_DONE)) {
+            gpumem_status st = (gpumem_status)cell->status;
+            gpumem__share_free_cell(cell, gen);
+            return st;
+        }
+        if (a == (gen | GPUMEM__SQ_SKIPPED)) break; /* the server saw it withdrawn */
+        if (!withdrawing && a != (gen | GPUMEM__SQ_TAKEN) &&
+            (gpumem_deadline_passed(deadline) ||
+             !gpumem_atomic_load_u32(&q->servers, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV))) {
+            /* Withdraw: WITHDRAWN, the fence, then look at the answer (the
+             * server does the mirror image: see the protocol above). */
+            gpumem_atomic_store_u32(&cell->post, gen | GPUMEM__SQ_WITHDRAWN, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+            gpumem_atomic_fence(GPUMEM_ORDER_SEQ_CST, GPUMEM__SDEV);
+            a = gpumem_atomic_load_u32(&cell->answer, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV);
+            if (GPUMEM__SQ_GEN(a) != gen || GPUMEM__SQ_STATE(a) == GPUMEM__SQ_NONE) break; /* not taken: never will be */
+            withdrawing = 1; /* taken: it ends DONE (served) or SKIPPED (the server saw WITHDRAWN) */
+            continue;
+        }
+        gpumem__share_pause(&wait);
+    }
+    gpumem__share_free_cell(cell, gen);
+    gpumem__share_count(s, GPUMEM__SS_POST_TIMEOUTS, 1);
+    return GPUMEM_ETIMEDOUT;
+}
+
+/* Post a request for GPU owner `poster`'s thread and wait for the host's
+ * answer (the status it returns).
  * ESTATE at once when no queue is attached or no server runs; ETIMEDOUT
- * when no cell came free, or the server did not take the request, within
- * the queue's timeout (the request is then taken back: it is never served
- * later); EAGAIN answered (a writer held the line: a merge could not be
- * made) is posted again after a pause, until the same timeout. */
-GPUMEM_API gpumem_status gpumem__share_post(gpumem_share *s, uint32_t kind, uint32_t owner, uint64_t line,
-                                            uint64_t n, uint32_t slot) {
+ * when no cell came free, or no server took the request, within the
+ * queue's timeout (it is then never served). A fill answered EAGAIN (a
+ * writer held the line, so a merge could not be made) is posted again after
+ * a pause, until the same timeout; any other request's EAGAIN is returned
+ * at once (a host acquire finding a host thread's stale copy held). */
+GPUMEM_API gpumem_status gpumem__share_post(gpumem_share *s, uint32_t kind, uint32_t poster, uint32_t owner,
+                                            uint64_t line, uint64_t n, uint32_t slot) {
     gpumem_share_queue *q = s->queue;
     gpumem_backoff again = gpumem_backoff_start();
     uint64_t deadline;
@@ -2534,47 +2627,11 @@ GPUMEM_API gpumem_status gpumem__share_post(gpumem_share *s, uint32_t kind, uint
     if (!q || !gpumem_atomic_load_u32(&q->servers, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV)) return GPUMEM_ESTATE;
     deadline = gpumem_deadline_ns(q->timeout_ns);
     for (;;) {
-        gpumem_backoff wait = gpumem_backoff_start();
-        uint32_t gen = 0, w;
-        gpumem__share_cell *cell = gpumem__share_claim_cell(q, line * 0x9E3779B9u + gpumem_sm_id(), deadline, &gen);
-        if (!cell) break;
-        cell->kind = kind;
-        cell->owner = owner;
-        cell->slot = slot;
-        cell->line = line;
-        cell->n = n;
-        /* Release at system scope: the request's fields reach the host
-         * before the state that says they are there. */
-        gpumem_atomic_store_u32(&cell->word, gen | GPUMEM__SQ_POSTED, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
-        for (;;) {
-            /* Acquire: DONE makes the status, and the slot's data the host
-             * wrote before it, visible to this thread. */
-            w = gpumem_atomic_load_u32(&cell->word, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV);
-            if (GPUMEM__SQ_STATE(w) == GPUMEM__SQ_DONE) break;
-            if (GPUMEM__SQ_STATE(w) == GPUMEM__SQ_POSTED &&
-                (gpumem_deadline_passed(deadline) ||
-                 !gpumem_atomic_load_u32(&q->servers, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV))) {
-                /* Not taken: take it back. If the server took it meanwhile,
-                 * the CAS fails and the answer is awaited (it comes: the
-                 * server never waits for a GPU thread). */
-                uint32_t posted = gen | GPUMEM__SQ_POSTED;
-                if (gpumem_atomic_cas_u32(&cell->word, &posted, (gen + GPUMEM__SQ_NEXT_GEN) | GPUMEM__SQ_FREE,
-                                          GPUMEM_ORDER_RELEASE, GPUMEM__SDEV)) {
-                    gpumem__share_count(s, GPUMEM__SS_POST_TIMEOUTS, 1);
-                    return GPUMEM_ETIMEDOUT;
-                }
-                continue;
-            }
-            gpumem__share_pause(&wait);
-        }
-        st = (gpumem_status)cell->status;
-        gpumem_atomic_store_u32(&cell->word, (gen + GPUMEM__SQ_NEXT_GEN) | GPUMEM__SQ_FREE, GPUMEM_ORDER_RELEASE,
-                                GPUMEM__SDEV);
-        if (st != GPUMEM_EAGAIN || gpumem_deadline_passed(deadline)) return st;
+        st = gpumem__share_post_once(s, q, kind, poster, owner, line, n, slot, deadline);
+        if (st != GPUMEM_EAGAIN || kind != GPUMEM__SQ_FILL) return st;
         gpumem__share_pause(&again); /* a writer holds the line: let it put it down */
+        if (gpumem_deadline_passed(deadline)) return GPUMEM_EAGAIN;
     }
-    gpumem__share_count(s, GPUMEM__SS_POST_TIMEOUTS, 1);
-    return GPUMEM_ETIMEDOUT;
 }
 
 /* The line the share last put in owner o's slot k (EMPTY: none). Written
@@ -2648,7 +2705,7 @@ GPUMEM_API gpumem__share_entry *gpumem__share_get_entry(gpumem_share *s, uint64_
 
 /* Free the entry if nothing is left to know: no copy, no pending bump. */
 GPUMEM_API void gpumem__share_maybe_free(gpumem_share *s, gpumem__share_entry *e) {
-    if (e->holders || e->cdirty || e->dirty || e->owed) return;
+    if (e->holders || e->cdirty || e->dirty || e->owed || e->listed) return;
     gpumem_atomic_store_u32(&s->dir[e->line], 0, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
     e->line = GPUMEM_CACHE_EMPTY;
     gpumem__share_lock(s, &s->pool_lock.v);
@@ -2714,6 +2771,19 @@ GPUMEM_API void gpumem__share_unpin(gpumem_cache *c, uint64_t line) {
  * The device only ever touches its own owner's words. */
 GPUMEM_API int gpumem__share_may_touch(uint32_t o, uint32_t at_boundary) {
     return o < GPUMEM_SHARE_GPU0 || o == at_boundary;
+}
+
+/* Put the line on owner o's list, once (the caller holds the line's lock):
+ * what the owner's next release, acquire or flush walks - its writes to
+ * release (cdirty) and the pins a merge left it (owed) - so that those cost
+ * O(lines the owner wrote), never O(lines resident). Every listed line has
+ * an entry (it lives while listed), so a list holds n_entries at most. */
+GPUMEM_API void gpumem__share_list(gpumem_share *s, gpumem__share_entry *e, uint32_t o) {
+    if (e->listed & (1u << o)) return;
+    e->listed |= 1u << o;
+    gpumem__share_lock(s, &s->list_lock[o].v);
+    s->written[o][s->n_written[o]++] = e->line;
+    gpumem__share_unlock(s, &s->list_lock[o].v);
 }
 
 /* Owner o drops the pins a merge left it (the caller holds the line's lock;
@@ -2783,6 +2853,7 @@ GPUMEM_API gpumem_status gpumem__share_merge_line(gpumem_share *s, gpumem__share
             gpumem__share_unpin(s->caches[o], e->line);
         } else {
             e->owed |= 1u << o;
+            gpumem__share_list(s, e, o); /* its next release, acquire or flush drops it */
             gpumem__share_count(s, GPUMEM__SS_OWED_PINS, 1);
         }
         gpumem__share_count(s, GPUMEM__SS_MERGED_COPIES, 1);
@@ -2980,7 +3051,7 @@ static inline gpumem_status gpumem__share_fill_here(gpumem_share *s, gpumem_cach
 GPUMEM__TIER_HOOK gpumem_status gpumem__share_fill(gpumem_share *s, gpumem_cache *c, uint64_t line, uint32_t k) {
     const uint32_t o = gpumem__share_owner(s, c);
     if (o == GPUMEM__SHARE_NONE) return GPUMEM_ESTATE;
-    if (o >= GPUMEM_SHARE_GPU0 && gpumem__share_posts()) return gpumem__share_post(s, GPUMEM__SQ_FILL, o, line, 0, k);
+    if (o >= GPUMEM_SHARE_GPU0 && gpumem__share_posts()) return gpumem__share_post(s, GPUMEM__SQ_FILL, o, o, line, 0, k);
 #if GPUMEM_ON_DEVICE
     return GPUMEM_ESTATE; /* the host owner's cache, on the device: not a GPU's */
 #else

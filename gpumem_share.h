@@ -103,32 +103,39 @@
  *
  * GPU threads. A GPU thread never fills: its miss in a shared cache posts
  * (owner, line, slot) to the miss queue (gpumem_share_queue_init: a ring in
- * mapped pinned or managed memory) and waits; a host thread
- * (gpumem_share_server_start: a few, fills side by side) runs the fill and answers. The post and wait
- * cost the cached element read no register (48, make registers). The share
- * goes in managed memory (gpumem_share_init), and so do the GPU owners'
- * slots, which the server fills while kernels run. Because the host and the
- * GPUs touch the share at once, its words are system-scope atomics; the
- * caches' words stay device-scope, so a host thread never touches a GPU
- * owner's cache words while its kernels may run:
+ * mapped pinned or managed memory; the protocol, with no word that both
+ * sides read-modify-write, is at the queue's definition in gpumem_cache.h)
+ * and waits; host threads (gpumem_share_server_start) run the fill and
+ * answer. The post and wait cost the cached element read no register (48,
+ * make registers). The share goes in managed memory (gpumem_share_init),
+ * whose system-scope atomics CUDA makes atomic between the host and a GPU
+ * with concurrent managed access; so do the GPU owners' slots, which the
+ * server fills while kernels run. The caches' words stay device-scope, so
+ * a host thread never touches a GPU owner's cache words while its kernels
+ * may run:
  *   - a peer read from a GPU owner's copy takes no pin: under the line's
  *     lock the slot holds the copy (a slot is refilled only by a fill,
  *     which forgets the old line under that line's lock first);
- *   - a merge made by a host thread leaves a GPU owner's pin owed: the
- *     owner drops it itself, in its next acquire, release, merge or flush
- *     (its kernel boundaries), or takes it over in its next write of the
- *     line. Until then the merged copy stays resident;
+ *   - a merge made by a host thread leaves a GPU owner's pin owed, and puts
+ *     the line on the owner's list (with its writes: O(lines written)); the
+ *     owner drops it in its next release, acquire or flush, takes it over
+ *     in its next write of the line, or drops them all when a write finds
+ *     its cache full. Until then the merged copy stays resident;
+ *   - a GPU owner's write that finds its cache full of its own written
+ *     copies (pinned until merged) asks the server to make room: it merges
+ *     them, leaving the pins owed;
  *   - the server's I/O goes through the host owner's cache (its pairs are
  *     host threads'), into the GPU owner's slot; a queue needs a host owner
  *     and refuses GPU owners with a host tier (the tier's words are
  *     device-scope);
  *   - a GPU owner's release on the device posts its host part (the host's
- *     acquire) to the server; its acquire makes its host part (the host's
+ *     acquire) to the server, which answers EAGAIN at once if a host thread
+ *     holds a stale copy; its acquire makes its host part (the host's
  *     release: share words only) itself.
  * The server never waits for a GPU thread: a fill whose merge a writer holds
  * up is answered EAGAIN and the GPU thread posts again. With no server
  * running a post ends ESTATE at once; one not taken within the queue's
- * timeout is taken back and ends ETIMEDOUT: never a hang, never served late.
+ * timeout is withdrawn and ends ETIMEDOUT: never a hang, never served late.
  * get, put, acquire and release run on the device (acquire and release by
  * one thread at a kernel boundary); merge, flush and fetch are host calls,
  * between the kernels of the owners they touch or from a stream callback
@@ -217,11 +224,49 @@ GPUMEM_API gpumem_status gpumem__share_check(gpumem_share *s, uint32_t o, uint64
 
 /* ---- accesses -------------------------------------------------------------- */
 
-/* Append a line to owner o's written list (the caller holds the line's lock). */
-GPUMEM_API void gpumem__share_note_written(gpumem_share *s, uint32_t o, uint64_t line) {
+/* Walk owner o's list (the owner's own call: a release, an acquire, a
+ * flush, or a write that found its cache full): drop the pins merges left
+ * it, and, with `bump`, bump its versions of the lines in [first, first + n)
+ * it wrote since its last release; what stays pending goes back on the
+ * list. O(lines the owner wrote), never O(lines resident). */
+GPUMEM_API void gpumem__share_drain(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n, int bump) {
+    const uint32_t bit = 1u << o;
+    uint32_t i, count;
+    uint64_t *list;
+    gpumem__share_lock(s, &s->release_lock[o].v);
     gpumem__share_lock(s, &s->list_lock[o].v);
-    s->written[o][s->n_written[o]++] = line;
+    list = s->written[o]; /* swap the lists: writers append to the fresh one meanwhile */
+    s->written[o] = s->draining[o];
+    s->draining[o] = list;
+    count = s->n_written[o];
+    s->n_written[o] = 0;
     gpumem__share_unlock(s, &s->list_lock[o].v);
+    for (i = 0; i < count; i++) {
+        const uint64_t line = list[i];
+        uint32_t *lk = gpumem__share_line_lock(s, line);
+        gpumem__share_entry *e;
+        gpumem__share_lock(s, lk);
+        e = gpumem__share_find(s, line);
+        if (!e || !(e->listed & bit)) {
+            gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1); /* a listed line has its entry and its bit */
+        } else {
+            e->listed &= ~bit;
+            gpumem__share_settle(s, e, o);
+            if ((e->cdirty & bit) && (!bump || line < first || line - first >= n)) {
+                gpumem__share_list(s, e, o); /* not released: still pending */
+            } else if (e->cdirty & bit) {
+                e->rel[o]++;
+                if (e->holders & bit) e->vv[o][o] = e->rel[o];
+                /* Written copy merged (and maybe evicted) since: storage has the writes. */
+                if (!(e->dirty & bit)) e->vv[0][o] = e->rel[o];
+                e->cdirty &= ~bit;
+                gpumem__share_count(s, GPUMEM__SS_BUMPS, 1);
+            }
+            gpumem__share_maybe_free(s, e);
+        }
+        gpumem__share_unlock(s, lk);
+    }
+    gpumem__share_unlock(s, &s->release_lock[o].v);
 }
 
 /* Take the line for owner o (write != 0: to write it) and return its data
@@ -241,7 +286,21 @@ GPUMEM_API gpumem_status gpumem_share_get(gpumem_share *s, uint32_t o, uint64_t 
     if (line >= s->n_lines) return GPUMEM_ERANGE;
     /* The cache never sees a write: its copy stays clean, so it never
      * writes it back whole over another owner's merged bytes. */
-    if ((st = gpumem_cache_acquire(c, line, 1, 0, data)) != GPUMEM_OK || !write) return st;
+    /* EAGAIN: every slot in use. Some may be pinned only by pins merges left
+     * this owner (owed): drop them (its own words) and try once more. */
+    if ((st = gpumem_cache_acquire(c, line, 1, 0, data)) == GPUMEM_EAGAIN) {
+        gpumem__share_drain(s, o, 0, 0, 0);
+        st = gpumem_cache_acquire(c, line, 1, 0, data);
+    }
+    /* Still full: of its own written copies, which only a merge unpins. A
+     * GPU thread cannot merge; the server can (their pins then owed, which
+     * it drops) - a host thread flushes instead (its caller: EAGAIN). */
+    if (st == GPUMEM_EAGAIN && o >= GPUMEM_SHARE_GPU0 && gpumem__share_posts() &&
+        gpumem__share_post(s, GPUMEM__SQ_MAKE_ROOM, o, o, 0, 0, 0) == GPUMEM_OK) {
+        gpumem__share_drain(s, o, 0, 0, 0);
+        st = gpumem_cache_acquire(c, line, 1, 0, data);
+    }
+    if (st != GPUMEM_OK || !write) return st;
     lk = gpumem__share_line_lock(s, line);
     k = gpumem_atomic_load_u32(&c->lines[line].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
     gpumem__share_lock(s, lk);
@@ -281,7 +340,7 @@ GPUMEM_API gpumem_status gpumem_share_get(gpumem_share *s, uint32_t o, uint64_t 
     if (st == GPUMEM_OK) {
         if (!(e->cdirty & bit)) {
             e->cdirty |= bit;
-            gpumem__share_note_written(s, o, line);
+            gpumem__share_list(s, e, o);
         }
         e->writers[o]++;
     }
@@ -313,45 +372,6 @@ GPUMEM_API gpumem_status gpumem_share_put(gpumem_share *s, uint32_t o, uint64_t 
 }
 
 /* ---- release and acquire: no data moves -------------------------------------- */
-
-/* Bump owner o's versions of the lines in [first, first + n) it wrote since
- * its last release: O(lines written), through its written list. */
-GPUMEM_API gpumem_status gpumem__share_release(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
-    uint32_t i, count;
-    uint64_t *list;
-    gpumem__share_lock(s, &s->release_lock[o].v);
-    gpumem__share_lock(s, &s->list_lock[o].v);
-    list = s->written[o]; /* swap the lists: writers append to the fresh one meanwhile */
-    s->written[o] = s->draining[o];
-    s->draining[o] = list;
-    count = s->n_written[o];
-    s->n_written[o] = 0;
-    gpumem__share_unlock(s, &s->list_lock[o].v);
-    for (i = 0; i < count; i++) {
-        const uint64_t line = list[i];
-        uint32_t *lk = gpumem__share_line_lock(s, line);
-        gpumem__share_entry *e;
-        gpumem__share_lock(s, lk);
-        e = gpumem__share_find(s, line);
-        if (!e || !(e->cdirty & (1u << o))) {
-            gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1); /* listed lines are consistency-dirty */
-        } else if (line < first || line - first >= n) {
-            gpumem__share_note_written(s, o, line); /* outside the range: still pending */
-        } else {
-            gpumem__share_settle(s, e, o); /* the owner's own call: its pins to drop */
-            e->rel[o]++;
-            if (e->holders & (1u << o)) e->vv[o][o] = e->rel[o];
-            /* Written copy merged (and maybe evicted) since: storage has the writes. */
-            if (!(e->dirty & (1u << o))) e->vv[0][o] = e->rel[o];
-            e->cdirty &= ~(1u << o);
-            gpumem__share_count(s, GPUMEM__SS_BUMPS, 1);
-            gpumem__share_maybe_free(s, e);
-        }
-        gpumem__share_unlock(s, lk);
-    }
-    gpumem__share_unlock(s, &s->release_lock[o].v);
-    return GPUMEM_OK;
-}
 
 /* Drop owner o's copy of `line` (in its slot k) if another owner released
  * newer data. EAGAIN: stale but held by a thread (acquire again once the
@@ -417,12 +437,12 @@ GPUMEM_API gpumem_status gpumem__share_acquire(gpumem_share *s, uint32_t o, uint
 GPUMEM_API gpumem_status gpumem_share_release(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
     gpumem_status st = gpumem__share_check(s, o, first, n);
     if (st != GPUMEM_OK) return st;
-    st = gpumem__share_release(s, o, first, n);
+    gpumem__share_drain(s, o, first, n, 1);
     if (o < GPUMEM_SHARE_GPU0 || !gpumem__share_cache(s, GPUMEM_SHARE_HOST)) return st;
     /* The host's acquire touches the host cache's words: a GPU thread asks
      * the miss queue's server to make it (ESTATE: no server; the release is
      * made, the host must acquire itself). */
-    if (gpumem__share_posts()) return gpumem__share_post(s, GPUMEM__SQ_HOST_ACQUIRE, GPUMEM_SHARE_HOST, first, n, 0);
+    if (gpumem__share_posts()) return gpumem__share_post(s, GPUMEM__SQ_HOST_ACQUIRE, o, GPUMEM_SHARE_HOST, first, n, 0);
     return gpumem__share_acquire(s, GPUMEM_SHARE_HOST, first, n);
 }
 
@@ -436,7 +456,8 @@ GPUMEM_API gpumem_status gpumem_share_acquire(gpumem_share *s, uint32_t o, uint6
     gpumem_status st = gpumem__share_check(s, o, first, n);
     if (st != GPUMEM_OK) return st;
     if (o >= GPUMEM_SHARE_GPU0 && gpumem__share_cache(s, GPUMEM_SHARE_HOST))
-        gpumem__share_release(s, GPUMEM_SHARE_HOST, first, n);
+        gpumem__share_drain(s, GPUMEM_SHARE_HOST, first, n, 1);
+    gpumem__share_drain(s, o, 0, 0, 0); /* its own pins to drop first: a pinned stale copy stays */
     return gpumem__share_acquire(s, o, first, n);
 }
 
@@ -510,9 +531,13 @@ size_t gpumem_share_queue_bytes(uint32_t cells);
  * timeout_ns (0: GPUMEM_SHARE_POST_TIMEOUT_NS): how long a GPU thread's
  * request waits for a free cell and to be taken; it ends ETIMEDOUT then.
  * The GPU owners' caches must keep their slots in memory the host can write
- * (managed memory): the server fills them. Statuses: ENULL; EINVAL (cells,
- * size or alignment; memory the host or the GPU cannot reach, in CUDA
- * builds; no host owner: the server's I/O goes through the host owner's
+ * (managed memory): the server fills them. The share itself must be in
+ * managed memory on a GPU with concurrent managed access (gpumem_share_init):
+ * the host and the GPUs compare-and-swap its words at once, which is atomic
+ * there (CUDA's rule) and not in pinned host memory without native host
+ * atomics. Statuses: ENULL; EINVAL (cells, size or alignment; in CUDA builds,
+ * a queue the host or the GPU cannot reach, a share not in managed memory
+ * with concurrent access, slots or PRP lists in device memory; no host owner: the server's I/O goes through the host owner's
  * cache, whose pairs are host threads'; a GPU owner with a host tier: the
  * tier's words are device-scope, so a host thread cannot fill from it while
  * kernels run); EBUSY (a queue is attached already). Attach it before
@@ -711,20 +736,28 @@ gpumem_status gpumem_share_create(const gpumem_share_desc *d, gpumem_share **out
     return GPUMEM_OK;
 }
 
+/* A scratch line for a merge made outside any slot, page aligned, with its
+ * own PRP-list page (NVMe lines over two pages); NULL: no memory. Free the
+ * returned block. */
+static void *gpumem__share_scratch(const gpumem_share *s, gpumem__slot_pool *pool) {
+    void *mem;
+    if (posix_memalign(&mem, 4096, (size_t)s->line_bytes + 4096) != 0) return NULL;
+    memset(pool, 0, sizeof *pool);
+    pool->data = (unsigned char *)mem;
+    pool->data_iova = (uint64_t)(uintptr_t)mem;
+    pool->prp_lists = (uint64_t *)((unsigned char *)mem + s->line_bytes);
+    pool->prp_lists_iova = pool->data_iova + s->line_bytes;
+    return mem;
+}
+
 gpumem_status gpumem_share_merge(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
     gpumem_status st = gpumem__share_check(s, o, first, n), one;
     gpumem__slot_pool pool;
     void *mem;
     uint64_t line;
     if (st != GPUMEM_OK) return st;
-    /* A scratch line, page aligned, with its own PRP-list page (NVMe lines
-     * over two pages): the merge's I/O goes through owner o's pairs. */
-    if (posix_memalign(&mem, 4096, (size_t)s->line_bytes + 4096) != 0) return GPUMEM_ENOMEM;
-    memset(&pool, 0, sizeof pool);
-    pool.data = (unsigned char *)mem;
-    pool.data_iova = (uint64_t)(uintptr_t)mem;
-    pool.prp_lists = (uint64_t *)((unsigned char *)mem + s->line_bytes);
-    pool.prp_lists_iova = pool.data_iova + s->line_bytes;
+    /* The merge's I/O goes through owner o's pairs, into a scratch line. */
+    if (!(mem = gpumem__share_scratch(s, &pool))) return GPUMEM_ENOMEM;
     for (line = first; line < first + n; line++) {
         uint32_t *lk;
         gpumem__share_entry *e;
@@ -756,6 +789,7 @@ gpumem_status gpumem_share_flush(gpumem_share *s, uint32_t o) {
         if (line != GPUMEM_CACHE_EMPTY && (one = gpumem_share_merge(s, o, line, 1)) != GPUMEM_OK && st != GPUMEM_EIO)
             st = one;
     }
+    gpumem__share_drain(s, o, 0, 0, 0); /* pins left owed, and lines listed only for them */
     one = gpumem_cache_flush(c, NULL);
     return st != GPUMEM_OK ? st : one;
 }
@@ -928,24 +962,83 @@ static int gpumem__share_both_reach(const void *p) {
 #endif
 }
 
+/* Whether the share's words, which the host and the GPUs compare-and-swap
+ * at once, are atomic between them: in managed memory on a GPU with
+ * concurrent managed access (CUDA's rule for system-scope atomics; pinned
+ * host memory would need native host atomics, which PCIe links mostly lack).
+ * 1, 0, or -1 where this build cannot tell (no CUDA runtime). */
+static int gpumem__share_atomic_both(const void *p) {
+#if defined(__CUDACC__)
+    cudaPointerAttributes a;
+    int dev = 0, concurrent = 0;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (a.type != cudaMemoryTypeManaged || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, dev) != cudaSuccess)
+        return 0;
+    return concurrent != 0;
+#else
+    (void)p;
+    return -1;
+#endif
+}
+
 gpumem_status gpumem_share_queue_init(gpumem_share *s, void *mem, size_t bytes, uint32_t cells, uint64_t timeout_ns) {
     gpumem_share_queue *q = (gpumem_share_queue *)mem;
-    uint32_t o, i;
+    uint32_t o;
     if (!s || !mem) return GPUMEM_ENULL;
     if (!gpumem_share_queue_bytes(cells) || bytes < gpumem_share_queue_bytes(cells) || ((uintptr_t)mem & 7u))
         return GPUMEM_EINVAL;
     if (s->queue) return GPUMEM_EBUSY;
-    if (!s->caches[GPUMEM_SHARE_HOST] || gpumem__share_both_reach(mem) == 0) return GPUMEM_EINVAL;
-    for (o = GPUMEM_SHARE_GPU0; o < s->n_owners; o++)
-        if (s->caches[o] && (s->caches[o]->tier || gpumem__cache_host_readable(s->caches[o]->pool.data) == 0))
+    if (!s->caches[GPUMEM_SHARE_HOST] || gpumem__share_both_reach(mem) == 0 || gpumem__share_atomic_both(s) == 0)
+        return GPUMEM_EINVAL;
+    for (o = GPUMEM_SHARE_GPU0; o < s->n_owners; o++) {
+        const gpumem_cache *c = s->caches[o];
+        /* The server writes the owner's slots, and their PRP lists for NVMe
+         * lines past two pages. */
+        if (c && (c->tier || gpumem__cache_host_readable(c->pool.data) == 0 ||
+                  (c->pool.prp_lists && gpumem__cache_host_readable(c->pool.prp_lists) == 0)))
             return GPUMEM_EINVAL;
+    }
     memset(mem, 0, gpumem_share_queue_bytes(cells));
     q->n_cells = cells;
     q->timeout_ns = timeout_ns ? timeout_ns : GPUMEM_SHARE_POST_TIMEOUT_NS;
     q->cells = (gpumem__share_cell *)(q + 1);
-    for (i = 0; i < cells; i++) q->cells[i].word = GPUMEM__SQ_FREE; /* generation 0 */
+    /* Zeroed above: every post FREE and every answer NONE, generation 0. */
     s->queue = q; /* before any thread can miss (attach before the kernels start) */
     return GPUMEM_OK;
+}
+
+/* A GPU owner whose cache is full of its own written copies (each pinned
+ * until merged): merge them, while its kernels run - through the host
+ * owner's pairs, into a scratch line, the pins left owed for its threads to
+ * drop (gpumem_share_get does, then takes its slot). A line being written
+ * now is left. O(the owner's slots): a rare path. */
+static gpumem_status gpumem__share_make_room(gpumem_share *s, uint32_t o) {
+    gpumem_cache *c = s->caches[o];
+    gpumem__slot_pool pool;
+    gpumem_status st = GPUMEM_OK, one;
+    void *mem = gpumem__share_scratch(s, &pool);
+    uint32_t k;
+    if (!mem) return GPUMEM_ENOMEM;
+    for (k = 0; k < c->n_slots; k++) {
+        const uint64_t line = gpumem__share_slot_line(s, o, k);
+        uint32_t *lk;
+        gpumem__share_entry *e;
+        if (line == GPUMEM_CACHE_EMPTY) continue;
+        lk = gpumem__share_line_lock(s, line);
+        gpumem__share_lock(s, lk);
+        e = gpumem__share_find(s, line);
+        if (e && (e->dirty & (1u << o)) && e->slot[o] == k &&
+            (one = gpumem__share_merge_line(s, e, s->caches[GPUMEM_SHARE_HOST], &pool, 0, 0)) != GPUMEM_OK &&
+            one != GPUMEM_EAGAIN && st == GPUMEM_OK)
+            st = one;
+        gpumem__share_unlock(s, lk);
+    }
+    free(mem);
+    return st;
 }
 
 /* Answer one request, checked first: a GPU thread wrote it. */
@@ -957,6 +1050,8 @@ static gpumem_status gpumem__share_serve_one(gpumem_share *s, const gpumem__shar
     if (cell->kind == GPUMEM__SQ_HOST_ACQUIRE && cell->owner == GPUMEM_SHARE_HOST &&
         gpumem__share_check(s, GPUMEM_SHARE_HOST, cell->line, cell->n) == GPUMEM_OK)
         return gpumem__share_acquire(s, GPUMEM_SHARE_HOST, cell->line, cell->n);
+    if (cell->kind == GPUMEM__SQ_MAKE_ROOM && cell->owner >= GPUMEM_SHARE_GPU0 && c)
+        return gpumem__share_make_room(s, cell->owner);
     gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1);
     return GPUMEM_EINVAL;
 }
@@ -968,19 +1063,26 @@ static uint32_t gpumem__share_serve_pass(gpumem_share *s, uint32_t from) {
     uint32_t i, served = 0;
     for (i = 0; i < q->n_cells; i++) {
         gpumem__share_cell *cell = &q->cells[(from + i) & (q->n_cells - 1)];
-        uint32_t w = gpumem_atomic_load_u32(&cell->word, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
-        if (GPUMEM__SQ_STATE(w) != GPUMEM__SQ_POSTED) continue;
-        /* Taken by CAS, acquire: the request's fields (written before the
-         * poster's release of POSTED, and not touched again until DONE) are
-         * read after it. A poster that gave up moved the word to the next
-         * generation, so the CAS fails and a request is served once. */
-        if (!gpumem_atomic_cas_u32(&cell->word, &w, GPUMEM__SQ_GEN(w) | GPUMEM__SQ_TAKEN, GPUMEM_ORDER_ACQUIRE,
-                                   GPUMEM__SDEV))
+        uint32_t p = gpumem_atomic_load_u32(&cell->post, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV), gen, a;
+        if (GPUMEM__SQ_STATE(p) != GPUMEM__SQ_POSTED) continue;
+        gen = GPUMEM__SQ_GEN(p);
+        a = gpumem_atomic_load_u32(&cell->answer, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+        if (GPUMEM__SQ_GEN(a) == gen && GPUMEM__SQ_STATE(a) != GPUMEM__SQ_NONE) continue; /* another server's */
+        /* Take it (one server per request: only host threads write answer),
+         * then the fence and a second look at post: the poster may be
+         * withdrawing (the mirror image, in gpumem__share_post_once). */
+        if (!gpumem_atomic_cas_u32(&cell->answer, &a, gen | GPUMEM__SQ_TAKEN, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV))
             continue;
+        gpumem_atomic_fence(GPUMEM_ORDER_SEQ_CST, GPUMEM__SDEV);
+        /* Acquire: the request's fields were written before POSTED's release. */
+        if (gpumem_atomic_load_u32(&cell->post, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV) != (gen | GPUMEM__SQ_POSTED)) {
+            gpumem_atomic_store_u32(&cell->answer, gen | GPUMEM__SQ_SKIPPED, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
+            continue; /* withdrawn: its GPU thread has given its slot back, or is about to */
+        }
         cell->status = (int32_t)gpumem__share_serve_one(s, cell);
         /* Release at system scope: the status, and the slot's bytes the fill
          * wrote, reach the GPU thread before DONE does. */
-        gpumem_atomic_store_u32(&cell->word, GPUMEM__SQ_GEN(w) | GPUMEM__SQ_DONE, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
+        gpumem_atomic_store_u32(&cell->answer, gen | GPUMEM__SQ_DONE, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
         gpumem__share_count(s, GPUMEM__SS_SERVED, 1);
         served++;
     }

@@ -116,13 +116,31 @@ static gpumem_status share_rig_free(share_rig *r) {
 }
 
 /* Take a line, retrying while the owner's cache is full of its own pinned
- * writes or no base is free: its writes are merged (flush), then it tries
- * again. */
+ * writes or no base is free: a host thread merges its writes (flush), then
+ * tries again; a thread standing for a GPU thread cannot flush (get asked
+ * the server to make room already), so it pauses and tries again, and also
+ * after ETIMEDOUT (a queue with a short timeout: its request was withdrawn). */
 static gpumem_status share_rig_get(share_rig *r, uint32_t o, uint32_t l, int write, unsigned char **p) {
     gpumem_status st;
     uint32_t tries = 0;
-    while ((st = gpumem_share_get(r->share, o, l, write, (void **)p)) == GPUMEM_EAGAIN && ++tries < 100000)
-        gpumem_share_flush(r->share, o);
+    while (((st = gpumem_share_get(r->share, o, l, write, (void **)p)) == GPUMEM_EAGAIN ||
+            (st == GPUMEM_ETIMEDOUT && gpumem__share_posts())) &&
+           ++tries < 100000) {
+        if (gpumem__share_posts()) gpumem__host_sleep_ns(20000);
+        else gpumem_share_flush(r->share, o);
+    }
+    return st;
+}
+
+/* Release, again while the host's part (a GPU owner's release: the host's
+ * acquire) answers EAGAIN (a host thread holds a stale copy) or ETIMEDOUT
+ * (withdrawn, a queue with a short timeout). */
+static gpumem_status share_rig_release(share_rig *r, uint32_t o, uint32_t first, uint32_t n) {
+    gpumem_status st;
+    uint32_t tries = 0;
+    while (((st = gpumem_share_release(r->share, o, first, n)) == GPUMEM_EAGAIN || st == GPUMEM_ETIMEDOUT) &&
+           ++tries < 100000)
+        gpumem__host_sleep_ns(20000);
     return st;
 }
 #endif

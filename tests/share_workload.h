@@ -14,7 +14,11 @@ enum { SHARE_WL_LINES = 64, SHARE_WL_MAX_THREADS = 32 };
 /* Workload flags: a host tier below each cache; the GPU owners' threads
  * (owners 2..) stand for GPU threads, their misses served through the miss
  * queue by a server thread (a queue refuses GPU owners with a tier). */
-enum { SHARE_WL_TIER = 1, SHARE_WL_SERVED = 2 };
+enum { SHARE_WL_TIER = 1, SHARE_WL_SERVED = 2, SHARE_WL_SHORT_TIMEOUT = 4 };
+/* SHARE_WL_SHORT_TIMEOUT (with SERVED): the queue's timeout is 20 us, so
+ * GPU threads' requests are withdrawn all the time, some while a server
+ * takes them: a request served after its poster left would land in a slot
+ * the cache has given back, which the content checks would see. */
 
 typedef struct share_run {
     gpumem_share_stats stats;
@@ -70,7 +74,7 @@ static void *share_pc_thread(void *arg) {
                 for (b = 0; b < SHARE_RIG_LINE; b++) p[b] = share_pattern(r, l, b);
                 gpumem_share_put(sh, o, l, 1);
             }
-            if (gpumem_share_release(sh, o, 0, SHARE_WL_LINES) != GPUMEM_OK)
+            if (share_rig_release(&w->rig, o, 0, SHARE_WL_LINES) != GPUMEM_OK)
                 share_wl_fail(w, "round %u: release by %u failed", r, o);
         }
         pthread_barrier_wait(&w->barrier); /* the signal */
@@ -148,6 +152,9 @@ static void *share_mix_thread(void *arg) {
             if (t->tid % w->per_owner == 0) gpumem_share_release(sh, o, 0, SHARE_WL_LINES);
         } else if (op < 95) {
             if (w->random) gpumem_share_acquire(sh, o, 0, SHARE_WL_LINES); /* EAGAIN: held, fine */
+        } else if (w->served && o >= GPUMEM_SHARE_GPU0) {
+            /* A GPU cannot flush or merge while its kernels run: a release. */
+            gpumem_share_release(sh, o, 0, SHARE_WL_LINES); /* EAGAIN / ETIMEDOUT (host part): fine */
         } else if (op < 98) {
             gpumem_share_flush(sh, o); /* EAGAIN: a line was being written, fine */
         } else {
@@ -219,7 +226,7 @@ static share_wl *share_wl_new(uint32_t n_owners, uint32_t n_ctrls, uint32_t n_sl
     w->served = (flags & SHARE_WL_SERVED) != 0;
     if (share_rig_make_tiered(&w->rig, n_owners, n_ctrls, SHARE_WL_LINES, tier ? 8 : n_slots,
                               tier ? SHARE_WL_LINES : 0) != GPUMEM_OK ||
-        (w->served && share_rig_serve(&w->rig, 64, 0) != GPUMEM_OK)) {
+        (w->served && share_rig_serve(&w->rig, 64, flags & SHARE_WL_SHORT_TIMEOUT ? 20000 : 0) != GPUMEM_OK)) {
         snprintf(run->why, sizeof run->why, "setup failed");
         share_rig_free(&w->rig);
         free(w);

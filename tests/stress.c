@@ -55,7 +55,8 @@ static int share_runs(void) {
     static const uint32_t shapes[][4] = {{3, 0, 0, 0}, {9, 1, 0, 0}, {3, 2, 1, 0}, {9, 1, 1, 0},
                                          {3, 0, 1, SHARE_WL_TIER}, {9, 1, 1, SHARE_WL_TIER},
                                          {3, 0, 1, SHARE_WL_SERVED}, {4, 2, 1, SHARE_WL_SERVED},
-                                         {9, 1, 0, SHARE_WL_SERVED}};
+                                         {9, 1, 0, SHARE_WL_SERVED},
+                                         {4, 1, 1, SHARE_WL_SERVED | SHARE_WL_SHORT_TIMEOUT}};
     const uint32_t ops = (uint32_t)(2000 * test_scale()) + 50;
     int i, failed = 0, n = (int)(sizeof shapes / sizeof shapes[0]);
     for (i = 0; i < n; i++) {
@@ -65,7 +66,11 @@ static int share_runs(void) {
                   share_mix(shapes[i][0], shapes[i][1], shapes[i][2], (int)shapes[i][3], 2, ops, &run);
         printf("share: %u owners, %u controllers, %-13s%-10s %6.2f s  %s\n", shapes[i][0] - 1, shapes[i][1],
                shapes[i][2] ? "random mix" : "false sharing",
-               shapes[i][3] & SHARE_WL_TIER ? " + tier" : shapes[i][3] & SHARE_WL_SERVED ? " served" : "", now_s() - t0,
+               shapes[i][3] & SHARE_WL_TIER                ? " + tier"
+               : shapes[i][3] & SHARE_WL_SHORT_TIMEOUT     ? " served, 20 us timeout"
+               : shapes[i][3] & SHARE_WL_SERVED            ? " served"
+                                                           : "",
+               now_s() - t0,
                bad ? run.why : "ok");
         fflush(stdout);
         failed += bad;

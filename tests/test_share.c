@@ -578,14 +578,14 @@ Test(share, queue_bad_input) {
     cr_assert_eq(gpumem_share_destroy(r.share), GPUMEM_EBUSY, "a server runs");
     cr_assert_eq(read0(&r, 1, 0), 0, "the refused destroy broke nothing");
     /* Requests a GPU thread wrote wrong: answered EINVAL and counted, never served. */
-    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_FILL, GPUMEM_SHARE_HOST, 0, 0, 0), GPUMEM_EINVAL,
+    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_FILL, 2, GPUMEM_SHARE_HOST, 0, 0, 0), GPUMEM_EINVAL,
                  "a fill for the host owner");
-    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_FILL, 2, 16, 0, 0), GPUMEM_EINVAL, "a line past the end");
-    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_FILL, 2, 0, 0, 16), GPUMEM_EINVAL, "a slot past the end");
-    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_FILL, 11, 0, 0, 0), GPUMEM_EINVAL, "no such owner");
-    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_HOST_ACQUIRE, GPUMEM_SHARE_HOST, 8, 9, 0), GPUMEM_EINVAL,
+    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_FILL, 2, 2, 16, 0, 0), GPUMEM_EINVAL, "a line past the end");
+    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_FILL, 2, 2, 0, 0, 16), GPUMEM_EINVAL, "a slot past the end");
+    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_FILL, 3, 11, 0, 0, 0), GPUMEM_EINVAL, "no such owner");
+    cr_assert_eq(gpumem__share_post(r.share, GPUMEM__SQ_HOST_ACQUIRE, 2, GPUMEM_SHARE_HOST, 8, 9, 0), GPUMEM_EINVAL,
                  "a range past the end");
-    cr_assert_eq(gpumem__share_post(r.share, 7, 2, 0, 0, 0), GPUMEM_EINVAL, "no such request");
+    cr_assert_eq(gpumem__share_post(r.share, 7, 3, 2, 0, 0, 0), GPUMEM_EINVAL, "no such request");
     cr_assert_eq(stats_of(&r).violations, 6);
     cr_assert_eq(stats_of(&r).served, 6);
     cr_assert_eq(gpumem_cache_find_in_use(r.caches[2], 0, 1), 16, "a refused fill left a line claimed");
@@ -643,7 +643,7 @@ Test(share, queue_timeout_when_not_taken) {
     share_rig r;
     const size_t bytes = gpumem_share_queue_bytes(8);
     gpumem_share_queue *q;
-    uint32_t i;
+    uint32_t i, saved[8];
     void *p;
     cr_assert_eq(share_rig_make(&r, 3, 0, 16, 16), GPUMEM_OK);
     cr_assert_not_null(r.queue_mem = aligned_alloc(64, (bytes + 63) & ~(size_t)63));
@@ -655,12 +655,13 @@ Test(share, queue_timeout_when_not_taken) {
     cr_assert_eq(stats_of(&r).post_timeouts, 1);
     cr_assert_eq(gpumem_cache_find_in_use(r.caches[2], 0, 1), 16, "a timed-out miss left a line claimed");
     for (i = 0; i < q->n_cells; i++) {
-        cr_assert_eq(GPUMEM__SQ_STATE(q->cells[i].word), GPUMEM__SQ_FREE, "cell %u not taken back", i);
-        q->cells[i].word = GPUMEM__SQ_POSTED; /* every cell busy */
+        cr_assert_eq(GPUMEM__SQ_STATE(q->cells[i].post), GPUMEM__SQ_FREE, "cell %u not given back", i);
+        saved[i] = q->cells[i].post;
+        q->cells[i].post = GPUMEM__SQ_GEN(saved[i]) | GPUMEM__SQ_POSTED; /* every cell busy */
     }
     cr_assert_eq(gpumem_share_get(r.share, 2, 3, 0, &p), GPUMEM_ETIMEDOUT, "a full queue");
     cr_assert_eq(stats_of(&r).post_timeouts, 2);
-    for (i = 0; i < q->n_cells; i++) q->cells[i].word = GPUMEM__SQ_FREE;
+    for (i = 0; i < q->n_cells; i++) q->cells[i].post = saved[i];
     q->servers = 0;
     cr_assert_eq(gpumem_share_server_start(r.share, 1, &r.server), GPUMEM_OK);
     cr_assert_eq(read0(&r, 2, 3), 0);
@@ -687,18 +688,28 @@ ParameterizedTest(shape *sh, share, queue_served_producer_consumer) {
 }
 
 ParameterizedTestParameters(share, queue_served_mix) {
-    static uint32_t s[][3] = {{3, 0, 1}, {4, 1, 1}, {4, 2, 1}, {3, 1, 0}, {9, 0, 0}};
-    return cr_make_param_array(uint32_t[3], s, sizeof s / sizeof s[0]);
+    /* owners + 1, controllers, random (1) or false sharing (0), flags */
+    static uint32_t s[][4] = {{3, 0, 1, SHARE_WL_SERVED},
+                              {4, 1, 1, SHARE_WL_SERVED},
+                              {4, 2, 1, SHARE_WL_SERVED},
+                              {3, 1, 0, SHARE_WL_SERVED},
+                              {9, 0, 0, SHARE_WL_SERVED},
+                              {3, 0, 1, SHARE_WL_SERVED | SHARE_WL_SHORT_TIMEOUT},
+                              {4, 1, 1, SHARE_WL_SERVED | SHARE_WL_SHORT_TIMEOUT}};
+    return cr_make_param_array(uint32_t[4], s, sizeof s / sizeof s[0]);
 }
 
-/* Random mixes (reads checked, eviction, acquire, flush) and false sharing
- * with the GPU owners' misses served: nothing lost after every flush. */
-ParameterizedTest(uint32_t (*sh)[3], share, queue_served_mix) {
+/* Random mixes (reads checked, eviction, acquire, release; flushes and
+ * merges by the host's threads only) and false sharing with the GPU owners'
+ * misses served: nothing lost after every flush. With a short timeout,
+ * requests are withdrawn all the time (some as a server takes them): the
+ * content checks would see one served late. */
+ParameterizedTest(uint32_t (*sh)[4], share, queue_served_mix) {
     share_run run;
-    cr_assert_eq(share_mix((*sh)[0], (*sh)[1], (*sh)[2], SHARE_WL_SERVED, 2, 2000, &run), 0, "%s", run.why);
+    cr_assert_eq(share_mix((*sh)[0], (*sh)[1], (*sh)[2], (int)(*sh)[3], 2, 2000, &run), 0, "%s", run.why);
     cr_assert_gt(run.stats.served, 0);
     if (!(*sh)[2]) cr_assert_gt(run.stats.merged_copies, run.stats.merges, "no line merged from two writers");
-    cr_assert_eq(run.stats.post_timeouts, 0);
+    if (!((*sh)[3] & SHARE_WL_SHORT_TIMEOUT)) cr_assert_eq(run.stats.post_timeouts, 0);
     cr_assert_eq(run.stats.violations, 0);
 }
 
@@ -815,5 +826,127 @@ Test(share, queue_server_never_waits_for_a_writer) {
     cr_assert_eq(h.byte0, 0x11);
     cr_assert_eq(stats_of(&r).on_demand_merges, 1);
     cr_assert_eq(stats_of(&r).violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+/* A GPU producer that only releases (a GPU thread can neither flush nor
+ * merge), with four slots and sixteen lines: the host's reads merge its
+ * copies and leave their pins owed, and its later writes find the cache
+ * full of them - its write drops them itself and goes on. Then it writes
+ * more lines than it has slots with no release between: its write asks the
+ * server to make room (merge its copies), drops the pins and goes on. Every
+ * write lands, by content. */
+Test(share, queue_gpu_producer_without_flush) {
+    share_rig r;
+    uint32_t round, l;
+    cr_assert_eq(share_rig_make(&r, 3, 1, 16, 4), GPUMEM_OK);
+    cr_assert_eq(share_rig_serve(&r, 16, 0), GPUMEM_OK);
+    for (round = 0; round < 4; round++) {
+        gpumem_share_thread_as_gpu(1);
+        for (l = 4 * round; l < 4 * round + 4; l++) write0(&r, 2, l, 0, (unsigned char)(0x60 + l));
+        cr_assert_eq(gpumem_share_release(r.share, 2, 0, 16), GPUMEM_OK);
+        gpumem_share_thread_as_gpu(0);
+        for (l = 4 * round; l < 4 * round + 4; l++) cr_assert_eq(read0(&r, 1, l), 0x60 + l, "round %u line %u", round, l);
+    }
+    cr_assert_geq(stats_of(&r).owed_pins, 12, "the host's merges left no pin owed: the test tests nothing");
+    gpumem_share_thread_as_gpu(1);
+    for (l = 0; l < 16; l++) write0(&r, 2, l, 1, (unsigned char)(0x80 + l)); /* no release between */
+    cr_assert_eq(gpumem_share_release(r.share, 2, 0, 16), GPUMEM_OK);
+    gpumem_share_thread_as_gpu(0);
+    for (l = 0; l < 16; l++) {
+        unsigned char *p;
+        cr_assert_eq(share_rig_get(&r, 1, l, 0, &p), GPUMEM_OK);
+        cr_assert_eq(p[0], 0x60 + l, "line %u byte 0", l);
+        cr_assert_eq(p[1], 0x80 + l, "line %u byte 1", l);
+        cr_assert_eq(gpumem_share_put(r.share, 1, l, 0), GPUMEM_OK);
+    }
+    cr_assert_eq(stats_of(&r).violations, 0);
+    cr_assert_eq(stats_of(&r).post_timeouts, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+/* A GPU owner's release whose host part (the host's acquire) finds a host
+ * thread holding a stale copy: EAGAIN, answered once - not posted again
+ * until the timeout - and the release itself made; once the host puts the
+ * line down, the release again makes the host's acquire. */
+Test(share, queue_host_acquire_eagain_at_once) {
+    share_rig r;
+    unsigned char *held;
+    uint64_t served;
+    cr_assert_eq(share_rig_make(&r, 3, 0, 16, 16), GPUMEM_OK);
+    cr_assert_eq(share_rig_serve(&r, 16, 0), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_get(r.share, 1, 0, 0, (void **)&held), GPUMEM_OK); /* held by the host */
+    gpumem_share_thread_as_gpu(1);
+    write0(&r, 2, 0, 0, 0x5A);
+    served = stats_of(&r).served;
+    cr_assert_eq(gpumem_share_release(r.share, 2, 0, 16), GPUMEM_EAGAIN);
+    cr_assert_eq(stats_of(&r).served, served + 1, "the host's acquire was posted %llu times",
+                 (unsigned long long)(stats_of(&r).served - served));
+    cr_assert_eq(stats_of(&r).post_timeouts, 0);
+    cr_assert_eq(stats_of(&r).bumps, 1, "the release itself was not made");
+    gpumem_share_thread_as_gpu(0);
+    cr_assert_eq(held[0], 0, "the held copy changed under its holder");
+    cr_assert_eq(gpumem_share_put(r.share, 1, 0, 0), GPUMEM_OK);
+    gpumem_share_thread_as_gpu(1);
+    cr_assert_eq(gpumem_share_release(r.share, 2, 0, 16), GPUMEM_OK);
+    gpumem_share_thread_as_gpu(0);
+    cr_assert_eq(read0(&r, 1, 0), 0x5A, "the host read a stale copy without acquiring");
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+typedef struct posted_miss {
+    share_rig *r;
+    gpumem_status st;
+    int done;
+} posted_miss;
+
+static void *miss_line3_as_gpu0(void *arg) {
+    posted_miss *m = (posted_miss *)arg;
+    void *p;
+    gpumem_share_thread_as_gpu(1);
+    m->st = gpumem_share_get(m->r->share, 2, 3, 0, &p);
+    if (m->st == GPUMEM_OK) gpumem_share_put(m->r->share, 2, 3, 0);
+    __atomic_store_n(&m->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* The poster's side of the withdrawal, played against a server that the
+ * test is: once a server has taken the request (answer TAKEN), the poster
+ * never leaves on its timeout - it waits for the answer; a SKIPPED answer
+ * (the server saw it withdrawn) ends it ETIMEDOUT with nothing claimed. */
+Test(share, queue_taken_request_is_awaited) {
+    share_rig r;
+    posted_miss m = {&r, GPUMEM_OK, 0};
+    pthread_t th;
+    gpumem_share_queue *q;
+    gpumem__share_cell *cell = NULL;
+    uint32_t i, tries, gen;
+    cr_assert_eq(share_rig_make(&r, 3, 0, 16, 16), GPUMEM_OK);
+    cr_assert_not_null(r.queue_mem = aligned_alloc(64, (gpumem_share_queue_bytes(8) + 63) & ~(size_t)63));
+    cr_assert_eq(gpumem_share_queue_init(r.share, r.queue_mem, gpumem_share_queue_bytes(8), 8, 20000000ull), GPUMEM_OK);
+    q = r.share->queue;
+    q->servers = 1; /* the test is the server */
+    cr_assert_eq(pthread_create(&th, NULL, miss_line3_as_gpu0, &m), 0);
+    for (tries = 0; tries < 5000 && !cell; tries++) {
+        for (i = 0; i < q->n_cells; i++)
+            if (GPUMEM__SQ_STATE(__atomic_load_n(&q->cells[i].post, __ATOMIC_ACQUIRE)) == GPUMEM__SQ_POSTED)
+                cell = &q->cells[i];
+        if (!cell) gpumem__host_sleep_ns(1000000);
+    }
+    cr_assert_not_null(cell, "the miss was never posted");
+    gen = GPUMEM__SQ_GEN(cell->post);
+    __atomic_store_n(&cell->answer, gen | GPUMEM__SQ_TAKEN, __ATOMIC_SEQ_CST); /* taken */
+    gpumem__host_sleep_ns(100000000); /* five timeouts */
+    cr_assert_eq(__atomic_load_n(&m.done, __ATOMIC_ACQUIRE), 0, "the poster left a taken request");
+    __atomic_store_n(&cell->answer, gen | GPUMEM__SQ_SKIPPED, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    cr_assert_eq(m.st, GPUMEM_ETIMEDOUT, "%s", gpumem_status_str(m.st));
+    cr_assert_eq(GPUMEM__SQ_STATE(cell->post), GPUMEM__SQ_FREE, "the cell was not given back");
+    cr_assert_eq(gpumem_cache_find_in_use(r.caches[2], 0, 1), 16, "the withdrawn miss left its line claimed");
+    q->servers = 0;
+    cr_assert_eq(gpumem_share_server_start(r.share, 1, &r.server), GPUMEM_OK);
+    gpumem_share_thread_as_gpu(1);
+    cr_assert_eq(read0(&r, 2, 3), 0, "served after all");
+    gpumem_share_thread_as_gpu(0);
     cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
 }
