@@ -2468,6 +2468,7 @@ static GPUMEM__THREAD_LOCAL const gpumem__share_stage *gpumem__share_staged;
  * run the GPU's path with it). */
 #if !GPUMEM_ON_DEVICE
 static GPUMEM__THREAD_LOCAL int gpumem__share_as_gpu;
+static GPUMEM__THREAD_LOCAL int gpumem__share_serving; /* a server thread (gpumem_share_server_start) */
 #endif
 GPUMEM_API int gpumem__share_posts(void) {
 #if GPUMEM_ON_DEVICE
@@ -2742,8 +2743,10 @@ GPUMEM_API unsigned char *gpumem__share_copy(gpumem_share *s, const gpumem__shar
  * taken only while the line is valid and not claimed (the claim checks the
  * count after setting BUSY, so one of the two always sees the other).
  * Returns 0 if the copy is gone or going. */
+GPUMEM_API void gpumem__share_check_touch(gpumem_cache *c);
 GPUMEM_API int gpumem__share_pin(gpumem_cache *c, uint64_t line, uint32_t slot) {
     uint32_t *w = gpumem__line_state(c, line);
+    gpumem__share_check_touch(c);
     uint32_t v = gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
     for (;;) {
         if ((v & (GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY)) != GPUMEM_CACHE_VALID ||
@@ -2759,8 +2762,25 @@ GPUMEM_API int gpumem__share_pin(gpumem_cache *c, uint64_t line, uint32_t slot) 
 }
 
 GPUMEM_API void gpumem__share_unpin(gpumem_cache *c, uint64_t line) {
+    gpumem__share_check_touch(c);
     gpumem_atomic_fetch_sub_u32(gpumem__line_state(c, line), 1, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
     gpumem_event_notify(&c->event);
+}
+
+/* A server thread runs while every GPU owner's kernels may: it must never
+ * touch a GPU owner's cache words (the rule below). Checked where the share
+ * touches a cache's words for another thread - its pins - and counted as a
+ * violation, so that the CPU tests, whose every run asserts none, would see
+ * a path that broke it. */
+GPUMEM_API void gpumem__share_check_touch(gpumem_cache *c) {
+#if GPUMEM_ON_DEVICE
+    (void)c;
+#else
+    uint32_t o;
+    if (!gpumem__share_serving || !c->share) return;
+    o = gpumem__share_owner(c->share, c);
+    if (o >= GPUMEM_SHARE_GPU0 && o != GPUMEM__SHARE_NONE) gpumem__share_count(c->share, GPUMEM__SS_VIOLATIONS, 1);
+#endif
 }
 
 /* Whether a host thread may touch owner o's cache words now: the host

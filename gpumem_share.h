@@ -1105,6 +1105,7 @@ static void *gpumem__share_server_main(void *arg) {
     gpumem__share_server_thread *me = (gpumem__share_server_thread *)arg;
     gpumem_share_server *srv = me->server;
     gpumem_backoff idle = gpumem_backoff_start();
+    gpumem__share_serving = 1;
     while (!gpumem_atomic_load_u32(&srv->stop, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM)) {
         if (gpumem__share_serve_pass(srv->share, me->first_cell)) {
             idle = gpumem_backoff_start();
