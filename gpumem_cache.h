@@ -2394,6 +2394,8 @@ typedef struct gpumem__share_cell {
 
 typedef struct gpumem_share_queue {
     uint32_t n_cells;     /* a power of two */
+    uint32_t owner_cells; /* cells each GPU owner has, a power of two: GPU owner g's are
+                             [g * owner_cells, (g + 1) * owner_cells) */
     uint32_t servers;     /* server pools running; none: a post is refused at once */
     uint64_t timeout_ns;  /* how long a post waits for a free cell, and to be taken */
     gpumem__share_cell *cells;
@@ -2514,28 +2516,20 @@ GPUMEM_API void gpumem__share_pause(gpumem_backoff *b) {
 #endif
 }
 
-/* The cells of owner o (a GPU owner): each has its own, so that no two GPUs
- * ever compare-and-swap one word (that is not atomic across devices on host
- * memory either). */
-GPUMEM_API void gpumem__share_cells_of(const gpumem_share *s, const gpumem_share_queue *q, uint32_t o,
-                                       uint32_t *first, uint32_t *count) {
-    const uint32_t gpus = s->n_owners > GPUMEM_SHARE_GPU0 ? s->n_owners - GPUMEM_SHARE_GPU0 : 1;
-    *count = q->n_cells / gpus; /* at least 1: 8 cells or more, 8 GPU owners at most */
-    *first = (o >= GPUMEM_SHARE_GPU0 && o < s->n_owners ? o - GPUMEM_SHARE_GPU0 : 0) * *count;
-}
-
-/* Claim a free cell of owner o (post: FREE -> CLAIMED, same generation),
- * looking from a place that spreads posters over its cells; NULL once the
- * deadline passes. Device scope on the device: only this owner's threads,
- * on this GPU, write post. */
-GPUMEM_API gpumem__share_cell *gpumem__share_claim_cell(gpumem_share *s, gpumem_share_queue *q, uint32_t o,
-                                                       uint64_t spread, uint64_t deadline, uint32_t *gen) {
+/* Claim a free cell of GPU owner o (post: FREE -> CLAIMED, same
+ * generation) among its own - so that no two GPUs ever compare-and-swap one
+ * word, which is not atomic across devices on host memory either - looking
+ * from a place that spreads posters over them; NULL once the deadline
+ * passes. Device scope on the device: only this owner's threads, on this
+ * GPU, write post. */
+GPUMEM_API gpumem__share_cell *gpumem__share_claim_cell(gpumem_share_queue *q, uint32_t o, uint32_t spread,
+                                                       uint64_t deadline, uint32_t *gen) {
     gpumem_backoff wait = gpumem_backoff_start();
-    uint32_t i, first, count;
-    gpumem__share_cells_of(s, q, o, &first, &count);
+    const uint32_t count = q->owner_cells, first = (o - GPUMEM_SHARE_GPU0) * count;
+    uint32_t i;
     for (;;) {
         for (i = 0; i < count; i++) {
-            gpumem__share_cell *cell = &q->cells[first + (uint32_t)((spread + i) % count)];
+            gpumem__share_cell *cell = &q->cells[first + ((spread + i) & (count - 1))];
             uint32_t w = gpumem_atomic_load_u32(&cell->post, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
             /* Acquire: the cell's last poster freed it with a release after
              * reading its answer, so that read comes before the writes of
@@ -2568,7 +2562,7 @@ GPUMEM_API gpumem_status gpumem__share_post_once(gpumem_share *s, gpumem_share_q
     gpumem_backoff wait = gpumem_backoff_start();
     uint32_t gen = 0, a;
     int withdrawing = 0;
-    gpumem__share_cell *cell = gpumem__share_claim_cell(s, q, poster, line * 0x9E3779B9u + gpumem_sm_id(), deadline, &gen);
+    gpumem__share_cell *cell = gpumem__share_claim_cell(q, poster, (uint32_t)line * 0x9E3779B9u + gpumem_sm_id(), deadline, &gen);
     if (!cell) { /* every cell of this owner busy until the deadline */
         gpumem__share_count(s, GPUMEM__SS_POST_TIMEOUTS, 1);
         return GPUMEM_ETIMEDOUT;

@@ -1004,6 +1004,10 @@ gpumem_status gpumem_share_queue_init(gpumem_share *s, void *mem, size_t bytes, 
     }
     memset(mem, 0, gpumem_share_queue_bytes(cells));
     q->n_cells = cells;
+    /* Each GPU owner its own cells, a power of two of them (at least one:
+     * 8 cells or more, 8 GPU owners at most). */
+    for (q->owner_cells = cells; q->owner_cells > 1 && q->owner_cells * (s->n_owners - GPUMEM_SHARE_GPU0) > cells;)
+        q->owner_cells /= 2;
     q->timeout_ns = timeout_ns ? timeout_ns : GPUMEM_SHARE_POST_TIMEOUT_NS;
     q->cells = (gpumem__share_cell *)(q + 1);
     /* Zeroed above: every post FREE and every answer NONE, generation 0. */

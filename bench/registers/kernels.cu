@@ -5,6 +5,7 @@
 // A kernel per entry point, each as small as a caller could write it, so that
 // the count is the entry point's own.
 #include "gpumem_cache.h"
+#include "gpumem_share.h"
 #include "gpumem_swctl.h"
 
 // The cache: read one element through a warp-coalesced acquire/release.
@@ -49,4 +50,22 @@ __global__ void reg_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req *reqs, uint32_t 
 // The GPU-resident controller's serving loop.
 __global__ void reg_gpuctl_serve(gpumem_nvme_gpuctl *c) {
     gpumem_nvme_gpuctl_serve(c, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+}
+
+// The share: one write through a shared cache (get to write, a word, put);
+// a miss is posted to the miss queue's host server.
+__global__ void reg_share_write(gpumem_share *s, uint32_t owner, uint64_t line, const uint64_t *in) {
+    void *p = NULL;
+    if (gpumem_share_get(s, owner, line, 1, &p) != GPUMEM_OK) return;
+    ((uint64_t *)p)[threadIdx.x] = in[threadIdx.x];
+    gpumem_share_put(s, owner, line, 1);
+}
+
+// The share: a GPU owner's release and acquire at kernel boundaries (one
+// thread each; the release's host part is posted to the server).
+__global__ void reg_share_release(gpumem_share *s, uint32_t owner, uint64_t n, gpumem_status *out) {
+    *out = gpumem_share_release(s, owner, 0, n);
+}
+__global__ void reg_share_acquire(gpumem_share *s, uint32_t owner, uint64_t n, gpumem_status *out) {
+    *out = gpumem_share_acquire(s, owner, 0, n);
 }
