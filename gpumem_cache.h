@@ -2682,6 +2682,14 @@ GPUMEM_API gpumem__share_entry *gpumem__share_find(gpumem_share *s, uint64_t lin
     return i ? &s->entries[i - 1] : (gpumem__share_entry *)0;
 }
 
+/* Take the line's lock and return its entry (NULL: none); *lk is the lock,
+ * for gpumem__share_unlock. */
+GPUMEM_API gpumem__share_entry *gpumem__share_lock_entry(gpumem_share *s, uint64_t line, uint32_t **lk) {
+    *lk = gpumem__share_line_lock(s, line);
+    gpumem__share_lock(s, *lk);
+    return gpumem__share_find(s, line);
+}
+
 /* The line's entry, made if there is none (NULL: none left). */
 GPUMEM_API gpumem__share_entry *gpumem__share_get_entry(gpumem_share *s, uint64_t line) {
     gpumem__share_entry *e = gpumem__share_find(s, line);
@@ -2900,9 +2908,7 @@ GPUMEM_API void gpumem__share_forget_slot(gpumem_share *s, uint32_t o, uint32_t 
     uint32_t *lk;
     gpumem__share_entry *e;
     if (old == GPUMEM_CACHE_EMPTY) return;
-    lk = gpumem__share_line_lock(s, old);
-    gpumem__share_lock(s, lk);
-    e = gpumem__share_find(s, old);
+    e = gpumem__share_lock_entry(s, old, &lk);
     if (e && (e->holders & (1u << o)) && e->slot[o] == k) {
         if (e->dirty & (1u << o)) gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1); /* pinned: cannot be */
         e->holders &= ~(1u << o);

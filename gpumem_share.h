@@ -243,10 +243,8 @@ GPUMEM_API void gpumem__share_drain(gpumem_share *s, uint32_t o, uint64_t first,
     gpumem__share_unlock(s, &s->list_lock[o].v);
     for (i = 0; i < count; i++) {
         const uint64_t line = list[i];
-        uint32_t *lk = gpumem__share_line_lock(s, line);
-        gpumem__share_entry *e;
-        gpumem__share_lock(s, lk);
-        e = gpumem__share_find(s, line);
+        uint32_t *lk;
+        gpumem__share_entry *e = gpumem__share_lock_entry(s, line, &lk);
         if (!e || !(e->listed & bit)) {
             gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1); /* a listed line has its entry and its bit */
         } else {
@@ -356,10 +354,8 @@ GPUMEM_API gpumem_status gpumem_share_put(gpumem_share *s, uint32_t o, uint64_t 
     if (!c) return GPUMEM_EINVAL;
     if (line >= s->n_lines) return GPUMEM_ERANGE;
     if (write) {
-        uint32_t *lk = gpumem__share_line_lock(s, line);
-        gpumem__share_entry *e;
-        gpumem__share_lock(s, lk);
-        e = gpumem__share_find(s, line);
+        uint32_t *lk;
+        gpumem__share_entry *e = gpumem__share_lock_entry(s, line, &lk);
         if (!e || !e->writers[o]) {
             gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1);
             gpumem__share_unlock(s, lk);
@@ -762,9 +758,7 @@ gpumem_status gpumem_share_merge(gpumem_share *s, uint32_t o, uint64_t first, ui
         uint32_t *lk;
         gpumem__share_entry *e;
         if (!gpumem_atomic_load_u32(&s->dir[line], GPUMEM_ORDER_RELAXED, GPUMEM__SDEV)) continue;
-        lk = gpumem__share_line_lock(s, line);
-        gpumem__share_lock(s, lk);
-        if ((e = gpumem__share_find(s, line)) != 0) {
+        if ((e = gpumem__share_lock_entry(s, line, &lk)) != 0) {
             /* Owner o's own call, at its kernel boundary: its pins to drop. */
             if (e->dirty && (one = gpumem__share_merge_line(s, e, s->caches[o], &pool, 0, o)) != GPUMEM_OK &&
                 st != GPUMEM_EIO)
@@ -1032,9 +1026,7 @@ static gpumem_status gpumem__share_make_room(gpumem_share *s, uint32_t o) {
         uint32_t *lk;
         gpumem__share_entry *e;
         if (line == GPUMEM_CACHE_EMPTY) continue;
-        lk = gpumem__share_line_lock(s, line);
-        gpumem__share_lock(s, lk);
-        e = gpumem__share_find(s, line);
+        e = gpumem__share_lock_entry(s, line, &lk);
         if (e && (e->dirty & (1u << o)) && e->slot[o] == k &&
             (one = gpumem__share_merge_line(s, e, s->caches[GPUMEM_SHARE_HOST], &pool, 0, 0)) != GPUMEM_OK &&
             one != GPUMEM_EAGAIN && st == GPUMEM_OK)
