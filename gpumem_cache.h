@@ -2468,10 +2468,8 @@ static GPUMEM__THREAD_LOCAL const gpumem__share_stage *gpumem__share_staged;
  * owner's release, its host part) to the miss queue: every GPU thread, and
  * a host thread standing for one (gpumem_share_thread_as_gpu: the CPU tests
  * run the GPU's path with it). */
-#if !GPUMEM_ON_DEVICE
 static GPUMEM__THREAD_LOCAL int gpumem__share_as_gpu;
 static GPUMEM__THREAD_LOCAL int gpumem__share_serving; /* a server thread (gpumem_share_server_start) */
-#endif
 GPUMEM_API int gpumem__share_posts(void) {
 #if GPUMEM_ON_DEVICE
     return 1;

@@ -481,6 +481,23 @@ GPUMEM_API gpumem_status gpumem_share_get_stats(gpumem_share *s, gpumem_share_st
 
 /* ---- host: create, merge, flush, destroy ---------------------------------------- */
 
+/* Tunables (define before including to change them). */
+#ifndef GPUMEM_SHARE_FETCH_LINES
+#define GPUMEM_SHARE_FETCH_LINES 64u /* lines in one transfer at most (256 KiB of 4 KiB lines) */
+#endif
+#ifndef GPUMEM_SHARE_PEER_MIN_LINES
+#define GPUMEM_SHARE_PEER_MIN_LINES 8u /* a shorter peer run amid storage's lines is read with them */
+#endif
+#ifndef GPUMEM_SHARE_POST_TIMEOUT_NS
+#define GPUMEM_SHARE_POST_TIMEOUT_NS 10000000000ull /* a GPU thread's request waits 10 s at most to be taken */
+#endif
+#ifndef GPUMEM_SHARE_SERVER_SLEEP_NS
+#define GPUMEM_SHARE_SERVER_SLEEP_NS 20000L /* an idle server looks again after 20 us */
+#endif
+#ifndef GPUMEM_SHARE_SERVER_THREADS
+#define GPUMEM_SHARE_SERVER_THREADS 4u /* fills side by side by default */
+#endif
+
 #if !defined(GPUMEM_NO_HOST_SHIM)
 #ifdef __cplusplus
 extern "C" {
@@ -558,32 +575,15 @@ gpumem_status gpumem_share_server_stop(gpumem_share_server *srv);
 }
 #endif
 
-#if !GPUMEM_ON_DEVICE
 /* This host thread stands for a GPU thread (on != 0), in the calling
  * translation unit: its misses in GPU owners' caches and its GPU owners'
  * releases (their host part) go through the miss queue, exactly as a GPU
  * thread's do - the CPU tests run the GPU's protocol this way. */
 static inline void gpumem_share_thread_as_gpu(int on) { gpumem__share_as_gpu = on != 0; }
-#endif
 
 #if defined(GPUMEM_IMPLEMENTATION) && !GPUMEM_ON_DEVICE
 #include <stdlib.h>
 
-#ifndef GPUMEM_SHARE_FETCH_LINES
-#define GPUMEM_SHARE_FETCH_LINES 64u /* lines in one transfer at most (256 KiB of 4 KiB lines) */
-#endif
-#ifndef GPUMEM_SHARE_PEER_MIN_LINES
-#define GPUMEM_SHARE_PEER_MIN_LINES 8u /* a shorter peer run amid storage's lines is read with them */
-#endif
-#ifndef GPUMEM_SHARE_POST_TIMEOUT_NS
-#define GPUMEM_SHARE_POST_TIMEOUT_NS 10000000000ull /* a GPU thread's request waits 10 s at most to be taken */
-#endif
-#ifndef GPUMEM_SHARE_SERVER_SLEEP_NS
-#define GPUMEM_SHARE_SERVER_SLEEP_NS 20000L /* an idle server looks again after 20 us */
-#endif
-#ifndef GPUMEM_SHARE_SERVER_THREADS
-#define GPUMEM_SHARE_SERVER_THREADS 4u /* fills side by side by default */
-#endif
 #include <pthread.h>
 
 /* Whether a cache's host tier holds a dirty line (a write the share never
@@ -940,11 +940,25 @@ size_t gpumem_share_queue_bytes(uint32_t cells) {
     return sizeof(gpumem_share_queue) + (size_t)cells * sizeof(gpumem__share_cell);
 }
 
+#if defined(__CUDACC__)
+/* Whether there is a GPU to check memory against: a CUDA build on a machine
+ * without one has only host threads (standing for GPU threads, in tests). */
+static int gpumem__share_gpu_present(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n > 0;
+}
+#endif
+
 /* Whether memory is reachable by both the host and the GPU: 1, 0, or -1
- * where this build cannot tell (no CUDA runtime). */
+ * where this build cannot tell (no CUDA runtime, or no GPU). */
 static int gpumem__share_both_reach(const void *p) {
 #if defined(__CUDACC__)
     cudaPointerAttributes a;
+    if (!gpumem__share_gpu_present()) return -1;
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0; /* ordinary host memory: the GPU cannot reach it */
@@ -960,11 +974,12 @@ static int gpumem__share_both_reach(const void *p) {
  * at once, are atomic between them: in managed memory on a GPU with
  * concurrent managed access (CUDA's rule for system-scope atomics; pinned
  * host memory would need native host atomics, which PCIe links mostly lack).
- * 1, 0, or -1 where this build cannot tell (no CUDA runtime). */
+ * 1, 0, or -1 where this build cannot tell (no CUDA runtime, or no GPU). */
 static int gpumem__share_atomic_both(const void *p) {
 #if defined(__CUDACC__)
     cudaPointerAttributes a;
     int dev = 0, concurrent = 0;
+    if (!gpumem__share_gpu_present()) return -1;
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;

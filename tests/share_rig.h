@@ -7,6 +7,7 @@
 #define SHARE_RIG_H
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "gpumem_share.h"
 #include "gpumem_swctl.h"
 #include "gpumem_tier.h"
@@ -115,6 +116,12 @@ static gpumem_status share_rig_free(share_rig *r) {
     return st;
 }
 
+/* Sleep ns nanoseconds (below a second). */
+static inline void share_rig_sleep_ns(long ns) {
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+}
+
 /* Take a line, retrying while the owner's cache is full of its own pinned
  * writes or no base is free: a host thread merges its writes (flush), then
  * tries again; a thread standing for a GPU thread cannot flush (get asked
@@ -126,7 +133,7 @@ static gpumem_status share_rig_get(share_rig *r, uint32_t o, uint32_t l, int wri
     while (((st = gpumem_share_get(r->share, o, l, write, (void **)p)) == GPUMEM_EAGAIN ||
             (st == GPUMEM_ETIMEDOUT && gpumem__share_posts())) &&
            ++tries < 100000) {
-        if (gpumem__share_posts()) gpumem__host_sleep_ns(20000);
+        if (gpumem__share_posts()) share_rig_sleep_ns(20000);
         else gpumem_share_flush(r->share, o);
     }
     return st;
@@ -140,7 +147,7 @@ static gpumem_status share_rig_release(share_rig *r, uint32_t o, uint32_t first,
     uint32_t tries = 0;
     while (((st = gpumem_share_release(r->share, o, first, n)) == GPUMEM_EAGAIN || st == GPUMEM_ETIMEDOUT) &&
            ++tries < 100000)
-        gpumem__host_sleep_ns(20000);
+        share_rig_sleep_ns(20000);
     return st;
 }
 #endif
