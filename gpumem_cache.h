@@ -2503,14 +2503,20 @@ GPUMEM_API uint32_t *gpumem__share_line_lock(gpumem_share *s, uint64_t line) {
 
 /* ---- posting to the miss queue ------------------------------------------------ */
 
-/* One round of a poster's wait: the device backs off (nanosleep, growing);
- * a host thread standing for a GPU thread spins briefly, then sleeps 20 us
- * a round (nothing can wake it: the server does not notify). */
+#ifndef GPUMEM_SHARE_SERVER_SLEEP_NS
+#define GPUMEM_SHARE_SERVER_SLEEP_NS 20000L /* a polling host thread looks again after 20 us */
+#endif
+
+/* One round of a wait nobody can wake: the device backs off (nanosleep,
+ * growing); a host thread - a poster standing for a GPU thread, an idle
+ * server, a fill waiting for a writer - spins briefly, then sleeps
+ * GPUMEM_SHARE_SERVER_SLEEP_NS a round (a GPU thread cannot wake it, and
+ * the server does not notify). */
 GPUMEM_API void gpumem__share_pause(gpumem_backoff *b) {
 #if GPUMEM_ON_DEVICE
     gpumem_backoff_pause(b);
 #else
-    if (!gpumem_backoff_pause(b)) gpumem__host_sleep_ns(20000);
+    if (!gpumem_backoff_pause(b)) gpumem__host_sleep_ns(GPUMEM_SHARE_SERVER_SLEEP_NS);
 #endif
 }
 
@@ -3020,7 +3026,7 @@ static inline gpumem_status gpumem__share_fill_here(gpumem_share *s, gpumem_cach
         }
         gpumem__share_unlock(s, lk);
         if (st != GPUMEM_EAGAIN || served) return st;
-        gpumem_backoff_pause(&wait); /* a writer holds a released copy: let it put the line down */
+        gpumem__share_pause(&wait); /* a writer holds a released copy: let it put the line down */
     }
     /* A line of a run gpumem_share_fetch moves together, on this thread:
      * its source was chosen for the run, and its transfer counted there. */

@@ -491,9 +491,6 @@ GPUMEM_API gpumem_status gpumem_share_get_stats(gpumem_share *s, gpumem_share_st
 #ifndef GPUMEM_SHARE_POST_TIMEOUT_NS
 #define GPUMEM_SHARE_POST_TIMEOUT_NS 10000000000ull /* a GPU thread's request waits 10 s at most to be taken */
 #endif
-#ifndef GPUMEM_SHARE_SERVER_SLEEP_NS
-#define GPUMEM_SHARE_SERVER_SLEEP_NS 20000L /* an idle server looks again after 20 us */
-#endif
 #ifndef GPUMEM_SHARE_SERVER_THREADS
 #define GPUMEM_SHARE_SERVER_THREADS 4u /* fills side by side by default */
 #endif
@@ -1122,9 +1119,7 @@ static void *gpumem__share_server_main(void *arg) {
             idle = gpumem_backoff_start();
             continue;
         }
-        /* Nothing posted. A GPU thread cannot wake a sleeping host thread:
-         * spin a while, then sleep briefly between looks. */
-        if (!gpumem_backoff_pause(&idle)) gpumem__host_sleep_ns(GPUMEM_SHARE_SERVER_SLEEP_NS);
+        gpumem__share_pause(&idle); /* nothing posted: spin a while, then sleep between looks */
     }
     return NULL;
 }
