@@ -170,10 +170,10 @@ else
 	else echo "== $(CUDA_SHARE_TEST) (tests/test_share.c built by nvcc)"; $(CUDA_SHARE_TEST); fi
 endif
 
-# The served random mixes that lose a write once in 15 to 100 runs (an open
-# bug of issue 32, docs/share.md "Not done yet"): a reproducer, not part of
-# make test. SOAK_ROUNDS runs of each shape; exit 1 if any lost a write.
-# Built by nvcc where it is installed: the loss shows more often there.
+# The share's served random mixes, SOAK_ROUNDS runs of each shape (a soak,
+# not part of make test; they found a request served twice, issue 32);
+# exit 1 if any lost a write. Built by nvcc where it is installed: its
+# timing showed that bug more often than cc's.
 SOAK_ROUNDS ?= 40
 $(BUILD)/share_soak: tests/share_soak.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 	$(if $(HAVE_NVCC),$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. -Itests -x cu $< -o $@ -lpthread,$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. -Itests $< -o $@ -pthread)

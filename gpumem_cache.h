@@ -1429,17 +1429,27 @@ GPUMEM_API gpumem_status gpumem__cache_check_desc(const gpumem_cache_desc *d, ui
 }
 
 #if !GPUMEM_ON_DEVICE
+#if defined(__CUDACC__)
+/* What the CUDA runtime calls the memory at p: its cudaMemoryType, or
+ * cudaMemoryTypeUnregistered where it does not know the memory (ordinary
+ * host memory, or no GPU to ask). The one place the question is asked
+ * (the cache's and the share's checks). */
+static inline int gpumem__memory_type(const void *p) {
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError(); /* the failed call's error is not left for the caller's next check */
+        return cudaMemoryTypeUnregistered;
+    }
+    return a.type;
+}
+#endif
+
 /* Whether the host may read *p. In a CUDA build: unless the runtime calls
  * it GPU memory (host, registered, managed and memory the runtime does not
  * know are readable). In a plain build it cannot tell: -1. */
 static inline int gpumem__cache_host_readable(const void *p) {
 #if defined(__CUDACC__)
-    cudaPointerAttributes a;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        (void)cudaGetLastError(); /* not the runtime's: ordinary host memory */
-        return 1;
-    }
-    return a.type != cudaMemoryTypeDevice;
+    return gpumem__memory_type(p) != cudaMemoryTypeDevice;
 #else
     (void)p;
     return -1;
@@ -2375,13 +2385,25 @@ enum { /* counter indices (gpumem_share_stats order) */
  * (Dekker): the server serves only if post still says POSTED for that
  * generation, and the poster leaves only if answer does not say TAKEN -
  * otherwise it waits for DONE or SKIPPED. So a request is served at most
- * once, and never after its poster left (into a slot the cache gave back). */
+ * once, and never after its poster left (into a slot the cache gave back).
+ *
+ * answer's generation only moves forward: a server takes a request only
+ * from an answer of an older generation (or its own NONE), and its SKIPPED
+ * is a CAS from its own TAKEN. A server's look at post may be old by the
+ * time it looks at answer - the request answered, its cell freed and
+ * posted again, taken by another server - and a take that did not check
+ * would put the older generation back over the newer TAKEN; a third server
+ * would then see an older answer and serve the newer request a second time
+ * (a second fill over a slot its GPU thread had written since). */
 enum { GPUMEM__SQ_FREE, GPUMEM__SQ_CLAIMED, GPUMEM__SQ_POSTED, GPUMEM__SQ_WITHDRAWN };         /* post */
 enum { GPUMEM__SQ_NONE, GPUMEM__SQ_TAKEN, GPUMEM__SQ_DONE, GPUMEM__SQ_SKIPPED };               /* answer */
 enum { GPUMEM__SQ_FILL = 1, GPUMEM__SQ_HOST_ACQUIRE = 2, GPUMEM__SQ_MAKE_ROOM = 3 };
 #define GPUMEM__SQ_STATE(w) ((w) & 7u)
 #define GPUMEM__SQ_GEN(w) ((w) & ~7u)
 #define GPUMEM__SQ_NEXT_GEN 8u
+/* Generation g came before h (modulo 2^32: a server's look is never 2^28
+ * requests old). */
+#define GPUMEM__SQ_BEFORE(g, h) ((int32_t)((g) - (h)) < 0)
 
 typedef struct gpumem__share_cell {
     uint32_t post;        /* the posters' word (above) */
@@ -2615,8 +2637,9 @@ GPUMEM_API gpumem_status gpumem__share_post_once(gpumem_share *s, gpumem_share_q
  * when no cell came free, or no server took the request, within the
  * queue's timeout (it is then never served). A fill answered EAGAIN (a
  * writer held the line, so a merge could not be made) is posted again after
- * a pause, until the same timeout; any other request's EAGAIN is returned
- * at once (a host acquire finding a host thread's stale copy held). */
+ * a pause, until the same timeout (then ETIMEDOUT); any other request's
+ * EAGAIN is returned at once (a host acquire finding a host thread's stale
+ * copy held). */
 GPUMEM_API gpumem_status gpumem__share_post(gpumem_share *s, uint32_t kind, uint32_t poster, uint32_t owner,
                                             uint64_t line, uint64_t n, uint32_t slot) {
     gpumem_share_queue *q = s->queue;
@@ -2629,7 +2652,10 @@ GPUMEM_API gpumem_status gpumem__share_post(gpumem_share *s, uint32_t kind, uint
         st = gpumem__share_post_once(s, q, kind, poster, owner, line, n, slot, deadline);
         if (st != GPUMEM_EAGAIN || kind != GPUMEM__SQ_FILL) return st;
         gpumem__share_pause(&again); /* a writer holds the line: let it put it down */
-        if (gpumem_deadline_passed(deadline)) return GPUMEM_EAGAIN;
+        /* Held up the whole timeout: ETIMEDOUT, not EAGAIN, which the
+         * cache would count as a full cache and gpumem_share_get would
+         * answer by making room. */
+        if (gpumem_deadline_passed(deadline)) return GPUMEM_ETIMEDOUT;
     }
 }
 
@@ -2745,15 +2771,30 @@ GPUMEM_API unsigned char *gpumem__share_copy(gpumem_share *s, const gpumem__shar
     return gpumem__slot_data(s->caches[o], e->slot[o]);
 }
 
+/* A server thread runs while every GPU owner's kernels may: it must never
+ * touch a GPU owner's cache words (the rule below). Checked where the share
+ * touches a cache's words for another thread - its pins - and counted as a
+ * violation, so that the CPU tests, whose every run asserts none, would see
+ * a path that broke it. */
+GPUMEM_API void gpumem__share_check_touch(gpumem_cache *c) {
+#if GPUMEM_ON_DEVICE
+    (void)c;
+#else
+    uint32_t o;
+    if (!gpumem__share_serving || !c->share) return;
+    o = gpumem__share_owner(c->share, c);
+    if (o >= GPUMEM_SHARE_GPU0 && o != GPUMEM__SHARE_NONE) gpumem__share_count(c->share, GPUMEM__SS_VIOLATIONS, 1);
+#endif
+}
+
 /* Pin a valid copy against eviction and write-back: one more reference,
  * taken only while the line is valid and not claimed (the claim checks the
  * count after setting BUSY, so one of the two always sees the other).
  * Returns 0 if the copy is gone or going. */
-GPUMEM_API void gpumem__share_check_touch(gpumem_cache *c);
 GPUMEM_API int gpumem__share_pin(gpumem_cache *c, uint64_t line, uint32_t slot) {
-    uint32_t *w = gpumem__line_state(c, line);
+    uint32_t *w = gpumem__line_state(c, line), v;
     gpumem__share_check_touch(c);
-    uint32_t v = gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    v = gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
     for (;;) {
         if ((v & (GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY)) != GPUMEM_CACHE_VALID ||
             (v & GPUMEM_CACHE_COUNT_MASK) >= GPUMEM_CACHE_COUNT_LIMIT)
@@ -2771,22 +2812,6 @@ GPUMEM_API void gpumem__share_unpin(gpumem_cache *c, uint64_t line) {
     gpumem__share_check_touch(c);
     gpumem_atomic_fetch_sub_u32(gpumem__line_state(c, line), 1, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
     gpumem_event_notify(&c->event);
-}
-
-/* A server thread runs while every GPU owner's kernels may: it must never
- * touch a GPU owner's cache words (the rule below). Checked where the share
- * touches a cache's words for another thread - its pins - and counted as a
- * violation, so that the CPU tests, whose every run asserts none, would see
- * a path that broke it. */
-GPUMEM_API void gpumem__share_check_touch(gpumem_cache *c) {
-#if GPUMEM_ON_DEVICE
-    (void)c;
-#else
-    uint32_t o;
-    if (!gpumem__share_serving || !c->share) return;
-    o = gpumem__share_owner(c->share, c);
-    if (o >= GPUMEM_SHARE_GPU0 && o != GPUMEM__SHARE_NONE) gpumem__share_count(c->share, GPUMEM__SS_VIOLATIONS, 1);
-#endif
 }
 
 /* Whether a host thread may touch owner o's cache words now: the host

@@ -133,7 +133,8 @@
  *     holds a stale copy; its acquire makes its host part (the host's
  *     release: share words only) itself.
  * The server never waits for a GPU thread: a fill whose merge a writer holds
- * up is answered EAGAIN and the GPU thread posts again. With no server
+ * up is answered EAGAIN and the GPU thread posts again (ETIMEDOUT if the
+ * writer holds it past the queue's timeout). With no server
  * running a post ends ESTATE at once; one not taken within the queue's
  * timeout is withdrawn and ends ETIMEDOUT: never a hang, never served late.
  * get, put, acquire and release run on the device (acquire and release by
@@ -768,20 +769,42 @@ gpumem_status gpumem_share_merge(gpumem_share *s, uint32_t o, uint64_t first, ui
     return st;
 }
 
+/* Merge the written lines in owner o's slots - every one (`mine_only` 0),
+ * or those o wrote itself - one line at a time through cache io's pairs,
+ * into one scratch line; at_boundary as gpumem__share_merge_line takes it.
+ * O(o's slots): the lines an owner wrote are pinned in its slots. The
+ * first failure is returned (EIO before any other); EAGAIN: a line was
+ * being written, and stays written. */
+static gpumem_status gpumem__share_merge_slots(gpumem_share *s, uint32_t o, gpumem_cache *io, uint32_t at_boundary,
+                                               int mine_only) {
+    gpumem_status st = GPUMEM_OK, one;
+    gpumem__slot_pool pool;
+    void *mem = gpumem__share_scratch(s, &pool);
+    uint32_t k;
+    if (!mem) return GPUMEM_ENOMEM;
+    for (k = 0; k < s->caches[o]->n_slots; k++) {
+        const uint64_t line = gpumem__share_slot_line(s, o, k);
+        uint32_t *lk;
+        gpumem__share_entry *e;
+        if (line == GPUMEM_CACHE_EMPTY) continue;
+        e = gpumem__share_lock_entry(s, line, &lk);
+        if (e && e->dirty && (!mine_only || ((e->dirty & (1u << o)) && e->slot[o] == k)) &&
+            (one = gpumem__share_merge_line(s, e, io, &pool, 0, at_boundary)) != GPUMEM_OK &&
+            (st == GPUMEM_OK || one == GPUMEM_EIO))
+            st = one;
+        gpumem__share_unlock(s, lk);
+    }
+    free(mem);
+    return st;
+}
+
 gpumem_status gpumem_share_flush(gpumem_share *s, uint32_t o) {
     gpumem_status st = gpumem__share_check(s, o, 0, 0), one;
-    gpumem_cache *c;
-    uint32_t k;
     if (st != GPUMEM_OK) return st;
-    c = s->caches[o];
-    /* The lines this owner wrote are pinned in its slots: one merge each. */
-    for (k = 0; k < c->n_slots; k++) {
-        uint64_t line = gpumem__share_slot_line(s, o, k);
-        if (line != GPUMEM_CACHE_EMPTY && (one = gpumem_share_merge(s, o, line, 1)) != GPUMEM_OK && st != GPUMEM_EIO)
-            st = one;
-    }
+    /* Owner o's own call, at its kernel boundary: its pins are its to drop. */
+    st = gpumem__share_merge_slots(s, o, s->caches[o], o, 0);
     gpumem__share_drain(s, o, 0, 0, 0); /* pins left owed, and lines listed only for them */
-    one = gpumem_cache_flush(c, NULL);
+    one = gpumem_cache_flush(s->caches[o], NULL);
     return st != GPUMEM_OK ? st : one;
 }
 
@@ -954,13 +977,10 @@ static int gpumem__share_gpu_present(void) {
  * where this build cannot tell (no CUDA runtime, or no GPU). */
 static int gpumem__share_both_reach(const void *p) {
 #if defined(__CUDACC__)
-    cudaPointerAttributes a;
+    int type;
     if (!gpumem__share_gpu_present()) return -1;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0; /* ordinary host memory: the GPU cannot reach it */
-    }
-    return a.type == cudaMemoryTypeHost || a.type == cudaMemoryTypeManaged;
+    type = gpumem__memory_type(p); /* unregistered: ordinary host memory, the GPU cannot reach it */
+    return type == cudaMemoryTypeHost || type == cudaMemoryTypeManaged;
 #else
     (void)p;
     return -1;
@@ -974,14 +994,9 @@ static int gpumem__share_both_reach(const void *p) {
  * 1, 0, or -1 where this build cannot tell (no CUDA runtime, or no GPU). */
 static int gpumem__share_atomic_both(const void *p) {
 #if defined(__CUDACC__)
-    cudaPointerAttributes a;
     int dev = 0, concurrent = 0;
     if (!gpumem__share_gpu_present()) return -1;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    if (a.type != cudaMemoryTypeManaged || cudaGetDevice(&dev) != cudaSuccess ||
+    if (gpumem__memory_type(p) != cudaMemoryTypeManaged || cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, dev) != cudaSuccess)
         return 0;
     return concurrent != 0;
@@ -1027,26 +1042,8 @@ gpumem_status gpumem_share_queue_init(gpumem_share *s, void *mem, size_t bytes, 
  * drop (gpumem_share_get does, then takes its slot). A line being written
  * now is left. O(the owner's slots): a rare path. */
 static gpumem_status gpumem__share_make_room(gpumem_share *s, uint32_t o) {
-    gpumem_cache *c = s->caches[o];
-    gpumem__slot_pool pool;
-    gpumem_status st = GPUMEM_OK, one;
-    void *mem = gpumem__share_scratch(s, &pool);
-    uint32_t k;
-    if (!mem) return GPUMEM_ENOMEM;
-    for (k = 0; k < c->n_slots; k++) {
-        const uint64_t line = gpumem__share_slot_line(s, o, k);
-        uint32_t *lk;
-        gpumem__share_entry *e;
-        if (line == GPUMEM_CACHE_EMPTY) continue;
-        e = gpumem__share_lock_entry(s, line, &lk);
-        if (e && (e->dirty & (1u << o)) && e->slot[o] == k &&
-            (one = gpumem__share_merge_line(s, e, s->caches[GPUMEM_SHARE_HOST], &pool, 0, 0)) != GPUMEM_OK &&
-            one != GPUMEM_EAGAIN && st == GPUMEM_OK)
-            st = one;
-        gpumem__share_unlock(s, lk);
-    }
-    free(mem);
-    return st;
+    const gpumem_status st = gpumem__share_merge_slots(s, o, s->caches[GPUMEM_SHARE_HOST], 0, 1);
+    return st == GPUMEM_EAGAIN ? GPUMEM_OK : st; /* a line being written stays: the rest made room */
 }
 
 /* Answer one request, checked first: a GPU thread wrote it. */
@@ -1064,6 +1061,35 @@ static gpumem_status gpumem__share_serve_one(gpumem_share *s, const gpumem__shar
     return GPUMEM_EINVAL;
 }
 
+/* Take the request a look at the cell's post word found (`seen`: POSTED,
+ * generation gen) for this server: 1 if it is this server's to serve now,
+ * 0 if it is another server's, withdrawn, or answered already. The look
+ * may be old by now - the request answered, its cell freed and posted
+ * again, perhaps taken by another server - so the take is a CAS only from
+ * an older answer (or this generation's NONE, a fresh queue's), and a take
+ * that finds post moved on gives the answer back by a CAS from its own
+ * TAKEN: a newer generation is never overwritten (the protocol, at the
+ * queue's definition in gpumem_cache.h). */
+static int gpumem__share_take(gpumem__share_cell *cell, uint32_t seen) {
+    const uint32_t gen = GPUMEM__SQ_GEN(seen);
+    uint32_t a;
+    if (GPUMEM__SQ_STATE(seen) != GPUMEM__SQ_POSTED) return 0;
+    a = gpumem_atomic_load_u32(&cell->answer, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+    if (a != (gen | GPUMEM__SQ_NONE) && !GPUMEM__SQ_BEFORE(GPUMEM__SQ_GEN(a), gen)) return 0;
+    /* One server per request (only host threads write answer); then the
+     * fence and a second look at post: the poster may be withdrawing (the
+     * mirror image, in gpumem__share_post_once). */
+    if (!gpumem_atomic_cas_u32(&cell->answer, &a, gen | GPUMEM__SQ_TAKEN, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV)) return 0;
+    gpumem_atomic_fence(GPUMEM_ORDER_SEQ_CST, GPUMEM__SDEV);
+    /* Acquire: the request's fields were written before POSTED's release. */
+    if (gpumem_atomic_load_u32(&cell->post, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV) == (gen | GPUMEM__SQ_POSTED)) return 1;
+    /* Withdrawn (its GPU thread has given its slot back, or waits for
+     * SKIPPED), or answered and posted again since the look. */
+    a = gen | GPUMEM__SQ_TAKEN;
+    gpumem_atomic_cas_u32(&cell->answer, &a, gen | GPUMEM__SQ_SKIPPED, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
+    return 0;
+}
+
 /* One look at every cell, from cell `from` on: each posted request is
  * taken, served and answered. Returns how many were. */
 static uint32_t gpumem__share_serve_pass(gpumem_share *s, uint32_t from) {
@@ -1071,26 +1097,13 @@ static uint32_t gpumem__share_serve_pass(gpumem_share *s, uint32_t from) {
     uint32_t i, served = 0;
     for (i = 0; i < q->n_cells; i++) {
         gpumem__share_cell *cell = &q->cells[(from + i) & (q->n_cells - 1)];
-        uint32_t p = gpumem_atomic_load_u32(&cell->post, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV), gen, a;
-        if (GPUMEM__SQ_STATE(p) != GPUMEM__SQ_POSTED) continue;
-        gen = GPUMEM__SQ_GEN(p);
-        a = gpumem_atomic_load_u32(&cell->answer, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
-        if (GPUMEM__SQ_GEN(a) == gen && GPUMEM__SQ_STATE(a) != GPUMEM__SQ_NONE) continue; /* another server's */
-        /* Take it (one server per request: only host threads write answer),
-         * then the fence and a second look at post: the poster may be
-         * withdrawing (the mirror image, in gpumem__share_post_once). */
-        if (!gpumem_atomic_cas_u32(&cell->answer, &a, gen | GPUMEM__SQ_TAKEN, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV))
-            continue;
-        gpumem_atomic_fence(GPUMEM_ORDER_SEQ_CST, GPUMEM__SDEV);
-        /* Acquire: the request's fields were written before POSTED's release. */
-        if (gpumem_atomic_load_u32(&cell->post, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV) != (gen | GPUMEM__SQ_POSTED)) {
-            gpumem_atomic_store_u32(&cell->answer, gen | GPUMEM__SQ_SKIPPED, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
-            continue; /* withdrawn: its GPU thread has given its slot back, or is about to */
-        }
+        const uint32_t seen = gpumem_atomic_load_u32(&cell->post, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+        if (!gpumem__share_take(cell, seen)) continue;
         cell->status = (int32_t)gpumem__share_serve_one(s, cell);
         /* Release at system scope: the status, and the slot's bytes the fill
          * wrote, reach the GPU thread before DONE does. */
-        gpumem_atomic_store_u32(&cell->answer, gen | GPUMEM__SQ_DONE, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
+        gpumem_atomic_store_u32(&cell->answer, GPUMEM__SQ_GEN(seen) | GPUMEM__SQ_DONE, GPUMEM_ORDER_RELEASE,
+                                GPUMEM__SDEV);
         gpumem__share_count(s, GPUMEM__SS_SERVED, 1);
         served++;
     }

@@ -1,11 +1,12 @@
-/* share_soak: the share's served random mixes that lose a write once in a
- * while - an open bug of issue 32 (docs/share.md, "Not done yet"). Host
- * threads stand for the GPU threads of two GPU owners, their misses served
- * by the miss queue's server threads, over one or two software controllers;
- * every byte read is checked against the writes' model. Runs each shape
- * `rounds` times and says which runs lost what; exit 1 if any did.
+/* share_soak: the share's served random mixes, many times over - the runs
+ * that found a request served twice (issue 32: about one run in 15 to 100
+ * lost a write before gpumem__share_take's rule). Host threads stand for
+ * the GPU threads of two GPU owners, their misses served by the miss
+ * queue's four server threads, over one or two software controllers; every
+ * byte read is checked against the writes' model. Runs each shape `rounds`
+ * times and says which runs lost what; exit 1 if any did.
  *
- *   make share-soak [SOAK_ROUNDS=40]      (not part of make test)
+ *   make share-soak [SOAK_ROUNDS=40]      (not part of make test: minutes)
  */
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
