@@ -2394,7 +2394,9 @@ enum { /* counter indices (gpumem_share_stats order) */
  * posted again, taken by another server - and a take that did not check
  * would put the older generation back over the newer TAKEN; a third server
  * would then see an older answer and serve the newer request a second time
- * (a second fill over a slot its GPU thread had written since). */
+ * (a second fill over a slot its GPU thread had written since). A server
+ * passing a cell with nothing posted also moves an answer far behind post
+ * up (requests withdrawn untaken never move it): gpumem__share_catch_up. */
 enum { GPUMEM__SQ_FREE, GPUMEM__SQ_CLAIMED, GPUMEM__SQ_POSTED, GPUMEM__SQ_WITHDRAWN };         /* post */
 enum { GPUMEM__SQ_NONE, GPUMEM__SQ_TAKEN, GPUMEM__SQ_DONE, GPUMEM__SQ_SKIPPED };               /* answer */
 enum { GPUMEM__SQ_FILL = 1, GPUMEM__SQ_HOST_ACQUIRE = 2, GPUMEM__SQ_MAKE_ROOM = 3 };
@@ -2402,8 +2404,10 @@ enum { GPUMEM__SQ_FILL = 1, GPUMEM__SQ_HOST_ACQUIRE = 2, GPUMEM__SQ_MAKE_ROOM = 
 #define GPUMEM__SQ_GEN(w) ((w) & ~7u)
 #define GPUMEM__SQ_NEXT_GEN 8u
 /* Generation g came before h (modulo 2^32: a server's look is never 2^28
- * requests old). */
+ * requests old, and answer is kept less than 2^28 requests behind post:
+ * gpumem__share_catch_up). */
 #define GPUMEM__SQ_BEFORE(g, h) ((int32_t)((g) - (h)) < 0)
+#define GPUMEM__SQ_CATCH_UP (1u << 24) /* answer this far behind post (2^21 requests) is caught up */
 
 typedef struct gpumem__share_cell {
     uint32_t post;        /* the posters' word (above) */

@@ -1090,6 +1090,21 @@ static int gpumem__share_take(gpumem__share_cell *cell, uint32_t seen) {
     return 0;
 }
 
+/* answer moves only when a request is taken, post at every request: on a
+ * cell whose requests are all withdrawn untaken (servers slower than a
+ * short timeout) answer falls behind, and 2^28 requests behind the modular
+ * order would call it newer than post and refuse every take there. A
+ * server passing a cell with nothing posted (`seen`) moves an answer more
+ * than 2^21 requests behind up to the request before post's: SKIPPED, a
+ * finished one (a poster waiting for its answer has seen it TAKEN, so it is
+ * not behind). A CAS: a take or another catch-up in between wins. */
+static void gpumem__share_catch_up(gpumem__share_cell *cell, uint32_t seen) {
+    uint32_t a = gpumem_atomic_load_u32(&cell->answer, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+    if (GPUMEM__SQ_BEFORE(GPUMEM__SQ_GEN(a), GPUMEM__SQ_GEN(seen) - GPUMEM__SQ_CATCH_UP))
+        gpumem_atomic_cas_u32(&cell->answer, &a, (GPUMEM__SQ_GEN(seen) - GPUMEM__SQ_NEXT_GEN) | GPUMEM__SQ_SKIPPED,
+                              GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+}
+
 /* One look at every cell, from cell `from` on: each posted request is
  * taken, served and answered. Returns how many were. */
 static uint32_t gpumem__share_serve_pass(gpumem_share *s, uint32_t from) {
@@ -1098,6 +1113,10 @@ static uint32_t gpumem__share_serve_pass(gpumem_share *s, uint32_t from) {
     for (i = 0; i < q->n_cells; i++) {
         gpumem__share_cell *cell = &q->cells[(from + i) & (q->n_cells - 1)];
         const uint32_t seen = gpumem_atomic_load_u32(&cell->post, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
+        if (GPUMEM__SQ_STATE(seen) != GPUMEM__SQ_POSTED) {
+            gpumem__share_catch_up(cell, seen);
+            continue;
+        }
         if (!gpumem__share_take(cell, seen)) continue;
         cell->status = (int32_t)gpumem__share_serve_one(s, cell);
         /* Release at system scope: the status, and the slot's bytes the fill

@@ -1040,5 +1040,18 @@ Test(share, queue_take_never_goes_back) {
     /* Only a posted request is taken. */
     cell->post = (g + 24) | GPUMEM__SQ_CLAIMED;
     cr_assert_eq(gpumem__share_take(cell, (g + 24) | GPUMEM__SQ_CLAIMED), 0);
+    /* answer moves only at a take: 2^28 requests withdrawn untaken in a row
+     * would put it "after" post. A server passing the cell with nothing
+     * posted catches a far-behind answer up; a near one stays. */
+    cell->post = (g + 32) | GPUMEM__SQ_FREE;
+    cell->answer = g | GPUMEM__SQ_DONE;
+    gpumem__share_catch_up(cell, cell->post);
+    cr_assert_eq(cell->answer, g | GPUMEM__SQ_DONE, "an answer a few requests behind is left");
+    cell->post = 0x40000000u | GPUMEM__SQ_FREE;
+    cell->answer = 0 | GPUMEM__SQ_DONE;
+    gpumem__share_catch_up(cell, cell->post);
+    cr_assert_eq(cell->answer, (0x40000000u - 8) | GPUMEM__SQ_SKIPPED);
+    cell->post = 0x90000000u | P; /* 2^28 + 2^25 requests after the old answer */
+    cr_assert_eq(gpumem__share_take(cell, cell->post), 1, "a cell whose answer fell behind is never taken");
     cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
 }
