@@ -226,6 +226,7 @@ gpumem_status gpumem_uringctl_destroy(gpumem_uringctl *ctl);
 #include <linux/nvme_ioctl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -819,6 +820,18 @@ static void *gpumem__uring_main(void *arg) {
     gpumem_event *ev = c->sw->doorbell_event;
     uint64_t last_work = gpumem_clock_ns(), now;
     uint32_t i;
+    sigset_t pipe_signal;
+    /* The kernel may send a command over TCP (nvme-tcp, the NVMe-oF path)
+     * inline, in this thread's io_uring_enter. Once the connection is gone
+     * its socket send raises SIGPIPE on the sending thread (nvme-tcp sends
+     * without MSG_NOSIGNAL), and SIGPIPE's default action ends the whole
+     * process: a guest_test run died so (exit 141) right after its fault
+     * test removed the port. The command fails with a status, which is what
+     * the forwarder reports; the signal is for nobody, so this thread blocks
+     * it (the application's own disposition of SIGPIPE is untouched). */
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, NULL);
     /* Commands a previous stop left in the kernel are overdue already. */
     t->next_deadline = GPUMEM_NO_TIMEOUT;
     gpumem__uring_check_deadlines(c, t, last_work);
