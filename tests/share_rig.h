@@ -116,7 +116,9 @@ static gpumem_status share_rig_free(share_rig *r) {
     return st;
 }
 
-/* Sleep ns nanoseconds (below a second). */
+/* Sleep ns nanoseconds (below a second): gpumem__host_sleep_ns's twin,
+ * because that one is declared for the host pass only, and nvcc's device
+ * pass parses these helpers too (make share-cuda builds test_share as CUDA). */
 static inline void share_rig_sleep_ns(long ns) {
     struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
