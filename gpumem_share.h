@@ -70,7 +70,7 @@
  * its own queue pairs (or the same memory).
  *
  * Per line, only while some owner has a copy of it, an entry (the share's
- * data path at the end of gpumem_cache.h) keeps GAIA's version table: a
+ * data path, gpumem_share_path.h) keeps GAIA's version table: a
  * version vector per copy and one for storage's content, each owner's
  * release count, and the masks: holders, consistency-dirty (written since
  * the owner's last release; cleared only by release, so a write-back can
@@ -104,7 +104,7 @@
  * GPU threads. A GPU thread never fills: its miss in a shared cache posts
  * (owner, line, slot) to the miss queue (gpumem_share_queue_init: a ring in
  * mapped pinned or managed memory; the protocol, with no word that both
- * sides read-modify-write, is at the queue's definition in gpumem_cache.h)
+ * sides read-modify-write, is at the queue's definition in gpumem_share_path.h)
  * and waits; host threads (gpumem_share_server_start) run the fill and
  * answer. The post and wait cost the cached element read no register (48,
  * make registers). The share goes in managed memory (gpumem_share_init),
@@ -1059,50 +1059,6 @@ static gpumem_status gpumem__share_serve_one(gpumem_share *s, const gpumem__shar
         return gpumem__share_make_room(s, cell->owner);
     gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1);
     return GPUMEM_EINVAL;
-}
-
-/* Take the request a look at the cell's post word found (`seen`: POSTED,
- * generation gen) for this server: 1 if it is this server's to serve now,
- * 0 if it is another server's, withdrawn, or answered already. The look
- * may be old by now - the request answered, its cell freed and posted
- * again, perhaps taken by another server - so the take is a CAS only from
- * an older answer (or this generation's NONE, a fresh queue's), and a take
- * that finds post moved on gives the answer back by a CAS from its own
- * TAKEN: a newer generation is never overwritten (the protocol, at the
- * queue's definition in gpumem_cache.h). */
-static int gpumem__share_take(gpumem__share_cell *cell, uint32_t seen) {
-    const uint32_t gen = GPUMEM__SQ_GEN(seen);
-    uint32_t a;
-    if (GPUMEM__SQ_STATE(seen) != GPUMEM__SQ_POSTED) return 0;
-    a = gpumem_atomic_load_u32(&cell->answer, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
-    if (a != (gen | GPUMEM__SQ_NONE) && !GPUMEM__SQ_BEFORE(GPUMEM__SQ_GEN(a), gen)) return 0;
-    /* One server per request (only host threads write answer); then the
-     * fence and a second look at post: the poster may be withdrawing (the
-     * mirror image, in gpumem__share_post_once). */
-    if (!gpumem_atomic_cas_u32(&cell->answer, &a, gen | GPUMEM__SQ_TAKEN, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV)) return 0;
-    gpumem_atomic_fence(GPUMEM_ORDER_SEQ_CST, GPUMEM__SDEV);
-    /* Acquire: the request's fields were written before POSTED's release. */
-    if (gpumem_atomic_load_u32(&cell->post, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV) == (gen | GPUMEM__SQ_POSTED)) return 1;
-    /* Withdrawn (its GPU thread has given its slot back, or waits for
-     * SKIPPED), or answered and posted again since the look. */
-    a = gen | GPUMEM__SQ_TAKEN;
-    gpumem_atomic_cas_u32(&cell->answer, &a, gen | GPUMEM__SQ_SKIPPED, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
-    return 0;
-}
-
-/* answer moves only when a request is taken, post at every request: on a
- * cell whose requests are all withdrawn untaken (servers slower than a
- * short timeout) answer falls behind, and 2^28 requests behind the modular
- * order would call it newer than post and refuse every take there. A
- * server passing a cell with nothing posted (`seen`) moves an answer more
- * than 2^21 requests behind up to the request before post's: SKIPPED, a
- * finished one (a poster waiting for its answer has seen it TAKEN, so it is
- * not behind). A CAS: a take or another catch-up in between wins. */
-static void gpumem__share_catch_up(gpumem__share_cell *cell, uint32_t seen) {
-    uint32_t a = gpumem_atomic_load_u32(&cell->answer, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
-    if (GPUMEM__SQ_BEFORE(GPUMEM__SQ_GEN(a), GPUMEM__SQ_GEN(seen) - GPUMEM__SQ_CATCH_UP))
-        gpumem_atomic_cas_u32(&cell->answer, &a, (GPUMEM__SQ_GEN(seen) - GPUMEM__SQ_NEXT_GEN) | GPUMEM__SQ_SKIPPED,
-                              GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
 }
 
 /* One look at every cell, from cell `from` on: each posted request is
