@@ -76,9 +76,9 @@
 #include <string.h> /* memcpy: the host side of the copies */
 
 #define GPUMEM_VERSION_MAJOR 0
-#define GPUMEM_VERSION_MINOR 4
+#define GPUMEM_VERSION_MINOR 5
 #define GPUMEM_VERSION_PATCH 0
-#define GPUMEM_VERSION_STRING "0.4.0"
+#define GPUMEM_VERSION_STRING "0.5.0"
 
 /* ---- portability --------------------------------------------------------- */
 
@@ -674,6 +674,49 @@ GPUMEM_API void gpumem__event_end(gpumem_event *ev) {
 
 /* Wait until `cond` is true, without a bound. */
 #define GPUMEM_WAIT_UNTIL(ev, cond) GPUMEM_WAIT_UNTIL_OR(ev, cond, 0)
+
+/* ---- spin locks -------------------------------------------------------------
+ *
+ * One 32-bit word, 0 free and 1 held, for state held briefly or across one
+ * line's I/O (the cache's and the tier's slot locks, a sequential policy,
+ * GMT's model, the share's line and pool locks). Taking is an acquire and
+ * giving back a release, so what one holder wrote under the lock is seen
+ * by the next. `scope` is the widest set of threads that contend on the
+ * word (device for one GPU's cache, system where host and GPU threads both
+ * take it).
+ *
+ * A waiter (gpumem_spin_lock) backs off on the device and spins, then parks
+ * on `ev` on the host. So whether an unlock must wake is not a property of
+ * the holder's hurry: a holder preempted for a moment already lets a waiter
+ * park, and that waiter would then sleep until an unrelated notification
+ * or GPUMEM_PARK_TIMEOUT_NS. Every lock that anyone waits for with
+ * gpumem_spin_lock is therefore given back with its event (one fence and
+ * one load when nobody is parked; nothing on the device); NULL is only for
+ * a word that is only ever tried (gpumem_spin_trylock), never waited on.
+ * Each call site says which. */
+GPUMEM_API int gpumem_spin_trylock(uint32_t *w, gpumem_scope scope, int look_first) {
+    uint32_t unlocked = 0;
+    /* look_first: test and test-and-set, for a word many threads try at
+     * once. A CAS takes the line for writing even when it fails, so under
+     * contention failed CASes would keep moving the line while its holder
+     * needs it to unlock; a relaxed load shares it and fails for free (it
+     * orders nothing: the CAS's acquire does, when it wins). 0 for a word
+     * tried by one thread at a time, where the load is only an instruction
+     * and a register more (the cache's slot locks, in every kernel that can
+     * miss: bench/results/registers-*.md). */
+    if (look_first && gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, scope) != 0) return 0;
+    return gpumem_atomic_cas_u32(w, &unlocked, 1, GPUMEM_ORDER_ACQUIRE, scope);
+}
+
+GPUMEM_API void gpumem_spin_lock(uint32_t *w, gpumem_scope scope, int look_first, gpumem_event *ev) {
+    GPUMEM_WAIT_UNTIL(ev, gpumem_spin_trylock(w, scope, look_first));
+}
+
+/* Give the lock back; ev: the event its waiters park on (NULL: none can). */
+GPUMEM_API void gpumem_spin_unlock(uint32_t *w, gpumem_scope scope, gpumem_event *ev) {
+    gpumem_atomic_store_u32(w, 0, GPUMEM_ORDER_RELEASE, scope);
+    if (ev) gpumem_event_notify(ev);
+}
 
 /* No time limit, for the *_timed functions. */
 #define GPUMEM_NO_TIMEOUT UINT64_MAX

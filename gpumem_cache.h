@@ -178,24 +178,14 @@ GPUMEM_API void gpumem__line_end_claim(gpumem_cache *c, uint32_t *state, uint32_
  * other - the policy sees a sample of them under contention, all of them
  * without. The slot's `ref` word then says whether the policy lists the
  * slot (filled once), read and written under the lock. */
-GPUMEM_API int gpumem__seq_trylock(gpumem_cache *c) {
-    uint32_t unlocked = 0;
-    /* Test and test-and-set: look before the compare-and-swap. Every hit
-     * tries this lock, and a CAS takes the line for writing even when it
-     * fails, so under contention failed CASes from many threads would keep
-     * moving the line while its holder needs it to unlock. A relaxed load
-     * shares the line and fails for free; it orders nothing (the CAS's
-     * acquire does, when it wins). */
-    if (gpumem_atomic_load_u32(&c->seq_lock.v, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != 0) return 0;
-    return gpumem_atomic_cas_u32(&c->seq_lock.v, &unlocked, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
-}
+/* Hits only try it (gpumem_spin_trylock looks before its CAS, so failed
+ * tries share the line); fills and victim picks wait for it, parked on the
+ * cache's event on the host, so unlock wakes them. */
+GPUMEM_API int gpumem__seq_trylock(gpumem_cache *c) { return gpumem_spin_trylock(&c->seq_lock.v, GPUMEM__CDEV, 1); }
 
-GPUMEM_API void gpumem__seq_lock(gpumem_cache *c) { GPUMEM_WAIT_UNTIL(&c->event, gpumem__seq_trylock(c)); }
+GPUMEM_API void gpumem__seq_lock(gpumem_cache *c) { gpumem_spin_lock(&c->seq_lock.v, GPUMEM__CDEV, 1, &c->event); }
 
-GPUMEM_API void gpumem__seq_unlock(gpumem_cache *c) {
-    gpumem_atomic_store_u32(&c->seq_lock.v, 0, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
-    gpumem_event_notify(&c->event);
-}
+GPUMEM_API void gpumem__seq_unlock(gpumem_cache *c) { gpumem_spin_unlock(&c->seq_lock.v, GPUMEM__CDEV, &c->event); }
 
 GPUMEM_API void gpumem__policy_touch(gpumem_cache *c, uint32_t k, uint64_t line) {
     if (!c->seq) {
@@ -288,15 +278,15 @@ enum { GPUMEM__CLAIM_NO = 0, GPUMEM__CLAIM_OK = 1 };
  * the miss's steps finish. */
 GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, uint32_t *where) {
     uint64_t victim;
-    if (!gpumem__slot_trylock(c, k)) return GPUMEM__CLAIM_NO;
+    if (!gpumem__slot_trylock(c->slots, k)) return GPUMEM__CLAIM_NO;
     *where = GPUMEM_PLACE_BYPASS;
-    victim = gpumem__slot_tag(c, k);
+    victim = gpumem__slot_tag(c->slots, k);
     if (victim != GPUMEM_CACHE_EMPTY) {
         uint32_t *vs = gpumem__line_state(c, victim);
         uint32_t s = gpumem_atomic_load_u32(vs, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV), prev;
         /* First check: cheap, and keeps us from setting BUSY on lines in use. */
         if ((s & (GPUMEM_CACHE_BUSY | GPUMEM_CACHE_COUNT_MASK)) != 0 || !(s & GPUMEM_CACHE_VALID)) {
-            gpumem__slot_unlock(c, k);
+            gpumem__slot_unlock(c->slots, k, &c->event);
             return GPUMEM__CLAIM_NO;
         }
         /* Second check, in the claim itself. Acquire: if the count is 0 here,
@@ -304,12 +294,12 @@ GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, 
          * their writes to the slot are visible to the write-back. */
         prev = gpumem_atomic_fetch_or_u32(vs, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
         if (prev & GPUMEM_CACHE_BUSY) { /* someone else's claim: leave it alone */
-            gpumem__slot_unlock(c, k);
+            gpumem__slot_unlock(c->slots, k, &c->event);
             return GPUMEM__CLAIM_NO;
         }
         if (prev & GPUMEM_CACHE_COUNT_MASK) { /* acquired since the first check */
             gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);
-            gpumem__slot_unlock(c, k);
+            gpumem__slot_unlock(c->slots, k, &c->event);
             return GPUMEM__CLAIM_NO;
         }
         if (GPUMEM_CACHE_CHECK &&
@@ -321,7 +311,7 @@ GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, 
             /* predicted short reuse: a second chance, look further */
             (*skips)--;
             gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);
-            gpumem__slot_unlock(c, k);
+            gpumem__slot_unlock(c->slots, k, &c->event);
             gpumem__policy_touch(c, k, victim);
             return GPUMEM__CLAIM_NO;
         }
@@ -465,7 +455,7 @@ GPUMEM_API int gpumem__miss_step(gpumem_cache *c, volatile gpumem__miss *m, gpum
     const uint32_t k = m->k;
     if (m->step == GPUMEM__MISS_EVICT) {
         m->step = GPUMEM__MISS_TAKE;
-        if (gpumem__slot_tag(c, k) != GPUMEM_CACHE_EMPTY) {
+        if (gpumem__slot_tag(c->slots, k) != GPUMEM_CACHE_EMPTY) {
             m->placed = GPUMEM__TIER_BYPASS;
             m->step = GPUMEM__MISS_PLACED;
             if (GPUMEM__HAS_TIER(c) &&
@@ -483,7 +473,7 @@ GPUMEM_API int gpumem__miss_step(gpumem_cache *c, volatile gpumem__miss *m, gpum
     if (m->step == GPUMEM__MISS_PLACED) {
         /* Moved to the host tier: dirty there, so nothing is written here. */
         if (m->placed != GPUMEM__TIER_MOVED && gpumem__slot_dirty(c, k))
-            return gpumem__miss_io(m, 1, gpumem__slot_tag(c, k), &c->pool, k, GPUMEM__MISS_WRITTEN);
+            return gpumem__miss_io(m, 1, gpumem__slot_tag(c->slots, k), &c->pool, k, GPUMEM__MISS_WRITTEN);
         m->step = GPUMEM__MISS_EVICTED;
     }
     if (m->step == GPUMEM__MISS_WRITTEN) {
@@ -491,11 +481,11 @@ GPUMEM_API int gpumem__miss_step(gpumem_cache *c, volatile gpumem__miss *m, gpum
         if (io_st != GPUMEM_OK) {
             /* Keep the only up-to-date copy: still valid, still dirty. */
             gpumem__line_end_claim(c, gpumem__slot_line_state(c, k), ~GPUMEM_CACHE_BUSY);
-            gpumem__slot_unlock(c, k);
+            gpumem__slot_unlock(c->slots, k, &c->event);
             m->status = GPUMEM_EIO;
             m->step = GPUMEM__MISS_UNDO;
         } else {
-            gpumem__cache_count(c, gpumem__slot_tag(c, k), GPUMEM__ST_WRITEBACKS, 1);
+            gpumem__cache_count(c, gpumem__slot_tag(c->slots, k), GPUMEM__ST_WRITEBACKS, 1);
         }
     }
     if (m->step == GPUMEM__MISS_EVICTED) {
@@ -504,13 +494,13 @@ GPUMEM_API int gpumem__miss_step(gpumem_cache *c, volatile gpumem__miss *m, gpum
          * Release: our reads of the slot for the write-back are done before
          * anyone can claim the line again. */
         gpumem__line_end_claim(c, gpumem__slot_line_state(c, k), GPUMEM_CACHE_COUNT_MASK);
-        gpumem__cache_count(c, gpumem__slot_tag(c, k), GPUMEM__ST_EVICTIONS, 1);
+        gpumem__cache_count(c, gpumem__slot_tag(c->slots, k), GPUMEM__ST_EVICTIONS, 1);
         m->step = GPUMEM__MISS_TAKE;
     }
     if (m->step == GPUMEM__MISS_TAKE) {
-        gpumem__slot_set_tag(c, k, m->line);
+        gpumem__slot_set_tag(c->slots, k, m->line);
         gpumem__policy_fill(c, k, m->line);
-        gpumem__slot_unlock(c, k);
+        gpumem__slot_unlock(c->slots, k, &c->event);
         if (!m->in_host) return gpumem__miss_io(m, 0, m->line, &c->pool, k, GPUMEM__MISS_READ);
         {
             gpumem__tier_copy *job = m->cp ? m->cp : &plain->own;
@@ -530,9 +520,9 @@ GPUMEM_API int gpumem__miss_step(gpumem_cache *c, volatile gpumem__miss *m, gpum
     if (m->step == GPUMEM__MISS_READ) {
         m->step = GPUMEM__MISS_PUBLISH;
         if (io_st != GPUMEM_OK) { /* give the slot back empty */
-            gpumem__slot_lock(c, k);
-            gpumem__slot_set_tag(c, k, GPUMEM_CACHE_EMPTY);
-            gpumem__slot_unlock(c, k);
+            gpumem__slot_lock(c->slots, k, &c->event);
+            gpumem__slot_set_tag(c->slots, k, GPUMEM_CACHE_EMPTY);
+            gpumem__slot_unlock(c->slots, k, &c->event);
             m->status = io_st;
             m->step = GPUMEM__MISS_WITHDRAW;
         }
@@ -638,7 +628,7 @@ GPUMEM_API gpumem_status gpumem__cache_acquire(gpumem_cache *c, uint64_t line, u
             uint32_t k = gpumem_atomic_load_u32(&c->lines[line].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
             if (write && !(s & GPUMEM_CACHE_DIRTY))
                 gpumem_atomic_fetch_or_u32(st_word, GPUMEM_CACHE_DIRTY, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
-            if (GPUMEM_CACHE_CHECK && gpumem__slot_tag(c, k) != line)
+            if (GPUMEM_CACHE_CHECK && gpumem__slot_tag(c->slots, k) != line)
                 gpumem__cache_count(c, line, GPUMEM__ST_VIOLATIONS, 1);
             gpumem__policy_touch(c, k, line);
             gpumem__cache_count(c, line, missed ? GPUMEM__ST_MISSES : GPUMEM__ST_HITS, count);
@@ -805,11 +795,11 @@ GPUMEM_API gpumem_status gpumem_cache_writeback(gpumem_cache *c, uint32_t first,
     for (k = first; k < end; k++) {
         uint64_t line;
         uint32_t *w, prev;
-        line = gpumem__slot_lock(c, k);
+        line = gpumem__slot_lock(c->slots, k, &c->event);
         if (line == GPUMEM_CACHE_EMPTY ||
             !(gpumem_atomic_load_u32(gpumem__line_state(c, line), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
               GPUMEM_CACHE_DIRTY)) {
-            gpumem__slot_unlock(c, k);
+            gpumem__slot_unlock(c->slots, k, &c->event);
             continue;
         }
         w = gpumem__line_state(c, line);
@@ -825,7 +815,7 @@ GPUMEM_API gpumem_status gpumem_cache_writeback(gpumem_cache *c, uint32_t first,
                               !(gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) & GPUMEM_CACHE_BUSY));
         if (prev & GPUMEM_CACHE_BUSY) { /* a fill: dirty only when it comes from the host tier */
             if (result == GPUMEM_OK) result = GPUMEM_EAGAIN;
-            gpumem__slot_unlock(c, k);
+            gpumem__slot_unlock(c->slots, k, &c->event);
             continue;
         }
         if (prev & GPUMEM_CACHE_COUNT_MASK) { /* held: leave it dirty */
@@ -841,7 +831,7 @@ GPUMEM_API gpumem_status gpumem_cache_writeback(gpumem_cache *c, uint32_t first,
             result = GPUMEM_EIO;
             gpumem__line_end_claim(c, w, ~GPUMEM_CACHE_BUSY);
         }
-        gpumem__slot_unlock(c, k);
+        gpumem__slot_unlock(c->slots, k, &c->event);
     }
     if (written) *written = n;
     return result;
@@ -883,14 +873,14 @@ GPUMEM_API gpumem_status gpumem_cache_invalidate(gpumem_cache *c, uint32_t first
     for (k = first; k < end; k++) {
         uint64_t line;
         uint32_t *w, prev;
-        line = gpumem__slot_lock(c, k);
+        line = gpumem__slot_lock(c->slots, k, &c->event);
         if (line != GPUMEM_CACHE_EMPTY) {
             w = gpumem__line_state(c, line);
             prev = gpumem_atomic_fetch_or_u32(w, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
             if (!(prev & GPUMEM_CACHE_BUSY)) {
                 if ((prev & (GPUMEM_CACHE_DIRTY | GPUMEM_CACHE_COUNT_MASK)) == 0 && (prev & GPUMEM_CACHE_VALID)) {
                     gpumem__line_end_claim(c, w, GPUMEM_CACHE_COUNT_MASK);
-                    gpumem__slot_set_tag(c, k, GPUMEM_CACHE_EMPTY);
+                    gpumem__slot_set_tag(c->slots, k, GPUMEM_CACHE_EMPTY);
                     gpumem__cache_count(c, line, GPUMEM__ST_INVALIDATIONS, 1);
                     n++;
                 } else {
@@ -898,7 +888,7 @@ GPUMEM_API gpumem_status gpumem_cache_invalidate(gpumem_cache *c, uint32_t first
                 }
             }
         }
-        gpumem__slot_unlock(c, k);
+        gpumem__slot_unlock(c->slots, k, &c->event);
     }
     if (dropped) *dropped = n;
     return GPUMEM_OK;

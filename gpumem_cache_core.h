@@ -360,36 +360,44 @@ GPUMEM_API gpumem_status gpumem__cache_io(gpumem_cache *c, int write, uint64_t l
     return gpumem__cache_io_pool(c, write, line, &c->pool, slot);
 }
 
-GPUMEM_API int gpumem__slot_trylock(gpumem_cache *c, uint32_t k) {
-    uint32_t unlocked = 0;
-    return gpumem_atomic_cas_u32(&c->slots[k].lock, &unlocked, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
+/* ---- a slot table: the cache's, and the host tier's (gpumem_tier_path.h) ----
+ *
+ * Each slot's lock word guards its tag (the line it holds). Device scope:
+ * one table is used by the threads of one GPU, or by host threads. Its
+ * waiters park on the table owner's event, so every unlock passes it
+ * (gpumem_spin_unlock: a holder across a write-back wakes its waiters). */
+/* A sweep tries one slot at a time: no look first (look_first 0). */
+GPUMEM_API int gpumem__slot_trylock(gpumem__cache_slot *slots, uint32_t k) {
+    return gpumem_spin_trylock(&slots[k].lock, GPUMEM__CDEV, 0);
 }
 
-GPUMEM_API void gpumem__slot_unlock(gpumem_cache *c, uint32_t k) {
-    gpumem_atomic_store_u32(&c->slots[k].lock, 0, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+GPUMEM_API void gpumem__slot_unlock(gpumem__cache_slot *slots, uint32_t k, gpumem_event *ev) {
+    gpumem_spin_unlock(&slots[k].lock, GPUMEM__CDEV, ev);
 }
 
 /* Tags are read and written only under the slot lock (and by the line's
  * filler while it holds BUSY); atomics keep the race detector quiet. */
-GPUMEM_API uint64_t gpumem__slot_tag(gpumem_cache *c, uint32_t k) {
-    return gpumem_atomic_load_u64(&c->slots[k].tag, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+GPUMEM_API uint64_t gpumem__slot_tag(gpumem__cache_slot *slots, uint32_t k) {
+    return gpumem_atomic_load_u64(&slots[k].tag, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
 }
 
-GPUMEM_API void gpumem__slot_set_tag(gpumem_cache *c, uint32_t k, uint64_t tag) {
-    gpumem_atomic_store_u64(&c->slots[k].tag, tag, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+GPUMEM_API void gpumem__slot_set_tag(gpumem__cache_slot *slots, uint32_t k, uint64_t tag) {
+    gpumem_atomic_store_u64(&slots[k].tag, tag, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+}
+
+/* Lock slot k, waiting for it (holders keep it briefly, or across one
+ * line's I/O), and return its tag. */
+GPUMEM_API uint64_t gpumem__slot_lock(gpumem__cache_slot *slots, uint32_t k, gpumem_event *ev) {
+    gpumem_spin_lock(&slots[k].lock, GPUMEM__CDEV, 0, ev);
+    return gpumem__slot_tag(slots, k);
 }
 
 /* The state word of the line slot k holds, for a caller that holds the
  * slot's lock (so the tag stays put): looked up where used, rather than
  * kept through I/O (registers, on the device). */
 GPUMEM_API uint32_t *gpumem__slot_line_state(gpumem_cache *c, uint32_t k) {
-    return gpumem__line_state(c, gpumem__slot_tag(c, k));
+    return gpumem__line_state(c, gpumem__slot_tag(c->slots, k));
 }
 
-/* Lock slot k, waiting for it (holders keep it briefly), and return its tag. */
-GPUMEM_API uint64_t gpumem__slot_lock(gpumem_cache *c, uint32_t k) {
-    GPUMEM_WAIT_UNTIL(&c->event, gpumem__slot_trylock(c, k));
-    return gpumem__slot_tag(c, k);
-}
 
 #endif /* GPUMEM_CACHE_CORE_H */

@@ -236,21 +236,13 @@ GPUMEM_API void gpumem__share_count(gpumem_share *s, uint32_t which, uint64_t n)
     gpumem_atomic_fetch_add_u64(&s->stats[which], n, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
 }
 
-/* Spin locks (held briefly, or across one line's I/O): acquire on taking,
- * release on giving back, so what one holder wrote under the lock is seen
- * by the next. */
-GPUMEM_API int gpumem__share_trylock(uint32_t *w) {
-    uint32_t unlocked = 0;
-    if (gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV) != 0) return 0;
-    return gpumem_atomic_cas_u32(w, &unlocked, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__SDEV);
-}
-GPUMEM_API void gpumem__share_lock(gpumem_share *s, uint32_t *w) {
-    GPUMEM_WAIT_UNTIL(&s->event, gpumem__share_trylock(w));
-}
-GPUMEM_API void gpumem__share_unlock(gpumem_share *s, uint32_t *w) {
-    gpumem_atomic_store_u32(w, 0, GPUMEM_ORDER_RELEASE, GPUMEM__SDEV);
-    gpumem_event_notify(&s->event);
-}
+/* The share's locks (line locks, pool, lists, releases): gpumem_spin_*
+ * at system scope (host servers and GPU threads both take them), waiters
+ * parked on the share's event on the host, so every unlock wakes them;
+ * tries look first (host servers and GPU threads contend on line locks). */
+GPUMEM_API int gpumem__share_trylock(uint32_t *w) { return gpumem_spin_trylock(w, GPUMEM__SDEV, 1); }
+GPUMEM_API void gpumem__share_lock(gpumem_share *s, uint32_t *w) { gpumem_spin_lock(w, GPUMEM__SDEV, 1, &s->event); }
+GPUMEM_API void gpumem__share_unlock(gpumem_share *s, uint32_t *w) { gpumem_spin_unlock(w, GPUMEM__SDEV, &s->event); }
 GPUMEM_API uint32_t *gpumem__share_line_lock(gpumem_share *s, uint64_t line) {
     return &s->locks[line % GPUMEM_SHARE_LOCKS];
 }

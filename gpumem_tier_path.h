@@ -182,24 +182,6 @@ GPUMEM_API void gpumem__tier_copy_part(unsigned char *dst, const unsigned char *
 #endif
 }
 
-GPUMEM_API int gpumem__tier_slot_trylock(gpumem_tier *t, uint32_t k) {
-    uint32_t unlocked = 0;
-    return gpumem_atomic_cas_u32(&t->slots[k].lock, &unlocked, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV);
-}
-
-GPUMEM_API void gpumem__tier_slot_unlock(gpumem_tier *t, uint32_t k) {
-    gpumem_atomic_store_u32(&t->slots[k].lock, 0, GPUMEM_ORDER_RELEASE, GPUMEM__TDEV);
-    gpumem_event_notify(&t->event);
-}
-
-GPUMEM_API uint64_t gpumem__tier_tag(gpumem_tier *t, uint32_t k) {
-    return gpumem_atomic_load_u64(&t->slots[k].tag, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
-}
-
-GPUMEM_API void gpumem__tier_set_tag(gpumem_tier *t, uint32_t k, uint64_t tag) {
-    gpumem_atomic_store_u64(&t->slots[k].tag, tag, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
-}
-
 /* Publish a line's host word (or clear it). Release: the host slot's data,
  * written before, is visible to whoever acquires the word. */
 GPUMEM_API void gpumem__tier_set_home(gpumem_tier *t, uint64_t line, uint32_t w) {
@@ -217,17 +199,14 @@ GPUMEM_API uint32_t gpumem__tier_claim(gpumem_tier *t, uint64_t line) {
                                                                                                                : 0;
 }
 
-GPUMEM_API int gpumem__tier_trylock_gmt(gpumem_tier *t) {
-    uint32_t unlocked = 0;
-    return gpumem_atomic_cas_u32(&t->gmt_lock.v, &unlocked, 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV);
-}
+/* GMT's model and its trainer's state: a host trainer and the threads
+ * that predict wait for it (gpumem__tier_lock_gmt), so unlock wakes them.
+ * Held briefly and tried rarely (a training round, a refit): no look first. */
+GPUMEM_API int gpumem__tier_trylock_gmt(gpumem_tier *t) { return gpumem_spin_trylock(&t->gmt_lock.v, GPUMEM__TDEV, 0); }
 
-GPUMEM_API void gpumem__tier_lock_gmt(gpumem_tier *t) { GPUMEM_WAIT_UNTIL(&t->event, gpumem__tier_trylock_gmt(t)); }
+GPUMEM_API void gpumem__tier_lock_gmt(gpumem_tier *t) { gpumem_spin_lock(&t->gmt_lock.v, GPUMEM__TDEV, 0, &t->event); }
 
-GPUMEM_API void gpumem__tier_unlock_gmt(gpumem_tier *t) {
-    gpumem_atomic_store_u32(&t->gmt_lock.v, 0, GPUMEM_ORDER_RELEASE, GPUMEM__TDEV);
-    gpumem_event_notify(&t->event);
-}
+GPUMEM_API void gpumem__tier_unlock_gmt(gpumem_tier *t) { gpumem_spin_unlock(&t->gmt_lock.v, GPUMEM__TDEV, &t->event); }
 
 /* Count a host line's write to storage that ended with status st. */
 GPUMEM_API gpumem_status gpumem__tier_written(gpumem_tier *t, gpumem_status st) {
@@ -247,17 +226,17 @@ GPUMEM_API gpumem_status gpumem__tier_write(gpumem_tier *t, uint64_t line, uint3
  * again here (the slot lock and BUSY keep both as they were). EIO: the write
  * failed, the line stays (dirty) and the slot is unlocked. */
 GPUMEM_API gpumem_status gpumem__tier_displace_done(gpumem_tier *t, uint32_t k, gpumem_status written) {
-    const uint64_t victim = gpumem__tier_tag(t, k);
+    const uint64_t victim = gpumem__slot_tag(t->slots, k);
     if (written != GPUMEM_OK) {
         /* keep the only up-to-date copy: its word as it was before our claim */
         gpumem__tier_set_home(
             t, victim, gpumem_atomic_load_u32(&t->home[victim], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV) & ~GPUMEM_TIER_BUSY);
-        gpumem__tier_slot_unlock(t, k);
+        gpumem__slot_unlock(t->slots, k, &t->event);
         return GPUMEM_EIO;
     }
     /* Written (or clean): storage is up to date before the word says "not here". */
     gpumem__tier_set_home(t, victim, 0);
-    gpumem__tier_set_tag(t, k, GPUMEM_CACHE_EMPTY);
+    gpumem__slot_set_tag(t->slots, k, GPUMEM_CACHE_EMPTY);
     gpumem__tier_count(t, GPUMEM__TS_HOST_EVICTIONS, 1);
     return GPUMEM_OK;
 }
@@ -285,8 +264,8 @@ GPUMEM_API gpumem_status gpumem__tier_alloc(gpumem_tier *t, int displace, uint32
                 if (gpumem_atomic_fetch_and_u64(&t->free_map[j], ~bit, GPUMEM_ORDER_ACQUIRE, GPUMEM__TDEV) & bit) {
                     uint32_t k = j * 64u + gpumem__tier_ctz64(bit);
                     /* A displacer's hand may hold the lock for a moment. */
-                    GPUMEM_WAIT_UNTIL(&t->event, gpumem__tier_slot_trylock(t, k));
-                    if (gpumem__tier_tag(t, k) != GPUMEM_CACHE_EMPTY) gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
+                    gpumem__slot_lock(t->slots, k, &t->event);
+                    if (gpumem__slot_tag(t->slots, k) != GPUMEM_CACHE_EMPTY) gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
                     *out = k;
                     return GPUMEM_OK;
                 }
@@ -298,12 +277,12 @@ GPUMEM_API gpumem_status gpumem__tier_alloc(gpumem_tier *t, int displace, uint32
     for (i = 0; i < gpumem_policy_slot_sweep_len(t->policy, n); i++) {
         uint32_t k = gpumem_policy_slot_next(&t->hand.v, n), s;
         uint64_t victim;
-        if (!gpumem__tier_slot_trylock(t, k)) continue;
-        victim = gpumem__tier_tag(t, k);
+        if (!gpumem__slot_trylock(t->slots, k)) continue;
+        victim = gpumem__slot_tag(t->slots, k);
         /* Empty slots are the reservers'; lines being moved up or written are busy. */
         if (victim == GPUMEM_CACHE_EMPTY || !gpumem_policy_slot_consider(t->policy, &t->slots[k].ref) ||
             (s = gpumem__tier_claim(t, victim)) == 0) {
-            gpumem__tier_slot_unlock(t, k);
+            gpumem__slot_unlock(t->slots, k, &t->event);
             continue;
         }
         if ((s & GPUMEM_TIER_SLOT_MASK) != k) gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
@@ -387,12 +366,12 @@ GPUMEM__CACHE_HOOK void gpumem__tier_fetch_done(struct gpumem_tier *t, uint64_t 
     if (cp->dirty)
         gpumem_atomic_fetch_or_u32(gpumem__line_state(t->cache, line), GPUMEM_CACHE_DIRTY, GPUMEM_ORDER_RELAXED,
                                    GPUMEM__CDEV);
-    GPUMEM_WAIT_UNTIL(&t->event, gpumem__tier_slot_trylock(t, k));
-    if (gpumem__tier_tag(t, k) != line) gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
-    gpumem__tier_set_tag(t, k, GPUMEM_CACHE_EMPTY);
+    gpumem__slot_lock(t->slots, k, &t->event);
+    if (gpumem__slot_tag(t->slots, k) != line) gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
+    gpumem__slot_set_tag(t->slots, k, GPUMEM_CACHE_EMPTY);
     gpumem_atomic_store_u32(&t->slots[k].ref, 0, GPUMEM_ORDER_RELAXED, GPUMEM__TDEV);
     gpumem__tier_set_home(t, line, 0);
-    gpumem__tier_slot_unlock(t, k);
+    gpumem__slot_unlock(t->slots, k, &t->event);
     /* The bit after the tag is EMPTY (release), the count after the bit. */
     gpumem_atomic_fetch_or_u64(&t->free_map[k / 64u], 1ull << (k % 64u), GPUMEM_ORDER_RELEASE, GPUMEM__TDEV);
     gpumem_atomic_fetch_add_u32(&t->n_free.v, 1, GPUMEM_ORDER_RELEASE, GPUMEM__TDEV);
@@ -413,16 +392,16 @@ GPUMEM__CACHE_HOOK uint32_t gpumem__tier_place(struct gpumem_tier *t, uint64_t l
  * bit are read here, from the slot and the line's word, which that
  * ownership keeps as they were. */
 GPUMEM_API uint32_t gpumem__tier_move(gpumem_tier *t, uint32_t slot, uint32_t k) {
-    const uint64_t line = gpumem__slot_tag(t->cache, slot);
+    const uint64_t line = gpumem__slot_tag(t->cache->slots, slot);
     const int dirty = (gpumem_atomic_load_u32(gpumem__line_state(t->cache, line), GPUMEM_ORDER_RELAXED,
                                               GPUMEM__CDEV) &
                        GPUMEM_CACHE_DIRTY) != 0;
     gpumem__tier_copy_part(gpumem__tier_slot_data(t, k), gpumem__slot_data(t->cache, slot), t->cache->line_bytes, 0,
                            1);
-    gpumem__tier_set_tag(t, k, line);
+    gpumem__slot_set_tag(t->slots, k, line);
     gpumem_policy_slot_fill(t->policy, &t->slots[k].ref, &t->fills.v);
     gpumem__tier_set_home(t, line, GPUMEM_TIER_IN | (dirty ? GPUMEM_TIER_DIRTY : 0) | k);
-    gpumem__tier_slot_unlock(t, k);
+    gpumem__slot_unlock(t->slots, k, &t->event);
     gpumem__tier_count(t, GPUMEM__TS_MOVES, 1);
     if (dirty) gpumem__tier_count(t, GPUMEM__TS_DIRTY_MOVES, 1);
     return GPUMEM__TIER_MOVED;
@@ -443,7 +422,7 @@ GPUMEM__CACHE_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint32_t s
         return GPUMEM__TIER_BYPASS;
     }
     /* Exclusive tiers: a line in a GPU slot has no host copy. */
-    if (gpumem_atomic_load_u32(&t->home[gpumem__slot_tag(t->cache, slot)], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV) != 0) {
+    if (gpumem_atomic_load_u32(&t->home[gpumem__slot_tag(t->cache->slots, slot)], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV) != 0) {
         gpumem__tier_count(t, GPUMEM__TS_VIOLATIONS, 1);
         return GPUMEM__TIER_BYPASS;
     }
@@ -453,7 +432,7 @@ GPUMEM__CACHE_HOOK uint32_t gpumem__tier_evict(struct gpumem_tier *t, uint32_t s
     }
     if (write_first) {
         io->pool = &t->pool;
-        io->line = gpumem__tier_tag(t, k);
+        io->line = gpumem__slot_tag(t->slots, k);
         io->k = k;
         return GPUMEM__TIER_WRITE_FIRST;
     }
@@ -482,11 +461,11 @@ GPUMEM__CACHE_HOOK gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, u
     for (k = 0; k < t->n_slots; k++) {
         uint64_t line;
         uint32_t s;
-        GPUMEM_WAIT_UNTIL(&t->event, gpumem__tier_slot_trylock(t, k));
-        line = gpumem__tier_tag(t, k);
+        gpumem__slot_lock(t->slots, k, &t->event);
+        line = gpumem__slot_tag(t->slots, k);
         if (line == GPUMEM_CACHE_EMPTY ||
             !(gpumem_atomic_load_u32(&t->home[line], GPUMEM_ORDER_RELAXED, GPUMEM__TDEV) & GPUMEM_TIER_DIRTY)) {
-            gpumem__tier_slot_unlock(t, k);
+            gpumem__slot_unlock(t->slots, k, &t->event);
             continue;
         }
         if ((s = gpumem__tier_claim(t, line)) == 0) { /* moving up (its filler waits for this lock) */
@@ -498,7 +477,7 @@ GPUMEM__CACHE_HOOK gpumem_status gpumem__tier_writeback(struct gpumem_tier *t, u
             result = GPUMEM_EIO;
             gpumem__tier_set_home(t, line, s);
         }
-        gpumem__tier_slot_unlock(t, k);
+        gpumem__slot_unlock(t->slots, k, &t->event);
     }
     if (written) *written = n;
     return result;

@@ -8,7 +8,9 @@
  * (GPUMEM_PARK_TIMEOUT_NS 10 s) leaves only notifications to end a park: with
  * one wake per ID given back a thread parks a few times; with every waiter
  * woken on every completion (0.3.0) each thread wakes about once per
- * completion before its own, N/2 times on average. Counts, not times. */
+ * completion before its own, N/2 times on average. Counts, not times.
+ * The last test: a host thread parked on a cache slot that another holds
+ * across a write-back is woken when the slot is given back (issue 41). */
 #define _GNU_SOURCE /* RUSAGE_THREAD */
 #define GPUMEM_PARK_TIMEOUT_NS 10000000000L
 #define GPUMEM_IMPLEMENTATION
@@ -16,8 +18,10 @@
 #include <pthread.h>
 #include <sys/resource.h>
 
+#include "gpumem_cache.h"
 #include "gpumem_swctl.h"
 #include "block_content.h"
+#include <time.h>
 
 enum { N = 32 };
 
@@ -130,4 +134,145 @@ Test(wakeup, a_completion_wakes_its_owner, .timeout = 120) {
                 most);
     cr_assert_leq(total, 4 * N, "%ld parks ended for %d completions (most in one thread: %ld): owners woken in a herd",
                   total, N, most);
+}
+
+/* A slot lock held across a write-back wakes its waiter when given back
+ * (issue 41: it woke on an unrelated notification or the park bound).
+ * Thread A writes back the cache's one dirty line to a controller that
+ * takes 300 ms a command, holding that slot's lock; once A holds it,
+ * thread B invalidates the same slot, so it waits for the lock and parks.
+ * The park bound here is 10 s: B done within 5 s of A's return can only
+ * have been woken by A's unlock (a park that ended by timeout takes 10 s).
+ * That is a bound of the protocol, 15x the write, not a speed. Checked by
+ * content too: storage holds the written line, and B dropped it. (Every
+ * path that holds a slot across I/O also ends the line's BUSY claim, which
+ * notifies, just before the unlock; a waiter woken by that catches the
+ * unlock while it spins. So this test passes with the unlock's own wake
+ * removed too; the next test is the one that fails without it.) */
+typedef struct slot_arg {
+    gpumem_cache *c;
+    gpumem_status st;
+    uint64_t n;
+    struct timespec done;
+    long switches;
+} slot_arg;
+
+static void *slot_writer(void *p) {
+    slot_arg *a = (slot_arg *)p;
+    a->st = gpumem_cache_writeback(a->c, 0, a->c->n_slots, &a->n);
+    clock_gettime(CLOCK_MONOTONIC, &a->done);
+    return NULL;
+}
+
+static void *slot_invalidator(void *p) {
+    slot_arg *a = (slot_arg *)p;
+    struct rusage r0, r1;
+    getrusage(RUSAGE_THREAD, &r0);
+    a->st = gpumem_cache_invalidate(a->c, 0, a->c->n_slots, &a->n);
+    clock_gettime(CLOCK_MONOTONIC, &a->done);
+    getrusage(RUSAGE_THREAD, &r1);
+    a->switches = r1.ru_nvcsw - r0.ru_nvcsw;
+    return NULL;
+}
+
+Test(wakeup, a_slot_held_across_a_write_back_wakes_its_waiter, .timeout = 120) {
+    gpumem_swctl_config cfg = gpumem_swctl_config_default();
+    gpumem_swctl *ctl;
+    gpumem_nvme_qp *qp;
+    gpumem_nvme_ns ns;
+    gpumem_cache_desc d = gpumem_cache_desc_default();
+    gpumem_cache *c;
+    slot_arg a, b;
+    pthread_t ta, tb;
+    void *p;
+    uint32_t k;
+    double gap_s;
+    cfg.lba_bytes = LBA;
+    cfg.n_blocks = 8;
+    cfg.latency_ns = 300ull * 1000 * 1000;
+    cr_assert_eq(gpumem_swctl_create(&cfg, &ctl), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_add_qp(ctl, 8, &qp), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_start(ctl), GPUMEM_OK);
+    ns = gpumem_swctl_ns(ctl);
+    d.n_lines = 8;
+    d.line_bytes = LBA;
+    d.n_slots = 2;
+    d.backing = gpumem_cache_backing_nvme(&qp, 1, 1, &ns, 0, GPUMEM_CACHE_STRIPE);
+    cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_acquire(c, 3, 1, 1, &p), GPUMEM_OK); /* one fill: 300 ms */
+    fill_block((unsigned char *)p, 3, 41);
+    gpumem_cache_release(c, 3, 1);
+    k = c->lines[3].slot;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    a.c = b.c = c;
+    pthread_create(&ta, NULL, slot_writer, &a);
+    /* A holds the slot from just before its write until the write is done. */
+    while (!gpumem_atomic_load_u32(&c->slots[k].lock, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_DEVICE)) sched_yield();
+    pthread_create(&tb, NULL, slot_invalidator, &b);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    cr_assert_eq(a.st, GPUMEM_OK, "write-back: %s", gpumem_status_str(a.st));
+    cr_assert_eq(a.n, 1, "lines written back: %llu", (unsigned long long)a.n);
+    cr_assert_eq(b.st, GPUMEM_OK);
+    cr_assert_eq(b.n, 1, "the invalidation dropped %llu lines (the clean line: 1)", (unsigned long long)b.n);
+    cr_assert(block_ok((unsigned char *)gpumem_swctl_ram(ctl) + 3 * LBA, 3, 41), "storage holds the written line");
+    gap_s = (double)(b.done.tv_sec - a.done.tv_sec) + (double)(b.done.tv_nsec - a.done.tv_nsec) / 1e9;
+    cr_log_info("the waiter was done %.3f s after the write-back (%ld parks ended)", gap_s, b.switches);
+    cr_assert_geq(b.switches, 1, "the waiter never parked: the test did not test the wake-up");
+    cr_assert_lt(gap_s, GPUMEM_PARK_TIMEOUT_NS / 2 / 1e9,
+                 "the waiter was done %.3f s after the slot was given back: woken by its park's timeout, not by "
+                 "the unlock", gap_s);
+    cr_assert_eq(gpumem_cache_destroy(c), GPUMEM_OK);
+    cr_assert_eq(gpumem_swctl_stop(ctl), GPUMEM_OK);
+    gpumem_swctl_destroy(ctl);
+}
+
+/* The lock itself (gpumem_spin_lock/unlock, gpumem.h): a host thread parked
+ * on a spin lock is woken by the unlock, with nothing else notifying. A
+ * holds the lock for 300 ms; B waits for it and parks; B must be done
+ * within 5 s of A's unlock (the park bound is 10 s). Fails with the unlock's
+ * wake removed (a park that ends by timeout). */
+typedef struct spin_arg {
+    uint32_t *w;
+    gpumem_event *ev;
+    struct timespec done;
+    long switches;
+} spin_arg;
+
+static void *spin_waiter(void *p) {
+    spin_arg *a = (spin_arg *)p;
+    struct rusage r0, r1;
+    getrusage(RUSAGE_THREAD, &r0);
+    gpumem_spin_lock(a->w, GPUMEM_SCOPE_DEVICE, 1, a->ev);
+    clock_gettime(CLOCK_MONOTONIC, &a->done);
+    getrusage(RUSAGE_THREAD, &r1);
+    a->switches = r1.ru_nvcsw - r0.ru_nvcsw;
+    gpumem_spin_unlock(a->w, GPUMEM_SCOPE_DEVICE, a->ev);
+    return NULL;
+}
+
+Test(wakeup, a_spin_lock_unlock_wakes_its_parked_waiter, .timeout = 120) {
+    static uint32_t word;
+    static gpumem_event ev;
+    spin_arg b;
+    pthread_t tb;
+    struct timespec released, nap = {0, 300 * 1000 * 1000};
+    double gap_s;
+    cr_assert(gpumem_spin_trylock(&word, GPUMEM_SCOPE_DEVICE, 1));
+    cr_assert(!gpumem_spin_trylock(&word, GPUMEM_SCOPE_DEVICE, 1), "a held lock taken twice");
+    memset(&b, 0, sizeof b);
+    b.w = &word;
+    b.ev = &ev;
+    pthread_create(&tb, NULL, spin_waiter, &b);
+    nanosleep(&nap, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &released);
+    gpumem_spin_unlock(&word, GPUMEM_SCOPE_DEVICE, &ev);
+    pthread_join(tb, NULL);
+    gap_s = (double)(b.done.tv_sec - released.tv_sec) + (double)(b.done.tv_nsec - released.tv_nsec) / 1e9;
+    cr_log_info("the waiter had the lock %.6f s after the unlock (%ld parks ended)", gap_s, b.switches);
+    cr_assert_geq(b.switches, 1, "the waiter never parked: the test did not test the wake-up");
+    cr_assert_lt(gap_s, GPUMEM_PARK_TIMEOUT_NS / 2 / 1e9, "the waiter had the lock %.3f s after the unlock: woken by "
+                 "its park's timeout, not by the unlock", gap_s);
+    cr_assert_eq(word, 0, "the waiter gave the lock back");
 }
