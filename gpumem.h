@@ -685,16 +685,18 @@ GPUMEM_API void gpumem__event_end(gpumem_event *ev) {
  * word (device for one GPU's cache, system where host and GPU threads both
  * take it).
  *
- * A waiter (gpumem_spin_lock) backs off on the device and spins, then parks
+ * A waiter (gpumem__spin_lock) backs off on the device and spins, then parks
  * on `ev` on the host. So whether an unlock must wake is not a property of
  * the holder's hurry: a holder preempted for a moment already lets a waiter
  * park, and that waiter would then sleep until an unrelated notification
  * or GPUMEM_PARK_TIMEOUT_NS. Every lock that anyone waits for with
- * gpumem_spin_lock is therefore given back with its event (one fence and
+ * gpumem__spin_lock is therefore given back with its event (one fence and
  * one load when nobody is parked; nothing on the device); NULL is only for
- * a word that is only ever tried (gpumem_spin_trylock), never waited on.
- * Each call site says which. */
-GPUMEM_API int gpumem_spin_trylock(uint32_t *w, gpumem_scope scope, int look_first) {
+ * a word that is only ever tried (gpumem__spin_trylock), never waited on.
+ * Each call site says which. Private (two underscores): the library's own
+ * layers use it; a NULL word is their bug, and the device path pays no
+ * check for it. */
+GPUMEM_API int gpumem__spin_trylock(uint32_t *w, gpumem_scope scope, int look_first) {
     uint32_t unlocked = 0;
     /* look_first: test and test-and-set, for a word many threads try at
      * once. A CAS takes the line for writing even when it fails, so under
@@ -708,12 +710,12 @@ GPUMEM_API int gpumem_spin_trylock(uint32_t *w, gpumem_scope scope, int look_fir
     return gpumem_atomic_cas_u32(w, &unlocked, 1, GPUMEM_ORDER_ACQUIRE, scope);
 }
 
-GPUMEM_API void gpumem_spin_lock(uint32_t *w, gpumem_scope scope, int look_first, gpumem_event *ev) {
-    GPUMEM_WAIT_UNTIL(ev, gpumem_spin_trylock(w, scope, look_first));
+GPUMEM_API void gpumem__spin_lock(uint32_t *w, gpumem_scope scope, int look_first, gpumem_event *ev) {
+    GPUMEM_WAIT_UNTIL(ev, gpumem__spin_trylock(w, scope, look_first));
 }
 
 /* Give the lock back; ev: the event its waiters park on (NULL: none can). */
-GPUMEM_API void gpumem_spin_unlock(uint32_t *w, gpumem_scope scope, gpumem_event *ev) {
+GPUMEM_API void gpumem__spin_unlock(uint32_t *w, gpumem_scope scope, gpumem_event *ev) {
     gpumem_atomic_store_u32(w, 0, GPUMEM_ORDER_RELEASE, scope);
     if (ev) gpumem_event_notify(ev);
 }

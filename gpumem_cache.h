@@ -178,14 +178,14 @@ GPUMEM_API void gpumem__line_end_claim(gpumem_cache *c, uint32_t *state, uint32_
  * other - the policy sees a sample of them under contention, all of them
  * without. The slot's `ref` word then says whether the policy lists the
  * slot (filled once), read and written under the lock. */
-/* Hits only try it (gpumem_spin_trylock looks before its CAS, so failed
+/* Hits only try it (gpumem__spin_trylock looks before its CAS, so failed
  * tries share the line); fills and victim picks wait for it, parked on the
  * cache's event on the host, so unlock wakes them. */
-GPUMEM_API int gpumem__seq_trylock(gpumem_cache *c) { return gpumem_spin_trylock(&c->seq_lock.v, GPUMEM__CDEV, 1); }
+GPUMEM_API int gpumem__seq_trylock(gpumem_cache *c) { return gpumem__spin_trylock(&c->seq_lock.v, GPUMEM__CDEV, 1); }
 
-GPUMEM_API void gpumem__seq_lock(gpumem_cache *c) { gpumem_spin_lock(&c->seq_lock.v, GPUMEM__CDEV, 1, &c->event); }
+GPUMEM_API void gpumem__seq_lock(gpumem_cache *c) { gpumem__spin_lock(&c->seq_lock.v, GPUMEM__CDEV, 1, &c->event); }
 
-GPUMEM_API void gpumem__seq_unlock(gpumem_cache *c) { gpumem_spin_unlock(&c->seq_lock.v, GPUMEM__CDEV, &c->event); }
+GPUMEM_API void gpumem__seq_unlock(gpumem_cache *c) { gpumem__spin_unlock(&c->seq_lock.v, GPUMEM__CDEV, &c->event); }
 
 GPUMEM_API void gpumem__policy_touch(gpumem_cache *c, uint32_t k, uint64_t line) {
     if (!c->seq) {

@@ -365,14 +365,14 @@ GPUMEM_API gpumem_status gpumem__cache_io(gpumem_cache *c, int write, uint64_t l
  * Each slot's lock word guards its tag (the line it holds). Device scope:
  * one table is used by the threads of one GPU, or by host threads. Its
  * waiters park on the table owner's event, so every unlock passes it
- * (gpumem_spin_unlock: a holder across a write-back wakes its waiters). */
+ * (gpumem__spin_unlock: a holder across a write-back wakes its waiters). */
 /* A sweep tries one slot at a time: no look first (look_first 0). */
 GPUMEM_API int gpumem__slot_trylock(gpumem__cache_slot *slots, uint32_t k) {
-    return gpumem_spin_trylock(&slots[k].lock, GPUMEM__CDEV, 0);
+    return gpumem__spin_trylock(&slots[k].lock, GPUMEM__CDEV, 0);
 }
 
 GPUMEM_API void gpumem__slot_unlock(gpumem__cache_slot *slots, uint32_t k, gpumem_event *ev) {
-    gpumem_spin_unlock(&slots[k].lock, GPUMEM__CDEV, ev);
+    gpumem__spin_unlock(&slots[k].lock, GPUMEM__CDEV, ev);
 }
 
 /* Tags are read and written only under the slot lock (and by the line's
@@ -388,7 +388,7 @@ GPUMEM_API void gpumem__slot_set_tag(gpumem__cache_slot *slots, uint32_t k, uint
 /* Lock slot k, waiting for it (holders keep it briefly, or across one
  * line's I/O), and return its tag. */
 GPUMEM_API uint64_t gpumem__slot_lock(gpumem__cache_slot *slots, uint32_t k, gpumem_event *ev) {
-    gpumem_spin_lock(&slots[k].lock, GPUMEM__CDEV, 0, ev);
+    gpumem__spin_lock(&slots[k].lock, GPUMEM__CDEV, 0, ev);
     return gpumem__slot_tag(slots, k);
 }
 

@@ -236,13 +236,13 @@ GPUMEM_API void gpumem__share_count(gpumem_share *s, uint32_t which, uint64_t n)
     gpumem_atomic_fetch_add_u64(&s->stats[which], n, GPUMEM_ORDER_RELAXED, GPUMEM__SDEV);
 }
 
-/* The share's locks (line locks, pool, lists, releases): gpumem_spin_*
+/* The share's locks (line locks, pool, lists, releases): gpumem__spin_*
  * at system scope (host servers and GPU threads both take them), waiters
  * parked on the share's event on the host, so every unlock wakes them;
  * tries look first (host servers and GPU threads contend on line locks). */
-GPUMEM_API int gpumem__share_trylock(uint32_t *w) { return gpumem_spin_trylock(w, GPUMEM__SDEV, 1); }
-GPUMEM_API void gpumem__share_lock(gpumem_share *s, uint32_t *w) { gpumem_spin_lock(w, GPUMEM__SDEV, 1, &s->event); }
-GPUMEM_API void gpumem__share_unlock(gpumem_share *s, uint32_t *w) { gpumem_spin_unlock(w, GPUMEM__SDEV, &s->event); }
+GPUMEM_API int gpumem__share_trylock(uint32_t *w) { return gpumem__spin_trylock(w, GPUMEM__SDEV, 1); }
+GPUMEM_API void gpumem__share_lock(gpumem_share *s, uint32_t *w) { gpumem__spin_lock(w, GPUMEM__SDEV, 1, &s->event); }
+GPUMEM_API void gpumem__share_unlock(gpumem_share *s, uint32_t *w) { gpumem__spin_unlock(w, GPUMEM__SDEV, &s->event); }
 GPUMEM_API uint32_t *gpumem__share_line_lock(gpumem_share *s, uint64_t line) {
     return &s->locks[line % GPUMEM_SHARE_LOCKS];
 }

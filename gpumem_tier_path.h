@@ -202,11 +202,11 @@ GPUMEM_API uint32_t gpumem__tier_claim(gpumem_tier *t, uint64_t line) {
 /* GMT's model and its trainer's state: a host trainer and the threads
  * that predict wait for it (gpumem__tier_lock_gmt), so unlock wakes them.
  * Held briefly and tried rarely (a training round, a refit): no look first. */
-GPUMEM_API int gpumem__tier_trylock_gmt(gpumem_tier *t) { return gpumem_spin_trylock(&t->gmt_lock.v, GPUMEM__TDEV, 0); }
+GPUMEM_API int gpumem__tier_trylock_gmt(gpumem_tier *t) { return gpumem__spin_trylock(&t->gmt_lock.v, GPUMEM__TDEV, 0); }
 
-GPUMEM_API void gpumem__tier_lock_gmt(gpumem_tier *t) { gpumem_spin_lock(&t->gmt_lock.v, GPUMEM__TDEV, 0, &t->event); }
+GPUMEM_API void gpumem__tier_lock_gmt(gpumem_tier *t) { gpumem__spin_lock(&t->gmt_lock.v, GPUMEM__TDEV, 0, &t->event); }
 
-GPUMEM_API void gpumem__tier_unlock_gmt(gpumem_tier *t) { gpumem_spin_unlock(&t->gmt_lock.v, GPUMEM__TDEV, &t->event); }
+GPUMEM_API void gpumem__tier_unlock_gmt(gpumem_tier *t) { gpumem__spin_unlock(&t->gmt_lock.v, GPUMEM__TDEV, &t->event); }
 
 /* Count a host line's write to storage that ended with status st. */
 GPUMEM_API gpumem_status gpumem__tier_written(gpumem_tier *t, gpumem_status st) {

@@ -228,7 +228,7 @@ Test(wakeup, a_slot_held_across_a_write_back_wakes_its_waiter, .timeout = 120) {
     gpumem_swctl_destroy(ctl);
 }
 
-/* The lock itself (gpumem_spin_lock/unlock, gpumem.h): a host thread parked
+/* The lock itself (gpumem__spin_lock/unlock, gpumem.h): a host thread parked
  * on a spin lock is woken by the unlock, with nothing else notifying. A
  * holds the lock for 300 ms; B waits for it and parks; B must be done
  * within 5 s of A's unlock (the park bound is 10 s). Fails with the unlock's
@@ -244,11 +244,11 @@ static void *spin_waiter(void *p) {
     spin_arg *a = (spin_arg *)p;
     struct rusage r0, r1;
     getrusage(RUSAGE_THREAD, &r0);
-    gpumem_spin_lock(a->w, GPUMEM_SCOPE_DEVICE, 1, a->ev);
+    gpumem__spin_lock(a->w, GPUMEM_SCOPE_DEVICE, 1, a->ev);
     clock_gettime(CLOCK_MONOTONIC, &a->done);
     getrusage(RUSAGE_THREAD, &r1);
     a->switches = r1.ru_nvcsw - r0.ru_nvcsw;
-    gpumem_spin_unlock(a->w, GPUMEM_SCOPE_DEVICE, a->ev);
+    gpumem__spin_unlock(a->w, GPUMEM_SCOPE_DEVICE, a->ev);
     return NULL;
 }
 
@@ -259,15 +259,15 @@ Test(wakeup, a_spin_lock_unlock_wakes_its_parked_waiter, .timeout = 120) {
     pthread_t tb;
     struct timespec released, nap = {0, 300 * 1000 * 1000};
     double gap_s;
-    cr_assert(gpumem_spin_trylock(&word, GPUMEM_SCOPE_DEVICE, 1));
-    cr_assert(!gpumem_spin_trylock(&word, GPUMEM_SCOPE_DEVICE, 1), "a held lock taken twice");
+    cr_assert(gpumem__spin_trylock(&word, GPUMEM_SCOPE_DEVICE, 1));
+    cr_assert(!gpumem__spin_trylock(&word, GPUMEM_SCOPE_DEVICE, 1), "a held lock taken twice");
     memset(&b, 0, sizeof b);
     b.w = &word;
     b.ev = &ev;
     pthread_create(&tb, NULL, spin_waiter, &b);
     nanosleep(&nap, NULL);
     clock_gettime(CLOCK_MONOTONIC, &released);
-    gpumem_spin_unlock(&word, GPUMEM_SCOPE_DEVICE, &ev);
+    gpumem__spin_unlock(&word, GPUMEM_SCOPE_DEVICE, &ev);
     pthread_join(tb, NULL);
     gap_s = (double)(b.done.tv_sec - released.tv_sec) + (double)(b.done.tv_nsec - released.tv_nsec) / 1e9;
     cr_log_info("the waiter had the lock %.6f s after the unlock (%ld parks ended)", gap_s, b.switches);
