@@ -1,33 +1,16 @@
-# gpumem: header-only; this Makefile builds the tests, benchmarks and examples.
-#   make test       Criterion suite + every header as C11/C++17/CUDA + every CUDA source compiled
-#                   + the gpu-* scripts on stand-in programs (make gpu-dryrun)
-#   make demo       the main job: BFS and CC over a Kronecker graph file through cache and queues
-#   make examples   the example programs (examples/*.c; examples/cuda/*.cu with nvcc)
-#   make bench      Google Benchmark, each against its baseline: queue vs mutex queue, fetch-add vs
-#                   CAS reference count, cache misses vs direct reads (bench-queue, bench-cache),
-#                   then `make plot` (gnuplot) draws them into build/results/bench.png
-#   make bench-doorbell   the host controller hearing doorbells nobody notifies (GPU clients), per idle
-#                   setting: time to notice, throughput, controller CPU time (build/results/issue12-doorbell.md)
-#   make results MACHINE=name   copy build/results/* to bench/results/*-name.* (committed results)
-#   make install PREFIX=/usr/local   headers, gpumem.pc, CMake package (gpumem::gpumem); make uninstall
-#   make install-test   install into a temporary prefix, build tests/consumer with CMake
-#                   (find_package, add_subdirectory, FetchContent) and pkg-config, uninstall
-#   make tsan/asan  the concurrency workloads under ThreadSanitizer / ASan+UBSan (asan: the suite too)
-#   make stress     the soak: the concurrency workloads, then random mixes for GPUMEM_SOAK_SECONDS
-#                   (default 60) each under ThreadSanitizer and under ASan+UBSan
-#   make registers  registers per thread of a kernel around each public device entry point (ptxas -v,
-#                   sm_90; no GPU needed): bench/results/registers-$(CUDA_ARCH).md and build/results/
-#   make gpu-test   CUDA tests, then under compute-sanitizer memcheck/synccheck (needs a GPU;
-#                   without one it compiles them and says so); gpu-bench likewise for bench/cuda
-#   make doctor     build/gpumem-doctor: why this machine cannot run GPU-initiated storage, and the
-#                   fixes (DOCTOR_ARGS="--path vfio --pci 0000:65:00.0"; docs/doctor.md)
-#   make qemu-test  the queue pairs drive QEMU's NVMe controller (tests/qemu; needs
-#                   qemu-system-x86, busybox-static, linux-image-amd64)
-#   make qemu-bench the forwarder vs fio (io_uring_cmd) vs the VFIO shim in QEMU (issue 35)
-#   make qemu-uring the io_uring passthrough forwarder in QEMU: local /dev/ngXn1, then nvmet
-#                   over nvme-tcp in the guest (docs/uring.md)
+# gpumem: header-only; this Makefile builds and runs its tests, examples and
+# benchmarks. `make help` lists the targets by topic (the HELP text below).
 # Each target first checks the tools it needs and installs what is missing
 # (tools/deps.sh; GPUMEM_NO_INSTALL=1 only names the install command).
+#
+# Sections, in order: settings; the suite (make test); sanitizers and soaks;
+# examples and the main job; benchmarks on the host; GPU runs; QEMU; install;
+# help and clean.
+
+# ============================================================================
+# settings
+# ============================================================================
+
 CC      ?= gcc
 CXX     ?= g++
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
@@ -80,13 +63,23 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 # Runs write here, never into tracked files; `make results` copies them to bench/results/.
 RESULTS := $(BUILD)/results
 
-# (Targets added later declare themselves .PHONY beside their rules.)
-.PHONY: all test layers usage registers policy-sim tier-bench headers cuda-compile run-tests demo graph-sweep examples gpu-examples bench plot bench-queue bench-cache bench-doorbell stress tsan asan gpu-test gpu-bench gpu-bench-plot gpu-plot gpu-prebuild gpu-dryrun qemu-test clean results install uninstall install-test deps-test qemu-uring qemu-bench bench-share doctor
+# Every target that names no file, in one place (by section, as below).
+.PHONY: all test help help-check deps-test headers layers usage registers cuda-compile share-cuda run-tests \
+	stress tsan asan share-soak \
+	examples demo graph-sweep gnn-sweep doctor \
+	bench plot bench-queue bench-cache bench-doorbell policy-sim bench-share tier-bench results \
+	gpu-test gpu-bench gpu-bench-plot gpu-plot gpu-prebuild gpu-dryrun gpu-examples \
+	qemu-test qemu-uring qemu-bench \
+	install uninstall install-test clean
+
+# ============================================================================
+# the suite: make test
+# ============================================================================
 
 all: test
 
 # deps-test comes first: make builds prerequisites left to right.
-test: deps-test headers layers usage cuda-compile share-cuda registers examples run-tests gpu-dryrun
+test: deps-test help-check headers layers usage cuda-compile share-cuda registers examples run-tests gpu-dryrun
 deps-test:
 	@$(DEPS) cc criterion python3
 
@@ -164,7 +157,6 @@ CUDA_SHARE_TEST := $(BUILD)/cuda/test_share_cpu
 $(CUDA_SHARE_TEST): tests/test_share.c $(HEADERS) $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. -Itests -Xcompiler -Wall -x cu $< -o $@ -lcriterion -lpthread
-.PHONY: share-cuda
 share-cuda: $(if $(HAVE_NVCC),$(CUDA_SHARE_TEST),)
 ifeq ($(HAVE_NVCC),)
 	@echo "share-cuda: nvcc not found: the share's tests not built as CUDA"
@@ -172,17 +164,6 @@ else
 	@if $(GPU_LISTED); then echo "share-cuda: a GPU is listed: built, not run (make gpu-test runs test_share_gpu)"; \
 	else echo "== $(CUDA_SHARE_TEST) (tests/test_share.c built by nvcc)"; $(CUDA_SHARE_TEST); fi
 endif
-
-# The share's served random mixes, SOAK_ROUNDS runs of each shape (a soak,
-# not part of make test; they found a request served twice, issue 32);
-# exit 1 if any lost a write. Built by nvcc where it is installed: its
-# timing showed that bug more often than cc's.
-SOAK_ROUNDS ?= 40
-$(BUILD)/share_soak: tests/share_soak.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
-	$(if $(HAVE_NVCC),$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. -Itests -x cu $< -o $@ -lpthread,$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. -Itests $< -o $@ -pthread)
-.PHONY: share-soak
-share-soak: $(BUILD)/share_soak
-	$(BUILD)/share_soak $(SOAK_ROUNDS)
 
 $(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DGPUMEM_BUILD_DIR='"$(BUILD)"' -I. $< -o $@ -lcriterion -pthread
@@ -212,7 +193,8 @@ $(BUILD)/test_faults_ndebug: tests/test_faults.c $(HEADERS) $(wildcard tests/*.h
 # not known here, and the doctor does not compare). CUDA itself is loaded at
 # run time: no -lcuda.
 DOCTOR_ARCH := $(patsubst sm_%,%,$(filter sm_%,$(CUDA_ARCH)))
-DOCTOR_CUDA := $(if $(HAVE_NVCC),$(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\.\([0-9]*\),.*/\1 \2/p' | awk '{print $$1 * 1000 + $$2 * 10}'),)
+DOCTOR_CUDA := $(if $(HAVE_NVCC),$(shell $(NVCC) --version 2>/dev/null | \
+	sed -n 's/.*release \([0-9]*\)\.\([0-9]*\),.*/\1 \2/p' | awk '{print $$1 * 1000 + $$2 * 10}'),)
 $(BUILD)/gpumem-doctor: tools/gpumem-doctor.c $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. -DGPUMEM_DOCTOR_BUILD_ARCH=$(or $(DOCTOR_ARCH),0) \
 	  -DGPUMEM_DOCTOR_BUILD_CUDA=$(or $(DOCTOR_CUDA),0) $< -o $@ -pthread -ldl
@@ -227,7 +209,8 @@ $(BUILD)/test_doctor: $(BUILD)/gpumem-doctor
 # The graph test runs the graph program as well as including its header.
 $(BUILD)/test_graph: examples/graph.h examples/graph_formats.h $(BUILD)/graph
 
-run-tests: $(TESTS) $(BUILD)/asan_kept $(BUILD)/race_stats $(BUILD)/race_orphan $(BUILD)/race_reset $(BUILD)/hello $(BUILD)/bench_doorbell
+RACE_TESTS := $(BUILD)/race_stats $(BUILD)/race_orphan $(BUILD)/race_reset
+run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/bench_doorbell
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
 	@echo "== $(BUILD)/asan_kept (AddressSanitizer, stack use after return)"
 	@ASAN_OPTIONS=detect_stack_use_after_return=1:detect_leaks=0 $(BUILD)/asan_kept $(CRITERION_FLAGS)
@@ -235,10 +218,13 @@ run-tests: $(TESTS) $(BUILD)/asan_kept $(BUILD)/race_stats $(BUILD)/race_orphan 
 	@sed -n '/^```c$$/,/^```$$/p' README.md | sed '1d;$$d' | cmp -s - examples/hello.c || \
 	  { echo "README.md: the quickstart program differs from examples/hello.c; paste the file in"; exit 1; }
 	@echo "== $(BUILD)/race_stats (ThreadSanitizer)"; TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_stats
-	@echo "== $(BUILD)/race_orphan (ThreadSanitizer: reusing an early-ended blocking call's buffer)"; TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_orphan
-	@echo "== $(BUILD)/race_reset (ThreadSanitizer: a pair reset while threads call into it)"; TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_reset
+	@echo "== $(BUILD)/race_orphan (ThreadSanitizer: reusing an early-ended blocking call's buffer)"; \
+	  TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_orphan
+	@echo "== $(BUILD)/race_reset (ThreadSanitizer: a pair reset while threads call into it)"; \
+	  TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_reset
 	@echo "== tests/test_plot_gpu.py (the GPU benchmark's plot, on made-up rows)"; python3 tests/test_plot_gpu.py
-	@echo "== $(BUILD)/bench_doorbell at a tenth of its size (silent vs waking clients per idle setting; it fails on a failed command or a violation, never on time)"; \
+	@echo "== $(BUILD)/bench_doorbell at a tenth of its size (silent vs waking clients per idle setting;"; \
+	  echo "   it fails on a failed command or a violation, never on time)"; \
 	  GPUMEM_BENCH_SCALE=0.1 $(BUILD)/bench_doorbell $(BUILD)/doorbell-check.md > $(BUILD)/doorbell-check.log 2>&1 || \
 	  { cat $(BUILD)/doorbell-check.log; echo "bench_doorbell failed"; exit 1; }; tail -n 12 $(BUILD)/doorbell-check.md
 
@@ -255,6 +241,58 @@ $(BUILD)/race_orphan: tests/race_orphan.c $(HEADERS) | $(BUILD)
 	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
 $(BUILD)/race_reset: tests/race_reset.c $(HEADERS) | $(BUILD)
 	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
+
+# ============================================================================
+# sanitizers and soaks (make tsan, asan, stress, share-soak)
+# ============================================================================
+
+$(BUILD)/stress: tests/stress.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
+
+$(BUILD)/stress_warp: tests/stress_warp.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
+
+# Soak: the concurrency workloads, then random mixes (threads, depth,
+# command IDs, reordering, injected errors, latency; statistics read
+# throughout) for a set time, under each sanitizer.
+SOAK_SECONDS = $${GPUMEM_SOAK_SECONDS:-60}
+stress:
+	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress build/tsan/stress_warp
+	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} build/tsan/stress_warp
+	$(MAKE) $(ASAN_VARS) build/asan/stress
+	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} GPUMEM_SOAK_SECONDS=$(SOAK_SECONDS) build/tsan/stress
+	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} GPUMEM_SOAK_SECONDS=$(SOAK_SECONDS) build/asan/stress
+
+# Sanitizers run the concurrency workloads through stress (Criterion's
+# fixed-address arena cannot start under ThreadSanitizer); ASan also runs the suite.
+tsan:
+	@$(DEPS) clang
+	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress build/tsan/stress_warp
+	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.2} \
+	  GPUMEM_SOAK_SECONDS=$${GPUMEM_SOAK_SECONDS:-10} build/tsan/stress
+	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.2} build/tsan/stress_warp
+ASAN_VARS := BUILD=build/asan CC=clang SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" CFLAGS="-O1 -g"
+asan:
+	@$(DEPS) clang criterion
+	$(MAKE) $(ASAN_VARS) build/asan/stress
+	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} GPUMEM_SOAK_SECONDS=$${GPUMEM_SOAK_SECONDS:-10} build/asan/stress
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} \
+	  $(MAKE) $(ASAN_VARS) run-tests
+
+# The share's served random mixes, SOAK_ROUNDS runs of each shape (a soak,
+# not part of make test; they found a request served twice, issue 32);
+# exit 1 if any lost a write. Built by nvcc where it is installed: its
+# timing showed that bug more often than cc's.
+SOAK_ROUNDS ?= 40
+$(BUILD)/share_soak: tests/share_soak.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
+	$(if $(HAVE_NVCC),$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -I. -Itests -x cu $< -o $@ -lpthread, \
+	  $(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. -Itests $< -o $@ -pthread)
+share-soak: $(BUILD)/share_soak
+	$(BUILD)/share_soak $(SOAK_ROUNDS)
+
+# ============================================================================
+# examples and the main job
+# ============================================================================
 
 EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph $(BUILD)/policy_sim
 $(BUILD)/%: examples/%.c $(HEADERS) $(wildcard examples/*.h) | $(BUILD)
@@ -286,7 +324,6 @@ graph-sweep:
 # 2 cores; the tables go to build/), drawn with gnuplot or matplotlib where
 # either is there, else the table is printed and kept.
 GNN_SCALE ?= 16
-.PHONY: gnn-sweep
 gnn-sweep:
 	@$(DEPS) cc
 	@$(MAKE) --no-print-directory $(BUILD)/graph
@@ -296,6 +333,10 @@ gnn-sweep:
 	@python3 bench/plot_gnn.py $(RESULTS)/gnn-sweep.tsv $(RESULTS)/gnn-sweep.png; rc=$$?; \
 	  if [ $$rc = 3 ]; then echo "gnn-sweep: plot skipped (no gnuplot or matplotlib); the table is $(RESULTS)/gnn-sweep.tsv"; \
 	  elif [ $$rc != 0 ]; then exit $$rc; fi
+
+# ============================================================================
+# benchmarks on the host
+# ============================================================================
 
 $(BUILD)/bench_%: bench/bench_%.cpp $(HEADERS) | $(BUILD)
 	$(CXX) -std=c++17 -O2 -g -I. $< -o $@ -lbenchmark -pthread
@@ -322,8 +363,6 @@ BENCH_PAIRS_queue := lockfree:mutex ideal:mutex lockfree:ideal
 BENCH_TITLE_cache := Cache: hits (fetch-add vs compare-and-swap reference count) and misses (through the cache vs direct reads)
 BENCH_PAIRS_cache := hit_faa:hit_cas miss_cache:miss_direct
 
-# A run becomes a committed result only by this explicit copy, under a name
-# chosen for the machine: build/results/queue.json -> bench/results/queue-$(MACHINE).json.
 # How the host-thread controller hears doorbells that wake nobody (GPU
 # clients), and the CPU each idle setting costs (issue 12): a plain C program,
 # no Google Benchmark; never asserts on time.
@@ -336,42 +375,65 @@ bench-doorbell:
 	GPUMEM_MACHINE="$$(sh tools/machine.sh)" $(BUILD)/bench_doorbell $(RESULTS)/issue12-doorbell.md $(RESULTS)/issue12-doorbell.tsv
 	cat $(RESULTS)/issue12-doorbell.md
 
+# The policy simulator (bench/policy_sim.c): `make policy-sim` generates every
+# workload's trace, runs every policy at 50% and 75% of its footprint next to
+# OPT and LRU, GMT's two tiers and the prefetchers, then writes the table and
+# the plot to $(RESULTS)/policy-sim.{tsv,md,png} (under a minute here; `make
+# results` commits them). The graph traces are recorded from examples/graph.c's
+# BFS and CC (scale 18, a 4 MiB cache) through the cache's trace hook; last,
+# the real cache runs BFS and CC under CLOCK and BRRIP (policy-graph.txt).
+$(BUILD)/policy_sim: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
+policy-sim: $(BUILD)/policy_sim $(BUILD)/graph
+	mkdir -p build/traces $(RESULTS)
+	test -f $(BUILD)/kron18.graph || $(BUILD)/graph gen $(BUILD)/kron18.graph --scale 18
+	test -f build/traces/graph-bfs.trace || $(BUILD)/graph bfs $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-bfs.trace
+	test -f build/traces/graph-cc.trace || $(BUILD)/graph cc $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-cc.trace
+	$(BUILD)/policy_sim table $(RESULTS)
+	python3 bench/policy_table.py $(RESULTS)/policy-sim.tsv $(RESULTS)/policy-sim.dat > $(RESULTS)/policy-sim.md
+	gnuplot -e "in='$(RESULTS)/policy-sim.dat'; out='$(RESULTS)/policy-sim.png'" bench/policy_sim.gp
+	cat $(RESULTS)/policy-sim.md
+	$(BUILD)/graph policies $(BUILD)/kron18.graph --policy brrip --cache-mib 4 | tail -6 | tee $(RESULTS)/policy-graph.txt
+
+# One storage, several caches (bench/share_bench.c, issue 32): false sharing
+# against private buffers and a strict single-writer ping-pong, peer reads
+# against storage, the cost of acquire and release, the merge per 4 KiB line,
+# batch readahead against none; software controller at 130 us per command;
+# about a minute. Writes $(RESULTS)/share-bench.{md,tsv}.
+$(BUILD)/share_bench: bench/share_bench.c $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -pthread
+bench-share:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/share_bench
+	@mkdir -p $(RESULTS)
+	$(BUILD)/share_bench --out $(RESULTS) --machine "$$(sh tools/machine.sh)"
+	cat $(RESULTS)/share-bench.md
+
+# Three tiers against two (bench/tier_bench.c): the simulator's loop, zipf,
+# Kronecker BFS and phase-mix traces replayed by 64 threads through the cache,
+# the host tier (never-host, tier-order, GMT-Reuse) and the queue pairs of a
+# software controller at 130 us per command; a few minutes. Writes
+# $(RESULTS)/tier-bench.{md,tsv} (`make results` commits them).
+$(BUILD)/tier_bench: bench/tier_bench.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
+tier-bench:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/tier_bench
+	@mkdir -p $(RESULTS)
+	$(BUILD)/tier_bench --out $(RESULTS) --machine "$$(sh tools/machine.sh)"
+	cat $(RESULTS)/tier-bench.md
+
+# A run becomes a committed result only by this explicit copy, under a name
+# chosen for the machine: build/results/queue.json -> bench/results/queue-$(MACHINE).json.
 results:
 	@test -n "$(MACHINE)" || { echo "make results MACHINE=name: name the machine (the files say which it was)"; exit 2; }
 	@test -d $(RESULTS) || { echo "results: nothing in $(RESULTS); run make bench or make graph-sweep first"; exit 2; }
 	@for f in $(RESULTS)/*; do b=$$(basename "$$f"); d="bench/results/$${b%%.*}-$(MACHINE).$${b#*.}"; \
 	  cp "$$f" "$$d" && echo "$$f -> $$d"; done
 
-$(BUILD)/stress: tests/stress.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
-	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
-
-$(BUILD)/stress_warp: tests/stress_warp.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
-	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
-
-# Soak: the concurrency workloads, then random mixes (threads, depth,
-# command IDs, reordering, injected errors, latency; statistics read
-# throughout) for a set time, under each sanitizer.
-SOAK_SECONDS = $${GPUMEM_SOAK_SECONDS:-60}
-stress:
-	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress build/tsan/stress_warp
-	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} build/tsan/stress_warp
-	$(MAKE) $(ASAN_VARS) build/asan/stress
-	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} GPUMEM_SOAK_SECONDS=$(SOAK_SECONDS) build/tsan/stress
-	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} GPUMEM_SOAK_SECONDS=$(SOAK_SECONDS) build/asan/stress
-
-# Sanitizers run the concurrency workloads through stress (Criterion's
-# fixed-address arena cannot start under ThreadSanitizer); ASan also runs the suite.
-tsan:
-	@$(DEPS) clang
-	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress build/tsan/stress_warp
-	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.2} GPUMEM_SOAK_SECONDS=$${GPUMEM_SOAK_SECONDS:-10} build/tsan/stress
-	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.2} build/tsan/stress_warp
-ASAN_VARS := BUILD=build/asan CC=clang SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all" CFLAGS="-O1 -g"
-asan:
-	@$(DEPS) clang criterion
-	$(MAKE) $(ASAN_VARS) build/asan/stress
-	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} GPUMEM_SOAK_SECONDS=$${GPUMEM_SOAK_SECONDS:-10} build/asan/stress
-	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.3} $(MAKE) $(ASAN_VARS) run-tests
+# ============================================================================
+# GPU runs
+# ============================================================================
 
 # Where nvidia-smi lists a GPU, the gpu-* targets run their programs with
 # GPUMEM_REQUIRE_GPU=1: a program that then finds no usable GPU fails instead
@@ -421,7 +483,9 @@ gpu-examples: $(call gpu_needs,$(CUDA_EXAMPLE_BINS) $(GPU_GRAPH))
 	  "gnn 2:300 $(BUILD)/cuda/examples/gnn $(GPU_GRAPH) 8 1024"
 
 # compute-sanitizer: on PATH, or next to nvcc (bin/ or the toolkit's compute-sanitizer/).
-COMPUTE_SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || for d in $(dir $(NVCC)) $(dir $(NVCC))../compute-sanitizer; do [ -x $$d/compute-sanitizer ] && echo $$d/compute-sanitizer && break; done)
+COMPUTE_SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || \
+	for d in $(dir $(NVCC)) $(dir $(NVCC))../compute-sanitizer; do \
+	  [ -x $$d/compute-sanitizer ] && echo $$d/compute-sanitizer && break; done)
 # Arguments for the sanitizer runs: fewer threads (every test takes --small);
 # the tests with a GPU-resident controller run it in block 0 of a cooperative
 # launch with its clients (--fused: co-resident by construction).
@@ -449,7 +513,8 @@ GPU_TEST_DEADLINE ?= 560
 sanitize_args = $(or $(SANITIZE_ARGS_$(basename $(notdir $(1)))),--small)
 GPU_TEST_RUNS = $(if $(filter 0,$(GPU_TEST_PLAIN)),,$(foreach t,$(CUDA_TEST_BINS),"$(t) 1 $(t)")) \
 	$(if $(and $(filter-out 0,$(GPU_SANITIZE)),$(COMPUTE_SANITIZER)),$(foreach tool,memcheck synccheck, \
-	  $(foreach t,$(CUDA_TEST_BINS),"$(tool):$(t) 1 $(COMPUTE_SANITIZER) --tool $(tool) --error-exitcode=1 $(t) $(call sanitize_args,$(t))")))
+	  $(foreach t,$(CUDA_TEST_BINS), \
+	    "$(tool):$(t) 1 $(COMPUTE_SANITIZER) --tool $(tool) --error-exitcode=1 $(t) $(call sanitize_args,$(t))")))
 gpu-test: $(call gpu_needs,cuda-compile $(CUDA_TEST_BINS))
 	@if ! $(GPU_LISTED); then \
 	  echo "gpu-test: NO GPU on this machine: the CUDA tests were compiled, NOT run"; exit 0; fi; \
@@ -460,47 +525,6 @@ gpu-test: $(call gpu_needs,cuda-compile $(CUDA_TEST_BINS))
 	else missing=""; fi; \
 	GPUMEM_REQUIRE_GPU=1 sh tools/gpu-runs.sh -n gpu-test -d $(GPU_TEST_DEADLINE) -m $(GPU_TEST_BOUND) -g $(GPU_RUN_GRACE) \
 	  -e GPUMEM_RUN_BOUND_S $$missing $(GPU_TEST_RUNS)
-
-# The real-controller conformance test: a static guest program run as init in
-# qemu-system-x86_64 (TCG) with an emulated NVMe disk; see tests/qemu/run.sh.
-$(BUILD)/guest_test: tests/qemu/guest_test.c tests/block_content.h $(HEADERS) | $(BUILD)
-	$(CC) -std=c11 $(WARN) -O2 -g -static -I. $< -o $@ -pthread
-
-$(BUILD)/image: tests/qemu/image.c tests/block_content.h | $(BUILD)
-	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@
-
-# The doctor in the guest (issue 33): its vfio verdict against whether the
-# shim then opens the controller (tests/qemu/doctor_check.sh). Static, as
-# guest_test (the linker warns that dlopen in a static program needs the
-# build's glibc at run time: the guest has none, and the vfio path loads no
-# CUDA).
-$(BUILD)/gpumem-doctor-static: tools/gpumem-doctor.c $(HEADERS) | $(BUILD)
-	$(CC) -std=c11 $(WARN) -O2 -static -I. $< -o $@ -pthread -ldl
-$(BUILD)/guest_open: tests/qemu/guest_open.c $(HEADERS) | $(BUILD)
-	$(CC) -std=c11 $(WARN) -O2 -static -I. $< -o $@ -pthread
-qemu-test: $(BUILD)/gpumem-doctor-static $(BUILD)/guest_open
-
-qemu-test:
-	@$(DEPS) cc qemu
-	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image
-	bash tests/qemu/run.sh $(BUILD)
-
-# The io_uring passthrough forwarder (gpumem_uring.h) in QEMU alone (qemu-test
-# runs it too, first): the guest's kernel owns the disks; local /dev/ngXn1,
-# then nvmet over nvme-tcp, then the port removed mid-run (one boot).
-qemu-uring:
-	@$(DEPS) cc qemu
-	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image
-	GPUMEM_QEMU_BOOTS=uring nice bash tests/qemu/run.sh $(BUILD)
-
-# The benchmark of issue 35, not part of qemu-test: 4 KiB random reads at one
-# depth on one QEMU disk through the forwarder, Debian's fio (io_uring_cmd,
-# batched) and the VFIO shim, one boot; prints the table and the ratios
-# (build/qemu/bench.md). GPUMEM_QEMU_BENCH_DEPTH, _SECONDS, _CPUS: run.sh.
-qemu-bench:
-	@$(DEPS) cc qemu fio python3
-	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image $(BUILD)/gpumem-doctor-static $(BUILD)/guest_open
-	GPUMEM_QEMU_BOOTS=bench nice bash tests/qemu/run.sh $(BUILD)
 
 # CUDA benchmarks: each writes $(RESULTS)/<name>-<gpu>.{json,md} with ratios
 # to the baseline measured in the same run.
@@ -564,7 +588,8 @@ gpu-prebuild: $(GPU_SESSION_BINS)
 	@cd $(BUILD) && cp -p --parents $(patsubst $(BUILD)/%,%,$(GPU_SESSION_BINS)) gpu/
 	@mkdir -p $(BUILD)/gpu/bin && cp "$$(command -v make)" $(BUILD)/gpu/bin/ # in case the GPU machine has none
 	@mib=$$(du -sm $(BUILD)/gpu | cut -f1); echo "gpu-prebuild: $(BUILD)/gpu is $$mib MiB"; \
-	[ $$mib -le $(GPU_PREBUILD_MAX_MIB) ] || { echo "gpu-prebuild: over the $(GPU_PREBUILD_MAX_MIB) MiB a device call can carry beside the tree: lower GPU_GRAPH_SCALE ($(GPU_GRAPH_SCALE))"; exit 1; }
+	[ $$mib -le $(GPU_PREBUILD_MAX_MIB) ] || { echo "gpu-prebuild: over the $(GPU_PREBUILD_MAX_MIB) MiB a device call can"; \
+	  echo "  carry beside the tree: lower GPU_GRAPH_SCALE ($(GPU_GRAPH_SCALE))"; exit 1; }
 	@echo 'gpu-prebuild: on the GPU machine: bash tools/gpu-session.sh, carrying $(BUILD)/gpu (the script says more)'
 
 # The gpu-* targets and tools/gpu-session.sh on stand-in programs that never
@@ -581,6 +606,55 @@ gpu-plot:
 	@test -n "$(JSONL)" || { echo "gpu-plot: no gpu-run-*.jsonl in $(RESULTS); JSONL=file names one"; exit 2; }
 	@$(DEPS) python3 gnuplot
 	@mkdir -p $(RESULTS); for f in $(JSONL); do python3 bench/plot_gpu.py $$f $(GPU_PLOT_PNG) || exit 1; done
+
+# ============================================================================
+# QEMU
+# ============================================================================
+
+# The real-controller conformance test: a static guest program run as init in
+# qemu-system-x86_64 (TCG) with an emulated NVMe disk; see tests/qemu/run.sh.
+$(BUILD)/guest_test: tests/qemu/guest_test.c tests/block_content.h $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -static -I. $< -o $@ -pthread
+
+$(BUILD)/image: tests/qemu/image.c tests/block_content.h | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@
+
+# The doctor in the guest (issue 33): its vfio verdict against whether the
+# shim then opens the controller (tests/qemu/doctor_check.sh). Static, as
+# guest_test (the linker warns that dlopen in a static program needs the
+# build's glibc at run time: the guest has none, and the vfio path loads no
+# CUDA).
+$(BUILD)/gpumem-doctor-static: tools/gpumem-doctor.c $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -static -I. $< -o $@ -pthread -ldl
+$(BUILD)/guest_open: tests/qemu/guest_open.c $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -static -I. $< -o $@ -pthread
+qemu-test: $(BUILD)/gpumem-doctor-static $(BUILD)/guest_open
+
+qemu-test:
+	@$(DEPS) cc qemu
+	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image
+	bash tests/qemu/run.sh $(BUILD)
+
+# The io_uring passthrough forwarder (gpumem_uring.h) in QEMU alone (qemu-test
+# runs it too, first): the guest's kernel owns the disks; local /dev/ngXn1,
+# then nvmet over nvme-tcp, then the port removed mid-run (one boot).
+qemu-uring:
+	@$(DEPS) cc qemu
+	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image
+	GPUMEM_QEMU_BOOTS=uring nice bash tests/qemu/run.sh $(BUILD)
+
+# The benchmark of issue 35, not part of qemu-test: 4 KiB random reads at one
+# depth on one QEMU disk through the forwarder, Debian's fio (io_uring_cmd,
+# batched) and the VFIO shim, one boot; prints the table and the ratios
+# (build/qemu/bench.md). GPUMEM_QEMU_BENCH_DEPTH, _SECONDS, _CPUS: run.sh.
+qemu-bench:
+	@$(DEPS) cc qemu fio python3
+	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image $(BUILD)/gpumem-doctor-static $(BUILD)/guest_open
+	GPUMEM_QEMU_BOOTS=bench nice bash tests/qemu/run.sh $(BUILD)
+
+# ============================================================================
+# install
+# ============================================================================
 
 # ---- install -----------------------------------------------------------------
 # Headers into PREFIX/include, gpumem.pc into PREFIX/share/pkgconfig (a
@@ -618,53 +692,58 @@ install-test:
 	@$(DEPS) cc cmake pkg-config
 	NVCC="$(if $(HAVE_NVCC),$(NVCC))" CUDA_ARCH=$(CUDA_ARCH) sh tests/consumer/check.sh
 
+# ============================================================================
+# help and clean
+# ============================================================================
+
+define HELP
+Tests (no GPU needed)
+  make test          the suite: every header as C11/C++17/CUDA, the layering and USAGE checks,
+                     every CUDA source compiled, the register table, the Criterion tests
+  make tsan          the concurrency workloads under ThreadSanitizer
+  make asan          the suite and the workloads under ASan + UBSan
+  make stress        the soak: workloads, then random mixes for GPUMEM_SOAK_SECONDS (60) each
+  make share-soak    the share's served random mixes, SOAK_ROUNDS (40) runs of each shape
+  make share-cuda    the share's CPU tests built by nvcc (part of make test)
+  make headers | layers | usage | registers   one check of make test alone
+  make install-test  install into a temporary prefix, build tests/consumer every way, uninstall
+The main job and examples
+  make demo          BFS and CC over a 128 MiB Kronecker graph through cache, queues, controller
+  make examples      build/graph, build/hello, build/array_sum, build/policy_sim
+  make graph-sweep   I/O amplification and hit rate against cache size, plotted
+  make gnn-sweep     GNN feature gathering against cache and row size, plotted
+  make doctor        why this machine cannot run GPU-initiated storage (DOCTOR_ARGS=...)
+Benchmarks (host; each against its baseline in the same run)
+  make bench         queue vs mutex queue, fetch-add vs CAS, misses vs direct reads; then make plot
+  make bench-queue | bench-cache | plot   one of them
+  make bench-doorbell   the host controller hearing doorbells nobody notifies, per idle setting
+  make bench-share   several caches over one storage
+  make tier-bench    three tiers against two
+  make policy-sim    every replacement policy next to OPT, table and plot
+  make results MACHINE=name   copy build/results/* to bench/results/ (committed results)
+GPU runs (a GPU machine; without one they compile and say so)
+  make gpu-prebuild  build every GPU program here for tools/gpu-session.sh
+  make gpu-test      CUDA tests, then under compute-sanitizer memcheck and synccheck
+  make gpu-bench     CUDA benchmarks, plotted; make gpu-plot draws a fetched run
+  make gpu-examples  the CUDA examples
+  make gpu-dryrun    the gpu-* scripts on stand-in programs (part of make test)
+QEMU (qemu-system-x86, no KVM needed)
+  make qemu-test     the queue pairs drive QEMU's NVMe controller (VFIO, uio) and the forwarder
+  make qemu-uring    the io_uring forwarder alone: local, nvme-tcp, a port removed mid-run
+  make qemu-bench    the forwarder vs fio (io_uring_cmd) vs the VFIO shim
+Install
+  make install PREFIX=/usr/local   headers, gpumem.pc, CMake package; make uninstall
+Other
+  make help          this list
+  make clean         remove build/
+endef
+export HELP
+
+help:
+	@printf '%s\n' "$$HELP"
+# HELP and the .PHONY rule agree (tools/check_help.py): a step of make test.
+help-check:
+	@python3 tools/check_help.py Makefile
+
 clean:
 	rm -rf build
-
-# The policy simulator (bench/policy_sim.c): `make policy-sim` generates every
-# workload's trace, runs every policy at 50% and 75% of its footprint next to
-# OPT and LRU, GMT's two tiers and the prefetchers, then writes the table and
-# the plot to $(RESULTS)/policy-sim.{tsv,md,png} (under a minute here; `make
-# results` commits them). The graph traces are recorded from examples/graph.c's
-# BFS and CC (scale 18, a 4 MiB cache) through the cache's trace hook; last,
-# the real cache runs BFS and CC under CLOCK and BRRIP (policy-graph.txt).
-$(BUILD)/policy_sim: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
-	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
-policy-sim: $(BUILD)/policy_sim $(BUILD)/graph
-	mkdir -p build/traces $(RESULTS)
-	test -f $(BUILD)/kron18.graph || $(BUILD)/graph gen $(BUILD)/kron18.graph --scale 18
-	test -f build/traces/graph-bfs.trace || $(BUILD)/graph bfs $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-bfs.trace
-	test -f build/traces/graph-cc.trace || $(BUILD)/graph cc $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-cc.trace
-	$(BUILD)/policy_sim table $(RESULTS)
-	python3 bench/policy_table.py $(RESULTS)/policy-sim.tsv $(RESULTS)/policy-sim.dat > $(RESULTS)/policy-sim.md
-	gnuplot -e "in='$(RESULTS)/policy-sim.dat'; out='$(RESULTS)/policy-sim.png'" bench/policy_sim.gp
-	cat $(RESULTS)/policy-sim.md
-	$(BUILD)/graph policies $(BUILD)/kron18.graph --policy brrip --cache-mib 4 | tail -6 | tee $(RESULTS)/policy-graph.txt
-
-# One storage, several caches (bench/share_bench.c, issue 32): false sharing
-# against private buffers and a strict single-writer ping-pong, peer reads
-# against storage, the cost of acquire and release, the merge per 4 KiB line,
-# batch readahead against none; software controller at 130 us per command;
-# about a minute. Writes $(RESULTS)/share-bench.{md,tsv}.
-$(BUILD)/share_bench: bench/share_bench.c $(HEADERS) | $(BUILD)
-	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -pthread
-bench-share:
-	@$(DEPS) cc
-	@$(MAKE) --no-print-directory $(BUILD)/share_bench
-	@mkdir -p $(RESULTS)
-	$(BUILD)/share_bench --out $(RESULTS) --machine "$$(sh tools/machine.sh)"
-	cat $(RESULTS)/share-bench.md
-
-# Three tiers against two (bench/tier_bench.c): the simulator's loop, zipf,
-# Kronecker BFS and phase-mix traces replayed by 64 threads through the cache,
-# the host tier (never-host, tier-order, GMT-Reuse) and the queue pairs of a
-# software controller at 130 us per command; a few minutes. Writes
-# $(RESULTS)/tier-bench.{md,tsv} (`make results` commits them).
-$(BUILD)/tier_bench: bench/tier_bench.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
-	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
-tier-bench:
-	@$(DEPS) cc
-	@$(MAKE) --no-print-directory $(BUILD)/tier_bench
-	@mkdir -p $(RESULTS)
-	$(BUILD)/tier_bench --out $(RESULTS) --machine "$$(sh tools/machine.sh)"
-	cat $(RESULTS)/tier-bench.md
