@@ -278,11 +278,12 @@ GPUMEM_API void gpumem__share_drain(gpumem_share *s, uint32_t o, uint64_t first,
 GPUMEM_API gpumem_status gpumem_share_get(gpumem_share *s, uint32_t o, uint64_t line, int write, void **data) {
     gpumem_cache *c = gpumem__share_cache(s, o);
     gpumem__share_entry *e;
-    uint32_t *lk, k, bit = 1u << o;
+    uint32_t *lk, k, bit;
     gpumem_status st;
     if (!s || !data) return GPUMEM_ENULL;
     if (!c) return GPUMEM_EINVAL;
     if (line >= s->n_lines) return GPUMEM_ERANGE;
+    bit = 1u << o; /* o checked: below GPUMEM_SHARE_MAX_OWNERS */
     /* The cache never sees a write: its copy stays clean, so it never
      * writes it back whole over another owner's merged bytes. */
     /* EAGAIN: every slot in use. Some may be pinned only by pins merges left
@@ -504,8 +505,8 @@ extern "C" {
  * backing, nothing held or dirty, in the cache or in its host tier if it
  * has one; their clean lines are dropped, and the tier's are never taken
  * back, so every copy the share sees is one it recorded). Statuses:
- * EINVAL (owner count, storage given a cache, no cache, shapes or backings
- * that differ, one cache twice), ESTATE (a cache already in a share),
+ * EINVAL (owner count, storage given a cache, a cache given past n_owners,
+ * no cache, shapes or backings that differ, one cache twice), ESTATE (a cache already in a share),
  * EBUSY (a cache or its tier holds a line or a dirty one), ENOMEM. */
 gpumem_status gpumem_share_create(const gpumem_share_desc *d, gpumem_share **out);
 /* The same in memory the caller places (CUDA managed memory, so that GPU
@@ -610,6 +611,10 @@ static gpumem_status gpumem__share_validate(const gpumem_share_desc *d, gpumem_c
     *slots = 0;
     *tiers = 0;
     if (d->n_owners < 2 || d->n_owners > GPUMEM_SHARE_MAX_OWNERS || d->caches[0]) return GPUMEM_EINVAL;
+    /* A cache past n_owners would be left out of the share while its owner
+     * went on using it over the same storage, unseen: refused. */
+    for (o = d->n_owners; o < GPUMEM_SHARE_MAX_OWNERS; o++)
+        if (d->caches[o]) return GPUMEM_EINVAL;
     for (o = 1; o < d->n_owners; o++) {
         gpumem_cache *c = d->caches[o];
         if (!c) continue;

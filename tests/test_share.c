@@ -1057,3 +1057,45 @@ Test(share, queue_take_never_goes_back) {
     cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
 }
 #endif
+
+/* ---- the contract, hole by hole (issue 42) ------------------------------------------
+ *
+ * Each reproduced a hole an independent probe found; the failure each showed
+ * on the code before its fix is in the commit that fixed it. */
+
+static inline unsigned char readb(share_rig *r, uint32_t o, uint32_t l, uint32_t b) {
+    unsigned char *p, v;
+    cr_assert_eq(gpumem_share_get(r->share, o, l, 0, (void **)&p), GPUMEM_OK);
+    v = p[b];
+    cr_assert_eq(gpumem_share_put(r->share, o, l, 0), GPUMEM_OK);
+    return v;
+}
+
+/* Owner ids are checked before they are used (no shift by 32 or more), and
+ * a cache given past n_owners is refused. */
+Test(share, owner_ids_checked_first) {
+    share_rig r;
+    gpumem_share_desc d;
+    gpumem_share *s = NULL;
+    void *p;
+    cr_assert_eq(share_rig_make(&r, 3, 0, 8, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_get(r.share, 40, 0, 0, &p), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_get(r.share, 40, 0, 1, &p), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_put(r.share, 40, 0, 1), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_release(r.share, 40, 0, 1), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_acquire(r.share, 40, 0, 1), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_merge(r.share, 40, 0, 1), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_flush(r.share, 40), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_fetch(r.share, 40, 0, 1), GPUMEM_EINVAL);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+    cr_assert_eq(share_rig_make(&r, 4, 0, 8, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_destroy(r.share), GPUMEM_OK);
+    r.share = NULL;
+    d = gpumem_share_desc_default(3);
+    d.caches[1] = r.caches[1];
+    d.caches[2] = r.caches[2];
+    d.caches[3] = r.caches[3]; /* past n_owners */
+    cr_assert_eq(gpumem_share_create(&d, &s), GPUMEM_EINVAL, "a cache past n_owners was ignored");
+    cr_assert_null(r.caches[1]->share);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
