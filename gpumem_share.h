@@ -601,6 +601,41 @@ static int gpumem__share_tier_dirty(const gpumem_cache *c) {
 #endif
 }
 
+/* Which controller a pair reaches, as far as the host can tell (0: it
+ * cannot - the pair is in GPU memory). A software controller's pairs (and
+ * the io_uring forwarder's) notify its own doorbell event; a real
+ * controller's doorbells lie in its BAR, queue id by queue id at the
+ * doorbell stride (the SQ's and CQ's distance), so the first one's address
+ * is the controller's. */
+static uintptr_t gpumem__share_ctrl_id(const gpumem_nvme_qp *qp) {
+    uintptr_t stride;
+    if (!qp || gpumem__cache_host_readable(qp) == 0) return 0;
+    if (qp->doorbell_event) return (uintptr_t)qp->doorbell_event;
+    stride = (uintptr_t)qp->cq_doorbell - (uintptr_t)qp->sq_doorbell;
+    return (uintptr_t)qp->sq_doorbell - (uintptr_t)2u * qp->qid * stride;
+}
+
+/* Whether two caches reach the same storage: memory at the same address,
+ * or the same namespace at the same first LBA on the same controllers in
+ * the same order and layout (controllers compared where the host can read
+ * the pairs: gpumem__share_ctrl_id). Each owner may use its own pairs, and
+ * as many per controller as it likes. */
+static int gpumem__share_same_storage(const gpumem_cache *a, const gpumem_cache *b) {
+    const gpumem_cache_backing *x = &a->backing, *y = &b->backing;
+    uint32_t j;
+    if (x->kind != y->kind) return 0;
+    if (x->kind == GPUMEM_CACHE_BACKING_MEMORY) return x->mem == y->mem;
+    if (x->n_ctrls != y->n_ctrls || x->first_lba != y->first_lba || x->ns.nsid != y->ns.nsid ||
+        x->ns.lba_shift != y->ns.lba_shift || (x->n_ctrls > 1 && x->layout != y->layout))
+        return 0;
+    for (j = 0; j < x->n_ctrls; j++) {
+        const uintptr_t p = gpumem__share_ctrl_id(x->pairs[j * x->pairs_per_ctrl]);
+        const uintptr_t q = gpumem__share_ctrl_id(y->pairs[j * y->pairs_per_ctrl]);
+        if (p && q && p != q) return 0;
+    }
+    return 1;
+}
+
 /* Check a desc (gpumem_share_create's statuses) and find its first cache,
  * the slots of all its caches and how many have a host tier. */
 static gpumem_status gpumem__share_validate(const gpumem_share_desc *d, gpumem_cache **first_out, uint64_t *slots,
@@ -624,8 +659,7 @@ static gpumem_status gpumem__share_validate(const gpumem_share_desc *d, gpumem_c
         if (c->share) return GPUMEM_ESTATE;
         if (c->tier) ++*tiers;
         if (c->n_lines != first->n_lines || c->line_bytes != first->line_bytes ||
-            c->backing.kind != first->backing.kind ||
-            (c->backing.kind == GPUMEM_CACHE_BACKING_MEMORY && c->backing.mem != first->backing.mem))
+            !gpumem__share_same_storage(c, first))
             return GPUMEM_EINVAL;
         *slots += c->n_slots;
     }

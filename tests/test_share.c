@@ -1071,6 +1071,68 @@ static inline unsigned char readb(share_rig *r, uint32_t o, uint32_t l, uint32_t
     return v;
 }
 
+/* Caches over different storages make no share (EINVAL): two controllers,
+ * one controller at two offsets, the stripe's order swapped, stripe against
+ * replicate, two controllers against one. Another pair of the same
+ * controller is the same storage. */
+Test(share, create_refuses_different_storages) {
+    gpumem_swctl *ctl[2];
+    gpumem_nvme_qp *qp[2][4];
+    gpumem_cache *c[8];
+    gpumem_nvme_ns ns;
+    uint32_t j, i, n = 0;
+    for (j = 0; j < 2; j++) {
+        gpumem_swctl_config cfg = gpumem_swctl_config_default();
+        cfg.lba_bytes = 512;
+        cfg.n_blocks = 64;
+        cr_assert_eq(gpumem_swctl_create(&cfg, &ctl[j]), GPUMEM_OK);
+        for (i = 0; i < 4; i++) cr_assert_eq(gpumem_swctl_add_qp(ctl[j], 64, &qp[j][i]), GPUMEM_OK);
+        cr_assert_eq(gpumem_swctl_start(ctl[j]), GPUMEM_OK);
+    }
+    ns = gpumem_swctl_ns(ctl[0]);
+#define MK(first_lba, layout, n_ctrls, ...)                                                              \
+    do {                                                                                                 \
+        gpumem_nvme_qp *pp[] = {__VA_ARGS__};                                                            \
+        gpumem_cache_desc d = gpumem_cache_desc_default();                                               \
+        d.n_lines = 8;                                                                                   \
+        d.line_bytes = SHARE_RIG_LINE;                                                                   \
+        d.n_slots = 4;                                                                                   \
+        d.backing = gpumem_cache_backing_nvme(pp, n_ctrls, 1, &ns, first_lba, layout);                   \
+        cr_assert_eq(gpumem_cache_create(&d, &c[n]), GPUMEM_OK);                                         \
+        n++;                                                                                             \
+    } while (0)
+    MK(0, GPUMEM_CACHE_STRIPE, 1, qp[0][0]);           /* 0: controller A */
+    MK(0, GPUMEM_CACHE_STRIPE, 1, qp[1][0]);           /* 1: controller B */
+    MK(16, GPUMEM_CACHE_STRIPE, 1, qp[0][1]);          /* 2: A at LBA 16 */
+    MK(0, GPUMEM_CACHE_STRIPE, 2, qp[0][2], qp[1][1]); /* 3: A, B striped */
+    MK(0, GPUMEM_CACHE_STRIPE, 2, qp[1][2], qp[0][3]); /* 4: B, A striped */
+    MK(0, GPUMEM_CACHE_REPLICATE, 2, qp[0][2], qp[1][1]); /* 5: A, B replicated */
+    MK(0, GPUMEM_CACHE_STRIPE, 1, qp[0][3]);           /* 6: A, another pair */
+#undef MK
+    {
+        static const uint32_t bad[][2] = {{0, 1}, {0, 2}, {3, 4}, {3, 5}, {3, 0}};
+        for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            gpumem_share_desc d = gpumem_share_desc_default(3);
+            gpumem_share *s = NULL;
+            d.caches[1] = c[bad[i][0]];
+            d.caches[2] = c[bad[i][1]];
+            cr_assert_eq(gpumem_share_create(&d, &s), GPUMEM_EINVAL, "caches %u and %u: different storages shared",
+                         bad[i][0], bad[i][1]);
+            cr_assert_null(c[bad[i][0]]->share);
+        }
+    }
+    {
+        gpumem_share_desc d = gpumem_share_desc_default(3);
+        gpumem_share *s = NULL;
+        d.caches[1] = c[0];
+        d.caches[2] = c[6];
+        cr_assert_eq(gpumem_share_create(&d, &s), GPUMEM_OK, "two pairs of one controller");
+        cr_assert_eq(gpumem_share_destroy(s), GPUMEM_OK);
+    }
+    for (i = 0; i < n; i++) cr_assert_eq(gpumem_cache_destroy(c[i]), GPUMEM_OK);
+    for (j = 0; j < 2; j++) gpumem_swctl_destroy(ctl[j]);
+}
+
 /* Owner ids are checked before they are used (no shift by 32 or more), and
  * a cache given past n_owners is refused. */
 Test(share, owner_ids_checked_first) {
