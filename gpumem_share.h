@@ -349,24 +349,38 @@ GPUMEM_API gpumem_status gpumem_share_get(gpumem_share *s, uint32_t o, uint64_t 
     return st;
 }
 
-/* Give back what gpumem_share_get took (same owner, line and `write`). */
+/* Give back what gpumem_share_get took (same owner, line and `write`).
+ * ESTATE, and nothing given back, when the caller holds nothing to give:
+ * the owner's copy is not resident, or every reference on it is the share's
+ * own pin (a written or owed copy: put without a get, or a read put twice)
+ * or a writer's (a read put for a write get); a write put with no writer.
+ * Counted under the line's lock against the share's pin, so a misuse never
+ * takes the pin that keeps a written copy from being evicted unmerged. */
 GPUMEM_API gpumem_status gpumem_share_put(gpumem_share *s, uint32_t o, uint64_t line, int write) {
     gpumem_cache *c = gpumem__share_cache(s, o);
+    gpumem__share_entry *e;
+    gpumem_status st = GPUMEM_ESTATE;
+    uint32_t *lk, bit, refs, pins;
     if (!s) return GPUMEM_ENULL;
     if (!c) return GPUMEM_EINVAL;
     if (line >= s->n_lines) return GPUMEM_ERANGE;
-    if (write) {
-        uint32_t *lk;
-        gpumem__share_entry *e = gpumem__share_lock_entry(s, line, &lk);
-        if (!e || !e->writers[o]) {
-            gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1);
-            gpumem__share_unlock(s, lk);
-            return GPUMEM_ESTATE;
+    bit = 1u << o;
+    e = gpumem__share_lock_entry(s, line, &lk);
+    /* The thread's own reference is counted in the line's state: the share
+     * holds one more on a written copy (dirty) or one a merge left owed. */
+    refs = gpumem_atomic_load_u32(gpumem__line_state(c, line), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
+           GPUMEM_CACHE_COUNT_MASK;
+    pins = e && ((e->dirty | e->owed) & bit) ? 1u : 0u;
+    if (e && (e->holders & bit) && refs > pins) {
+        if (write && e->writers[o]) {
+            e->writers[o]--;
+            st = GPUMEM_OK;
+        } else if (!write && refs - pins > e->writers[o]) {
+            st = GPUMEM_OK; /* a reader's reference: more than the writers hold */
         }
-        e->writers[o]--;
-        gpumem__share_unlock(s, lk);
     }
-    return gpumem_cache_release(c, line, 1);
+    gpumem__share_unlock(s, lk);
+    return st == GPUMEM_OK ? gpumem_cache_release(c, line, 1) : st;
 }
 
 /* ---- release and acquire: no data moves -------------------------------------- */

@@ -1133,6 +1133,37 @@ Test(share, create_refuses_different_storages) {
     for (j = 0; j < 2; j++) gpumem_swctl_destroy(ctl[j]);
 }
 
+/* A put the caller has nothing to give back for - no get, a read put twice,
+ * a read put for a write get - is refused (ESTATE) and takes nothing from
+ * the share: the written line is not evicted unmerged, flush and destroy
+ * succeed, storage has the write. */
+Test(share, put_misuse_refused_nothing_lost) {
+    share_rig r;
+    void *p;
+    uint32_t l;
+    cr_assert_eq(share_rig_make(&r, 3, 0, 16, 8), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 1, 1), 0); /* a second holder: the write takes a base */
+    write0(&r, 2, 1, 0, 9);
+    cr_assert_eq(gpumem_share_put(r.share, 2, 1, 0), GPUMEM_ESTATE, "a read put without a get");
+    cr_assert_eq(gpumem_share_put(r.share, 2, 1, 1), GPUMEM_ESTATE, "a write put without a get");
+    cr_assert_eq(gpumem_share_get(r.share, 2, 1, 0, &p), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_put(r.share, 2, 1, 0), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_put(r.share, 2, 1, 0), GPUMEM_ESTATE, "a read put twice");
+    cr_assert_eq(gpumem_share_put(r.share, 2, 9, 0), GPUMEM_ESTATE, "a put of a line not resident");
+    for (l = 2; l < 16; l++) cr_assert_eq(read0(&r, 2, l), 0); /* evicts whatever is not pinned */
+    cr_assert_eq(readb(&r, 2, 1, 0), 9, "the written copy was evicted unmerged");
+    /* A read put for a write get. */
+    cr_assert_eq(gpumem_share_get(r.share, 2, 3, 1, &p), GPUMEM_OK);
+    ((unsigned char *)p)[0] = 5;
+    cr_assert_eq(gpumem_share_put(r.share, 2, 3, 0), GPUMEM_ESTATE, "a read put for a write get");
+    cr_assert_eq(gpumem_share_put(r.share, 2, 3, 1), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_flush(r.share, 2), GPUMEM_OK);
+    cr_assert_eq(share_rig_stored(&r, 1, 0), 9);
+    cr_assert_eq(share_rig_stored(&r, 3, 0), 5);
+    cr_assert_eq(stats_of(&r).violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK, "destroy after misuse");
+}
+
 /* Owner ids are checked before they are used (no shift by 32 or more), and
  * a cache given past n_owners is refused. */
 Test(share, owner_ids_checked_first) {
