@@ -385,6 +385,20 @@ GPUMEM_API gpumem_status gpumem_share_put(gpumem_share *s, uint32_t o, uint64_t 
 
 /* ---- release and acquire: no data moves -------------------------------------- */
 
+/* Whether cache c may hold `line` in slot k (its own words: the owner's
+ * call): valid there, or BUSY - being filled (the share records the fill
+ * before the cache publishes the slot, so the line's slot word is still
+ * the old one then) or being evicted; either way not gone for good. A
+ * record of the share's can outlive the copy: the cache evicts a victim
+ * before calling the fill hook, and a GPU thread's posted fill may end
+ * without running (no server: ESTATE; withdrawn: ETIMEDOUT), so the share
+ * never hears the victim's slot was taken. */
+GPUMEM_API int gpumem__share_resident(gpumem_cache *c, uint64_t line, uint32_t k) {
+    const uint32_t v = gpumem_atomic_load_u32(gpumem__line_state(c, line), GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
+    if (v & GPUMEM_CACHE_BUSY) return 1;
+    return (v & GPUMEM_CACHE_VALID) && gpumem_atomic_load_u32(&c->lines[line].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) == k;
+}
+
 /* Drop owner o's copy of `line` (in its slot k) if another owner released
  * newer data. EAGAIN: stale but held by a thread (acquire again once the
  * owner's threads have put their lines down). */
@@ -406,6 +420,14 @@ GPUMEM_API gpumem_status gpumem__share_acquire_line(gpumem_share *s, uint32_t o,
                 e->holders &= ~(1u << o);
                 gpumem__share_set_slot_line(s, o, k, GPUMEM_CACHE_EMPTY);
                 gpumem__share_count(s, GPUMEM__SS_INVALIDATED, 1);
+                gpumem__share_maybe_free(s, e);
+            } else if (!gpumem__share_resident(s->caches[o], line, k)) {
+                /* Gone without a fill of the share's: the cache evicted it
+                 * for a miss whose fill never ran (a served miss refused or
+                 * withdrawn). Nothing is held: the record goes (its slot
+                 * still holds these bytes, so it was no wrong source). */
+                e->holders &= ~(1u << o);
+                gpumem__share_set_slot_line(s, o, k, GPUMEM_CACHE_EMPTY);
                 gpumem__share_maybe_free(s, e);
             } else {
                 st = GPUMEM_EAGAIN;

@@ -1071,6 +1071,43 @@ static inline unsigned char readb(share_rig *r, uint32_t o, uint32_t l, uint32_t
     return v;
 }
 
+/* A GPU owner's miss that never ran its fill (no server: ESTATE; withdrawn:
+ * ETIMEDOUT) after its cache had evicted a victim for it: the share's record
+ * of the victim is stale, and acquire must see that the copy is gone, not
+ * answer EAGAIN for ever. */
+Test(share, acquire_after_a_failed_served_miss) {
+    share_rig r;
+    const uint32_t slots[GPUMEM_SHARE_MAX_OWNERS] = {0, 16, 4};
+    const size_t bytes = gpumem_share_queue_bytes(16);
+    uint32_t l, tries;
+    gpumem_status st;
+    void *p;
+    cr_assert_eq(share_rig_make_slots(&r, 3, 0, 16, slots, 0), GPUMEM_OK);
+    cr_assert_not_null(r.queue_mem = aligned_alloc(64, (bytes + 63) & ~(size_t)63));
+    cr_assert_eq(gpumem_share_queue_init(r.share, r.queue_mem, bytes, 16, 50000000ull), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_server_start(r.share, 1, &r.server), GPUMEM_OK);
+    gpumem_share_thread_as_gpu(1);
+    for (l = 0; l < 4; l++) cr_assert_eq(read0(&r, 2, l), 0);
+    cr_assert_eq(gpumem_share_server_stop(r.server), GPUMEM_OK);
+    r.server = NULL;
+    cr_assert_eq(gpumem_share_get(r.share, 2, 4, 0, &p), GPUMEM_ESTATE);
+    r.share->queue->servers = 1; /* says a server runs; none does: withdrawn */
+    cr_assert_eq(gpumem_share_get(r.share, 2, 5, 0, &p), GPUMEM_ETIMEDOUT);
+    r.share->queue->servers = 0;
+    gpumem_share_thread_as_gpu(0);
+    for (l = 0; l < 4; l++) write0(&r, 1, l, 0, (unsigned char)(0x60 + l));
+    cr_assert_eq(gpumem_share_release(r.share, 1, 0, 16), GPUMEM_OK);
+    gpumem_share_thread_as_gpu(1);
+    for (tries = 0; (st = gpumem_share_acquire(r.share, 2, 0, 16)) == GPUMEM_EAGAIN && tries < 1000; tries++) continue;
+    cr_assert_eq(st, GPUMEM_OK, "acquire answered %s %u times with nothing held", gpumem_status_str(st), tries);
+    cr_assert_eq(gpumem_share_acquire(r.share, 2, 0, 4), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_server_start(r.share, 1, &r.server), GPUMEM_OK);
+    for (l = 0; l < 4; l++) cr_assert_eq(read0(&r, 2, l), 0x60 + l, "line %u stale", l);
+    gpumem_share_thread_as_gpu(0);
+    cr_assert_eq(stats_of(&r).violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
 /* Caches over different storages make no share (EINVAL): two controllers,
  * one controller at two offsets, the stripe's order swapped, stripe against
  * replicate, two controllers against one. Another pair of the same
