@@ -1071,6 +1071,99 @@ static inline unsigned char readb(share_rig *r, uint32_t o, uint32_t l, uint32_t
     return v;
 }
 
+/* Visibility after release -> acquire holds for a copy the acquirer wrote
+ * itself (concurrently, to other bytes): its acquire brings the released
+ * bytes in (a merge) and keeps its own. The host too, through the acquire
+ * a GPU owner's release makes for it; a later merge changes nothing. */
+Test(share, acquire_brings_writes_into_a_copy_the_owner_wrote) {
+    share_rig r;
+    cr_assert_eq(share_rig_make(&r, 5, 0, 8, 8), GPUMEM_OK);
+    cr_assert_eq(readb(&r, 2, 2, 100), 0);
+    cr_assert_eq(readb(&r, 3, 2, 100), 0);
+    write0(&r, 3, 2, 0, 0x33);
+    write0(&r, 2, 2, 100, 0x77);
+    cr_assert_eq(gpumem_share_release(r.share, 2, 0, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_acquire(r.share, 3, 0, 8), GPUMEM_OK);
+    cr_assert_eq(readb(&r, 3, 2, 100), 0x77, "owner 3 read its own stale copy after release -> acquire");
+    cr_assert_eq(readb(&r, 3, 2, 0), 0x33, "owner 3 lost its own write");
+    /* The host: its copy written, a GPU owner's release acquires for it. */
+    cr_assert_eq(readb(&r, 1, 5, 100), 0);
+    cr_assert_eq(readb(&r, 4, 5, 100), 0);
+    write0(&r, 1, 5, 0, 0x11);
+    write0(&r, 4, 5, 100, 0x44);
+    cr_assert_eq(gpumem_share_release(r.share, 4, 0, 8), GPUMEM_OK);
+    cr_assert_eq(readb(&r, 1, 5, 100), 0x44, "the host read its stale copy after the GPU owner's release");
+    cr_assert_eq(gpumem_share_merge(r.share, 1, 0, 8), GPUMEM_OK);
+    cr_assert_eq(readb(&r, 1, 5, 100), 0x44, "stale after a merge");
+    cr_assert_eq(readb(&r, 1, 5, 0), 0x11);
+    for (uint32_t o = 1; o < 5; o++) cr_assert_eq(gpumem_share_flush(r.share, o), GPUMEM_OK);
+    cr_assert_eq(share_rig_stored(&r, 2, 0), 0x33);
+    cr_assert_eq(share_rig_stored(&r, 2, 100), 0x77);
+    cr_assert_eq(share_rig_stored(&r, 5, 0), 0x11);
+    cr_assert_eq(share_rig_stored(&r, 5, 100), 0x44);
+    cr_assert_eq(stats_of(&r).violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+/* The same with the GPU owners' threads standing for GPU threads: the
+ * acquire's merge is the server's (the pins it leaves owed, the acquire
+ * drops its own), and the host's acquire inside a GPU release too. */
+Test(share, queue_acquire_brings_writes_into_a_written_copy) {
+    share_rig r;
+    cr_assert_eq(share_rig_make(&r, 5, 1, 8, 8), GPUMEM_OK);
+    cr_assert_eq(share_rig_serve(&r, 16, 0), GPUMEM_OK);
+    cr_assert_eq(readb(&r, 1, 5, 100), 0);
+    gpumem_share_thread_as_gpu(1);
+    cr_assert_eq(readb(&r, 2, 2, 100), 0);
+    cr_assert_eq(readb(&r, 3, 2, 100), 0);
+    cr_assert_eq(readb(&r, 4, 5, 100), 0);
+    write0(&r, 3, 2, 0, 0x33);
+    write0(&r, 2, 2, 100, 0x77);
+    gpumem_share_thread_as_gpu(0);
+    write0(&r, 1, 5, 0, 0x11);
+    gpumem_share_thread_as_gpu(1);
+    write0(&r, 4, 5, 100, 0x44);
+    cr_assert_eq(share_rig_release(&r, 2, 0, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_acquire(r.share, 3, 0, 8), GPUMEM_OK);
+    cr_assert_eq(readb(&r, 3, 2, 100), 0x77, "owner 3 read its own stale copy after release -> acquire");
+    cr_assert_eq(readb(&r, 3, 2, 0), 0x33, "owner 3 lost its own write");
+    cr_assert_eq(share_rig_release(&r, 4, 0, 8), GPUMEM_OK); /* the server acquires for the host */
+    gpumem_share_thread_as_gpu(0);
+    cr_assert_eq(readb(&r, 1, 5, 100), 0x44, "the host read its stale copy after the GPU owner's release");
+    cr_assert_eq(readb(&r, 1, 5, 0), 0x11);
+    cr_assert_eq(stats_of(&r).violations, 0, "the server touched a GPU owner's cache words");
+    cr_assert_eq(gpumem_share_server_stop(r.server), GPUMEM_OK);
+    r.server = NULL;
+    cr_assert_eq(gpumem_share_destroy(r.share), GPUMEM_OK);
+    r.share = NULL;
+    cr_assert_eq(share_rig_stored(&r, 2, 0), 0x33);
+    cr_assert_eq(share_rig_stored(&r, 2, 100), 0x77);
+    cr_assert_eq(share_rig_stored(&r, 5, 0), 0x11);
+    cr_assert_eq(share_rig_stored(&r, 5, 100), 0x44);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+/* A write that happened after another (release -> acquire between them) is
+ * the one storage keeps, whatever the owners' ids. */
+Test(share, merge_keeps_the_later_write) {
+    share_rig r;
+    cr_assert_eq(share_rig_make(&r, 5, 0, 8, 8), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 2, 4), 0);
+    cr_assert_eq(read0(&r, 3, 4), 0);
+    write0(&r, 2, 4, 0, 1);
+    write0(&r, 3, 4, 0, 2); /* a race with owner 2's 1: either may win */
+    cr_assert_eq(gpumem_share_release(r.share, 3, 0, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_acquire(r.share, 2, 0, 8), GPUMEM_OK);
+    write0(&r, 2, 4, 0, 3); /* after owner 3's 2: must win over it */
+    cr_assert_eq(gpumem_share_release(r.share, 2, 0, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_acquire(r.share, 4, 0, 8), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 4, 4), 3, "owner 4 read %u after release -> acquire of the 3", read0(&r, 4, 4));
+    for (uint32_t o = 1; o < 5; o++) cr_assert_eq(gpumem_share_flush(r.share, o), GPUMEM_OK);
+    cr_assert_eq(share_rig_stored(&r, 4, 0), 3, "storage holds %u, not the later write 3", share_rig_stored(&r, 4, 0));
+    cr_assert_eq(stats_of(&r).violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
 /* A GPU owner's miss that never ran its fill (no server: ESTATE; withdrawn:
  * ETIMEDOUT) after its cache had evicted a victim for it: the share's record
  * of the victim is stale, and acquire must see that the copy is gone, not
