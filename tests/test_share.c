@@ -1263,6 +1263,31 @@ Test(share, create_refuses_different_storages) {
     for (j = 0; j < 2; j++) gpumem_swctl_destroy(ctl[j]);
 }
 
+/* Two owners write the same bytes 16..19 in a race; owner 3 writes the
+ * byte 16 already holds, then its own 17..19. The rule is per byte: each
+ * byte some copy changed (copy against its base) takes the highest id's
+ * change; a byte written with the value it held is no change. So the race
+ * can end mixed - a0 b1 b2 b3 - as the contract says. */
+Test(share, same_bytes_race_is_decided_per_byte) {
+    share_rig r;
+    static const unsigned char a[4] = {0xa0, 0xa1, 0xa2, 0xa3}, b[4] = {0, 0xb1, 0xb2, 0xb3};
+    unsigned char *p;
+    uint32_t i;
+    cr_assert_eq(share_rig_make(&r, 5, 0, 8, 8), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 2, 1), 0);
+    cr_assert_eq(read0(&r, 3, 1), 0);
+    cr_assert_eq(gpumem_share_get(r.share, 2, 1, 1, (void **)&p), GPUMEM_OK);
+    memcpy(p + 16, a, 4);
+    cr_assert_eq(gpumem_share_put(r.share, 2, 1, 1), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_get(r.share, 3, 1, 1, (void **)&p), GPUMEM_OK);
+    memcpy(p + 16, b, 4);
+    cr_assert_eq(gpumem_share_put(r.share, 3, 1, 1), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_merge(r.share, 1, 0, 8), GPUMEM_OK);
+    cr_assert_eq(share_rig_stored(&r, 1, 16), 0xa0, "byte 16: owner 3 changed nothing there, owner 2's a0 stays");
+    for (i = 1; i < 4; i++) cr_assert_eq(share_rig_stored(&r, 1, 16 + i), b[i], "byte %u: the highest id's change", 16 + i);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
 /* A put the caller has nothing to give back for - no get, a read put twice,
  * a read put for a write get - is refused (ESTATE) and takes nothing from
  * the share: the written line is not evicted unmerged, flush and destroy
