@@ -1347,3 +1347,21 @@ Test(share, owner_ids_checked_first) {
     cr_assert_null(r.caches[1]->share);
     cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
 }
+
+ParameterizedTestParameters(share, reference_model) {
+    /* owners + 1, controllers, flags */
+    static uint32_t s[][3] = {{3, 0, 0}, {4, 1, 0}, {5, 0, SHARE_WL_TIER}, {4, 2, SHARE_WL_SERVED},
+                              {10, 0, 0}, {10, 1, SHARE_WL_SERVED}, {6, 1, SHARE_WL_TIER}};
+    return cr_make_param_array(uint32_t[3], s, sizeof s / sizeof s[0]);
+}
+
+/* Random operations over 2-9 owners checked against a happens-before model
+ * of lazy release consistency (share_model, tests/share_workload.h): every
+ * read only what the model allows, storage after flushing every owner what
+ * it must. make share-soak runs it longer, over more seeds. */
+ParameterizedTest(uint32_t (*sh)[3], share, reference_model) {
+    share_run run;
+    for (uint64_t seed = 1; seed <= 3; seed++)
+        cr_assert_eq(share_model((*sh)[0], (*sh)[1], (int)(*sh)[2], seed, 1500, &run), 0, "seed %llu: %s",
+                     (unsigned long long)seed, run.why);
+}
