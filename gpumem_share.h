@@ -572,7 +572,9 @@ GPUMEM_API gpumem_status gpumem_share_release(gpumem_share *s, uint32_t o, uint6
  * release of the host. EAGAIN: a stale copy is held by one of the owner's
  * threads, or a line to merge is held by a writer (call again when they
  * have put it down: nothing held, it ends). ESTATE: a GPU thread's line to
- * merge and no server running. EIO: the merge's storage I/O failed. */
+ * merge and no server running; ETIMEDOUT: its merge request not taken
+ * within the queue's timeout (call again). EIO: the merge's storage I/O
+ * failed. */
 GPUMEM_API gpumem_status gpumem_share_acquire(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
     gpumem_status st = gpumem__share_check(s, o, first, n);
     if (st != GPUMEM_OK) return st;
