@@ -54,14 +54,29 @@
  * THE CONTRACT (docs/share.md says it at length)
  *
  * Lazy release consistency. Writes by owner A become visible to owner B
- * once A has released the range and B has acquired it after that; before
- * that B may see them or not. Writes to the same bytes by two owners
- * between their synchronisations are a race: after the merge the bytes of
- * one of them are kept whole ("any write wins"), the same one on every run
- * (the highest owner id among those with a base; a copy without a base goes
- * first). Writes to different bytes of one line are all kept (no false
- * sharing). There is no snapshot isolation: a reader of several lines may
- * see some of a release and not the rest until it acquires.
+ * once A has released the range and B has acquired it after that (B's
+ * acquire returned OK); before that B may see them or not. This holds
+ * whatever B holds: a copy of the line B wrote itself meanwhile (to other
+ * bytes) gets the released writes too, and keeps B's. Happens-before is
+ * kept: a write made after a release -> acquire of another owner's write
+ * to the same bytes is the one every later reader and storage see.
+ *
+ * Same bytes, no synchronisation between: a race, decided byte by byte.
+ * Each byte ends holding the value one of the racing owners gave it. A
+ * copy's writes are found by comparing it with its base (the line as it
+ * was when the owner first wrote it since the last merge), so a byte
+ * written with the value it already held is no write. Of the owners that
+ * changed a byte, the highest owner id wins it (a copy written without a
+ * base - its owner was the only holder - is laid first, whole, and loses
+ * every byte a based copy changed); the same on every run. So a racing
+ * multi-byte write can end mixed with another's, or won by a lower id on
+ * the bytes the higher id rewrote unchanged. Writes to different bytes of
+ * one line are all kept (no false sharing). There is no snapshot
+ * isolation: a reader of several lines may see some of a release and not
+ * the rest until it acquires.
+ *
+ * Misuse gets a status and loses nothing: a put with nothing to give back
+ * is ESTATE; an owner id out of range EINVAL (checked before it is used).
  *
  * DESIGN
  *
@@ -86,8 +101,16 @@
  *
  * Release(owner, range) bumps the owner's own entry for each line it wrote.
  * Acquire(owner, range) drops each copy of the owner whose vector is below
- * the newest released state (a copy the owner wrote itself is kept, pinned,
- * as a merge source: concurrent). Neither moves data. Release of a GPU owner
+ * the newest released state. A copy the owner wrote itself is merged first
+ * (its writes and the other written copies of the line into storage: a GPU
+ * thread asks the server), then dropped: the next access reads the merged
+ * line. Only that merge moves data; release never does. So the copies one
+ * merge lays over storage hold concurrent writes only: a write after an
+ * acquire is made on a copy that has every write released before it, and
+ * its base has them too, so the owner-id order decides races alone. A
+ * record whose copy the cache dropped without the share's fill (a GPU
+ * miss that ended ESTATE or ETIMEDOUT after the cache had evicted the
+ * victim) is forgotten at acquire, never waited for. Release of a GPU owner
  * is followed by an acquire of the host, and acquire of a GPU owner is
  * preceded by a release of the host (GAIA's piggybacked host sync), so host
  * code that never calls them is consistent as producer -> signal ->
@@ -98,8 +121,9 @@
  * still good (below), else copies from a peer whose copy is valid, clean
  * and up to date (counted; a stale copy is never a source), else reads
  * storage. A merge reads storage, lays the copies over it (unbased whole,
- * then based diffs in owner order), writes it back, unpins the copies and
- * drops their bases: the next write takes one again.
+ * then based diffs in owner order: the race rule, per byte), writes it
+ * back, unpins the copies and drops their bases: the next write takes one
+ * again.
  *
  * GPU threads. A GPU thread never fills: its miss in a shared cache posts
  * (owner, line, slot) to the miss queue (gpumem_share_queue_init: a ring in
@@ -131,7 +155,10 @@
  *   - a GPU owner's release on the device posts its host part (the host's
  *     acquire) to the server, which answers EAGAIN at once if a host thread
  *     holds a stale copy; its acquire makes its host part (the host's
- *     release: share words only) itself.
+ *     release: share words only) itself, and posts one request for the
+ *     merge of its stale written copies, if it has any (the server merges
+ *     them through the host's pairs, leaving its pins owed; the acquire's
+ *     second look drops the pins and the copies).
  * The server never waits for a GPU thread: a fill whose merge a writer holds
  * up is answered EAGAIN and the GPU thread posts again (ETIMEDOUT if the
  * writer holds it past the queue's timeout). With no server
@@ -184,7 +211,7 @@ typedef struct gpumem_share_stats {
     uint64_t bases_elided;    /* first writes that needed none (only holder, up to date) */
     uint64_t bumps;           /* version bumps made by release */
     uint64_t invalidated;     /* stale copies dropped by acquire */
-    uint64_t kept_concurrent; /* stale copies acquire kept: written by their owner too */
+    uint64_t kept_concurrent; /* stale copies acquire found written by their owner too: merged, then dropped */
     uint64_t violations;      /* broken invariants (always 0 unless there is a bug) */
     uint64_t storage_transfers; /* storage commands that read lines for a fill (a fetch: one per run) */
     uint64_t peer_transfers;  /* copies from a peer (a fetch: one per run, as one DMA or gather would be) */
@@ -278,11 +305,12 @@ GPUMEM_API void gpumem__share_drain(gpumem_share *s, uint32_t o, uint64_t first,
 GPUMEM_API gpumem_status gpumem_share_get(gpumem_share *s, uint32_t o, uint64_t line, int write, void **data) {
     gpumem_cache *c = gpumem__share_cache(s, o);
     gpumem__share_entry *e;
-    uint32_t *lk, k, bit = 1u << o;
+    uint32_t *lk, k, bit;
     gpumem_status st;
     if (!s || !data) return GPUMEM_ENULL;
     if (!c) return GPUMEM_EINVAL;
     if (line >= s->n_lines) return GPUMEM_ERANGE;
+    bit = 1u << o; /* o checked: below GPUMEM_SHARE_MAX_OWNERS */
     /* The cache never sees a write: its copy stays clean, so it never
      * writes it back whole over another owner's merged bytes. */
     /* EAGAIN: every slot in use. Some may be pinned only by pins merges left
@@ -348,31 +376,103 @@ GPUMEM_API gpumem_status gpumem_share_get(gpumem_share *s, uint32_t o, uint64_t 
     return st;
 }
 
-/* Give back what gpumem_share_get took (same owner, line and `write`). */
+/* Give back what gpumem_share_get took (same owner, line and `write`).
+ * ESTATE, and nothing given back, when the caller holds nothing to give:
+ * the owner's copy is not resident, or every reference on it is the share's
+ * own pin (a written or owed copy: put without a get, or a read put twice)
+ * or a writer's (a read put for a write get); a write put with no writer.
+ * Counted under the line's lock against the share's pin, so a misuse never
+ * takes the pin that keeps a written copy from being evicted unmerged. */
 GPUMEM_API gpumem_status gpumem_share_put(gpumem_share *s, uint32_t o, uint64_t line, int write) {
     gpumem_cache *c = gpumem__share_cache(s, o);
+    gpumem__share_entry *e;
+    gpumem_status st = GPUMEM_ESTATE;
+    uint32_t *lk, bit, refs, pins;
     if (!s) return GPUMEM_ENULL;
     if (!c) return GPUMEM_EINVAL;
     if (line >= s->n_lines) return GPUMEM_ERANGE;
-    if (write) {
-        uint32_t *lk;
-        gpumem__share_entry *e = gpumem__share_lock_entry(s, line, &lk);
-        if (!e || !e->writers[o]) {
-            gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1);
-            gpumem__share_unlock(s, lk);
-            return GPUMEM_ESTATE;
+    bit = 1u << o;
+    e = gpumem__share_lock_entry(s, line, &lk);
+    /* The thread's own reference is counted in the line's state: the share
+     * holds one more on a written copy (dirty) or one a merge left owed. */
+    refs = gpumem_atomic_load_u32(gpumem__line_state(c, line), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
+           GPUMEM_CACHE_COUNT_MASK;
+    pins = e && ((e->dirty | e->owed) & bit) ? 1u : 0u;
+    if (e && (e->holders & bit) && refs > pins) {
+        if (write && e->writers[o]) {
+            e->writers[o]--;
+            st = GPUMEM_OK;
+        } else if (!write && refs - pins > e->writers[o]) {
+            st = GPUMEM_OK; /* a reader's reference: more than the writers hold */
         }
-        e->writers[o]--;
-        gpumem__share_unlock(s, lk);
     }
-    return gpumem_cache_release(c, line, 1);
+    gpumem__share_unlock(s, lk);
+    return st == GPUMEM_OK ? gpumem_cache_release(c, line, 1) : st;
 }
 
 /* ---- release and acquire: no data moves -------------------------------------- */
 
+/* Whether cache c may hold `line` in slot k (its own words: the owner's
+ * call): valid there, or BUSY - being filled (the share records the fill
+ * before the cache publishes the slot, so the line's slot word is still
+ * the old one then) or being evicted; either way not gone for good. A
+ * record of the share's can outlive the copy: the cache evicts a victim
+ * before calling the fill hook, and a GPU thread's posted fill may end
+ * without running (no server: ESTATE; withdrawn: ETIMEDOUT), so the share
+ * never hears the victim's slot was taken. */
+GPUMEM_API int gpumem__share_resident(gpumem_cache *c, uint64_t line, uint32_t k) {
+    const uint32_t v = gpumem_atomic_load_u32(gpumem__line_state(c, line), GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
+    if (v & GPUMEM_CACHE_BUSY) return 1;
+    return (v & GPUMEM_CACHE_VALID) && gpumem_atomic_load_u32(&c->lines[line].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) == k;
+}
+
+/* Not a status of the API: acquire_line's "merge this line first". */
+#define GPUMEM__SHARE_MERGE_FIRST ((gpumem_status)GPUMEM_STATUS_COUNT_)
+
+#if !defined(GPUMEM_NO_HOST_SHIM) && !GPUMEM_ON_DEVICE
+/* Merge the lines of [first, first + n) whose copy owner o wrote and that
+ * are stale (for its acquire), the I/O through cache io; at_boundary as
+ * gpumem__share_merge_line takes it. Host only (gpumem_share.h's
+ * implementation). */
+#ifdef __cplusplus
+extern "C" {
+#endif
+gpumem_status gpumem__share_merge_stale(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n, gpumem_cache *io,
+                                        uint32_t at_boundary);
+#ifdef __cplusplus
+}
+#endif
+#endif
+
+/* Merge, for owner o's acquire, the lines of [first, first + n) whose copy
+ * o wrote itself and that lack released writes of others. A GPU thread asks
+ * the miss queue's server (its merge leaves o's pins owed: the acquire's
+ * second look drops them); a host thread merges itself, through o's pairs,
+ * at o's boundary. One request for the range: a second look of the acquire
+ * (one post, not one per line, and the device's acquire stays small). */
+GPUMEM_API gpumem_status gpumem__share_acquire_merge(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
+#if GPUMEM_ON_DEVICE
+    return gpumem__share_post(s, GPUMEM__SQ_MERGE, o, o, first, n, 0);
+#elif defined(GPUMEM_NO_HOST_SHIM)
+    return (void)s, (void)o, (void)first, (void)n, GPUMEM_ESTATE; /* no host merge in this build */
+#else
+    if (o >= GPUMEM_SHARE_GPU0 && gpumem__share_posts()) return gpumem__share_post(s, GPUMEM__SQ_MERGE, o, o, first, n, 0);
+    return gpumem__share_merge_stale(s, o, first, n, s->caches[o], o);
+#endif
+}
+
 /* Drop owner o's copy of `line` (in its slot k) if another owner released
- * newer data. EAGAIN: stale but held by a thread (acquire again once the
- * owner's threads have put their lines down). */
+ * newer data. A stale copy o wrote itself (dirty) is not dropped here:
+ * GPUMEM__SHARE_MERGE_FIRST says it must be merged first - its writes and
+ * every other written copy of the line into storage - and then dropped as
+ * any stale copy, so that the next access reads the merged line, which has
+ * both the released writes and o's own. (Kept as it was, it hid the
+ * released writes from o for good, and o's later writes to it looked
+ * concurrent with writes they came after.) So the copies one merge lays
+ * over storage hold concurrent writes only: a write after a release ->
+ * acquire is made on a copy that has the released ones. EAGAIN: stale but
+ * held by a thread (acquire again once the owner's threads have put their
+ * lines down). */
 GPUMEM_API gpumem_status gpumem__share_acquire_line(gpumem_share *s, uint32_t o, uint64_t line, uint32_t k) {
     uint32_t *lk = gpumem__share_line_lock(s, line);
     uint32_t home[GPUMEM_SHARE_MAX_OWNERS];
@@ -385,12 +485,20 @@ GPUMEM_API gpumem_status gpumem__share_acquire_line(gpumem_share *s, uint32_t o,
         gpumem__share_home(s, e, home);
         if (!gpumem_share_vv_leq(home, e->vv[o], s->n_owners)) {
             uint64_t dropped = 0;
-            if (e->dirty & (1u << o)) { /* its own writes too: a merge source, pinned */
-                gpumem__share_count(s, GPUMEM__SS_KEPT_CONCURRENT, 1);
+            if (e->dirty & (1u << o)) { /* its own writes too: merged first */
+                st = GPUMEM__SHARE_MERGE_FIRST;
             } else if (gpumem_cache_invalidate(s->caches[o], k, k + 1, &dropped) == GPUMEM_OK && dropped) {
                 e->holders &= ~(1u << o);
                 gpumem__share_set_slot_line(s, o, k, GPUMEM_CACHE_EMPTY);
                 gpumem__share_count(s, GPUMEM__SS_INVALIDATED, 1);
+                gpumem__share_maybe_free(s, e);
+            } else if (!gpumem__share_resident(s->caches[o], line, k)) {
+                /* Gone without a fill of the share's: the cache evicted it
+                 * for a miss whose fill never ran (a served miss refused or
+                 * withdrawn). Nothing is held: the record goes (its slot
+                 * still holds these bytes, so it was no wrong source). */
+                e->holders &= ~(1u << o);
+                gpumem__share_set_slot_line(s, o, k, GPUMEM_CACHE_EMPTY);
                 gpumem__share_maybe_free(s, e);
             } else {
                 st = GPUMEM_EAGAIN;
@@ -412,16 +520,29 @@ GPUMEM_API gpumem_status gpumem__share_acquire(gpumem_share *s, uint32_t o, uint
             uint32_t v = gpumem_atomic_load_u32(gpumem__line_state(c, i), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
             uint32_t k = gpumem_atomic_load_u32(&c->lines[i].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
             if (!(v & GPUMEM_CACHE_VALID) || k >= c->n_slots || gpumem__share_slot_line(s, o, k) != i) continue;
-            if ((one = gpumem__share_acquire_line(s, o, i, k)) != GPUMEM_OK) st = one;
+            if ((one = gpumem__share_acquire_line(s, o, i, k)) != GPUMEM_OK && st != GPUMEM__SHARE_MERGE_FIRST) st = one;
         }
     } else {
         for (i = 0; i < c->n_slots; i++) {
             uint64_t line = gpumem__share_slot_line(s, o, (uint32_t)i);
             if (line == GPUMEM_CACHE_EMPTY || line < first || line - first >= n) continue;
-            if ((one = gpumem__share_acquire_line(s, o, line, (uint32_t)i)) != GPUMEM_OK) st = one;
+            if ((one = gpumem__share_acquire_line(s, o, line, (uint32_t)i)) != GPUMEM_OK && st != GPUMEM__SHARE_MERGE_FIRST)
+                st = one;
         }
     }
     return st;
+}
+
+/* The whole acquire of o's copies of [first, first + n): a look, and if it
+ * found stale copies o wrote, their merge and a second look, which drops
+ * them (EAGAIN if one was written again meanwhile). */
+GPUMEM_API gpumem_status gpumem__share_acquire_all(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
+    gpumem_status st = gpumem__share_acquire(s, o, first, n);
+    if (st != GPUMEM__SHARE_MERGE_FIRST) return st;
+    if ((st = gpumem__share_acquire_merge(s, o, first, n)) != GPUMEM_OK) return st;
+    gpumem__share_count(s, GPUMEM__SS_KEPT_CONCURRENT, 1);
+    st = gpumem__share_acquire(s, o, first, n);
+    return st == GPUMEM__SHARE_MERGE_FIRST ? GPUMEM_EAGAIN : st;
 }
 
 /* Owner o's writes to [first, first + n) since its last release become
@@ -440,22 +561,27 @@ GPUMEM_API gpumem_status gpumem_share_release(gpumem_share *s, uint32_t o, uint6
      * the miss queue's server to make it (ESTATE: no server; the release is
      * made, the host must acquire itself). */
     if (gpumem__share_posts()) return gpumem__share_post(s, GPUMEM__SQ_HOST_ACQUIRE, o, GPUMEM_SHARE_HOST, first, n, 0);
-    return gpumem__share_acquire(s, GPUMEM_SHARE_HOST, first, n);
+    return gpumem__share_acquire_all(s, GPUMEM_SHARE_HOST, first, n);
 }
 
 /* Owner o will see every write to [first, first + n) released before this
  * call: its copies older than the newest release are dropped, so the next
- * access misses and fetches (merging first if needed); nothing moves. A GPU
- * owner's acquire is preceded by a release of the host. EAGAIN: a stale copy
- * is held by one of the owner's threads (call again when they have put it
- * down). */
+ * access misses and fetches (merging first if needed). A stale copy o wrote
+ * itself is merged into storage first (the only data this moves; a GPU
+ * thread's merge is the server's). A GPU owner's acquire is preceded by a
+ * release of the host. EAGAIN: a stale copy is held by one of the owner's
+ * threads, or a line to merge is held by a writer (call again when they
+ * have put it down: nothing held, it ends). ESTATE: a GPU thread's line to
+ * merge and no server running; ETIMEDOUT: its merge request not taken
+ * within the queue's timeout (call again). EIO: the merge's storage I/O
+ * failed. */
 GPUMEM_API gpumem_status gpumem_share_acquire(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n) {
     gpumem_status st = gpumem__share_check(s, o, first, n);
     if (st != GPUMEM_OK) return st;
     if (o >= GPUMEM_SHARE_GPU0 && gpumem__share_cache(s, GPUMEM_SHARE_HOST))
         gpumem__share_drain(s, GPUMEM_SHARE_HOST, first, n, 1);
-    gpumem__share_drain(s, o, 0, 0, 0); /* its own pins to drop first: a pinned stale copy stays */
-    return gpumem__share_acquire(s, o, first, n);
+    gpumem__share_drain(s, o, 0, 0, 0); /* its own pins to drop first */
+    return gpumem__share_acquire_all(s, o, first, n);
 }
 
 /* The same, naming the owner by its cache: ESTATE if the cache is not
@@ -504,8 +630,8 @@ extern "C" {
  * backing, nothing held or dirty, in the cache or in its host tier if it
  * has one; their clean lines are dropped, and the tier's are never taken
  * back, so every copy the share sees is one it recorded). Statuses:
- * EINVAL (owner count, storage given a cache, no cache, shapes or backings
- * that differ, one cache twice), ESTATE (a cache already in a share),
+ * EINVAL (owner count, storage given a cache, a cache given past n_owners,
+ * no cache, shapes or backings that differ, one cache twice), ESTATE (a cache already in a share),
  * EBUSY (a cache or its tier holds a line or a dirty one), ENOMEM. */
 gpumem_status gpumem_share_create(const gpumem_share_desc *d, gpumem_share **out);
 /* The same in memory the caller places (CUDA managed memory, so that GPU
@@ -519,7 +645,11 @@ gpumem_status gpumem_share_merge(gpumem_share *s, uint32_t o, uint64_t first, ui
 /* Merge every line owner o has written since its last merge (with the other
  * owners' writes to the same lines), then flush its cache: durable. */
 gpumem_status gpumem_share_flush(gpumem_share *s, uint32_t o);
-/* Flush every owner, detach the caches, free. EBUSY: something is held. */
+/* Flush every owner, detach the caches, free. EBUSY: something is held
+ * (a thread's reference, a line being written, or a server running). EIO:
+ * storage failed in a flush's merge or write-back (ENOMEM: no scratch line
+ * for a merge); then nothing is detached or freed, the share works on, and
+ * destroy may be called again. */
 gpumem_status gpumem_share_destroy(gpumem_share *s);
 /* Bring the lines of [first, first + n) that owner o lacks into its cache,
  * choosing each run's source and size together (GAIA's lesson: a per-line
@@ -600,6 +730,41 @@ static int gpumem__share_tier_dirty(const gpumem_cache *c) {
 #endif
 }
 
+/* Which controller a pair reaches, as far as the host can tell (0: it
+ * cannot - the pair is in GPU memory). A software controller's pairs (and
+ * the io_uring forwarder's) notify its own doorbell event; a real
+ * controller's doorbells lie in its BAR, queue id by queue id at the
+ * doorbell stride (the SQ's and CQ's distance), so the first one's address
+ * is the controller's. */
+static uintptr_t gpumem__share_ctrl_id(const gpumem_nvme_qp *qp) {
+    uintptr_t stride;
+    if (!qp || gpumem__cache_host_readable(qp) == 0) return 0;
+    if (qp->doorbell_event) return (uintptr_t)qp->doorbell_event;
+    stride = (uintptr_t)qp->cq_doorbell - (uintptr_t)qp->sq_doorbell;
+    return (uintptr_t)qp->sq_doorbell - (uintptr_t)2u * qp->qid * stride;
+}
+
+/* Whether two caches reach the same storage: memory at the same address,
+ * or the same namespace at the same first LBA on the same controllers in
+ * the same order and layout (controllers compared where the host can read
+ * the pairs: gpumem__share_ctrl_id). Each owner may use its own pairs, and
+ * as many per controller as it likes. */
+static int gpumem__share_same_storage(const gpumem_cache *a, const gpumem_cache *b) {
+    const gpumem_cache_backing *x = &a->backing, *y = &b->backing;
+    uint32_t j;
+    if (x->kind != y->kind) return 0;
+    if (x->kind == GPUMEM_CACHE_BACKING_MEMORY) return x->mem == y->mem;
+    if (x->n_ctrls != y->n_ctrls || x->first_lba != y->first_lba || x->ns.nsid != y->ns.nsid ||
+        x->ns.lba_shift != y->ns.lba_shift || (x->n_ctrls > 1 && x->layout != y->layout))
+        return 0;
+    for (j = 0; j < x->n_ctrls; j++) {
+        const uintptr_t p = gpumem__share_ctrl_id(x->pairs[j * x->pairs_per_ctrl]);
+        const uintptr_t q = gpumem__share_ctrl_id(y->pairs[j * y->pairs_per_ctrl]);
+        if (p && q && p != q) return 0;
+    }
+    return 1;
+}
+
 /* Check a desc (gpumem_share_create's statuses) and find its first cache,
  * the slots of all its caches and how many have a host tier. */
 static gpumem_status gpumem__share_validate(const gpumem_share_desc *d, gpumem_cache **first_out, uint64_t *slots,
@@ -610,6 +775,10 @@ static gpumem_status gpumem__share_validate(const gpumem_share_desc *d, gpumem_c
     *slots = 0;
     *tiers = 0;
     if (d->n_owners < 2 || d->n_owners > GPUMEM_SHARE_MAX_OWNERS || d->caches[0]) return GPUMEM_EINVAL;
+    /* A cache past n_owners would be left out of the share while its owner
+     * went on using it over the same storage, unseen: refused. */
+    for (o = d->n_owners; o < GPUMEM_SHARE_MAX_OWNERS; o++)
+        if (d->caches[o]) return GPUMEM_EINVAL;
     for (o = 1; o < d->n_owners; o++) {
         gpumem_cache *c = d->caches[o];
         if (!c) continue;
@@ -619,8 +788,7 @@ static gpumem_status gpumem__share_validate(const gpumem_share_desc *d, gpumem_c
         if (c->share) return GPUMEM_ESTATE;
         if (c->tier) ++*tiers;
         if (c->n_lines != first->n_lines || c->line_bytes != first->line_bytes ||
-            c->backing.kind != first->backing.kind ||
-            (c->backing.kind == GPUMEM_CACHE_BACKING_MEMORY && c->backing.mem != first->backing.mem))
+            !gpumem__share_same_storage(c, first))
             return GPUMEM_EINVAL;
         *slots += c->n_slots;
     }
@@ -1046,6 +1214,46 @@ static gpumem_status gpumem__share_make_room(gpumem_share *s, uint32_t o) {
     return st == GPUMEM_EAGAIN ? GPUMEM_OK : st; /* a line being written stays: the rest made room */
 }
 
+/* For owner o's acquire (gpumem__share_acquire_merge): merge each line of
+ * [first, first + n) whose copy o wrote and which lacks released writes -
+ * the lines of the range or o's slots, whichever are fewer. From the
+ * server (a GPU thread's acquire, while its kernels may run): through the
+ * host owner's pairs, at_boundary 0, the GPU owners' pins left owed; from
+ * the owner's own host call, through its pairs, at its boundary. The first
+ * failure is returned (EIO before any other); EAGAIN: a writer held a copy
+ * of a line (the server never waits for a GPU thread). */
+gpumem_status gpumem__share_merge_stale(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n, gpumem_cache *io,
+                                        uint32_t at_boundary) {
+    gpumem_cache *c = s->caches[o];
+    const int by_line = n <= c->n_slots;
+    const uint64_t count = by_line ? n : c->n_slots;
+    gpumem_status st = GPUMEM_OK, one;
+    gpumem__slot_pool pool;
+    void *mem;
+    uint64_t i;
+    if (!io) return GPUMEM_ESTATE;
+    if (!(mem = gpumem__share_scratch(s, &pool))) return GPUMEM_ENOMEM;
+    for (i = 0; i < count; i++) {
+        const uint64_t line = by_line ? first + i : gpumem__share_slot_line(s, o, (uint32_t)i);
+        uint32_t home[GPUMEM_SHARE_MAX_OWNERS], *lk;
+        gpumem__share_entry *e;
+        if (line == GPUMEM_CACHE_EMPTY || line < first || line - first >= n ||
+            !gpumem_atomic_load_u32(&s->dir[line], GPUMEM_ORDER_RELAXED, GPUMEM__SDEV))
+            continue;
+        e = gpumem__share_lock_entry(s, line, &lk);
+        if (e && (e->holders & (1u << o)) && (e->dirty & (1u << o))) {
+            gpumem__share_home(s, e, home);
+            if (!gpumem_share_vv_leq(home, e->vv[o], s->n_owners) &&
+                (one = gpumem__share_merge_line(s, e, io, &pool, 0, at_boundary)) != GPUMEM_OK &&
+                (st == GPUMEM_OK || one == GPUMEM_EIO))
+                st = one;
+        }
+        gpumem__share_unlock(s, lk);
+    }
+    free(mem);
+    return st;
+}
+
 /* Answer one request, checked first: a GPU thread wrote it. */
 static gpumem_status gpumem__share_serve_one(gpumem_share *s, const gpumem__share_cell *cell) {
     gpumem_cache *c = gpumem__share_cache(s, cell->owner);
@@ -1054,9 +1262,12 @@ static gpumem_status gpumem__share_serve_one(gpumem_share *s, const gpumem__shar
         return gpumem__share_fill_here(s, c, cell->line, cell->slot, 1);
     if (cell->kind == GPUMEM__SQ_HOST_ACQUIRE && cell->owner == GPUMEM_SHARE_HOST &&
         gpumem__share_check(s, GPUMEM_SHARE_HOST, cell->line, cell->n) == GPUMEM_OK)
-        return gpumem__share_acquire(s, GPUMEM_SHARE_HOST, cell->line, cell->n);
+        return gpumem__share_acquire_all(s, GPUMEM_SHARE_HOST, cell->line, cell->n);
     if (cell->kind == GPUMEM__SQ_MAKE_ROOM && cell->owner >= GPUMEM_SHARE_GPU0 && c)
         return gpumem__share_make_room(s, cell->owner);
+    if (cell->kind == GPUMEM__SQ_MERGE && cell->owner >= GPUMEM_SHARE_GPU0 && c &&
+        gpumem__share_check(s, cell->owner, cell->line, cell->n) == GPUMEM_OK)
+        return gpumem__share_merge_stale(s, cell->owner, cell->line, cell->n, s->caches[GPUMEM_SHARE_HOST], 0);
     gpumem__share_count(s, GPUMEM__SS_VIOLATIONS, 1);
     return GPUMEM_EINVAL;
 }

@@ -127,7 +127,7 @@ enum { /* counter indices (gpumem_share_stats order) */
  * up (requests withdrawn untaken never move it): gpumem__share_catch_up. */
 enum { GPUMEM__SQ_FREE, GPUMEM__SQ_CLAIMED, GPUMEM__SQ_POSTED, GPUMEM__SQ_WITHDRAWN };         /* post */
 enum { GPUMEM__SQ_NONE, GPUMEM__SQ_TAKEN, GPUMEM__SQ_DONE, GPUMEM__SQ_SKIPPED };               /* answer */
-enum { GPUMEM__SQ_FILL = 1, GPUMEM__SQ_HOST_ACQUIRE = 2, GPUMEM__SQ_MAKE_ROOM = 3 };
+enum { GPUMEM__SQ_FILL = 1, GPUMEM__SQ_HOST_ACQUIRE = 2, GPUMEM__SQ_MAKE_ROOM = 3, GPUMEM__SQ_MERGE = 4 };
 #define GPUMEM__SQ_STATE(w) ((w) & 7u)
 #define GPUMEM__SQ_GEN(w) ((w) & ~7u)
 #define GPUMEM__SQ_NEXT_GEN 8u
@@ -140,10 +140,10 @@ enum { GPUMEM__SQ_FILL = 1, GPUMEM__SQ_HOST_ACQUIRE = 2, GPUMEM__SQ_MAKE_ROOM = 
 typedef struct gpumem__share_cell {
     uint32_t post;        /* the posters' word (above) */
     uint32_t answer;      /* the servers' word (above) */
-    uint32_t kind;        /* GPUMEM__SQ_FILL, _HOST_ACQUIRE or _MAKE_ROOM (gpumem_share.h) */
-    uint32_t owner, slot; /* FILL: the GPU owner and the slot its cache claimed */
+    uint32_t kind;        /* GPUMEM__SQ_FILL, _HOST_ACQUIRE, _MAKE_ROOM or _MERGE (gpumem_share.h) */
+    uint32_t owner, slot; /* FILL: the GPU owner and the slot its cache claimed; MERGE: the owner */
     int32_t status;       /* the server's answer */
-    uint64_t line, n;     /* FILL: the line; HOST_ACQUIRE: lines [line, line + n) */
+    uint64_t line, n;     /* FILL, MERGE: the line; HOST_ACQUIRE: lines [line, line + n) */
 } gpumem__share_cell;
 
 typedef struct gpumem_share_queue {
@@ -626,7 +626,11 @@ GPUMEM_API void gpumem__share_settle(gpumem_share *s, gpumem__share_entry *e, ui
  * date, when it first wrote: at most one such copy, and storage has not
  * moved since, so its unwritten bytes are storage's), then each based copy's
  * changed bytes (copy vs base) in owner order, so on overlapping bytes the
- * highest owner's write wins, the same on every run; write it back. Then
+ * highest owner's write wins, the same on every run (a byte rewritten with
+ * its base's value is no change: the race rule is per byte). The copies
+ * merged together hold concurrent writes only: an acquire merges a stale
+ * copy its owner wrote before dropping it, so no write made after an
+ * acquire shares a merge with one released before it. Write it back. Then
  * storage's vector takes every merged copy's, the copies are unpinned (a
  * GPU owner's only at_boundary, else the pin is owed: gpumem__share_may_touch)
  * and their bases dropped: the next write takes a base again, from the copy

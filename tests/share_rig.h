@@ -30,8 +30,19 @@ typedef struct share_rig {
  * SHARE_RIG_LINE bytes, all zero at first; tier_slots > 0: each cache has
  * a host tier of that many slots below it, every eviction moved there (tier
  * order placement). */
+static gpumem_status share_rig_make_slots(share_rig *r, uint32_t n_owners, uint32_t n_ctrls, uint32_t n_lines,
+                                          const uint32_t *slots, uint32_t tier_slots);
+
 static gpumem_status share_rig_make_tiered(share_rig *r, uint32_t n_owners, uint32_t n_ctrls, uint32_t n_lines,
                                            uint32_t n_slots, uint32_t tier_slots) {
+    uint32_t slots[GPUMEM_SHARE_MAX_OWNERS], o;
+    for (o = 0; o < GPUMEM_SHARE_MAX_OWNERS; o++) slots[o] = n_slots;
+    return share_rig_make_slots(r, n_owners, n_ctrls, n_lines, slots, tier_slots);
+}
+
+/* The same with slots[o] slots in owner o's cache. */
+static gpumem_status share_rig_make_slots(share_rig *r, uint32_t n_owners, uint32_t n_ctrls, uint32_t n_lines,
+                                          const uint32_t *slots, uint32_t tier_slots) {
     gpumem_share_desc sd = gpumem_share_desc_default(n_owners);
     gpumem_status st;
     uint32_t o, j;
@@ -55,7 +66,7 @@ static gpumem_status share_rig_make_tiered(share_rig *r, uint32_t n_owners, uint
         gpumem_cache_desc d = gpumem_cache_desc_default();
         d.n_lines = n_lines;
         d.line_bytes = SHARE_RIG_LINE;
-        d.n_slots = n_slots;
+        d.n_slots = slots[o];
         d.full_sweeps = 4;
         if (n_ctrls) {
             gpumem_nvme_ns ns = gpumem_swctl_ns(r->ctls[0]);

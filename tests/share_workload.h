@@ -261,4 +261,159 @@ static int share_mix(uint32_t n_owners, uint32_t n_ctrls, uint32_t random, int f
     if (!failed) failed = share_wl_settle(w);
     return share_wl_end(w, failed, run);
 }
+
+/* ---- a reference model of lazy release consistency ---------------------------------
+ *
+ * One thread plays every owner, one operation at a time, at random: writes,
+ * reads, releases and acquires of random ranges, merges, flushes, tokens
+ * handed on. Caches of 4 slots for 16 lines (eviction all the time), over
+ * memory or controllers, with host tiers or with the GPU owners' misses
+ * served (the thread stands for a GPU thread while it plays one). Every
+ * byte's values only grow, so the model needs no history: byte b of a line
+ * holds at least floor[o] for owner o - the value as of the newest release
+ * o has acquired since (or its own write) - and at most its newest value.
+ * Owner o writes only its own bytes [8o, 8o + 8) of each line; the token
+ * bytes [96, 100) are written only by the line's token holder, and the
+ * token goes from owner to owner by release -> acquire, so every write of a
+ * token byte happens after the one before: a merge that let an earlier
+ * write win, or a read of an old one after the acquire, is caught. Nothing
+ * is held between operations, so an acquire must end OK at once. After a
+ * release and a flush of every owner, storage holds every byte's newest
+ * value. */
+enum { SHARE_MD_LINES = 16, SHARE_MD_TOKEN = 96, SHARE_MD_BYTES = 100 };
+
+typedef struct share_md {
+    share_rig rig;
+    uint32_t served;
+    unsigned char cur[SHARE_MD_LINES][SHARE_MD_BYTES];      /* newest value */
+    unsigned char rel[SHARE_MD_LINES][SHARE_MD_BYTES];      /* as of its writer's newest release */
+    unsigned char floor[GPUMEM_SHARE_MAX_OWNERS][SHARE_MD_LINES][SHARE_MD_BYTES];
+    uint32_t token[SHARE_MD_LINES];                         /* the owner that may write the token bytes */
+    uint32_t passing[SHARE_MD_LINES];                       /* released by the holder for this owner (0: none) */
+} share_md;
+
+/* Whose byte b is (the token's holder for the token bytes). */
+static inline uint32_t share_md_writer(const share_md *m, uint32_t l, uint32_t b) {
+    return b >= SHARE_MD_TOKEN ? m->token[l] : b / 8;
+}
+
+static inline void share_md_as(share_md *m, uint32_t o) {
+    if (m->served) gpumem_share_thread_as_gpu(o >= GPUMEM_SHARE_GPU0);
+}
+
+/* The model's side of owner o's release of [first, first + n). */
+static inline void share_md_released(share_md *m, uint32_t o, uint32_t first, uint32_t n) {
+    uint32_t l, b;
+    for (l = first; l < first + n; l++)
+        for (b = 0; b < SHARE_MD_BYTES; b++)
+            if (share_md_writer(m, l, b) == o) m->rel[l][b] = m->cur[l][b];
+}
+
+/* ... and of owner o's acquire. */
+static inline void share_md_acquired(share_md *m, uint32_t o, uint32_t first, uint32_t n) {
+    uint32_t l, b;
+    for (l = first; l < first + n; l++)
+        for (b = 0; b < SHARE_MD_BYTES; b++)
+            if (m->rel[l][b] > m->floor[o][l][b]) m->floor[o][l][b] = m->rel[l][b];
+}
+
+static inline int share_md_release(share_md *m, uint32_t o, uint32_t first, uint32_t n, share_run *run) {
+    gpumem_status st;
+    share_md_as(m, o);
+    st = share_rig_release(&m->rig, o, first, n);
+    if (st != GPUMEM_OK) return snprintf(run->why, sizeof run->why, "release(%u, %u, %u): %s", o, first, n, gpumem_status_str(st)), 1;
+    share_md_released(m, o, first, n);
+    if (o >= GPUMEM_SHARE_GPU0 && m->rig.caches[GPUMEM_SHARE_HOST]) share_md_acquired(m, GPUMEM_SHARE_HOST, first, n);
+    return 0;
+}
+
+static inline int share_md_acquire(share_md *m, uint32_t o, uint32_t first, uint32_t n, share_run *run) {
+    gpumem_status st;
+    share_md_as(m, o);
+    if (o >= GPUMEM_SHARE_GPU0 && m->rig.caches[GPUMEM_SHARE_HOST]) share_md_released(m, GPUMEM_SHARE_HOST, first, n);
+    st = gpumem_share_acquire(m->rig.share, o, first, n);
+    if (st != GPUMEM_OK)
+        return snprintf(run->why, sizeof run->why, "acquire(%u, %u, %u) with nothing held: %s", o, first, n, gpumem_status_str(st)), 1;
+    share_md_acquired(m, o, first, n);
+    return 0;
+}
+
+static inline int share_model(uint32_t n_owners, uint32_t n_ctrls, int flags, uint64_t seed, uint32_t ops, share_run *run) {
+    share_md *m = (share_md *)calloc(1, sizeof *m);
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    uint32_t i, l, b, o, bad = 0;
+    gpumem_status st;
+    memset(run, 0, sizeof *run);
+    if (!m) return snprintf(run->why, sizeof run->why, "no memory"), 1;
+    m->served = (flags & SHARE_WL_SERVED) != 0;
+    if ((st = share_rig_make_tiered(&m->rig, n_owners, n_ctrls, SHARE_MD_LINES, 4, flags & SHARE_WL_TIER ? 8 : 0)) != GPUMEM_OK ||
+        (m->served && (st = share_rig_serve(&m->rig, 64, 0)) != GPUMEM_OK)) {
+        snprintf(run->why, sizeof run->why, "rig: %s", gpumem_status_str(st));
+        free(m);
+        return 1;
+    }
+    for (l = 0; l < SHARE_MD_LINES; l++) m->token[l] = 1 + l % (n_owners - 1);
+    for (i = 0; i < ops && !bad; i++) {
+        const uint32_t op = share_rand(&x) % 100, first = share_rand(&x) % SHARE_MD_LINES;
+        const uint32_t n = 1 + share_rand(&x) % (SHARE_MD_LINES - first);
+        unsigned char *p;
+        o = 1 + share_rand(&x) % (n_owners - 1);
+        l = first;
+        share_md_as(m, o);
+        if (op < 35) { /* a write: an own byte, or a token byte if o holds the token */
+            b = (share_rand(&x) % 2 && m->token[l] == o && !m->passing[l]) ? SHARE_MD_TOKEN + share_rand(&x) % 4
+                                                                            : o * 8 + share_rand(&x) % 8;
+            if (m->cur[l][b] == 255) continue;
+            if ((st = share_rig_get(&m->rig, o, l, 1, &p)) != GPUMEM_OK) {
+                bad = (uint32_t)snprintf(run->why, sizeof run->why, "op %u: owner %u write of line %u: %s", i, o, l, gpumem_status_str(st));
+                break;
+            }
+            p[b] = ++m->cur[l][b];
+            m->floor[o][l][b] = m->cur[l][b];
+            gpumem_share_put(m->rig.share, o, l, 1);
+        } else if (op < 70) { /* a read of the whole line, every byte checked */
+            if ((st = share_rig_get(&m->rig, o, l, 0, &p)) != GPUMEM_OK) {
+                bad = (uint32_t)snprintf(run->why, sizeof run->why, "op %u: owner %u read of line %u: %s", i, o, l, gpumem_status_str(st));
+                break;
+            }
+            for (b = 0; b < SHARE_MD_BYTES && !bad; b++)
+                if (p[b] < m->floor[o][l][b] || p[b] > m->cur[l][b])
+                    bad = (uint32_t)snprintf(run->why, sizeof run->why,
+                                             "op %u: owner %u read line %u byte %u = %u: the model allows %u..%u (writer %u)",
+                                             i, o, l, b, p[b], m->floor[o][l][b], m->cur[l][b], share_md_writer(m, l, b));
+            gpumem_share_put(m->rig.share, o, l, 0);
+        } else if (op < 80) {
+            bad = (uint32_t)share_md_release(m, o, first, n, run);
+        } else if (op < 90) {
+            bad = (uint32_t)share_md_acquire(m, o, first, n, run);
+        } else if (op < 95) { /* the token of line l handed on: release by its holder, acquire by the next */
+            const uint32_t h = m->token[l], g = 1 + share_rand(&x) % (n_owners - 1);
+            if (!(bad = (uint32_t)share_md_release(m, h, l, 1, run)) && !(bad = (uint32_t)share_md_acquire(m, g, l, 1, run)))
+                m->token[l] = g;
+        } else if (op < 98) { /* merges and flushes: host calls (a GPU owner's at its boundary) */
+            gpumem_share_thread_as_gpu(0);
+            st = op < 97 ? gpumem_share_merge(m->rig.share, o, first, n) : gpumem_share_flush(m->rig.share, o);
+            if (st != GPUMEM_OK) bad = (uint32_t)snprintf(run->why, sizeof run->why, "op %u: merge/flush by %u: %s", i, o, gpumem_status_str(st));
+        }
+    }
+    gpumem_share_thread_as_gpu(0);
+    for (o = 1; o < n_owners && !bad; o++) bad = (uint32_t)share_md_release(m, o, 0, SHARE_MD_LINES, run);
+    gpumem_share_thread_as_gpu(0);
+    for (o = 1; o < n_owners && !bad; o++)
+        if ((st = gpumem_share_flush(m->rig.share, o)) != GPUMEM_OK)
+            bad = (uint32_t)snprintf(run->why, sizeof run->why, "final flush by %u: %s", o, gpumem_status_str(st));
+    for (l = 0; l < SHARE_MD_LINES && !bad; l++)
+        for (b = 0; b < SHARE_MD_BYTES && !bad; b++)
+            if (share_rig_stored(&m->rig, l, b) != m->cur[l][b])
+                bad = (uint32_t)snprintf(run->why, sizeof run->why, "after every flush line %u byte %u holds %u, not the newest %u (writer %u)",
+                                         l, b, share_rig_stored(&m->rig, l, b), m->cur[l][b], share_md_writer(m, l, b));
+    gpumem_share_get_stats(m->rig.share, &run->stats);
+    if (!bad && run->stats.violations)
+        bad = (uint32_t)snprintf(run->why, sizeof run->why, "%llu violations", (unsigned long long)run->stats.violations);
+    if ((st = share_rig_free(&m->rig)) != GPUMEM_OK && !bad)
+        bad = (uint32_t)snprintf(run->why, sizeof run->why, "destroy: %s", gpumem_status_str(st));
+    free(m);
+    return bad ? 1 : 0;
+}
+
 #endif

@@ -1057,3 +1057,311 @@ Test(share, queue_take_never_goes_back) {
     cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
 }
 #endif
+
+/* ---- the contract, hole by hole (issue 42) ------------------------------------------
+ *
+ * Each reproduced a hole an independent probe found; the failure each showed
+ * on the code before its fix is in the commit that fixed it. */
+
+static inline unsigned char readb(share_rig *r, uint32_t o, uint32_t l, uint32_t b) {
+    unsigned char *p, v;
+    cr_assert_eq(gpumem_share_get(r->share, o, l, 0, (void **)&p), GPUMEM_OK);
+    v = p[b];
+    cr_assert_eq(gpumem_share_put(r->share, o, l, 0), GPUMEM_OK);
+    return v;
+}
+
+/* Visibility after release -> acquire holds for a copy the acquirer wrote
+ * itself (concurrently, to other bytes): its acquire brings the released
+ * bytes in (a merge) and keeps its own. The host too, through the acquire
+ * a GPU owner's release makes for it; a later merge changes nothing. */
+Test(share, acquire_brings_writes_into_a_copy_the_owner_wrote) {
+    share_rig r;
+    cr_assert_eq(share_rig_make(&r, 5, 0, 8, 8), GPUMEM_OK);
+    cr_assert_eq(readb(&r, 2, 2, 100), 0);
+    cr_assert_eq(readb(&r, 3, 2, 100), 0);
+    write0(&r, 3, 2, 0, 0x33);
+    write0(&r, 2, 2, 100, 0x77);
+    cr_assert_eq(gpumem_share_release(r.share, 2, 0, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_acquire(r.share, 3, 0, 8), GPUMEM_OK);
+    cr_assert_eq(readb(&r, 3, 2, 100), 0x77, "owner 3 read its own stale copy after release -> acquire");
+    cr_assert_eq(readb(&r, 3, 2, 0), 0x33, "owner 3 lost its own write");
+    /* The host: its copy written, a GPU owner's release acquires for it. */
+    cr_assert_eq(readb(&r, 1, 5, 100), 0);
+    cr_assert_eq(readb(&r, 4, 5, 100), 0);
+    write0(&r, 1, 5, 0, 0x11);
+    write0(&r, 4, 5, 100, 0x44);
+    cr_assert_eq(gpumem_share_release(r.share, 4, 0, 8), GPUMEM_OK);
+    cr_assert_eq(readb(&r, 1, 5, 100), 0x44, "the host read its stale copy after the GPU owner's release");
+    cr_assert_eq(gpumem_share_merge(r.share, 1, 0, 8), GPUMEM_OK);
+    cr_assert_eq(readb(&r, 1, 5, 100), 0x44, "stale after a merge");
+    cr_assert_eq(readb(&r, 1, 5, 0), 0x11);
+    for (uint32_t o = 1; o < 5; o++) cr_assert_eq(gpumem_share_flush(r.share, o), GPUMEM_OK);
+    cr_assert_eq(share_rig_stored(&r, 2, 0), 0x33);
+    cr_assert_eq(share_rig_stored(&r, 2, 100), 0x77);
+    cr_assert_eq(share_rig_stored(&r, 5, 0), 0x11);
+    cr_assert_eq(share_rig_stored(&r, 5, 100), 0x44);
+    cr_assert_eq(stats_of(&r).violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+/* The same with the GPU owners' threads standing for GPU threads: the
+ * acquire's merge is the server's (the pins it leaves owed, the acquire
+ * drops its own), and the host's acquire inside a GPU release too. */
+Test(share, queue_acquire_brings_writes_into_a_written_copy) {
+    share_rig r;
+    cr_assert_eq(share_rig_make(&r, 5, 1, 8, 8), GPUMEM_OK);
+    cr_assert_eq(share_rig_serve(&r, 16, 0), GPUMEM_OK);
+    cr_assert_eq(readb(&r, 1, 5, 100), 0);
+    gpumem_share_thread_as_gpu(1);
+    cr_assert_eq(readb(&r, 2, 2, 100), 0);
+    cr_assert_eq(readb(&r, 3, 2, 100), 0);
+    cr_assert_eq(readb(&r, 4, 5, 100), 0);
+    write0(&r, 3, 2, 0, 0x33);
+    write0(&r, 2, 2, 100, 0x77);
+    gpumem_share_thread_as_gpu(0);
+    write0(&r, 1, 5, 0, 0x11);
+    gpumem_share_thread_as_gpu(1);
+    write0(&r, 4, 5, 100, 0x44);
+    cr_assert_eq(share_rig_release(&r, 2, 0, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_acquire(r.share, 3, 0, 8), GPUMEM_OK);
+    cr_assert_eq(readb(&r, 3, 2, 100), 0x77, "owner 3 read its own stale copy after release -> acquire");
+    cr_assert_eq(readb(&r, 3, 2, 0), 0x33, "owner 3 lost its own write");
+    cr_assert_eq(share_rig_release(&r, 4, 0, 8), GPUMEM_OK); /* the server acquires for the host */
+    gpumem_share_thread_as_gpu(0);
+    cr_assert_eq(readb(&r, 1, 5, 100), 0x44, "the host read its stale copy after the GPU owner's release");
+    cr_assert_eq(readb(&r, 1, 5, 0), 0x11);
+    cr_assert_eq(stats_of(&r).violations, 0, "the server touched a GPU owner's cache words");
+    cr_assert_eq(gpumem_share_server_stop(r.server), GPUMEM_OK);
+    r.server = NULL;
+    cr_assert_eq(gpumem_share_destroy(r.share), GPUMEM_OK);
+    r.share = NULL;
+    cr_assert_eq(share_rig_stored(&r, 2, 0), 0x33);
+    cr_assert_eq(share_rig_stored(&r, 2, 100), 0x77);
+    cr_assert_eq(share_rig_stored(&r, 5, 0), 0x11);
+    cr_assert_eq(share_rig_stored(&r, 5, 100), 0x44);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+/* A write that happened after another (release -> acquire between them) is
+ * the one storage keeps, whatever the owners' ids. */
+Test(share, merge_keeps_the_later_write) {
+    share_rig r;
+    cr_assert_eq(share_rig_make(&r, 5, 0, 8, 8), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 2, 4), 0);
+    cr_assert_eq(read0(&r, 3, 4), 0);
+    write0(&r, 2, 4, 0, 1);
+    write0(&r, 3, 4, 0, 2); /* a race with owner 2's 1: either may win */
+    cr_assert_eq(gpumem_share_release(r.share, 3, 0, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_acquire(r.share, 2, 0, 8), GPUMEM_OK);
+    write0(&r, 2, 4, 0, 3); /* after owner 3's 2: must win over it */
+    cr_assert_eq(gpumem_share_release(r.share, 2, 0, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_acquire(r.share, 4, 0, 8), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 4, 4), 3, "owner 4 read %u after release -> acquire of the 3", read0(&r, 4, 4));
+    for (uint32_t o = 1; o < 5; o++) cr_assert_eq(gpumem_share_flush(r.share, o), GPUMEM_OK);
+    cr_assert_eq(share_rig_stored(&r, 4, 0), 3, "storage holds %u, not the later write 3", share_rig_stored(&r, 4, 0));
+    cr_assert_eq(stats_of(&r).violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+/* A GPU owner's miss that never ran its fill (no server: ESTATE; withdrawn:
+ * ETIMEDOUT) after its cache had evicted a victim for it: the share's record
+ * of the victim is stale, and acquire must see that the copy is gone, not
+ * answer EAGAIN for ever. */
+Test(share, acquire_after_a_failed_served_miss) {
+    share_rig r;
+    const uint32_t slots[GPUMEM_SHARE_MAX_OWNERS] = {0, 16, 4};
+    const size_t bytes = gpumem_share_queue_bytes(16);
+    uint32_t l, tries;
+    gpumem_status st;
+    void *p;
+    cr_assert_eq(share_rig_make_slots(&r, 3, 0, 16, slots, 0), GPUMEM_OK);
+    cr_assert_not_null(r.queue_mem = aligned_alloc(64, (bytes + 63) & ~(size_t)63));
+    cr_assert_eq(gpumem_share_queue_init(r.share, r.queue_mem, bytes, 16, 50000000ull), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_server_start(r.share, 1, &r.server), GPUMEM_OK);
+    gpumem_share_thread_as_gpu(1);
+    for (l = 0; l < 4; l++) cr_assert_eq(read0(&r, 2, l), 0);
+    cr_assert_eq(gpumem_share_server_stop(r.server), GPUMEM_OK);
+    r.server = NULL;
+    cr_assert_eq(gpumem_share_get(r.share, 2, 4, 0, &p), GPUMEM_ESTATE);
+    r.share->queue->servers = 1; /* says a server runs; none does: withdrawn */
+    cr_assert_eq(gpumem_share_get(r.share, 2, 5, 0, &p), GPUMEM_ETIMEDOUT);
+    r.share->queue->servers = 0;
+    gpumem_share_thread_as_gpu(0);
+    for (l = 0; l < 4; l++) write0(&r, 1, l, 0, (unsigned char)(0x60 + l));
+    cr_assert_eq(gpumem_share_release(r.share, 1, 0, 16), GPUMEM_OK);
+    gpumem_share_thread_as_gpu(1);
+    for (tries = 0; (st = gpumem_share_acquire(r.share, 2, 0, 16)) == GPUMEM_EAGAIN && tries < 1000; tries++) continue;
+    cr_assert_eq(st, GPUMEM_OK, "acquire answered %s %u times with nothing held", gpumem_status_str(st), tries);
+    cr_assert_eq(gpumem_share_acquire(r.share, 2, 0, 4), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_server_start(r.share, 1, &r.server), GPUMEM_OK);
+    for (l = 0; l < 4; l++) cr_assert_eq(read0(&r, 2, l), 0x60 + l, "line %u stale", l);
+    gpumem_share_thread_as_gpu(0);
+    cr_assert_eq(stats_of(&r).violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+/* Caches over different storages make no share (EINVAL): two controllers,
+ * one controller at two offsets, the stripe's order swapped, stripe against
+ * replicate, two controllers against one. Another pair of the same
+ * controller is the same storage. */
+Test(share, create_refuses_different_storages) {
+    gpumem_swctl *ctl[2];
+    gpumem_nvme_qp *qp[2][4];
+    gpumem_cache *c[8];
+    gpumem_nvme_ns ns;
+    uint32_t j, i, n = 0;
+    for (j = 0; j < 2; j++) {
+        gpumem_swctl_config cfg = gpumem_swctl_config_default();
+        cfg.lba_bytes = 512;
+        cfg.n_blocks = 64;
+        cr_assert_eq(gpumem_swctl_create(&cfg, &ctl[j]), GPUMEM_OK);
+        for (i = 0; i < 4; i++) cr_assert_eq(gpumem_swctl_add_qp(ctl[j], 64, &qp[j][i]), GPUMEM_OK);
+        cr_assert_eq(gpumem_swctl_start(ctl[j]), GPUMEM_OK);
+    }
+    ns = gpumem_swctl_ns(ctl[0]);
+#define MK(first_lba, layout, n_ctrls, ...)                                                              \
+    do {                                                                                                 \
+        gpumem_nvme_qp *pp[] = {__VA_ARGS__};                                                            \
+        gpumem_cache_desc d = gpumem_cache_desc_default();                                               \
+        d.n_lines = 8;                                                                                   \
+        d.line_bytes = SHARE_RIG_LINE;                                                                   \
+        d.n_slots = 4;                                                                                   \
+        d.backing = gpumem_cache_backing_nvme(pp, n_ctrls, 1, &ns, first_lba, layout);                   \
+        cr_assert_eq(gpumem_cache_create(&d, &c[n]), GPUMEM_OK);                                         \
+        n++;                                                                                             \
+    } while (0)
+    MK(0, GPUMEM_CACHE_STRIPE, 1, qp[0][0]);           /* 0: controller A */
+    MK(0, GPUMEM_CACHE_STRIPE, 1, qp[1][0]);           /* 1: controller B */
+    MK(16, GPUMEM_CACHE_STRIPE, 1, qp[0][1]);          /* 2: A at LBA 16 */
+    MK(0, GPUMEM_CACHE_STRIPE, 2, qp[0][2], qp[1][1]); /* 3: A, B striped */
+    MK(0, GPUMEM_CACHE_STRIPE, 2, qp[1][2], qp[0][3]); /* 4: B, A striped */
+    MK(0, GPUMEM_CACHE_REPLICATE, 2, qp[0][2], qp[1][1]); /* 5: A, B replicated */
+    MK(0, GPUMEM_CACHE_STRIPE, 1, qp[0][3]);           /* 6: A, another pair */
+#undef MK
+    {
+        static const uint32_t bad[][2] = {{0, 1}, {0, 2}, {3, 4}, {3, 5}, {3, 0}};
+        for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            gpumem_share_desc d = gpumem_share_desc_default(3);
+            gpumem_share *s = NULL;
+            d.caches[1] = c[bad[i][0]];
+            d.caches[2] = c[bad[i][1]];
+            cr_assert_eq(gpumem_share_create(&d, &s), GPUMEM_EINVAL, "caches %u and %u: different storages shared",
+                         bad[i][0], bad[i][1]);
+            cr_assert_null(c[bad[i][0]]->share);
+        }
+    }
+    {
+        gpumem_share_desc d = gpumem_share_desc_default(3);
+        gpumem_share *s = NULL;
+        d.caches[1] = c[0];
+        d.caches[2] = c[6];
+        cr_assert_eq(gpumem_share_create(&d, &s), GPUMEM_OK, "two pairs of one controller");
+        cr_assert_eq(gpumem_share_destroy(s), GPUMEM_OK);
+    }
+    for (i = 0; i < n; i++) cr_assert_eq(gpumem_cache_destroy(c[i]), GPUMEM_OK);
+    for (j = 0; j < 2; j++) gpumem_swctl_destroy(ctl[j]);
+}
+
+/* Two owners write the same bytes 16..19 in a race; owner 3 writes the
+ * byte 16 already holds, then its own 17..19. The rule is per byte: each
+ * byte some copy changed (copy against its base) takes the highest id's
+ * change; a byte written with the value it held is no change. So the race
+ * can end mixed - a0 b1 b2 b3 - as the contract says. */
+Test(share, same_bytes_race_is_decided_per_byte) {
+    share_rig r;
+    static const unsigned char a[4] = {0xa0, 0xa1, 0xa2, 0xa3}, b[4] = {0, 0xb1, 0xb2, 0xb3};
+    unsigned char *p;
+    uint32_t i;
+    cr_assert_eq(share_rig_make(&r, 5, 0, 8, 8), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 2, 1), 0);
+    cr_assert_eq(read0(&r, 3, 1), 0);
+    cr_assert_eq(gpumem_share_get(r.share, 2, 1, 1, (void **)&p), GPUMEM_OK);
+    memcpy(p + 16, a, 4);
+    cr_assert_eq(gpumem_share_put(r.share, 2, 1, 1), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_get(r.share, 3, 1, 1, (void **)&p), GPUMEM_OK);
+    memcpy(p + 16, b, 4);
+    cr_assert_eq(gpumem_share_put(r.share, 3, 1, 1), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_merge(r.share, 1, 0, 8), GPUMEM_OK);
+    cr_assert_eq(share_rig_stored(&r, 1, 16), 0xa0, "byte 16: owner 3 changed nothing there, owner 2's a0 stays");
+    for (i = 1; i < 4; i++) cr_assert_eq(share_rig_stored(&r, 1, 16 + i), b[i], "byte %u: the highest id's change", 16 + i);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+/* A put the caller has nothing to give back for - no get, a read put twice,
+ * a read put for a write get - is refused (ESTATE) and takes nothing from
+ * the share: the written line is not evicted unmerged, flush and destroy
+ * succeed, storage has the write. */
+Test(share, put_misuse_refused_nothing_lost) {
+    share_rig r;
+    void *p;
+    uint32_t l;
+    cr_assert_eq(share_rig_make(&r, 3, 0, 16, 8), GPUMEM_OK);
+    cr_assert_eq(read0(&r, 1, 1), 0); /* a second holder: the write takes a base */
+    write0(&r, 2, 1, 0, 9);
+    cr_assert_eq(gpumem_share_put(r.share, 2, 1, 0), GPUMEM_ESTATE, "a read put without a get");
+    cr_assert_eq(gpumem_share_put(r.share, 2, 1, 1), GPUMEM_ESTATE, "a write put without a get");
+    cr_assert_eq(gpumem_share_get(r.share, 2, 1, 0, &p), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_put(r.share, 2, 1, 0), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_put(r.share, 2, 1, 0), GPUMEM_ESTATE, "a read put twice");
+    cr_assert_eq(gpumem_share_put(r.share, 2, 9, 0), GPUMEM_ESTATE, "a put of a line not resident");
+    for (l = 2; l < 16; l++) cr_assert_eq(read0(&r, 2, l), 0); /* evicts whatever is not pinned */
+    cr_assert_eq(readb(&r, 2, 1, 0), 9, "the written copy was evicted unmerged");
+    /* A read put for a write get. */
+    cr_assert_eq(gpumem_share_get(r.share, 2, 3, 1, &p), GPUMEM_OK);
+    ((unsigned char *)p)[0] = 5;
+    cr_assert_eq(gpumem_share_put(r.share, 2, 3, 0), GPUMEM_ESTATE, "a read put for a write get");
+    cr_assert_eq(gpumem_share_put(r.share, 2, 3, 1), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_flush(r.share, 2), GPUMEM_OK);
+    cr_assert_eq(share_rig_stored(&r, 1, 0), 9);
+    cr_assert_eq(share_rig_stored(&r, 3, 0), 5);
+    cr_assert_eq(stats_of(&r).violations, 0);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK, "destroy after misuse");
+}
+
+/* Owner ids are checked before they are used (no shift by 32 or more), and
+ * a cache given past n_owners is refused. */
+Test(share, owner_ids_checked_first) {
+    share_rig r;
+    gpumem_share_desc d;
+    gpumem_share *s = NULL;
+    void *p;
+    cr_assert_eq(share_rig_make(&r, 3, 0, 8, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_get(r.share, 40, 0, 0, &p), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_get(r.share, 40, 0, 1, &p), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_put(r.share, 40, 0, 1), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_release(r.share, 40, 0, 1), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_acquire(r.share, 40, 0, 1), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_merge(r.share, 40, 0, 1), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_flush(r.share, 40), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_share_fetch(r.share, 40, 0, 1), GPUMEM_EINVAL);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+    cr_assert_eq(share_rig_make(&r, 4, 0, 8, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem_share_destroy(r.share), GPUMEM_OK);
+    r.share = NULL;
+    d = gpumem_share_desc_default(3);
+    d.caches[1] = r.caches[1];
+    d.caches[2] = r.caches[2];
+    d.caches[3] = r.caches[3]; /* past n_owners */
+    cr_assert_eq(gpumem_share_create(&d, &s), GPUMEM_EINVAL, "a cache past n_owners was ignored");
+    cr_assert_null(r.caches[1]->share);
+    cr_assert_eq(share_rig_free(&r), GPUMEM_OK);
+}
+
+ParameterizedTestParameters(share, reference_model) {
+    /* owners + 1, controllers, flags */
+    static uint32_t s[][3] = {{3, 0, 0}, {4, 1, 0}, {5, 0, SHARE_WL_TIER}, {4, 2, SHARE_WL_SERVED},
+                              {10, 0, 0}, {10, 1, SHARE_WL_SERVED}, {6, 1, SHARE_WL_TIER}};
+    return cr_make_param_array(uint32_t[3], s, sizeof s / sizeof s[0]);
+}
+
+/* Random operations over 2-9 owners checked against a happens-before model
+ * of lazy release consistency (share_model, tests/share_workload.h): every
+ * read only what the model allows, storage after flushing every owner what
+ * it must. make share-soak runs it longer, over more seeds. */
+ParameterizedTest(uint32_t (*sh)[3], share, reference_model) {
+    share_run run;
+    for (uint64_t seed = 1; seed <= 3; seed++)
+        cr_assert_eq(share_model((*sh)[0], (*sh)[1], (int)(*sh)[2], seed, 1500, &run), 0, "seed %llu: %s",
+                     (unsigned long long)seed, run.why);
+}
