@@ -1016,11 +1016,14 @@ static inline gpumem_status gpumem__cache_check_pairs(const gpumem_cache_desc *d
  * not in GPU memory; a plain build cannot tell GPU memory from the host's,
  * and reads none (gpumem_cache_create reads all). Pairs not read are
  * checked for their block size at each I/O. */
-GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_desc *d) {
+GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_desc *in) {
     uint32_t bpl = 0, k;
     uint64_t i, data_iova, prp_iova;
     gpumem_status st;
-    if (!c || !d || !d->meta || !d->data) return GPUMEM_ENULL;
+    gpumem_cache_desc resolved;
+    const gpumem_cache_desc *d = &resolved; /* zero means default */
+    if (!c || !in || !in->meta || !in->data) return GPUMEM_ENULL;
+    resolved = gpumem_cache_desc_resolved(in);
     if ((st = gpumem__cache_check_desc(d, &bpl)) != GPUMEM_OK) return st;
 #if !GPUMEM_ON_DEVICE
     if ((st = gpumem__cache_check_pairs(d, bpl, 0)) != GPUMEM_OK) return st;
@@ -1059,7 +1062,7 @@ GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_d
     c->policy = d->policy;
     c->trace = d->trace;
     c->seq = d->seq_policy;
-    c->full_sweeps = d->full_sweeps ? d->full_sweeps : GPUMEM_CACHE_DEFAULT_SWEEPS;
+    c->full_sweeps = d->full_sweeps;
     c->blocks_per_line = bpl;
     for (i = 0; i < d->n_lines; i++) c->lines[i].state = c->lines[i].slot = 0;
     for (k = 0; k < d->n_slots; k++) {
@@ -1291,12 +1294,14 @@ static gpumem_status gpumem__slot_block_alloc(size_t obj_bytes, size_t meta_byte
     return GPUMEM_OK;
 }
 
-gpumem_status gpumem_cache_create(const gpumem_cache_desc *d, gpumem_cache **out) {
+gpumem_status gpumem_cache_create(const gpumem_cache_desc *in, gpumem_cache **out) {
     gpumem__slot_block b;
-    gpumem_cache_desc e;
+    gpumem_cache_desc e, resolved;
+    const gpumem_cache_desc *d = &resolved; /* zero means default */
     uint32_t bpl;
     gpumem_status st;
-    if (!d || !out) return GPUMEM_ENULL;
+    if (!in || !out) return GPUMEM_ENULL;
+    resolved = gpumem_cache_desc_resolved(in);
     *out = NULL;
     if ((st = gpumem__cache_check_desc(d, &bpl)) != GPUMEM_OK) return st; /* before sizes are computed */
     /* A host cache: its pairs are driven by host threads, so they are readable. */

@@ -118,10 +118,10 @@ GPUMEM_API gpumem_cache_backing gpumem_cache_backing_nvme(gpumem_nvme_qp **pairs
  * memory fields itself. */
 typedef struct gpumem_cache_desc {
     uint64_t n_lines;      /* lines of the data behind the cache */
-    uint32_t line_bytes;   /* power of two, GPUMEM_CACHE_MIN_LINE .. GPUMEM_CACHE_MAX_LINE */
+    uint32_t line_bytes;   /* power of two, GPUMEM_CACHE_MIN_LINE .. GPUMEM_CACHE_MAX_LINE (0: 4096) */
     uint32_t n_slots;      /* lines the cache holds, >= 1 */
-    uint32_t policy;       /* a slot policy: GPUMEM_POLICY_BRRIP (default), _CLOCK, _FIFO
-                              (= GPUMEM_CACHE_ROUND_ROBIN) or _SRRIP */
+    uint32_t policy;       /* a slot policy: GPUMEM_POLICY_BRRIP, _CLOCK, _FIFO (= GPUMEM_CACHE_ROUND_ROBIN)
+                              or _SRRIP (0, GPUMEM_POLICY_DEFAULT: GPUMEM_POLICY_DEFAULT_KIND, BRRIP) */
     uint32_t full_sweeps;  /* sweeps of a full cache before GPUMEM_EAGAIN (0: default) */
     gpumem_cache_backing backing;
     gpumem_policy_trace *trace; /* NULL, or every acquire is recorded there (kept, not copied) */
@@ -137,17 +137,26 @@ typedef struct gpumem_cache_desc {
     uint64_t prp_lists_iova; /* their I/O address, page aligned (0: virtual address) */
 } gpumem_cache_desc;
 
-GPUMEM_API gpumem_cache_desc gpumem_cache_desc_default(void) {
+#define GPUMEM_CACHE_DEFAULT_LINE 4096u
+
+/* Zero means default: the description with every field that has a default
+ * and is 0 given it (line_bytes, policy, full_sweeps), which is what
+ * gpumem_cache_init and gpumem_cache_create use. A way to see the values a
+ * description resolves to (a NULL one resolves as all zero). Fields with
+ * no default (n_lines, n_slots, the backing, the memory) stay as given. */
+GPUMEM_API gpumem_cache_desc gpumem_cache_desc_resolved(const gpumem_cache_desc *in) {
     gpumem_cache_desc d;
     memset(&d, 0, sizeof d);
-    d.line_bytes = 4096;
-    /* BRRIP: in bench/policy_sim it had fewer misses than CLOCK in 18 of
-     * the 24 cases (12 workloads at 50% and 75% of the footprint), as many in
-     * 4 and 0.1% more on uniform random; in the graph example the cache read
-     * 9-14% fewer lines for BFS, CC within 2% (bench/results/policy-*). */
-    d.policy = GPUMEM_POLICY_BRRIP;
+    if (in) d = *in;
+    if (!d.line_bytes) d.line_bytes = GPUMEM_CACHE_DEFAULT_LINE;
+    if (d.policy == GPUMEM_POLICY_DEFAULT) d.policy = GPUMEM_POLICY_DEFAULT_KIND;
+    if (!d.full_sweeps) d.full_sweeps = GPUMEM_CACHE_DEFAULT_SWEEPS;
     return d;
 }
+
+/* A zeroed description with its defaults filled in (what a zeroed one
+ * resolves to): set n_lines, n_slots and the backing. */
+GPUMEM_API gpumem_cache_desc gpumem_cache_desc_default(void) { return gpumem_cache_desc_resolved((gpumem_cache_desc *)0); }
 
 /* Per line of the data: 8 bytes, so 1 TiB of 4 KiB lines needs 2 GiB. */
 typedef struct gpumem__cache_line {

@@ -117,10 +117,13 @@ GPUMEM_API const char *gpumem_tier_placement_name(uint32_t p) {
 typedef struct gpumem_tier_desc {
     gpumem_cache *cache;     /* the GPU tier; the tier attaches itself (cache->tier) */
     uint32_t n_slots;        /* host slots, in lines of the cache, >= 1 */
-    uint32_t placement;      /* GPUMEM_TIER_GMT_REUSE (default), _ORDER or _NEVER_HOST */
-    uint32_t policy;         /* host replacement: GPUMEM_POLICY_FIFO (default; GMT §2.2) or _CLOCK */
-    uint64_t train_accesses; /* GMT-Reuse: accesses recorded for training (0: none, no model) */
-    gpumem_policy_gmt_desc gmt; /* the predictor's parameters (tier sizes filled in by default) */
+    uint32_t placement;      /* GPUMEM_TIER_GMT_REUSE (0, the default), _ORDER or _NEVER_HOST */
+    uint32_t policy;         /* host replacement: GPUMEM_POLICY_FIFO or _CLOCK (0, GPUMEM_POLICY_DEFAULT:
+                                FIFO, GMT §2.2) */
+    uint64_t train_accesses; /* GMT-Reuse: accesses recorded for training (0: GPUMEM_TIER_DEFAULT_TRAIN;
+                                GPUMEM_TIER_NO_TRAINING: none, no model) */
+    gpumem_policy_gmt_desc gmt; /* the predictor's parameters (0s: the cache's and this tier's sizes,
+                                   gpumem_policy_gmt_desc_resolved's defaults) */
     /* memory the caller places (gpumem_tier_init only) */
     void *meta;              /* gpumem_tier_meta_bytes() bytes, 8-byte aligned */
     size_t meta_bytes;
@@ -154,32 +157,63 @@ typedef struct gpumem_tier_stats {
 } gpumem_tier_stats;
 
 
+/* train_accesses saying: record nothing, fit no model (the model is set
+ * another way, or never). */
+#define GPUMEM_TIER_NO_TRAINING UINT64_MAX
+
+/* Zero means default: the description with every field that has a default
+ * and is 0 given it (policy, train_accesses, the predictor's sizes and
+ * parameters), which is what gpumem_tier_init, gpumem_tier_create and
+ * gpumem_tier_meta_bytes use. A way to see the values a description
+ * resolves to (a NULL one resolves as all zero; the predictor's sizes need
+ * the cache). */
+GPUMEM_API gpumem_tier_desc gpumem_tier_desc_resolved(const gpumem_tier_desc *in) {
+    gpumem_tier_desc d;
+    memset(&d, 0, sizeof d);
+    if (in) d = *in;
+    if (d.policy == GPUMEM_POLICY_DEFAULT) d.policy = GPUMEM_POLICY_FIFO;
+    if (!d.train_accesses) d.train_accesses = GPUMEM_TIER_DEFAULT_TRAIN;
+    if (d.cache) {
+        if (!d.gmt.n_lines) d.gmt.n_lines = d.cache->n_lines;
+        if (!d.gmt.tier1_lines) d.gmt.tier1_lines = d.cache->n_slots;
+    }
+    if (!d.gmt.tier2_lines) d.gmt.tier2_lines = d.n_slots;
+    d.gmt = gpumem_policy_gmt_desc_resolved(&d.gmt);
+    return d;
+}
+
+/* Accesses a resolved description records for training. */
+GPUMEM_API uint64_t gpumem__tier_train_cap(const gpumem_tier_desc *d) {
+    return d->train_accesses == GPUMEM_TIER_NO_TRAINING ? 0 : d->train_accesses;
+}
+
 /* Bytes of metadata for gpumem_tier_init: the host words, the host slot
  * table and, for GMT-Reuse, the predictor's per-line state, the sample
  * buffer and the trainer's reuse-distance state. */
-GPUMEM_API size_t gpumem_tier_meta_bytes(const gpumem_tier_desc *d) {
+GPUMEM_API size_t gpumem_tier_meta_bytes(const gpumem_tier_desc *in) {
     size_t n;
     uint64_t lines;
-    if (!d || !d->cache) return 0;
+    gpumem_tier_desc resolved;
+    const gpumem_tier_desc *d = &resolved;
+    if (!in || !in->cache) return 0;
+    resolved = gpumem_tier_desc_resolved(in);
     lines = d->cache->n_lines;
     n = gpumem__tier_align8((size_t)lines * 4) + (size_t)d->n_slots * sizeof(gpumem__cache_slot) +
         gpumem__tier_map_words(d->n_slots) * 8;
     if (d->placement == GPUMEM_TIER_GMT_REUSE)
-        n += gpumem__tier_align8(gpumem_policy_gmt_bytes(&d->gmt)) + (size_t)d->train_accesses * 8 +
-             gpumem_policy_rd_bytes(lines, d->train_accesses);
+        n += gpumem__tier_align8(gpumem_policy_gmt_bytes(&d->gmt)) + (size_t)gpumem__tier_train_cap(d) * 8 +
+             gpumem_policy_rd_bytes(lines, gpumem__tier_train_cap(d));
     return n;
 }
 
+/* A description for n_slots host slots below `cache`, every other field
+ * its default (what a zeroed one with those two resolves to). */
 GPUMEM_API gpumem_tier_desc gpumem_tier_desc_default(gpumem_cache *cache, uint32_t n_slots) {
     gpumem_tier_desc d;
     memset(&d, 0, sizeof d);
     d.cache = cache;
     d.n_slots = n_slots;
-    d.placement = GPUMEM_TIER_GMT_REUSE;
-    d.policy = GPUMEM_POLICY_FIFO;
-    d.train_accesses = GPUMEM_TIER_DEFAULT_TRAIN;
-    d.gmt = gpumem_policy_gmt_desc_default(cache ? cache->n_lines : 0, cache ? cache->n_slots : 0, n_slots);
-    return d;
+    return gpumem_tier_desc_resolved(&d);
 }
 
 /* ---- public API ------------------------------------------------------------ */
@@ -191,7 +225,7 @@ GPUMEM_API gpumem_status gpumem__tier_check_desc(const gpumem_tier_desc *d) {
     if (d->n_slots > GPUMEM_TIER_MAX_SLOTS) return GPUMEM_ERANGE;
     if (d->policy != GPUMEM_POLICY_FIFO && d->policy != GPUMEM_POLICY_CLOCK) return GPUMEM_EINVAL;
     if ((uint64_t)d->n_slots * d->cache->line_bytes > (uint64_t)SIZE_MAX / 2 ||
-        d->cache->n_lines > (uint64_t)SIZE_MAX / 32 || d->train_accesses > (uint64_t)SIZE_MAX / 32)
+        d->cache->n_lines > (uint64_t)SIZE_MAX / 32 || gpumem__tier_train_cap(d) > (uint64_t)SIZE_MAX / 32)
         return GPUMEM_ERANGE;
     if (d->placement == GPUMEM_TIER_GMT_REUSE &&
         (d->gmt.n_lines != d->cache->n_lines || d->gmt.override_pct > 100 || d->gmt.window == 0))
@@ -203,13 +237,16 @@ GPUMEM_API gpumem_status gpumem__tier_check_desc(const gpumem_tier_desc *d) {
  * no thread uses the cache (and none has a tier attached: EBUSY; nor is it
  * an owner of a share: ESTATE, attach the tier before making the share).
  * Every host slot starts empty. */
-GPUMEM_API gpumem_status gpumem_tier_init(gpumem_tier *t, const gpumem_tier_desc *d) {
+GPUMEM_API gpumem_status gpumem_tier_init(gpumem_tier *t, const gpumem_tier_desc *in) {
     gpumem_status st;
     gpumem_cache *c;
     unsigned char *m;
     uint64_t i;
     uint32_t k;
-    if (!t || !d || !d->meta || !d->data) return GPUMEM_ENULL;
+    gpumem_tier_desc resolved;
+    const gpumem_tier_desc *d = &resolved; /* zero means default */
+    if (!t || !in || !in->meta || !in->data) return GPUMEM_ENULL;
+    resolved = gpumem_tier_desc_resolved(in);
     if ((st = gpumem__tier_check_desc(d)) != GPUMEM_OK) return st;
     c = d->cache;
     if (c->tier) return GPUMEM_EBUSY;
@@ -251,10 +288,10 @@ GPUMEM_API gpumem_status gpumem_tier_init(gpumem_tier *t, const gpumem_tier_desc
         if ((st = gpumem_policy_gmt_init(&t->gmt, &d->gmt, m)) != GPUMEM_OK) return st;
         m += gpumem__tier_align8(gpumem_policy_gmt_bytes(&d->gmt));
         t->samples = (uint64_t *)(void *)m;
-        t->sample_cap = d->train_accesses;
+        t->sample_cap = gpumem__tier_train_cap(d);
         for (i = 0; i < t->sample_cap; i++) t->samples[i] = GPUMEM_TIER_NO_SAMPLE;
-        m += (size_t)d->train_accesses * 8;
-        gpumem_policy_rd_init(&t->rd, c->n_lines, d->train_accesses, m);
+        m += (size_t)gpumem__tier_train_cap(d) * 8;
+        gpumem_policy_rd_init(&t->rd, c->n_lines, gpumem__tier_train_cap(d), m);
     }
     c->tier = t;
     return GPUMEM_OK;
@@ -415,11 +452,13 @@ gpumem_status gpumem_tier_destroy(gpumem_tier *t);
 #endif
 
 #if defined(GPUMEM_IMPLEMENTATION) && !GPUMEM_ON_DEVICE
-gpumem_status gpumem_tier_create(const gpumem_tier_desc *d, gpumem_tier **out) {
+gpumem_status gpumem_tier_create(const gpumem_tier_desc *in, gpumem_tier **out) {
     gpumem__slot_block b; /* gpumem_cache.h's one-block layout */
-    gpumem_tier_desc e;
+    gpumem_tier_desc e, resolved;
+    const gpumem_tier_desc *d = &resolved; /* zero means default */
     gpumem_status st;
-    if (!d || !out) return GPUMEM_ENULL;
+    if (!in || !out) return GPUMEM_ENULL;
+    resolved = gpumem_tier_desc_resolved(in);
     *out = NULL;
     if ((st = gpumem__tier_check_desc(d)) != GPUMEM_OK) return st; /* before sizes are computed */
     if ((st = gpumem__slot_block_alloc(

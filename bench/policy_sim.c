@@ -175,9 +175,16 @@ static int parse_list(const char *s, double *out, int max) {
     return n;
 }
 
+/* Every policy kind, in order (not GPUMEM_POLICY_DEFAULT, which is one of them). */
+static uint32_t all_kinds(uint32_t *kinds) {
+    uint32_t k, n = 0;
+    for (k = GPUMEM_POLICY_FIRST; k < GPUMEM_POLICY_KINDS; k++) kinds[n++] = k;
+    return n;
+}
+
 static int kind_of(const char *name) {
     uint32_t k;
-    for (k = 0; k < GPUMEM_POLICY_KINDS; k++)
+    for (k = GPUMEM_POLICY_FIRST; k < GPUMEM_POLICY_KINDS; k++)
         if (!strcmp(name, gpumem_policy_name(k))) return (int)k;
     return -1;
 }
@@ -436,7 +443,7 @@ static int table(const char *dir) {
         snprintf(trace, sizeof trace, "build/traces/%s.trace", workloads[w]);
         if (!strncmp(workloads[w], "graph-", 6) && access(trace, R_OK) != 0) continue;
         if (access(trace, R_OK) != 0 && gen(workloads[w], trace, 1.0) != 0) return 1;
-        for (o.n_kinds = 0; o.n_kinds < GPUMEM_POLICY_KINDS; o.n_kinds++) o.kinds[o.n_kinds] = o.n_kinds;
+        o.n_kinds = all_kinds(o.kinds);
         o.fracs[0] = 0.5, o.fracs[1] = 0.75, o.n_caps = 2;
         o.name = workloads[w];
         o.tsv = tsv;
@@ -484,7 +491,7 @@ int main(int argc, char **argv) {
             char buf[256], *tok;
             o.n_kinds = 0;
             if (!strcmp(v, "all")) {
-                for (; o.n_kinds < GPUMEM_POLICY_KINDS; o.n_kinds++) o.kinds[o.n_kinds] = o.n_kinds;
+                o.n_kinds = all_kinds(o.kinds);
                 continue;
             }
             snprintf(buf, sizeof buf, "%s", v);
@@ -522,6 +529,6 @@ int main(int argc, char **argv) {
         else return usage();
     }
     if (o.n_kinds == 0 && o.t2_frac <= 0)
-        for (; o.n_kinds < GPUMEM_POLICY_KINDS; o.n_kinds++) o.kinds[o.n_kinds] = o.n_kinds;
+        o.n_kinds = all_kinds(o.kinds);
     return run(argv[2], &o);
 }

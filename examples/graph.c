@@ -706,7 +706,7 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
                 return bad_args(cmd, "--mem-mib %s: want a size in MiB, at least 1", a);
             o->mem_bytes = (uint64_t)(mib * 1048576.0);
         } else if (od->bit == O_POLICY) {
-            for (o->policy = 0; o->policy < GPUMEM_POLICY_KINDS; o->policy++)
+            for (o->policy = GPUMEM_POLICY_FIRST; o->policy < GPUMEM_POLICY_KINDS; o->policy++)
                 if (!strcmp(a, gpumem_policy_name(o->policy))) break;
             if (o->policy == GPUMEM_POLICY_KINDS)
                 return bad_args(cmd, "--policy %s: want brrip, clock, fifo, srrip, lru, lfu, cp, hpe or tournament", a);

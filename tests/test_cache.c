@@ -423,3 +423,42 @@ Test(cache_errors, nvme_slots_must_be_page_aligned) {
     free(meta);
     free(slots);
 }
+
+/* Zero means default (issue 41): a description zeroed but for the fields
+ * without a default (n_lines, n_slots, the backing) makes a cache with the
+ * default line size, policy and sweeps, and gpumem_cache_desc_resolved says
+ * so before anything is made. 0.4 took a zeroed policy as CLOCK and refused
+ * line_bytes 0 (EINVAL). Checked by content through the cache. */
+Test(cache, zero_means_default) {
+    static unsigned char mem[64 * 4096];
+    gpumem_cache_desc d, r;
+    gpumem_cache *c;
+    void *p;
+    uint32_t i;
+    memset(&d, 0, sizeof d);
+    d.n_lines = 64;
+    d.n_slots = 8;
+    d.backing = gpumem_cache_backing_memory(mem);
+    r = gpumem_cache_desc_resolved(&d);
+    cr_assert_eq(r.line_bytes, 4096);
+    cr_assert_eq(r.policy, GPUMEM_POLICY_BRRIP, "resolved policy %s", gpumem_policy_name(r.policy));
+    cr_assert_eq(r.full_sweeps, GPUMEM_CACHE_DEFAULT_SWEEPS);
+    cr_assert_eq(r.n_lines, 64, "a field without a default stays as given");
+    cr_assert_eq(gpumem_cache_desc_default().line_bytes, r.line_bytes);
+    cr_assert_eq(gpumem_cache_desc_default().policy, r.policy);
+    for (i = 0; i < sizeof mem; i++) mem[i] = (unsigned char)(i * 7 + 1);
+    cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_OK, "a zeroed description with lines, slots, backing");
+    cr_assert_eq(c->line_bytes, 4096);
+    cr_assert_eq(c->policy, GPUMEM_POLICY_BRRIP);
+    cr_assert_eq(c->full_sweeps, GPUMEM_CACHE_DEFAULT_SWEEPS);
+    for (i = 0; i < 64; i++) { /* every line through 8 slots: the default policy evicts */
+        cr_assert_eq(gpumem_cache_acquire(c, i, 1, 1, &p), GPUMEM_OK);
+        cr_assert_eq(((unsigned char *)p)[5], (unsigned char)((i * 4096 + 5) * 7 + 1), "line %u by content", i);
+        ((unsigned char *)p)[5] ^= 0xFF;
+        gpumem_cache_release(c, i, 1);
+    }
+    cr_assert_eq(gpumem_cache_flush(c, NULL), GPUMEM_OK);
+    for (i = 0; i < 64; i++)
+        cr_assert_eq(mem[i * 4096 + 5], (unsigned char)(((i * 4096 + 5) * 7 + 1) ^ 0xFF), "line %u written back", i);
+    cr_assert_eq(gpumem_cache_destroy(c), GPUMEM_OK);
+}

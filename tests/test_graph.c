@@ -893,7 +893,7 @@ Test(graph, gnn_gathers_every_row_right_under_every_policy_and_with_the_host_tie
     fmt_dir(dir, sizeof dir, "gnn");
     snprintf(path, sizeof path, "%s/k10.graph", dir);
     make_graph_file(path, 10);
-    for (k = 0; k < GPUMEM_POLICY_KINDS + GPUMEM_TIER_PLACEMENTS; k++) {
+    for (k = GPUMEM_POLICY_FIRST; k < GPUMEM_POLICY_KINDS + GPUMEM_TIER_PLACEMENTS; k++) {
         if (k < GPUMEM_POLICY_KINDS)
             snprintf(args, sizeof args, "gnn %s --cache-dir %s %s --policy %s", path, dir, common,
                      gpumem_policy_name(k));

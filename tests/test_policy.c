@@ -257,7 +257,7 @@ Test(policy, opt_by_hand) {
 
 Test(policy, pinned_never_chosen) {
     uint32_t kind;
-    for (kind = 0; kind < GPUMEM_POLICY_KINDS; kind++) {
+    for (kind = GPUMEM_POLICY_FIRST; kind < GPUMEM_POLICY_KINDS; kind++) {
         gpumem_policy_desc d = gpumem_policy_desc_default(kind, 8);
         psim s;
         uint8_t pinned[8];
@@ -579,7 +579,7 @@ Test(policy, fdp_switches_mode_on_feedback) {
  * checked by content, the structure checked after. */
 Test(policy, cache_under_every_policy) {
     uint32_t kind;
-    for (kind = 0; kind < GPUMEM_POLICY_KINDS; kind++) {
+    for (kind = GPUMEM_POLICY_FIRST; kind < GPUMEM_POLICY_KINDS; kind++) {
         cache_cfg cfg = cache_cfg_base(4096, 512, 24, 16, 150);
         cache_workload unused[20];
         (void)(kind == 0 && cache_workloads(unused) == 0); /* the shared list, not run here */
@@ -676,4 +676,22 @@ Test(policy, cache_records_its_trace) {
     cr_assert_eq(memcmp(got, GPUMEM_POLICY_TRACE_MAGIC, 8), 0);
     cr_assert_eq(memcmp(got + 1, buf, 32), 0);
     gpumem_cache_destroy(c);
+}
+
+/* Zero means default (issue 41): a zeroed description but for n_slots is
+ * the default kind (BRRIP) with every parameter at its default, and
+ * gpumem_policy_init takes it; gpumem_policy_desc_default gives the same. */
+Test(policy, zero_means_default) {
+    gpumem_policy_desc d, r, want = gpumem_policy_desc_default(GPUMEM_POLICY_BRRIP, 8);
+    gpumem_policy p;
+    static uint64_t mem[4096];
+    memset(&d, 0, sizeof d);
+    d.n_slots = 8;
+    r = gpumem_policy_desc_resolved(&d);
+    cr_assert_eq(r.kind, GPUMEM_POLICY_BRRIP);
+    cr_assert(!memcmp(&r, &want, sizeof r), "resolved zero description differs from desc_default(BRRIP)");
+    cr_assert_leq(gpumem_policy_bytes(&d), sizeof mem);
+    cr_assert_eq(gpumem_policy_init(&p, &d, mem), GPUMEM_OK);
+    cr_assert_eq(p.d.kind, GPUMEM_POLICY_BRRIP);
+    cr_assert_str_eq(gpumem_policy_name(GPUMEM_POLICY_DEFAULT), "default");
 }

@@ -299,3 +299,52 @@ Test(tier_args, statuses_not_crashes) {
     cr_assert_neq(gpumem_tier_check_quiescent(NULL), 0);
     cr_assert_eq(gpumem_cache_destroy(r.c), GPUMEM_OK);
 }
+
+/* Zero means default (issue 41): a tier description zeroed but for its
+ * cache and its slot count resolves to FIFO host replacement, the default
+ * training and the predictor sized from the two tiers, and makes a working
+ * tier; GPUMEM_TIER_NO_TRAINING records nothing. 0.4 took a zeroed policy
+ * as CLOCK and a zeroed predictor (window 0) as EINVAL. */
+Test(tier_args, zero_means_default) {
+    static unsigned char mem[64 * 512];
+    gpumem_cache_desc cd;
+    gpumem_cache *c;
+    gpumem_tier_desc d, r;
+    gpumem_tier *t;
+    gpumem_tier_stats s;
+    void *p;
+    uint32_t i, round;
+    memset(&cd, 0, sizeof cd);
+    cd.n_lines = 64;
+    cd.n_slots = 4;
+    cd.line_bytes = 512;
+    cd.backing = gpumem_cache_backing_memory(mem);
+    cr_assert_eq(gpumem_cache_create(&cd, &c), GPUMEM_OK);
+    memset(&d, 0, sizeof d);
+    d.cache = c;
+    d.n_slots = 16;
+    r = gpumem_tier_desc_resolved(&d);
+    cr_assert_eq(r.policy, GPUMEM_POLICY_FIFO, "resolved %s", gpumem_policy_name(r.policy));
+    cr_assert_eq(r.placement, GPUMEM_TIER_GMT_REUSE);
+    cr_assert_eq(r.train_accesses, GPUMEM_TIER_DEFAULT_TRAIN);
+    cr_assert_eq(r.gmt.n_lines, 64);
+    cr_assert_eq(r.gmt.tier1_lines, 4);
+    cr_assert_eq(r.gmt.tier2_lines, 16);
+    cr_assert_eq(r.gmt.window, 1024);
+    cr_assert_eq(r.gmt.override_pct, 80);
+    d.train_accesses = GPUMEM_TIER_NO_TRAINING;
+    cr_assert_eq(gpumem_tier_create(&d, &t), GPUMEM_OK, "a zeroed description with cache and slots");
+    cr_assert_eq(t->policy, GPUMEM_POLICY_FIFO);
+    cr_assert_eq(t->sample_cap, 0, "GPUMEM_TIER_NO_TRAINING records nothing");
+    for (i = 0; i < 64; i++) mem[i * 512] = (unsigned char)i;
+    for (round = 0; round < 2; round++) /* the second round finds lines in host memory */
+        for (i = 0; i < 20; i++) {
+            cr_assert_eq(gpumem_cache_acquire(c, i, 1, 0, &p), GPUMEM_OK);
+            cr_assert_eq(*(unsigned char *)p, (unsigned char)i, "line %u by content", i);
+            gpumem_cache_release(c, i, 1);
+        }
+    cr_assert_eq(gpumem_tier_get_stats(t, &s), GPUMEM_OK);
+    cr_assert_eq(s.violations, 0);
+    cr_assert_eq(gpumem_tier_destroy(t), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_destroy(c), GPUMEM_OK);
+}

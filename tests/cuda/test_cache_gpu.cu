@@ -405,7 +405,7 @@ int main(int argc, char **argv) {
     CHECK(cudaSetDeviceFlags(cudaDeviceMapHost));
     test_grouping();
     test_coalesced_reads();
-    for (uint32_t policy = 0; policy < GPUMEM_POLICY_KINDS; policy++) test_eviction(policy);
+    for (uint32_t policy = GPUMEM_POLICY_FIRST; policy < GPUMEM_POLICY_KINDS; policy++) test_eviction(policy);
     test_writes_flush();
     test_over_gpu_controller(args.fused);
     printf("test_cache_gpu: %s\n", tests_failed ? "FAILED" : "all passed");

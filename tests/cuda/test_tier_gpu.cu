@@ -35,7 +35,7 @@ struct TierRig {
     TierRig(gpumem_cache *c, uint32_t n_slots, uint32_t placement) {
         gpumem_tier_desc d = gpumem_tier_desc_default(c, n_slots);
         d.placement = placement;
-        d.train_accesses = 0; // the model is set from the host
+        d.train_accesses = GPUMEM_TIER_NO_TRAINING; // the model is set from the host
         d.meta_bytes = gpumem_tier_meta_bytes(&d);
         CHECK(cudaMallocManaged(&meta, d.meta_bytes));
         // Host slots: pinned, mapped (unified addressing: the host pointer
