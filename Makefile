@@ -26,6 +26,8 @@
 #   make qemu-bench the forwarder vs fio (io_uring_cmd) vs the VFIO shim in QEMU (issue 35)
 #   make qemu-uring the io_uring passthrough forwarder in QEMU: local /dev/ngXn1, then nvmet
 #                   over nvme-tcp in the guest (docs/uring.md)
+#   make spin       Spin models of the lock-free protocols, each exhausted, each shown to find
+#                   seeded bugs (tests/spin, docs/models.md; in make test)
 # Each target first checks the tools it needs and installs what is missing
 # (tools/deps.sh; GPUMEM_NO_INSTALL=1 only names the install command).
 CC      ?= gcc
@@ -83,7 +85,7 @@ RESULTS := $(BUILD)/results
 all: test
 
 # deps-test comes first: make builds prerequisites left to right.
-test: deps-test headers layers usage cuda-compile share-cuda registers examples run-tests gpu-dryrun
+test: deps-test headers layers usage cuda-compile share-cuda registers examples run-tests gpu-dryrun $(BUILD)/spin/passed
 deps-test:
 	@$(DEPS) cc criterion python3
 
@@ -180,6 +182,25 @@ $(BUILD)/share_soak: tests/share_soak.c $(HEADERS) $(wildcard tests/*.h) | $(BUI
 .PHONY: share-soak
 share-soak: $(BUILD)/share_soak
 	$(BUILD)/share_soak $(SOAK_ROUNDS)
+
+# ---- Spin models (issue 42) --------------------------------------------------
+# The lock-free protocols as Spin models (tests/spin/*.pml, docs/models.md):
+# the submission queue's turns and tail markers, the completion queue's
+# harvest, head markers and command-ID reuse, the reset gate, the share's
+# miss-queue cells. tests/spin/run.sh exhausts every real configuration
+# (0 errors, the search complete) and checks that pan finds every seeded
+# bug, and prints states, depth and time for each run, two at a time
+# (SPIN_JOBS); about 40 s of CPU in all. In make test, through a stamp:
+# run again when a model or the script changes. Each run's pan, output
+# and trail stay in $(BUILD)/spin/<run>.
+SPIN_JOBS ?= 2
+.PHONY: spin
+spin:
+	@$(DEPS) cc spin
+	@nice sh tests/spin/run.sh -j $(SPIN_JOBS) $(BUILD)/spin
+$(BUILD)/spin/passed: $(wildcard tests/spin/*.pml) tests/spin/run.sh
+	@$(MAKE) --no-print-directory spin
+	@touch $@
 
 $(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DGPUMEM_BUILD_DIR='"$(BUILD)"' -I. $< -o $@ -lcriterion -pthread
