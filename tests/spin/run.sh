@@ -38,6 +38,7 @@ share|share||exhaust
 share-catchup|share|-DCATCHUP_RUN=1|exhaust
 share-bug1-take-aba|share|-DSEEDED_BUG=1|fail
 share-bug2-no-catchup|share|-DCATCHUP_RUN=1 -DSEEDED_BUG=2|fail
+share-bug3-no-fence|share|-DSEEDED_BUG=3|fail
 EOF
 }
 

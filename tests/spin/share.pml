@@ -66,7 +66,8 @@
  * ABSTRACTED
  *   - memory order: sequential consistency; the two seq_cst fences of the
  *     withdrawal's handshake (Dekker's) are what makes that sound for the
- *     pair of steps they order, and are not themselves checked;
+ *     pair of steps they order (seeded bug 3 removes the poster's and
+ *     models its store buffer);
  *   - one cell: posters of one GPU owner (cells are independent, each
  *     owner's its own); the request's fields are one number, the fill is
  *     one step; the servers' count (q->servers) is always nonzero while
@@ -89,7 +90,14 @@
  *      requests withdrawn untaken put answer half a range behind post,
  *      where the modular order no longer tells older from newer (pan: a
  *      take moves answer by half a range, assertion), and past it the cell
- *      is never taken again (a waiting poster would wait for ever).
+ *      is never taken again (a waiting poster would wait for ever);
+ *   3  the withdrawal without its fence (the poster's half of Dekker's
+ *      handshake): its WITHDRAWN store goes to a store buffer and reaches
+ *      memory after its look at answer, so poster and server each miss the
+ *      other - the poster leaves, the server serves into the slot given
+ *      back (assertion). The only step of any model where a store's
+ *      delay is modelled: it shows the fence is needed, and that the model
+ *      could tell.
  */
 
 #ifndef CATCHUP
@@ -178,6 +186,24 @@ byte done_posters = 0;
 #define FRESH 1
 #endif
 
+/* Seeded bug 3: the poster's WITHDRAWN store without the fence after it,
+ * as a store buffer (x86's TSO; C11 allows more): the store reaches memory
+ * at some later step (Flusher), after the poster's load of answer; its
+ * later stores to post drain the buffer first (stores stay in order). */
+#if SEEDED_BUG == 3
+bit buffered = 0;
+byte buffered_val;
+#define DRAINED (buffered == 0);
+proctype Flusher() {
+  do
+  :: atomic { buffered -> post = buffered_val; buffered = 0 }
+  :: stop -> break
+  od
+}
+#else
+#define DRAINED
+#endif
+
 /* answer's generation never moves back: from a, to b */
 #define FORWARD(a, b) assert(!BEFORE(GEN(b), GEN(a)))
 
@@ -209,21 +235,28 @@ proctype Poster() {
         if
         :: a == WORD(gen, DONE) ->
            atomic { assert(status == r && served[r] == 1); w = status };
+           DRAINED
            post = WORD(GADD(gen, 1), FREE);
            break
         :: a == WORD(gen, SKIPPED) ->
            atomic { assert(served[r] == 0); left[r] = 1 };
+           DRAINED
            post = WORD(GADD(gen, 1), FREE);
            break
         :: else ->
            if
            :: !withdrawing && a != WORD(gen, TAKEN) ->   /* the deadline passed (or never: the other option) */
+#if SEEDED_BUG == 3
+              atomic { buffered_val = WORD(gen, WITHDRAWN); buffered = 1 };   /* into the store buffer */
+#else
               post = WORD(gen, WITHDRAWN);
               /* the seq_cst fence */
+#endif
               a = answer;
               if
               :: GEN(a) != gen || STATE(a) == NONE ->   /* not taken: never will be */
                  atomic { assert(served[r] == 0); left[r] = 1 };
+                 DRAINED
                  post = WORD(GADD(gen, 1), FREE);
                  break
               :: else -> withdrawing = 1                /* taken: DONE or SKIPPED follows */
@@ -341,7 +374,10 @@ init {
     do
     :: i < NSERV -> run Server(i); i++
     :: else -> break
-    od
+    od;
+#if SEEDED_BUG == 3
+    run Flusher()
+#endif
   };
   done_posters == NPOST;
   stop = 1;
