@@ -190,7 +190,8 @@ share-soak: $(BUILD)/share_soak
 # miss-queue cells. tests/spin/run.sh exhausts every real configuration
 # (0 errors, the search complete) and checks that pan finds every seeded
 # bug, and prints states, depth and time for each run, two at a time
-# (SPIN_JOBS); about 40 s of CPU in all. In make test, through a stamp:
+# (SPIN_JOBS); 21 runs, about 37 s of CPU in all (92 s wall on 2 cores
+# shared with other jobs at a load of 13-15). In make test, through a stamp:
 # run again when a model or the script changes. Each run's pan, output
 # and trail stay in $(BUILD)/spin/<run>.
 SPIN_JOBS ?= 2
