@@ -1982,13 +1982,26 @@ GPUMEM_API gpumem_status gpumem__poll_inside(gpumem_nvme_qp *qp, gpumem_nvme_req
 }
 
 /* A request in flight without its result, on a pair closed for a reset:
- * it ends as a poll during a reset ends it (GPUMEM_EABORTED; its ID is
- * given up, and the reinitialisation frees it), through its ID word alone.
- * If a harvester inside the pair has claimed its completion meanwhile, the
- * result is a few of that harvester's stores away: it is waited for (no
- * harvesting) and collected. */
+ * once the pair is aborted (its queues deleted, so the controller moves no
+ * more data for it) it ends as a poll during a reset ends it
+ * (GPUMEM_EABORTED; its ID is given up, and the reinitialisation frees
+ * it), through its ID word alone. Before that - the gate closes first and
+ * the queues are deleted after (gpumem_nvmectl_reset_begin), or the
+ * reinitialisation has run and the gate is not open yet - it is not given
+ * up, as the controller may still carry it out: its result if it has come,
+ * else GPUMEM_EAGAIN (poll again; gpumem_nvme_qp_wait_timed waits). Giving
+ * it up at once had a poll end a request EABORTED whose read the
+ * controller then made into a buffer its owner had taken back (found by
+ * tests/spin/reset.pml). If a harvester inside the pair has claimed its
+ * completion meanwhile, the result is a few of that harvester's stores
+ * away: it is waited for (no harvesting) and collected. Acquire (the
+ * stopped word): pairs with the abort's release, made after the deletion. */
 GPUMEM_API gpumem_status gpumem__poll_closed(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
     int got = 0;
+    if (gpumem__qp_stopped(qp) != GPUMEM__QP_ABORTED) {
+        if ((got = gpumem__cid_collect_done(qp, req->cid, &req->cpl, 0)) == 0) return GPUMEM_EAGAIN;
+        return gpumem__req_collected(qp, req, got);
+    }
     if (gpumem__cid_give_up(qp, req->cid, GPUMEM_EABORTED, 0)) {
         req->state = GPUMEM__REQ_ABORTED;
         return GPUMEM_EABORTED;
@@ -2005,7 +2018,9 @@ GPUMEM_API gpumem_status gpumem__poll_closed(gpumem_nvme_qp *qp, gpumem_nvme_req
  *   - the command outlived the pair's command timeout, counted from the
  *     first poll that found it outstanding: GPUMEM_ETIMEDOUT;
  *   - the controller stopped: GPUMEM_ENODEV;
- *   - the pair is being reset: GPUMEM_EABORTED.
+ *   - the pair is being reset: GPUMEM_EABORTED, once its queues are
+ *     deleted (until then a poll that finds the pair closed for the reset
+ *     says GPUMEM_EAGAIN: the controller may still carry the command out).
  * After ETIMEDOUT or ENODEV the controller may still carry the command out
  * and write into its buffer, until its late completion arrives (it is then
  * dropped, counted, and the ID freed) or the pair is reset:
@@ -2062,8 +2077,16 @@ GPUMEM_API gpumem_status gpumem_nvme_qp_wait_timed(gpumem_nvme_qp *qp, gpumem_nv
     uint64_t deadline;
     if (!qp || !req) return GPUMEM_ENULL;
     if ((st = gpumem__poll_look(qp, req)) != GPUMEM_EAGAIN) return st;
-    if (gpumem__gate_enter_call(qp) < 0) return gpumem__poll_closed(qp, req);
     deadline = gpumem_deadline_ns(timeout_ns);
+    if (gpumem__gate_enter_call(qp) < 0) {
+        /* Closed for a reset: wait outside the pair until the request has
+         * its result or its queues are deleted (gpumem__poll_closed); the
+         * abort's state change wakes a parked host thread. */
+        GPUMEM_WAIT_CAPPED(&qp->signals->event, gpumem__qp_wait_cap(qp),
+                           (st = gpumem__poll_closed(qp, req)) != GPUMEM_EAGAIN,
+                           gpumem_deadline_passed(deadline) && (why = GPUMEM_ETIMEDOUT) != GPUMEM_OK);
+        return why != GPUMEM_OK ? why : st;
+    }
     /* Inside the pair once for the whole wait. Each round ends the wait
      * when the controller stops or the command times out. */
     GPUMEM__QP_WAIT_CPL(qp, req->cid, (st = gpumem__poll_inside(qp, req)) != GPUMEM_EAGAIN,
@@ -2379,9 +2402,15 @@ GPUMEM_API gpumem_status gpumem__qp_reinit(gpumem_nvme_qp *qp, int open) {
     gpumem__qp_restart(qp, start);
     gpumem_atomic_store_u32(&qp->quiet.v, 0, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     if (!open) return GPUMEM_OK;
+    /* Running before open (release, in set_state: all of the above before
+     * a user sees the pair running): a caller that looked at the stopped
+     * word before the reset began and enters once the gate opens must not
+     * find the pair still aborted - it would give up a command the
+     * recreated queues carry out (found by tests/spin/reset.pml). Until the
+     * gate opens, entrants still get EABORTED. */
+    gpumem__signals_set_state(qp->signals, GPUMEM__QP_RUNNING);
     gpumem__gate_open(qp);
-    /* Release (in set_state): all of the above before a user sees the pair running. */
-    return gpumem__signals_set_state(qp->signals, GPUMEM__QP_RUNNING);
+    return GPUMEM_OK;
 }
 
 /* Step 4 above. GPUMEM_ESTATE unless the pair was aborted; GPUMEM_EBUSY,

@@ -1292,8 +1292,10 @@ gpumem_status gpumem_nvmectl_reset_end(gpumem_nvmectl *c, gpumem_nvme_qp *qp) {
         return gpumem__nvmectl_fail(c, st, "reset of queue pair %u: a thread is still inside a call on it", qp->qid);
     if ((st = gpumem__nvmectl_create_queues(c, p)) != GPUMEM_OK) return st;
     p->deleted = 0;
+    /* Running, then open (see gpumem__qp_reinit). */
+    st = gpumem_nvme_qp_set_stopped(qp, 0);
     gpumem__gate_open(qp);
-    return gpumem_nvme_qp_set_stopped(qp, 0);
+    return st;
 }
 
 gpumem_status gpumem_nvmectl_add_qp(gpumem_nvmectl *c, uint32_t depth, gpumem_nvme_qp **out) {

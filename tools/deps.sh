@@ -3,7 +3,7 @@
 # deps.sh NEED...: make sure the tools a make target needs are
 # present before it builds anything, installing what is missing.
 #
-#   NEED: cc criterion benchmark python3 gnuplot qemu cmake pkg-config clang fio
+#   NEED: cc criterion benchmark python3 gnuplot qemu cmake pkg-config clang fio spin
 #
 # Each missing need is installed with apt-get (as root, or through sudo when
 # it asks for no password), and the packages are named as they are installed.
@@ -44,6 +44,8 @@ missing() {
         command -v cpio >/dev/null 2>&1 || echo cpio ;;
     fio) # make qemu-bench carries Debian's fio (and its libraries) into the guest
         command -v fio >/dev/null 2>&1 || echo fio ;;
+    spin) # make spin: the Spin model checker (its pan is built with cc)
+        command -v spin >/dev/null 2>&1 || echo spin ;;
     *) echo "deps.sh: unknown need '$1'" >&2; exit 2 ;;
     esac
 }
