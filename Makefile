@@ -40,6 +40,7 @@ HEADERS := gpumem.h
 HEADERS += gpumem_watchdog.h
 HEADERS += gpumem_policy.h
 HEADERS += gpumem_nvme.h
+HEADERS += gpumem_target.h
 HEADERS += gpumem_swctl.h
 HEADERS += gpumem_nvmectl.h
 HEADERS += gpumem_uring.h

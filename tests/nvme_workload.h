@@ -220,7 +220,7 @@ static void gpuctl_rig_start(gpuctl_rig *g) {
     while (__atomic_load_n(&g->control[1], __ATOMIC_ACQUIRE) < g->servers) sched_yield();
 }
 
-static void gpuctl_rig_stop(gpuctl_rig *g, gpumem_nvme_sw_stats *s) {
+static void gpuctl_rig_stop(gpuctl_rig *g, gpumem_target_stats *s) {
     uint32_t i;
     gpumem_nvme_gpuctl_stop(&g->d);
     for (i = 0; i < g->servers; i++) pthread_join(g->thread[i], NULL);

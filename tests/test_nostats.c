@@ -71,7 +71,7 @@ Test(nostats, queue_workload_without_pair_counters, .timeout = 600) {
 Test(nostats, pair_works_and_keeps_no_doorbell_counts) {
     run_cfg rc = base_run(64);
     gpuctl_rig g;
-    gpumem_nvme_sw_stats s;
+    gpumem_target_stats s;
     gpumem_nvme_qp *qp;
     unsigned char *buf = aligned_alloc(4096, 4096);
     uint32_t i;

@@ -519,7 +519,7 @@ Test(nvme_gpuctl, stop_seen_by_servers_without_thread_0, .timeout = 60) {
     gpuctl_rig g;
     pthread_t th[2];
     late_server a[2];
-    gpumem_nvme_sw_stats s;
+    gpumem_target_stats s;
     unsigned char buf[LBA] __attribute__((aligned(LBA)));
     uint32_t i;
     rc.pairs = 3;
@@ -550,7 +550,7 @@ Test(nvme_gpuctl, stop_seen_by_servers_without_thread_0, .timeout = 60) {
 Test(nvme_gpuctl, counts_protocol_violations) {
     run_cfg rc = base_run(8);
     gpuctl_rig g;
-    gpumem_nvme_sw_stats s;
+    gpumem_target_stats s;
     rc.gpuctl_servers = 1;
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
     gpuctl_rig_start(&g);
@@ -566,7 +566,7 @@ Test(nvme_gpuctl, iops_cap_spaces_completions, .timeout = 60) {
     run_cfg rc = base_run(64);
     gpuctl_rig g;
     gpumem_nvme_qp *qp;
-    gpumem_nvme_sw_stats s;
+    gpumem_target_stats s;
     unsigned char buf[LBA] __attribute__((aligned(LBA)));
     struct timespec t0, t1;
     double secs;
@@ -647,15 +647,15 @@ Test(nvme_gpuctl, move_ram_by_lanes_through_a_prp_list) {
     memset(mem, 0, 8 * 4096);
     cr_assert_eq(gpumem_nvme_prp_identity(buf, len, list, 512, &prp1, &prp2), GPUMEM_OK);
     for (uint32_t lane = 0; lane < 32; lane++)
-        cr_assert_eq(gpumem_nvme_sw_move_ram(ram, off, len, 1, prp1, prp2, lane, 32), 0);
+        cr_assert_eq(gpumem_target_move_ram(ram, off, len, 1, prp1, prp2, lane, 32), 0);
     for (i = 0; i < len; i++) cr_assert_eq(buf[i], ram[off + i], "read: byte %lu", (unsigned long)i);
     cr_assert_eq(mem[4091], 0, "a byte before the buffer was written");
     cr_assert_eq(buf[len], 0, "a byte after the buffer was written");
     for (i = 0; i < len; i++) buf[i] = (unsigned char)~buf[i];
     for (uint32_t lane = 0; lane < 32; lane++) /* Write: buffer to namespace, 8 KiB further on */
-        cr_assert_eq(gpumem_nvme_sw_move_ram(ram, off + 8192, len, 0, prp1, prp2, lane, 32), 0);
+        cr_assert_eq(gpumem_target_move_ram(ram, off + 8192, len, 0, prp1, prp2, lane, 32), 0);
     for (i = 0; i < len; i++) cr_assert_eq(ram[off + 8192 + i], buf[i], "write: byte %lu", (unsigned long)i);
-    cr_assert_eq(gpumem_nvme_sw_move_ram(ram, off, len, 1, prp1 | 2u, prp2, 0, 32), -1, "a misaligned PRP1 is refused");
+    cr_assert_eq(gpumem_target_move_ram(ram, off, len, 1, prp1 | 2u, prp2, 0, 32), -1, "a misaligned PRP1 is refused");
     free(ram);
     free(mem);
     free(list);

@@ -46,7 +46,7 @@ Test(host_warp, partial_warp_and_lanes_without_pairs, .timeout = 600) { serve_wi
 Test(host_warp, one_pair_multi_block_transfers_at_odd_offsets, .timeout = 120) {
     run_cfg rc = base_run(64);
     gpuctl_rig g;
-    gpumem_nvme_sw_stats s;
+    gpumem_target_stats s;
     gpumem_nvme_qp *qp;
     unsigned char *mem = aligned_alloc(4096, 8 * 4096);
     static const uint32_t offsets[] = {0, 4, 8, 12, 512, 4092};
@@ -98,9 +98,9 @@ static uint32_t batch_offset(uint32_t j, uint32_t b) { return ((j * 37 + b * 11)
 Test(host_warp, one_pair_rounds_of_mixed_commands_in_fetch_order, .timeout = 120) {
     run_cfg rc = base_run(WARP_DEPTH);
     gpuctl_rig g;
-    gpumem_nvme_sw_stats s;
+    gpumem_target_stats s;
     gpumem_nvme_qp *qp;
-    gpumem_nvme_swq *q;
+    gpumem_target_queue *q;
     gpumem_nvme_req req[BATCH_CMDS];
     unsigned char *arena = aligned_alloc(4096, (size_t)BATCH_CMDS * SLOT_BYTES);
     uint64_t posted = 0, reads = 0, writes = 0, flushes = 0;

@@ -362,8 +362,8 @@ struct Ctl {
                                 (uint32_t)(kRowCapS * 1000) + 30000);
         return true;
     }
-    gpumem_nvme_sw_stats stop() {
-        gpumem_nvme_sw_stats s;
+    gpumem_target_stats stop() {
+        gpumem_target_stats s;
         delete watch;
         watch = nullptr;
         stop_gpuctl(&d, stream, 60);
@@ -536,7 +536,7 @@ static void bench_queue(bool quick) {
                 Timing t = timed([&](cudaStream_t st) {
                     queue_lockfree<<<blocks, 256, 0, st>>>(ctl.pairs, pairs, threads, per, bad, g_stop, g_undone);
                 }, budget);
-                gpumem_nvme_sw_stats cs = ctl.stop();
+                gpumem_target_stats cs = ctl.stop();
                 unsigned long long b = 0;
                 CHECK(cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost));
                 const uint64_t done = (uint64_t)threads * per - t.undone;
@@ -552,7 +552,7 @@ static void bench_queue(bool quick) {
                 Timing t = timed([&](cudaStream_t st) {
                     queue_mutex<<<blocks, 256, 0, st>>>(mq, pairs, threads, per, g_stop, g_undone);
                 }, budget);
-                gpumem_nvme_sw_stats cs = ctl.stop();
+                gpumem_target_stats cs = ctl.stop();
                 const uint64_t done = (uint64_t)threads * per - t.undone;
                 return RowRun{t.s, done, t.finished, cs.commands == done && cs.flushes == done && cs.violations == 0};
             });
@@ -880,7 +880,7 @@ static void bench_waitcap_gpuctl(bool quick) {
             Timing t = timed([&](cudaStream_t st) {
                 queue_lockfree<<<threads / 256, 256, 0, st>>>(ctl.pairs, 1, threads, per, bad, g_stop, g_undone);
             }, budget);
-            gpumem_nvme_sw_stats cs = ctl.stop();
+            gpumem_target_stats cs = ctl.stop();
             unsigned long long b = 0;
             CHECK(cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost));
             const uint64_t done = (uint64_t)threads * per - t.undone;
@@ -948,7 +948,7 @@ static void bench_misses(bool quick) {
                     Timing t = timed([&](cudaStream_t st) {
                         miss_reads<<<threads / 256, 256, 0, st>>>(c, n_lines, per, bad, g_stop, g_undone);
                     }, budget);
-                    gpumem_nvme_sw_stats cs = ctl.stop();
+                    gpumem_target_stats cs = ctl.stop();
                     gpumem_cache_get_stats(c, &after);
                     unsigned long long b;
                     CHECK(cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost));

@@ -364,7 +364,7 @@ static void test_over_gpu_controller(bool fused) {
            "reads: ok %llu bad %llu other %llu", reads->ok, reads->bad, reads->other);
     EXPECT(*fst == GPUMEM_OK, "flush on the GPU: %s", gpumem_status_str(*fst));
     EXPECT(writes->ok == r.n_words && writes->other == 0, "writes ok %llu other %llu", writes->ok, writes->other);
-    gpumem_nvme_sw_stats cs;
+    gpumem_target_stats cs;
     gpumem_cache_stats s;
     EXPECT(gpumem_nvme_gpuctl_get_stats_cuda(ctl, &cs) == GPUMEM_OK, "controller stats");
     gpumem_cache_get_stats(r.cache, &s);

@@ -113,7 +113,7 @@ struct FusedClients {
 static int small_run = 0, fused_only = 0;
 
 // Check the controller's counts and the namespace against n clients.
-static void expect_clean(const gpumem_nvme_sw_stats &s, const Counts &c, uint32_t n, const uint32_t *ns) {
+static void expect_clean(const gpumem_target_stats &s, const Counts &c, uint32_t n, const uint32_t *ns) {
     uint32_t bad = 0;
     EXPECT(c.ok == 4ull * n && c.failed == 0, "clients: %llu ok, %llu failed of %llu", c.ok, c.failed, 4ull * n);
     EXPECT(s.commands == 4ull * n && s.writes == n && s.reads == 2ull * n && s.flushes == n,
@@ -199,7 +199,7 @@ static void run_gpu_controller(const GpuRun &r) {
     uint32_t *control, *ns;
     void *mem;
     Clients a;
-    gpumem_nvme_sw_stats s;
+    gpumem_target_stats s;
     cudaStream_t ctl_stream, client_stream;
     char detail[200];
     bool fused = r.fused || fused_only;

@@ -53,7 +53,7 @@ class GpuctlWatch : public Watch {
     const gpumem_nvme_gpuctl *ctl_;
     const gpumem_nvme_gpuctl_desc *desc_;
     static uint64_t progress(void *p) {
-        gpumem_nvme_sw_stats s;
+        gpumem_target_stats s;
         return gpumem_nvme_gpuctl_get_stats_cuda(((GpuctlWatch *)p)->ctl_, &s) == GPUMEM_OK ? s.commands : 0;
     }
     static void stop(void *p) { gpumem_nvme_gpuctl_stop(((GpuctlWatch *)p)->desc_); }
