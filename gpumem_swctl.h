@@ -3,7 +3,7 @@
  * MIT license: use, copy, modify and vendor it, keeping this notice; it comes
  * with no warranty. Full text: the LICENSE file that comes with gpumem. */
 /* gpumem_swctl.h - software NVMe controllers for gpumem's queue pairs: a host
- * thread (gpumem_swctl) or a persistent GPU block (gpumem_nvme_gpuctl) that
+ * thread (gpumem_swctl) or a persistent GPU block (gpumem_swctl_gpu) that
  * plays the SSD, on the same rings and doorbells a real controller would
  * see. Emulation, for tests, benchmarks and hardware-free use; optional: a
  * program that drives only real controllers needs gpumem_nvme.h alone.
@@ -40,7 +40,7 @@
  *     gpumem_swctl_set_polled choose otherwise; the cost of each setting is
  *     in bench/results/issue12-doorbell-vm.md). Pass the gpumem_nvme_qp
  *     pointers to kernels as they are; they are device pointers;
- *   - or the GPU-resident controller, gpumem_nvme_gpuctl: a persistent block
+ *   - or the GPU-resident controller, gpumem_swctl_gpu: a persistent block
  *     that serves pairs in GPU memory, from a namespace in GPU memory or in
  *     pinned host memory; see "GPU-resident software controller" below.
  *
@@ -85,36 +85,36 @@
  * ends when the stop word is set. Everything is GPUMEM_API: the host test suite runs the same
  * loop from a POSIX thread against host threads.
  *
- *   gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
+ *   gpumem_swctl_gpu_desc d = gpumem_swctl_gpu_desc_default();
  *   d.n_pairs = 8; d.depth = 1024; d.n_blocks = 1 << 20; d.ram = ns_bytes;
  *   d.control = flags;                      // 2 words, mapped pinned host memory
- *   size_t bytes = gpumem_nvme_gpuctl_bytes(&d);
+ *   size_t bytes = gpumem_swctl_gpu_bytes(&d);
  *   void *mem;  cudaMalloc(&mem, bytes);
- *   gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d);          // a 1-thread kernel inits it
- *   gpumem_nvme_gpuctl *ctl = (gpumem_nvme_gpuctl *)mem;   // device pointers from here
+ *   gpumem_swctl_gpu_init_cuda(mem, bytes, &d);          // a 1-thread kernel inits it
+ *   gpumem_swctl_gpu *ctl = (gpumem_swctl_gpu *)mem;   // device pointers from here
  *   cudaStream_t stream;  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
  *   const void *clients[] = {(const void *)my_kernel};   // every kernel that will use its pairs
- *   gpumem_nvme_gpuctl_start(ctl, &d, 32 * d.n_pairs, stream, clients, 1, 5000);
+ *   gpumem_swctl_gpu_start(ctl, &d, 32 * d.n_pairs, stream, clients, 1, 5000);
  *       // preloads its own kernel and the client kernels (lazy module loading
  *       // would never load one while the controller runs), launches the
  *       // persistent controller (a warp per pair: 256 threads; above one
  *       // block's worth, several blocks) and waits until it runs
- *   ... kernels use gpumem_nvme_gpuctl_pair(mem, i) like any other pair ...
- *   gpumem_nvme_gpuctl_stop(&d); cudaStreamSynchronize(stream);
- *   gpumem_target_stats s; gpumem_nvme_gpuctl_get_stats_cuda(ctl, &s);   // s.violations == 0
+ *   ... kernels use gpumem_swctl_gpu_pair(mem, i) like any other pair ...
+ *   gpumem_swctl_gpu_stop(&d); cudaStreamSynchronize(stream);
+ *   gpumem_target_stats s; gpumem_swctl_gpu_get_stats_cuda(ctl, &s);   // s.violations == 0
  *
  * Start the controller on its own non-blocking stream (start refuses any
- * other) before its clients (gpumem_nvme_gpuctl_start waits until it runs;
+ * other) before its clients (gpumem_swctl_gpu_start waits until it runs;
  * if it fails, it has stopped it, see there): clients that fill the GPU
  * first would keep it from ever being scheduled. Kernels launched while it
  * runs must have been loaded before it started: pass them to
- * gpumem_nvme_gpuctl_start, or preload them with gpumem_cuda_preload (or
- * set CUDA_MODULE_LOADING=EAGER). Or run gpumem_nvme_gpuctl_serve in block 0
+ * gpumem_swctl_gpu_start, or preload them with gpumem_cuda_preload (or
+ * set CUDA_MODULE_LOADING=EAGER). Or run gpumem_swctl_gpu_serve in block 0
  * of a cooperative launch that also holds the clients (the device tests do
  * both).
  */
 
-typedef struct gpumem_nvme_gpuctl_desc {
+typedef struct gpumem_swctl_gpu_desc {
     uint32_t n_pairs;    /* 1 .. 65535 */
     uint32_t depth;      /* entries per queue: a power of two, 2 .. 65536 */
     uint32_t n_cids;     /* command IDs per pair: a power of two, 2 .. 65536 */
@@ -126,9 +126,9 @@ typedef struct gpumem_nvme_gpuctl_desc {
     void *ram;           /* n_blocks * lba_bytes bytes, addressable by the serving threads */
     uint32_t *control;   /* 2 words, zeroed by init: [0] stop (nonzero ends the loop),
                             [1] serving threads running; host-visible memory */
-} gpumem_nvme_gpuctl_desc;
+} gpumem_swctl_gpu_desc;
 
-typedef struct gpumem_nvme_gpuctl {
+typedef struct gpumem_swctl_gpu {
     gpumem_nvme_ns ns;
     unsigned char *ram;
     gpumem_nvme_qp *pairs;         /* n_pairs: what the pairs' users are handed */
@@ -136,7 +136,7 @@ typedef struct gpumem_nvme_gpuctl {
     gpumem_target_stats *stats;   /* n_pairs: written by each pair's server */
     uint32_t *control;
     uint32_t n_pairs;
-    uint32_t init_status;          /* gpumem_nvme_gpuctl_init_cuda's result, read back by copy */
+    uint32_t init_status;          /* gpumem_swctl_gpu_init_cuda's result, read back by copy */
     uint64_t iops;
     /* The stop word mirrored where the controller lives (GPU memory): the
      * serving warps take turns to look at control[0], which may be across
@@ -145,7 +145,7 @@ typedef struct gpumem_nvme_gpuctl {
      * read, in 1024 ns units of gpumem_clock_ns (wrapping). */
     uint32_t stop_mirror;
     uint32_t stop_read_at;
-} gpumem_nvme_gpuctl;
+} gpumem_swctl_gpu;
 
 #ifndef GPUMEM_GPUCTL_BATCH
 /* Commands a serving warp takes from one pair per visit before it moves on
@@ -164,8 +164,8 @@ typedef struct gpumem_nvme_gpuctl {
 /* The same in the 1024 ns units of gpumem__gpuctl_stopping's clock. */
 #define GPUMEM__GPUCTL_STOP_POLL_UNITS ((GPUMEM_GPUCTL_STOP_POLL_NS + 1023u) >> 10)
 
-GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
-    gpumem_nvme_gpuctl_desc d;
+GPUMEM_API gpumem_swctl_gpu_desc gpumem_swctl_gpu_desc_default(void) {
+    gpumem_swctl_gpu_desc d;
     unsigned char *b = (unsigned char *)&d;
     size_t k;
     for (k = 0; k < sizeof d; k++) b[k] = 0;
@@ -185,14 +185,14 @@ GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
  * pages, on
  * the first page boundary of the real address (the base need only be
  * 64-byte aligned, and CUDA's allocators give 512). */
-#define GPUMEM__GPUCTL_PAIRS_OFF GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_gpuctl), 64)
+#define GPUMEM__GPUCTL_PAIRS_OFF GPUMEM_ALIGN_UP(sizeof(gpumem_swctl_gpu), 64)
 #define GPUMEM__GPUCTL_SIGNALS_BYTES GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp_signals), 64)
 
 /* The namespace a controller of this description serves (what a cache in
  * front of its pairs is checked against), in *out. GPUMEM_ENULL for NULL
  * (then *out, if given, is a namespace of no blocks, which every pair and
  * cache refuses). */
-GPUMEM_API gpumem_status gpumem_nvme_gpuctl_ns(const gpumem_nvme_gpuctl_desc *d, gpumem_nvme_ns *out) {
+GPUMEM_API gpumem_status gpumem_swctl_gpu_ns(const gpumem_swctl_gpu_desc *d, gpumem_nvme_ns *out) {
     if (!out) return GPUMEM_ENULL;
     out->nsid = out->lba_shift = out->max_blocks = out->reserved_ = 0;
     out->n_blocks = 0;
@@ -204,7 +204,7 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_ns(const gpumem_nvme_gpuctl_desc *d,
     return GPUMEM_OK;
 }
 
-GPUMEM_API size_t gpumem__gpuctl_pair_core(const gpumem_nvme_gpuctl_desc *d) {
+GPUMEM_API size_t gpumem__gpuctl_pair_core(const gpumem_swctl_gpu_desc *d) {
     return GPUMEM_ALIGN_UP((size_t)d->depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl)) +
                                2 * GPUMEM_PAD_BYTES + GPUMEM__GPUCTL_SIGNALS_BYTES +
                                gpumem_nvme_qp_state_bytes(d->depth, d->n_cids) +
@@ -212,10 +212,10 @@ GPUMEM_API size_t gpumem__gpuctl_pair_core(const gpumem_nvme_gpuctl_desc *d) {
                            4096);
 }
 
-GPUMEM_API size_t gpumem__gpuctl_pair_block(const gpumem_nvme_gpuctl_desc *d) {
+GPUMEM_API size_t gpumem__gpuctl_pair_block(const gpumem_swctl_gpu_desc *d) {
     gpumem_nvme_ns ns;
     size_t prp;
-    (void)gpumem_nvme_gpuctl_ns(d, &ns);
+    (void)gpumem_swctl_gpu_ns(d, &ns);
     prp = gpumem_nvme_qp_prp_bytes(d->n_cids, &ns);
     return gpumem__gpuctl_pair_core(d) + (prp ? prp + 4096 : 0);
 }
@@ -228,24 +228,24 @@ GPUMEM_API size_t gpumem__gpuctl_first_block(uint32_t n_pairs) {
 }
 
 /* Bytes of memory the controller needs for its pairs (not the namespace). */
-GPUMEM_API size_t gpumem_nvme_gpuctl_bytes(const gpumem_nvme_gpuctl_desc *d) {
+GPUMEM_API size_t gpumem_swctl_gpu_bytes(const gpumem_swctl_gpu_desc *d) {
     if (!d) return 0;
     return gpumem__gpuctl_first_block(d->n_pairs) + (size_t)d->n_pairs * gpumem__gpuctl_pair_block(d);
 }
 
 /* Pair i, computed from the base without touching the memory (so the host
  * can hand device pointers to kernels). */
-GPUMEM_API gpumem_nvme_qp *gpumem_nvme_gpuctl_pair(void *mem, uint32_t i) {
+GPUMEM_API gpumem_nvme_qp *gpumem_swctl_gpu_pair(void *mem, uint32_t i) {
     if (!mem) return (gpumem_nvme_qp *)0;
     return (gpumem_nvme_qp *)((unsigned char *)mem + GPUMEM__GPUCTL_PAIRS_OFF) + i;
 }
 
-/* Lay the controller out in `mem` (64-byte aligned, gpumem_nvme_gpuctl_bytes
+/* Lay the controller out in `mem` (64-byte aligned, gpumem_swctl_gpu_bytes
  * bytes) and initialise it and its pairs; `mem` is then the controller.
  * Runs where the memory can be written: on the host for host-visible memory,
- * in a one-thread kernel for GPU memory (gpumem_nvme_gpuctl_init_cuda). */
-GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const gpumem_nvme_gpuctl_desc *d) {
-    gpumem_nvme_gpuctl *c = (gpumem_nvme_gpuctl *)mem;
+ * in a one-thread kernel for GPU memory (gpumem_swctl_gpu_init_cuda). */
+GPUMEM_API gpumem_status gpumem_swctl_gpu_init(void *mem, size_t bytes, const gpumem_swctl_gpu_desc *d) {
+    gpumem_swctl_gpu *c = (gpumem_swctl_gpu *)mem;
     unsigned char *base = (unsigned char *)mem;
     size_t block, core, first, k;
     uint32_t i;
@@ -257,14 +257,14 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
         !gpumem__valid_count(d->depth, GPUMEM_NVME_MAX_DEPTH) || !gpumem__valid_count(d->n_cids, GPUMEM_NVME_MAX_CIDS))
         return GPUMEM_EINVAL;
     if (d->n_blocks > UINT64_MAX / d->lba_bytes) return GPUMEM_ERANGE; /* byte offsets must not wrap */
-    if (bytes < gpumem_nvme_gpuctl_bytes(d)) return GPUMEM_ENOMEM;
+    if (bytes < gpumem_swctl_gpu_bytes(d)) return GPUMEM_ENOMEM;
     block = gpumem__gpuctl_pair_block(d);
     core = gpumem__gpuctl_pair_core(d);
     first = gpumem__gpuctl_first_block(d->n_pairs);
     for (k = 0; k < first; k++) base[k] = 0;
-    (void)gpumem_nvme_gpuctl_ns(d, &c->ns);
+    (void)gpumem_swctl_gpu_ns(d, &c->ns);
     c->ram = (unsigned char *)d->ram;
-    c->pairs = gpumem_nvme_gpuctl_pair(mem, 0);
+    c->pairs = gpumem_swctl_gpu_pair(mem, 0);
     c->queues = (gpumem_target_queue *)(c->pairs + d->n_pairs);
     c->stats = (gpumem_target_stats *)(c->queues + d->n_pairs);
     c->control = d->control;
@@ -314,7 +314,7 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
  * at 0 on a clock it never came from, and a reader that finds it newer than
  * its own time only reads once more than it had to. Relaxed: nothing is
  * read after the stop word, the loop just ends; stop_read_at orders nothing. */
-GPUMEM_API int gpumem__gpuctl_stopping(gpumem_nvme_gpuctl *c, uint32_t lane, uint32_t *next_look) {
+GPUMEM_API int gpumem__gpuctl_stopping(gpumem_swctl_gpu *c, uint32_t lane, uint32_t *next_look) {
     if (lane == 0) {
         const uint32_t now = (uint32_t)(gpumem_clock_ns() >> 10);
         if ((int32_t)(now - *next_look) >= 0) {
@@ -355,7 +355,7 @@ GPUMEM_API int gpumem__gpuctl_stopping(gpumem_nvme_gpuctl *c, uint32_t lane, uin
  * round (every entry up to it has been read).
  * Returns the commands posted (the same on every lane) and sets *doorbells
  * on lane 0 when a doorbell moved. */
-GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint32_t budget, uint32_t lane,
+GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_swctl_gpu *c, uint32_t i, uint32_t budget, uint32_t lane,
                                          uint32_t lanes, uint32_t mask, uint32_t *doorbells) {
     gpumem_target_queue *q = &c->queues[i];
     gpumem_target_stats *st = &c->stats[i];
@@ -441,7 +441,7 @@ GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint
  * warp's alone, so the controller-side state needs no atomics, and the 32
  * lanes of a warp serve one pair at a time together (gpumem__gpuctl_visit:
  * several of its commands at once, every copy split over the lanes). Call it
- * from every thread of a persistent block (the kernel gpumem_nvme_gpuctl_kernel
+ * from every thread of a persistent block (the kernel gpumem_swctl_gpu_kernel
  * does), or from host threads. On the device t must number threads so that
  * a warp's lanes are t = 32w .. 32w+31 (threadIdx.x and blockDim.x in one
  * block, or the global index with whole warps per block), and every thread
@@ -452,7 +452,7 @@ GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint
  * for other work (gpumem__gpuctl_stopping: whichever warps serve read the
  * stop word). Ends when the stop word is set, seen within about
  * GPUMEM_GPUCTL_STOP_POLL_NS. */
-GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint32_t n) {
+GPUMEM_API void gpumem_swctl_gpu_serve(gpumem_swctl_gpu *c, uint32_t t, uint32_t n) {
     const uint32_t lane = t % GPUMEM_WARP_WIDTH, first = t - lane, warp = t / GPUMEM_WARP_WIDTH;
     const uint32_t warps = (n + GPUMEM_WARP_WIDTH - 1) / GPUMEM_WARP_WIDTH;
     uint32_t servers, k, lanes, mask, next_look;
@@ -510,7 +510,7 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
 
 /* The sum of every pair's counts (exact once the loop has ended). Runs
  * where the controller's memory can be read. */
-GPUMEM_API gpumem_status gpumem_nvme_gpuctl_get_stats(const gpumem_nvme_gpuctl *c, gpumem_target_stats *out) {
+GPUMEM_API gpumem_status gpumem_swctl_gpu_get_stats(const gpumem_swctl_gpu *c, gpumem_target_stats *out) {
     uint32_t i;
     unsigned char *b = (unsigned char *)out;
     size_t k;
@@ -522,7 +522,7 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_get_stats(const gpumem_nvme_gpuctl *
 
 /* Stop the loop: a release store, so that it is seen after anything the
  * caller wrote before (system scope: the caller may be the host). */
-GPUMEM_API gpumem_status gpumem_nvme_gpuctl_stop(const gpumem_nvme_gpuctl_desc *d) {
+GPUMEM_API gpumem_status gpumem_swctl_gpu_stop(const gpumem_swctl_gpu_desc *d) {
     if (!d || !d->control) return GPUMEM_ENULL;
     gpumem_atomic_store_u32(&d->control[0], 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
     return GPUMEM_OK;
@@ -539,9 +539,9 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_stop(const gpumem_nvme_gpuctl_desc *
  * the device to go idle - which it never does while the persistent
  * controller runs. So a client kernel first launched after the controller
  * started never starts (measured on an H100: the clients stay at stage 0
- * forever). gpumem_nvme_gpuctl_start therefore loads the controller's own
+ * forever). gpumem_swctl_gpu_start therefore loads the controller's own
  * kernels (the serving loop and the init kernel, so that a later
- * gpumem_nvme_gpuctl_init_cuda, of another controller, works while this one
+ * gpumem_swctl_gpu_init_cuda, of another controller, works while this one
  * runs) and the client kernels it is given (gpumem_cuda_preload) before
  * the controller starts; under lazy loading, or where the driver cannot
  * say which (gpumem_cuda_lazy_loading() == -1), with no client kernels
@@ -558,37 +558,37 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_stop(const gpumem_nvme_gpuctl_desc *
  * read as a failed launch, and start would return while the controller
  * ran with nobody to stop it. */
 template <typename gpumem_unused_ = void>
-__global__ void gpumem_nvme_gpuctl_kernel(gpumem_nvme_gpuctl *c) {
-    gpumem_nvme_gpuctl_serve(c, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+__global__ void gpumem_swctl_gpu_kernel(gpumem_swctl_gpu *c) {
+    gpumem_swctl_gpu_serve(c, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
 }
 template <typename gpumem_unused_ = void>
-__global__ void gpumem__gpuctl_init_kernel(void *mem, size_t bytes, gpumem_nvme_gpuctl_desc d) {
+__global__ void gpumem__gpuctl_init_kernel(void *mem, size_t bytes, gpumem_swctl_gpu_desc d) {
     /* The status goes where the controller struct starts (the caller checked
      * that mem holds one), read back with a copy: no allocation. */
-    gpumem_status st = gpumem_nvme_gpuctl_init(mem, bytes, &d);
-    ((gpumem_nvme_gpuctl *)mem)->init_status = (uint32_t)st;
+    gpumem_status st = gpumem_swctl_gpu_init(mem, bytes, &d);
+    ((gpumem_swctl_gpu *)mem)->init_status = (uint32_t)st;
 }
 
 /* Initialise a controller in GPU memory with a one-thread kernel, before
  * its loop starts, and wait for it. The kernel runs on a private
  * non-blocking stream (so that it waits for no persistent kernel, not even
- * one on the legacy stream) and is preloaded first; gpumem_nvme_gpuctl_start
+ * one on the legacy stream) and is preloaded first; gpumem_swctl_gpu_start
  * preloads it too, so that this works while another controller runs under
  * lazy loading. Being on a stream of its own, it waits for nothing else
  * either: writes the caller queued to `mem` must have finished. GPUMEM_ESYS
  * if CUDA failed. */
-static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes, const gpumem_nvme_gpuctl_desc *d) {
+static inline gpumem_status gpumem_swctl_gpu_init_cuda(void *mem, size_t bytes, const gpumem_swctl_gpu_desc *d) {
     const void *own[1] = {(const void *)gpumem__gpuctl_init_kernel<>};
     uint32_t st = (uint32_t)GPUMEM_ESYS;
     cudaStream_t s;
     if (!d || !mem) return GPUMEM_ENULL;
-    if (bytes < sizeof(gpumem_nvme_gpuctl) || ((uintptr_t)mem & 63u) != 0) return GPUMEM_EINVAL;
+    if (bytes < sizeof(gpumem_swctl_gpu) || ((uintptr_t)mem & 63u) != 0) return GPUMEM_EINVAL;
     if (gpumem_cuda_preload(own, 1) != GPUMEM_OK) return GPUMEM_ESYS;
     if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return GPUMEM_ESYS;
     (void)cudaGetLastError(); /* an earlier call's error is not the launch's (above) */
     gpumem__gpuctl_init_kernel<<<1, 1, 0, s>>>(mem, bytes, *d);
     if (cudaGetLastError() != cudaSuccess ||
-        cudaMemcpyAsync(&st, &((gpumem_nvme_gpuctl *)mem)->init_status, sizeof st, cudaMemcpyDeviceToHost, s) !=
+        cudaMemcpyAsync(&st, &((gpumem_swctl_gpu *)mem)->init_status, sizeof st, cudaMemcpyDeviceToHost, s) !=
             cudaSuccess ||
         cudaStreamSynchronize(s) != cudaSuccess)
         st = (uint32_t)GPUMEM_ESYS; /* nothing is left running: the synchronise saw to it, or the launch failed */
@@ -596,14 +596,14 @@ static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes
     return (gpumem_status)st;
 }
 
-/* gpumem_nvme_gpuctl_start's every error return after its launch: stop the
+/* gpumem_swctl_gpu_start's every error return after its launch: stop the
  * controller, then wait at most timeout_ms for `stream` to drain, so that
  * no block of it is left running or queued over memory the caller may free
  * next. Returns `st`, or GPUMEM_EBUSY if the launch is still queued. */
-static inline gpumem_status gpumem__gpuctl_abandon(const gpumem_nvme_gpuctl_desc *d, cudaStream_t stream,
+static inline gpumem_status gpumem__gpuctl_abandon(const gpumem_swctl_gpu_desc *d, cudaStream_t stream,
                                                    uint32_t timeout_ms, gpumem_status st) {
     const uint64_t end = gpumem_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
-    gpumem_nvme_gpuctl_stop(d);
+    gpumem_swctl_gpu_stop(d);
     /* Until it has drained, or failed: either way nothing of it runs after. */
     while (cudaStreamQuery(stream) == cudaErrorNotReady)
         if (gpumem_clock_ns() > end) {
@@ -653,11 +653,11 @@ static inline gpumem_status gpumem__gpuctl_abandon(const gpumem_nvme_gpuctl_desc
  * GPUMEM_EBUSY with a message: the launch is still queued, stopped, and
  * may yet run, so its memory must stay allocated until
  * cudaStreamSynchronize(stream) returns. */
-static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, const gpumem_nvme_gpuctl_desc *d,
-                                                     uint32_t threads, cudaStream_t stream,
-                                                     const void *const *client_kernels, uint32_t n,
-                                                     uint32_t timeout_ms) {
-    const void *own[2] = {(const void *)gpumem_nvme_gpuctl_kernel<>, (const void *)gpumem__gpuctl_init_kernel<>};
+static inline gpumem_status gpumem_swctl_gpu_start(gpumem_swctl_gpu *c, const gpumem_swctl_gpu_desc *d,
+                                                   uint32_t threads, cudaStream_t stream,
+                                                   const void *const *client_kernels, uint32_t n,
+                                                   uint32_t timeout_ms) {
+    const void *own[2] = {(const void *)gpumem_swctl_gpu_kernel<>, (const void *)gpumem__gpuctl_init_kernel<>};
     cudaFuncAttributes attr;
     uint64_t blocks = 1, per_block = threads, launched; /* 64-bit: threads may be near 2^32 */
     uint32_t cap;
@@ -687,7 +687,7 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
         gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) != 0) {
 #if !GPUMEM_ON_DEVICE
         GPUMEM_LOG("GPU controller: already started, or stopped (its control words are not zero); initialise it "
-                   "again (gpumem_nvme_gpuctl_init_cuda) before starting it again");
+                   "again (gpumem_swctl_gpu_init_cuda) before starting it again");
 #endif
         return GPUMEM_ESTATE;
     }
@@ -722,7 +722,7 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
 #if !GPUMEM_ON_DEVICE /* host code, parsed by both passes; the log exists on the host */
         GPUMEM_LOG("GPU controller: CUDA loads modules lazily (CUDA_MODULE_LOADING=LAZY, the default since CUDA "
                    "12.2), or the driver cannot say whether it does, and a kernel first launched while the "
-                   "controller runs would never start. Pass your client kernels to gpumem_nvme_gpuctl_start (or "
+                   "controller runs would never start. Pass your client kernels to gpumem_swctl_gpu_start (or "
                    "preload them with gpumem_cuda_preload), or set CUDA_MODULE_LOADING=EAGER before the first "
                    "CUDA call");
 #endif
@@ -731,7 +731,7 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
     if ((st = gpumem_cuda_preload(own, 2)) != GPUMEM_OK || (st = gpumem_cuda_preload(client_kernels, n)) != GPUMEM_OK)
         return st;
     (void)cudaGetLastError(); /* an earlier call's error is not the launch's (above) */
-    gpumem_nvme_gpuctl_kernel<<<(unsigned)blocks, (unsigned)per_block, 0, stream>>>(c);
+    gpumem_swctl_gpu_kernel<<<(unsigned)blocks, (unsigned)per_block, 0, stream>>>(c);
     st = cudaGetLastError() == cudaSuccess ? GPUMEM_OK : GPUMEM_ESYS;
     end = gpumem_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (st == GPUMEM_OK &&
@@ -744,8 +744,8 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
 /* The sum of every pair's counts of a controller in GPU memory, copied to
  * the host (exact once the controller has stopped; a snapshot while it
  * runs). No kernel and no device allocation. */
-static inline gpumem_status gpumem_nvme_gpuctl_get_stats_cuda(const gpumem_nvme_gpuctl *c, gpumem_target_stats *out) {
-    gpumem_nvme_gpuctl h;
+static inline gpumem_status gpumem_swctl_gpu_get_stats_cuda(const gpumem_swctl_gpu *c, gpumem_target_stats *out) {
+    gpumem_swctl_gpu h;
     gpumem_target_stats *all;
     gpumem_status st;
     uint32_t i;
@@ -762,8 +762,8 @@ static inline gpumem_status gpumem_nvme_gpuctl_get_stats_cuda(const gpumem_nvme_
 
 #if !GPUMEM_ON_DEVICE
 /* Every pair of a GPU-resident controller, client and controller side. */
-static inline size_t gpumem_nvme_gpuctl_report_cuda(const gpumem_nvme_gpuctl *c, char *buf, size_t n, size_t at) {
-    gpumem_nvme_gpuctl h;
+static inline size_t gpumem_swctl_gpu_report_cuda(const gpumem_swctl_gpu *c, char *buf, size_t n, size_t at) {
+    gpumem_swctl_gpu h;
     uint32_t i;
     void *cid_state = malloc(65536);
     if (gpumem__cuda_peek(&h, c, sizeof h) != GPUMEM_OK || !cid_state) {

@@ -78,7 +78,7 @@
  * order, check them (opcode, namespace, LBA range, PRPs, command-ID reuse),
  * execute them against a namespace in memory, and post completions with the
  * phase tag. The host-thread controller (gpumem_swctl), the GPU-resident
- * controller (gpumem_nvme_gpuctl) and the io_uring forwarder (gpumem_uringctl)
+ * controller (gpumem_swctl_gpu) and the io_uring forwarder (gpumem_uringctl)
  * all run these, so the host test suite tests the code that the GPU runs,
  * and every controller judges its clients by the same rules.
  *

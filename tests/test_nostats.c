@@ -78,7 +78,7 @@ Test(nostats, pair_works_and_keeps_no_doorbell_counts) {
     rc.gpuctl_servers = 1;
     cr_assert(buf);
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
-    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
+    qp = gpumem_swctl_gpu_pair(g.mem, 0);
     gpuctl_rig_start(&g);
     for (i = 0; i < 64; i++) {
         fill_block(buf, i, 1);

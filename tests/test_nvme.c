@@ -455,7 +455,7 @@ Test(nvme_ctl, counts_protocol_violations) {
 }
 
 /* ---- the GPU-resident controller's loop, run by host threads --------------- */
-/* gpumem_nvme_gpuctl_serve is GPUMEM_API: here host threads play the GPU's
+/* gpumem_swctl_gpu_serve is GPUMEM_API: here host threads play the GPU's
  * serving threads, so the code the GPU runs is tested on every machine. */
 
 Test(nvme_gpuctl, sixty_four_threads_four_pairs_two_servers, .timeout = 600) {
@@ -476,7 +476,7 @@ Test(nvme_gpuctl, depth_4_more_servers_than_pairs, .timeout = 600) {
 }
 
 Test(nvme_gpuctl, init_rejects_bad_input) {
-    gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
+    gpumem_swctl_gpu_desc d = gpumem_swctl_gpu_desc_default();
     uint32_t control[2];
     static unsigned char ram[64 * LBA];
     void *mem;
@@ -484,21 +484,21 @@ Test(nvme_gpuctl, init_rejects_bad_input) {
     d.n_blocks = 64;
     d.ram = ram;
     d.control = control;
-    bytes = gpumem_nvme_gpuctl_bytes(&d);
+    bytes = gpumem_swctl_gpu_bytes(&d);
     mem = aligned_alloc(4096, GPUMEM_ALIGN_UP(bytes, 4096));
-    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes - 1, &d), GPUMEM_ENOMEM);
-    cr_assert_eq(gpumem_nvme_gpuctl_init((char *)mem + 8, bytes, &d), GPUMEM_EINVAL, "64-byte alignment");
+    cr_assert_eq(gpumem_swctl_gpu_init(mem, bytes - 1, &d), GPUMEM_ENOMEM);
+    cr_assert_eq(gpumem_swctl_gpu_init((char *)mem + 8, bytes, &d), GPUMEM_EINVAL, "64-byte alignment");
     d.depth = 6;
-    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_swctl_gpu_init(mem, bytes, &d), GPUMEM_EINVAL);
     d.depth = 1024;
     d.control = NULL;
-    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_swctl_gpu_init(mem, bytes, &d), GPUMEM_ENULL);
     d.control = control;
     d.lba_bytes = 1000;
-    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_swctl_gpu_init(mem, bytes, &d), GPUMEM_EINVAL);
     d.lba_bytes = LBA;
-    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_OK);
-    cr_assert_eq((void *)gpumem_nvme_gpuctl_pair(mem, 0), (void *)((gpumem_nvme_gpuctl *)mem)->pairs);
+    cr_assert_eq(gpumem_swctl_gpu_init(mem, bytes, &d), GPUMEM_OK);
+    cr_assert_eq((void *)gpumem_swctl_gpu_pair(mem, 0), (void *)((gpumem_swctl_gpu *)mem)->pairs);
     free(mem);
 }
 
@@ -508,10 +508,10 @@ Test(nvme_gpuctl, init_rejects_bad_input) {
  * an SM). Each serves its pair (a read through each, checked by content),
  * then both end at the stop. With thread 0 the only reader of the stop word
  * they served forever, and the test's timeout failed it. */
-typedef struct late_server { gpumem_nvme_gpuctl *ctl; uint32_t t, n; } late_server;
+typedef struct late_server { gpumem_swctl_gpu *ctl; uint32_t t, n; } late_server;
 static void *serve_as(void *p) {
     const late_server *a = (const late_server *)p;
-    gpumem_nvme_gpuctl_serve(a->ctl, a->t, a->n);
+    gpumem_swctl_gpu_serve(a->ctl, a->t, a->n);
     return NULL;
 }
 Test(nvme_gpuctl, stop_seen_by_servers_without_thread_0, .timeout = 60) {
@@ -527,20 +527,20 @@ Test(nvme_gpuctl, stop_seen_by_servers_without_thread_0, .timeout = 60) {
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
     for (i = 0; i < 64 * LBA; i++) ((unsigned char *)g.d.ram)[i] = (unsigned char)(i / LBA + 1);
     for (i = 0; i < 2; i++) {
-        a[i].ctl = (gpumem_nvme_gpuctl *)g.mem, a[i].t = i + 1, a[i].n = 3;
+        a[i].ctl = (gpumem_swctl_gpu *)g.mem, a[i].t = i + 1, a[i].n = 3;
         cr_assert_eq(pthread_create(&th[i], NULL, serve_as, &a[i]), 0);
     }
     while (__atomic_load_n(&g.control[1], __ATOMIC_ACQUIRE) < 2) sched_yield();
     for (i = 1; i < 3; i++) { /* pair i is served by thread i */
         memset(buf, 0, sizeof buf);
-        cr_assert_eq(gpumem_nvme_qp_read(gpumem_nvme_gpuctl_pair(g.mem, i), 10 + i, 1, (uintptr_t)buf, 0, NULL),
+        cr_assert_eq(gpumem_nvme_qp_read(gpumem_swctl_gpu_pair(g.mem, i), 10 + i, 1, (uintptr_t)buf, 0, NULL),
                      GPUMEM_OK);
         cr_assert_eq(buf[0], 11 + i, "pair %u read block %u: found %u", i, 10 + i, buf[0]);
         cr_assert_eq(buf[LBA - 1], 11 + i);
     }
-    gpumem_nvme_gpuctl_stop(&g.d);
+    gpumem_swctl_gpu_stop(&g.d);
     for (i = 0; i < 2; i++) pthread_join(th[i], NULL);
-    gpumem_nvme_gpuctl_get_stats((gpumem_nvme_gpuctl *)g.mem, &s);
+    gpumem_swctl_gpu_get_stats((gpumem_swctl_gpu *)g.mem, &s);
     cr_assert_eq(s.commands, 2);
     cr_assert_eq(s.violations, 0);
     gpuctl_rig_free(&g);
@@ -554,7 +554,7 @@ Test(nvme_gpuctl, counts_protocol_violations) {
     rc.gpuctl_servers = 1;
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
     gpuctl_rig_start(&g);
-    provoke_violations(gpumem_nvme_gpuctl_pair(g.mem, 0));
+    provoke_violations(gpumem_swctl_gpu_pair(g.mem, 0));
     gpuctl_rig_stop(&g, &s);
     expect_provoked_violations(&s);
     gpuctl_rig_free(&g);
@@ -573,8 +573,8 @@ Test(nvme_gpuctl, iops_cap_spaces_completions, .timeout = 60) {
     uint32_t i;
     rc.gpuctl_servers = 1;
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
-    ((gpumem_nvme_gpuctl *)g.mem)->iops = 20000;
-    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
+    ((gpumem_swctl_gpu *)g.mem)->iops = 20000;
+    qp = gpumem_swctl_gpu_pair(g.mem, 0);
     gpuctl_rig_start(&g);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (i = 0; i < 2000; i++) cr_assert_eq(gpumem_nvme_qp_read(qp, i % 64, 1, (uintptr_t)buf, 0, NULL), GPUMEM_OK);
@@ -668,7 +668,7 @@ Test(nvme_gpuctl, wait_cap_is_set_per_pair_within_range) {
     gpumem_nvme_qp *qp;
     rc.gpuctl_servers = 1;
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
-    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
+    qp = gpumem_swctl_gpu_pair(g.mem, 0);
     cr_assert_eq(qp->wait_max_ns, GPUMEM_BACKOFF_MAX_NS);
     cr_assert_eq(gpumem_nvme_qp_set_wait_max_ns(qp, 0), GPUMEM_EINVAL);
     cr_assert_eq(gpumem_nvme_qp_set_wait_max_ns(qp, 1000001u), GPUMEM_EINVAL);

@@ -183,11 +183,11 @@ Test(robust, ranges_do_not_wrap) {
         cr_assert_eq(gpumem_nvme_qp_init(&q2, &qd), GPUMEM_OK);
     }
     {
-        gpumem_nvme_gpuctl_desc g = gpumem_nvme_gpuctl_desc_default();
+        gpumem_swctl_gpu_desc g = gpumem_swctl_gpu_desc_default();
         uint32_t control[2];
         static uint64_t mem[64] __attribute__((aligned(64)));
         g.ram = mem, g.control = control, g.lba_bytes = 4096, g.n_blocks = UINT64_MAX / 2048;
-        cr_assert_eq(gpumem_nvme_gpuctl_init(mem, sizeof mem, &g), GPUMEM_ERANGE);
+        cr_assert_eq(gpumem_swctl_gpu_init(mem, sizeof mem, &g), GPUMEM_ERANGE);
     }
     cr_assert_eq(gpumem_swctl_destroy(ctl), GPUMEM_OK);
 }
@@ -213,7 +213,7 @@ Test(robust, null_and_out_of_range_table) {
     gpumem_target_stats sw;
     gpumem_target_prp_walk walk;
     gpumem_nvme_iomap im = gpumem_nvme_iomap_contiguous(0x1000);
-    gpumem_nvme_gpuctl_desc gd = gpumem_nvme_gpuctl_desc_default();
+    gpumem_swctl_gpu_desc gd = gpumem_swctl_gpu_desc_default();
     gpumem_cache_desc cd = gpumem_cache_desc_default();
     gpumem_cache *cache;
     gpumem_cache_stats cs;
@@ -334,15 +334,15 @@ Test(robust, null_and_out_of_range_table) {
             {"sw_serve_ram(NULL ns)", gpumem_target_serve_ram(&swq, &sw, NULL, mem, 0), 0},
             {"sw_serve_ram(NULL ram)", gpumem_target_serve_ram(&swq, &sw, &ns, NULL, 0), 0},
             /* GPU-resident controller (host-callable parts) */
-            {"gpuctl_bytes(NULL)", (long)gpumem_nvme_gpuctl_bytes(NULL), 0},
-            {"gpuctl_pair(NULL)", (long)(uintptr_t)gpumem_nvme_gpuctl_pair(NULL, 0), 0},
-            {"gpuctl_init(NULL mem)", gpumem_nvme_gpuctl_init(NULL, 4096, &gd), GPUMEM_ENULL},
-            {"gpuctl_init(NULL desc)", gpumem_nvme_gpuctl_init(mem, sizeof mem, NULL), GPUMEM_ENULL},
-            {"gpuctl_init(desc without ram)", gpumem_nvme_gpuctl_init(mem, sizeof mem, &gd), GPUMEM_ENULL},
-            {"gpuctl_get_stats(NULL c)", gpumem_nvme_gpuctl_get_stats(NULL, &sw), GPUMEM_ENULL},
-            {"gpuctl_get_stats(NULL out)", gpumem_nvme_gpuctl_get_stats((gpumem_nvme_gpuctl *)mem, NULL), GPUMEM_ENULL},
-            {"gpuctl_stop(NULL)", gpumem_nvme_gpuctl_stop(NULL), GPUMEM_ENULL},
-            {"gpuctl_stop(no control words)", gpumem_nvme_gpuctl_stop(&gd), GPUMEM_ENULL},
+            {"gpuctl_bytes(NULL)", (long)gpumem_swctl_gpu_bytes(NULL), 0},
+            {"gpuctl_pair(NULL)", (long)(uintptr_t)gpumem_swctl_gpu_pair(NULL, 0), 0},
+            {"gpuctl_init(NULL mem)", gpumem_swctl_gpu_init(NULL, 4096, &gd), GPUMEM_ENULL},
+            {"gpuctl_init(NULL desc)", gpumem_swctl_gpu_init(mem, sizeof mem, NULL), GPUMEM_ENULL},
+            {"gpuctl_init(desc without ram)", gpumem_swctl_gpu_init(mem, sizeof mem, &gd), GPUMEM_ENULL},
+            {"gpuctl_get_stats(NULL c)", gpumem_swctl_gpu_get_stats(NULL, &sw), GPUMEM_ENULL},
+            {"gpuctl_get_stats(NULL out)", gpumem_swctl_gpu_get_stats((gpumem_swctl_gpu *)mem, NULL), GPUMEM_ENULL},
+            {"gpuctl_stop(NULL)", gpumem_swctl_gpu_stop(NULL), GPUMEM_ENULL},
+            {"gpuctl_stop(no control words)", gpumem_swctl_gpu_stop(&gd), GPUMEM_ENULL},
             /* host software controller */
             {"swctl_create(NULL cfg)", gpumem_swctl_create(NULL, (gpumem_swctl **)&vp), GPUMEM_ENULL},
             {"swctl_create(NULL out)", gpumem_swctl_create(&cfg, NULL), GPUMEM_ENULL},

@@ -55,7 +55,7 @@ Test(host_warp, one_pair_multi_block_transfers_at_odd_offsets, .timeout = 120) {
     rc.ctl.max_blocks = 16;
     cr_assert(mem);
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 256), GPUMEM_OK);
-    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
+    qp = gpumem_swctl_gpu_pair(g.mem, 0);
     gpuctl_rig_start(&g);
     for (uint32_t o = 0; o < sizeof offsets / sizeof *offsets; o++)
         for (uint32_t nlb = 1; nlb <= 9; nlb++) {
@@ -111,8 +111,8 @@ Test(host_warp, one_pair_rounds_of_mixed_commands_in_fetch_order, .timeout = 120
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 9 * BATCH_CMDS), GPUMEM_OK);
     for (uint32_t lba = 0; lba < 9 * BATCH_CMDS; lba++)
         fill_block((unsigned char *)g.d.ram + (size_t)lba * LBA, lba, 1);
-    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
-    q = &((gpumem_nvme_gpuctl *)g.mem)->queues[0];
+    qp = gpumem_swctl_gpu_pair(g.mem, 0);
+    q = &((gpumem_swctl_gpu *)g.mem)->queues[0];
     for (uint32_t b = 0; b < 3; b++) {
         memset(arena, 0x5A, (size_t)BATCH_CMDS * SLOT_BYTES);
         for (uint32_t j = 0; j < BATCH_CMDS; j++) {
