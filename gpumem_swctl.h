@@ -854,35 +854,26 @@ typedef struct gpumem_swctl_config {
      * of each setting: bench/results/issue12-doorbell-vm.md. */
     uint64_t idle_spin_ns;
     uint64_t park_ns;      /* 1 us .. 1 s; 0: the default */
-    /* Where memory comes from, by who touches it (gpumem_nvme_qp_desc).
-     * Ring memory, which the controller thread and the pairs' users share:
-     * each pair's rings, doorbells and signals block, its PRP-list pages,
-     * the controller's doorbell event, and the namespace RAM when the
-     * controller allocates it: alloc / free (NULL: GPUMEM_MALLOC /
-     * GPUMEM_FREE). Client memory, which only the pairs' users touch: each
-     * pair's struct and state: client_alloc / client_free (NULL: alloc /
-     * free as well); the controller thread never reads or writes it (the
-     * pair is built there by gpumem_swctl_add_qp on the calling thread, and
-     * read there only by gpumem_swctl_destroy's idle check and by
-     * gpumem_swctl_report). For GPU threads against this host-thread
-     * controller: ring memory mapped pinned (cudaHostAlloc with
+    /* Where memory comes from, by who touches it (gpumem_target_mem in
+     * gpumem_target.h, whose pair set holds the pairs). Ring memory, which
+     * the controller thread and the pairs' users share: each pair's rings,
+     * doorbells and signals block, its PRP-list pages, the controller's
+     * doorbell event, and the namespace RAM when the controller allocates
+     * it: mem.alloc / mem.free (NULL: GPUMEM_MALLOC / GPUMEM_FREE). Client
+     * memory, which only the pairs' users touch: each pair's struct and
+     * state: mem.client_alloc / mem.client_free (NULL: mem.alloc / mem.free
+     * as well); the controller thread never reads or writes it (the pair is
+     * built there by gpumem_swctl_add_qp on the calling thread, and read
+     * there only by gpumem_swctl_destroy's idle check and by
+     * gpumem_swctl_report; mem.client_copy for memory host code cannot
+     * touch, cudaMalloc: the pair is then built in host memory and copied
+     * in, and those two read a copy). For GPU threads against this
+     * host-thread controller: ring memory mapped pinned (cudaHostAlloc with
      * cudaHostAllocMapped, whose host pointers are valid on the GPU with
      * unified addressing), client memory in GPU memory, so that no client
      * atomic crosses PCIe: gpumem_swctl_config_gpu_clients sets all of it
      * (docs/gpu.md). */
-    void *(*alloc)(void *ctx, size_t bytes);
-    void (*free)(void *ctx, void *p);
-    void *alloc_ctx;
-    void *(*client_alloc)(void *ctx, size_t bytes);
-    void (*client_free)(void *ctx, void *p);
-    /* Optional, for client memory that host code cannot touch (cudaMalloc):
-     * copies `bytes` between it and host memory, either way (cudaMemcpy with
-     * cudaMemcpyDefault; it must not wait for running kernels, because the
-     * watchdog's report reads through it), returning 0 on success. The pair
-     * is then built in host memory and copied in, and destroy's idle check
-     * and the report read a copy. NULL: client memory is host memory. */
-    int (*client_copy)(void *ctx, void *dst, const void *src, size_t bytes);
-    void *client_ctx;
+    gpumem_target_mem mem;
 } gpumem_swctl_config;
 
 /* idle_spin_ns: never park. */
@@ -956,7 +947,7 @@ gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl);
  * (aborted, it leaves soon): call it again. From reset_begin on, a call
  * that enters the pair gets GPUMEM_EABORTED (gpumem_nvme.h, "Gate").
  * Other pairs are served throughout (paused for a moment).
- * Not for pairs whose client memory the host cannot write (cfg.client_copy
+ * Not for pairs whose client memory the host cannot write (cfg.mem.client_copy
  * set, as gpumem_swctl_config_gpu_clients does): GPUMEM_ESTATE. */
 gpumem_status gpumem_swctl_reset_begin(gpumem_swctl *ctl, gpumem_nvme_qp *qp);
 gpumem_status gpumem_swctl_reset_end(gpumem_swctl *ctl, gpumem_nvme_qp *qp);
@@ -1013,13 +1004,13 @@ static inline int gpumem__cuda_copy(void *ctx, void *dst, const void *src, size_
 }
 static inline void gpumem_swctl_config_gpu_clients(gpumem_swctl_config *cfg) {
     if (!cfg) return;
-    cfg->alloc = gpumem__cuda_mapped_alloc;
-    cfg->free = gpumem__cuda_mapped_free;
-    cfg->alloc_ctx = NULL;
-    cfg->client_alloc = gpumem__cuda_device_alloc;
-    cfg->client_free = gpumem__cuda_device_free;
-    cfg->client_copy = gpumem__cuda_copy;
-    cfg->client_ctx = NULL;
+    cfg->mem.alloc = gpumem__cuda_mapped_alloc;
+    cfg->mem.free = gpumem__cuda_mapped_free;
+    cfg->mem.alloc_ctx = NULL;
+    cfg->mem.client_alloc = gpumem__cuda_device_alloc;
+    cfg->mem.client_free = gpumem__cuda_device_free;
+    cfg->mem.client_copy = gpumem__cuda_copy;
+    cfg->mem.client_ctx = NULL;
     cfg->idle_spin_ns = GPUMEM_SWCTL_NEVER_PARK;
 }
 #endif /* __CUDACC__ */
@@ -1071,19 +1062,6 @@ struct gpumem_swctl {
     gpumem_swctl_stats pub; /* st as last published: atomic stores by the controller, atomic loads by readers */
 };
 
-/* The configuration's allocators, as the pair set takes them. */
-static gpumem_target_mem gpumem__sw_mem(const gpumem_swctl_config *cfg) {
-    gpumem_target_mem m;
-    m.alloc = cfg->alloc;
-    m.free = cfg->free;
-    m.alloc_ctx = cfg->alloc_ctx;
-    m.client_alloc = cfg->client_alloc;
-    m.client_free = cfg->client_free;
-    m.client_copy = cfg->client_copy;
-    m.client_ctx = cfg->client_ctx;
-    return m;
-}
-
 static uint64_t gpumem__rng_next(uint64_t *s) { /* xorshift64* */
     uint64_t x = *s;
     x ^= x >> 12;
@@ -1109,7 +1087,6 @@ gpumem_swctl_config gpumem_swctl_config_default(void) {
 
 gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl **out) {
     gpumem_swctl *c;
-    gpumem_target_mem mem;
     gpumem_status st;
     if (!cfg || !out) return GPUMEM_ENULL;
     *out = NULL;
@@ -1138,9 +1115,8 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
     c->ns.n_blocks = cfg->n_blocks;
     c->ns.max_blocks = cfg->max_blocks;
     c->rng = cfg->seed ? cfg->seed : 1;
-    mem = gpumem__sw_mem(cfg);
     /* The allocators are checked there (both of a pair, or neither). */
-    if ((st = gpumem_target_pairs_create(&c->ns, &mem, &c->pairs)) != GPUMEM_OK) {
+    if ((st = gpumem_target_pairs_create(&c->ns, &cfg->mem, &c->pairs)) != GPUMEM_OK) {
         GPUMEM_FREE(c);
         return st;
     }
@@ -1148,7 +1124,7 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
         c->ram = (unsigned char *)cfg->ram;
     } else if (cfg->fd < 0) {
         size_t bytes = (size_t)(cfg->n_blocks * cfg->lba_bytes);
-        c->ram = (unsigned char *)gpumem_target_mem_alloc(&mem, bytes); /* ring memory: both sides reach it */
+        c->ram = (unsigned char *)gpumem_target_mem_alloc(&cfg->mem, bytes); /* ring memory: both sides reach it */
         if (!c->ram) {
             GPUMEM_LOG("software controller: cannot allocate %zu bytes of backing RAM", bytes);
             gpumem_target_pairs_destroy(c->pairs);
@@ -1420,7 +1396,7 @@ gpumem_status gpumem_swctl_reset_begin(gpumem_swctl *ctl, gpumem_nvme_qp *qp) {
     int was_running;
     if (!ctl || !qp) return GPUMEM_ENULL;
     if ((i = gpumem_target_pairs_find(ctl->pairs, qp)) == GPUMEM_TARGET_NO_PAIR) return GPUMEM_EINVAL;
-    if (ctl->cfg.client_copy) {
+    if (ctl->cfg.mem.client_copy) {
         /* reset_end reinitialises the pair's client state from the host */
         GPUMEM_LOG("software controller: reset of a pair whose client memory the host cannot write (client_copy "
                    "set, e.g. GPU clients) is not supported");
@@ -1528,7 +1504,6 @@ gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const cha
 }
 
 gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl) {
-    gpumem_target_mem mem;
     gpumem_status st;
     uint32_t i, count;
     if (!ctl) return GPUMEM_ENULL;
@@ -1540,8 +1515,7 @@ gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl) {
     for (i = 0; i < count; i++) GPUMEM_FREE(ctl->queues[i].pend);
     GPUMEM_FREE(ctl->queues);
     gpumem_target_pairs_destroy(ctl->pairs);
-    mem = gpumem__sw_mem(&ctl->cfg);
-    if (ctl->own_ram) gpumem_target_mem_free(&mem, ctl->ram);
+    if (ctl->own_ram) gpumem_target_mem_free(&ctl->cfg.mem, ctl->ram);
     GPUMEM_FREE(ctl);
     return GPUMEM_OK;
 }

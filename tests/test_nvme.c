@@ -713,14 +713,14 @@ Test(nvme_ctl, allocator_callbacks_place_rings_and_client_state_apart) {
     unsigned char w[LBA] __attribute__((aligned(LBA))), r[LBA] __attribute__((aligned(LBA)));
     memset(&ring, 0, sizeof ring);
     memset(&client, 0, sizeof client);
-    c.alloc = count_alloc;
+    c.mem.alloc = count_alloc;
     cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL, "alloc without free");
-    c.free = count_free;
-    c.alloc_ctx = &ring;
-    c.client_alloc = count_alloc;
+    c.mem.free = count_free;
+    c.mem.alloc_ctx = &ring;
+    c.mem.client_alloc = count_alloc;
     cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL, "client_alloc without client_free");
-    c.client_free = count_free;
-    c.client_ctx = &client;
+    c.mem.client_free = count_free;
+    c.mem.client_ctx = &client;
     c.n_blocks = 64;
     cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
@@ -745,8 +745,8 @@ Test(nvme_ctl, allocator_callbacks_place_rings_and_client_state_apart) {
 
     /* Without client callbacks, client memory comes from alloc as well. */
     memset(&ring, 0, sizeof ring);
-    c.client_alloc = NULL;
-    c.client_free = NULL;
+    c.mem.client_alloc = NULL;
+    c.mem.client_free = NULL;
     cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
     cr_assert_eq(ring.allocs, 5);
@@ -799,10 +799,10 @@ Test(nvme_ctl, client_memory_host_code_cannot_touch) {
     cr_assert(text);
     memset(&g, 0, sizeof g);
     c.n_blocks = 64;
-    c.client_alloc = guarded_alloc;
-    c.client_free = guarded_free;
-    c.client_copy = guarded_copy;
-    c.client_ctx = &g;
+    c.mem.client_alloc = guarded_alloc;
+    c.mem.client_free = guarded_free;
+    c.mem.client_copy = guarded_copy;
+    c.mem.client_ctx = &g;
     cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_OK);
     g.fail = 1;
     cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_ESYS, "a failed copy fails the pair");
