@@ -51,6 +51,7 @@ HEADERS += gpumem_doctor.h
 # One test a line, so that branches adding tests merge without conflict.
 TESTS   := $(BUILD)/test_core
 TESTS   += $(BUILD)/test_nvme
+TESTS   += $(BUILD)/test_target
 TESTS   += $(BUILD)/test_cache
 TESTS   += $(BUILD)/test_robust
 TESTS   += $(BUILD)/test_wakeup
