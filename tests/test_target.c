@@ -215,7 +215,8 @@ static void *wake_after_20ms(void *arg) {
 
 /* A park lasts wait_ns at most, and not at all when a doorbell moved or
  * the stop came before it; a doorbell or a stop with a notify during it
- * ends it. (Times are bounds with room: never a measure.) */
+ * ends it. (Times are bounds with room for a loaded machine, below the
+ * park's own cap of 1 s: never a measure.) */
 Test(target_idle, park_ends_on_doorbell_stop_or_time) {
     gpumem_nvme_ns ns = small_ns();
     gpumem_target_pairs *ps;
@@ -231,12 +232,12 @@ Test(target_idle, park_ends_on_doorbell_stop_or_time) {
     ring_sq(ps, 0, 1);
     t = gpumem_clock_ns();
     gpumem_target_pairs_park(ps, 0, 1, 5000000000ull, &running);
-    cr_assert(gpumem_clock_ns() - t < 1000000000ull, "a doorbell rung before the park: no sleep");
+    cr_assert(gpumem_clock_ns() - t < 500000000ull, "a doorbell rung before the park: no sleep");
     gpumem_target_pairs_park(ps, 1, 1, 30000000, &running); /* no pair 1: nothing to see, sleeps */
     running = 0;
     t = gpumem_clock_ns();
     gpumem_target_pairs_park(ps, 1, 1, 5000000000ull, &running);
-    cr_assert(gpumem_clock_ns() - t < 1000000000ull, "a stop before the park: no sleep");
+    cr_assert(gpumem_clock_ns() - t < 500000000ull, "a stop before the park: no sleep");
     for (k = 0; k < 2; k++) {
         pthread_t th;
         waker w;
@@ -247,7 +248,8 @@ Test(target_idle, park_ends_on_doorbell_stop_or_time) {
         t = gpumem_clock_ns();
         cr_assert_eq(pthread_create(&th, NULL, wake_after_20ms, &w), 0);
         gpumem_target_pairs_park(ps, 0, 1, 5000000000ull, &running);
-        cr_assert(gpumem_clock_ns() - t < 2000000000ull, "%s during the park ends it", k == 0 ? "a doorbell" : "a stop");
+        /* (a park is 1 s at most: well under that) */
+        cr_assert(gpumem_clock_ns() - t < 700000000ull, "%s during the park ends it", k == 0 ? "a doorbell" : "a stop");
         pthread_join(th, NULL);
     }
     gpumem_target_pairs_destroy(ps);
