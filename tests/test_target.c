@@ -17,13 +17,9 @@
 
 #define PG 4096u
 
+/* 1024 blocks of 512 bytes, 64 a command. */
 static gpumem_nvme_ns small_ns(void) {
-    gpumem_nvme_ns ns;
-    memset(&ns, 0, sizeof ns);
-    ns.nsid = 1;
-    ns.lba_shift = 9;
-    ns.n_blocks = 1024;
-    ns.max_blocks = 64;
+    gpumem_nvme_ns ns = {.nsid = 1, .lba_shift = 9, .n_blocks = 1024, .max_blocks = 64, .reserved_ = 0};
     return ns;
 }
 
