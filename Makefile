@@ -23,6 +23,7 @@ HEADERS := gpumem.h
 HEADERS += gpumem_watchdog.h
 HEADERS += gpumem_policy.h
 HEADERS += gpumem_nvme.h
+HEADERS += gpumem_target.h
 HEADERS += gpumem_swctl.h
 HEADERS += gpumem_nvmectl.h
 HEADERS += gpumem_uring.h
@@ -36,6 +37,7 @@ HEADERS += gpumem_doctor.h
 # One test a line, so that branches adding tests merge without conflict.
 TESTS   := $(BUILD)/test_core
 TESTS   += $(BUILD)/test_nvme
+TESTS   += $(BUILD)/test_target
 TESTS   += $(BUILD)/test_cache
 TESTS   += $(BUILD)/test_robust
 TESTS   += $(BUILD)/test_wakeup

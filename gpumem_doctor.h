@@ -1257,9 +1257,9 @@ gpumem_status gpumem_doctor_gpu(const gpumem_doctor_config *cfg, int gpu_control
         GPUMEM__DOCTOR_TRY(gpumem__doctor_say(
             rep, "gpu.loading", GPUMEM_DOCTOR_FAIL,
             "export CUDA_MODULE_LOADING=EAGER before the program starts, or pass every client kernel to "
-            "gpumem_nvme_gpuctl_start (gpumem_cuda_preload); docs/gpu.md",
+            "gpumem_swctl_gpu_start (gpumem_cuda_preload); docs/gpu.md",
             "lazy module loading: a kernel first launched while the GPU-resident controller runs waits for an idle "
-            "device forever (gpumem_nvme_gpuctl_start refuses without the client kernels)"));
+            "device forever (gpumem_swctl_gpu_start refuses without the client kernels)"));
     else
         GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "gpu.loading", GPUMEM_DOCTOR_PASS, "", "%s module loading%s",
                                               f.lazy ? "lazy" : "eager",

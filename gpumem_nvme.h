@@ -9,8 +9,10 @@
  * including this one: gpumem_swctl.h (software controllers: a host thread or
  * a persistent GPU block plays the SSD), gpumem_nvmectl.h (a real PCIe
  * controller from user space: VFIO or uio), gpumem_uring.h (a namespace the
- * kernel keeps, through io_uring passthrough, local or over NVMe-oF).
- * gpumem_watchdog.h bounds a run that may hang, whoever serves it.
+ * kernel keeps, through io_uring passthrough, local or over NVMe-oF); the
+ * software controllers and the forwarder build on gpumem_target.h, the
+ * controller's side of this protocol. gpumem_watchdog.h bounds a run that
+ * may hang, whoever serves it.
  *
  * USAGE (any number of threads on a pair; every USAGE block compiles as
  * written in `make test`: `given` names what it takes from its caller)

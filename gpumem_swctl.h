@@ -3,7 +3,7 @@
  * MIT license: use, copy, modify and vendor it, keeping this notice; it comes
  * with no warranty. Full text: the LICENSE file that comes with gpumem. */
 /* gpumem_swctl.h - software NVMe controllers for gpumem's queue pairs: a host
- * thread (gpumem_swctl) or a persistent GPU block (gpumem_nvme_gpuctl) that
+ * thread (gpumem_swctl) or a persistent GPU block (gpumem_swctl_gpu) that
  * plays the SSD, on the same rings and doorbells a real controller would
  * see. Emulation, for tests, benchmarks and hardware-free use; optional: a
  * program that drives only real controllers needs gpumem_nvme.h alone.
@@ -12,7 +12,7 @@
  *
  *   #define _POSIX_C_SOURCE 200809L        // the host shim uses POSIX threads/clocks
  *   #define GPUMEM_IMPLEMENTATION           // in exactly one .c file
- *   #include "gpumem_swctl.h"               // includes gpumem_nvme.h
+ *   #include "gpumem_swctl.h"               // includes gpumem_target.h, gpumem_nvme.h
  *
  *   gpumem_swctl_config cfg = gpumem_swctl_config_default();
  *   cfg.n_blocks = 1 << 20;                // 512 MiB of 512-byte blocks in RAM
@@ -40,426 +40,22 @@
  *     gpumem_swctl_set_polled choose otherwise; the cost of each setting is
  *     in bench/results/issue12-doorbell-vm.md). Pass the gpumem_nvme_qp
  *     pointers to kernels as they are; they are device pointers;
- *   - or the GPU-resident controller, gpumem_nvme_gpuctl: a persistent block
+ *   - or the GPU-resident controller, gpumem_swctl_gpu: a persistent block
  *     that serves pairs in GPU memory, from a namespace in GPU memory or in
  *     pinned host memory; see "GPU-resident software controller" below.
  *
- *   Both run the same per-queue controller code (gpumem_nvme_sw_*), with
- *   the same completions and violation counters.
+ *   Both run the controller core of gpumem_target.h (gpumem_target_*), with
+ *   the same completions and violation counters; the host-thread controller
+ *   keeps its pairs in a gpumem_target.h pair set and idles by its idle step.
  *
- * SECTIONS: the controller core (host and device); the GPU-resident
- * controller; diagnostics; host shim: the host-thread controller.
+ * SECTIONS: the GPU-resident controller; host shim: the host-thread
+ * controller.
  */
 #ifndef GPUMEM_SWCTL_H
 #define GPUMEM_SWCTL_H
 
-#include "gpumem_nvme.h"
+#include "gpumem_target.h" /* the controller core, the pair set, the idle step; includes gpumem_nvme.h */
 #include "gpumem_watchdog.h" /* gpumem_swctl_watchdog_config */
-
-/* ======================================================================== */
-/* Software controller core (host and device)                               */
-/* ======================================================================== */
-/*
- * The controller's side of the protocol on one queue pair, as plain functions
- * on a plain struct: take the doorbells (and judge them), fetch commands in
- * order, check them (opcode, namespace, LBA range, PRPs, command-ID reuse),
- * execute them against a namespace in memory, and post completions with the
- * phase tag. The host-thread controller (gpumem_swctl) and the GPU-resident
- * controller (gpumem_nvme_gpuctl) both run these, so the host test suite
- * tests the code that the GPU runs.
- *
- * One thread serves a queue at a time. The gpumem_nvme_swq fields and the
- * stats passed in are that thread's own (plain loads and stores); only the
- * rings and doorbells are shared with the queue's users, at system scope.
- */
-
-typedef struct gpumem_nvme_sw_stats {
-    uint64_t commands, reads, writes, flushes;
-    uint64_t blocks_read, blocks_written;
-    uint64_t errors_injected; /* completions given an injected error status (host controller) */
-    uint64_t errors_other;    /* completions with another error status */
-    uint64_t reordered;       /* completions posted ahead of an older due command (host controller) */
-    /* protocol violations by the host */
-    uint64_t bad_doorbell;        /* doorbell value >= depth */
-    uint64_t doorbell_backwards;  /* SQ tail moved back, or past the fetched head */
-    uint64_t cq_head_past_posted; /* CQ head moved over entries never posted */
-    uint64_t cid_in_flight;       /* command ID reused before its completion was passed */
-    uint64_t bad_prp;             /* PRP null, misaligned, or list entry not page aligned */
-    uint64_t lba_out_of_range;
-    uint64_t bad_opcode;
-    uint64_t bad_nsid;
-    uint64_t violations; /* the sum of the eight counts above (set by gpumem_nvme_sw_stats_add) */
-    uint64_t dropped;    /* commands fetched and never completed: the drop_command test hook */
-} gpumem_nvme_sw_stats;
-
-/* out += in, field by field, and out->violations = the sum of out's eight
- * violation counts. */
-GPUMEM_API gpumem_status gpumem_nvme_sw_stats_add(gpumem_nvme_sw_stats *out, const gpumem_nvme_sw_stats *in) {
-    uint64_t *o = (uint64_t *)out;
-    const uint64_t *i = (const uint64_t *)in;
-    size_t k;
-    if (!out || !in) return GPUMEM_ENULL;
-    for (k = 0; k < sizeof *out / sizeof(uint64_t); k++) o[k] += i[k];
-    out->violations = out->bad_doorbell + out->doorbell_backwards + out->cq_head_past_posted +
-                      out->cid_in_flight + out->bad_prp + out->lba_out_of_range + out->bad_opcode + out->bad_nsid;
-    return GPUMEM_OK;
-}
-
-/* The controller's view of one queue pair. */
-typedef struct gpumem_nvme_swq {
-    gpumem_nvme_cmd *sq;   /* the rings, doorbells and signals: the pair's ring memory, */
-    gpumem_nvme_cpl *cq;   /* all a controller touches of a pair (never its client state) */
-    uint32_t *sq_doorbell;
-    uint32_t *cq_doorbell;
-    gpumem_nvme_qp_signals *signals;
-    uint16_t *cq_cid;      /* depth entries: the command ID posted at each CQ position */
-    uint8_t *cid_state;    /* 65536 entries: 0 free, 1 fetched, 2 posted */
-    uint32_t depth, mask, qid;
-    uint32_t sq_head;      /* next SQ entry to fetch */
-    uint32_t sq_tail;      /* last accepted SQ doorbell */
-    uint32_t cq_tail;      /* next CQ entry to post */
-    uint32_t cq_phase;     /* phase to post with */
-    uint32_t cq_head;      /* last accepted CQ doorbell */
-    uint32_t cq_posted;    /* posted, not yet passed by the host's head */
-    uint32_t sq_db_seen, cq_db_seen; /* raw doorbell values last judged (a bad one counts once) */
-} gpumem_nvme_swq;
-
-/* A fetched command whose ID was still in flight carries this mark in cdw0
- * (bit 8, the first FUSE bit, which gpumem never sends) until it completes
- * with "command ID conflict". */
-#define GPUMEM_NVME_SW_CID_CONFLICT 0x100u
-
-/* Bytes of controller-private memory for one queue (cq_cid and cid_state). */
-GPUMEM_API size_t gpumem_nvme_swq_mem_bytes(uint32_t depth) { return (size_t)depth * sizeof(uint16_t) + 65536u; }
-
-/* The controller's side of a queue as a newly created queue starts: empty,
- * nothing fetched, posting from CQ position 0 with phase 1, no command ID
- * known, both doorbells taken as 0 (the pair zeroes them: init, reinit). */
-GPUMEM_API void gpumem_nvme_swq_restart(gpumem_nvme_swq *q) {
-    size_t k;
-    if (!q) return;
-    for (k = 0; k < q->depth; k++) q->cq_cid[k] = 0;
-    for (k = 0; k < 65536u; k++) q->cid_state[k] = 0;
-    q->sq_head = q->sq_tail = q->cq_tail = q->cq_head = q->cq_posted = 0;
-    q->sq_db_seen = q->cq_db_seen = 0;
-    q->cq_phase = 1;
-}
-
-/* Bind a controller-side queue to the ring memory of the pair that `d`
- * describes (right after gpumem_nvme_qp_init, before either side runs):
- * the description, not the pair, so that the controller never reads the
- * pair's client state. `mem` holds gpumem_nvme_swq_mem_bytes(depth) bytes,
- * 2-byte aligned: the controller's own memory. */
-GPUMEM_API gpumem_status gpumem_nvme_swq_init(gpumem_nvme_swq *q, const gpumem_nvme_qp_desc *d, void *mem,
-                                              size_t bytes) {
-    if (!q || !d || !mem || !d->sq || !d->cq || !d->sq_doorbell || !d->cq_doorbell || !d->signals)
-        return GPUMEM_ENULL;
-    if (!gpumem__valid_count(d->depth, GPUMEM_NVME_MAX_DEPTH)) return GPUMEM_EINVAL;
-    if (bytes < gpumem_nvme_swq_mem_bytes(d->depth) || ((uintptr_t)mem & 1u)) return GPUMEM_ENOMEM;
-    q->sq = d->sq;
-    q->cq = d->cq;
-    q->sq_doorbell = d->sq_doorbell;
-    q->cq_doorbell = d->cq_doorbell;
-    q->signals = d->signals;
-    q->cq_cid = (uint16_t *)mem;
-    q->cid_state = (uint8_t *)mem + (size_t)d->depth * sizeof(uint16_t);
-    q->depth = d->depth;
-    q->mask = d->depth - 1;
-    q->qid = d->qid;
-    gpumem_nvme_swq_restart(q);
-    return GPUMEM_OK;
-}
-
-/* Take the CQ head doorbell: frees CQ space and the command IDs passed.
- * Returns 1 if the head moved. */
-GPUMEM_API uint32_t gpumem_nvme_sw_take_cq_doorbell(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st) {
-    /* Acquire: pairs with the head mover's doorbell write (a release store on
-     * the host, fence + MMIO store on the GPU); whatever it read of the CQ
-     * entries it passed happened before we overwrite them. */
-    uint32_t db, adv;
-    if (!q || !st) return 0;
-    db = gpumem_atomic_load_u32(q->cq_doorbell, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM);
-    if (db == q->cq_db_seen) return 0;
-    q->cq_db_seen = db;
-    adv = (db - q->cq_head) & q->mask;
-    if (db >= q->depth) {
-        st->bad_doorbell++;
-        return 0;
-    }
-    if (adv > q->cq_posted) {
-        st->cq_head_past_posted++;
-        return 0;
-    }
-    while (q->cq_head != db) {
-        q->cid_state[q->cq_cid[q->cq_head]] = 0;
-        q->cq_head = (q->cq_head + 1) & q->mask;
-    }
-    q->cq_posted -= adv;
-    return 1;
-}
-
-/* Take the SQ tail doorbell. Returns 1 if the tail moved. */
-GPUMEM_API uint32_t gpumem_nvme_sw_take_sq_doorbell(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st) {
-    /* Acquire: pairs with the tail mover's doorbell write, which it made after
-     * the submitters' commands were written: the entries up to the new tail
-     * are visible to our plain loads in gpumem_nvme_sw_fetch. */
-    uint32_t db;
-    if (!q || !st) return 0;
-    db = gpumem_atomic_load_u32(q->sq_doorbell, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM);
-    if (db == q->sq_db_seen) return 0;
-    q->sq_db_seen = db;
-    if (db >= q->depth) {
-        st->bad_doorbell++;
-    } else if (((db - q->sq_head) & q->mask) < ((q->sq_tail - q->sq_head) & q->mask)) {
-        st->doorbell_backwards++;
-    } else {
-        q->sq_tail = db;
-        return 1;
-    }
-    return 0;
-}
-
-/* Accept the command at the SQ head, already copied into *cmd (from
- * q->sq[q->sq_head]): move the head past it and take its command ID. A
- * command whose ID is still in flight is marked GPUMEM_NVME_SW_CID_CONFLICT
- * and counted. gpumem_nvme_sw_fetch is the copy and this; the GPU
- * controller's lanes copy their commands at once and accept them in turn. */
-GPUMEM_API void gpumem__sw_accept(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, gpumem_nvme_cmd *cmd) {
-    const uint16_t cid = (uint16_t)(cmd->cdw0 >> 16);
-    q->sq_head = (q->sq_head + 1) & q->mask;
-    /* A host may reuse an ID once it has rung the CQ doorbell past the old
-     * completion, and it rang that doorbell before the SQ doorbell that
-     * brought this command: look at the CQ doorbell again before calling it
-     * a violation. */
-    if (q->cid_state[cid] == 2) gpumem_nvme_sw_take_cq_doorbell(q, st);
-    if (q->cid_state[cid] != 0) {
-        st->cid_in_flight++;
-        cmd->cdw0 |= GPUMEM_NVME_SW_CID_CONFLICT;
-    } else {
-        q->cid_state[cid] = 1;
-    }
-}
-
-/* Fetch the next command (in order) into *cmd. Returns 0 when the SQ is
- * empty. A command whose ID is still in flight is marked
- * GPUMEM_NVME_SW_CID_CONFLICT and counted. */
-GPUMEM_API int gpumem_nvme_sw_fetch(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, gpumem_nvme_cmd *cmd) {
-    if (!q || !st || !cmd || q->sq_head == q->sq_tail) return 0;
-    *cmd = q->sq[q->sq_head];
-    gpumem__sw_accept(q, st, cmd);
-    return 1;
-}
-
-/* Check a fetched command against the namespace and count it. Returns 0 and
- * the byte range it transfers (*len 0 for Flush), or the status to complete
- * it with. */
-GPUMEM_API uint16_t gpumem_nvme_sw_check(gpumem_nvme_sw_stats *st, const gpumem_nvme_ns *ns,
-                                         const gpumem_nvme_cmd *cmd, uint64_t *off, uint64_t *len) {
-    uint32_t op;
-    uint64_t slba, nlb;
-    if (!st || !ns || !cmd || !off || !len) return GPUMEM_NVME_STATUS(0, 0x06); /* internal error */
-    op = cmd->cdw0 & 0xFFu;
-    *off = *len = 0;
-    if (op == GPUMEM_NVME_OP_FLUSH) {
-        if (cmd->nsid != ns->nsid && cmd->nsid != 0xFFFFFFFFu) {
-            st->bad_nsid++;
-            return GPUMEM_NVME_STATUS(0, 0x0B);
-        }
-        st->flushes++;
-        return 0;
-    }
-    if (op != GPUMEM_NVME_OP_READ && op != GPUMEM_NVME_OP_WRITE) {
-        st->bad_opcode++;
-        return GPUMEM_NVME_STATUS(0, 0x01);
-    }
-    if (cmd->nsid != ns->nsid) {
-        st->bad_nsid++;
-        return GPUMEM_NVME_STATUS(0, 0x0B);
-    }
-    slba = (uint64_t)cmd->cdw10 | ((uint64_t)cmd->cdw11 << 32);
-    nlb = (uint64_t)(cmd->cdw12 & 0xFFFFu) + 1;
-    if (slba >= ns->n_blocks || nlb > ns->n_blocks - slba) {
-        st->lba_out_of_range++;
-        return GPUMEM_NVME_STATUS(0, 0x80);
-    }
-    if (nlb > ns->max_blocks) return GPUMEM_NVME_STATUS(0, 0x02);
-    if (op == GPUMEM_NVME_OP_READ) {
-        st->reads++;
-        st->blocks_read += nlb;
-    } else {
-        st->writes++;
-        st->blocks_written += nlb;
-    }
-    *off = slba << ns->lba_shift;
-    *len = nlb << ns->lba_shift;
-    return 0;
-}
-
-/* Walk the PRPs of a transfer, one memory page (segment) at a time. */
-typedef struct gpumem_nvme_prp_walk {
-    uint64_t prp1, prp2, len, done, k, n_pages;
-    const uint64_t *list; /* next PRP list entry */
-    uint64_t list_left;   /* entries left on the current list page */
-} gpumem_nvme_prp_walk;
-
-/* Start a walk of `len` (> 0) bytes given by prp1 and prp2. Returns 0, or
- * -1 for a bad PRP. */
-GPUMEM_API int gpumem__prp_walk_begin(gpumem_nvme_prp_walk *w, uint64_t prp1, uint64_t prp2, uint64_t len) {
-    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
-    uint64_t first;
-    w->prp1 = prp1;
-    w->prp2 = prp2;
-    w->len = len;
-    w->done = w->k = 0;
-    w->list = (const uint64_t *)0;
-    w->list_left = 0;
-    if (prp1 == 0 || (prp1 & 3u)) return -1;
-    first = pg - (prp1 & (pg - 1));
-    w->n_pages = 1 + (len > first ? (len - first + pg - 1) / pg : 0);
-    if (w->n_pages == 2 && (prp2 == 0 || (prp2 & (pg - 1)))) return -1;
-    if (w->n_pages > 2) {
-        if (prp2 == 0 || (prp2 & 7u)) return -1;
-        w->list = (const uint64_t *)(uintptr_t)prp2;
-        w->list_left = (pg - (prp2 & (pg - 1))) / 8;
-    }
-    return 0;
-}
-
-/* Start a walk of `len` (> 0) bytes of a command. Returns 0, or -1 for a bad PRP. */
-GPUMEM_API int gpumem_nvme_prp_walk_start(gpumem_nvme_prp_walk *w, const gpumem_nvme_cmd *cmd, uint64_t len) {
-    if (!w || !cmd) return -1;
-    return gpumem__prp_walk_begin(w, cmd->prp1, cmd->prp2, len);
-}
-
-/* The next segment: 1 with its address and length, 0 at the end, -1 for a
- * bad PRP (null, misaligned, or a list entry not page aligned). */
-GPUMEM_API int gpumem_nvme_prp_walk_next(gpumem_nvme_prp_walk *w, uint64_t *addr, uint64_t *seg) {
-    const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
-    uint64_t a;
-    if (!w || !addr || !seg) return -1;
-    a = w->prp1;
-    if (w->k >= w->n_pages) return 0;
-    if (w->k == 1 && w->n_pages == 2) {
-        a = w->prp2;
-    } else if (w->k > 0) {
-        if (w->list_left == 1 && w->n_pages - w->k > 1) { /* last entry of a list page chains to the next */
-            uint64_t next = *w->list;
-            if (next == 0 || (next & 7u)) return -1;
-            w->list = (const uint64_t *)(uintptr_t)next;
-            w->list_left = pg / 8 - ((next & (pg - 1)) / 8);
-        }
-        a = *w->list++;
-        w->list_left--;
-    }
-    if (w->k > 0 && (a == 0 || (a & (pg - 1)))) return -1;
-    *addr = a;
-    *seg = pg - (a & (pg - 1));
-    if (*seg > w->len - w->done) *seg = w->len - w->done;
-    w->done += *seg;
-    w->k++;
-    return 1;
-}
-
-/* Move the `len` bytes of a checked Read (to_host: namespace to buffers) or
- * Write between the namespace at ram + off and the memory its PRPs name,
- * lane `lane` of `width` (every lane with the same arguments; on its own a
- * thread passes 0 and 1). Returns 0, or -1 for a bad PRP (every lane sees
- * the same: the walk is the same). */
-GPUMEM_API int gpumem_nvme_sw_move_ram(unsigned char *ram, uint64_t off, uint64_t len, int to_host, uint64_t prp1,
-                                       uint64_t prp2, uint32_t lane, uint32_t width) {
-    uint64_t addr, seg;
-    gpumem_nvme_prp_walk w;
-    int r;
-    if (gpumem__prp_walk_begin(&w, prp1, prp2, len) != 0) return -1;
-    while ((r = gpumem_nvme_prp_walk_next(&w, &addr, &seg)) == 1) {
-        unsigned char *at = ram + off + (w.done - seg);
-        if (to_host) gpumem_copy_lanes((void *)(uintptr_t)addr, at, seg, lane, width);
-        else gpumem_copy_lanes(at, (const void *)(uintptr_t)addr, seg, lane, width);
-    }
-    return r == 0 ? 0 : -1;
-}
-
-/* Execute a checked command against a namespace held in memory (`ram`,
- * addressable by the serving thread; PRPs are addresses in that thread's
- * address space). Returns the status to post. */
-GPUMEM_API uint16_t gpumem_nvme_sw_execute_ram(gpumem_nvme_sw_stats *st, const gpumem_nvme_ns *ns,
-                                               unsigned char *ram, const gpumem_nvme_cmd *cmd) {
-    uint64_t off, len;
-    uint16_t status = gpumem_nvme_sw_check(st, ns, cmd, &off, &len);
-    if (status || len == 0) return status;
-    if (!ram) return GPUMEM_NVME_STATUS(0, 0x06); /* internal error */
-    if (gpumem_nvme_sw_move_ram(ram, off, len, (cmd->cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, cmd->prp1, cmd->prp2, 0,
-                                1) == 0)
-        return 0;
-    st->bad_prp++;
-    return GPUMEM_NVME_STATUS(0, 0x13);
-}
-
-/* Claim the next CQ entry for the completion of `cmd` with `status` (a
- * conflict-marked command gets "command ID conflict" instead and leaves its
- * ID as it was): the command ID's state, the count, the CQ tail and phase.
- * Returns the entry, and in *dw2 and *dw3 what gpumem__sw_post_write puts
- * there. The caller has checked that the CQ has room (cq_posted <
- * depth - 1). Claims are made in order, one at a time; the writes of
- * claimed entries may then go together (the GPU controller's lanes). */
-GPUMEM_API gpumem_nvme_cpl *gpumem__sw_post_claim(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st,
-                                                  const gpumem_nvme_cmd *cmd, uint16_t status, uint32_t *dw2,
-                                                  uint32_t *dw3) {
-    const uint16_t cid = (uint16_t)(cmd->cdw0 >> 16);
-    gpumem_nvme_cpl *cpl = &q->cq[q->cq_tail];
-    if (cmd->cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) status = GPUMEM_NVME_STATUS(0, 0x03);
-    else q->cid_state[cid] = 2;
-    st->commands++;
-    *dw2 = (q->sq_head & 0xFFFFu) | ((uint32_t)q->qid << 16);
-    *dw3 = (uint32_t)cid | (q->cq_phase << 16) | ((uint32_t)status << 17);
-    q->cq_cid[q->cq_tail] = cid;
-    q->cq_tail = (q->cq_tail + 1) & q->mask;
-    if (q->cq_tail == 0) q->cq_phase ^= 1u;
-    q->cq_posted++;
-    return cpl;
-}
-
-/* Write a claimed CQ entry; its phase (in dw3) goes last. */
-GPUMEM_API void gpumem__sw_post_write(gpumem_nvme_cpl *cpl, uint32_t dw2, uint32_t dw3) {
-    cpl->dw0 = 0;
-    cpl->dw1 = 0;
-    cpl->dw2 = dw2;
-    /* Release, system scope: dw0..dw2, and the data this command moved into
-     * the host's buffer, before the phase flips; pairs with the harvester's
-     * acquire load of dw3 (gpumem__cq_harvest). */
-    gpumem_atomic_store_u32(&cpl->dw3, dw3, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
-}
-
-/* Post the completion of `cmd` with `status` (a conflict-marked command
- * gets "command ID conflict" instead and leaves its ID as it was). The
- * caller has checked that the CQ has room (cq_posted < depth - 1). */
-GPUMEM_API void gpumem_nvme_sw_post(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, const gpumem_nvme_cmd *cmd,
-                                    uint16_t status) {
-    uint32_t dw2, dw3;
-    gpumem_nvme_cpl *cpl;
-    if (!q || !st || !cmd) return;
-    cpl = gpumem__sw_post_claim(q, st, cmd, status, &dw2, &dw3);
-    gpumem__sw_post_write(cpl, dw2, dw3);
-}
-
-/* Serve one queue with instant completion from a namespace in memory: take
- * both doorbells, then fetch, execute and post while the CQ has room, at
- * most `budget` commands (0: no limit). Returns the things done (0: idle). */
-GPUMEM_API uint32_t gpumem_nvme_sw_serve_ram(gpumem_nvme_swq *q, gpumem_nvme_sw_stats *st, const gpumem_nvme_ns *ns,
-                                             unsigned char *ram, uint32_t budget) {
-    uint32_t work, n = 0;
-    gpumem_nvme_cmd cmd;
-    if (!q || !st || !ns || !ram) return 0;
-    work = gpumem_nvme_sw_take_cq_doorbell(q, st) + gpumem_nvme_sw_take_sq_doorbell(q, st);
-    while ((budget == 0 || n < budget) && q->cq_posted < q->depth - 1 && gpumem_nvme_sw_fetch(q, st, &cmd)) {
-        uint16_t status = 0;
-        if (!(cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) && (status = gpumem_nvme_sw_execute_ram(st, ns, ram, &cmd)) != 0)
-            st->errors_other++;
-        gpumem_nvme_sw_post(q, st, &cmd, status);
-        n++;
-    }
-    return work + n;
-}
 
 /* ======================================================================== */
 /* GPU-resident software controller                                         */
@@ -470,7 +66,7 @@ GPUMEM_API uint32_t gpumem_nvme_sw_serve_ram(gpumem_nvme_swq *q, gpumem_nvme_sw_
  * memory (cudaMalloc) or in mapped pinned host memory (cudaHostAlloc with
  * cudaHostAllocMapped), the namespace either in GPU memory or in mapped
  * pinned host memory (then every transfer crosses PCIe). It runs the same
- * core as the host-thread controller (gpumem_nvme_sw_*), so completions
+ * core as the host-thread controller (gpumem_target.h), so completions
  * carry the same phase, SQ ID, command ID and status, and it counts the same
  * protocol violations. The SQ head a completion reports may be further on
  * than the host controller's (the head after the warp's whole round of
@@ -489,36 +85,36 @@ GPUMEM_API uint32_t gpumem_nvme_sw_serve_ram(gpumem_nvme_swq *q, gpumem_nvme_sw_
  * ends when the stop word is set. Everything is GPUMEM_API: the host test suite runs the same
  * loop from a POSIX thread against host threads.
  *
- *   gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
+ *   gpumem_swctl_gpu_desc d = gpumem_swctl_gpu_desc_default();
  *   d.n_pairs = 8; d.depth = 1024; d.n_blocks = 1 << 20; d.ram = ns_bytes;
  *   d.control = flags;                      // 2 words, mapped pinned host memory
- *   size_t bytes = gpumem_nvme_gpuctl_bytes(&d);
+ *   size_t bytes = gpumem_swctl_gpu_bytes(&d);
  *   void *mem;  cudaMalloc(&mem, bytes);
- *   gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d);          // a 1-thread kernel inits it
- *   gpumem_nvme_gpuctl *ctl = (gpumem_nvme_gpuctl *)mem;   // device pointers from here
+ *   gpumem_swctl_gpu_init_cuda(mem, bytes, &d);          // a 1-thread kernel inits it
+ *   gpumem_swctl_gpu *ctl = (gpumem_swctl_gpu *)mem;   // device pointers from here
  *   cudaStream_t stream;  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
  *   const void *clients[] = {(const void *)my_kernel};   // every kernel that will use its pairs
- *   gpumem_nvme_gpuctl_start(ctl, &d, 32 * d.n_pairs, stream, clients, 1, 5000);
+ *   gpumem_swctl_gpu_start(ctl, &d, 32 * d.n_pairs, stream, clients, 1, 5000);
  *       // preloads its own kernel and the client kernels (lazy module loading
  *       // would never load one while the controller runs), launches the
  *       // persistent controller (a warp per pair: 256 threads; above one
  *       // block's worth, several blocks) and waits until it runs
- *   ... kernels use gpumem_nvme_gpuctl_pair(mem, i) like any other pair ...
- *   gpumem_nvme_gpuctl_stop(&d); cudaStreamSynchronize(stream);
- *   gpumem_nvme_sw_stats s; gpumem_nvme_gpuctl_get_stats_cuda(ctl, &s);   // s.violations == 0
+ *   ... kernels use gpumem_swctl_gpu_pair(mem, i) like any other pair ...
+ *   gpumem_swctl_gpu_stop(&d); cudaStreamSynchronize(stream);
+ *   gpumem_target_stats s; gpumem_swctl_gpu_get_stats_cuda(ctl, &s);   // s.violations == 0
  *
  * Start the controller on its own non-blocking stream (start refuses any
- * other) before its clients (gpumem_nvme_gpuctl_start waits until it runs;
+ * other) before its clients (gpumem_swctl_gpu_start waits until it runs;
  * if it fails, it has stopped it, see there): clients that fill the GPU
  * first would keep it from ever being scheduled. Kernels launched while it
  * runs must have been loaded before it started: pass them to
- * gpumem_nvme_gpuctl_start, or preload them with gpumem_cuda_preload (or
- * set CUDA_MODULE_LOADING=EAGER). Or run gpumem_nvme_gpuctl_serve in block 0
+ * gpumem_swctl_gpu_start, or preload them with gpumem_cuda_preload (or
+ * set CUDA_MODULE_LOADING=EAGER). Or run gpumem_swctl_gpu_serve in block 0
  * of a cooperative launch that also holds the clients (the device tests do
  * both).
  */
 
-typedef struct gpumem_nvme_gpuctl_desc {
+typedef struct gpumem_swctl_gpu_desc {
     uint32_t n_pairs;    /* 1 .. 65535 */
     uint32_t depth;      /* entries per queue: a power of two, 2 .. 65536 */
     uint32_t n_cids;     /* command IDs per pair: a power of two, 2 .. 65536 */
@@ -530,17 +126,17 @@ typedef struct gpumem_nvme_gpuctl_desc {
     void *ram;           /* n_blocks * lba_bytes bytes, addressable by the serving threads */
     uint32_t *control;   /* 2 words, zeroed by init: [0] stop (nonzero ends the loop),
                             [1] serving threads running; host-visible memory */
-} gpumem_nvme_gpuctl_desc;
+} gpumem_swctl_gpu_desc;
 
-typedef struct gpumem_nvme_gpuctl {
+typedef struct gpumem_swctl_gpu {
     gpumem_nvme_ns ns;
     unsigned char *ram;
     gpumem_nvme_qp *pairs;         /* n_pairs: what the pairs' users are handed */
-    gpumem_nvme_swq *queues;       /* n_pairs: the controller's side of each */
-    gpumem_nvme_sw_stats *stats;   /* n_pairs: written by each pair's server */
+    gpumem_target_queue *queues;       /* n_pairs: the controller's side of each */
+    gpumem_target_stats *stats;   /* n_pairs: written by each pair's server */
     uint32_t *control;
     uint32_t n_pairs;
-    uint32_t init_status;          /* gpumem_nvme_gpuctl_init_cuda's result, read back by copy */
+    uint32_t init_status;          /* gpumem_swctl_gpu_init_cuda's result, read back by copy */
     uint64_t iops;
     /* The stop word mirrored where the controller lives (GPU memory): the
      * serving warps take turns to look at control[0], which may be across
@@ -549,7 +145,7 @@ typedef struct gpumem_nvme_gpuctl {
      * read, in 1024 ns units of gpumem_clock_ns (wrapping). */
     uint32_t stop_mirror;
     uint32_t stop_read_at;
-} gpumem_nvme_gpuctl;
+} gpumem_swctl_gpu;
 
 #ifndef GPUMEM_GPUCTL_BATCH
 /* Commands a serving warp takes from one pair per visit before it moves on
@@ -568,8 +164,8 @@ typedef struct gpumem_nvme_gpuctl {
 /* The same in the 1024 ns units of gpumem__gpuctl_stopping's clock. */
 #define GPUMEM__GPUCTL_STOP_POLL_UNITS ((GPUMEM_GPUCTL_STOP_POLL_NS + 1023u) >> 10)
 
-GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
-    gpumem_nvme_gpuctl_desc d;
+GPUMEM_API gpumem_swctl_gpu_desc gpumem_swctl_gpu_desc_default(void) {
+    gpumem_swctl_gpu_desc d;
     unsigned char *b = (unsigned char *)&d;
     size_t k;
     for (k = 0; k < sizeof d; k++) b[k] = 0;
@@ -589,14 +185,14 @@ GPUMEM_API gpumem_nvme_gpuctl_desc gpumem_nvme_gpuctl_desc_default(void) {
  * pages, on
  * the first page boundary of the real address (the base need only be
  * 64-byte aligned, and CUDA's allocators give 512). */
-#define GPUMEM__GPUCTL_PAIRS_OFF GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_gpuctl), 64)
+#define GPUMEM__GPUCTL_PAIRS_OFF GPUMEM_ALIGN_UP(sizeof(gpumem_swctl_gpu), 64)
 #define GPUMEM__GPUCTL_SIGNALS_BYTES GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp_signals), 64)
 
 /* The namespace a controller of this description serves (what a cache in
  * front of its pairs is checked against), in *out. GPUMEM_ENULL for NULL
  * (then *out, if given, is a namespace of no blocks, which every pair and
  * cache refuses). */
-GPUMEM_API gpumem_status gpumem_nvme_gpuctl_ns(const gpumem_nvme_gpuctl_desc *d, gpumem_nvme_ns *out) {
+GPUMEM_API gpumem_status gpumem_swctl_gpu_ns(const gpumem_swctl_gpu_desc *d, gpumem_nvme_ns *out) {
     if (!out) return GPUMEM_ENULL;
     out->nsid = out->lba_shift = out->max_blocks = out->reserved_ = 0;
     out->n_blocks = 0;
@@ -608,48 +204,48 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_ns(const gpumem_nvme_gpuctl_desc *d,
     return GPUMEM_OK;
 }
 
-GPUMEM_API size_t gpumem__gpuctl_pair_core(const gpumem_nvme_gpuctl_desc *d) {
+GPUMEM_API size_t gpumem__gpuctl_pair_core(const gpumem_swctl_gpu_desc *d) {
     return GPUMEM_ALIGN_UP((size_t)d->depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl)) +
                                2 * GPUMEM_PAD_BYTES + GPUMEM__GPUCTL_SIGNALS_BYTES +
                                gpumem_nvme_qp_state_bytes(d->depth, d->n_cids) +
-                               gpumem_nvme_swq_mem_bytes(d->depth),
+                               gpumem_target_queue_mem_bytes(d->depth),
                            4096);
 }
 
-GPUMEM_API size_t gpumem__gpuctl_pair_block(const gpumem_nvme_gpuctl_desc *d) {
+GPUMEM_API size_t gpumem__gpuctl_pair_block(const gpumem_swctl_gpu_desc *d) {
     gpumem_nvme_ns ns;
     size_t prp;
-    (void)gpumem_nvme_gpuctl_ns(d, &ns);
+    (void)gpumem_swctl_gpu_ns(d, &ns);
     prp = gpumem_nvme_qp_prp_bytes(d->n_cids, &ns);
     return gpumem__gpuctl_pair_core(d) + (prp ? prp + 4096 : 0);
 }
 
 GPUMEM_API size_t gpumem__gpuctl_first_block(uint32_t n_pairs) {
     return GPUMEM_ALIGN_UP(GPUMEM__GPUCTL_PAIRS_OFF +
-                               (size_t)n_pairs * (sizeof(gpumem_nvme_qp) + sizeof(gpumem_nvme_swq) +
-                                                  sizeof(gpumem_nvme_sw_stats)),
+                               (size_t)n_pairs * (sizeof(gpumem_nvme_qp) + sizeof(gpumem_target_queue) +
+                                                  sizeof(gpumem_target_stats)),
                            4096);
 }
 
 /* Bytes of memory the controller needs for its pairs (not the namespace). */
-GPUMEM_API size_t gpumem_nvme_gpuctl_bytes(const gpumem_nvme_gpuctl_desc *d) {
+GPUMEM_API size_t gpumem_swctl_gpu_bytes(const gpumem_swctl_gpu_desc *d) {
     if (!d) return 0;
     return gpumem__gpuctl_first_block(d->n_pairs) + (size_t)d->n_pairs * gpumem__gpuctl_pair_block(d);
 }
 
 /* Pair i, computed from the base without touching the memory (so the host
  * can hand device pointers to kernels). */
-GPUMEM_API gpumem_nvme_qp *gpumem_nvme_gpuctl_pair(void *mem, uint32_t i) {
+GPUMEM_API gpumem_nvme_qp *gpumem_swctl_gpu_pair(void *mem, uint32_t i) {
     if (!mem) return (gpumem_nvme_qp *)0;
     return (gpumem_nvme_qp *)((unsigned char *)mem + GPUMEM__GPUCTL_PAIRS_OFF) + i;
 }
 
-/* Lay the controller out in `mem` (64-byte aligned, gpumem_nvme_gpuctl_bytes
+/* Lay the controller out in `mem` (64-byte aligned, gpumem_swctl_gpu_bytes
  * bytes) and initialise it and its pairs; `mem` is then the controller.
  * Runs where the memory can be written: on the host for host-visible memory,
- * in a one-thread kernel for GPU memory (gpumem_nvme_gpuctl_init_cuda). */
-GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const gpumem_nvme_gpuctl_desc *d) {
-    gpumem_nvme_gpuctl *c = (gpumem_nvme_gpuctl *)mem;
+ * in a one-thread kernel for GPU memory (gpumem_swctl_gpu_init_cuda). */
+GPUMEM_API gpumem_status gpumem_swctl_gpu_init(void *mem, size_t bytes, const gpumem_swctl_gpu_desc *d) {
+    gpumem_swctl_gpu *c = (gpumem_swctl_gpu *)mem;
     unsigned char *base = (unsigned char *)mem;
     size_t block, core, first, k;
     uint32_t i;
@@ -661,16 +257,16 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
         !gpumem__valid_count(d->depth, GPUMEM_NVME_MAX_DEPTH) || !gpumem__valid_count(d->n_cids, GPUMEM_NVME_MAX_CIDS))
         return GPUMEM_EINVAL;
     if (d->n_blocks > UINT64_MAX / d->lba_bytes) return GPUMEM_ERANGE; /* byte offsets must not wrap */
-    if (bytes < gpumem_nvme_gpuctl_bytes(d)) return GPUMEM_ENOMEM;
+    if (bytes < gpumem_swctl_gpu_bytes(d)) return GPUMEM_ENOMEM;
     block = gpumem__gpuctl_pair_block(d);
     core = gpumem__gpuctl_pair_core(d);
     first = gpumem__gpuctl_first_block(d->n_pairs);
     for (k = 0; k < first; k++) base[k] = 0;
-    (void)gpumem_nvme_gpuctl_ns(d, &c->ns);
+    (void)gpumem_swctl_gpu_ns(d, &c->ns);
     c->ram = (unsigned char *)d->ram;
-    c->pairs = gpumem_nvme_gpuctl_pair(mem, 0);
-    c->queues = (gpumem_nvme_swq *)(c->pairs + d->n_pairs);
-    c->stats = (gpumem_nvme_sw_stats *)(c->queues + d->n_pairs);
+    c->pairs = gpumem_swctl_gpu_pair(mem, 0);
+    c->queues = (gpumem_target_queue *)(c->pairs + d->n_pairs);
+    c->stats = (gpumem_target_stats *)(c->queues + d->n_pairs);
     c->control = d->control;
     c->n_pairs = d->n_pairs;
     c->iops = d->iops;
@@ -695,8 +291,8 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
         q.state_bytes = state;
         if (block > core) q.prp_lists = (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)(p + core), 4096);
         if ((st = gpumem_nvme_qp_init(&c->pairs[i], &q)) != GPUMEM_OK) return st;
-        if ((st = gpumem_nvme_swq_init(&c->queues[i], &q, after_rings + state, gpumem_nvme_swq_mem_bytes(d->depth))) !=
-            GPUMEM_OK)
+        if ((st = gpumem_target_queue_init(&c->queues[i], &q, after_rings + state,
+                                           gpumem_target_queue_mem_bytes(d->depth))) != GPUMEM_OK)
             return st;
     }
     d->control[0] = d->control[1] = 0;
@@ -718,7 +314,7 @@ GPUMEM_API gpumem_status gpumem_nvme_gpuctl_init(void *mem, size_t bytes, const 
  * at 0 on a clock it never came from, and a reader that finds it newer than
  * its own time only reads once more than it had to. Relaxed: nothing is
  * read after the stop word, the loop just ends; stop_read_at orders nothing. */
-GPUMEM_API int gpumem__gpuctl_stopping(gpumem_nvme_gpuctl *c, uint32_t lane, uint32_t *next_look) {
+GPUMEM_API int gpumem__gpuctl_stopping(gpumem_swctl_gpu *c, uint32_t lane, uint32_t *next_look) {
     if (lane == 0) {
         const uint32_t now = (uint32_t)(gpumem_clock_ns() >> 10);
         if ((int32_t)(now - *next_look) >= 0) {
@@ -745,7 +341,7 @@ GPUMEM_API int gpumem__gpuctl_stopping(gpumem_nvme_gpuctl *c, uint32_t lane, uin
  *     would make the same steps, and a warp barrier between turns passes
  *     each lane's writes on to the next;
  *   - the whole warp moves the data of each command in turn
- *     (gpumem_nvme_sw_move_ram with every lane: a 4 KiB transfer is two
+ *     (gpumem_target_move_ram with every lane: a 4 KiB transfer is two
  *     groups of four 16-byte units per lane), a warp barrier after each, so
  *     that commands on the same blocks see each other's data in SQ order;
  *   - in SQ order again, each lane claims its CQ entry (position, phase, SQ
@@ -759,12 +355,12 @@ GPUMEM_API int gpumem__gpuctl_stopping(gpumem_nvme_gpuctl *c, uint32_t lane, uin
  * round (every entry up to it has been read).
  * Returns the commands posted (the same on every lane) and sets *doorbells
  * on lane 0 when a doorbell moved. */
-GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint32_t budget, uint32_t lane,
+GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_swctl_gpu *c, uint32_t i, uint32_t budget, uint32_t lane,
                                          uint32_t lanes, uint32_t mask, uint32_t *doorbells) {
-    gpumem_nvme_swq *q = &c->queues[i];
-    gpumem_nvme_sw_stats *st = &c->stats[i];
+    gpumem_target_queue *q = &c->queues[i];
+    gpumem_target_stats *st = &c->stats[i];
     uint32_t n = 0;
-    if (lane == 0) *doorbells = gpumem_nvme_sw_take_cq_doorbell(q, st) + gpumem_nvme_sw_take_sq_doorbell(q, st);
+    if (lane == 0) *doorbells = gpumem_target_take_cq_doorbell(q, st) + gpumem_target_take_sq_doorbell(q, st);
     /* Lane 0's acquire of the SQ doorbell before every lane's loads of the
      * commands it brought: the barrier orders memory between its lanes. */
     gpumem_warp_sync(mask);
@@ -797,13 +393,13 @@ GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint
         cmd = q->sq[(head + (lane < count ? lane : 0)) & q->mask];
         for (k = 0; k < count; k++) {
             if (lane == k) {
-                gpumem__sw_accept(q, st, &cmd);
-                if (!(cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT))
-                    status = gpumem_nvme_sw_check(st, &c->ns, &cmd, &off, &len);
+                gpumem__target_accept(q, st, &cmd);
+                if (!(cmd.cdw0 & GPUMEM_TARGET_CID_CONFLICT))
+                    status = gpumem_target_check(st, &c->ns, &cmd, &off, &len);
             }
             gpumem_warp_sync(mask);
         }
-        movers = gpumem_warp_ballot(mask, lane < count && !(cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) && status == 0 &&
+        movers = gpumem_warp_ballot(mask, lane < count && !(cmd.cdw0 & GPUMEM_TARGET_CID_CONFLICT) && status == 0 &&
                                               len != 0);
         while (movers) {
             const uint32_t from = gpumem_lowest_lane(movers);
@@ -812,7 +408,7 @@ GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint
             const uint64_t prp1 = gpumem_warp_bcast_u64(mask, cmd.prp1, from);
             const uint64_t prp2 = gpumem_warp_bcast_u64(mask, cmd.prp2, from);
             /* Split over the lanes there are (a last warp may be partial). */
-            if (gpumem_nvme_sw_move_ram(c->ram, at, bytes, (int)to_host, prp1, prp2, lane, lanes) && lane == from)
+            if (gpumem_target_move_ram(c->ram, at, bytes, (int)to_host, prp1, prp2, lane, lanes) && lane == from)
                 status = GPUMEM_NVME_STATUS(0, 0x13); /* counted in its turn below */
             movers &= movers - 1;
             /* Each command's data complete before the next one's moves (a
@@ -830,11 +426,11 @@ GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint
             if (lane == k) {
                 if (status == GPUMEM_NVME_STATUS(0, 0x13)) st->bad_prp++; /* only the copy gives this status */
                 if (status) st->errors_other++;
-                cpl = gpumem__sw_post_claim(q, st, &cmd, status, &dw2, &dw3);
+                cpl = gpumem__target_post_claim(q, st, &cmd, status, &dw2, &dw3);
             }
             gpumem_warp_sync(mask);
         }
-        if (lane < count) gpumem__sw_post_write(cpl, dw2, dw3);
+        if (lane < count) gpumem__target_post_write(cpl, dw2, dw3);
         n += count;
     }
     return n;
@@ -845,7 +441,7 @@ GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint
  * warp's alone, so the controller-side state needs no atomics, and the 32
  * lanes of a warp serve one pair at a time together (gpumem__gpuctl_visit:
  * several of its commands at once, every copy split over the lanes). Call it
- * from every thread of a persistent block (the kernel gpumem_nvme_gpuctl_kernel
+ * from every thread of a persistent block (the kernel gpumem_swctl_gpu_kernel
  * does), or from host threads. On the device t must number threads so that
  * a warp's lanes are t = 32w .. 32w+31 (threadIdx.x and blockDim.x in one
  * block, or the global index with whole warps per block), and every thread
@@ -856,7 +452,7 @@ GPUMEM_API uint32_t gpumem__gpuctl_visit(gpumem_nvme_gpuctl *c, uint32_t i, uint
  * for other work (gpumem__gpuctl_stopping: whichever warps serve read the
  * stop word). Ends when the stop word is set, seen within about
  * GPUMEM_GPUCTL_STOP_POLL_NS. */
-GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint32_t n) {
+GPUMEM_API void gpumem_swctl_gpu_serve(gpumem_swctl_gpu *c, uint32_t t, uint32_t n) {
     const uint32_t lane = t % GPUMEM_WARP_WIDTH, first = t - lane, warp = t / GPUMEM_WARP_WIDTH;
     const uint32_t warps = (n + GPUMEM_WARP_WIDTH - 1) / GPUMEM_WARP_WIDTH;
     uint32_t servers, k, lanes, mask, next_look;
@@ -914,48 +510,23 @@ GPUMEM_API void gpumem_nvme_gpuctl_serve(gpumem_nvme_gpuctl *c, uint32_t t, uint
 
 /* The sum of every pair's counts (exact once the loop has ended). Runs
  * where the controller's memory can be read. */
-GPUMEM_API gpumem_status gpumem_nvme_gpuctl_get_stats(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
+GPUMEM_API gpumem_status gpumem_swctl_gpu_get_stats(const gpumem_swctl_gpu *c, gpumem_target_stats *out) {
     uint32_t i;
     unsigned char *b = (unsigned char *)out;
     size_t k;
     if (!c || !out) return GPUMEM_ENULL;
     for (k = 0; k < sizeof *out; k++) b[k] = 0;
-    for (i = 0; i < c->n_pairs; i++) gpumem_nvme_sw_stats_add(out, &c->stats[i]);
+    for (i = 0; i < c->n_pairs; i++) gpumem_target_stats_add(out, &c->stats[i]);
     return GPUMEM_OK;
 }
 
 /* Stop the loop: a release store, so that it is seen after anything the
  * caller wrote before (system scope: the caller may be the host). */
-GPUMEM_API gpumem_status gpumem_nvme_gpuctl_stop(const gpumem_nvme_gpuctl_desc *d) {
+GPUMEM_API gpumem_status gpumem_swctl_gpu_stop(const gpumem_swctl_gpu_desc *d) {
     if (!d || !d->control) return GPUMEM_ENULL;
     gpumem_atomic_store_u32(&d->control[0], 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
     return GPUMEM_OK;
 }
-
-/* Diagnostics: the controller side of one queue (gpumem_nvme_qp_report in
- * gpumem_nvme.h gives the client side). */
-#if !GPUMEM_ON_DEVICE
-/* Controller side of one queue (the software controllers' core). */
-static inline size_t gpumem_nvme_swq_report(const gpumem_nvme_swq *q, const gpumem_nvme_sw_stats *st, char *buf,
-                                            size_t n, size_t at) {
-    if (!q || !st) return gpumem__appendf(buf, n, at, "controller queue: none (NULL)\n");
-    uint32_t fetched_not_posted = 0, i;
-    gpumem_nvme_sw_stats sum; /* st's counts with their violations summed */
-    memset(&sum, 0, sizeof sum);
-    gpumem_nvme_sw_stats_add(&sum, st);
-    for (i = 0; i < 65536u; i++) fetched_not_posted += q->cid_state[i] == 1;
-    return gpumem__appendf(buf, n, at,
-                           "  controller: SQ fetched up to %u of doorbell %u, CQ posted up to %u (phase %u), CQ "
-                           "head doorbell %u, posted and not yet passed %u; command IDs fetched and not "
-                           "completed %u\n"
-                           "          commands %llu (reads %llu, writes %llu, flushes %llu), dropped %llu, "
-                           "protocol violations %llu\n",
-                           q->sq_head, q->sq_tail, q->cq_tail, q->cq_phase, q->cq_head, q->cq_posted,
-                           fetched_not_posted, (unsigned long long)st->commands, (unsigned long long)st->reads,
-                           (unsigned long long)st->writes, (unsigned long long)st->flushes,
-                           (unsigned long long)st->dropped, (unsigned long long)sum.violations);
-}
-#endif
 
 #if defined(__CUDACC__)
 #include <stdlib.h>
@@ -968,9 +539,9 @@ static inline size_t gpumem_nvme_swq_report(const gpumem_nvme_swq *q, const gpum
  * the device to go idle - which it never does while the persistent
  * controller runs. So a client kernel first launched after the controller
  * started never starts (measured on an H100: the clients stay at stage 0
- * forever). gpumem_nvme_gpuctl_start therefore loads the controller's own
+ * forever). gpumem_swctl_gpu_start therefore loads the controller's own
  * kernels (the serving loop and the init kernel, so that a later
- * gpumem_nvme_gpuctl_init_cuda, of another controller, works while this one
+ * gpumem_swctl_gpu_init_cuda, of another controller, works while this one
  * runs) and the client kernels it is given (gpumem_cuda_preload) before
  * the controller starts; under lazy loading, or where the driver cannot
  * say which (gpumem_cuda_lazy_loading() == -1), with no client kernels
@@ -987,37 +558,37 @@ static inline size_t gpumem_nvme_swq_report(const gpumem_nvme_swq *q, const gpum
  * read as a failed launch, and start would return while the controller
  * ran with nobody to stop it. */
 template <typename gpumem_unused_ = void>
-__global__ void gpumem_nvme_gpuctl_kernel(gpumem_nvme_gpuctl *c) {
-    gpumem_nvme_gpuctl_serve(c, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+__global__ void gpumem_swctl_gpu_kernel(gpumem_swctl_gpu *c) {
+    gpumem_swctl_gpu_serve(c, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
 }
 template <typename gpumem_unused_ = void>
-__global__ void gpumem__gpuctl_init_kernel(void *mem, size_t bytes, gpumem_nvme_gpuctl_desc d) {
+__global__ void gpumem__gpuctl_init_kernel(void *mem, size_t bytes, gpumem_swctl_gpu_desc d) {
     /* The status goes where the controller struct starts (the caller checked
      * that mem holds one), read back with a copy: no allocation. */
-    gpumem_status st = gpumem_nvme_gpuctl_init(mem, bytes, &d);
-    ((gpumem_nvme_gpuctl *)mem)->init_status = (uint32_t)st;
+    gpumem_status st = gpumem_swctl_gpu_init(mem, bytes, &d);
+    ((gpumem_swctl_gpu *)mem)->init_status = (uint32_t)st;
 }
 
 /* Initialise a controller in GPU memory with a one-thread kernel, before
  * its loop starts, and wait for it. The kernel runs on a private
  * non-blocking stream (so that it waits for no persistent kernel, not even
- * one on the legacy stream) and is preloaded first; gpumem_nvme_gpuctl_start
+ * one on the legacy stream) and is preloaded first; gpumem_swctl_gpu_start
  * preloads it too, so that this works while another controller runs under
  * lazy loading. Being on a stream of its own, it waits for nothing else
  * either: writes the caller queued to `mem` must have finished. GPUMEM_ESYS
  * if CUDA failed. */
-static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes, const gpumem_nvme_gpuctl_desc *d) {
+static inline gpumem_status gpumem_swctl_gpu_init_cuda(void *mem, size_t bytes, const gpumem_swctl_gpu_desc *d) {
     const void *own[1] = {(const void *)gpumem__gpuctl_init_kernel<>};
     uint32_t st = (uint32_t)GPUMEM_ESYS;
     cudaStream_t s;
     if (!d || !mem) return GPUMEM_ENULL;
-    if (bytes < sizeof(gpumem_nvme_gpuctl) || ((uintptr_t)mem & 63u) != 0) return GPUMEM_EINVAL;
+    if (bytes < sizeof(gpumem_swctl_gpu) || ((uintptr_t)mem & 63u) != 0) return GPUMEM_EINVAL;
     if (gpumem_cuda_preload(own, 1) != GPUMEM_OK) return GPUMEM_ESYS;
     if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return GPUMEM_ESYS;
     (void)cudaGetLastError(); /* an earlier call's error is not the launch's (above) */
     gpumem__gpuctl_init_kernel<<<1, 1, 0, s>>>(mem, bytes, *d);
     if (cudaGetLastError() != cudaSuccess ||
-        cudaMemcpyAsync(&st, &((gpumem_nvme_gpuctl *)mem)->init_status, sizeof st, cudaMemcpyDeviceToHost, s) !=
+        cudaMemcpyAsync(&st, &((gpumem_swctl_gpu *)mem)->init_status, sizeof st, cudaMemcpyDeviceToHost, s) !=
             cudaSuccess ||
         cudaStreamSynchronize(s) != cudaSuccess)
         st = (uint32_t)GPUMEM_ESYS; /* nothing is left running: the synchronise saw to it, or the launch failed */
@@ -1025,14 +596,14 @@ static inline gpumem_status gpumem_nvme_gpuctl_init_cuda(void *mem, size_t bytes
     return (gpumem_status)st;
 }
 
-/* gpumem_nvme_gpuctl_start's every error return after its launch: stop the
+/* gpumem_swctl_gpu_start's every error return after its launch: stop the
  * controller, then wait at most timeout_ms for `stream` to drain, so that
  * no block of it is left running or queued over memory the caller may free
  * next. Returns `st`, or GPUMEM_EBUSY if the launch is still queued. */
-static inline gpumem_status gpumem__gpuctl_abandon(const gpumem_nvme_gpuctl_desc *d, cudaStream_t stream,
+static inline gpumem_status gpumem__gpuctl_abandon(const gpumem_swctl_gpu_desc *d, cudaStream_t stream,
                                                    uint32_t timeout_ms, gpumem_status st) {
     const uint64_t end = gpumem_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
-    gpumem_nvme_gpuctl_stop(d);
+    gpumem_swctl_gpu_stop(d);
     /* Until it has drained, or failed: either way nothing of it runs after. */
     while (cudaStreamQuery(stream) == cudaErrorNotReady)
         if (gpumem_clock_ns() > end) {
@@ -1082,11 +653,11 @@ static inline gpumem_status gpumem__gpuctl_abandon(const gpumem_nvme_gpuctl_desc
  * GPUMEM_EBUSY with a message: the launch is still queued, stopped, and
  * may yet run, so its memory must stay allocated until
  * cudaStreamSynchronize(stream) returns. */
-static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, const gpumem_nvme_gpuctl_desc *d,
-                                                     uint32_t threads, cudaStream_t stream,
-                                                     const void *const *client_kernels, uint32_t n,
-                                                     uint32_t timeout_ms) {
-    const void *own[2] = {(const void *)gpumem_nvme_gpuctl_kernel<>, (const void *)gpumem__gpuctl_init_kernel<>};
+static inline gpumem_status gpumem_swctl_gpu_start(gpumem_swctl_gpu *c, const gpumem_swctl_gpu_desc *d,
+                                                   uint32_t threads, cudaStream_t stream,
+                                                   const void *const *client_kernels, uint32_t n,
+                                                   uint32_t timeout_ms) {
+    const void *own[2] = {(const void *)gpumem_swctl_gpu_kernel<>, (const void *)gpumem__gpuctl_init_kernel<>};
     cudaFuncAttributes attr;
     uint64_t blocks = 1, per_block = threads, launched; /* 64-bit: threads may be near 2^32 */
     uint32_t cap;
@@ -1116,7 +687,7 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
         gpumem_atomic_load_u32(&d->control[1], GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) != 0) {
 #if !GPUMEM_ON_DEVICE
         GPUMEM_LOG("GPU controller: already started, or stopped (its control words are not zero); initialise it "
-                   "again (gpumem_nvme_gpuctl_init_cuda) before starting it again");
+                   "again (gpumem_swctl_gpu_init_cuda) before starting it again");
 #endif
         return GPUMEM_ESTATE;
     }
@@ -1151,7 +722,7 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
 #if !GPUMEM_ON_DEVICE /* host code, parsed by both passes; the log exists on the host */
         GPUMEM_LOG("GPU controller: CUDA loads modules lazily (CUDA_MODULE_LOADING=LAZY, the default since CUDA "
                    "12.2), or the driver cannot say whether it does, and a kernel first launched while the "
-                   "controller runs would never start. Pass your client kernels to gpumem_nvme_gpuctl_start (or "
+                   "controller runs would never start. Pass your client kernels to gpumem_swctl_gpu_start (or "
                    "preload them with gpumem_cuda_preload), or set CUDA_MODULE_LOADING=EAGER before the first "
                    "CUDA call");
 #endif
@@ -1160,7 +731,7 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
     if ((st = gpumem_cuda_preload(own, 2)) != GPUMEM_OK || (st = gpumem_cuda_preload(client_kernels, n)) != GPUMEM_OK)
         return st;
     (void)cudaGetLastError(); /* an earlier call's error is not the launch's (above) */
-    gpumem_nvme_gpuctl_kernel<<<(unsigned)blocks, (unsigned)per_block, 0, stream>>>(c);
+    gpumem_swctl_gpu_kernel<<<(unsigned)blocks, (unsigned)per_block, 0, stream>>>(c);
     st = cudaGetLastError() == cudaSuccess ? GPUMEM_OK : GPUMEM_ESYS;
     end = gpumem_clock_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (st == GPUMEM_OK &&
@@ -1173,26 +744,26 @@ static inline gpumem_status gpumem_nvme_gpuctl_start(gpumem_nvme_gpuctl *c, cons
 /* The sum of every pair's counts of a controller in GPU memory, copied to
  * the host (exact once the controller has stopped; a snapshot while it
  * runs). No kernel and no device allocation. */
-static inline gpumem_status gpumem_nvme_gpuctl_get_stats_cuda(const gpumem_nvme_gpuctl *c, gpumem_nvme_sw_stats *out) {
-    gpumem_nvme_gpuctl h;
-    gpumem_nvme_sw_stats *all;
+static inline gpumem_status gpumem_swctl_gpu_get_stats_cuda(const gpumem_swctl_gpu *c, gpumem_target_stats *out) {
+    gpumem_swctl_gpu h;
+    gpumem_target_stats *all;
     gpumem_status st;
     uint32_t i;
     if (!c || !out) return GPUMEM_ENULL;
     memset(out, 0, sizeof *out);
     if (gpumem__cuda_peek(&h, c, sizeof h) != GPUMEM_OK) return GPUMEM_ESYS;
     /* One copy of the whole array (a watchdog polls this while it runs). */
-    if (!(all = (gpumem_nvme_sw_stats *)malloc((size_t)h.n_pairs * sizeof *all))) return GPUMEM_ENOMEM;
+    if (!(all = (gpumem_target_stats *)malloc((size_t)h.n_pairs * sizeof *all))) return GPUMEM_ENOMEM;
     st = gpumem__cuda_peek(all, h.stats, (size_t)h.n_pairs * sizeof *all);
-    for (i = 0; st == GPUMEM_OK && i < h.n_pairs; i++) gpumem_nvme_sw_stats_add(out, &all[i]);
+    for (i = 0; st == GPUMEM_OK && i < h.n_pairs; i++) gpumem_target_stats_add(out, &all[i]);
     free(all);
     return st;
 }
 
 #if !GPUMEM_ON_DEVICE
 /* Every pair of a GPU-resident controller, client and controller side. */
-static inline size_t gpumem_nvme_gpuctl_report_cuda(const gpumem_nvme_gpuctl *c, char *buf, size_t n, size_t at) {
-    gpumem_nvme_gpuctl h;
+static inline size_t gpumem_swctl_gpu_report_cuda(const gpumem_swctl_gpu *c, char *buf, size_t n, size_t at) {
+    gpumem_swctl_gpu h;
     uint32_t i;
     void *cid_state = malloc(65536);
     if (gpumem__cuda_peek(&h, c, sizeof h) != GPUMEM_OK || !cid_state) {
@@ -1200,8 +771,8 @@ static inline size_t gpumem_nvme_gpuctl_report_cuda(const gpumem_nvme_gpuctl *c,
         return gpumem__appendf(buf, n, at, "GPU controller at %p: cannot be read\n", (const void *)c);
     }
     for (i = 0; i < h.n_pairs; i++) {
-        gpumem_nvme_swq q;
-        gpumem_nvme_sw_stats st;
+        gpumem_target_queue q;
+        gpumem_target_stats st;
         at = gpumem_nvme_qp_report_cuda(h.pairs + i, buf, n, at);
         if (gpumem__cuda_peek(&q, h.queues + i, sizeof q) != GPUMEM_OK ||
             gpumem__cuda_peek(&st, h.stats + i, sizeof st) != GPUMEM_OK ||
@@ -1210,7 +781,7 @@ static inline size_t gpumem_nvme_gpuctl_report_cuda(const gpumem_nvme_gpuctl *c,
             continue;
         }
         q.cid_state = (uint8_t *)cid_state;
-        at = gpumem_nvme_swq_report(&q, &st, buf, n, at);
+        at = gpumem_target_queue_report(&q, &st, buf, n, at);
     }
     free(cid_state);
     return at;
@@ -1283,44 +854,35 @@ typedef struct gpumem_swctl_config {
      * of each setting: bench/results/issue12-doorbell-vm.md. */
     uint64_t idle_spin_ns;
     uint64_t park_ns;      /* 1 us .. 1 s; 0: the default */
-    /* Where memory comes from, by who touches it (gpumem_nvme_qp_desc).
-     * Ring memory, which the controller thread and the pairs' users share:
-     * each pair's rings, doorbells and signals block, its PRP-list pages,
-     * the controller's doorbell event, and the namespace RAM when the
-     * controller allocates it: alloc / free (NULL: GPUMEM_MALLOC /
-     * GPUMEM_FREE). Client memory, which only the pairs' users touch: each
-     * pair's struct and state: client_alloc / client_free (NULL: alloc /
-     * free as well); the controller thread never reads or writes it (the
-     * pair is built there by gpumem_swctl_add_qp on the calling thread, and
-     * read there only by gpumem_swctl_destroy's idle check and by
-     * gpumem_swctl_report). For GPU threads against this host-thread
-     * controller: ring memory mapped pinned (cudaHostAlloc with
+    /* Where memory comes from, by who touches it (gpumem_target_mem in
+     * gpumem_target.h, whose pair set holds the pairs). Ring memory, which
+     * the controller thread and the pairs' users share: each pair's rings,
+     * doorbells and signals block, its PRP-list pages, the controller's
+     * doorbell event, and the namespace RAM when the controller allocates
+     * it: mem.alloc / mem.free (NULL: GPUMEM_MALLOC / GPUMEM_FREE). Client
+     * memory, which only the pairs' users touch: each pair's struct and
+     * state: mem.client_alloc / mem.client_free (NULL: mem.alloc / mem.free
+     * as well); the controller thread never reads or writes it (the pair is
+     * built there by gpumem_swctl_add_qp on the calling thread, and read
+     * there only by gpumem_swctl_destroy's idle check and by
+     * gpumem_swctl_report; mem.client_copy for memory host code cannot
+     * touch, cudaMalloc: the pair is then built in host memory and copied
+     * in, and those two read a copy). For GPU threads against this
+     * host-thread controller: ring memory mapped pinned (cudaHostAlloc with
      * cudaHostAllocMapped, whose host pointers are valid on the GPU with
      * unified addressing), client memory in GPU memory, so that no client
      * atomic crosses PCIe: gpumem_swctl_config_gpu_clients sets all of it
      * (docs/gpu.md). */
-    void *(*alloc)(void *ctx, size_t bytes);
-    void (*free)(void *ctx, void *p);
-    void *alloc_ctx;
-    void *(*client_alloc)(void *ctx, size_t bytes);
-    void (*client_free)(void *ctx, void *p);
-    /* Optional, for client memory that host code cannot touch (cudaMalloc):
-     * copies `bytes` between it and host memory, either way (cudaMemcpy with
-     * cudaMemcpyDefault; it must not wait for running kernels, because the
-     * watchdog's report reads through it), returning 0 on success. The pair
-     * is then built in host memory and copied in, and destroy's idle check
-     * and the report read a copy. NULL: client memory is host memory. */
-    int (*client_copy)(void *ctx, void *dst, const void *src, size_t bytes);
-    void *client_ctx;
+    gpumem_target_mem mem;
 } gpumem_swctl_config;
 
 /* idle_spin_ns: never park. */
-#define GPUMEM_SWCTL_NEVER_PARK UINT64_MAX
-#define GPUMEM_SWCTL_DEFAULT_SPIN_NS 50000ull
-#define GPUMEM_SWCTL_DEFAULT_PARK_NS 1000000ull
+#define GPUMEM_SWCTL_NEVER_PARK GPUMEM_TARGET_NEVER_PARK
+#define GPUMEM_SWCTL_DEFAULT_SPIN_NS GPUMEM_TARGET_DEFAULT_SPIN_NS
+#define GPUMEM_SWCTL_DEFAULT_PARK_NS GPUMEM_TARGET_DEFAULT_PARK_NS
 
-/* The counts of gpumem_nvme_sw_stats (the core above), for the whole controller. */
-typedef gpumem_nvme_sw_stats gpumem_swctl_stats;
+/* The counts of gpumem_target_stats (the controller core), for the whole controller. */
+typedef gpumem_target_stats gpumem_swctl_stats;
 
 gpumem_swctl_config gpumem_swctl_config_default(void);
 gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl **out);
@@ -1328,7 +890,7 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
  * controller, PRP-list pages for each command ID included (see
  * gpumem_nvme_qp_submit_buf). gpumem_swctl_add_qp gives it
  * max(depth, GPUMEM_SWCTL_DEFAULT_CIDS) command IDs. */
-#define GPUMEM_SWCTL_DEFAULT_CIDS 1024u
+#define GPUMEM_SWCTL_DEFAULT_CIDS GPUMEM_TARGET_DEFAULT_CIDS
 gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t n_cids, uint32_t virtual_start,
                                      gpumem_nvme_qp **out);
 gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme_qp **out);
@@ -1355,7 +917,7 @@ uint64_t gpumem_swctl_progress(gpumem_swctl *ctl);
  * from the thread that starts and stops the controller. */
 uint64_t gpumem_swctl_cpu_ns(gpumem_swctl *ctl);
 /* Every pair in words, client side and controller side (gpumem_nvme_qp_report,
- * gpumem_nvme_swq_report), appended to buf; returns the whole text's length.
+ * gpumem_target_queue_report), appended to buf; returns the whole text's length.
  * Call it with the controller stopped: it reads the controller thread's state. */
 size_t gpumem_swctl_report(gpumem_swctl *ctl, char *buf, size_t n);
 /* The namespace's bytes when backed by RAM (NULL for a file, or ctl NULL). */
@@ -1385,7 +947,7 @@ gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl);
  * (aborted, it leaves soon): call it again. From reset_begin on, a call
  * that enters the pair gets GPUMEM_EABORTED (gpumem_nvme.h, "Gate").
  * Other pairs are served throughout (paused for a moment).
- * Not for pairs whose client memory the host cannot write (cfg.client_copy
+ * Not for pairs whose client memory the host cannot write (cfg.mem.client_copy
  * set, as gpumem_swctl_config_gpu_clients does): GPUMEM_ESTATE. */
 gpumem_status gpumem_swctl_reset_begin(gpumem_swctl *ctl, gpumem_nvme_qp *qp);
 gpumem_status gpumem_swctl_reset_end(gpumem_swctl *ctl, gpumem_nvme_qp *qp);
@@ -1442,13 +1004,13 @@ static inline int gpumem__cuda_copy(void *ctx, void *dst, const void *src, size_
 }
 static inline void gpumem_swctl_config_gpu_clients(gpumem_swctl_config *cfg) {
     if (!cfg) return;
-    cfg->alloc = gpumem__cuda_mapped_alloc;
-    cfg->free = gpumem__cuda_mapped_free;
-    cfg->alloc_ctx = NULL;
-    cfg->client_alloc = gpumem__cuda_device_alloc;
-    cfg->client_free = gpumem__cuda_device_free;
-    cfg->client_copy = gpumem__cuda_copy;
-    cfg->client_ctx = NULL;
+    cfg->mem.alloc = gpumem__cuda_mapped_alloc;
+    cfg->mem.free = gpumem__cuda_mapped_free;
+    cfg->mem.alloc_ctx = NULL;
+    cfg->mem.client_alloc = gpumem__cuda_device_alloc;
+    cfg->mem.client_free = gpumem__cuda_device_free;
+    cfg->mem.client_copy = gpumem__cuda_copy;
+    cfg->mem.client_ctx = NULL;
     cfg->idle_spin_ns = GPUMEM_SWCTL_NEVER_PARK;
 }
 #endif /* __CUDACC__ */
@@ -1471,21 +1033,11 @@ typedef struct gpumem__sw_pending {
     uint64_t due_ns;
 } gpumem__sw_pending;
 
+/* The controller thread's own state of pair i, beside the pair set's (the
+ * same index): the commands it has fetched and not yet completed. */
 typedef struct gpumem__sw_queue {
-    gpumem_nvme_qp *qp; /* the pair its users are handed: at the start of client_mem;
-                           only the owner's calls (destroy, report) look at it */
-    void *client_mem;   /* client memory: the pair's struct and state */
-    size_t client_bytes; /* of them, from qp */
-    void *ring_mem;     /* ring memory: rings, doorbells, signals block; used from
-                           its first 4 KiB boundary */
-    void *prp_mem;      /* the command IDs' PRP-list pages (own allocation: large, and
-                           only the pages that transfers use are ever touched) */
-    void *sw_mem;       /* the controller thread's own memory for sw (GPUMEM_MALLOC) */
-    gpumem_nvme_swq sw; /* the controller's side (core above): ring memory only */
-    int polled;         /* gpumem_swctl_set_polled; accessed atomically */
     gpumem__sw_pending *pend; /* ring of fetched commands, in fetch order */
     uint32_t pend_head, pend_count;
-    int deleted; /* between reset_begin and reset_end: neither fetched from nor posted to */
 } gpumem__sw_queue;
 
 struct gpumem_swctl {
@@ -1493,15 +1045,14 @@ struct gpumem_swctl {
     gpumem_nvme_ns ns;
     unsigned char *ram;
     int own_ram;
-    gpumem__sw_queue **queues;
-    uint32_t n_queues;
+    /* The pairs, their memory and their doorbell event (gpumem_target.h):
+     * the thread touches only each pair's ring memory, never its client
+     * state. */
+    gpumem_target_pairs *pairs;
+    gpumem__sw_queue *queues; /* one per pair, the same index */
     pthread_t thread;
-    /* The pairs' users notify it when they ring a doorbell: ring memory,
-     * process-shared, so that users that reach only ring memory wake it. */
-    gpumem_event *doorbell_event;
-    int running;      /* accessed atomically */
+    uint32_t running;       /* atomic: the thread serves while nonzero */
     int thread_alive;
-    uint32_t n_polled;      /* pairs set polled: never park while nonzero (atomic) */
     uint64_t cpu_ns_final;  /* the thread's CPU time, stored as it ends (atomic) */
     uint64_t last_due_ns;
     uint64_t rng;
@@ -1510,23 +1061,6 @@ struct gpumem_swctl {
     gpumem_swctl_stats st;  /* written by the controller thread only while running */
     gpumem_swctl_stats pub; /* st as last published: atomic stores by the controller, atomic loads by readers */
 };
-
-static void *gpumem__sw_alloc(const gpumem_swctl_config *cfg, size_t n) {
-    return cfg->alloc ? cfg->alloc(cfg->alloc_ctx, n) : GPUMEM_MALLOC(n);
-}
-static void gpumem__sw_free(const gpumem_swctl_config *cfg, void *p) {
-    if (!p) return;
-    if (cfg->free) cfg->free(cfg->alloc_ctx, p);
-    else GPUMEM_FREE(p);
-}
-static void *gpumem__sw_client_alloc(const gpumem_swctl_config *cfg, size_t n) {
-    return cfg->client_alloc ? cfg->client_alloc(cfg->client_ctx, n) : gpumem__sw_alloc(cfg, n);
-}
-static void gpumem__sw_client_free(const gpumem_swctl_config *cfg, void *p) {
-    if (!p) return;
-    if (cfg->client_free) cfg->client_free(cfg->client_ctx, p);
-    else gpumem__sw_free(cfg, p);
-}
 
 static uint64_t gpumem__rng_next(uint64_t *s) { /* xorshift64* */
     uint64_t x = *s;
@@ -1553,6 +1087,7 @@ gpumem_swctl_config gpumem_swctl_config_default(void) {
 
 gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl **out) {
     gpumem_swctl *c;
+    gpumem_status st;
     if (!cfg || !out) return GPUMEM_ENULL;
     *out = NULL;
     if (cfg->lba_bytes < 512 || cfg->lba_bytes > 65536 || !gpumem_is_pow2_u64(cfg->lba_bytes)) {
@@ -1570,21 +1105,9 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
         GPUMEM_LOG("software controller: park_ns %llu out of range (1 us .. 1 s)", (unsigned long long)cfg->park_ns);
         return GPUMEM_EINVAL;
     }
-    if (!cfg->alloc != !cfg->free || !cfg->client_alloc != !cfg->client_free) {
-        GPUMEM_LOG("software controller: give both allocator callbacks of a pair (alloc and free, client_alloc "
-                   "and client_free) or neither");
-        return GPUMEM_EINVAL;
-    }
     c = (gpumem_swctl *)GPUMEM_MALLOC(sizeof *c);
     if (!c) return GPUMEM_ENOMEM;
     memset(c, 0, sizeof *c);
-    c->doorbell_event = (gpumem_event *)gpumem__sw_alloc(cfg, sizeof *c->doorbell_event);
-    if (!c->doorbell_event) {
-        GPUMEM_FREE(c);
-        return GPUMEM_ENOMEM;
-    }
-    memset(c->doorbell_event, 0, sizeof *c->doorbell_event);
-    c->doorbell_event->shared = 1;
     c->cfg = *cfg;
     if (!c->cfg.park_ns) c->cfg.park_ns = GPUMEM_SWCTL_DEFAULT_PARK_NS;
     c->ns.nsid = 1;
@@ -1592,14 +1115,19 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
     c->ns.n_blocks = cfg->n_blocks;
     c->ns.max_blocks = cfg->max_blocks;
     c->rng = cfg->seed ? cfg->seed : 1;
+    /* The allocators are checked there (both of a pair, or neither). */
+    if ((st = gpumem_target_pairs_create(&c->ns, &cfg->mem, &c->pairs)) != GPUMEM_OK) {
+        GPUMEM_FREE(c);
+        return st;
+    }
     if (cfg->ram) {
         c->ram = (unsigned char *)cfg->ram;
     } else if (cfg->fd < 0) {
         size_t bytes = (size_t)(cfg->n_blocks * cfg->lba_bytes);
-        c->ram = (unsigned char *)gpumem__sw_alloc(cfg, bytes);
+        c->ram = (unsigned char *)gpumem_target_mem_alloc(&cfg->mem, bytes); /* ring memory: both sides reach it */
         if (!c->ram) {
             GPUMEM_LOG("software controller: cannot allocate %zu bytes of backing RAM", bytes);
-            gpumem__sw_free(cfg, c->doorbell_event);
+            gpumem_target_pairs_destroy(c->pairs);
             GPUMEM_FREE(c);
             return GPUMEM_ENOMEM;
         }
@@ -1618,98 +1146,36 @@ gpumem_nvme_ns gpumem_swctl_ns(const gpumem_swctl *ctl) {
     return none;
 }
 
-static void gpumem__sw_queue_free(const gpumem_swctl_config *cfg, gpumem__sw_queue *q) {
-    gpumem__sw_client_free(cfg, q->client_mem);
-    gpumem__sw_free(cfg, q->ring_mem);
-    gpumem__sw_free(cfg, q->prp_mem);
-    GPUMEM_FREE(q->sw_mem);
-    GPUMEM_FREE(q->pend);
-    GPUMEM_FREE(q);
-}
-
 gpumem_status gpumem_swctl_add_qp_ex(gpumem_swctl *ctl, uint32_t depth, uint32_t n_cids, uint32_t virtual_start,
                                      gpumem_nvme_qp **out) {
-    gpumem__sw_queue *q, **grown;
-    gpumem_nvme_qp_desc d;
-    size_t ring_bytes, state_bytes, sw_bytes, ring_total, client_total, prp_bytes;
-    unsigned char *rings, *client;
+    gpumem__sw_queue *grown;
+    gpumem__sw_pending *pend;
+    uint32_t n;
     gpumem_status st;
     if (!ctl || !out) return GPUMEM_ENULL;
     *out = NULL;
-    if (__atomic_load_n(&ctl->running, __ATOMIC_ACQUIRE)) return GPUMEM_ESTATE;
-    if (!gpumem__valid_count(depth, GPUMEM_NVME_MAX_DEPTH) || !gpumem__valid_count(n_cids, GPUMEM_NVME_MAX_CIDS))
-        return GPUMEM_EINVAL;
-    if (ctl->n_queues >= 65535) return GPUMEM_EINVAL;
-    q = (gpumem__sw_queue *)GPUMEM_MALLOC(sizeof *q);
-    if (!q) return GPUMEM_ENOMEM;
-    memset(q, 0, sizeof *q);
-    ring_bytes = (size_t)depth * (sizeof(gpumem_nvme_cmd) + sizeof(gpumem_nvme_cpl));
-    state_bytes = gpumem_nvme_qp_state_bytes(depth, n_cids);
-    sw_bytes = gpumem_nvme_swq_mem_bytes(depth);
-    /* Ring memory: SQ, CQ, the two doorbells and the signals block, each
-     * hot word on a line of its own, from a 4 KiB boundary. */
-    ring_total = ring_bytes + 2 * GPUMEM_PAD_BYTES + sizeof(gpumem_nvme_qp_signals);
-    /* Client memory: the pair's struct, then its state, 64-byte aligned. */
-    client_total = GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 64) + state_bytes;
-    q->ring_mem = gpumem__sw_alloc(&ctl->cfg, ring_total + 4096);
-    q->client_mem = gpumem__sw_client_alloc(&ctl->cfg, client_total + 64);
-    prp_bytes = gpumem_nvme_qp_prp_bytes(n_cids, &ctl->ns);
-    q->prp_mem = prp_bytes ? gpumem__sw_alloc(&ctl->cfg, prp_bytes + 4096) : NULL;
-    q->sw_mem = GPUMEM_MALLOC(sw_bytes);
-    q->pend = (gpumem__sw_pending *)GPUMEM_MALLOC((size_t)ctl->cfg.max_pending * sizeof(gpumem__sw_pending));
-    grown = (gpumem__sw_queue **)GPUMEM_MALLOC((ctl->n_queues + 1) * sizeof *grown);
-    if (!q->ring_mem || !q->client_mem || !q->sw_mem || !q->pend || !grown || (prp_bytes && !q->prp_mem)) {
+    /* The thread reads the pair set without a lock: only while stopped. */
+    if (gpumem_atomic_load_u32(&ctl->running, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM)) return GPUMEM_ESTATE;
+    n = gpumem_target_pairs_count(ctl->pairs);
+    pend = (gpumem__sw_pending *)GPUMEM_MALLOC((size_t)ctl->cfg.max_pending * sizeof(gpumem__sw_pending));
+    grown = (gpumem__sw_queue *)GPUMEM_MALLOC((n + 1) * sizeof *grown);
+    if (!pend || !grown) {
+        GPUMEM_FREE(pend);
         GPUMEM_FREE(grown);
-        gpumem__sw_queue_free(&ctl->cfg, q);
         return GPUMEM_ENOMEM;
     }
-    rings = (unsigned char *)GPUMEM_ALIGN_UP((uintptr_t)q->ring_mem, 4096);
-    q->qp = (gpumem_nvme_qp *)GPUMEM_ALIGN_UP((uintptr_t)q->client_mem, 64);
-    q->client_bytes = client_total;
-    /* Client memory host code cannot write: build the pair in host memory
-     * (same layout), then copy it in. */
-    client = ctl->cfg.client_copy ? (unsigned char *)malloc(client_total) : (unsigned char *)q->qp;
-    if (!client) {
+    /* The pair's memory, checks and layout are the pair set's; its command
+     * timeout the default (0). */
+    if ((st = gpumem_target_pairs_add(ctl->pairs, depth, n_cids, virtual_start, 0, out)) != GPUMEM_OK) {
+        GPUMEM_FREE(pend);
         GPUMEM_FREE(grown);
-        gpumem__sw_queue_free(&ctl->cfg, q);
-        return GPUMEM_ENOMEM;
-    }
-    memset(rings, 0, ring_total);
-    memset(&d, 0, sizeof d);
-    d.depth = depth;
-    d.n_cids = n_cids;
-    d.qid = ctl->n_queues + 1;
-    d.virtual_start = virtual_start;
-    d.ns = ctl->ns;
-    d.sq = (gpumem_nvme_cmd *)rings;
-    d.cq = (gpumem_nvme_cpl *)(rings + (size_t)depth * sizeof(gpumem_nvme_cmd));
-    d.sq_doorbell = (uint32_t *)(rings + ring_bytes);
-    d.cq_doorbell = (uint32_t *)(rings + ring_bytes + GPUMEM_PAD_BYTES);
-    d.signals = (gpumem_nvme_qp_signals *)(rings + ring_bytes + 2 * GPUMEM_PAD_BYTES);
-    d.state = client + GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 64);
-    d.state_bytes = state_bytes;
-    d.doorbell_event = ctl->doorbell_event;
-    d.prp_lists = prp_bytes ? (uint64_t *)GPUMEM_ALIGN_UP((uintptr_t)q->prp_mem, 4096) : NULL;
-    if ((st = gpumem_nvme_qp_init((gpumem_nvme_qp *)client, &d)) == GPUMEM_OK &&
-        (st = gpumem_nvme_swq_init(&q->sw, &d, q->sw_mem, sw_bytes)) == GPUMEM_OK && ctl->cfg.client_copy) {
-        gpumem_nvme_qp_relocate_state((gpumem_nvme_qp *)client,
-                                      (unsigned char *)q->qp + GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 64));
-        if (ctl->cfg.client_copy(ctl->cfg.client_ctx, q->qp, client, client_total) != 0) {
-            GPUMEM_LOG("software controller: client_copy of a new pair (%zu bytes) failed", client_total);
-            st = GPUMEM_ESYS;
-        }
-    }
-    if (ctl->cfg.client_copy) free(client);
-    if (st != GPUMEM_OK) {
-        GPUMEM_FREE(grown);
-        gpumem__sw_queue_free(&ctl->cfg, q);
         return st;
     }
-    if (ctl->n_queues) memcpy(grown, ctl->queues, ctl->n_queues * sizeof *grown);
+    if (n) memcpy(grown, ctl->queues, n * sizeof *grown);
     GPUMEM_FREE(ctl->queues);
     ctl->queues = grown;
-    ctl->queues[ctl->n_queues++] = q;
-    *out = q->qp;
+    memset(&grown[n], 0, sizeof grown[n]);
+    grown[n].pend = pend;
     return GPUMEM_OK;
 }
 
@@ -1719,18 +1185,18 @@ gpumem_status gpumem_swctl_add_qp(gpumem_swctl *ctl, uint32_t depth, gpumem_nvme
 }
 
 /* Execute one command; returns the status field to post. A namespace in
- * RAM is the core's gpumem_nvme_sw_execute_ram; a file is read and written
+ * RAM is the core's gpumem_target_execute_ram; a file is read and written
  * here, segment by segment along the same PRP walk. */
 static uint16_t gpumem__sw_execute(gpumem_swctl *c, const gpumem_nvme_cmd *cmd) {
     uint64_t off, len, addr, seg;
-    gpumem_nvme_prp_walk w;
+    gpumem_target_prp_walk w;
     int to_host = (cmd->cdw0 & 0xFFu) == GPUMEM_NVME_OP_READ, r;
     uint16_t status;
-    if (c->ram) return gpumem_nvme_sw_execute_ram(&c->st, &c->ns, c->ram, cmd);
-    if ((status = gpumem_nvme_sw_check(&c->st, &c->ns, cmd, &off, &len)) != 0) return status;
+    if (c->ram) return gpumem_target_execute_ram(&c->st, &c->ns, c->ram, cmd);
+    if ((status = gpumem_target_check(&c->st, &c->ns, cmd, &off, &len)) != 0) return status;
     if (len == 0) return fsync(c->cfg.fd) == 0 ? 0 : GPUMEM_NVME_STATUS(2, 0x80); /* Flush */
-    if (gpumem_nvme_prp_walk_start(&w, cmd, len) != 0) goto bad_prp;
-    while ((r = gpumem_nvme_prp_walk_next(&w, &addr, &seg)) == 1) {
+    if (gpumem_target_prp_walk_start(&w, cmd, len) != 0) goto bad_prp;
+    while ((r = gpumem_target_prp_walk_next(&w, &addr, &seg)) == 1) {
         off_t at = (off_t)(off + w.done - seg);
         ssize_t got = to_host ? pread(c->cfg.fd, (void *)(uintptr_t)addr, (size_t)seg, at)
                               : pwrite(c->cfg.fd, (const void *)(uintptr_t)addr, (size_t)seg, at);
@@ -1745,19 +1211,20 @@ bad_prp:
     return GPUMEM_NVME_STATUS(0, 0x13);
 }
 
-/* Take doorbell values, fetch commands, post due completions. Returns the
- * number of things done (0 = idle). */
-static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_t now) {
-    gpumem_nvme_swq *sw = &q->sw;
+/* Take doorbell values, fetch commands, post due completions of pair i.
+ * Returns the number of things done (0 = idle). */
+static uint32_t gpumem__sw_service(gpumem_swctl *c, uint32_t i, uint64_t now) {
+    gpumem__sw_queue *q = &c->queues[i];
+    gpumem_target_queue *sw = gpumem_target_pairs_queue(c->pairs, i);
     uint32_t work = 0, posted_before;
 
-    work += gpumem_nvme_sw_take_cq_doorbell(sw, &c->st);
-    work += gpumem_nvme_sw_take_sq_doorbell(sw, &c->st);
+    work += gpumem_target_take_cq_doorbell(sw, &c->st);
+    work += gpumem_target_take_sq_doorbell(sw, &c->st);
     /* Fetch in order while there is room to hold them. */
     while (q->pend_count < c->cfg.max_pending) {
         gpumem__sw_pending *p = &q->pend[(q->pend_head + q->pend_count) % c->cfg.max_pending];
         uint64_t due = now + c->cfg.latency_ns;
-        if (!gpumem_nvme_sw_fetch(sw, &c->st, &p->cmd)) break;
+        if (!gpumem_target_fetch(sw, &c->st, &p->cmd)) break;
         work++;
         if (++c->fetched == c->cfg.drop_command) { /* test hook: never completed */
             c->st.dropped++;
@@ -1791,8 +1258,8 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
             q->pend_head = (q->pend_head + 1) % c->cfg.max_pending;
             q->pend_count--;
         }
-        if (e.cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) {
-            /* completes with "command ID conflict" (gpumem_nvme_sw_post) */
+        if (e.cmd.cdw0 & GPUMEM_TARGET_CID_CONFLICT) {
+            /* completes with "command ID conflict" (gpumem_target_post) */
         } else if (c->cfg.error_ppm && gpumem__rng_next(&c->rng) % 1000000u < c->cfg.error_ppm) {
             /* injected: the command is not executed, so the status must say
              * failure; a configured status that reads as success does not */
@@ -1801,12 +1268,13 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
         } else if ((status = gpumem__sw_execute(c, &e.cmd)) != 0) {
             c->st.errors_other++;
         }
-        gpumem_nvme_sw_post(sw, &c->st, &e.cmd, status);
+        gpumem_target_post(sw, &c->st, &e.cmd, status);
         work++;
     }
     if (posted_before != sw->cq_posted) {
         /* Relaxed: a count for watchdogs, nothing is published through it. */
-        __atomic_fetch_add(&c->progress, (uint64_t)(uint32_t)(sw->cq_posted - posted_before), __ATOMIC_RELAXED);
+        gpumem_atomic_fetch_add_u64(&c->progress, (uint64_t)(uint32_t)(sw->cq_posted - posted_before),
+                                    GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
         gpumem_nvme_qp_signals_interrupt(sw->signals); /* wake one parked host waiter, which harvests */
     }
     return work;
@@ -1815,9 +1283,9 @@ static uint32_t gpumem__sw_service(gpumem_swctl *c, gpumem__sw_queue *q, uint64_
 /* Earliest due time among the queues' oldest pending commands (UINT64_MAX: none). */
 static uint64_t gpumem__sw_next_due(gpumem_swctl *c) {
     uint64_t next = UINT64_MAX;
-    uint32_t i;
-    for (i = 0; i < c->n_queues; i++) {
-        gpumem__sw_queue *q = c->queues[i];
+    uint32_t i, n = gpumem_target_pairs_count(c->pairs);
+    for (i = 0; i < n; i++) {
+        const gpumem__sw_queue *q = &c->queues[i];
         if (q->pend_count && q->pend[q->pend_head].due_ns < next) next = q->pend[q->pend_head].due_ns;
     }
     return next;
@@ -1834,95 +1302,63 @@ static void gpumem__sw_publish(gpumem_swctl *c) {
         gpumem_atomic_store_u64(&to[k], from[k], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
 }
 
-/* Whether any pair's doorbell moved since the controller last took it. */
-static int gpumem__sw_doorbell_rung(const gpumem_swctl *c) {
-    uint32_t i;
-    for (i = 0; i < c->n_queues; i++) {
-        const gpumem_nvme_swq *q = &c->queues[i]->sw;
-        if (c->queues[i]->deleted) continue; /* between reset_begin and reset_end */
-        if (__atomic_load_n(q->sq_doorbell, __ATOMIC_ACQUIRE) != q->sq_db_seen ||
-            __atomic_load_n(q->cq_doorbell, __ATOMIC_ACQUIRE) != q->cq_db_seen)
-            return 1;
-    }
-    return 0;
-}
-
-/* The controller thread: serve every pair; when idle, poll the doorbells
- * for idle_spin_ns after the last work (clients that cannot wake it, GPU
- * threads, are heard within a poll), then park on the doorbell event at
- * most park_ns at a time, or until the next command falls due, polling
- * once between parks. The park bound also bounds how long a stop takes. */
+/* The controller thread: serve every pair; when idle, the pair set's idle
+ * step (gpumem_target.h): poll the doorbells for idle_spin_ns after the
+ * last work (clients that cannot wake it, GPU threads, are heard within a
+ * poll), then park on the doorbell event at most park_ns at a time, or
+ * until the next command falls due, looking at the doorbells once between
+ * parks. A stop notifies the event, so it does not wait out a park. */
 static void *gpumem__sw_main(void *arg) {
     gpumem_swctl *c = (gpumem_swctl *)arg;
-    uint64_t last_work = gpumem_clock_ns();
+    gpumem_target_idle idle = gpumem_target_idle_start(c->cfg.idle_spin_ns, c->cfg.park_ns);
     struct timespec cpu;
-    while (__atomic_load_n(&c->running, __ATOMIC_ACQUIRE)) {
-        uint64_t now = gpumem_clock_ns(), next;
-        uint32_t i, work = 0, seen;
-        for (i = 0; i < c->n_queues; i++)
-            if (!c->queues[i]->deleted) work += gpumem__sw_service(c, c->queues[i], now);
-        if (work) {
-            gpumem__sw_publish(c);
-            last_work = now;
-            continue;
-        }
-        if (c->cfg.idle_spin_ns == GPUMEM_SWCTL_NEVER_PARK || __atomic_load_n(&c->n_polled, __ATOMIC_RELAXED) ||
-            now - last_work < c->cfg.idle_spin_ns) {
-            gpumem__cpu_relax(); /* a poll every few tens of nanoseconds */
-            continue;
-        }
-        /* Park: register, look at the doorbells once more (a client that
-         * rang after the look above and saw nobody registered did not
-         * notify), then sleep unless one moved or a command is due. */
-        seen = gpumem__event_begin(c->doorbell_event);
+    /* Acquire: pairs with the release store of start and stop; the thread
+     * reads the pair set, which the owner changes only while it is stopped
+     * (pthread_create and pthread_join order those changes too). */
+    while (gpumem_atomic_load_u32(&c->running, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM)) {
+        uint64_t now = gpumem_clock_ns(), wait, next;
+        uint32_t i, work = 0, n = gpumem_target_pairs_count(c->pairs);
+        for (i = 0; i < n; i++)
+            if (!gpumem_target_pairs_deleted(c->pairs, i)) work += gpumem__sw_service(c, i, now);
+        if (work) gpumem__sw_publish(c);
+        if ((wait = gpumem_target_idle_step(&idle, c->pairs, work, now)) == 0) continue;
+        /* Past the spin: park, no longer than until the next command is due. */
         next = gpumem__sw_next_due(c);
         now = gpumem_clock_ns();
-        if (!gpumem__sw_doorbell_rung(c) && next > now) {
-            uint64_t wait = next - now;
-            gpumem__event_sleep(c->doorbell_event, seen, (long)(wait < c->cfg.park_ns ? wait : c->cfg.park_ns));
-        }
-        gpumem__event_end(c->doorbell_event);
+        if (next <= now) continue;
+        gpumem_target_pairs_park(c->pairs, 0, 1, next - now < wait ? next - now : wait, &c->running);
     }
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-    __atomic_store_n(&c->cpu_ns_final, (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec,
-                     __ATOMIC_RELEASE);
+    /* Release: the final CPU time for gpumem_swctl_cpu_ns's acquire load. */
+    gpumem_atomic_store_u64(&c->cpu_ns_final, (uint64_t)cpu.tv_sec * 1000000000ull + (uint64_t)cpu.tv_nsec,
+                            GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
     return NULL;
 }
 
 gpumem_status gpumem_swctl_set_polled(gpumem_swctl *ctl, const gpumem_nvme_qp *qp, int polled) {
-    uint32_t i;
-    if (!ctl || !qp) return GPUMEM_ENULL;
-    for (i = 0; i < ctl->n_queues; i++) {
-        gpumem__sw_queue *q = ctl->queues[i];
-        /* compares the pointer only: the pair's memory is its clients' */
-        if (q->qp != qp) continue;
-        polled = polled != 0;
-        if (__atomic_exchange_n(&q->polled, polled, __ATOMIC_RELAXED) != polled) {
-            if (polled) __atomic_fetch_add(&ctl->n_polled, 1u, __ATOMIC_RELAXED);
-            else __atomic_fetch_sub(&ctl->n_polled, 1u, __ATOMIC_RELAXED);
-        }
-        return GPUMEM_OK;
-    }
-    return GPUMEM_EINVAL;
+    if (!ctl) return GPUMEM_ENULL;
+    return gpumem_target_pairs_set_polled(ctl->pairs, qp, polled);
 }
 
 uint64_t gpumem_swctl_cpu_ns(gpumem_swctl *ctl) {
     clockid_t id;
     struct timespec t;
     if (!ctl) return 0;
-    if (ctl->thread_alive && __atomic_load_n(&ctl->running, __ATOMIC_ACQUIRE) &&
+    if (ctl->thread_alive && gpumem_atomic_load_u32(&ctl->running, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM) &&
         pthread_getcpuclockid(ctl->thread, &id) == 0 && clock_gettime(id, &t) == 0)
         return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-    return __atomic_load_n(&ctl->cpu_ns_final, __ATOMIC_ACQUIRE);
+    return gpumem_atomic_load_u64(&ctl->cpu_ns_final, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM);
 }
 
-/* Start and end the controller thread, touching no pair's stopped word. */
+/* Start and end the controller thread, touching no pair's stopped word.
+ * Release on running: the owner's changes to the pair set before it (the
+ * thread reads them after its acquire load). */
 static gpumem_status gpumem__sw_thread_start(gpumem_swctl *ctl) {
     int rc;
-    __atomic_store_n(&ctl->running, 1, __ATOMIC_RELEASE);
+    gpumem_atomic_store_u32(&ctl->running, 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
     rc = pthread_create(&ctl->thread, NULL, gpumem__sw_main, ctl);
     if (rc != 0) {
-        __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
+        gpumem_atomic_store_u32(&ctl->running, 0, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
         GPUMEM_LOG("software controller: pthread_create failed: %s", strerror(rc));
         return GPUMEM_ESYS;
     }
@@ -1930,60 +1366,51 @@ static gpumem_status gpumem__sw_thread_start(gpumem_swctl *ctl) {
     return GPUMEM_OK;
 }
 static void gpumem__sw_thread_stop(gpumem_swctl *ctl) {
-    __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
-    gpumem_event_notify(ctl->doorbell_event); /* out of a park at once, however long park_ns */
+    gpumem_atomic_store_u32(&ctl->running, 0, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+    /* Out of a park at once, however long park_ns (the park looks at
+     * running after registering, so a notify before that is not lost). */
+    gpumem_event_notify(gpumem_target_pairs_event(ctl->pairs));
     pthread_join(ctl->thread, NULL);
     gpumem__sw_publish(ctl); /* the final counts */
     ctl->thread_alive = 0;
 }
 
 gpumem_status gpumem_swctl_start(gpumem_swctl *ctl) {
-    uint32_t i;
     if (!ctl) return GPUMEM_ENULL;
     if (ctl->thread_alive) return GPUMEM_ESTATE;
-    if (ctl->n_queues == 0) {
+    if (gpumem_target_pairs_count(ctl->pairs) == 0) {
         GPUMEM_LOG("software controller: start with no queue pairs");
         return GPUMEM_ESTATE;
     }
-    for (i = 0; i < ctl->n_queues; i++)
-        if (!ctl->queues[i]->deleted) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 0);
-    __atomic_store_n(&ctl->cpu_ns_final, 0, __ATOMIC_RELAXED);
+    gpumem_target_pairs_set_stopped(ctl->pairs, 0);
+    gpumem_atomic_store_u64(&ctl->cpu_ns_final, 0, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
     if (gpumem__sw_thread_start(ctl) != GPUMEM_OK) {
-        for (i = 0; i < ctl->n_queues; i++)
-            if (!ctl->queues[i]->deleted) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 1);
+        gpumem_target_pairs_set_stopped(ctl->pairs, 1);
         return GPUMEM_ESYS;
     }
     return GPUMEM_OK;
 }
 
-/* The queue of pair qp, or NULL. */
-static gpumem__sw_queue *gpumem__sw_find(gpumem_swctl *ctl, const gpumem_nvme_qp *qp) {
-    uint32_t i;
-    for (i = 0; i < ctl->n_queues; i++)
-        if (ctl->queues[i]->qp == qp) return ctl->queues[i];
-    return NULL;
-}
-
 gpumem_status gpumem_swctl_reset_begin(gpumem_swctl *ctl, gpumem_nvme_qp *qp) {
-    gpumem__sw_queue *q;
+    uint32_t i;
     int was_running;
     if (!ctl || !qp) return GPUMEM_ENULL;
-    if (!(q = gpumem__sw_find(ctl, qp))) return GPUMEM_EINVAL;
-    if (ctl->cfg.client_copy) {
+    if ((i = gpumem_target_pairs_find(ctl->pairs, qp)) == GPUMEM_TARGET_NO_PAIR) return GPUMEM_EINVAL;
+    if (ctl->cfg.mem.client_copy) {
         /* reset_end reinitialises the pair's client state from the host */
         GPUMEM_LOG("software controller: reset of a pair whose client memory the host cannot write (client_copy "
                    "set, e.g. GPU clients) is not supported");
         return GPUMEM_ESTATE;
     }
-    if (q->deleted) return GPUMEM_ESTATE;
+    if (gpumem_target_pairs_deleted(ctl->pairs, i)) return GPUMEM_ESTATE;
     /* The thread is paused while the queue changes: it reads the queue's
      * fields without a lock. */
     was_running = ctl->thread_alive;
     if (was_running) gpumem__sw_thread_stop(ctl);
     /* Delete I/O SQ, then I/O CQ: what was fetched and not completed is
      * dropped, never carried out; nothing more is fetched or posted. */
-    q->pend_count = 0;
-    q->deleted = 1;
+    ctl->queues[i].pend_count = 0;
+    gpumem_target_pairs_set_deleted(ctl->pairs, i, 1);
     /* The pair is closed to new entrants, and its waits end with EABORTED
      * (its client memory is the host's: client_copy is refused above). */
     gpumem_nvme_qp_abort(qp);
@@ -1992,37 +1419,37 @@ gpumem_status gpumem_swctl_reset_begin(gpumem_swctl *ctl, gpumem_nvme_qp *qp) {
 }
 
 gpumem_status gpumem_swctl_reset_end(gpumem_swctl *ctl, gpumem_nvme_qp *qp) {
-    gpumem__sw_queue *q;
+    gpumem_target_queue *q;
     gpumem_status st;
+    uint32_t i;
     int was_running;
     if (!ctl || !qp) return GPUMEM_ENULL;
-    if (!(q = gpumem__sw_find(ctl, qp))) return GPUMEM_EINVAL;
-    if (!q->deleted) return GPUMEM_ESTATE;
+    if ((i = gpumem_target_pairs_find(ctl->pairs, qp)) == GPUMEM_TARGET_NO_PAIR) return GPUMEM_EINVAL;
+    if (!gpumem_target_pairs_deleted(ctl->pairs, i)) return GPUMEM_ESTATE;
+    q = gpumem_target_pairs_queue(ctl->pairs, i);
     was_running = ctl->thread_alive;
     if (was_running) gpumem__sw_thread_stop(ctl);
     /* The pair first (it zeroes the CQ and the doorbells), then the
      * controller's side of the recreated queues. */
     if ((st = gpumem_nvme_qp_reinit(qp)) == GPUMEM_OK) {
-        gpumem_nvme_swq_restart(&q->sw);
-        q->deleted = 0;
-        if (!was_running) gpumem_nvme_qp_signals_set_stopped(q->sw.signals, 1);
+        gpumem_target_queue_restart(q);
+        gpumem_target_pairs_set_deleted(ctl->pairs, i, 0);
+        if (!was_running) gpumem_nvme_qp_signals_set_stopped(q->signals, 1);
     }
     if (was_running && gpumem__sw_thread_start(ctl) != GPUMEM_OK) {
-        gpumem_nvme_qp_signals_set_stopped(q->sw.signals, 1);
+        gpumem_nvme_qp_signals_set_stopped(q->signals, 1);
         return GPUMEM_ESYS;
     }
     return st;
 }
 
 gpumem_status gpumem_swctl_stop(gpumem_swctl *ctl) {
-    uint32_t i;
     if (!ctl) return GPUMEM_ENULL;
     if (!ctl->thread_alive) return GPUMEM_ESTATE;
     gpumem__sw_thread_stop(ctl);
     /* After the thread has ended, so that no completion follows the mark:
      * every waiter wakes and returns GPUMEM_ENODEV. */
-    for (i = 0; i < ctl->n_queues; i++)
-        if (!ctl->queues[i]->deleted) gpumem_nvme_qp_signals_set_stopped(ctl->queues[i]->sw.signals, 1);
+    gpumem_target_pairs_set_stopped(ctl->pairs, 1);
     return GPUMEM_OK;
 }
 
@@ -2036,52 +1463,29 @@ gpumem_status gpumem_swctl_get_stats(gpumem_swctl *ctl, gpumem_swctl_stats *out)
     for (k = 0; k < sizeof *out / sizeof(uint64_t); k++)
         to[k] = gpumem_atomic_load_u64((uint64_t *)&from[k], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
     out->violations = 0;
-    {   /* the sum of the violation counts (gpumem_nvme_sw_stats_add sets it) */
+    {   /* the sum of the violation counts (gpumem_target_stats_add sets it) */
         gpumem_swctl_stats zero;
         memset(&zero, 0, sizeof zero);
-        gpumem_nvme_sw_stats_add(out, &zero);
+        gpumem_target_stats_add(out, &zero);
     }
     return GPUMEM_OK;
 }
 
 uint64_t gpumem_swctl_progress(gpumem_swctl *ctl) {
-    return ctl ? __atomic_load_n(&ctl->progress, __ATOMIC_RELAXED) : 0;
-}
-
-/* A host-readable view of a pair's client state for the owner's calls
- * (destroy's idle check, the report): the pair itself, or with client_copy
- * a copy in *copy (free() it) whose pointers are moved to the copy's state.
- * NULL if the copy failed. Plain malloc, as the watchdog's: GPUMEM_MALLOC
- * may be a CUDA allocator that waits for a hung device. */
-static gpumem_nvme_qp *gpumem__sw_client_view(const gpumem_swctl *ctl, const gpumem__sw_queue *q, void **copy) {
-    gpumem_nvme_qp *v;
-    *copy = NULL;
-    if (!ctl->cfg.client_copy) return q->qp;
-    if (!(*copy = malloc(q->client_bytes))) return NULL;
-    if (ctl->cfg.client_copy(ctl->cfg.client_ctx, *copy, q->qp, q->client_bytes) != 0) {
-        free(*copy);
-        *copy = NULL;
-        return NULL;
-    }
-    v = (gpumem_nvme_qp *)*copy;
-    gpumem_nvme_qp_relocate_state(v, (unsigned char *)*copy + GPUMEM_ALIGN_UP(sizeof(gpumem_nvme_qp), 64));
-    return v;
+    return ctl ? gpumem_atomic_load_u64(&ctl->progress, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) : 0;
 }
 
 size_t gpumem_swctl_report(gpumem_swctl *ctl, char *buf, size_t n) {
     size_t at = 0;
-    uint32_t i;
+    uint32_t i, count;
     if (!ctl || !buf) return 0;
     if (n) buf[0] = 0;
-    for (i = 0; i < ctl->n_queues; i++) {
-        void *copy;
-        gpumem_nvme_qp *view = gpumem__sw_client_view(ctl, ctl->queues[i], &copy);
-        if (view) at = gpumem_nvme_qp_report(view, buf, n, at);
-        else at = gpumem__appendf(buf, n, at, "pair %u: its client state cannot be read\n", i + 1);
-        free(copy);
+    count = gpumem_target_pairs_count(ctl->pairs);
+    for (i = 0; i < count; i++) {
+        at = gpumem_target_pairs_report_client(ctl->pairs, i, buf, n, at);
         at = gpumem__appendf(buf, n, at, "  controller holds %u fetched commands not yet due or posted\n",
-                             ctl->queues[i]->pend_count);
-        at = gpumem_nvme_swq_report(&ctl->queues[i]->sw, &ctl->st, buf, n, at);
+                             ctl->queues[i].pend_count);
+        at = gpumem_target_queue_report(gpumem_target_pairs_queue(ctl->pairs, i), &ctl->st, buf, n, at);
     }
     return at;
 }
@@ -2100,20 +1504,18 @@ gpumem_watchdog_config gpumem_swctl_watchdog_config(gpumem_swctl *ctl, const cha
 }
 
 gpumem_status gpumem_swctl_destroy(gpumem_swctl *ctl) {
-    uint32_t i;
+    gpumem_status st;
+    uint32_t i, count;
     if (!ctl) return GPUMEM_ENULL;
-    for (i = 0; i < ctl->n_queues; i++) {
-        void *copy;
-        gpumem_nvme_qp *view = gpumem__sw_client_view(ctl, ctl->queues[i], &copy);
-        gpumem_status st = view ? gpumem_nvme_qp_check_idle(view) : GPUMEM_ESYS;
-        free(copy);
-        if (st != GPUMEM_OK) return st == GPUMEM_ESYS ? st : GPUMEM_EBUSY;
-    }
+    /* Refuses, changing nothing, while a pair is in use (GPUMEM_EBUSY) or
+     * cannot be read to tell (GPUMEM_ESYS). */
+    if ((st = gpumem_target_pairs_check_idle(ctl->pairs)) != GPUMEM_OK) return st;
     if (ctl->thread_alive) gpumem_swctl_stop(ctl);
-    for (i = 0; i < ctl->n_queues; i++) gpumem__sw_queue_free(&ctl->cfg, ctl->queues[i]);
+    count = gpumem_target_pairs_count(ctl->pairs);
+    for (i = 0; i < count; i++) GPUMEM_FREE(ctl->queues[i].pend);
     GPUMEM_FREE(ctl->queues);
-    if (ctl->own_ram) gpumem__sw_free(&ctl->cfg, ctl->ram);
-    gpumem__sw_free(&ctl->cfg, ctl->doorbell_event);
+    gpumem_target_pairs_destroy(ctl->pairs);
+    if (ctl->own_ram) gpumem_target_mem_free(&ctl->cfg.mem, ctl->ram);
     GPUMEM_FREE(ctl);
     return GPUMEM_OK;
 }

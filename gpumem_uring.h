@@ -17,7 +17,7 @@
  *   #define _GNU_SOURCE                     // or _POSIX_C_SOURCE 200809L
  *   #define GPUMEM_IMPLEMENTATION           // in exactly one .c file
  *   #include <stdio.h>
- *   #include "gpumem_uring.h"               // includes gpumem_swctl.h, gpumem_nvme.h
+ *   #include "gpumem_uring.h"               // includes gpumem_target.h, gpumem_nvme.h
  *
  *   // given: uint64_t slba, uint32_t *buf
  *   gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
@@ -56,14 +56,16 @@
  *
  * HOW IT WORKS
  *
- * The pairs and their memory are a software controller's (gpumem_swctl.h):
- * an inner gpumem_swctl that is never started allocates them, so rings,
- * doorbells, signals, PRP-list pages and the idle check are the same code.
- * Each forwarder thread serves pairs i with i % n_threads == its index,
- * through the controller core of gpumem_swctl.h (gpumem_nvme_sw_*): take the
+ * The pairs and their memory are a host pair set of gpumem_target.h, as
+ * the software controller's are, so rings, doorbells, signals, PRP-list
+ * pages and the idle check are the same code; what the forwarder knows of a
+ * pair (its PRP-list pages, its command timeout) it asks the set, never the
+ * pair's client memory. Each forwarder thread serves pairs i with
+ * i % n_threads == its index, through the controller core of
+ * gpumem_target.h (gpumem_target_*): take the
  * doorbells (bad values counted, never followed), fetch in order, check
  * opcode, namespace, LBA range and MDTS, track command IDs. A checked
- * command's PRPs are walked (gpumem_nvme_prp_walk) and translated into the
+ * command's PRPs are walked (gpumem_target_prp_walk) and translated into the
  * user addresses the kernel maps (cfg.translate; by default a PRP is an
  * address of this process, which is what the pair builds from a buffer
  * pointer), adjacent segments joined into iovecs: one iovec goes as
@@ -74,14 +76,15 @@
  * round, on a registered file. Each kernel completion is checked (it must
  * name a command in flight, by slot and generation; its value must be an
  * NVMe status or an errno) and posted to the pair's CQ by the core
- * (gpumem_nvme_sw_post: status, command ID, SQ head, SQ ID, phase), never
+ * (gpumem_target_post: status, command ID, SQ head, SQ ID, phase), never
  * into a full CQ: completions wait in the forwarder until the CQ has room.
  *
- * Idle: as gpumem_swctl: after idle_spin_ns without work, a thread with
- * commands in the kernel waits in io_uring_enter for a completion at most
- * park_ns; one with none parks on the pairs' doorbell event at most park_ns.
- * A doorbell nobody notifies (GPU threads) is therefore seen within park_ns;
- * GPUMEM_SWCTL_NEVER_PARK or a polled pair makes it poll always.
+ * Idle: the idle step of gpumem_target.h, as gpumem_swctl's: after
+ * idle_spin_ns without work, a thread with commands in the kernel waits in
+ * io_uring_enter for a completion at most park_ns; one with none parks on
+ * the pairs' doorbell event at most park_ns. A doorbell nobody notifies (GPU
+ * threads) is therefore seen within park_ns; GPUMEM_TARGET_NEVER_PARK or a
+ * polled pair makes it poll always.
  *
  * Status of kernel failures. res > 0 is the NVMe status field the target
  * returned (passed on; one that reads as success, or has bits above the
@@ -125,10 +128,9 @@
 #ifndef GPUMEM_URING_H
 #define GPUMEM_URING_H
 
-#include "gpumem_nvme.h"
-/* The controller core (doorbells, fetch, checks, PRP walk, posting) and the
- * software controller that allocates the pairs. */
-#include "gpumem_swctl.h"
+/* The controller core (doorbells, fetch, checks, PRP walk, posting), the
+ * pair set that holds the pairs, the idle step; includes gpumem_nvme.h. */
+#include "gpumem_target.h"
 
 #if !defined(GPUMEM_NO_HOST_SHIM)
 
@@ -145,7 +147,7 @@ typedef struct gpumem_uringctl_config {
                                default 256. A pair deeper than ring_entries + 1 is refused. */
     uint32_t max_blocks;    /* largest command in blocks (default 256), lowered to the kernel's MDTS */
     uint32_t lba_bytes;     /* regular file only: 512 (default) .. 65536, a power of two */
-    uint64_t idle_spin_ns;  /* as gpumem_swctl_config: poll this long after work ... */
+    uint64_t idle_spin_ns;  /* poll this long after work (gpumem_target_idle; GPUMEM_TARGET_NEVER_PARK: always) ... */
     uint64_t park_ns;       /* ... then wait at most this long at a time (1 us .. 1 s; 0: 1 ms) */
     /* The pairs' command timeout, and the forwarder's own deadline: 0 the
      * default (30 s, as Linux), GPUMEM_NVME_CMD_TIMEOUT_NEVER none. A caller
@@ -166,7 +168,7 @@ typedef struct gpumem_uringctl_config {
 } gpumem_uringctl_config;
 
 typedef struct gpumem_uringctl_stats {
-    gpumem_nvme_sw_stats sw;  /* the core's counts: commands posted, reads, writes, flushes, violations */
+    gpumem_target_stats sw;  /* the core's counts: commands posted, reads, writes, flushes, violations */
     uint64_t submitted;       /* commands handed to the kernel */
     uint64_t enter_calls;     /* io_uring_enter calls that submitted (submitted / enter_calls: the batch) */
     uint64_t kernel_errors;   /* commands the kernel (or the target) failed */
@@ -266,25 +268,25 @@ static int gpumem__uring_host(const gpumem__uring_xlate *x, uint64_t prp, uint64
     return 0;
 }
 
-/* Check a fetched command (gpumem_nvme_sw_check: opcode, namespace, range,
+/* Check a fetched command (gpumem_target_check: opcode, namespace, range,
  * MDTS; counted in st) and translate its PRPs into at most max_iov iovecs,
  * adjacent segments joined. Returns 0, or the status to complete it with
  * (*untranslatable set when the PRPs named memory that cannot be handed
  * to the kernel). */
-static uint16_t gpumem__uring_translate(const gpumem__uring_xlate *x, gpumem_nvme_sw_stats *st,
+static uint16_t gpumem__uring_translate(const gpumem__uring_xlate *x, gpumem_target_stats *st,
                                         const gpumem_nvme_cmd *cmd, gpumem__uring_io *io, struct iovec *iov,
                                         uint32_t max_iov, int *untranslatable) {
     const uint64_t pg = GPUMEM_NVME_PAGE_BYTES;
-    gpumem_nvme_prp_walk w;
+    gpumem_target_prp_walk w;
     uint64_t addr, seg;
     uint16_t status;
     int r;
     *untranslatable = 0;
     io->n_iov = 0;
     io->opcode = (uint8_t)(cmd->cdw0 & 0xFFu);
-    if ((status = gpumem_nvme_sw_check(st, &x->ns, cmd, &io->off, &io->len)) != 0) return status;
+    if ((status = gpumem_target_check(st, &x->ns, cmd, &io->off, &io->len)) != 0) return status;
     if (io->len == 0) return 0; /* Flush */
-    if (gpumem_nvme_prp_walk_start(&w, cmd, io->len) != 0) goto bad_prp;
+    if (gpumem_target_prp_walk_start(&w, cmd, io->len) != 0) goto bad_prp;
     if (w.n_pages > 2) {
         /* The walk reads the list: it must be memory the forwarder may read,
          * and fit one page, so that the walk never follows a chain pointer
@@ -297,7 +299,7 @@ static uint16_t gpumem__uring_translate(const gpumem__uring_xlate *x, gpumem_nvm
             w.list = (const uint64_t *)host;
         }
     }
-    while ((r = gpumem_nvme_prp_walk_next(&w, &addr, &seg)) == 1) {
+    while ((r = gpumem_target_prp_walk_next(&w, &addr, &seg)) == 1) {
         void *host;
         if (gpumem__uring_host(x, addr, seg, &host) != 0 || !host) goto untranslatable;
         if (io->n_iov && (char *)iov[io->n_iov - 1].iov_base + iov[io->n_iov - 1].iov_len == (char *)host) {
@@ -420,15 +422,14 @@ struct gpumem_uringctl {
     int is_file;
     uint32_t kernel_nsid;
     gpumem_nvme_ns ns;  /* as the pairs see it: nsid 1 */
-    gpumem_swctl *sw;   /* never started: allocates the pairs */
+    gpumem_target_pairs *set; /* the pairs and their memory */
     gpumem__uring_pair *pairs;
     uint32_t n_pairs_alloc;
     gpumem__uring_thread *threads;
     uint32_t max_iov;
-    int running;        /* atomic */
+    uint32_t running;   /* atomic: the threads serve while nonzero */
     int threads_alive;
     uint64_t progress;  /* atomic */
-    unsigned char dummy_ram[1];
     char error_[320];   /* the last failure after open (gpumem_uringctl_error) */
 };
 
@@ -533,12 +534,12 @@ static struct io_uring_sqe *gpumem__uring_sqe(gpumem__uring_ring *r) {
 /* Publish the SQE gpumem__uring_sqe gave. Release: the SQE's bytes before
  * the tail that hands it to the kernel. */
 static void gpumem__uring_sqe_push(gpumem__uring_ring *r) {
-    __atomic_store_n(r->sq_tail, *r->sq_tail + 1, __ATOMIC_RELEASE);
+    gpumem_atomic_store_u32(r->sq_tail, *r->sq_tail + 1, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
 }
 /* SQEs published and not yet consumed by the kernel. Acquire on the
  * kernel's head: pairs with its release after reading them. */
 static uint32_t gpumem__uring_unsubmitted(gpumem__uring_ring *r) {
-    return *r->sq_tail - __atomic_load_n(r->sq_head, __ATOMIC_ACQUIRE);
+    return *r->sq_tail - gpumem_atomic_load_u32(r->sq_head, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM);
 }
 
 /* Fill a passthrough (or, for a file, a read/write/fsync) SQE for slot s. */
@@ -581,8 +582,9 @@ static void gpumem__uring_prep(gpumem_uringctl *c, gpumem__uring_thread *t, uint
         memcpy(sqe->cmd, &pt, sizeof pt); /* 72 of the 80 command bytes of a 128-byte SQE */
     }
     gpumem__uring_sqe_push(&t->ring);
-    /* The pair's own timeout (client memory on the host: no client_copy). */
-    sl->deadline_ns = gpumem_deadline_ns(c->sw->queues[sl->pair]->qp->cmd_timeout_ns);
+    /* The pair's own timeout, as the pair set keeps it (never read from
+     * the pair's client memory). */
+    sl->deadline_ns = gpumem_deadline_ns(gpumem_target_pairs_timeout_ns(c->set, sl->pair));
     sl->overdue = 0;
     if (sl->deadline_ns < t->next_deadline) t->next_deadline = sl->deadline_ns;
     sl->state = GPUMEM__SLOT_KERNEL;
@@ -604,7 +606,7 @@ static void gpumem__uring_done_push(gpumem_uringctl *c, gpumem__uring_thread *t,
 /* Fetch pair i's new commands while slots are free: each goes to the kernel,
  * or (failed checks, an ID conflict) straight to the pair's done list. */
 static uint32_t gpumem__uring_fetch(gpumem_uringctl *c, gpumem__uring_thread *t, uint32_t i) {
-    gpumem__sw_queue *q = c->sw->queues[i];
+    gpumem_target_queue *q = gpumem_target_pairs_queue(c->set, i);
     const gpumem__uring_xlate *x = &c->pairs[i].x;
     uint32_t n = 0;
     while (t->free_head != GPUMEM__URING_NONE) {
@@ -613,12 +615,12 @@ static uint32_t gpumem__uring_fetch(gpumem_uringctl *c, gpumem__uring_thread *t,
         gpumem__uring_io io;
         uint16_t status;
         int untranslatable;
-        if (!gpumem_nvme_sw_fetch(&q->sw, &t->st.sw, &sl->cmd)) break;
+        if (!gpumem_target_fetch(q, &t->st.sw, &sl->cmd)) break;
         t->free_head = sl->next;
         sl->pair = i;
         sl->gen++;
         n++;
-        if (sl->cmd.cdw0 & GPUMEM_NVME_SW_CID_CONFLICT) { /* posted as "command ID conflict" */
+        if (sl->cmd.cdw0 & GPUMEM_TARGET_CID_CONFLICT) { /* posted as "command ID conflict" */
             gpumem__uring_done_push(c, t, s, 0);
             continue;
         }
@@ -652,7 +654,7 @@ static uint32_t gpumem__uring_reap(gpumem_uringctl *c, gpumem__uring_thread *t) 
     uint32_t head = *r->cq_head, tail, n = 0;
     /* Acquire: pairs with the kernel's release of the tail after writing
      * the CQEs before it. */
-    tail = __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE);
+    tail = gpumem_atomic_load_u32(r->cq_tail, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM);
     if (tail - head > r->cq_entries) { /* the kernel never does this: trust none of it */
         t->st.bad_kernel_cqes++;
         if (!t->warned_impossible++)
@@ -699,22 +701,22 @@ static uint32_t gpumem__uring_reap(gpumem_uringctl *c, gpumem__uring_thread *t) 
         gpumem__uring_done_push(c, t, s, status);
     }
     /* Release: we are done reading the entries before the kernel reuses them. */
-    __atomic_store_n(r->cq_head, tail, __ATOMIC_RELEASE);
+    gpumem_atomic_store_u32(r->cq_head, tail, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
     return n;
 }
 
 /* Post pair i's finished commands while its CQ has room (it holds depth - 1). */
 static uint32_t gpumem__uring_post(gpumem_uringctl *c, gpumem__uring_thread *t, uint32_t i) {
-    gpumem__sw_queue *q = c->sw->queues[i];
+    gpumem_target_queue *q = gpumem_target_pairs_queue(c->set, i);
     gpumem__uring_pair *p = &c->pairs[i];
     uint32_t n = 0;
-    gpumem_nvme_sw_take_cq_doorbell(&q->sw, &t->st.sw);
-    while (p->done_head != GPUMEM__URING_NONE && q->sw.cq_posted < q->sw.depth - 1) {
+    gpumem_target_take_cq_doorbell(q, &t->st.sw);
+    while (p->done_head != GPUMEM__URING_NONE && q->cq_posted < q->depth - 1) {
         uint32_t s = p->done_head;
         gpumem__uring_slot *sl = &t->slots[s];
         p->done_head = sl->next;
         if (p->done_head == GPUMEM__URING_NONE) p->done_tail = GPUMEM__URING_NONE;
-        gpumem_nvme_sw_post(&q->sw, &t->st.sw, &sl->cmd, sl->status);
+        gpumem_target_post(q, &t->st.sw, &sl->cmd, sl->status);
         sl->state = GPUMEM__SLOT_FREE;
         sl->next = t->free_head;
         t->free_head = s;
@@ -722,36 +724,24 @@ static uint32_t gpumem__uring_post(gpumem_uringctl *c, gpumem__uring_thread *t, 
     }
     if (n) {
         /* Relaxed: a count for watchdogs, nothing is published through it. */
-        __atomic_fetch_add(&c->progress, (uint64_t)n, __ATOMIC_RELAXED);
-        gpumem_nvme_qp_signals_interrupt(q->sw.signals); /* wake one parked host waiter, which harvests */
+        gpumem_atomic_fetch_add_u64(&c->progress, (uint64_t)n, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
+        gpumem_nvme_qp_signals_interrupt(q->signals); /* wake one parked host waiter, which harvests */
     }
     return n;
 }
 
 /* One round over the thread's pairs. Returns the things done (0: idle). */
 static uint32_t gpumem__uring_round(gpumem_uringctl *c, gpumem__uring_thread *t, int fetch) {
-    uint32_t i, work = 0, n_threads = c->cfg.n_threads;
-    for (i = t->index; i < c->sw->n_queues; i += n_threads) {
-        gpumem__sw_queue *q = c->sw->queues[i];
-        work += gpumem_nvme_sw_take_cq_doorbell(&q->sw, &t->st.sw) + gpumem_nvme_sw_take_sq_doorbell(&q->sw, &t->st.sw);
+    uint32_t i, work = 0, n_threads = c->cfg.n_threads, n = gpumem_target_pairs_count(c->set);
+    for (i = t->index; i < n; i += n_threads) {
+        gpumem_target_queue *q = gpumem_target_pairs_queue(c->set, i);
+        work += gpumem_target_take_cq_doorbell(q, &t->st.sw) + gpumem_target_take_sq_doorbell(q, &t->st.sw);
         if (fetch) work += gpumem__uring_fetch(c, t, i);
     }
     gpumem__uring_submit(t);
     work += gpumem__uring_reap(c, t);
-    for (i = t->index; i < c->sw->n_queues; i += n_threads) work += gpumem__uring_post(c, t, i);
+    for (i = t->index; i < n; i += n_threads) work += gpumem__uring_post(c, t, i);
     return work;
-}
-
-/* Whether a doorbell of the thread's pairs moved since it last took it. */
-static int gpumem__uring_doorbell_rung(const gpumem_uringctl *c, const gpumem__uring_thread *t) {
-    uint32_t i;
-    for (i = t->index; i < c->sw->n_queues; i += c->cfg.n_threads) {
-        const gpumem_nvme_swq *q = &c->sw->queues[i]->sw;
-        if (__atomic_load_n(q->sq_doorbell, __ATOMIC_ACQUIRE) != q->sq_db_seen ||
-            __atomic_load_n(q->cq_doorbell, __ATOMIC_ACQUIRE) != q->cq_db_seen)
-            return 1;
-    }
-    return 0;
 }
 
 /* Wait for a kernel completion at most timeout_ns. */
@@ -791,7 +781,7 @@ static uint32_t gpumem__uring_check_deadlines(gpumem_uringctl *c, gpumem__uring_
                 GPUMEM_LOG("uring forwarder thread %u: the kernel holds a command on %s past the pair's command "
                            "timeout (%llu ms); its caller gets GPUMEM_ETIMEDOUT, its ID stays reserved until the "
                            "kernel ends it", t->index, c->cfg.path,
-                           (unsigned long long)(c->sw->queues[sl->pair]->qp->cmd_timeout_ns / 1000000ull));
+                           (unsigned long long)(gpumem_target_pairs_timeout_ns(c->set, sl->pair) / 1000000ull));
             continue;
         }
         pending++;
@@ -809,17 +799,17 @@ static void gpumem__uring_wait_bounded(gpumem_uringctl *c, gpumem__uring_thread 
     gpumem__uring_wait_cqe(t, wait);
 }
 
-/* A forwarder thread: rounds while there is work; when idle, the swctl
- * policy (poll idle_spin_ns, then wait at most park_ns at a time: for a
- * kernel completion if any is due, else on the doorbell event). At stop,
- * it waits for the commands the kernel holds until their deadlines at
- * most, and posts what fits. */
+/* A forwarder thread: rounds while there is work; when idle, the idle
+ * step of gpumem_target.h (poll idle_spin_ns, then wait at most park_ns at
+ * a time: for a kernel completion if any is due, else parked on the
+ * doorbell event). At stop, it waits for the commands the kernel holds
+ * until their deadlines at most, and posts what fits. */
 static void *gpumem__uring_main(void *arg) {
     gpumem__uring_thread *t = (gpumem__uring_thread *)arg;
     gpumem_uringctl *c = t->ctl;
-    gpumem_event *ev = c->sw->doorbell_event;
-    uint64_t last_work = gpumem_clock_ns(), now;
-    uint32_t i;
+    gpumem_target_idle idle = gpumem_target_idle_start(c->cfg.idle_spin_ns, c->cfg.park_ns);
+    uint64_t now;
+    uint32_t i, n;
     sigset_t pipe_signal;
     /* The kernel may send a command over TCP (nvme-tcp, the NVMe-oF path)
      * inline, in this thread's io_uring_enter. Once the connection is gone
@@ -834,31 +824,21 @@ static void *gpumem__uring_main(void *arg) {
     pthread_sigmask(SIG_BLOCK, &pipe_signal, NULL);
     /* Commands a previous stop left in the kernel are overdue already. */
     t->next_deadline = GPUMEM_NO_TIMEOUT;
-    gpumem__uring_check_deadlines(c, t, last_work);
-    while (__atomic_load_n(&c->running, __ATOMIC_ACQUIRE)) {
-        uint32_t seen, work = gpumem__uring_round(c, t, 1);
+    gpumem__uring_check_deadlines(c, t, idle.last_work_ns);
+    /* Acquire: pairs with the release store of start and stop; the threads
+     * read the pair set, which the owner changes only while they are
+     * stopped (pthread_create and pthread_join order those changes too). */
+    while (gpumem_atomic_load_u32(&c->running, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM)) {
+        uint32_t work = gpumem__uring_round(c, t, 1);
         now = gpumem_clock_ns();
         if (now >= t->next_deadline) gpumem__uring_check_deadlines(c, t, now);
-        if (work) {
-            last_work = now;
-            continue;
-        }
-        if (c->cfg.idle_spin_ns == GPUMEM_SWCTL_NEVER_PARK || __atomic_load_n(&c->sw->n_polled, __ATOMIC_RELAXED) ||
-            now - last_work < c->cfg.idle_spin_ns) {
-            gpumem__cpu_relax();
-            continue;
-        }
-        if (t->in_kernel) {
-            gpumem__uring_wait_bounded(c, t, now);
-            continue;
-        }
-        /* Park as gpumem_swctl does: register, look at the doorbells again
-         * (a client that rang after our look and saw nobody registered did
-         * not notify), then sleep. */
-        seen = gpumem__event_begin(ev);
-        if (!gpumem__uring_doorbell_rung(c, t) && __atomic_load_n(&c->running, __ATOMIC_ACQUIRE))
-            gpumem__event_sleep(ev, seen, (long)c->cfg.park_ns);
-        gpumem__event_end(ev);
+        if (gpumem_target_idle_step(&idle, c->set, work, now) == 0) continue;
+        /* Past the spin. With commands in the kernel, wait for one of them
+         * (at most park_ns: a doorbell is seen after it); with none, park
+         * on the doorbell event until a doorbell of this thread's pairs,
+         * or the stop. */
+        if (t->in_kernel) gpumem__uring_wait_bounded(c, t, now);
+        else gpumem_target_pairs_park(c->set, t->index, c->cfg.n_threads, c->cfg.park_ns, &c->running);
     }
     /* The kernel ends every command in its own time (6.1 cannot cancel one):
      * wait for those within their deadlines, leave the overdue ones. */
@@ -869,7 +849,8 @@ static void *gpumem__uring_main(void *arg) {
         gpumem__uring_wait_bounded(c, t, now);
     }
     t->st.left_in_kernel = t->in_kernel;
-    for (i = t->index; i < c->sw->n_queues; i += c->cfg.n_threads) gpumem__uring_post(c, t, i);
+    n = gpumem_target_pairs_count(c->set);
+    for (i = t->index; i < n; i += c->cfg.n_threads) gpumem__uring_post(c, t, i);
     return NULL;
 }
 
@@ -958,8 +939,8 @@ gpumem_uringctl_config gpumem_uringctl_config_default(void) {
     c.ring_entries = 256;
     c.max_blocks = 256;
     c.lba_bytes = 512;
-    c.idle_spin_ns = GPUMEM_SWCTL_DEFAULT_SPIN_NS;
-    c.park_ns = GPUMEM_SWCTL_DEFAULT_PARK_NS;
+    c.idle_spin_ns = GPUMEM_TARGET_DEFAULT_SPIN_NS;
+    c.park_ns = GPUMEM_TARGET_DEFAULT_PARK_NS;
     return c;
 }
 
@@ -973,14 +954,13 @@ static void gpumem__uring_free(gpumem_uringctl *c) {
         }
     GPUMEM_FREE(c->threads);
     GPUMEM_FREE(c->pairs);
-    if (c->sw) gpumem_swctl_destroy(c->sw);
+    gpumem_target_pairs_destroy(c->set);
     if (c->fd >= 0) close(c->fd);
     GPUMEM_FREE(c);
 }
 
 gpumem_status gpumem_uringctl_open(const gpumem_uringctl_config *cfg, gpumem_uringctl **out) {
     gpumem_uringctl *c;
-    gpumem_swctl_config sc;
     struct stat sb;
     gpumem_status st;
     uint32_t i, k;
@@ -995,7 +975,7 @@ gpumem_status gpumem_uringctl_open(const gpumem_uringctl_config *cfg, gpumem_uri
     if (!c) return GPUMEM_ENOMEM;
     memset(c, 0, sizeof *c);
     c->cfg = *cfg;
-    if (!c->cfg.park_ns) c->cfg.park_ns = GPUMEM_SWCTL_DEFAULT_PARK_NS;
+    if (!c->cfg.park_ns) c->cfg.park_ns = GPUMEM_TARGET_DEFAULT_PARK_NS;
     c->fd = open(cfg->path, O_RDWR | O_CLOEXEC);
     if (c->fd < 0) {
         int e = errno;
@@ -1067,17 +1047,9 @@ gpumem_status gpumem_uringctl_open(const gpumem_uringctl_config *cfg, gpumem_uri
         }
         t->free_head = 0;
     }
-    /* The pairs' software controller, never started: its RAM is never
-     * touched (a byte stands in), only its pair memory is used. */
-    sc = gpumem_swctl_config_default();
-    sc.lba_bytes = 1u << c->ns.lba_shift;
-    sc.n_blocks = c->ns.n_blocks;
-    sc.max_blocks = c->ns.max_blocks;
-    sc.ram = c->dummy_ram;
-    sc.max_pending = 1;
-    sc.idle_spin_ns = c->cfg.idle_spin_ns;
-    sc.park_ns = c->cfg.park_ns;
-    if ((st = gpumem_swctl_create(&sc, &c->sw)) != GPUMEM_OK) goto fail;
+    /* The pairs' memory: host memory from GPUMEM_MALLOC, for this
+     * process's threads (no GPU client memory: docs/uring.md). */
+    if ((st = gpumem_target_pairs_create(&c->ns, NULL, &c->set)) != GPUMEM_OK) goto fail;
     /* The caller's error buffer was for open: it is not kept (it may be a
      * local of the caller's); later failures go to the forwarder's own. */
     c->cfg.error = c->error_;
@@ -1102,8 +1074,8 @@ const char *gpumem_uringctl_error(const gpumem_uringctl *ctl) { return ctl ? ctl
 
 gpumem_status gpumem_uringctl_add_qp(gpumem_uringctl *ctl, uint32_t depth, gpumem_nvme_qp **out) {
     gpumem__uring_pair *grown, *p;
-    gpumem__sw_queue *q;
     gpumem_status st;
+    uint32_t n;
     if (!ctl || !out) return GPUMEM_ENULL;
     *out = NULL;
     if (ctl->threads_alive) return GPUMEM_ESTATE;
@@ -1111,39 +1083,46 @@ gpumem_status gpumem_uringctl_add_qp(gpumem_uringctl *ctl, uint32_t depth, gpume
         return gpumem__uring_fail(&ctl->cfg, GPUMEM_EINVAL, "a pair of depth %u holds %u commands, more than the "
                                   "forwarder keeps in the kernel (ring_entries %u): raise ring_entries", depth,
                                   depth - 1, ctl->cfg.ring_entries);
-    grown = (gpumem__uring_pair *)GPUMEM_MALLOC((ctl->sw->n_queues + 1) * sizeof *grown);
+    n = gpumem_target_pairs_count(ctl->set);
+    grown = (gpumem__uring_pair *)GPUMEM_MALLOC((n + 1) * sizeof *grown);
     if (!grown) return GPUMEM_ENOMEM;
-    if ((st = gpumem_swctl_add_qp(ctl->sw, depth, out)) != GPUMEM_OK) {
+    /* The pair's memory and layout are the pair set's; its command timeout
+     * the forwarder's (the pair applies it to its callers, the forwarder
+     * reads the set's copy for its own deadline). */
+    if ((st = gpumem_target_pairs_add(ctl->set, depth,
+                                      depth > GPUMEM_TARGET_DEFAULT_CIDS ? depth : GPUMEM_TARGET_DEFAULT_CIDS, 0,
+                                      ctl->cfg.cmd_timeout_ms, out)) != GPUMEM_OK) {
         GPUMEM_FREE(grown);
         return st;
     }
-    if (ctl->pairs) memcpy(grown, ctl->pairs, (ctl->sw->n_queues - 1) * sizeof *grown);
-    p = &grown[ctl->sw->n_queues - 1];
-    q = ctl->sw->queues[ctl->sw->n_queues - 1];
+    if (ctl->pairs) memcpy(grown, ctl->pairs, n * sizeof *grown);
+    p = &grown[n];
     memset(p, 0, sizeof *p);
     p->done_head = p->done_tail = GPUMEM__URING_NONE;
     p->x.ns = ctl->ns;
-    /* the pair's PRP-list pages, as gpumem_swctl_add_qp_ex laid them out */
-    p->x.list_lo = q->prp_mem ? (uint64_t)GPUMEM_ALIGN_UP((uintptr_t)q->prp_mem, 4096) : 0;
-    p->x.list_hi = p->x.list_lo + (q->prp_mem ? gpumem_nvme_qp_prp_bytes((*out)->n_cids, &ctl->ns) : 0);
+    /* The pair's own PRP-list pages: a list there is read without a translation. */
+    gpumem_target_pairs_prp_range(ctl->set, n, &p->x.list_lo, &p->x.list_hi);
     p->x.translate = ctl->cfg.translate;
     p->x.translate_ctx = ctl->cfg.translate_ctx;
-    /* The pair's command timeout, as gpumem_nvme_qp_init sets it from a
-     * descriptor (the software controller gives its pairs the default). The
-     * pair is host memory nobody uses yet. */
-    (*out)->cmd_timeout_ns = ctl->cfg.cmd_timeout_ms == GPUMEM_NVME_CMD_TIMEOUT_NEVER ? GPUMEM_NO_TIMEOUT
-                             : (uint64_t)(ctl->cfg.cmd_timeout_ms ? ctl->cfg.cmd_timeout_ms
-                                                                  : GPUMEM_NVME_CMD_TIMEOUT_DEFAULT_MS) * 1000000ull;
     GPUMEM_FREE(ctl->pairs);
     ctl->pairs = grown;
     /* stopped until start, as a controller that does not run */
-    gpumem_nvme_qp_signals_set_stopped(ctl->sw->queues[ctl->sw->n_queues - 1]->sw.signals, 1);
+    gpumem_nvme_qp_signals_set_stopped(gpumem_target_pairs_queue(ctl->set, n)->signals, 1);
     return GPUMEM_OK;
 }
 
 gpumem_status gpumem_uringctl_set_polled(gpumem_uringctl *ctl, const gpumem_nvme_qp *qp, int polled) {
     if (!ctl) return GPUMEM_ENULL;
-    return gpumem_swctl_set_polled(ctl->sw, qp, polled);
+    return gpumem_target_pairs_set_polled(ctl->set, qp, polled);
+}
+
+/* The threads' running word: release, so that what the owner did before
+ * (pairs added, counts read) is ordered before the threads' acquire loads;
+ * a stop then notifies the doorbell event, so that no thread waits out a
+ * park (the park looks at running after registering). */
+static void gpumem__uring_set_running(gpumem_uringctl *ctl, uint32_t running) {
+    gpumem_atomic_store_u32(&ctl->running, running, GPUMEM_ORDER_RELEASE, GPUMEM_SCOPE_SYSTEM);
+    if (!running) gpumem_event_notify(gpumem_target_pairs_event(ctl->set));
 }
 
 gpumem_status gpumem_uringctl_start(gpumem_uringctl *ctl) {
@@ -1151,17 +1130,16 @@ gpumem_status gpumem_uringctl_start(gpumem_uringctl *ctl) {
     int rc;
     if (!ctl) return GPUMEM_ENULL;
     if (ctl->threads_alive) return GPUMEM_ESTATE;
-    if (ctl->sw->n_queues == 0) return gpumem__uring_fail(&ctl->cfg, GPUMEM_ESTATE, "start with no queue pairs");
-    for (i = 0; i < ctl->sw->n_queues; i++) gpumem_nvme_qp_signals_set_stopped(ctl->sw->queues[i]->sw.signals, 0);
-    __atomic_store_n(&ctl->running, 1, __ATOMIC_RELEASE);
+    if (gpumem_target_pairs_count(ctl->set) == 0)
+        return gpumem__uring_fail(&ctl->cfg, GPUMEM_ESTATE, "start with no queue pairs");
+    gpumem_target_pairs_set_stopped(ctl->set, 0);
+    gpumem__uring_set_running(ctl, 1);
     for (i = 0; i < ctl->cfg.n_threads; i++) {
         if ((rc = pthread_create(&ctl->threads[i].thread, NULL, gpumem__uring_main, &ctl->threads[i])) != 0) {
             uint32_t k;
-            __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
-            gpumem_event_notify(ctl->sw->doorbell_event);
+            gpumem__uring_set_running(ctl, 0);
             for (k = 0; k < i; k++) pthread_join(ctl->threads[k].thread, NULL);
-            for (k = 0; k < ctl->sw->n_queues; k++)
-                gpumem_nvme_qp_signals_set_stopped(ctl->sw->queues[k]->sw.signals, 1);
+            gpumem_target_pairs_set_stopped(ctl->set, 1);
             return gpumem__uring_fail(&ctl->cfg, GPUMEM_ESYS, "pthread_create: %s", strerror(rc));
         }
     }
@@ -1173,12 +1151,11 @@ gpumem_status gpumem_uringctl_stop(gpumem_uringctl *ctl) {
     uint32_t i;
     if (!ctl) return GPUMEM_ENULL;
     if (!ctl->threads_alive) return GPUMEM_ESTATE;
-    __atomic_store_n(&ctl->running, 0, __ATOMIC_RELEASE);
-    gpumem_event_notify(ctl->sw->doorbell_event); /* out of a park at once */
+    gpumem__uring_set_running(ctl, 0);
     for (i = 0; i < ctl->cfg.n_threads; i++) pthread_join(ctl->threads[i].thread, NULL);
     ctl->threads_alive = 0;
     /* After the threads have ended, so that no completion follows the mark. */
-    for (i = 0; i < ctl->sw->n_queues; i++) gpumem_nvme_qp_signals_set_stopped(ctl->sw->queues[i]->sw.signals, 1);
+    gpumem_target_pairs_set_stopped(ctl->set, 1);
     return GPUMEM_OK;
 }
 
@@ -1189,7 +1166,7 @@ gpumem_status gpumem_uringctl_get_stats(gpumem_uringctl *ctl, gpumem_uringctl_st
     memset(out, 0, sizeof *out);
     for (i = 0; i < ctl->cfg.n_threads; i++) {
         const gpumem_uringctl_stats *s = &ctl->threads[i].st;
-        gpumem_nvme_sw_stats_add(&out->sw, &s->sw);
+        gpumem_target_stats_add(&out->sw, &s->sw);
         out->submitted += s->submitted;
         out->enter_calls += s->enter_calls;
         out->kernel_errors += s->kernel_errors;
@@ -1203,14 +1180,14 @@ gpumem_status gpumem_uringctl_get_stats(gpumem_uringctl *ctl, gpumem_uringctl_st
 }
 
 uint64_t gpumem_uringctl_progress(gpumem_uringctl *ctl) {
-    return ctl ? __atomic_load_n(&ctl->progress, __ATOMIC_RELAXED) : 0;
+    /* Relaxed: a count for watchdogs, nothing is read through it. */
+    return ctl ? gpumem_atomic_load_u64(&ctl->progress, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) : 0;
 }
 
 gpumem_status gpumem_uringctl_destroy(gpumem_uringctl *ctl) {
     uint32_t i;
     if (!ctl) return GPUMEM_ENULL;
-    for (i = 0; i < ctl->sw->n_queues; i++)
-        if (gpumem_nvme_qp_check_idle(ctl->sw->queues[i]->qp) != GPUMEM_OK) return GPUMEM_EBUSY;
+    if (gpumem_target_pairs_check_idle(ctl->set) != GPUMEM_OK) return GPUMEM_EBUSY;
     if (ctl->threads_alive) gpumem_uringctl_stop(ctl);
     /* Stopped: the threads' counts are ours to read. A command the kernel
      * holds may still move data into its caller's buffer. */

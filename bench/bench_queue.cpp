@@ -18,7 +18,7 @@
 // depth 1024 (issue 13: waiters for a command ID are woken one per ID
 // given back, so a shallow queue should not cost much more than a deep one),
 // and inline: one thread is both the pair's user and its controller (the
-// software controller's core, gpumem_nvme_sw_serve_ram, called in line):
+// software controller's core, gpumem_target_serve_ram, called in line):
 // submit a batch of N reads, serve them, poll them; no controller thread, so
 // the rate is the pair's and the controller core's own CPU cost, which the
 // thread scheduling of a loaded machine does not set (issue 19 measures its
@@ -274,8 +274,8 @@ struct InlineRig {
     std::vector<uint16_t> swq_mem;
     std::vector<unsigned char> ram = std::vector<unsigned char>((size_t)kBlocks * kLba);
     gpumem_nvme_qp qp;
-    gpumem_nvme_swq swq;
-    gpumem_nvme_sw_stats st;
+    gpumem_target_queue swq;
+    gpumem_target_stats st;
 #ifdef GPUMEM_NVME_CMD_TIMEOUT_NEVER
     gpumem_nvme_qp_signals signals;
 #endif
@@ -297,15 +297,15 @@ struct InlineRig {
         state.resize(gpumem_nvme_qp_state_bytes(kDepth, kDepth) / 8 + 2);
         d.state = state.data();
         d.state_bytes = state.size() * 8;
-        swq_mem.resize(gpumem_nvme_swq_mem_bytes(kDepth) / 2 + 1);
+        swq_mem.resize(gpumem_target_queue_mem_bytes(kDepth) / 2 + 1);
 #ifdef GPUMEM_NVME_CMD_TIMEOUT_NEVER
         d.signals = &signals;
         if (gpumem_nvme_qp_init(&qp, &d) != GPUMEM_OK ||
-            gpumem_nvme_swq_init(&swq, &d, swq_mem.data(), swq_mem.size() * 2) != GPUMEM_OK)
+            gpumem_target_queue_init(&swq, &d, swq_mem.data(), swq_mem.size() * 2) != GPUMEM_OK)
             abort();
 #else
         if (gpumem_nvme_qp_init(&qp, &d) != GPUMEM_OK ||
-            gpumem_nvme_swq_init(&swq, &qp, swq_mem.data(), swq_mem.size() * 2) != GPUMEM_OK)
+            gpumem_target_queue_init(&swq, &qp, swq_mem.data(), swq_mem.size() * 2) != GPUMEM_OK)
             abort();
 #endif
     }
@@ -325,7 +325,7 @@ void BM_Inline(benchmark::State &state) {
             gpumem_nvme_cmd_read(&cmd, &rig.qp.ns, lba, 1, (uintptr_t)bufs[i], 0);
             if (gpumem_nvme_qp_submit(&rig.qp, &cmd, &req[i]) != GPUMEM_OK) state.SkipWithError("submit");
         }
-        gpumem_nvme_sw_serve_ram(&rig.swq, &rig.st, &rig.qp.ns, rig.ram.data(), 0);
+        gpumem_target_serve_ram(&rig.swq, &rig.st, &rig.qp.ns, rig.ram.data(), 0);
         for (i = 0; i < batch; i++)
             if (gpumem_nvme_qp_poll(&rig.qp, &req[i]) != GPUMEM_OK) state.SkipWithError("poll");
     }

@@ -2,7 +2,7 @@
  * for counting instructions with valgrind --tool=callgrind, which a timed
  * benchmark cannot give (its iteration counts follow the clock): ROUNDS
  * rounds of {submit BATCH 512-byte reads, serve them in line
- * (gpumem_nvme_sw_serve_ram), poll them}, one thread, no controller thread.
+ * (gpumem_target_serve_ram), poll them}, one thread, no controller thread.
  *   cc -std=c11 -O2 -I. bench/inline_ir.c -o inline_ir -pthread
  *   inline_ir BATCH ROUNDS
  * Run it under callgrind at ROUNDS and 2*ROUNDS: the difference of the two
@@ -25,8 +25,8 @@ static unsigned char ram[(size_t)BLOCKS * LBA];
 static _Alignas(4096) unsigned char bufs[16][LBA];
 static gpumem_nvme_qp qp;
 static gpumem_nvme_qp_signals signals;
-static gpumem_nvme_swq swq;
-static gpumem_nvme_sw_stats st;
+static gpumem_target_queue swq;
+static gpumem_target_stats st;
 
 int main(int argc, char **argv) {
     gpumem_nvme_qp_desc d;
@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
     d.state = state;
     d.state_bytes = sizeof state;
     if (batch < 1 || batch > 16 || gpumem_nvme_qp_state_bytes(DEPTH, DEPTH) > sizeof state ||
-        gpumem_nvme_qp_init(&qp, &d) != GPUMEM_OK || gpumem_nvme_swq_init(&swq, &d, swq_mem, sizeof swq_mem) != GPUMEM_OK)
+        gpumem_nvme_qp_init(&qp, &d) != GPUMEM_OK || gpumem_target_queue_init(&swq, &d, swq_mem, sizeof swq_mem) != GPUMEM_OK)
         return 2;
     for (r = 0; r < rounds; r++) {
         for (i = 0; i < batch; i++) {
@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
             gpumem_nvme_cmd_read(&cmd, &qp.ns, lba, 1, (uintptr_t)bufs[i], 0);
             if (gpumem_nvme_qp_submit(&qp, &cmd, &req[i]) != GPUMEM_OK) return 1;
         }
-        gpumem_nvme_sw_serve_ram(&swq, &st, &qp.ns, ram, 0);
+        gpumem_target_serve_ram(&swq, &st, &qp.ns, ram, 0);
         for (i = 0; i < batch; i++)
             if (gpumem_nvme_qp_poll(&qp, &req[i]) != GPUMEM_OK) return 1;
     }

@@ -11,7 +11,7 @@
 #include "gpumem_swctl.h"
 
 /* NULL if every check passed, else what was wrong, written to msg. */
-static inline const char *io_problem(char *msg, size_t n, const gpumem_nvme_sw_stats *s, uint64_t issued,
+static inline const char *io_problem(char *msg, size_t n, const gpumem_target_stats *s, uint64_t issued,
                                      uint64_t bad_data, uint64_t eio, uint64_t eio_wrong_words,
                                      uint64_t store_mismatches) {
     if (s->violations)

@@ -140,7 +140,7 @@ typedef struct run_cfg {
     uint32_t virtual_start;
     gpumem_swctl_config ctl;
     /* 0: the host-thread controller (ctl above). N > 0: the GPU-resident
-     * controller's serving loop (gpumem_nvme_gpuctl_serve) run by N host
+     * controller's serving loop (gpumem_swctl_gpu_serve) run by N host
      * threads, with instant completion (ctl's latency, reordering and error
      * injection do not apply; virtual_start must be 0). */
     uint32_t gpuctl_servers;
@@ -167,7 +167,7 @@ static run_cfg base_run(uint32_t depth) {
 
 /* The GPU-resident controller, served by host threads. */
 typedef struct gpuctl_rig {
-    gpumem_nvme_gpuctl_desc d;
+    gpumem_swctl_gpu_desc d;
     void *mem;
     uint32_t control[2];
     uint32_t servers;
@@ -182,7 +182,7 @@ static void *gpuctl_server(void *p) {
 #if defined(GPUMEM_HOST_WARP)
     host_warp_enter(t);
 #endif
-    gpumem_nvme_gpuctl_serve((gpumem_nvme_gpuctl *)gpuctl_rig_now->mem, t, gpuctl_rig_now->servers);
+    gpumem_swctl_gpu_serve((gpumem_swctl_gpu *)gpuctl_rig_now->mem, t, gpuctl_rig_now->servers);
     return NULL;
 }
 
@@ -190,7 +190,7 @@ static void *gpuctl_server(void *p) {
 static gpumem_status gpuctl_rig_init(gpuctl_rig *g, const run_cfg *rc, uint64_t n_blocks) {
     size_t bytes;
     memset(g, 0, sizeof *g);
-    g->d = gpumem_nvme_gpuctl_desc_default();
+    g->d = gpumem_swctl_gpu_desc_default();
     g->d.n_pairs = rc->pairs;
     g->d.depth = rc->depth;
     g->d.n_cids = rc->n_cids ? rc->n_cids : 1024;
@@ -199,12 +199,12 @@ static gpumem_status gpuctl_rig_init(gpuctl_rig *g, const run_cfg *rc, uint64_t 
     g->d.max_blocks = rc->ctl.max_blocks;
     g->d.ram = calloc(n_blocks, LBA);
     g->d.control = g->control;
-    bytes = gpumem_nvme_gpuctl_bytes(&g->d);
+    bytes = gpumem_swctl_gpu_bytes(&g->d);
     g->mem = aligned_alloc(4096, GPUMEM_ALIGN_UP(bytes, 4096));
     g->servers = rc->gpuctl_servers > 16 ? 16 : rc->gpuctl_servers;
     if (!g->d.ram || !g->mem) return GPUMEM_ENOMEM;
     if (rc->virtual_start) return GPUMEM_EINVAL;
-    return gpumem_nvme_gpuctl_init(g->mem, bytes, &g->d);
+    return gpumem_swctl_gpu_init(g->mem, bytes, &g->d);
 }
 
 static void gpuctl_rig_start(gpuctl_rig *g) {
@@ -220,14 +220,14 @@ static void gpuctl_rig_start(gpuctl_rig *g) {
     while (__atomic_load_n(&g->control[1], __ATOMIC_ACQUIRE) < g->servers) sched_yield();
 }
 
-static void gpuctl_rig_stop(gpuctl_rig *g, gpumem_nvme_sw_stats *s) {
+static void gpuctl_rig_stop(gpuctl_rig *g, gpumem_target_stats *s) {
     uint32_t i;
-    gpumem_nvme_gpuctl_stop(&g->d);
+    gpumem_swctl_gpu_stop(&g->d);
     for (i = 0; i < g->servers; i++) pthread_join(g->thread[i], NULL);
 #if defined(GPUMEM_HOST_WARP)
     host_warp_teardown();
 #endif
-    gpumem_nvme_gpuctl_get_stats((gpumem_nvme_gpuctl *)g->mem, s);
+    gpumem_swctl_gpu_get_stats((gpumem_swctl_gpu *)g->mem, s);
 }
 
 static void gpuctl_rig_free(gpuctl_rig *g) {
@@ -252,7 +252,7 @@ static void run_workload(const run_cfg *rc, run_result *r) {
     if (rc->pairs < 1 || rc->pairs > 16) r->setup = GPUMEM_EINVAL;
     if (rc->gpuctl_servers) {
         if (!r->setup) r->setup = gpuctl_rig_init(&g, rc, cfg.n_blocks);
-        for (i = 0; !r->setup && i < rc->pairs; i++) pairs[i] = gpumem_nvme_gpuctl_pair(g.mem, i);
+        for (i = 0; !r->setup && i < rc->pairs; i++) pairs[i] = gpumem_swctl_gpu_pair(g.mem, i);
     } else {
         if (!r->setup) r->setup = gpumem_swctl_create(&cfg, &ctl);
         for (i = 0; !r->setup && i < rc->pairs; i++)

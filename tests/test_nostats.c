@@ -71,14 +71,14 @@ Test(nostats, queue_workload_without_pair_counters, .timeout = 600) {
 Test(nostats, pair_works_and_keeps_no_doorbell_counts) {
     run_cfg rc = base_run(64);
     gpuctl_rig g;
-    gpumem_nvme_sw_stats s;
+    gpumem_target_stats s;
     gpumem_nvme_qp *qp;
     unsigned char *buf = aligned_alloc(4096, 4096);
     uint32_t i;
     rc.gpuctl_servers = 1;
     cr_assert(buf);
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
-    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
+    qp = gpumem_swctl_gpu_pair(g.mem, 0);
     gpuctl_rig_start(&g);
     for (i = 0; i < 64; i++) {
         fill_block(buf, i, 1);

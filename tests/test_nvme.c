@@ -455,7 +455,7 @@ Test(nvme_ctl, counts_protocol_violations) {
 }
 
 /* ---- the GPU-resident controller's loop, run by host threads --------------- */
-/* gpumem_nvme_gpuctl_serve is GPUMEM_API: here host threads play the GPU's
+/* gpumem_swctl_gpu_serve is GPUMEM_API: here host threads play the GPU's
  * serving threads, so the code the GPU runs is tested on every machine. */
 
 Test(nvme_gpuctl, sixty_four_threads_four_pairs_two_servers, .timeout = 600) {
@@ -476,7 +476,7 @@ Test(nvme_gpuctl, depth_4_more_servers_than_pairs, .timeout = 600) {
 }
 
 Test(nvme_gpuctl, init_rejects_bad_input) {
-    gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
+    gpumem_swctl_gpu_desc d = gpumem_swctl_gpu_desc_default();
     uint32_t control[2];
     static unsigned char ram[64 * LBA];
     void *mem;
@@ -484,21 +484,21 @@ Test(nvme_gpuctl, init_rejects_bad_input) {
     d.n_blocks = 64;
     d.ram = ram;
     d.control = control;
-    bytes = gpumem_nvme_gpuctl_bytes(&d);
+    bytes = gpumem_swctl_gpu_bytes(&d);
     mem = aligned_alloc(4096, GPUMEM_ALIGN_UP(bytes, 4096));
-    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes - 1, &d), GPUMEM_ENOMEM);
-    cr_assert_eq(gpumem_nvme_gpuctl_init((char *)mem + 8, bytes, &d), GPUMEM_EINVAL, "64-byte alignment");
+    cr_assert_eq(gpumem_swctl_gpu_init(mem, bytes - 1, &d), GPUMEM_ENOMEM);
+    cr_assert_eq(gpumem_swctl_gpu_init((char *)mem + 8, bytes, &d), GPUMEM_EINVAL, "64-byte alignment");
     d.depth = 6;
-    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_swctl_gpu_init(mem, bytes, &d), GPUMEM_EINVAL);
     d.depth = 1024;
     d.control = NULL;
-    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_swctl_gpu_init(mem, bytes, &d), GPUMEM_ENULL);
     d.control = control;
     d.lba_bytes = 1000;
-    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_EINVAL);
+    cr_assert_eq(gpumem_swctl_gpu_init(mem, bytes, &d), GPUMEM_EINVAL);
     d.lba_bytes = LBA;
-    cr_assert_eq(gpumem_nvme_gpuctl_init(mem, bytes, &d), GPUMEM_OK);
-    cr_assert_eq((void *)gpumem_nvme_gpuctl_pair(mem, 0), (void *)((gpumem_nvme_gpuctl *)mem)->pairs);
+    cr_assert_eq(gpumem_swctl_gpu_init(mem, bytes, &d), GPUMEM_OK);
+    cr_assert_eq((void *)gpumem_swctl_gpu_pair(mem, 0), (void *)((gpumem_swctl_gpu *)mem)->pairs);
     free(mem);
 }
 
@@ -508,10 +508,10 @@ Test(nvme_gpuctl, init_rejects_bad_input) {
  * an SM). Each serves its pair (a read through each, checked by content),
  * then both end at the stop. With thread 0 the only reader of the stop word
  * they served forever, and the test's timeout failed it. */
-typedef struct late_server { gpumem_nvme_gpuctl *ctl; uint32_t t, n; } late_server;
+typedef struct late_server { gpumem_swctl_gpu *ctl; uint32_t t, n; } late_server;
 static void *serve_as(void *p) {
     const late_server *a = (const late_server *)p;
-    gpumem_nvme_gpuctl_serve(a->ctl, a->t, a->n);
+    gpumem_swctl_gpu_serve(a->ctl, a->t, a->n);
     return NULL;
 }
 Test(nvme_gpuctl, stop_seen_by_servers_without_thread_0, .timeout = 60) {
@@ -519,7 +519,7 @@ Test(nvme_gpuctl, stop_seen_by_servers_without_thread_0, .timeout = 60) {
     gpuctl_rig g;
     pthread_t th[2];
     late_server a[2];
-    gpumem_nvme_sw_stats s;
+    gpumem_target_stats s;
     unsigned char buf[LBA] __attribute__((aligned(LBA)));
     uint32_t i;
     rc.pairs = 3;
@@ -527,20 +527,20 @@ Test(nvme_gpuctl, stop_seen_by_servers_without_thread_0, .timeout = 60) {
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
     for (i = 0; i < 64 * LBA; i++) ((unsigned char *)g.d.ram)[i] = (unsigned char)(i / LBA + 1);
     for (i = 0; i < 2; i++) {
-        a[i].ctl = (gpumem_nvme_gpuctl *)g.mem, a[i].t = i + 1, a[i].n = 3;
+        a[i].ctl = (gpumem_swctl_gpu *)g.mem, a[i].t = i + 1, a[i].n = 3;
         cr_assert_eq(pthread_create(&th[i], NULL, serve_as, &a[i]), 0);
     }
     while (__atomic_load_n(&g.control[1], __ATOMIC_ACQUIRE) < 2) sched_yield();
     for (i = 1; i < 3; i++) { /* pair i is served by thread i */
         memset(buf, 0, sizeof buf);
-        cr_assert_eq(gpumem_nvme_qp_read(gpumem_nvme_gpuctl_pair(g.mem, i), 10 + i, 1, (uintptr_t)buf, 0, NULL),
+        cr_assert_eq(gpumem_nvme_qp_read(gpumem_swctl_gpu_pair(g.mem, i), 10 + i, 1, (uintptr_t)buf, 0, NULL),
                      GPUMEM_OK);
         cr_assert_eq(buf[0], 11 + i, "pair %u read block %u: found %u", i, 10 + i, buf[0]);
         cr_assert_eq(buf[LBA - 1], 11 + i);
     }
-    gpumem_nvme_gpuctl_stop(&g.d);
+    gpumem_swctl_gpu_stop(&g.d);
     for (i = 0; i < 2; i++) pthread_join(th[i], NULL);
-    gpumem_nvme_gpuctl_get_stats((gpumem_nvme_gpuctl *)g.mem, &s);
+    gpumem_swctl_gpu_get_stats((gpumem_swctl_gpu *)g.mem, &s);
     cr_assert_eq(s.commands, 2);
     cr_assert_eq(s.violations, 0);
     gpuctl_rig_free(&g);
@@ -550,11 +550,11 @@ Test(nvme_gpuctl, stop_seen_by_servers_without_thread_0, .timeout = 60) {
 Test(nvme_gpuctl, counts_protocol_violations) {
     run_cfg rc = base_run(8);
     gpuctl_rig g;
-    gpumem_nvme_sw_stats s;
+    gpumem_target_stats s;
     rc.gpuctl_servers = 1;
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
     gpuctl_rig_start(&g);
-    provoke_violations(gpumem_nvme_gpuctl_pair(g.mem, 0));
+    provoke_violations(gpumem_swctl_gpu_pair(g.mem, 0));
     gpuctl_rig_stop(&g, &s);
     expect_provoked_violations(&s);
     gpuctl_rig_free(&g);
@@ -566,15 +566,15 @@ Test(nvme_gpuctl, iops_cap_spaces_completions, .timeout = 60) {
     run_cfg rc = base_run(64);
     gpuctl_rig g;
     gpumem_nvme_qp *qp;
-    gpumem_nvme_sw_stats s;
+    gpumem_target_stats s;
     unsigned char buf[LBA] __attribute__((aligned(LBA)));
     struct timespec t0, t1;
     double secs;
     uint32_t i;
     rc.gpuctl_servers = 1;
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
-    ((gpumem_nvme_gpuctl *)g.mem)->iops = 20000;
-    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
+    ((gpumem_swctl_gpu *)g.mem)->iops = 20000;
+    qp = gpumem_swctl_gpu_pair(g.mem, 0);
     gpuctl_rig_start(&g);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (i = 0; i < 2000; i++) cr_assert_eq(gpumem_nvme_qp_read(qp, i % 64, 1, (uintptr_t)buf, 0, NULL), GPUMEM_OK);
@@ -647,15 +647,15 @@ Test(nvme_gpuctl, move_ram_by_lanes_through_a_prp_list) {
     memset(mem, 0, 8 * 4096);
     cr_assert_eq(gpumem_nvme_prp_identity(buf, len, list, 512, &prp1, &prp2), GPUMEM_OK);
     for (uint32_t lane = 0; lane < 32; lane++)
-        cr_assert_eq(gpumem_nvme_sw_move_ram(ram, off, len, 1, prp1, prp2, lane, 32), 0);
+        cr_assert_eq(gpumem_target_move_ram(ram, off, len, 1, prp1, prp2, lane, 32), 0);
     for (i = 0; i < len; i++) cr_assert_eq(buf[i], ram[off + i], "read: byte %lu", (unsigned long)i);
     cr_assert_eq(mem[4091], 0, "a byte before the buffer was written");
     cr_assert_eq(buf[len], 0, "a byte after the buffer was written");
     for (i = 0; i < len; i++) buf[i] = (unsigned char)~buf[i];
     for (uint32_t lane = 0; lane < 32; lane++) /* Write: buffer to namespace, 8 KiB further on */
-        cr_assert_eq(gpumem_nvme_sw_move_ram(ram, off + 8192, len, 0, prp1, prp2, lane, 32), 0);
+        cr_assert_eq(gpumem_target_move_ram(ram, off + 8192, len, 0, prp1, prp2, lane, 32), 0);
     for (i = 0; i < len; i++) cr_assert_eq(ram[off + 8192 + i], buf[i], "write: byte %lu", (unsigned long)i);
-    cr_assert_eq(gpumem_nvme_sw_move_ram(ram, off, len, 1, prp1 | 2u, prp2, 0, 32), -1, "a misaligned PRP1 is refused");
+    cr_assert_eq(gpumem_target_move_ram(ram, off, len, 1, prp1 | 2u, prp2, 0, 32), -1, "a misaligned PRP1 is refused");
     free(ram);
     free(mem);
     free(list);
@@ -668,7 +668,7 @@ Test(nvme_gpuctl, wait_cap_is_set_per_pair_within_range) {
     gpumem_nvme_qp *qp;
     rc.gpuctl_servers = 1;
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 64), GPUMEM_OK);
-    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
+    qp = gpumem_swctl_gpu_pair(g.mem, 0);
     cr_assert_eq(qp->wait_max_ns, GPUMEM_BACKOFF_MAX_NS);
     cr_assert_eq(gpumem_nvme_qp_set_wait_max_ns(qp, 0), GPUMEM_EINVAL);
     cr_assert_eq(gpumem_nvme_qp_set_wait_max_ns(qp, 1000001u), GPUMEM_EINVAL);
@@ -713,14 +713,14 @@ Test(nvme_ctl, allocator_callbacks_place_rings_and_client_state_apart) {
     unsigned char w[LBA] __attribute__((aligned(LBA))), r[LBA] __attribute__((aligned(LBA)));
     memset(&ring, 0, sizeof ring);
     memset(&client, 0, sizeof client);
-    c.alloc = count_alloc;
+    c.mem.alloc = count_alloc;
     cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL, "alloc without free");
-    c.free = count_free;
-    c.alloc_ctx = &ring;
-    c.client_alloc = count_alloc;
+    c.mem.free = count_free;
+    c.mem.alloc_ctx = &ring;
+    c.mem.client_alloc = count_alloc;
     cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL, "client_alloc without client_free");
-    c.client_free = count_free;
-    c.client_ctx = &client;
+    c.mem.client_free = count_free;
+    c.mem.client_ctx = &client;
     c.n_blocks = 64;
     cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
@@ -745,8 +745,8 @@ Test(nvme_ctl, allocator_callbacks_place_rings_and_client_state_apart) {
 
     /* Without client callbacks, client memory comes from alloc as well. */
     memset(&ring, 0, sizeof ring);
-    c.client_alloc = NULL;
-    c.client_free = NULL;
+    c.mem.client_alloc = NULL;
+    c.mem.client_free = NULL;
     cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_OK);
     cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_OK);
     cr_assert_eq(ring.allocs, 5);
@@ -799,10 +799,10 @@ Test(nvme_ctl, client_memory_host_code_cannot_touch) {
     cr_assert(text);
     memset(&g, 0, sizeof g);
     c.n_blocks = 64;
-    c.client_alloc = guarded_alloc;
-    c.client_free = guarded_free;
-    c.client_copy = guarded_copy;
-    c.client_ctx = &g;
+    c.mem.client_alloc = guarded_alloc;
+    c.mem.client_free = guarded_free;
+    c.mem.client_copy = guarded_copy;
+    c.mem.client_ctx = &g;
     cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_OK);
     g.fail = 1;
     cr_assert_eq(gpumem_swctl_add_qp(ctl, 16, &qp), GPUMEM_ESYS, "a failed copy fails the pair");

@@ -183,11 +183,11 @@ Test(robust, ranges_do_not_wrap) {
         cr_assert_eq(gpumem_nvme_qp_init(&q2, &qd), GPUMEM_OK);
     }
     {
-        gpumem_nvme_gpuctl_desc g = gpumem_nvme_gpuctl_desc_default();
+        gpumem_swctl_gpu_desc g = gpumem_swctl_gpu_desc_default();
         uint32_t control[2];
         static uint64_t mem[64] __attribute__((aligned(64)));
         g.ram = mem, g.control = control, g.lba_bytes = 4096, g.n_blocks = UINT64_MAX / 2048;
-        cr_assert_eq(gpumem_nvme_gpuctl_init(mem, sizeof mem, &g), GPUMEM_ERANGE);
+        cr_assert_eq(gpumem_swctl_gpu_init(mem, sizeof mem, &g), GPUMEM_ERANGE);
     }
     cr_assert_eq(gpumem_swctl_destroy(ctl), GPUMEM_OK);
 }
@@ -209,11 +209,11 @@ Test(robust, null_and_out_of_range_table) {
     gpumem_nvme_req req;
     gpumem_nvme_ns ns = {1, 9, 64, 8, 0};
     gpumem_nvme_qp_desc qd, bd = bare_pair_desc(8, 64, 8);
-    gpumem_nvme_swq swq;
-    gpumem_nvme_sw_stats sw;
-    gpumem_nvme_prp_walk walk;
+    gpumem_target_queue swq;
+    gpumem_target_stats sw;
+    gpumem_target_prp_walk walk;
     gpumem_nvme_iomap im = gpumem_nvme_iomap_contiguous(0x1000);
-    gpumem_nvme_gpuctl_desc gd = gpumem_nvme_gpuctl_desc_default();
+    gpumem_swctl_gpu_desc gd = gpumem_swctl_gpu_desc_default();
     gpumem_cache_desc cd = gpumem_cache_desc_default();
     gpumem_cache *cache;
     gpumem_cache_stats cs;
@@ -300,49 +300,49 @@ Test(robust, null_and_out_of_range_table) {
             {"qp_pick(NULL pairs)", (long)(uintptr_t)gpumem_nvme_qp_pick(NULL, 4, 1), 0},
             {"qp_pick(0 pairs)", (long)(uintptr_t)gpumem_nvme_qp_pick(qp, 0, 1), 0},
             /* controller core */
-            {"sw_stats_add(NULL out)", gpumem_nvme_sw_stats_add(NULL, &sw), GPUMEM_ENULL},
-            {"sw_stats_add(NULL in)", gpumem_nvme_sw_stats_add(&sw, NULL), GPUMEM_ENULL},
-            {"swq_init(NULL q)", gpumem_nvme_swq_init(NULL, &bd, swmem, sizeof swmem), GPUMEM_ENULL},
-            {"swq_init(NULL desc)", gpumem_nvme_swq_init(&swq, NULL, swmem, sizeof swmem), GPUMEM_ENULL},
-            {"swq_init(desc without rings)", gpumem_nvme_swq_init(&swq, &qd, swmem, sizeof swmem), GPUMEM_ENULL},
-            {"swq_init(NULL mem)", gpumem_nvme_swq_init(&swq, &bd, NULL, sizeof swmem), GPUMEM_ENULL},
-            {"swq_init(too small)", gpumem_nvme_swq_init(&swq, &bd, swmem, 16), GPUMEM_ENOMEM},
+            {"sw_stats_add(NULL out)", gpumem_target_stats_add(NULL, &sw), GPUMEM_ENULL},
+            {"sw_stats_add(NULL in)", gpumem_target_stats_add(&sw, NULL), GPUMEM_ENULL},
+            {"swq_init(NULL q)", gpumem_target_queue_init(NULL, &bd, swmem, sizeof swmem), GPUMEM_ENULL},
+            {"swq_init(NULL desc)", gpumem_target_queue_init(&swq, NULL, swmem, sizeof swmem), GPUMEM_ENULL},
+            {"swq_init(desc without rings)", gpumem_target_queue_init(&swq, &qd, swmem, sizeof swmem), GPUMEM_ENULL},
+            {"swq_init(NULL mem)", gpumem_target_queue_init(&swq, &bd, NULL, sizeof swmem), GPUMEM_ENULL},
+            {"swq_init(too small)", gpumem_target_queue_init(&swq, &bd, swmem, 16), GPUMEM_ENOMEM},
             {"qp_signals_set_stopped(NULL)", gpumem_nvme_qp_signals_set_stopped(NULL, 1), GPUMEM_ENULL},
-            {"sw_take_cq_doorbell(NULL q)", gpumem_nvme_sw_take_cq_doorbell(NULL, &sw), 0},
-            {"sw_take_cq_doorbell(NULL st)", gpumem_nvme_sw_take_cq_doorbell(&swq, NULL), 0},
-            {"sw_take_sq_doorbell(NULL q)", gpumem_nvme_sw_take_sq_doorbell(NULL, &sw), 0},
-            {"sw_take_sq_doorbell(NULL st)", gpumem_nvme_sw_take_sq_doorbell(&swq, NULL), 0},
-            {"sw_fetch(NULL q)", gpumem_nvme_sw_fetch(NULL, &sw, &cmd), 0},
-            {"sw_fetch(NULL st)", gpumem_nvme_sw_fetch(&swq, NULL, &cmd), 0},
-            {"sw_fetch(NULL cmd)", gpumem_nvme_sw_fetch(&swq, &sw, NULL), 0},
-            {"sw_check(NULL st)", gpumem_nvme_sw_check(NULL, &ns, &cmd, &p1, &p2), GPUMEM_NVME_STATUS(0, 6)},
-            {"sw_check(NULL ns)", gpumem_nvme_sw_check(&sw, NULL, &cmd, &p1, &p2), GPUMEM_NVME_STATUS(0, 6)},
-            {"sw_check(NULL cmd)", gpumem_nvme_sw_check(&sw, &ns, NULL, &p1, &p2), GPUMEM_NVME_STATUS(0, 6)},
-            {"sw_check(NULL off)", gpumem_nvme_sw_check(&sw, &ns, &cmd, NULL, &p2), GPUMEM_NVME_STATUS(0, 6)},
-            {"sw_check(NULL len)", gpumem_nvme_sw_check(&sw, &ns, &cmd, &p1, NULL), GPUMEM_NVME_STATUS(0, 6)},
-            {"prp_walk_start(NULL walk)", gpumem_nvme_prp_walk_start(NULL, &cmd, 512), -1},
-            {"prp_walk_start(NULL cmd)", gpumem_nvme_prp_walk_start(&walk, NULL, 512), -1},
-            {"prp_walk_next(NULL walk)", gpumem_nvme_prp_walk_next(NULL, &p1, &p2), -1},
-            {"prp_walk_next(NULL addr)", gpumem_nvme_prp_walk_next(&walk, NULL, &p2), -1},
-            {"prp_walk_next(NULL seg)", gpumem_nvme_prp_walk_next(&walk, &p1, NULL), -1},
-            {"sw_execute_ram(NULL st)", gpumem_nvme_sw_execute_ram(NULL, &ns, mem, &cmd), GPUMEM_NVME_STATUS(0, 6)},
-            {"sw_execute_ram(NULL ns)", gpumem_nvme_sw_execute_ram(&sw, NULL, mem, &cmd), GPUMEM_NVME_STATUS(0, 6)},
-            {"sw_execute_ram(NULL ram)", gpumem_nvme_sw_execute_ram(&sw, &ns, NULL, &cmd), GPUMEM_NVME_STATUS(0, 6)},
-            {"sw_execute_ram(NULL cmd)", gpumem_nvme_sw_execute_ram(&sw, &ns, mem, NULL), GPUMEM_NVME_STATUS(0, 6)},
-            {"sw_serve_ram(NULL q)", gpumem_nvme_sw_serve_ram(NULL, &sw, &ns, mem, 0), 0},
-            {"sw_serve_ram(NULL st)", gpumem_nvme_sw_serve_ram(&swq, NULL, &ns, mem, 0), 0},
-            {"sw_serve_ram(NULL ns)", gpumem_nvme_sw_serve_ram(&swq, &sw, NULL, mem, 0), 0},
-            {"sw_serve_ram(NULL ram)", gpumem_nvme_sw_serve_ram(&swq, &sw, &ns, NULL, 0), 0},
+            {"sw_take_cq_doorbell(NULL q)", gpumem_target_take_cq_doorbell(NULL, &sw), 0},
+            {"sw_take_cq_doorbell(NULL st)", gpumem_target_take_cq_doorbell(&swq, NULL), 0},
+            {"sw_take_sq_doorbell(NULL q)", gpumem_target_take_sq_doorbell(NULL, &sw), 0},
+            {"sw_take_sq_doorbell(NULL st)", gpumem_target_take_sq_doorbell(&swq, NULL), 0},
+            {"sw_fetch(NULL q)", gpumem_target_fetch(NULL, &sw, &cmd), 0},
+            {"sw_fetch(NULL st)", gpumem_target_fetch(&swq, NULL, &cmd), 0},
+            {"sw_fetch(NULL cmd)", gpumem_target_fetch(&swq, &sw, NULL), 0},
+            {"sw_check(NULL st)", gpumem_target_check(NULL, &ns, &cmd, &p1, &p2), GPUMEM_NVME_STATUS(0, 6)},
+            {"sw_check(NULL ns)", gpumem_target_check(&sw, NULL, &cmd, &p1, &p2), GPUMEM_NVME_STATUS(0, 6)},
+            {"sw_check(NULL cmd)", gpumem_target_check(&sw, &ns, NULL, &p1, &p2), GPUMEM_NVME_STATUS(0, 6)},
+            {"sw_check(NULL off)", gpumem_target_check(&sw, &ns, &cmd, NULL, &p2), GPUMEM_NVME_STATUS(0, 6)},
+            {"sw_check(NULL len)", gpumem_target_check(&sw, &ns, &cmd, &p1, NULL), GPUMEM_NVME_STATUS(0, 6)},
+            {"prp_walk_start(NULL walk)", gpumem_target_prp_walk_start(NULL, &cmd, 512), -1},
+            {"prp_walk_start(NULL cmd)", gpumem_target_prp_walk_start(&walk, NULL, 512), -1},
+            {"prp_walk_next(NULL walk)", gpumem_target_prp_walk_next(NULL, &p1, &p2), -1},
+            {"prp_walk_next(NULL addr)", gpumem_target_prp_walk_next(&walk, NULL, &p2), -1},
+            {"prp_walk_next(NULL seg)", gpumem_target_prp_walk_next(&walk, &p1, NULL), -1},
+            {"sw_execute_ram(NULL st)", gpumem_target_execute_ram(NULL, &ns, mem, &cmd), GPUMEM_NVME_STATUS(0, 6)},
+            {"sw_execute_ram(NULL ns)", gpumem_target_execute_ram(&sw, NULL, mem, &cmd), GPUMEM_NVME_STATUS(0, 6)},
+            {"sw_execute_ram(NULL ram)", gpumem_target_execute_ram(&sw, &ns, NULL, &cmd), GPUMEM_NVME_STATUS(0, 6)},
+            {"sw_execute_ram(NULL cmd)", gpumem_target_execute_ram(&sw, &ns, mem, NULL), GPUMEM_NVME_STATUS(0, 6)},
+            {"sw_serve_ram(NULL q)", gpumem_target_serve_ram(NULL, &sw, &ns, mem, 0), 0},
+            {"sw_serve_ram(NULL st)", gpumem_target_serve_ram(&swq, NULL, &ns, mem, 0), 0},
+            {"sw_serve_ram(NULL ns)", gpumem_target_serve_ram(&swq, &sw, NULL, mem, 0), 0},
+            {"sw_serve_ram(NULL ram)", gpumem_target_serve_ram(&swq, &sw, &ns, NULL, 0), 0},
             /* GPU-resident controller (host-callable parts) */
-            {"gpuctl_bytes(NULL)", (long)gpumem_nvme_gpuctl_bytes(NULL), 0},
-            {"gpuctl_pair(NULL)", (long)(uintptr_t)gpumem_nvme_gpuctl_pair(NULL, 0), 0},
-            {"gpuctl_init(NULL mem)", gpumem_nvme_gpuctl_init(NULL, 4096, &gd), GPUMEM_ENULL},
-            {"gpuctl_init(NULL desc)", gpumem_nvme_gpuctl_init(mem, sizeof mem, NULL), GPUMEM_ENULL},
-            {"gpuctl_init(desc without ram)", gpumem_nvme_gpuctl_init(mem, sizeof mem, &gd), GPUMEM_ENULL},
-            {"gpuctl_get_stats(NULL c)", gpumem_nvme_gpuctl_get_stats(NULL, &sw), GPUMEM_ENULL},
-            {"gpuctl_get_stats(NULL out)", gpumem_nvme_gpuctl_get_stats((gpumem_nvme_gpuctl *)mem, NULL), GPUMEM_ENULL},
-            {"gpuctl_stop(NULL)", gpumem_nvme_gpuctl_stop(NULL), GPUMEM_ENULL},
-            {"gpuctl_stop(no control words)", gpumem_nvme_gpuctl_stop(&gd), GPUMEM_ENULL},
+            {"gpuctl_bytes(NULL)", (long)gpumem_swctl_gpu_bytes(NULL), 0},
+            {"gpuctl_pair(NULL)", (long)(uintptr_t)gpumem_swctl_gpu_pair(NULL, 0), 0},
+            {"gpuctl_init(NULL mem)", gpumem_swctl_gpu_init(NULL, 4096, &gd), GPUMEM_ENULL},
+            {"gpuctl_init(NULL desc)", gpumem_swctl_gpu_init(mem, sizeof mem, NULL), GPUMEM_ENULL},
+            {"gpuctl_init(desc without ram)", gpumem_swctl_gpu_init(mem, sizeof mem, &gd), GPUMEM_ENULL},
+            {"gpuctl_get_stats(NULL c)", gpumem_swctl_gpu_get_stats(NULL, &sw), GPUMEM_ENULL},
+            {"gpuctl_get_stats(NULL out)", gpumem_swctl_gpu_get_stats((gpumem_swctl_gpu *)mem, NULL), GPUMEM_ENULL},
+            {"gpuctl_stop(NULL)", gpumem_swctl_gpu_stop(NULL), GPUMEM_ENULL},
+            {"gpuctl_stop(no control words)", gpumem_swctl_gpu_stop(&gd), GPUMEM_ENULL},
             /* host software controller */
             {"swctl_create(NULL cfg)", gpumem_swctl_create(NULL, (gpumem_swctl **)&vp), GPUMEM_ENULL},
             {"swctl_create(NULL out)", gpumem_swctl_create(&cfg, NULL), GPUMEM_ENULL},

@@ -30,7 +30,7 @@ static gpumem_nvme_ns test_ns(void) {
 Test(uring_translate, contiguous_buffer_is_one_iovec) {
     unsigned char *buf = aligned_alloc(PG, 16 * PG), *list = aligned_alloc(PG, PG);
     gpumem__uring_xlate x = {test_ns(), (uint64_t)(uintptr_t)list, (uint64_t)(uintptr_t)list + PG, NULL, NULL};
-    gpumem_nvme_sw_stats st = {0};
+    gpumem_target_stats st = {0};
     gpumem_nvme_cmd cmd;
     gpumem__uring_io io;
     struct iovec iov[20];
@@ -56,7 +56,7 @@ Test(uring_translate, contiguous_buffer_is_one_iovec) {
 Test(uring_translate, scattered_pages_are_iovecs_in_prp_order) {
     unsigned char *buf = aligned_alloc(PG, 8 * PG), *list = aligned_alloc(PG, PG);
     gpumem__uring_xlate x = {test_ns(), (uint64_t)(uintptr_t)list, (uint64_t)(uintptr_t)list + PG, NULL, NULL};
-    gpumem_nvme_sw_stats st = {0};
+    gpumem_target_stats st = {0};
     gpumem_nvme_ns ns = test_ns();
     gpumem_nvme_cmd cmd;
     gpumem__uring_io io;
@@ -95,7 +95,7 @@ static int refuse_upper_half(void *ctx, uint64_t prp, uint64_t len, void **host)
 Test(uring_translate, refusals_carry_a_status) {
     unsigned char *buf = aligned_alloc(PG, 16 * PG), *list = aligned_alloc(PG, PG), *other = aligned_alloc(PG, PG);
     gpumem__uring_xlate x = {test_ns(), (uint64_t)(uintptr_t)list, (uint64_t)(uintptr_t)list + PG, NULL, NULL};
-    gpumem_nvme_sw_stats st = {0};
+    gpumem_target_stats st = {0};
     gpumem_nvme_ns ns = test_ns();
     gpumem_nvme_cmd cmd;
     gpumem__uring_io io;
@@ -377,7 +377,7 @@ Test(uring_file, depth_busy_and_bad_completions) {
     cr_assert(strstr(gpumem_uringctl_error(ctl), "raise ring_entries"), "%s", gpumem_uringctl_error(ctl));
     cr_assert_eq(gpumem_uringctl_add_qp(ctl, 8, &qp), GPUMEM_OK);
     /* served by hand (not started): the pair is marked stopped; let it submit */
-    gpumem_nvme_qp_signals_set_stopped(ctl->sw->queues[0]->sw.signals, 0);
+    gpumem_nvme_qp_signals_set_stopped(gpumem_target_pairs_queue(ctl->set, 0)->signals, 0);
     cr_assert_eq(gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_READ, 7, 8, buf, &req), GPUMEM_OK);
     cr_assert_eq(gpumem_uringctl_destroy(ctl), GPUMEM_EBUSY, "a request holds a command ID");
     serve_once(ctl);
@@ -397,7 +397,7 @@ Test(uring_file, depth_busy_and_bad_completions) {
     fake.cq_entries = 8;
     cr_assert_eq(gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_READ, 0, 1, buf, &req), GPUMEM_OK);
     /* fetch and prepare on the real SQ without submitting: take the command by hand */
-    gpumem_nvme_sw_take_sq_doorbell(&ctl->sw->queues[0]->sw, &t->st.sw);
+    gpumem_target_take_sq_doorbell(gpumem_target_pairs_queue(ctl->set, 0), &t->st.sw);
     gpumem__uring_fetch(ctl, t, 0);
     cr_assert_eq(t->in_kernel, 1);
     for (s = 0; s < t->n_slots && t->slots[s].state != GPUMEM__SLOT_KERNEL; s++) {}
@@ -456,7 +456,7 @@ static gpumem_status complete_with(gpumem_uringctl *ctl, gpumem_nvme_qp *qp, int
     gpumem_status st;
     uint64_t ud;
     cr_assert_eq(gpumem_nvme_qp_submit_buf(qp, GPUMEM_NVME_OP_WRITE, 3, 1, buf, &req), GPUMEM_OK);
-    gpumem_nvme_sw_take_sq_doorbell(&ctl->sw->queues[0]->sw, &t->st.sw);
+    gpumem_target_take_sq_doorbell(gpumem_target_pairs_queue(ctl->set, 0), &t->st.sw);
     gpumem__uring_fetch(ctl, t, 0);
     cr_assert_eq(t->in_kernel, 1);
     for (s = 0; s < t->n_slots && t->slots[s].state != GPUMEM__SLOT_KERNEL; s++) {}
@@ -489,7 +489,7 @@ Test(uring_file, outage_values_reach_the_caller) {
     gpumem_nvme_qp *qp;
     uint16_t sf;
     cr_assert_eq(gpumem_uringctl_add_qp(ctl, 8, &qp), GPUMEM_OK);
-    gpumem_nvme_qp_signals_set_stopped(ctl->sw->queues[0]->sw.signals, 0);
+    gpumem_nvme_qp_signals_set_stopped(gpumem_target_pairs_queue(ctl->set, 0)->signals, 0);
     cr_assert_eq(complete_with(ctl, qp, -EINTR, &sf), GPUMEM_EIO);
     cr_assert_eq(sf, GPUMEM_NVME_STATUS(3, 0x71), "-EINTR posted as 0x%x", sf);
     cr_assert_eq(complete_with(ctl, qp, -EINVAL, &sf), GPUMEM_EIO);

@@ -46,7 +46,7 @@ Test(host_warp, partial_warp_and_lanes_without_pairs, .timeout = 600) { serve_wi
 Test(host_warp, one_pair_multi_block_transfers_at_odd_offsets, .timeout = 120) {
     run_cfg rc = base_run(64);
     gpuctl_rig g;
-    gpumem_nvme_sw_stats s;
+    gpumem_target_stats s;
     gpumem_nvme_qp *qp;
     unsigned char *mem = aligned_alloc(4096, 8 * 4096);
     static const uint32_t offsets[] = {0, 4, 8, 12, 512, 4092};
@@ -55,7 +55,7 @@ Test(host_warp, one_pair_multi_block_transfers_at_odd_offsets, .timeout = 120) {
     rc.ctl.max_blocks = 16;
     cr_assert(mem);
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 256), GPUMEM_OK);
-    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
+    qp = gpumem_swctl_gpu_pair(g.mem, 0);
     gpuctl_rig_start(&g);
     for (uint32_t o = 0; o < sizeof offsets / sizeof *offsets; o++)
         for (uint32_t nlb = 1; nlb <= 9; nlb++) {
@@ -98,9 +98,9 @@ static uint32_t batch_offset(uint32_t j, uint32_t b) { return ((j * 37 + b * 11)
 Test(host_warp, one_pair_rounds_of_mixed_commands_in_fetch_order, .timeout = 120) {
     run_cfg rc = base_run(WARP_DEPTH);
     gpuctl_rig g;
-    gpumem_nvme_sw_stats s;
+    gpumem_target_stats s;
     gpumem_nvme_qp *qp;
-    gpumem_nvme_swq *q;
+    gpumem_target_queue *q;
     gpumem_nvme_req req[BATCH_CMDS];
     unsigned char *arena = aligned_alloc(4096, (size_t)BATCH_CMDS * SLOT_BYTES);
     uint64_t posted = 0, reads = 0, writes = 0, flushes = 0;
@@ -111,8 +111,8 @@ Test(host_warp, one_pair_rounds_of_mixed_commands_in_fetch_order, .timeout = 120
     cr_assert_eq(gpuctl_rig_init(&g, &rc, 9 * BATCH_CMDS), GPUMEM_OK);
     for (uint32_t lba = 0; lba < 9 * BATCH_CMDS; lba++)
         fill_block((unsigned char *)g.d.ram + (size_t)lba * LBA, lba, 1);
-    qp = gpumem_nvme_gpuctl_pair(g.mem, 0);
-    q = &((gpumem_nvme_gpuctl *)g.mem)->queues[0];
+    qp = gpumem_swctl_gpu_pair(g.mem, 0);
+    q = &((gpumem_swctl_gpu *)g.mem)->queues[0];
     for (uint32_t b = 0; b < 3; b++) {
         memset(arena, 0x5A, (size_t)BATCH_CMDS * SLOT_BYTES);
         for (uint32_t j = 0; j < BATCH_CMDS; j++) {

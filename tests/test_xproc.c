@@ -267,12 +267,12 @@ Test(xproc, controller_in_another_process_sees_only_ring_memory, .timeout = 240,
     memset(cc, 0, sizeof *cc);
 
     cfg.n_blocks = (uint64_t)XP_THREADS * XP_REGION;
-    cfg.alloc = shared_alloc;
-    cfg.free = shared_free;
-    cfg.alloc_ctx = &shared;
-    cfg.client_alloc = private_alloc;
-    cfg.client_free = private_free;
-    cfg.client_ctx = &client;
+    cfg.mem.alloc = shared_alloc;
+    cfg.mem.free = shared_free;
+    cfg.mem.alloc_ctx = &shared;
+    cfg.mem.client_alloc = private_alloc;
+    cfg.mem.client_free = private_free;
+    cfg.mem.client_ctx = &client;
     /* The command after the workload's last is never completed: a waiter the
      * stop must wake. Every workload command is counted, so its number is known. */
     cfg.drop_command = (uint64_t)XP_THREADS * XP_IOS + 1;

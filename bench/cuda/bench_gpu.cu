@@ -296,7 +296,7 @@ __global__ void set_wait_cap(gpumem_nvme_qp **pairs, uint32_t n, uint32_t ns) {
 static bool g_gpuctl_broken = false;
 
 struct Ctl {
-    gpumem_nvme_gpuctl_desc d;
+    gpumem_swctl_gpu_desc d;
     void *mem = nullptr;
     void *ns = nullptr;
     uint32_t *control = nullptr;
@@ -308,7 +308,7 @@ struct Ctl {
     // managed: the pairs in managed memory, so that the host can read them
     // (gpumem_cache_init checks the pairs' namespace); else GPU memory.
     Ctl(uint32_t n_pairs, uint32_t depth, uint64_t ns_bytes, uint32_t max_blocks, bool managed = false) {
-        d = gpumem_nvme_gpuctl_desc_default();
+        d = gpumem_swctl_gpu_desc_default();
         d.n_pairs = n_pairs;
         d.depth = depth;
         d.n_cids = depth;
@@ -320,10 +320,10 @@ struct Ctl {
         CHECK(cudaMemset(ns, 0x5A, ns_bytes));
         d.ram = ns;
         d.control = control;
-        if (managed) CHECK(cudaMallocManaged(&mem, gpumem_nvme_gpuctl_bytes(&d)));
-        else CHECK(cudaMalloc(&mem, gpumem_nvme_gpuctl_bytes(&d)));
+        if (managed) CHECK(cudaMallocManaged(&mem, gpumem_swctl_gpu_bytes(&d)));
+        else CHECK(cudaMalloc(&mem, gpumem_swctl_gpu_bytes(&d)));
         CHECK(cudaMallocManaged((void **)&pairs, n_pairs * sizeof *pairs));
-        for (uint32_t i = 0; i < n_pairs; i++) pairs[i] = gpumem_nvme_gpuctl_pair(mem, i);
+        for (uint32_t i = 0; i < n_pairs; i++) pairs[i] = gpumem_swctl_gpu_pair(mem, i);
         CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     }
     // (Re)initialise and start the persistent block; wait_cap_ns (0: the
@@ -335,7 +335,7 @@ struct Ctl {
             return false;
         }
         d.iops = iops;
-        gpumem_status st = gpumem_nvme_gpuctl_init_cuda(mem, gpumem_nvme_gpuctl_bytes(&d), &d);
+        gpumem_status st = gpumem_swctl_gpu_init_cuda(mem, gpumem_swctl_gpu_bytes(&d), &d);
         if (st != GPUMEM_OK) {
             printf("FAIL bench_gpu: GPU controller init: %s\n", gpumem_status_str(st));
             g_gpuctl_broken = true;
@@ -347,27 +347,27 @@ struct Ctl {
             wait_kernels(30, "set_wait_cap");
         }
         // A warp serves a pair: a warp each for up to 128 pairs (4,096
-        // threads, several blocks: gpumem_nvme_gpuctl_start splits them).
+        // threads, several blocks: gpumem_swctl_gpu_start splits them).
         servers = 32 * (d.n_pairs < 128 ? d.n_pairs : 128);
         // Every kernel of this program is loaded before the controller runs:
         // under lazy loading a kernel first launched later would never start.
-        if (start_gpuctl((gpumem_nvme_gpuctl *)mem, &d, servers, stream, bench_kernels, n_bench_kernels,
+        if (start_gpuctl((gpumem_swctl_gpu *)mem, &d, servers, stream, bench_kernels, n_bench_kernels,
                          "bench_gpu: GPU controller") != GPUMEM_OK) {
             g_gpuctl_broken = true;
             return false;
         }
         // The stall bound is past a row's longest share, so that a slow row
         // is stopped by its budget, and only a dead one by the watchdog.
-        watch = new GpuctlWatch((gpumem_nvme_gpuctl *)mem, &d, "bench_gpu: GPU controller",
+        watch = new GpuctlWatch((gpumem_swctl_gpu *)mem, &d, "bench_gpu: GPU controller",
                                 (uint32_t)(kRowCapS * 1000) + 30000);
         return true;
     }
-    gpumem_nvme_sw_stats stop() {
-        gpumem_nvme_sw_stats s;
+    gpumem_target_stats stop() {
+        gpumem_target_stats s;
         delete watch;
         watch = nullptr;
         stop_gpuctl(&d, stream, 60);
-        if (gpumem_nvme_gpuctl_get_stats_cuda((gpumem_nvme_gpuctl *)mem, &s) != GPUMEM_OK)
+        if (gpumem_swctl_gpu_get_stats_cuda((gpumem_swctl_gpu *)mem, &s) != GPUMEM_OK)
             abort_run("reading the GPU controller's statistics");
         return s;
     }
@@ -536,7 +536,7 @@ static void bench_queue(bool quick) {
                 Timing t = timed([&](cudaStream_t st) {
                     queue_lockfree<<<blocks, 256, 0, st>>>(ctl.pairs, pairs, threads, per, bad, g_stop, g_undone);
                 }, budget);
-                gpumem_nvme_sw_stats cs = ctl.stop();
+                gpumem_target_stats cs = ctl.stop();
                 unsigned long long b = 0;
                 CHECK(cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost));
                 const uint64_t done = (uint64_t)threads * per - t.undone;
@@ -552,7 +552,7 @@ static void bench_queue(bool quick) {
                 Timing t = timed([&](cudaStream_t st) {
                     queue_mutex<<<blocks, 256, 0, st>>>(mq, pairs, threads, per, g_stop, g_undone);
                 }, budget);
-                gpumem_nvme_sw_stats cs = ctl.stop();
+                gpumem_target_stats cs = ctl.stop();
                 const uint64_t done = (uint64_t)threads * per - t.undone;
                 return RowRun{t.s, done, t.finished, cs.commands == done && cs.flushes == done && cs.violations == 0};
             });
@@ -880,7 +880,7 @@ static void bench_waitcap_gpuctl(bool quick) {
             Timing t = timed([&](cudaStream_t st) {
                 queue_lockfree<<<threads / 256, 256, 0, st>>>(ctl.pairs, 1, threads, per, bad, g_stop, g_undone);
             }, budget);
-            gpumem_nvme_sw_stats cs = ctl.stop();
+            gpumem_target_stats cs = ctl.stop();
             unsigned long long b = 0;
             CHECK(cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost));
             const uint64_t done = (uint64_t)threads * per - t.undone;
@@ -926,7 +926,7 @@ static void bench_misses(bool quick) {
     Ctl ctl(pairs, 1024, ns_bytes, line / 512, true);
     for (uint64_t cap : caps) {
         // The pairs initialised before the cache reads their namespace.
-        gpumem_status init = gpumem_nvme_gpuctl_init_cuda(ctl.mem, gpumem_nvme_gpuctl_bytes(&ctl.d), &ctl.d);
+        gpumem_status init = gpumem_swctl_gpu_init_cuda(ctl.mem, gpumem_swctl_gpu_bytes(&ctl.d), &ctl.d);
         if (init != GPUMEM_OK) {
             printf("FAIL bench_gpu: GPU controller init: %s\n", gpumem_status_str(init));
             measure("misses", "cache_fills", threads, pairs, (uint32_t)(cap / 1000), "fill/s", 1,
@@ -934,7 +934,7 @@ static void bench_misses(bool quick) {
             continue;
         }
         gpumem_nvme_ns ns;
-        (void)gpumem_nvme_gpuctl_ns(&ctl.d, &ns);
+        (void)gpumem_swctl_gpu_ns(&ctl.d, &ns);
         gpumem_cache_backing backing = gpumem_cache_backing_nvme(ctl.pairs, 1, pairs, &ns, 0, GPUMEM_CACHE_STRIPE);
         Rig r(line, n_lines, slots, &backing);
         gpumem_cache *c = r.cache;
@@ -948,7 +948,7 @@ static void bench_misses(bool quick) {
                     Timing t = timed([&](cudaStream_t st) {
                         miss_reads<<<threads / 256, 256, 0, st>>>(c, n_lines, per, bad, g_stop, g_undone);
                     }, budget);
-                    gpumem_nvme_sw_stats cs = ctl.stop();
+                    gpumem_target_stats cs = ctl.stop();
                     gpumem_cache_get_stats(c, &after);
                     unsigned long long b;
                     CHECK(cudaMemcpy(&b, bad, sizeof b, cudaMemcpyDeviceToHost));

@@ -48,8 +48,8 @@ __global__ void reg_qp_poll(gpumem_nvme_qp *qp, gpumem_nvme_req *reqs, uint32_t 
 }
 
 // The GPU-resident controller's serving loop.
-__global__ void reg_gpuctl_serve(gpumem_nvme_gpuctl *c) {
-    gpumem_nvme_gpuctl_serve(c, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
+__global__ void reg_gpuctl_serve(gpumem_swctl_gpu *c) {
+    gpumem_swctl_gpu_serve(c, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x);
 }
 
 // The share: one write through a shared cache (get to write, a word, put);

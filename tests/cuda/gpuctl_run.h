@@ -1,7 +1,7 @@
-// Running a GPU-resident controller (gpumem_nvme_gpuctl) for the CUDA tests
+// Running a GPU-resident controller (gpumem_swctl_gpu) for the CUDA tests
 // and benchmarks, the two ways they run one:
 //   start_gpuctl   the persistent block on a stream of its own
-//                  (gpumem_nvme_gpuctl_start, the client kernels preloaded);
+//                  (gpumem_swctl_gpu_start, the client kernels preloaded);
 //                  if it did not start, it is stopped, the status printed by
 //                  name, and the caller must not launch its clients
 //   stop_gpuctl    set the stop word and wait for the block (bounded)
@@ -23,21 +23,21 @@
  * for (a block that starts late ends at once), so that nothing of it is
  * left running: the caller must not launch clients, which would wait on a
  * controller that is not there, and counts the run as failed. */
-static inline gpumem_status start_gpuctl(gpumem_nvme_gpuctl *c, const gpumem_nvme_gpuctl_desc *d, uint32_t servers,
+static inline gpumem_status start_gpuctl(gpumem_swctl_gpu *c, const gpumem_swctl_gpu_desc *d, uint32_t servers,
                                          cudaStream_t stream, const void *const *kernels, uint32_t n_kernels,
                                          const char *what) {
-    gpumem_status st = gpumem_nvme_gpuctl_start(c, d, servers, stream, kernels, n_kernels, 10000);
+    gpumem_status st = gpumem_swctl_gpu_start(c, d, servers, stream, kernels, n_kernels, 10000);
     if (st == GPUMEM_OK) return st;
     printf("FAIL %s: the GPU controller did not start: %s; clients not launched\n", what, gpumem_status_str(st));
     fflush(stdout);
-    gpumem_nvme_gpuctl_stop(d);
+    gpumem_swctl_gpu_stop(d);
     wait_stream(stream, 30, "a GPU controller that did not start, once stopped");
     return st;
 }
 
 /* Set the stop word and wait, at most `seconds`, for the block to end. */
-static inline void stop_gpuctl(const gpumem_nvme_gpuctl_desc *d, cudaStream_t stream, double seconds) {
-    gpumem_nvme_gpuctl_stop(d);
+static inline void stop_gpuctl(const gpumem_swctl_gpu_desc *d, cudaStream_t stream, double seconds) {
+    gpumem_swctl_gpu_stop(d);
     wait_stream(stream, seconds, "GPU controller, after its stop word was set");
 }
 
@@ -51,9 +51,9 @@ static inline void stop_gpuctl(const gpumem_nvme_gpuctl_desc *d, cudaStream_t st
  * `static constexpr uint32_t kPhases` and
  * `__device__ void run(uint32_t phase, uint32_t worker, uint32_t workers) const`. */
 template <typename Client>
-__global__ void gpuctl_fused_kernel(gpumem_nvme_gpuctl *ctl, Client client, uint32_t *arrived) {
+__global__ void gpuctl_fused_kernel(gpumem_swctl_gpu *ctl, Client client, uint32_t *arrived) {
     if (blockIdx.x == 0) {
-        gpumem_nvme_gpuctl_serve(ctl, threadIdx.x, blockDim.x);
+        gpumem_swctl_gpu_serve(ctl, threadIdx.x, blockDim.x);
         return;
     }
     const uint32_t worker = (blockIdx.x - 1) * blockDim.x + threadIdx.x, workers = (gridDim.x - 1) * blockDim.x;
@@ -79,7 +79,7 @@ __global__ void gpuctl_fused_kernel(gpumem_nvme_gpuctl *ctl, Client client, uint
  * most enough for `threads` workers. Waits at most `seconds`. False (with a
  * FAIL line) where the device cannot launch it cooperatively. */
 template <typename Client>
-static bool run_fused(gpumem_nvme_gpuctl *c, const Client &client, uint32_t threads, cudaStream_t stream,
+static bool run_fused(gpumem_swctl_gpu *c, const Client &client, uint32_t threads, cudaStream_t stream,
                       double seconds, const char *what) {
     int per_sm = 0, dev = 0, sms = 0, coop = 0;
     uint32_t *arrived;

@@ -283,7 +283,7 @@ static void test_over_gpu_controller(bool fused) {
     test_begin();
     const uint32_t line = 4096, n_lines = scaled(2048, 256), slots = scaled(256, 32), pairs = 4;
     const uint64_t data_bytes = (uint64_t)line * n_lines;
-    gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
+    gpumem_swctl_gpu_desc d = gpumem_swctl_gpu_desc_default();
     uint32_t *control;
     uint64_t *ns;
     void *mem;
@@ -302,14 +302,14 @@ static void test_over_gpu_controller(bool fused) {
     d.control = control;
     // The controller and its pairs in managed memory, initialised on the
     // host: gpumem_cache_init reads each pair's namespace from the host.
-    size_t bytes = gpumem_nvme_gpuctl_bytes(&d);
+    size_t bytes = gpumem_swctl_gpu_bytes(&d);
     CHECK(cudaMallocManaged(&mem, bytes));
-    gpumem_status init = gpumem_nvme_gpuctl_init(mem, bytes, &d);
+    gpumem_status init = gpumem_swctl_gpu_init(mem, bytes, &d);
     EXPECT(init == GPUMEM_OK, "controller init: %s", gpumem_status_str(init));
     CHECK(cudaMallocManaged(&pair_list, pairs * sizeof *pair_list));
-    for (uint32_t i = 0; i < pairs; i++) pair_list[i] = gpumem_nvme_gpuctl_pair(mem, i);
+    for (uint32_t i = 0; i < pairs; i++) pair_list[i] = gpumem_swctl_gpu_pair(mem, i);
     gpumem_nvme_ns served;
-    gpumem_status got_ns = gpumem_nvme_gpuctl_ns(&d, &served);
+    gpumem_status got_ns = gpumem_swctl_gpu_ns(&d, &served);
     EXPECT(got_ns == GPUMEM_OK, "controller namespace: %s", gpumem_status_str(got_ns));
     gpumem_cache_backing b = gpumem_cache_backing_nvme(pair_list, 1, pairs, &served, 0, GPUMEM_CACHE_STRIPE);
     Rig r(line, n_lines, slots, &b);
@@ -333,7 +333,7 @@ static void test_over_gpu_controller(bool fused) {
     const uint32_t threads = scaled(65536, 2048), per = 8;
     const char *what = "cache over the GPU controller";
     bool ran = false;
-    gpumem_nvme_gpuctl *ctl = (gpumem_nvme_gpuctl *)mem;
+    gpumem_swctl_gpu *ctl = (gpumem_swctl_gpu *)mem;
     if (init != GPUMEM_OK) {
         // nothing to run
     } else if (fused) {
@@ -364,9 +364,9 @@ static void test_over_gpu_controller(bool fused) {
            "reads: ok %llu bad %llu other %llu", reads->ok, reads->bad, reads->other);
     EXPECT(*fst == GPUMEM_OK, "flush on the GPU: %s", gpumem_status_str(*fst));
     EXPECT(writes->ok == r.n_words && writes->other == 0, "writes ok %llu other %llu", writes->ok, writes->other);
-    gpumem_nvme_sw_stats cs;
+    gpumem_target_stats cs;
     gpumem_cache_stats s;
-    EXPECT(gpumem_nvme_gpuctl_get_stats_cuda(ctl, &cs) == GPUMEM_OK, "controller stats");
+    EXPECT(gpumem_swctl_gpu_get_stats_cuda(ctl, &cs) == GPUMEM_OK, "controller stats");
     gpumem_cache_get_stats(r.cache, &s);
     uint64_t *host = (uint64_t *)malloc(data_bytes), wrong = 0;
     CHECK(cudaMemcpy(host, ns, data_bytes, cudaMemcpyDeviceToHost));

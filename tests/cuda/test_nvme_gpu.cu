@@ -3,14 +3,14 @@
 //      (rings, doorbells, signals) and namespace in pinned, mapped host memory,
 //      each pair's client state in GPU memory, and a controller that never
 //      parks (gpumem_swctl_config_gpu_clients);
-//   2. the GPU-resident controller (gpumem_nvme_gpuctl) in GPU memory with the
+//   2. the GPU-resident controller (gpumem_swctl_gpu) in GPU memory with the
 //      namespace in GPU memory, as a persistent block on its own stream;
 //   3. the same with the namespace in pinned host memory (every transfer
 //      crosses PCIe), run in block 0 of a cooperative launch that also holds
 //      the clients (co-residency guaranteed);
 //   4. a million client threads on 16 pairs of the GPU controller;
 //   5. 64 pairs with a warp each: the controller in several blocks;
-// and gpumem_nvme_gpuctl_start refusing sizes that cannot run.
+// and gpumem_swctl_gpu_start refusing sizes that cannot run.
 // Every client writes its own block with its own pattern, reads it back
 // (blocking), reads it again asynchronously together with an asynchronous
 // Flush, and checks both reads word by word. Every operation is counted; the
@@ -113,7 +113,7 @@ struct FusedClients {
 static int small_run = 0, fused_only = 0;
 
 // Check the controller's counts and the namespace against n clients.
-static void expect_clean(const gpumem_nvme_sw_stats &s, const Counts &c, uint32_t n, const uint32_t *ns) {
+static void expect_clean(const gpumem_target_stats &s, const Counts &c, uint32_t n, const uint32_t *ns) {
     uint32_t bad = 0;
     EXPECT(c.ok == 4ull * n && c.failed == 0, "clients: %llu ok, %llu failed of %llu", c.ok, c.failed, 4ull * n);
     EXPECT(s.commands == 4ull * n && s.writes == n && s.reads == 2ull * n && s.flushes == n,
@@ -195,11 +195,11 @@ __global__ void fill_namespace(uint32_t *ns, uint32_t n_blocks) {
 }
 
 static void run_gpu_controller(const GpuRun &r) {
-    gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
+    gpumem_swctl_gpu_desc d = gpumem_swctl_gpu_desc_default();
     uint32_t *control, *ns;
     void *mem;
     Clients a;
-    gpumem_nvme_sw_stats s;
+    gpumem_target_stats s;
     cudaStream_t ctl_stream, client_stream;
     char detail[200];
     bool fused = r.fused || fused_only;
@@ -217,14 +217,14 @@ static void run_gpu_controller(const GpuRun &r) {
     d.n_blocks = r.clients;
     d.ram = ns;
     d.control = control;
-    size_t bytes = gpumem_nvme_gpuctl_bytes(&d);
+    size_t bytes = gpumem_swctl_gpu_bytes(&d);
     CHECK(cudaMalloc(&mem, bytes));
-    gpumem_status init = gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d);
+    gpumem_status init = gpumem_swctl_gpu_init_cuda(mem, bytes, &d);
     EXPECT(init == GPUMEM_OK, "controller init: %s", gpumem_status_str(init));
-    gpumem_nvme_gpuctl *ctl = (gpumem_nvme_gpuctl *)mem;
+    gpumem_swctl_gpu *ctl = (gpumem_swctl_gpu *)mem;
     {   // device addresses of the pairs, computed from the base
         gpumem_nvme_qp *host_list[256];
-        for (uint32_t i = 0; i < r.pairs; i++) host_list[i] = gpumem_nvme_gpuctl_pair(mem, i);
+        for (uint32_t i = 0; i < r.pairs; i++) host_list[i] = gpumem_swctl_gpu_pair(mem, i);
         CHECK(cudaMalloc((void **)&a.pairs, r.pairs * sizeof *a.pairs));
         CHECK(cudaMemcpy(a.pairs, host_list, r.pairs * sizeof *a.pairs, cudaMemcpyHostToDevice));
     }
@@ -261,7 +261,7 @@ static void run_gpu_controller(const GpuRun &r) {
     double secs = wall_s() - t0;
     Counts c;
     CHECK(cudaMemcpy(&c, a.counts, sizeof c, cudaMemcpyDeviceToHost));
-    EXPECT(gpumem_nvme_gpuctl_get_stats_cuda(ctl, &s) == GPUMEM_OK, "stats");
+    EXPECT(gpumem_swctl_gpu_get_stats_cuda(ctl, &s) == GPUMEM_OK, "stats");
     uint32_t *host_ns = (uint32_t *)malloc((size_t)r.clients * LBA);
     CHECK(cudaMemcpy(host_ns, ns, (size_t)r.clients * LBA, cudaMemcpyDefault));
     if (ran) expect_clean(s, c, r.clients, host_ns);
@@ -281,7 +281,7 @@ static void run_gpu_controller(const GpuRun &r) {
     cudaFreeHost(control);
 }
 
-// gpumem_nvme_gpuctl_start refuses what cannot run, before it launches
+// gpumem_swctl_gpu_start refuses what cannot run, before it launches
 // anything: no threads, a partial warp above one block, a grid no device
 // holds resident at once (16M threads, and the largest whole-warp count,
 // where 32-bit block arithmetic would wrap), and a stream that is not
@@ -294,32 +294,32 @@ static void run_gpu_controller(const GpuRun &r) {
 // theirs (it used to read as a failed launch, and start returned ESYS with
 // the controller running and nobody to stop it).
 static void test_start_refusals(void) {
-    gpumem_nvme_gpuctl_desc d = gpumem_nvme_gpuctl_desc_default();
+    gpumem_swctl_gpu_desc d = gpumem_swctl_gpu_desc_default();
     cudaFuncAttributes attr;
     uint32_t *control, *ns;
     void *mem;
     cudaStream_t stream;
     const void *clients[] = {(const void *)clients_kernel};
     test_begin();
-    CHECK(cudaFuncGetAttributes(&attr, (const void *)gpumem_nvme_gpuctl_kernel<>));
+    CHECK(cudaFuncGetAttributes(&attr, (const void *)gpumem_swctl_gpu_kernel<>));
     CHECK(cudaHostAlloc((void **)&control, 2 * sizeof *control, cudaHostAllocMapped));
     control[0] = control[1] = 0;
     CHECK(cudaMalloc((void **)&ns, 8 * LBA));
     d.n_pairs = 1, d.depth = 64, d.n_cids = 64, d.lba_bytes = LBA, d.n_blocks = 8, d.ram = ns, d.control = control;
-    size_t bytes = gpumem_nvme_gpuctl_bytes(&d);
+    size_t bytes = gpumem_swctl_gpu_bytes(&d);
     CHECK(cudaMalloc(&mem, bytes));
-    EXPECT(gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d) == GPUMEM_OK, "controller init");
+    EXPECT(gpumem_swctl_gpu_init_cuda(mem, bytes, &d) == GPUMEM_OK, "controller init");
     CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     const uint32_t asks[] = {0u, (uint32_t)attr.maxThreadsPerBlock + 1u, 1u << 24, UINT32_MAX & ~31u};
     for (uint32_t ask : asks) {
-        gpumem_status st = gpumem_nvme_gpuctl_start((gpumem_nvme_gpuctl *)mem, &d, ask, stream, clients, 1, 1000);
+        gpumem_status st = gpumem_swctl_gpu_start((gpumem_swctl_gpu *)mem, &d, ask, stream, clients, 1, 1000);
         EXPECT(st == GPUMEM_EINVAL, "start with %u threads: %s, not EINVAL", ask, gpumem_status_str(st));
     }
     cudaStream_t blocking;
     CHECK(cudaStreamCreate(&blocking));
     const cudaStream_t blocking_streams[] = {0, blocking, cudaStreamPerThread};
     for (cudaStream_t bs : blocking_streams) {
-        gpumem_status st = gpumem_nvme_gpuctl_start((gpumem_nvme_gpuctl *)mem, &d, 32, bs, clients, 1, 1000);
+        gpumem_status st = gpumem_swctl_gpu_start((gpumem_swctl_gpu *)mem, &d, 32, bs, clients, 1, 1000);
         EXPECT(st == GPUMEM_EINVAL, "start on blocking stream %p: %s, not EINVAL", (void *)bs, gpumem_status_str(st));
         if (st == GPUMEM_OK) { // it runs there: stop it before anything waits on the legacy stream
             stop_gpuctl(&d, bs, 30);
@@ -331,17 +331,17 @@ static void test_start_refusals(void) {
     EXPECT(control[0] == 0 && control[1] == 0, "a refused start launched or stopped something (stop %u, running %u)",
            control[0], control[1]);
     control[1] = 1; // as a controller started before would leave it
-    gpumem_status again = gpumem_nvme_gpuctl_start((gpumem_nvme_gpuctl *)mem, &d, 32, stream, clients, 1, 1000);
+    gpumem_status again = gpumem_swctl_gpu_start((gpumem_swctl_gpu *)mem, &d, 32, stream, clients, 1, 1000);
     EXPECT(again == GPUMEM_ESTATE, "a start over a used controller: %s, not ESTATE", gpumem_status_str(again));
     control[1] = 0;
     // A failed allocation leaves cudaErrorMemoryAllocation (not sticky) for
     // the next cudaGetLastError.
     void *too_big = nullptr;
     EXPECT(cudaMalloc(&too_big, (size_t)1 << 60) != cudaSuccess, "a 2^60-byte cudaMalloc succeeded");
-    gpumem_status init = gpumem_nvme_gpuctl_init_cuda(mem, bytes, &d);
+    gpumem_status init = gpumem_swctl_gpu_init_cuda(mem, bytes, &d);
     EXPECT(init == GPUMEM_OK, "init after a failed CUDA call: %s", gpumem_status_str(init));
     EXPECT(cudaMalloc(&too_big, (size_t)1 << 60) != cudaSuccess, "a 2^60-byte cudaMalloc succeeded");
-    gpumem_status stale = gpumem_nvme_gpuctl_start((gpumem_nvme_gpuctl *)mem, &d, 32, stream, clients, 1, 10000);
+    gpumem_status stale = gpumem_swctl_gpu_start((gpumem_swctl_gpu *)mem, &d, 32, stream, clients, 1, 10000);
     EXPECT(stale == GPUMEM_OK, "start after a failed CUDA call: %s", gpumem_status_str(stale));
     stop_gpuctl(&d, stream, 30); // a failed start stopped it already; a good one is stopped here
     char detail[200];
@@ -349,7 +349,7 @@ static void test_start_refusals(void) {
              "0, %d, %u and %u threads refused (block limit %d at %d registers); blocking streams and a restart "
              "too; init and start after a failed CUDA call",
              attr.maxThreadsPerBlock + 1, 1u << 24, UINT32_MAX & ~31u, attr.maxThreadsPerBlock, attr.numRegs);
-    test_end("gpumem_nvme_gpuctl_start refuses what cannot run", detail);
+    test_end("gpumem_swctl_gpu_start refuses what cannot run", detail);
     cudaStreamDestroy(stream);
     cudaFree(mem);
     cudaFree(ns);
@@ -370,7 +370,7 @@ int main(int argc, char **argv) {
         {"GPU controller, depth 2 (every command a handoff)", 4096 / k, 1, 2, 32, false, false},
         {"GPU controller, a million client threads on 16 pairs", (1u << 20) / (k * k), 16, 1024, 128, false, false},
         // A warp per pair for 64 pairs: 2,048 threads, more than one block of
-        // the controller kernel holds, so gpumem_nvme_gpuctl_start launches
+        // the controller kernel holds, so gpumem_swctl_gpu_start launches
         // several (4 of 512 at 104 registers per thread).
         {"GPU controller in several blocks (a warp per pair, 64 pairs)", 65536 / k, 64, 256, 2048, false, false},
     };

@@ -50,23 +50,23 @@ class Watch {
  * (copied from GPU memory on a stream of its own); on a stall, its stop word
  * is set and every pair's client and controller state printed. */
 class GpuctlWatch : public Watch {
-    const gpumem_nvme_gpuctl *ctl_;
-    const gpumem_nvme_gpuctl_desc *desc_;
+    const gpumem_swctl_gpu *ctl_;
+    const gpumem_swctl_gpu_desc *desc_;
     static uint64_t progress(void *p) {
-        gpumem_nvme_sw_stats s;
-        return gpumem_nvme_gpuctl_get_stats_cuda(((GpuctlWatch *)p)->ctl_, &s) == GPUMEM_OK ? s.commands : 0;
+        gpumem_target_stats s;
+        return gpumem_swctl_gpu_get_stats_cuda(((GpuctlWatch *)p)->ctl_, &s) == GPUMEM_OK ? s.commands : 0;
     }
-    static void stop(void *p) { gpumem_nvme_gpuctl_stop(((GpuctlWatch *)p)->desc_); }
+    static void stop(void *p) { gpumem_swctl_gpu_stop(((GpuctlWatch *)p)->desc_); }
     static size_t report(void *p, char *buf, size_t n) {
 #if !defined(__CUDA_ARCH__) /* host code; the report exists in the host pass */
-        return gpumem_nvme_gpuctl_report_cuda(((GpuctlWatch *)p)->ctl_, buf, n, 0);
+        return gpumem_swctl_gpu_report_cuda(((GpuctlWatch *)p)->ctl_, buf, n, 0);
 #else
         return (void)p, (void)buf, n;
 #endif
     }
 
   public:
-    GpuctlWatch(const gpumem_nvme_gpuctl *c, const gpumem_nvme_gpuctl_desc *d, const char *what, uint32_t stall_ms)
+    GpuctlWatch(const gpumem_swctl_gpu *c, const gpumem_swctl_gpu_desc *d, const char *what, uint32_t stall_ms)
         : ctl_(c), desc_(d) {
         begin(gpumem_watchdog_config_make(what, stall_ms, progress, stop, report, this));
     }

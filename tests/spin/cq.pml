@@ -54,7 +54,7 @@
  *     store sq_head = best; store cq_head; clear the marks; CQ doorbell;
  *     store cq_released; unlock; load the mark at the new head, loop if 1
  *                                                 -> one step each
- *   the controller (gpumem_nvme_sw_fetch, gpumem__sw_accept, its CQ room
+ *   the controller (gpumem_target_fetch, gpumem__sw_accept, its CQ room
  *     check and posting: dword 0 first, dword 3 with the phase last)
  *                                                 -> Ctl; completes fetched commands in any order
  *                                                    (gpumem_swctl's `reorder`)
@@ -166,7 +166,7 @@ byte done_at[D];          /* 128 | v: the completion at position v was delivered
 byte collected = 0;
 
 /* The controller reads the CQ head doorbell: completions behind it are
- * consumed, their IDs free for reuse (gpumem_nvme_sw_take_cq_doorbell). */
+ * consumed, their IDs free for reuse (gpumem_target_take_cq_doorbell). */
 inline take_cq_db() {
   atomic {
     vh = VM(ctl_tail - ((ctl_tail - cq_db) & MASK));
@@ -196,7 +196,7 @@ inline take_cq_db() {
 proctype Ctl() {
   byte e, c, vh, i;
   do
-  :: atomic {   /* gpumem_nvme_sw_fetch */
+  :: atomic {   /* gpumem_target_fetch */
        ctl_fetched != tail ->
        e = ctl_fetched & MASK;
        c = sq_cid[e];

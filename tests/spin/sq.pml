@@ -50,7 +50,7 @@
  *     store tail = cur + n (seq_cst); doorbell write of (cur + n) & mask
  *                                                    -> one step, with the controller taking the
  *                                                       doorbell and fetching up to it
- *   the controller (gpumem_nvme_sw_take_sq_doorbell, gpumem_nvme_sw_fetch:
+ *   the controller (gpumem_target_take_sq_doorbell, gpumem_target_fetch:
  *     in order up to the doorbell)                   -> at the doorbell write: a controller may
  *                                                       fetch at once, and a later fetch is only
  *                                                       a head mover freeing less (below)
