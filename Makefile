@@ -221,8 +221,12 @@ doctor:
 # The doctor's tests run the program too (exit codes, --json).
 $(BUILD)/test_doctor: $(BUILD)/gpumem-doctor
 
-# The graph test runs the graph program as well as including its header.
-$(BUILD)/test_graph: examples/graph.h examples/graph_formats.h $(BUILD)/graph
+# The graph test runs the graph program as well as including its header,
+# and, to show a full disk without filling one, with statvfs replaced
+# (LD_PRELOAD; no sanitizer in the preloaded object: it must load first).
+$(BUILD)/test_graph: examples/graph.h examples/graph_formats.h $(BUILD)/graph $(BUILD)/fake_statvfs.so
+$(BUILD)/fake_statvfs.so: tests/fake_statvfs.c | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -shared -fPIC $< -o $@
 
 run-tests: $(TESTS) $(BUILD)/asan_kept $(BUILD)/race_stats $(BUILD)/race_orphan $(BUILD)/race_reset $(BUILD)/hello $(BUILD)/bench_doorbell
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
