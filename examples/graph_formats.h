@@ -737,10 +737,10 @@ GRAPH_API gpumem_status graph__read_sg(graph_import *im) {
     if ((uint64_t)sb.st_size != want) {
         close(fd);
         return GRAPH__AT_BYTE(im, (uint64_t)sb.st_size < want ? (uint64_t)sb.st_size : want,
-                              "%s: the counts (edges %lld at byte 1, nodes %lld at byte 9%s) expect a %llu-byte file,"
-                              " found %llu bytes", (uint64_t)sb.st_size < want ? "truncated" : "count fields do not"
-                              " match the file's size", (long long)m, (long long)n,
-                              head[0] ? ", directed: inverse arrays too" : "", (unsigned long long)want,
+                              "%s: expected a %llu-byte file from the counts (edges %lld at byte 1, nodes %lld at"
+                              " byte 9%s), found %llu bytes", (uint64_t)sb.st_size < want ? "truncated" : "count"
+                              " fields do not match the file's size", (unsigned long long)want, (long long)m,
+                              (long long)n, head[0] ? ", directed: inverse arrays too" : "",
                               (unsigned long long)sb.st_size);
     }
     im->n_nodes = (uint64_t)n;
