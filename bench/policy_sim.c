@@ -35,7 +35,9 @@
 #include "bench/policy_sim.h"
 #include "bench/policy_traces.h"
 
+#ifndef CHUNK /* accesses a pass holds at once; tests/fuzz/fuzz_trace.c makes it small, to cross chunks often */
 #define CHUNK (1u << 20)
+#endif
 #define STEP 65536u
 #define MAX_SIMS 128
 #define TRAIN_WINDOW (1ull << 22) /* GMT: exact RDs over the first 4M accesses */
