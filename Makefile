@@ -26,6 +26,8 @@
 #   make qemu-bench the forwarder vs fio (io_uring_cmd) vs the VFIO shim in QEMU (issue 35)
 #   make qemu-uring the io_uring passthrough forwarder in QEMU: local /dev/ngXn1, then nvmet
 #                   over nvme-tcp in the guest (docs/uring.md)
+#   make fuzz       the libFuzzer harnesses (tests/fuzz/; clang, ASan+UBSan) over their seeds, then
+#                   FUZZ_SECONDS (default 60) each: graph readers, trace reader, doctor, CQ validation
 # Each target first checks the tools it needs and installs what is missing
 # (tools/deps.sh; GPUMEM_NO_INSTALL=1 only names the install command).
 CC      ?= gcc
@@ -679,3 +681,35 @@ tier-bench:
 	@mkdir -p $(RESULTS)
 	$(BUILD)/tier_bench --out $(RESULTS) --machine "$$(sh tools/machine.sh)"
 	cat $(RESULTS)/tier-bench.md
+
+# ---- fuzzing (issue 42): make fuzz -----------------------------------------------------
+# The libFuzzer harnesses of tests/fuzz/ (README.md there), one per parser and
+# per device-written path, built by clang with ASan and UBSan (UBSan stops at
+# its first report). Each checks properties, not only crashes: against a
+# reference reader where there is one, that errors name their place, that
+# nothing is left behind, that --json parses, that every completion is
+# delivered once. `make fuzz` runs each over its committed seeds, then for
+# FUZZ_SECONDS (default 60; 0: the seeds alone); tools/fuzz.sh reports inputs
+# run and corpus size, keeps what fails in build/fuzz/artifacts and exits 1.
+# Not part of make test: what a campaign finds becomes a Criterion test.
+# One harness a line, so that branches adding one merge without conflict.
+FUZZ_TARGETS := nvme_cq
+FUZZ_TARGETS += graph_text
+FUZZ_TARGETS += graph_sg
+FUZZ_TARGETS += trace
+FUZZ_TARGETS += doctor
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -std=c11 $(WARN) -O1 -g -fno-omit-frame-pointer \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_BINS := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -I. $< -o $@ -lm -pthread -ldl
+$(BUILD)/fuzz/fuzz_graph_text $(BUILD)/fuzz/fuzz_graph_sg: examples/graph.h examples/graph_formats.h tests/fuzz/graph_ref.h
+$(BUILD)/fuzz/fuzz_trace: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h
+.PHONY: fuzz
+fuzz:
+	@$(DEPS) libfuzzer
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+	@sh tools/fuzz.sh $(BUILD)/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
