@@ -472,6 +472,29 @@ static ssize_t gpumem__doctor_readlink(const gpumem_doctor_config *cfg, const ch
     return n;
 }
 
+/* The next line of one of the doctor's own files (gpumem-doctor/cuda and
+ * owners) into line, without its end ("\n", or "\r\n"): 1; 0 at the end;
+ * -1 for a line holding a NUL byte or longer than bytes - 1, with `why`.
+ * Not fgets: a NUL ended the line for the parser and the rest was taken
+ * unread, a long line's rest was read as the next line (a message naming
+ * the wrong one), and a carriage return anywhere cut the value there. */
+static int gpumem__doctor_own_line(FILE *f, char *line, size_t bytes, char *why, size_t why_bytes) {
+    size_t n = 0;
+    int c = getc(f);
+    if (c == EOF) return 0;
+    for (; c != EOF && c != '\n'; c = getc(f)) {
+        if (c == 0 || n + 1 == bytes) {
+            if (c == 0) snprintf(why, why_bytes, "a NUL byte at column %zu", n + 1);
+            else snprintf(why, why_bytes, "a line of more than %zu bytes", bytes - 1);
+            return -1;
+        }
+        line[n++] = (char)c;
+    }
+    if (n && line[n - 1] == '\r') n--;
+    line[n] = 0;
+    return 1;
+}
+
 /* stat for a check that judges the owner (/dev/vfio/N, /dev/ngXnY): under a
  * root other than "/", ROOT/gpumem-doctor/owners (lines "PATH UID GID MODE",
  * PATH relative to the root, MODE octal) overrides the owner, group and
@@ -490,10 +513,18 @@ static int gpumem__doctor_stat_owned(const gpumem_doctor_config *cfg, const char
     while (*rel == '/') rel++;
     gpumem__doctor_path(cfg, owners, sizeof owners, "/gpumem-doctor/owners");
     if (!(f = fopen(owners, "r"))) return 0;
-    while (rc == 0 && fgets(line, sizeof line, f)) {
-        char extra;
+    while (rc == 0) {
+        char extra, why[64];
+        int got = gpumem__doctor_own_line(f, line, sizeof line, why, sizeof why);
+        if (got == 0) break;
         lineno++;
-        line[strcspn(line, "\r\n")] = 0;
+        if (got < 0) {
+            if (rep)
+                snprintf(rep->error, sizeof rep->error, "%.160s:%d: expected \"PATH UID GID MODE\" (mode octal), "
+                         "found %s", owners, lineno, why);
+            rc = -2;
+            break;
+        }
         if (!line[0] || line[0] == '#') continue;
         if (sscanf(line, "%511s %u %u %o %c", name, &uid, &gid, &mode, &extra) != 4 || mode > 07777) {
             if (rep)
@@ -1186,12 +1217,17 @@ static gpumem_status gpumem__doctor_probe_file(const gpumem_doctor_config *cfg, 
         return GPUMEM_OK;
     }
     f->driver = 1;
-    while (fgets(line, sizeof line, in)) {
-        char *eq, *key = line, *val, *end;
+    for (;;) {
+        char *eq, *key = line, *val, *end, why[64];
         size_t k;
-        int matched = 0;
+        int matched = 0, got = gpumem__doctor_own_line(in, line, sizeof line, why, sizeof why);
+        if (got == 0) break;
         lineno++;
-        line[strcspn(line, "\r\n")] = 0;
+        if (got < 0) {
+            if (rep) snprintf(rep->error, sizeof rep->error, "%.200s:%d: expected key=value, found %s", path, lineno, why);
+            fclose(in);
+            return GPUMEM_EINVAL;
+        }
         if (!line[0] || line[0] == '#') continue;
         if (!(eq = strchr(line, '='))) {
             if (rep)

@@ -1069,3 +1069,52 @@ Test(doctor, snapshot_of_nothing_is_an_empty_archive, .init = setup, .fini = tea
     gpumem_doctor_record_free(&rec);
     gpumem_doctor_report_free(&rep);
 }
+
+/* The doctor's own files were read with fgets: a NUL ended a line for the
+ * parser and the rest was accepted unread ("name=GPU\0junk" read as GPU),
+ * and a line longer than the buffer went on as the next line, which the
+ * message then named (fuzzing, issue 42). Both are refused at their line. */
+Test(doctor, nul_bytes_and_long_lines_in_snapshot_files_are_refused_at_their_line, .init = setup, .fini = teardown) {
+    gpumem_doctor_config c = config();
+    gpumem_doctor_report rep;
+    char path[512], long_line[400];
+    static const char nul_cuda[] = "driver_version=570\nname=GPU\0junk\ncc=9.0\n";
+    static const char nul_owners[] = "# PATH UID GID MODE\ndev/vfio/42 0 0 0600\0 junk\n";
+    FILE *f;
+    gpu_snapshot("");
+    snprintf(path, sizeof path, "%s/gpumem-doctor/cuda", root);
+    f = fopen(path, "wb");
+    cr_assert(f);
+    fwrite(nul_cuda, 1, sizeof nul_cuda - 1, f);
+    fclose(f);
+    memset(&rep, 0, sizeof rep);
+    cr_assert_eq(gpumem_doctor_gpu(&c, 1, &rep), GPUMEM_EINVAL, "a NUL in gpumem-doctor/cuda accepted");
+    cr_assert(strstr(rep.error, "gpumem-doctor/cuda:2: expected key=value, found a NUL byte at column 9"), "%s",
+              rep.error);
+    gpumem_doctor_report_free(&rep);
+
+    memset(long_line, 'x', sizeof long_line - 1);
+    long_line[sizeof long_line - 1] = 0;
+    memcpy(long_line, "why_not=", 8);
+    f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "driver_version=570\n%s\ncc=9.0\n", long_line);
+    fclose(f);
+    memset(&rep, 0, sizeof rep);
+    cr_assert_eq(gpumem_doctor_gpu(&c, 1, &rep), GPUMEM_EINVAL, "a 399-byte line accepted");
+    cr_assert(strstr(rep.error, "gpumem-doctor/cuda:2: expected key=value, found a line of more than 255 bytes"), "%s",
+              rep.error);
+    gpumem_doctor_report_free(&rep);
+
+    vfio_machine();
+    snprintf(path, sizeof path, "%s/gpumem-doctor/owners", root);
+    f = fopen(path, "wb");
+    cr_assert(f);
+    fwrite(nul_owners, 1, sizeof nul_owners - 1, f);
+    fclose(f);
+    memset(&rep, 0, sizeof rep);
+    cr_assert_eq(gpumem_doctor_ssd(&c, &rep), GPUMEM_EINVAL, "a NUL in gpumem-doctor/owners accepted");
+    cr_assert(strstr(rep.error, "gpumem-doctor/owners:2: expected \"PATH UID GID MODE\" (mode octal), found a NUL"),
+              "%s", rep.error);
+    gpumem_doctor_report_free(&rep);
+}
