@@ -495,6 +495,31 @@ static int gpumem__doctor_own_line(FILE *f, char *line, size_t bytes, char *why,
     return 1;
 }
 
+/* PATH in an owners line: a byte that is white space, a control character
+ * or a backslash is written \ooo (three octal digits, as /proc/mounts
+ * writes a mount point with a space), so that every name a directory can
+ * hold is one word of the line; a snapshot of a /dev entry named with a
+ * space could not be read back before. Decoded in place. */
+static void gpumem__doctor_owner_escape(const char *in, char *out, size_t bytes) {
+    size_t o = 0;
+    for (; *in && o + 5 < bytes; in++) {
+        unsigned char c = (unsigned char)*in;
+        if (c <= ' ' || c == '\\' || c == 0x7F) o += (size_t)snprintf(out + o, bytes - o, "\\%03o", c);
+        else out[o++] = (char)c;
+    }
+    out[o] = 0;
+}
+static void gpumem__doctor_owner_unescape(char *s) {
+    char *o = s;
+    for (; *s; s++)
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+            *o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+            s += 3;
+        } else
+            *o++ = *s;
+    *o = 0;
+}
+
 /* stat for a check that judges the owner (/dev/vfio/N, /dev/ngXnY): under a
  * root other than "/", ROOT/gpumem-doctor/owners (lines "PATH UID GID MODE",
  * PATH relative to the root, MODE octal) overrides the owner, group and
@@ -502,7 +527,7 @@ static int gpumem__doctor_own_line(FILE *f, char *line, size_t bytes, char *why,
  * 0 found, -1 no such file, -2 a malformed owners file (rep->error). */
 static int gpumem__doctor_stat_owned(const gpumem_doctor_config *cfg, const char *path, struct stat *sb,
                                      gpumem_doctor_report *rep) {
-    char owners[512], line[640], name[512];
+    char owners[512], line[1400], name[1100];
     const char *rel = path + gpumem__doctor_root_len(cfg);
     unsigned uid, gid, mode;
     int lineno = 0, rc = 0;
@@ -526,12 +551,12 @@ static int gpumem__doctor_stat_owned(const gpumem_doctor_config *cfg, const char
             break;
         }
         if (!line[0] || line[0] == '#') continue;
-        if (sscanf(line, "%511s %u %u %o %c", name, &uid, &gid, &mode, &extra) != 4 || mode > 07777) {
+        if (sscanf(line, "%1099s %u %u %o %c", name, &uid, &gid, &mode, &extra) != 4 || mode > 07777) {
             if (rep)
                 snprintf(rep->error, sizeof rep->error, "%.160s:%d: expected \"PATH UID GID MODE\" (mode octal), "
                          "found \"%.60s\"", owners, lineno, line);
             rc = -2;
-        } else if (!strcmp(name, rel)) {
+        } else if ((gpumem__doctor_owner_unescape(name), !strcmp(name, rel))) {
             sb->st_uid = (uid_t)uid;
             sb->st_gid = (gid_t)gid;
             sb->st_mode = (sb->st_mode & ~(mode_t)07777) | (mode_t)mode;
@@ -2129,8 +2154,10 @@ gpumem_status gpumem_doctor_snapshot(const gpumem_doctor_config *cfg, const char
     }
     for (i = 0; i < sn.n; i++) /* the owners the checks judged */
         if (sn.e[i].owner) {
-            int k = snprintf(text, sizeof text, "%s %u %u %04o\n", sn.e[i].owner_key, sn.e[i].uid, sn.e[i].gid,
-                             sn.e[i].mode);
+            char key[1100];
+            int k;
+            gpumem__doctor_owner_escape(sn.e[i].owner_key, key, sizeof key);
+            k = snprintf(text, sizeof text, "%s %u %u %04o\n", key, sn.e[i].uid, sn.e[i].gid, sn.e[i].mode);
             char *grown = (char *)GPUMEM_MALLOC(owners_n + (size_t)k + 80);
             if (!grown) {
                 sn.oom = 1;

@@ -1118,3 +1118,33 @@ Test(doctor, nul_bytes_and_long_lines_in_snapshot_files_are_refused_at_their_lin
               "%s", rep.error);
     gpumem_doctor_report_free(&rep);
 }
+
+/* A snapshot wrote the owner of each judged file as "PATH UID GID MODE":
+ * a /dev entry whose name holds a space or a tab made a line no reader
+ * could split, and --root on the snapshot stopped with a malformed owners
+ * file (fuzzing, issue 42). Such bytes are written \ooo now. */
+Test(doctor, snapshot_keeps_owners_of_names_with_blanks, .init = setup, .fini = teardown) {
+    gpumem_doctor_config c = config();
+    gpumem_doctor_record rec;
+    gpumem_doctor_report live, again;
+    char tgz[512], into[512];
+    snapshot_machine();
+    put("dev/ng1n1 2", "");
+    put("dev/ng1n2\tx\\041", "");
+    c.uid = (uint32_t)getuid() + 1;
+    c.gid = (uint32_t)getgid() + 1;
+    memset(&rec, 0, sizeof rec);
+    live = run_all(&c, &rec);
+    cr_assert(strstr(finding(&live, "uring.ngdev")->found, "/dev/ng1n1 2 ("), "%s", finding(&live, "uring.ngdev")->found);
+    snprintf(tgz, sizeof tgz, "%s/snap.tgz", root);
+    cr_assert_eq(gpumem_doctor_snapshot(&c, tgz, &live), GPUMEM_OK, "%s", live.error);
+    gpumem_doctor_record_free(&rec);
+    c.record = NULL;
+    unpack(tgz, into, sizeof into);
+    gone();
+    c.root = into;
+    again = run_all(&c, NULL);
+    same_findings(&live, &again);
+    gpumem_doctor_report_free(&again);
+    gpumem_doctor_report_free(&live);
+}

@@ -69,6 +69,16 @@ static void put_n(const char *rel, const void *p, size_t n) {
 
 static void put(const char *rel, const char *text) { put_n(rel, text, strlen(text)); }
 
+/* An edit's write: where the name is a directory of the machine already
+ * (a /dev entry named "vfio"), the machine stays as it is. */
+static void edit_put(const char *rel, const void *p, size_t n) {
+    char path[600];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return;
+    put_n(rel, p, n);
+}
+
 /* A link at rel to ROOT/target (absolute, as the tests make them: the
  * snapshot must make it relative). */
 static void link_to(const char *rel, const char *target) {
@@ -186,7 +196,7 @@ static void edit(fuzz_bytes *in, options *o) {
     char name[256], rel[600], path[700];
     switch (what % 8) {
     case 0: case 1: case 2: case 3: /* overwrite a file */
-        put_n(files[(what >> 3) % N_FILES], p, n);
+        edit_put(files[(what >> 3) % N_FILES], p, n);
         break;
     case 4: /* a driver link to a driver of that name */
         name_of(p, n, name, sizeof name);
@@ -202,7 +212,7 @@ static void edit(fuzz_bytes *in, options *o) {
             link_to(SSD_DEV "/iommu_group", rel);
         } else {
             snprintf(rel, sizeof rel, "dev/%s", name);
-            put(rel, "");
+            edit_put(rel, "", 0);
         }
         break;
     case 6: /* a file or link removed */
