@@ -67,7 +67,7 @@ RESULTS := $(BUILD)/results
 
 # Every target that names no file, in one place (by section, as below).
 .PHONY: all test help help-check deps-test headers layers usage registers cuda-compile share-cuda spin run-tests \
-	stress tsan asan share-soak \
+	stress tsan asan share-soak fuzz \
 	examples demo graph-sweep gnn-sweep doctor \
 	bench plot bench-queue bench-cache bench-doorbell policy-sim bench-share tier-bench results \
 	gpu-test gpu-bench gpu-bench-plot gpu-plot gpu-prebuild gpu-dryrun gpu-examples \
@@ -171,7 +171,12 @@ $(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DGPUMEM_BUILD_DIR='"$(BUILD)"' -I. $< -o $@ -lcriterion -pthread
 
 $(BUILD)/test_policy: bench/policy_sim.h
-$(BUILD)/test_trace_input: $(BUILD)/policy_sim
+$(BUILD)/test_trace_input: $(BUILD)/policy_sim $(BUILD)/policy_sim_lsan
+# The simulator once more under AddressSanitizer, whose LeakSanitizer ends a
+# run that leaves memory allocated with exit 23: test_trace_input runs the
+# refused traces through it (a refusal used to return with everything held).
+$(BUILD)/policy_sim_lsan: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O1 -g -fsanitize=address -fno-omit-frame-pointer -I. $< -o $@ -lm -pthread
 
 # The NULL table, generated from the headers' declarations (issue 30): a
 # new public function gets its row without anyone writing it, and a new
@@ -205,11 +210,20 @@ doctor:
 	@$(DEPS) cc
 	@$(MAKE) --no-print-directory $(BUILD)/gpumem-doctor
 	$(BUILD)/gpumem-doctor $(DOCTOR_ARGS)
-# The doctor's tests run the program too (exit codes, --json).
-$(BUILD)/test_doctor: $(BUILD)/gpumem-doctor
+# The doctor's tests run the program too (exit codes, --json). They are
+# built with UBSan, stopping at the first report: the doctor parses what
+# machines and snapshots say, and an overflow there (a compute capability,
+# a kernel release) is undefined behaviour that no assertion would see.
+$(BUILD)/test_doctor: tests/test_doctor.c $(HEADERS) $(wildcard tests/*.h) $(BUILD)/gpumem-doctor | $(BUILD)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -fsanitize=undefined -fno-sanitize-recover=undefined \
+	  -DGPUMEM_BUILD_DIR='"$(BUILD)"' -I. $< -o $@ -lcriterion -pthread
 
-# The graph test runs the graph program as well as including its header.
-$(BUILD)/test_graph: examples/graph.h examples/graph_formats.h $(BUILD)/graph
+# The graph test runs the graph program as well as including its header,
+# and, to show a full disk without filling one, with statvfs replaced
+# (LD_PRELOAD; no sanitizer in the preloaded object: it must load first).
+$(BUILD)/test_graph: examples/graph.h examples/graph_formats.h $(BUILD)/graph $(BUILD)/fake_statvfs.so
+$(BUILD)/fake_statvfs.so: tests/fake_statvfs.c | $(BUILD)
+	$(CC) -std=c11 $(WARN) -O2 -shared -fPIC $< -o $@
 
 # The lock-free protocols as Spin models (tests/spin/*.pml, docs/models.md):
 # the submission queue's turns and tail markers, the completion queue's
@@ -309,6 +323,36 @@ $(BUILD)/share_soak: tests/share_soak.c $(HEADERS) $(wildcard tests/*.h) | $(BUI
 	  $(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. -Itests $< -o $@ -pthread)
 share-soak: $(BUILD)/share_soak
 	$(BUILD)/share_soak $(SOAK_ROUNDS)
+
+# The libFuzzer harnesses of tests/fuzz/ (README.md there), one per parser and
+# per device-written path, built by clang with ASan and UBSan (UBSan stops at
+# its first report). Each checks properties, not only crashes: against a
+# reference reader where there is one, that errors name their place, that
+# nothing is left behind, that --json parses, that every completion is
+# delivered once. `make fuzz` runs each over its committed seeds, then for
+# FUZZ_SECONDS (default 60; 0: the seeds alone); tools/fuzz.sh reports inputs
+# run and corpus size, keeps what fails in build/fuzz/artifacts and exits 1.
+# Not part of make test: what a campaign finds becomes a Criterion test.
+# One harness a line, so that branches adding one merge without conflict.
+FUZZ_TARGETS := nvme_cq
+FUZZ_TARGETS += graph_text
+FUZZ_TARGETS += graph_sg
+FUZZ_TARGETS += trace
+FUZZ_TARGETS += doctor
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZ_FLAGS := -std=c11 $(WARN) -O1 -g -fno-omit-frame-pointer \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_BINS := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -I. $< -o $@ -lm -pthread -ldl
+$(BUILD)/fuzz/fuzz_graph_text $(BUILD)/fuzz/fuzz_graph_sg: examples/graph.h examples/graph_formats.h tests/fuzz/graph_ref.h
+$(BUILD)/fuzz/fuzz_trace: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h
+fuzz:
+	@$(DEPS) libfuzzer
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+	@sh tools/fuzz.sh $(BUILD)/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # ============================================================================
 # examples and the main job
@@ -724,6 +768,8 @@ Tests (no GPU needed)
   make asan          the suite and the workloads under ASan + UBSan
   make stress        the soak: workloads, then random mixes for GPUMEM_SOAK_SECONDS (60) each
   make share-soak    the share's served random mixes, SOAK_ROUNDS (40) runs of each shape
+  make fuzz          the libFuzzer harnesses (graph readers, trace reader, doctor, CQ validation)
+                     over their seeds, then FUZZ_SECONDS (60) each
   make share-cuda    the share's CPU tests built by nvcc (part of make test)
   make spin          Spin models of the lock-free protocols, each exhausted, each shown to find
                      its seeded bugs (tests/spin, docs/models.md; part of make test)

@@ -198,6 +198,7 @@ void gpumem_doctor_record_free(gpumem_doctor_record *rec);
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,9 +231,42 @@ const char *gpumem_doctor_verdict_str(gpumem_doctor_verdict v) {
     return "?";
 }
 
+/* The length of the well-formed UTF-8 sequence at s (RFC 3629: shortest
+ * form, no surrogates, at most U+10FFFF), or 0 when the bytes there are
+ * none. s is NUL terminated: a continuation test fails at the NUL, so no
+ * byte past it is read. */
+static size_t gpumem__doctor_utf8_len(const unsigned char *s) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) return (s[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF; /* no overlong form, no surrogate */
+        return s[1] >= lo && s[1] <= hi && (s[2] & 0xC0) == 0x80 ? 3 : 0;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF; /* no overlong form, <= U+10FFFF */
+        return s[1] >= lo && s[1] <= hi && (s[2] & 0xC0) == 0x80 && (s[3] & 0xC0) == 0x80 ? 4 : 0;
+    }
+    return 0;
+}
+
+/* Where to cut s[0..n) so that no UTF-8 sequence is left half (a name cut
+ * to fit a field, a message cut by vsnprintf): n, or the start of the
+ * sequence that n would split. Bytes that were never UTF-8 stay as they
+ * are; the JSON writer replaces them. */
+static size_t gpumem__doctor_utf8_cut(const char *s, size_t n) {
+    size_t j = n, need;
+    unsigned lead;
+    while (j > 0 && n - j < 3 && ((unsigned char)s[j - 1] & 0xC0) == 0x80) j--;
+    if (j == 0) return n;
+    lead = (unsigned char)s[j - 1];
+    need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return n - (j - 1) < need ? j - 1 : n;
+}
+
 static void gpumem__doctor_copy(char *dst, size_t bytes, const char *src) {
     size_t n = src ? strlen(src) : 0;
-    if (n >= bytes) n = bytes - 1;
+    if (n >= bytes) n = gpumem__doctor_utf8_cut(src, bytes - 1);
     if (n) memcpy(dst, src, n);
     dst[n] = 0;
 }
@@ -268,9 +302,12 @@ static gpumem_status gpumem__doctor_say(gpumem_doctor_report *rep, const char *c
                                         const char *fix, const char *found, ...) {
     char found_text[sizeof(((gpumem_doctor_finding *)0)->found)];
     va_list ap;
+    int n;
     va_start(ap, found);
-    vsnprintf(found_text, sizeof found_text, found, ap);
+    n = vsnprintf(found_text, sizeof found_text, found, ap);
     va_end(ap);
+    if (n >= (int)sizeof found_text) /* cut: not inside a character of a name it holds */
+        found_text[gpumem__doctor_utf8_cut(found_text, sizeof found_text - 1)] = 0;
     return gpumem_doctor_add(rep, check, v, found_text, fix);
 }
 
@@ -293,15 +330,24 @@ void gpumem_doctor_print(const gpumem_doctor_report *rep, FILE *out) {
     }
 }
 
+/* A JSON string (RFC 8259): control characters escaped, well-formed UTF-8
+ * passed through, and every byte that is not part of one replaced by
+ * U+FFFD. What the checks found comes from sysfs, procfs, a snapshot or a
+ * driver's message, in whatever bytes they hold (a device name in Latin-1,
+ * a name cut to its field): passed through, one such byte made the whole
+ * output something no JSON parser reads. */
 static void gpumem__doctor_json_string(FILE *out, const char *s) {
     fputc('"', out);
-    for (; s && *s; s++) {
+    while (s && *s) {
         unsigned char c = (unsigned char)*s;
+        size_t n = gpumem__doctor_utf8_len((const unsigned char *)s);
         if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
         else if (c == '\n') fputs("\\n", out);
         else if (c == '\t') fputs("\\t", out);
         else if (c < 0x20) fprintf(out, "\\u%04x", c);
-        else fputc(c, out); /* UTF-8 passes through */
+        else if (n == 0) fputs("\\ufffd", out);
+        else fwrite(s, 1, n, out);
+        s += n ? n : 1;
     }
     fputc('"', out);
 }
@@ -426,6 +472,54 @@ static ssize_t gpumem__doctor_readlink(const gpumem_doctor_config *cfg, const ch
     return n;
 }
 
+/* The next line of one of the doctor's own files (gpumem-doctor/cuda and
+ * owners) into line, without its end ("\n", or "\r\n"): 1; 0 at the end;
+ * -1 for a line holding a NUL byte or longer than bytes - 1, with `why`.
+ * Not fgets: a NUL ended the line for the parser and the rest was taken
+ * unread, a long line's rest was read as the next line (a message naming
+ * the wrong one), and a carriage return anywhere cut the value there. */
+static int gpumem__doctor_own_line(FILE *f, char *line, size_t bytes, char *why, size_t why_bytes) {
+    size_t n = 0;
+    int c = getc(f);
+    if (c == EOF) return 0;
+    for (; c != EOF && c != '\n'; c = getc(f)) {
+        if (c == 0 || n + 1 == bytes) {
+            if (c == 0) snprintf(why, why_bytes, "a NUL byte at column %zu", n + 1);
+            else snprintf(why, why_bytes, "a line of more than %zu bytes", bytes - 1);
+            return -1;
+        }
+        line[n++] = (char)c;
+    }
+    if (n && line[n - 1] == '\r') n--;
+    line[n] = 0;
+    return 1;
+}
+
+/* PATH in an owners line: a byte that is white space, a control character
+ * or a backslash is written \ooo (three octal digits, as /proc/mounts
+ * writes a mount point with a space), so that every name a directory can
+ * hold is one word of the line; a snapshot of a /dev entry named with a
+ * space could not be read back before. Decoded in place. */
+static void gpumem__doctor_owner_escape(const char *in, char *out, size_t bytes) {
+    size_t o = 0;
+    for (; *in && o + 5 < bytes; in++) {
+        unsigned char c = (unsigned char)*in;
+        if (c <= ' ' || c == '\\' || c == 0x7F) o += (size_t)snprintf(out + o, bytes - o, "\\%03o", c);
+        else out[o++] = (char)c;
+    }
+    out[o] = 0;
+}
+static void gpumem__doctor_owner_unescape(char *s) {
+    char *o = s;
+    for (; *s; s++)
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+            *o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+            s += 3;
+        } else
+            *o++ = *s;
+    *o = 0;
+}
+
 /* stat for a check that judges the owner (/dev/vfio/N, /dev/ngXnY): under a
  * root other than "/", ROOT/gpumem-doctor/owners (lines "PATH UID GID MODE",
  * PATH relative to the root, MODE octal) overrides the owner, group and
@@ -433,7 +527,7 @@ static ssize_t gpumem__doctor_readlink(const gpumem_doctor_config *cfg, const ch
  * 0 found, -1 no such file, -2 a malformed owners file (rep->error). */
 static int gpumem__doctor_stat_owned(const gpumem_doctor_config *cfg, const char *path, struct stat *sb,
                                      gpumem_doctor_report *rep) {
-    char owners[512], line[640], name[512];
+    char owners[512], line[1400], name[1100];
     const char *rel = path + gpumem__doctor_root_len(cfg);
     unsigned uid, gid, mode;
     int lineno = 0, rc = 0;
@@ -444,17 +538,25 @@ static int gpumem__doctor_stat_owned(const gpumem_doctor_config *cfg, const char
     while (*rel == '/') rel++;
     gpumem__doctor_path(cfg, owners, sizeof owners, "/gpumem-doctor/owners");
     if (!(f = fopen(owners, "r"))) return 0;
-    while (rc == 0 && fgets(line, sizeof line, f)) {
-        char extra;
+    while (rc == 0) {
+        char extra, why[64];
+        int got = gpumem__doctor_own_line(f, line, sizeof line, why, sizeof why);
+        if (got == 0) break;
         lineno++;
-        line[strcspn(line, "\r\n")] = 0;
+        if (got < 0) {
+            if (rep)
+                snprintf(rep->error, sizeof rep->error, "%.160s:%d: expected \"PATH UID GID MODE\" (mode octal), "
+                         "found %s", owners, lineno, why);
+            rc = -2;
+            break;
+        }
         if (!line[0] || line[0] == '#') continue;
-        if (sscanf(line, "%511s %u %u %o %c", name, &uid, &gid, &mode, &extra) != 4 || mode > 07777) {
+        if (sscanf(line, "%1099s %u %u %o %c", name, &uid, &gid, &mode, &extra) != 4 || mode > 07777) {
             if (rep)
                 snprintf(rep->error, sizeof rep->error, "%.160s:%d: expected \"PATH UID GID MODE\" (mode octal), "
                          "found \"%.60s\"", owners, lineno, line);
             rc = -2;
-        } else if (!strcmp(name, rel)) {
+        } else if ((gpumem__doctor_owner_unescape(name), !strcmp(name, rel))) {
             sb->st_uid = (uid_t)uid;
             sb->st_gid = (gid_t)gid;
             sb->st_mode = (sb->st_mode & ~(mode_t)07777) | (mode_t)mode;
@@ -557,18 +659,45 @@ static void gpumem__doctor_bytes_str(uint64_t b, char *out, size_t bytes) {
     else snprintf(out, bytes, "%llu KiB", (unsigned long long)((b + 1023) >> 10));
 }
 
-/* Kernel release as major * 1000 + minor (6.1.0-18-amd64 is 6001); 0 if unknown. */
+/* A decimal number of at most `max` at *s (digits only: no sign, no
+ * space), *s moved past it; 0 when there is none or it is larger. What
+ * sysfs, procfs or a snapshot says is parsed with bounds: sscanf's %d on
+ * "99999999999" is undefined behaviour, and so was the product it fed. */
+static int gpumem__doctor_decimal(const char **s, long max, long *out) {
+    const char *p = *s;
+    long v = 0;
+    if (*p < '0' || *p > '9') return 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (max - (*p - '0')) / 10) return 0;
+        v = v * 10 + (*p - '0');
+    }
+    *s = p;
+    *out = v;
+    return 1;
+}
+
+/* Kernel release as major * 1000 + minor (6.1.0-18-amd64 is 6001); 0 if
+ * unknown, or not MAJOR.MINOR with MINOR below 1000 (5.1019 would read as
+ * 6.19) and MAJOR below 10^6 (the product fits an int). */
 static int gpumem__doctor_kernel(const gpumem_doctor_config *cfg, char *release, size_t bytes) {
     char path[512];
-    int major = 0, minor = 0;
+    const char *p = release;
+    long major, minor;
     gpumem__doctor_path(cfg, path, sizeof path, "/proc/sys/kernel/osrelease");
-    if (!gpumem__doctor_read_line(cfg, path, release, bytes) || sscanf(release, "%d.%d", &major, &minor) != 2) return 0;
-    return major * 1000 + minor;
+    if (!gpumem__doctor_read_line(cfg, path, release, bytes) || !gpumem__doctor_decimal(&p, 999999, &major) ||
+        *p++ != '.' || !gpumem__doctor_decimal(&p, 999, &minor))
+        return 0;
+    return (int)(major * 1000 + minor);
 }
 
 /* ---- IOMMU ---------------------------------------------------------------- */
 
 typedef enum { GPUMEM__IOMMU_OFF, GPUMEM__IOMMU_PASSTHROUGH, GPUMEM__IOMMU_TRANSLATING } gpumem__doctor_iommu;
+
+/* How much of /proc/cmdline the IOMMU check reads (a kernel's command line
+ * is at most 2048 bytes on x86 and arm64, 4096 on some others); a snapshot
+ * keeps the words of exactly that much. */
+#define GPUMEM__DOCTOR_CMDLINE_BYTES 4096
 
 /* The IOMMU as a device sees it: its group's domain type where the device
  * has a group (identity: passthrough; DMA, DMA-FQ: translating), otherwise
@@ -576,12 +705,15 @@ typedef enum { GPUMEM__IOMMU_OFF, GPUMEM__IOMMU_PASSTHROUGH, GPUMEM__IOMMU_TRANS
  * line. `why` says which of these decided. */
 static gpumem__doctor_iommu gpumem__doctor_iommu_state(const gpumem_doctor_config *cfg, const char *pci,
                                                       char *group, size_t group_bytes, char *why, size_t why_bytes) {
-    char path[512], type[64] = "", cmdline[2048] = "";
+    char path[512], type[64] = "", cmdline[GPUMEM__DOCTOR_CMDLINE_BYTES] = "";
     struct dirent **names;
     int n_groups, n_units;
     group[0] = 0;
+    /* All of it, not its first line: a snapshot keeps the IOMMU words of
+     * every line (gpumem__doctor_snap_content), so that --root on it reads
+     * what this read. */
     gpumem__doctor_path(cfg, path, sizeof path, "/proc/cmdline");
-    gpumem__doctor_read_line(cfg, path, cmdline, sizeof cmdline);
+    gpumem__doctor_read_file(cfg, path, cmdline, sizeof cmdline);
     if (pci) {
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s/iommu_group", pci);
         gpumem__doctor_link_name(cfg, path, group, group_bytes);
@@ -1079,6 +1211,15 @@ static void gpumem__doctor_probe_live(const gpumem_doctor_config *cfg, gpumem_do
     }
 }
 
+/* A compute capability is MAJOR.MINOR with one digit of minor (the build's
+ * sm_XY is MAJOR * 10 + MINOR); beyond these it is not one. */
+#define GPUMEM__DOCTOR_CC_MAJOR_MAX 99
+#define GPUMEM__DOCTOR_CC_MINOR_MAX 9
+static int gpumem__doctor_cc_known(const gpumem_doctor_gpu_facts *f) {
+    return f->cc_major >= 0 && f->cc_major <= GPUMEM__DOCTOR_CC_MAJOR_MAX && f->cc_minor >= 0 &&
+           f->cc_minor <= GPUMEM__DOCTOR_CC_MINOR_MAX;
+}
+
 /* ROOT/gpumem-doctor/cuda: key=value lines, '#' comments. Any malformed
  * line makes the whole file an error (file, line, expected, found). */
 static gpumem_status gpumem__doctor_probe_file(const gpumem_doctor_config *cfg, gpumem_doctor_gpu_facts *f,
@@ -1101,12 +1242,17 @@ static gpumem_status gpumem__doctor_probe_file(const gpumem_doctor_config *cfg, 
         return GPUMEM_OK;
     }
     f->driver = 1;
-    while (fgets(line, sizeof line, in)) {
-        char *eq, *key = line, *val, *end;
+    for (;;) {
+        char *eq, *key = line, *val, *end, why[64];
         size_t k;
-        int matched = 0;
+        int matched = 0, got = gpumem__doctor_own_line(in, line, sizeof line, why, sizeof why);
+        if (got == 0) break;
         lineno++;
-        line[strcspn(line, "\r\n")] = 0;
+        if (got < 0) {
+            if (rep) snprintf(rep->error, sizeof rep->error, "%.200s:%d: expected key=value, found %s", path, lineno, why);
+            fclose(in);
+            return GPUMEM_EINVAL;
+        }
         if (!line[0] || line[0] == '#') continue;
         if (!(eq = strchr(line, '='))) {
             if (rep)
@@ -1124,15 +1270,24 @@ static gpumem_status gpumem__doctor_probe_file(const gpumem_doctor_config *cfg, 
         else if (!strcmp(key, "pci")) gpumem__doctor_copy(f->pci, sizeof f->pci, val), matched = 1;
         else if (!strcmp(key, "loading") && (!strcmp(val, "lazy") || !strcmp(val, "eager")))
             f->lazy = !strcmp(val, "lazy"), matched = 1;
-        else if (!strcmp(key, "cc") && sscanf(val, "%d.%d", &f->cc_major, &f->cc_minor) == 2) matched = 1;
+        else if (!strcmp(key, "cc")) {
+            const char *p = val;
+            long major, minor;
+            if (gpumem__doctor_decimal(&p, GPUMEM__DOCTOR_CC_MAJOR_MAX, &major) && *p++ == '.' &&
+                gpumem__doctor_decimal(&p, GPUMEM__DOCTOR_CC_MINOR_MAX, &minor) && !*p)
+                f->cc_major = (int)major, f->cc_minor = (int)minor, matched = 1;
+        }
         else if (!strcmp(key, "bar1_total") || !strcmp(key, "bar1_free")) {
             unsigned long long b = strtoull(val, &end, 10);
             if (end != val && !*end) *(key[5] == 't' ? &f->bar1_total : &f->bar1_free) = b, matched = 1;
         } else
             for (k = 0; k < sizeof int_keys / sizeof int_keys[0]; k++)
                 if (!strcmp(key, int_keys[k])) {
-                    long x = strtol(val, &end, 10);
-                    if (end != val && !*end) *int_fields[k] = (int)x, matched = 1;
+                    long x;
+                    errno = 0;
+                    x = strtol(val, &end, 10);
+                    if (end != val && !*end && errno == 0 && x >= INT_MIN && x <= INT_MAX)
+                        *int_fields[k] = (int)x, matched = 1;
                     break;
                 }
         if (!matched) {
@@ -1235,11 +1390,16 @@ gpumem_status gpumem_doctor_gpu(const gpumem_doctor_config *cfg, int gpu_control
 
     /* Compute capability: an sm_XY build carries SASS for X.Y and PTX that
      * newer GPUs compile at load; older GPUs cannot run it. */
-    cc = f.cc_major * 10 + f.cc_minor;
     if (f.cc_major < 0)
         GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "gpu.device", GPUMEM_DOCTOR_SKIP, "",
                                               "device %d %s: compute capability unknown", cfg->gpu, f.name));
+    else if (!gpumem__doctor_cc_known(&f)) /* a driver's number no GPU has: judged as unknown, said as it came */
+        GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "gpu.device", GPUMEM_DOCTOR_SKIP, "",
+                                              "device %d %s: compute capability %d.%d not understood (expected "
+                                              "0..%d.0..%d)", cfg->gpu, f.name, f.cc_major, f.cc_minor,
+                                              GPUMEM__DOCTOR_CC_MAJOR_MAX, GPUMEM__DOCTOR_CC_MINOR_MAX));
     else {
+        cc = f.cc_major * 10 + f.cc_minor;
         snprintf(fix, sizeof fix, "rebuild for this GPU: make CUDA_ARCH=sm_%d", cc);
         GPUMEM__DOCTOR_TRY(gpumem__doctor_say(
             rep, "gpu.device", cfg->build_arch && cc < cfg->build_arch ? GPUMEM_DOCTOR_FAIL : GPUMEM_DOCTOR_PASS,
@@ -1487,7 +1647,10 @@ gpumem_status gpumem_doctor_p2p(const gpumem_doctor_config *cfg, gpumem_doctor_r
         gpumem__doctor_path(cfg, path, sizeof path, "/sys/module/nvidia_peermem");
         peermem = gpumem__doctor_exists(cfg, path);
         gpumem__doctor_path(cfg, config, sizeof config, "/boot/config-%s", release);
-        if (release[0] && gpumem__doctor_read_file(cfg, config, conf, sizeof conf) > 0) {
+        /* The release names a file only when it is one name: under a root,
+         * "../../home/x" would read (and a snapshot pack) a file no check
+         * is about. */
+        if (release[0] && !strchr(release, '/') && gpumem__doctor_read_file(cfg, config, conf, sizeof conf) > 0) {
             p2pdma = strstr(conf, "CONFIG_PCI_P2PDMA=y") != NULL;
             dmabuf = strstr(conf, "CONFIG_DMA_SHARED_BUFFER=y") != NULL;
         }
@@ -1936,9 +2099,14 @@ static char *gpumem__doctor_snap_content(gpumem__doctor_snap *sn, const char *re
     fclose(f);
     buf[got] = 0;
     if (!strcmp(rel, "proc/cmdline")) {
-        char *w, *save = NULL, *kept = (char *)GPUMEM_MALLOC(got + 2);
+        char *w, *save = NULL, *kept;
         size_t k = 0;
-        if (!kept) return GPUMEM_FREE(buf), (char *)NULL;
+        /* The words of what the check reads (its first bytes, cut where it
+         * cuts: a word cut there is cut here too), every line: each word
+         * the check looks for holds "iommu" and no blank, so leaving the
+         * other words out and joining these changes nothing it finds. */
+        if (got > GPUMEM__DOCTOR_CMDLINE_BYTES - 1) buf[got = GPUMEM__DOCTOR_CMDLINE_BYTES - 1] = 0;
+        if (!(kept = (char *)GPUMEM_MALLOC(got + 2))) return GPUMEM_FREE(buf), (char *)NULL;
         for (w = strtok_r(buf, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save))
             if (strstr(w, "iommu")) k += (size_t)sprintf(kept + k, "%s%s", k ? " " : "", w);
         kept[k++] = '\n';
@@ -1976,7 +2144,7 @@ gpumem_status gpumem_doctor_snapshot(const gpumem_doctor_config *cfg, const char
                          g->driver, g->why_not, g->driver_version, g->cuda_version, g->devices, g->name, g->pci,
                          g->host_atomics, g->pageable, g->compute_mode, g->rdma, g->mig, g->persistence,
                          (unsigned long long)g->bar1_total, (unsigned long long)g->bar1_free);
-        if (g->cc_major >= 0 && k > 0 && (size_t)k < sizeof text)
+        if (gpumem__doctor_cc_known(g) && k > 0 && (size_t)k < sizeof text) /* else unknown there too */
             k += snprintf(text + k, sizeof text - (size_t)k, "cc=%d.%d\n", g->cc_major, g->cc_minor);
         if (g->lazy >= 0 && k > 0 && (size_t)k < sizeof text)
             k += snprintf(text + k, sizeof text - (size_t)k, "loading=%s\n", g->lazy ? "lazy" : "eager");
@@ -1986,8 +2154,10 @@ gpumem_status gpumem_doctor_snapshot(const gpumem_doctor_config *cfg, const char
     }
     for (i = 0; i < sn.n; i++) /* the owners the checks judged */
         if (sn.e[i].owner) {
-            int k = snprintf(text, sizeof text, "%s %u %u %04o\n", sn.e[i].owner_key, sn.e[i].uid, sn.e[i].gid,
-                             sn.e[i].mode);
+            char key[1100];
+            int k;
+            gpumem__doctor_owner_escape(sn.e[i].owner_key, key, sizeof key);
+            k = snprintf(text, sizeof text, "%s %u %u %04o\n", key, sn.e[i].uid, sn.e[i].gid, sn.e[i].mode);
             char *grown = (char *)GPUMEM_MALLOC(owners_n + (size_t)k + 80);
             if (!grown) {
                 sn.oom = 1;
@@ -2010,7 +2180,9 @@ gpumem_status gpumem_doctor_snapshot(const gpumem_doctor_config *cfg, const char
             gpumem__doctor_entry_at(&sn, parent, 'd');
         }
     }
-    qsort(sn.e, sn.n, sizeof *sn.e, gpumem__doctor_entry_cmp); /* a directory before what it holds */
+    /* A directory before what it holds. Not with no entries: sn.e is NULL
+     * then, and qsort's base must not be (undefined even for 0 elements). */
+    if (sn.n > 1) qsort(sn.e, sn.n, sizeof *sn.e, gpumem__doctor_entry_cmp);
     for (i = 0; i < sn.n && !sn.oom; i++) {
         gpumem__doctor_entry *e = &sn.e[i];
         if (e->type == 'd') {

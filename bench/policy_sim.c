@@ -4,7 +4,9 @@
  *   policy_sim gen KIND FILE [SIZE]      write a synthetic trace (binary format);
  *                                        KIND: stream loop hotspot srad pathfinder
  *                                        backprop uniform zipf bfs phases; SIZE scales it
- *   policy_sim run TRACE [options]       simulate; TRACE binary or text (gpumem_policy.h)
+ *   policy_sim run TRACE [options]       simulate; TRACE binary (gpumem_policy.h) or text: a
+ *                                        line number a line (trace_parse_id), lines ending in
+ *                                        \n or \r\n; a NUL byte or a lone \r is refused
  *       --policies P,P,..|all   policies (clock fifo srrip brrip lru lfu cp hpe tournament)
  *       --fracs F,F,..          capacities as fractions of the footprint (default 0.5,0.75)
  *       --lines N,N,..          capacities in lines instead
@@ -18,18 +20,24 @@
  * The trace is read three times, never held: (1) line numbers to dense ids
  * in a temporary file, (2) backwards, each access's next use (for OPT) in a
  * second one, (3) forwards through every simulation at once. Memory is per
- * distinct line (id map, per-line state of each simulation) and per slot.
+ * distinct line (id map, per-line state of each simulation, FDP's regions)
+ * and per slot, never per line number: a trace naming line 2^62 costs what
+ * one naming line 2 does. Every failure says why (exit 2: the trace or the
+ * options; exit 1: memory or a temporary file) and frees what it took.
  */
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
 #include <errno.h>
+#include <stdarg.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bench/policy_sim.h"
 #include "bench/policy_traces.h"
 
+#ifndef CHUNK /* accesses a pass holds at once; tests/fuzz/fuzz_trace.c makes it small, to cross chunks often */
 #define CHUNK (1u << 20)
+#endif
 #define STEP 65536u
 #define MAX_SIMS 128
 #define TRAIN_WINDOW (1ull << 22) /* GMT: exact RDs over the first 4M accesses */
@@ -90,12 +98,64 @@ static int trace_parse_id(const char *s, uint64_t *out, const char **why) {
     }
     s += strspn(s, " \t");
     if (*s == 'w') s += 1 + strspn(s + 1, " \t");
-    if (*s != '#' && *s != '\n' && *s != '\r' && *s != 0) {
+    if (*s != '#' && *s != 0) { /* the line comes without its end (trace_text_line) */
         *why = "only \"w\" or a '#' comment after the line number";
         return -1;
     }
     *out = v;
     return 0;
+}
+
+#define TRACE_LINE_MAX 254 /* characters of a text line, its end not counted */
+
+/* A malformed text line: the message (file, line, what was expected and
+ * found), and the run stops (exit 2). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static int trace_bad(trace_in *t, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "policy_sim: %s:%llu: ", t->path, (unsigned long long)t->line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    t->bad = 1;
+    return -1;
+}
+
+/* The next text line, without its end ("\n" or "\r\n"), NUL terminated
+ * in buf (TRACE_LINE_MAX + 1 bytes); 1, 0 at the end of the file, -1 after
+ * a message. Read a byte at a time, not with fgets: fgets cannot say how
+ * long a line holding a NUL is, so a NUL used to end the line unseen (and
+ * the rest was accepted), and one early in a long line hid its length, so
+ * its remainder was counted as the next line. A text trace holds no NUL
+ * and no carriage return but the one before a newline. */
+static int trace_text_line(trace_in *t, char *buf) {
+    size_t n = 0;
+    int c;
+    if ((c = getc_unlocked(t->f)) == EOF) {
+        if (ferror(t->f)) {
+            t->line++;
+            return trace_bad(t, "expected a line, found a read error: %s", strerror(errno));
+        }
+        return 0;
+    }
+    t->line++;
+    for (; c != EOF && c != '\n'; c = getc_unlocked(t->f)) {
+        if (c == 0) return trace_bad(t, "expected a line of text, found a NUL byte at column %zu", n + 1);
+        if (c == '\r') {
+            if ((c = getc_unlocked(t->f)) == '\n') break;
+            return trace_bad(t, "expected a line end (\"\\n\" or \"\\r\\n\"), found a carriage return not followed by a "
+                                "newline at column %zu", n + 1);
+        }
+        if (n == TRACE_LINE_MAX)
+            return trace_bad(t, "expected a line of at most %d characters, found a longer one", TRACE_LINE_MAX);
+        buf[n++] = (char)c;
+    }
+    if (c == EOF && ferror(t->f)) return trace_bad(t, "expected a line, found a read error: %s", strerror(errno));
+    buf[n] = 0;
+    return 1;
 }
 
 /* Up to max accesses (line numbers, write bit dropped); 0 at the end, or
@@ -120,25 +180,15 @@ static size_t trace_read(trace_in *t, uint64_t *out, size_t max) {
         return n;
     }
     while (n < max) {
-        char line[256], *start;
+        char line[TRACE_LINE_MAX + 1], *start;
         const char *why;
-        size_t len;
-        if (!fgets(line, sizeof line, t->f)) break;
-        t->line++;
-        len = strlen(line);
-        if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(t->f)) {
-            fprintf(stderr, "policy_sim: %s:%llu: expected a line of at most %zu characters, found a longer one\n",
-                    t->path, (unsigned long long)t->line, sizeof line - 2);
-            t->bad = 1;
-            return 0;
-        }
+        int got = trace_text_line(t, line);
+        if (got < 0) return 0;
+        if (got == 0) break;
         start = line + strspn(line, " \t");
-        if (*start == '#' || *start == '\n' || *start == '\r' || *start == 0) continue;
+        if (*start == '#' || *start == 0) continue;
         if (trace_parse_id(start, &out[n], &why) != 0) {
-            start[strcspn(start, "\r\n")] = 0;
-            fprintf(stderr, "policy_sim: %s:%llu: expected %s, found \"%s\"\n", t->path,
-                    (unsigned long long)t->line, why, start);
-            t->bad = 1;
+            trace_bad(t, "expected %s, found \"%s\"", why, start);
             return 0;
         }
         n++;
@@ -203,90 +253,147 @@ static int read_next_chunk(FILE *nf, uint64_t total, uint64_t from, size_t n, ui
     return 0;
 }
 
+/* A failure that is not the trace's (memory, a temporary file): said, and
+ * the run ends with exit 1. */
+static int run_fail(const char *path, const char *what) {
+    fprintf(stderr, "policy_sim: %s: %s\n", path, what);
+    return 1;
+}
+
 static int run(const char *path, const run_opts *o) {
     trace_in in;
-    psim_map map = {0};
+    psim_map map = {0}, regions = {0};
     uint64_t *raw = (uint64_t *)malloc(CHUNK * 8), *next = (uint64_t *)malloc(CHUNK * 8), n = 0, raw_max = 0;
-    uint64_t *raw_of = NULL, raw_cap = 0;
-    uint32_t *ids = (uint32_t *)malloc(CHUNK * 4), n_ids, c, k, i;
+    uint64_t *raw_of = NULL, raw_cap = 0, fdp_lines = 0;
+    uint32_t *ids = (uint32_t *)malloc(CHUNK * 4), n_ids = 0, c, k, i, n_opt = 0;
     FILE *idf = tmpfile(), *nf = tmpfile(), *tsv = NULL;
     sim_slot *sims = (sim_slot *)calloc(MAX_SIMS, sizeof(sim_slot));
     psim_opt opt[16];
-    uint64_t caps[16], *seen;
+    uint64_t caps[16], *seen = NULL;
     uint32_t n_sims = 0, lru_of[16];
     psim_rd rd;
     int have_rd = 0, rc = 1;
     double t0 = now_s(), t_prep;
     size_t got;
-    if (!raw || !next || !ids || !idf || !nf || !sims || trace_open(&in, path) != 0) {
-        fprintf(stderr, "policy_sim: cannot read %s\n", path);
-        return 1;
+    /* Every way out below goes through `out`, which frees what was taken:
+     * a refused trace used to return from the middle with all of it held. */
+    in.f = NULL;
+    if (!raw || !next || !ids || !idf || !nf || !sims) {
+        rc = run_fail(path, "no memory or temporary files for the run");
+        goto out;
+    }
+    if (trace_open(&in, path) != 0) {
+        rc = run_fail(path, "cannot read the trace");
+        goto out;
     }
     /* 1. dense ids */
     while ((got = trace_read(&in, raw, CHUNK)) > 0) {
         for (i = 0; i < got; i++) {
             uint32_t id = psim_map_id(&map, raw[i]);
-            if (id == PSIM_NONE) return 1;
+            if (id == PSIM_NONE) {
+                rc = run_fail(path, "no memory for the map of distinct lines");
+                goto out;
+            }
             if (id >= raw_cap) {
+                uint64_t *grown;
                 raw_cap = raw_cap ? raw_cap * 2 : 1 << 16;
-                raw_of = (uint64_t *)realloc(raw_of, raw_cap * 8);
-                if (!raw_of) return 1;
+                if (!(grown = (uint64_t *)realloc(raw_of, raw_cap * 8))) {
+                    rc = run_fail(path, "no memory for the map of distinct lines");
+                    goto out;
+                }
+                raw_of = grown;
             }
             raw_of[id] = raw[i];
             if (raw[i] > raw_max) raw_max = raw[i];
             ids[i] = id;
         }
-        fwrite(ids, 4, got, idf);
+        if (fwrite(ids, 4, got, idf) != got) {
+            rc = run_fail(path, "writing the dense ids to a temporary file");
+            goto out;
+        }
         n += got;
     }
-    fclose(in.f);
     n_ids = (uint32_t)map.n;
-    if (in.bad) return 2;
+    if (in.bad) {
+        rc = 2;
+        goto out;
+    }
     if (n == 0) {
         fprintf(stderr, "policy_sim: %s: expected at least one access, found none\n", path);
-        return 2;
+        rc = 2;
+        goto out;
     }
     for (c = 0; c < o->n_caps; c++) {
         caps[c] = o->caps_are_lines ? o->lines[c] : (uint64_t)(o->fracs[c] * n_ids + 0.5);
         if (caps[c] < 1 || caps[c] > UINT32_MAX) {
             fprintf(stderr, "policy_sim: %s: capacity %u is %llu lines (%u distinct lines in the trace); expected "
                             "1 .. 2^32 - 1\n", path, c + 1, (unsigned long long)caps[c], n_ids);
-            return 2;
+            rc = 2;
+            goto out;
         }
     }
+    /* FDP keeps a byte per region of 2^PSIM_FDP_SHIFT lines. Indexed by the
+     * trace's line numbers that is a byte per 32 lines up to the largest:
+     * 256 MiB per simulation at line 2^33, and a malloc of 2^57 bytes (exit
+     * 1) at 2^62. So the regions the trace touches are numbered densely, in
+     * order of first appearance; FDP sees the same regions, in the same
+     * order of events, and gives the same results. */
+    if (o->prefetch == PSIM_FDP) {
+        for (i = 0; i < n_ids; i++)
+            if (psim_map_id(&regions, raw_of[i] >> PSIM_FDP_SHIFT) == PSIM_NONE) {
+                rc = run_fail(path, "no memory for the map of prefetch regions");
+                goto out;
+            }
+        fdp_lines = regions.n << PSIM_FDP_SHIFT;
+    }
     /* 2. next uses, backwards */
-    seen = (uint64_t *)malloc((size_t)n_ids * 8);
-    if (!seen) return 1;
+    if (!(seen = (uint64_t *)malloc((size_t)n_ids * 8 + 8))) {
+        rc = run_fail(path, "no memory for the next-use pass");
+        goto out;
+    }
     for (i = 0; i < n_ids; i++) seen[i] = PSIM_NEVER;
     {
         uint64_t end = n;
         while (end > 0) {
             size_t m = end > CHUNK ? CHUNK : (size_t)end, j;
-            if (fseek(idf, (long)((end - m) * 4), SEEK_SET) != 0 || fread(ids, 4, m, idf) != m) return 1;
+            if (fseek(idf, (long)((end - m) * 4), SEEK_SET) != 0 || fread(ids, 4, m, idf) != m) {
+                rc = run_fail(path, "reading the dense ids back from a temporary file");
+                goto out;
+            }
             for (j = m; j-- > 0;) {
                 uint64_t t = end - m + j;
                 next[m - 1 - j] = seen[ids[j]];
                 seen[ids[j]] = t;
             }
-            fwrite(next, 8, m, nf);
+            if (fwrite(next, 8, m, nf) != m) {
+                rc = run_fail(path, "writing the next uses to a temporary file");
+                goto out;
+            }
             end -= m;
         }
     }
-    free(seen);
     fflush(nf);
     t_prep = now_s() - t0;
     /* 3. the simulations */
     for (c = 0; c < o->n_caps; c++) {
-        if (psim_opt_init(&opt[c], (uint32_t)caps[c], n_ids) != 0) return 1;
+        if (psim_opt_init(&opt[c], (uint32_t)caps[c], n_ids) != 0) {
+            rc = run_fail(path, "no memory for OPT");
+            goto out;
+        }
+        n_opt = c + 1;
         lru_of[c] = PSIM_NONE;
         for (k = 0; k < o->n_kinds + 1; k++) {
             uint32_t kind = k < o->n_kinds ? o->kinds[k] : GPUMEM_POLICY_LRU;
             gpumem_policy_desc d = gpumem_policy_desc_default(kind, (uint32_t)caps[c]);
             if (k == o->n_kinds && lru_of[c] != PSIM_NONE) break; /* LRU asked for already */
             if (n_sims == MAX_SIMS) break;
-            if (psim_init(&sims[n_sims].s, &d, n_ids, PSIM_ONE_TIER, 0, o->prefetch, raw_max + 1) != 0) return 1;
+            if (psim_init(&sims[n_sims].s, &d, n_ids, PSIM_ONE_TIER, 0, o->prefetch, fdp_lines) != 0) {
+                rc = run_fail(path, "no memory for a simulation");
+                goto out;
+            }
             sims[n_sims].s.raw_of = raw_of;
             sims[n_sims].s.raw_map = &map;
+            sims[n_sims].s.fdp_regions = o->prefetch == PSIM_FDP ? &regions : NULL;
             sims[n_sims].kind = kind;
             sims[n_sims].cap_i = c;
             if (kind == GPUMEM_POLICY_LRU) lru_of[c] = n_sims;
@@ -296,7 +403,10 @@ static int run(const char *path, const run_opts *o) {
             uint32_t t2 = (uint32_t)(o->t2_frac * n_ids + 0.5), p;
             for (p = PSIM_TIER_ORDER; p <= PSIM_REUSE && n_sims < MAX_SIMS; p++) {
                 gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_CLOCK, (uint32_t)caps[c]);
-                if (psim_init(&sims[n_sims].s, &d, n_ids, p, t2 ? t2 : 1, PSIM_NO_PREFETCH, raw_max + 1) != 0) return 1;
+                if (psim_init(&sims[n_sims].s, &d, n_ids, p, t2 ? t2 : 1, PSIM_NO_PREFETCH, 0) != 0) {
+                    rc = run_fail(path, "no memory for a two-tier simulation");
+                    goto out;
+                }
                 sims[n_sims].s.raw_of = raw_of;
                 sims[n_sims].s.raw_map = &map;
                 sims[n_sims].kind = GPUMEM_POLICY_CLOCK;
@@ -304,7 +414,10 @@ static int run(const char *path, const run_opts *o) {
                 n_sims++;
             }
             if (!have_rd) {
-                if (psim_rd_init(&rd, n_ids, n < TRAIN_WINDOW ? n : TRAIN_WINDOW) != 0) return 1;
+                if (psim_rd_init(&rd, n_ids, n < TRAIN_WINDOW ? n : TRAIN_WINDOW) != 0) {
+                    rc = run_fail(path, "no memory for the reuse-distance model");
+                    goto out;
+                }
                 have_rd = 1;
             }
         }
@@ -315,7 +428,10 @@ static int run(const char *path, const run_opts *o) {
         rewind(idf);
         while (from < n) {
             size_t m = n - from > CHUNK ? CHUNK : (size_t)(n - from), j;
-            if (fread(ids, 4, m, idf) != m || read_next_chunk(nf, n, from, m, next) != 0) return 1;
+            if (fread(ids, 4, m, idf) != m || read_next_chunk(nf, n, from, m, next) != 0) {
+                rc = run_fail(path, "reading the temporary files back");
+                goto out;
+            }
             for (j = 0; j < m; j += STEP) { /* in steps, so GMT's model arrives as it would online */
                 size_t e = m - j > STEP ? j + STEP : m, x;
                 if (have_rd && rd.rd.t < rd.rd.window) { /* GMT's CPU side: samples, a refit per batch */
@@ -378,20 +494,25 @@ static int run(const char *path, const run_opts *o) {
                100.0 * (double)(n - opt[c].misses) / (double)n, 1.0,
                (double)opt[c].misses / (double)sims[lru_of[c]].s.misses);
     rc = 0;
+out:
     if (tsv) fclose(tsv);
-    for (k = 0; k < n_sims; k++) psim_free(&sims[k].s);
-    for (c = 0; c < o->n_caps; c++) psim_opt_free(&opt[c]);
+    if (in.f) fclose(in.f);
+    for (k = 0; sims && k < n_sims; k++) psim_free(&sims[k].s);
+    for (c = 0; c < n_opt; c++) psim_opt_free(&opt[c]);
     if (have_rd) psim_rd_free(&rd);
+    free(seen);
     free(sims);
     free(raw);
     free(next);
     free(ids);
     free(raw_of);
     psim_map_free(&map);
-    fclose(idf);
-    fclose(nf);
+    psim_map_free(&regions);
+    if (idf) fclose(idf);
+    if (nf) fclose(nf);
     return rc;
 }
+
 
 /* ---- generating ---------------------------------------------------------------- */
 

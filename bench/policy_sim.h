@@ -28,6 +28,7 @@
 
 enum { PSIM_ONE_TIER = 0, PSIM_TIER_ORDER = 1, PSIM_RANDOM = 2, PSIM_REUSE = 3 };
 enum { PSIM_NO_PREFETCH = 0, PSIM_READAHEAD = 1, PSIM_FDP = 2 };
+#define PSIM_FDP_SHIFT 5u /* FDP's regions: 32 lines (2 MiB of 64 KiB pages, as in UVM) */
 
 /* GMT's tier latencies per page (notes/gmt.md): host ~50 us, SSD ~130 us. */
 #define PSIM_HOST_US 50.0
@@ -61,6 +62,8 @@ typedef struct psim {
     uint64_t prefetch_reads, prefetch_used;
     const uint64_t *raw_of; /* per line: its number in the trace (prefetch works on those) */
     const void *raw_map;    /* psim_map, to find the dense id of a raw line */
+    const void *fdp_regions; /* NULL: FDP's regions are line >> PSIM_FDP_SHIFT; else a psim_map of those to
+                                dense region numbers (the program: memory per region touched, not per line) */
     uint64_t *log;          /* NULL, or the evicted lines in order (tests) */
     uint32_t log_n, log_cap;
 } psim;
@@ -96,7 +99,11 @@ static inline int psim_map_grow(psim_map *m) {
     g.n = 0;
     g.keys = (uint64_t *)malloc(g.cap * 8);
     g.vals = (uint32_t *)malloc(g.cap * 4);
-    if (!g.keys || !g.vals) return -1;
+    if (!g.keys || !g.vals) {
+        free(g.keys);
+        free(g.vals);
+        return -1;
+    }
     memset(g.vals, 0xff, g.cap * 4);
     for (i = 0; i < m->cap; i++)
         if (m->vals[i] != PSIM_NONE) {
@@ -149,7 +156,8 @@ static inline void psim_free(psim *s) {
 }
 
 /* `kind` at n_slots over n_ids lines; placement and t2_slots for two tiers. */
-/* (raw_lines: one more than the largest line number of the trace; FDP only.) */
+/* (raw_lines: one more than the largest line number FDP will see: the
+ * trace's, or the dense regions' when fdp_regions is set; FDP only.) */
 static inline int psim_init(psim *s, const gpumem_policy_desc *d, uint32_t n_ids, uint32_t placement,
                             uint32_t t2_slots, uint32_t prefetch, uint64_t raw_lines) {
     uint32_t i;
@@ -184,9 +192,9 @@ static inline int psim_init(psim *s, const gpumem_policy_desc *d, uint32_t n_ids
     }
     gpumem_policy_readahead_init(&s->ra, 4, 64);
     if (prefetch == PSIM_FDP) {
-        s->fdp_mem = malloc(gpumem_policy_fdp_bytes(raw_lines, 5) + 8);
+        s->fdp_mem = malloc(gpumem_policy_fdp_bytes(raw_lines, PSIM_FDP_SHIFT) + 8);
         if (!s->fdp_mem) goto fail;
-        gpumem_policy_fdp_init(&s->fdp, raw_lines, 5, s->fdp_mem);
+        gpumem_policy_fdp_init(&s->fdp, raw_lines, PSIM_FDP_SHIFT, s->fdp_mem);
     }
     return 0;
 fail:
@@ -265,7 +273,14 @@ static inline void psim_prefetch(psim *s, uint32_t line) {
     uint32_t count = 0;
     uint64_t raw = psim_raw(s, line);
     if (s->prefetch == PSIM_READAHEAD) gpumem_policy_readahead_on_miss(&s->ra, raw, &first, &count);
-    else gpumem_policy_fdp_on_miss(&s->fdp, raw, &first, &count);
+    else if (!s->fdp_regions) gpumem_policy_fdp_on_miss(&s->fdp, raw, &first, &count);
+    else { /* FDP on the dense region number, its answer back in the trace's line numbers */
+        uint64_t region = raw >> PSIM_FDP_SHIFT;
+        uint64_t dense = psim_map_find((const psim_map *)s->fdp_regions, region);
+        gpumem_policy_fdp_on_miss(&s->fdp, (dense << PSIM_FDP_SHIFT) | (raw & ((1u << PSIM_FDP_SHIFT) - 1)), &first,
+                                  &count);
+        first = region << PSIM_FDP_SHIFT;
+    }
     for (x = first; x < first + count; x++) {
         uint32_t id = s->raw_map ? psim_map_find((const psim_map *)s->raw_map, x) : PSIM_NONE;
         if (x == raw) continue;

@@ -852,9 +852,14 @@ static int check_files(const struct command *cmd, options *o) {
 
 static void say_converting(const graph_import *im, double frac) {
     double s = graph_now_s() - im->t0;
-    printf("  converting %s: %3.0f %% of %.1f MB, %llu edges, %.1f MB/s\n", im->in_path, 100.0 * frac,
+    char size[32];
+    /* At 100 % the input is read and the output's size known (its room
+     * checked): said before the writing starts, which may take a while. */
+    printf("  converting %s: %3.0f %% of %.1f MB, %llu edges, %.1f MB/s%s%s%s\n", im->in_path, 100.0 * frac,
            (double)im->input_bytes / 1e6, (unsigned long long)im->input_edges,
-           s > 0 ? frac * (double)im->input_bytes / 1e6 / s : 0.0);
+           s > 0 ? frac * (double)im->input_bytes / 1e6 / s : 0.0, frac >= 1.0 && im->out_bytes ? "; writing up to " : "",
+           frac >= 1.0 && im->out_bytes ? graph__size_str(im->out_bytes, size, sizeof size) : "",
+           frac >= 1.0 && im->out_bytes ? " to the output" : "");
     fflush(stdout);
 }
 

@@ -36,19 +36,24 @@
  * of mem_bytes, each full buffer is radix sorted, collapsed and spilled to an
  * unlinked temporary file; the runs are merged, and the merged stream is the
  * CSR in order: offsets and edges are written as they come, then read back
- * once for the data hash. Output goes to OUT.tmp.<pid> and is renamed to OUT
- * only when complete; any error unlinks it. Ids are 31 bits (the key's
+ * once for the data hash. Before that, the output's size is checked against
+ * the free space of OUT's file system and RLIMIT_FSIZE (refused, nothing
+ * written). Output goes to OUT.tmp.<pid> and is renamed to OUT only when
+ * complete; any error unlinks it. Ids are 31 bits (the key's
  * layout): a graph with more vertices is refused from its header (.sg, .mtx)
  * or the first id past the width (text), before any sorting.
  *
  * Errors name the file, the line (text) or byte offset (binary), what was
- * expected and what was found. Host-only.
+ * expected and what was found; a NUL byte in a text line is one (the line
+ * is read to its newline, never to a NUL). Host-only.
  */
 #ifndef GPUMEM_EXAMPLES_GRAPH_FORMATS_H
 #define GPUMEM_EXAMPLES_GRAPH_FORMATS_H
 
 #include <ctype.h>
 #include <limits.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 
 #include "graph.h"
 
@@ -150,6 +155,7 @@ typedef struct graph_import {
     /* what was found (graph_import_print_summary prints it) */
     uint64_t input_bytes, lines, input_edges, self_loops, duplicates, symmetrised, isolated, weights;
     uint64_t n_nodes, n_entries, runs_spilled;
+    uint64_t out_bytes;    /* the output's size, at most (known once the input is read: the 100 % progress) */
     int directed_input;    /* .sg's flag; text formats: an edge without its reverse was found */
     int mtx_symmetric;
     double seconds;
@@ -215,6 +221,10 @@ GRAPH_API gpumem_status graph__import_fail_at(graph_import *im, const char *unit
 
 GRAPH_API void graph__import_tick(graph_import *im, double frac) {
     double now = graph_now_s();
+    /* A reader's fraction is its position over what it expects; whatever
+     * a damaged file makes of that, progress is said within 0..100 %. */
+    if (!(frac >= 0.0)) frac = 0.0;
+    if (frac > 1.0) frac = 1.0;
     if (im->progress && (now - im->last_say > 0.5 || frac >= 1.0)) {
         im->last_say = now;
         im->progress(im, frac);
@@ -314,6 +324,7 @@ typedef struct graph_text {
     size_t cap, len, pos;
     uint64_t line, consumed; /* line number of the last line returned; bytes before buf */
     int eof;
+    const char *want;        /* what a line should hold, for the message about a NUL byte */
 } graph_text;
 
 #define GRAPH_TEXT_BUF (4u << 20)
@@ -326,10 +337,19 @@ GRAPH_API int graph_text_line(graph_import *im, graph_text *t, char **line) {
         if (nl || (t->eof && t->pos < t->len)) {
             char *s = t->buf + t->pos;
             char *end = nl ? nl : t->buf + t->len;
+            const char *nul;
             if (end > s && end[-1] == '\r') end--;
-            *end = 0;
             t->pos = nl ? (size_t)(nl - t->buf) + 1 : t->len;
             t->line++;
+            /* The parsers read a line as a C string: a NUL byte would end it
+             * there and whatever follows would be accepted unread. Text
+             * files hold none, so one means a damaged or binary file. */
+            if ((nul = (const char *)memchr(s, 0, (size_t)(end - s))) != NULL) {
+                GRAPH__AT_LINE(im, t->line, "expected %s, found a NUL byte at column %llu (not a text file?)",
+                               t->want ? t->want : "a line of text", (unsigned long long)(nul - s + 1));
+                return -1;
+            }
+            *end = 0;
             *line = s;
             return 1;
         }
@@ -408,6 +428,15 @@ GRAPH_API void graph__lower(char *s) {
 GRAPH_API gpumem_status graph__id_insert(graph_import *im, uint64_t id);
 GRAPH_API uint32_t graph__id_lookup(const graph_import *im, uint64_t id);
 
+/* What an edge line of the format holds, for messages. */
+GRAPH_API const char *graph__line_want(int fmt, int mm_pattern, int mm_integer) {
+    return fmt == GRAPH_FMT_WEL   ? "\"u v weight\""
+           : fmt == GRAPH_FMT_MTX ? (mm_pattern   ? "\"row column\" (the header says pattern)"
+                                     : mm_integer ? "\"row column integer\" (the header says integer)"
+                                                  : "\"row column value\" (the header says real)")
+                                  : "\"u v\" (two vertex ids)";
+}
+
 GRAPH_API gpumem_status graph__read_text(graph_import *im, int pass) {
     graph_text t;
     char *line, ex[64];
@@ -423,8 +452,10 @@ GRAPH_API gpumem_status graph__read_text(graph_import *im, int pass) {
         close(t.fd);
         return graph_fail(im->err, im->err_len, GPUMEM_ENOMEM, "%s: no memory for the read buffer", im->in_path);
     }
+    t.want = graph__line_want(fmt, 0, 0);
     if (fmt == GRAPH_FMT_MTX) { /* the banner, case-insensitive as the format says */
         char obj[32] = "", layout[32] = "", field[32] = "", sym[32] = "";
+        t.want = "the banner \"%%MatrixMarket matrix coordinate <field> <symmetry>\"";
         got = graph_text_line(im, &t, &line);
         if (got < 0) goto fail_quiet;
         if (got == 0 || sscanf(line, "%%%%MatrixMarket %31s %31s %31s %31s", obj, layout, field, sym) != 4) {
@@ -453,6 +484,7 @@ GRAPH_API gpumem_status graph__read_text(graph_import *im, int pass) {
             goto fail;
         }
         weighted = !mm_pattern;
+        t.want = "the size line \"rows columns entries\"";
     }
     while ((got = graph_text_line(im, &t, &line)) > 0) {
         const char *p = graph__skip_space(line);
@@ -482,6 +514,7 @@ GRAPH_API gpumem_status graph__read_text(graph_import *im, int pass) {
                 goto fail;
             }
             header_seen = 1;
+            t.want = graph__line_want(fmt, mm_pattern, mm_integer);
             continue;
         }
         {
@@ -492,12 +525,8 @@ GRAPH_API gpumem_status graph__read_text(graph_import *im, int pass) {
                 q = *q ? graph__parse_number(q, mm_integer) : NULL;
             }
             if (!q || *graph__skip_space(q)) {
-                const char *want = fmt == GRAPH_FMT_WEL   ? "\"u v weight\""
-                                   : fmt == GRAPH_FMT_MTX ? (mm_pattern ? "\"row column\" (the header says pattern)"
-                                                             : mm_integer ? "\"row column integer\" (the header says integer)"
-                                                                          : "\"row column value\" (the header says real)")
-                                                          : "\"u v\" (two vertex ids)";
-                st = GRAPH__AT_LINE(im, t.line, "expected %s, found \"%s\"", want, graph__excerpt(line, ex, sizeof ex));
+                st = GRAPH__AT_LINE(im, t.line, "expected %s, found \"%s\"", graph__line_want(fmt, mm_pattern, mm_integer),
+                                    graph__excerpt(line, ex, sizeof ex));
                 goto fail;
             }
         }
@@ -657,6 +686,7 @@ GRAPH_API int graph__region_get(graph_region *r, void *out, size_t n) {
         ssize_t got;
         r->at += r->pos;
         r->pos = 0;
+        errno = 0; /* a short read sets none: the message then says the file is shorter */
         got = pread(r->fd, r->buf, r->cap, (off_t)r->at);
         if (got < (ssize_t)n) return -1;
         r->len = (size_t)got;
@@ -707,10 +737,10 @@ GRAPH_API gpumem_status graph__read_sg(graph_import *im) {
     if ((uint64_t)sb.st_size != want) {
         close(fd);
         return GRAPH__AT_BYTE(im, (uint64_t)sb.st_size < want ? (uint64_t)sb.st_size : want,
-                              "%s: the counts (edges %lld at byte 1, nodes %lld at byte 9%s) expect a %llu-byte file,"
-                              " found %llu bytes", (uint64_t)sb.st_size < want ? "truncated" : "count fields do not"
-                              " match the file's size", (long long)m, (long long)n,
-                              head[0] ? ", directed: inverse arrays too" : "", (unsigned long long)want,
+                              "%s: expected a %llu-byte file from the counts (edges %lld at byte 1, nodes %lld at"
+                              " byte 9%s), found %llu bytes", (uint64_t)sb.st_size < want ? "truncated" : "count"
+                              " fields do not match the file's size", (unsigned long long)want, (long long)m,
+                              (long long)n, head[0] ? ", directed: inverse arrays too" : "",
                               (unsigned long long)sb.st_size);
     }
     im->n_nodes = (uint64_t)n;
@@ -729,11 +759,15 @@ GRAPH_API gpumem_status graph__read_sg(graph_import *im) {
     for (v = 0; v <= (uint64_t)n && st == GPUMEM_OK; v++) {
         int64_t o;
         uint64_t at = GRAPH_SG_HEADER + v * 8;
-        if (graph__region_get(&off, &o, 8) != 0) {
-            st = GRAPH__AT_BYTE(im, at, "read failed");
+        if (graph__region_get(&off, &o, 8) != 0) { /* the size was checked: the file changed, or an I/O error */
+            st = GRAPH__AT_BYTE(im, at, "expected the offset of vertex %llu, found the read failing (%s)",
+                                (unsigned long long)v, errno ? strerror(errno) : "the file is shorter than it was");
             break;
         }
-        if ((v == 0 && o != 0) || (v > 0 && ((uint64_t)o < prev || o > m)) || (v == (uint64_t)n && o != m)) {
+        /* Signed comparisons: an offset is an int64, and a negative one
+         * taken as unsigned would pass as huge and run the neighbour loop
+         * past the edge count. */
+        if ((v == 0 && o != 0) || (v > 0 && (o < (int64_t)prev || o > m)) || (v == (uint64_t)n && o != m)) {
             st = GRAPH__AT_BYTE(im, at, "expected the offset of vertex %llu in %llu..%lld%s, found %lld",
                                 (unsigned long long)v, (unsigned long long)(v ? prev : 0), (long long)(v ? m : 0),
                                 v == (uint64_t)n ? " (the last offset is the edge count)" : "", (long long)o);
@@ -744,7 +778,9 @@ GRAPH_API gpumem_status graph__read_sg(graph_import *im) {
             int32_t w[2];
             uint64_t wat = nb.at + nb.pos;
             if (graph__region_get(&nb, w, (size_t)width) != 0) {
-                st = GRAPH__AT_BYTE(im, wat, "read failed");
+                st = GRAPH__AT_BYTE(im, wat, "expected neighbour %llu of vertex %llu, found the read failing (%s)",
+                                    (unsigned long long)(e - prev), (unsigned long long)(v - 1),
+                                    errno ? strerror(errno) : "the file is shorter than it was");
                 break;
             }
             if (w[0] < 0 || w[0] >= n) {
@@ -978,6 +1014,54 @@ GRAPH_API gpumem_status graph_ids_load(const char *path, uint64_t **ids, uint64_
 /* 8. The whole conversion                                                  */
 /* ======================================================================== */
 
+/* Bytes as a person reads them. */
+GRAPH_API const char *graph__size_str(uint64_t b, char *buf, size_t n) {
+    if (b >= (1ull << 30)) snprintf(buf, n, "%.1f GiB", (double)b / (double)(1ull << 30));
+    else if (b >= (1ull << 20)) snprintf(buf, n, "%.1f MiB", (double)b / (double)(1ull << 20));
+    else snprintf(buf, n, "%llu KiB", (unsigned long long)((b + 1023) >> 10));
+    return buf;
+}
+
+/* Before anything is written: the output's size, from the vertex count and
+ * the most entries the keys can make (two per edge that is not a loop), and
+ * whether the file system holding OUT has room for it and the process may
+ * write a file that large (ulimit -f). The vertex count alone can ask for
+ * gigabytes (a one-line .el naming vertex 2^31 - 2 needs 16 GiB of
+ * offsets); a disk that fills half way leaves the user with a failed write
+ * after minutes, and RLIMIT_FSIZE kills the process (SIGXFSZ) before the
+ * temporary file can be removed. So it is refused here, with the numbers. */
+GRAPH_API gpumem_status graph__check_room(graph_import *im) {
+    char dir[4096], need_s[32], have_s[32];
+    const char *slash = strrchr(im->out_path, '/');
+    graph_header h;
+    struct statvfs fs;
+    struct rlimit lim;
+    uint64_t entries = 2 * (im->input_edges - im->self_loops), need, ids = im->ids ? 16 + im->n_nodes * 8 : 0;
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash == im->out_path ? 1 : slash - im->out_path), im->out_path);
+    else snprintf(dir, sizeof dir, ".");
+    graph_layout(&h, im->n_nodes, entries);
+    need = h.file_bytes;
+    im->out_bytes = need;
+    if (statvfs(dir, &fs) == 0) { /* a file system that cannot say (rare) is written to, as before */
+        uint64_t avail = (uint64_t)fs.f_bavail * (uint64_t)(fs.f_frsize ? fs.f_frsize : fs.f_bsize);
+        if (need + ids > avail)
+            return graph_fail(im->err, im->err_len, GPUMEM_E2BIG,
+                              "%s: the converted graph needs up to %s (%llu vertices, at most %llu entries%s), and"
+                              " the file system holding %s has %s free: nothing written; free space there or"
+                              " convert to another place", im->out_path,
+                              graph__size_str(need + ids, need_s, sizeof need_s), (unsigned long long)im->n_nodes,
+                              (unsigned long long)entries, ids ? ", and the id map" : "", dir,
+                              graph__size_str(avail, have_s, sizeof have_s));
+    }
+    if (getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY && need > (uint64_t)lim.rlim_cur)
+        return graph_fail(im->err, im->err_len, GPUMEM_E2BIG,
+                          "%s: the converted graph needs up to %s (%llu vertices, at most %llu entries), more than"
+                          " the file size limit of %s (ulimit -f): nothing written", im->out_path,
+                          graph__size_str(need, need_s, sizeof need_s), (unsigned long long)im->n_nodes,
+                          (unsigned long long)entries, graph__size_str((uint64_t)lim.rlim_cur, have_s, sizeof have_s));
+    return GPUMEM_OK;
+}
+
 GRAPH_API gpumem_status graph_import_run(graph_import *im, char *err, size_t len) {
     char tmp[4200], ids_path[4200];
     graph_header h;
@@ -1022,9 +1106,10 @@ GRAPH_API gpumem_status graph_import_run(graph_import *im, char *err, size_t len
         if (st == GPUMEM_OK) st = graph__read_text(im, 1);
     }
     if (st != GPUMEM_OK) return st;
-    graph__import_tick(im, 1.0);
     if (im->n_nodes == 0)
         return graph_fail(err, len, GPUMEM_EINVAL, "%s: expected at least one vertex, found none", im->in_path);
+    if ((st = graph__check_room(im)) != GPUMEM_OK) return st;
+    graph__import_tick(im, 1.0); /* after the check: the 100 % line may say what will be written */
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", im->out_path, (long)getpid()) >= (int)sizeof tmp ||
         snprintf(ids_path, sizeof ids_path, "%s.ids", im->out_path) >= (int)sizeof ids_path)
         return graph_fail(err, len, GPUMEM_EINVAL, "%s: path too long", im->out_path);

@@ -894,3 +894,257 @@ Test(doctor, program_snapshot, .init = setup, .fini = teardown) {
     cr_assert_eq(out_bytes("stdout"), 0, "nothing on stdout");
     cr_assert_gt(out_bytes("stderr"), 0);
 }
+
+/* ---- found by fuzzing (issue 42) ----------------------------------------------------- */
+
+/* Bytes that are not UTF-8 - sysfs and procfs hold whatever a driver
+ * wrote, a snapshot whatever its sender's machine had - and names cut to
+ * their field in the middle of a character went into --json as they were,
+ * and python3 refused the whole output. Each such byte is now U+FFFD, and
+ * a cut ends before the character it would split. */
+Test(doctor, json_stays_valid_for_bytes_that_are_not_utf8, .init = setup, .fini = teardown) {
+    char path[512], name[200], extra[400], cmd[1300];
+    size_t i;
+    snprintf(path, sizeof path, "%s/stdout", root);
+    vfio_machine();
+    put("proc/sys/kernel/osrelease", "6.1.0-\xff\xfe-amd64\n"); /* uring.kernel prints it */
+    /* a name of 94 ASCII bytes and a 2-byte character: its field (96
+     * bytes) holds 95, which split the character; a driver version of
+     * 30 ASCII bytes and a 3-byte one (field 32); a lone continuation
+     * byte, an overlong '/', a surrogate and a code point past U+10FFFF */
+    for (i = 0; i < 94; i++) name[i] = 'G';
+    name[i] = 0;
+    snprintf(extra, sizeof extra, "name=%s\xc3\xa9\ndriver_version=123456789012345678901234567890\xe2\x9c\x93\n"
+                                  "why_not=\x80 \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 ok\n", name);
+    gpu_snapshot(extra);
+    cr_assert_eq(doctor("--path all --pci " SSD " --root %s --json"), 1, "the machine fails (gpumem-doctor/cuda read)");
+    cr_assert(json_valid(path), "invalid JSON in %s", path);
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=\" \".join(f[\"found\"] for f in"
+             " d[\"findings\"]); sys.exit(0 if \"6.1.0-\\ufffd\\ufffd-amd64\" in t and \"G\" * 94 + \" \" in t else 1)'"
+             " '%s'", path);
+    cr_assert_eq(system(cmd), 0, "the release's bytes are not U+FFFD, or the cut name is not whole: %s", path);
+    /* well-formed UTF-8 passes through: the test's own check mark */
+    {
+        gpumem_doctor_report rep;
+        FILE *f;
+        memset(&rep, 0, sizeof rep);
+        gpumem_doctor_add(&rep, "x.utf8", GPUMEM_DOCTOR_PASS, "\xE2\x9C\x93 \xF0\x9F\x98\x80 \xC3\xA9", "");
+        f = fopen(path, "w");
+        gpumem_doctor_print_json(&rep, "all", "/", f);
+        fclose(f);
+        gpumem_doctor_report_free(&rep);
+        snprintf(cmd, sizeof cmd, "grep -q '\xE2\x9C\x93 \xF0\x9F\x98\x80 \xC3\xA9' '%s'", path);
+        cr_assert_eq(system(cmd), 0, "well-formed UTF-8 was changed");
+    }
+}
+
+/* A cut never leaves half a character in the report itself either (the
+ * text output prints it). */
+Test(doctor, names_are_cut_between_characters) {
+    gpumem_doctor_report rep;
+    char check[40], found[500];
+    size_t i;
+    memset(&rep, 0, sizeof rep);
+    for (i = 0; i < 30; i++) check[i] = 'c';
+    memcpy(check + 30, "\xe2\x9c\x93", 4); /* the field holds 31 bytes: the 3-byte mark does not fit */
+    for (i = 0; i < 398; i++) found[i] = 'f';
+    memcpy(found + 398, "\xf0\x9f\x98\x80", 5); /* 399 fit, of a 4-byte character one byte */
+    cr_assert_eq(gpumem_doctor_add(&rep, check, GPUMEM_DOCTOR_PASS, found, ""), GPUMEM_OK);
+    cr_assert_eq(strlen(rep.findings[0].check), 30, "check \"%s\"", rep.findings[0].check);
+    cr_assert_eq(strlen(rep.findings[0].found), 398);
+    gpumem_doctor_report_free(&rep);
+}
+
+/* cc=214748365.8 made the compute capability's MAJOR * 10 + MINOR overflow
+ * (undefined behaviour; this file is built with UBSan, which stops it),
+ * and the values were judged: a compute capability is now MAJOR 0..99 and
+ * MINOR 0..9, and any other value a malformed snapshot file, named by file
+ * and line; an integer past an int likewise. */
+Test(doctor, compute_capability_and_numbers_out_of_range_are_malformed, .init = setup, .fini = teardown) {
+    static const char *const bad[] = {"cc=214748365.8\n", "cc=9.10\n", "cc=-1.0\n", "cc=9.0x\n", "cc=9\n",
+                                      "cc=99999999999.0\n", "devices=99999999999\n", "cuda_version=-2147483649\n"};
+    gpumem_doctor_config c = config();
+    size_t i;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        gpumem_doctor_report rep;
+        gpumem_doctor_gpu_facts f;
+        gpu_snapshot(bad[i]);
+        memset(&rep, 0, sizeof rep);
+        cr_expect_eq(gpumem_doctor_gpu(&c, 1, &rep), GPUMEM_EINVAL, "%.*s accepted", (int)strlen(bad[i]) - 1, bad[i]);
+        cr_expect(strstr(rep.error, "gpumem-doctor/cuda:16: expected a known key with a value of its kind"),
+                  "%s: %s", bad[i], rep.error);
+        gpumem_doctor_report_free(&rep);
+        cr_expect_eq(gpumem_doctor_gpu_probe(&c, &f, NULL), GPUMEM_EINVAL);
+    }
+    gpu_snapshot("cc=12.1\n"); /* the last cc line counts */
+    {
+        gpumem_doctor_report rep = run_gpu(&c, 1);
+        expect(&rep, "gpu.device", GPUMEM_DOCTOR_PASS, NULL, "compute capability 12.1");
+        gpumem_doctor_report_free(&rep);
+    }
+}
+
+/* The kernel release as MAJOR * 1000 + MINOR overflowed for a MAJOR past
+ * 2147483 (undefined behaviour, and a negative number judged "older than
+ * 5.19"), sscanf's %d read "99999999999" (undefined), and 5.1019 passed as
+ * 6.19. Releases that are not MAJOR.MINOR within bounds are unknown. */
+Test(doctor, kernel_release_out_of_range_is_unknown, .init = setup, .fini = teardown) {
+    static const struct {
+        const char *release;
+        gpumem_doctor_verdict v;
+    } cases[] = {{"2147484.0-huge\n", GPUMEM_DOCTOR_SKIP}, {"99999999999.1\n", GPUMEM_DOCTOR_SKIP},
+                 {"5.1019-x\n", GPUMEM_DOCTOR_SKIP},        {"-6.1\n", GPUMEM_DOCTOR_SKIP},
+                 {" 6.1.0\n", GPUMEM_DOCTOR_SKIP},           {"6\n", GPUMEM_DOCTOR_SKIP},
+                 {"999999.999\n", GPUMEM_DOCTOR_PASS},       {"6.1.0-18-amd64\n", GPUMEM_DOCTOR_PASS},
+                 {"5.18.0\n", GPUMEM_DOCTOR_FAIL}};
+    gpumem_doctor_config c = config();
+    size_t i;
+    pci_device("pci0000:64/0000:64:02.0", SSD, "0x010802", "nvme", NULL, 16384);
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gpumem_doctor_report rep;
+        put("proc/sys/kernel/osrelease", cases[i].release);
+        rep = run_uring(&c);
+        cr_expect_eq(finding(&rep, "uring.kernel")->verdict, cases[i].v, "%s: %s (%s)", cases[i].release,
+                     gpumem_doctor_verdict_str(finding(&rep, "uring.kernel")->verdict),
+                     finding(&rep, "uring.kernel")->found);
+        gpumem_doctor_report_free(&rep);
+    }
+}
+
+/* /proc/cmdline was read to its first line by the check, while a snapshot
+ * kept the IOMMU words of every line: with iommu=pt on a second line the
+ * machine was judged translating and its snapshot passthrough. Both now
+ * read the same bytes, the first 4095, with a word cut there cut in both. */
+Test(doctor, snapshot_of_a_command_line_gives_the_same_verdict, .init = setup, .fini = teardown) {
+    static char long_line[6000];
+    const char *cmdlines[] = {"BOOT_IMAGE=/vmlinuz quiet\niommu=pt\n", "quiet\n\tintel_iommu=off\n", long_line,
+                              "iommu=pt"};
+    size_t k;
+    memset(long_line, 'x', 4090);
+    memcpy(long_line + 4090, " iommu=pt\n", 11); /* the check reads up to "iommu" of it */
+    for (k = 0; k < sizeof cmdlines / sizeof cmdlines[0]; k++) {
+        gpumem_doctor_config c = config();
+        gpumem_doctor_record rec;
+        gpumem_doctor_report live, again;
+        char tgz[512], into[512], cmd[700];
+        vfio_machine();
+        snprintf(cmd, sizeof cmd, "rm -f '%s/sys/kernel/iommu_groups/42/type'", root); /* the command line decides */
+        cr_assert_eq(system(cmd), 0);
+        put("proc/cmdline", cmdlines[k]);
+        memset(&rec, 0, sizeof rec);
+        live = run_all(&c, &rec);
+        snprintf(tgz, sizeof tgz, "%s/snap.tgz", root);
+        cr_assert_eq(gpumem_doctor_snapshot(&c, tgz, &live), GPUMEM_OK, "%s", live.error);
+        gpumem_doctor_record_free(&rec);
+        c.record = NULL;
+        unpack(tgz, into, sizeof into);
+        gone();
+        c.root = into;
+        again = run_all(&c, NULL);
+        same_findings(&live, &again);
+        if (k == 0) expect(&live, "vfio.iommu", GPUMEM_DOCTOR_PASS, NULL, "passthrough");
+        gpumem_doctor_report_free(&again);
+        gpumem_doctor_report_free(&live);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'/*", root);
+        cr_assert_eq(system(cmd), 0);
+    }
+}
+
+/* A snapshot of nothing (no check ran) passed qsort a NULL base with no
+ * elements: undefined behaviour (UBSan's nonnull-attribute stops this
+ * file). It is an empty archive, which tar reads. */
+Test(doctor, snapshot_of_nothing_is_an_empty_archive, .init = setup, .fini = teardown) {
+    gpumem_doctor_config c = config();
+    gpumem_doctor_record rec;
+    gpumem_doctor_report rep;
+    char tgz[512], cmd[700];
+    memset(&rec, 0, sizeof rec);
+    memset(&rep, 0, sizeof rep);
+    c.record = &rec;
+    snprintf(tgz, sizeof tgz, "%s/empty.tgz", root);
+    cr_assert_eq(gpumem_doctor_snapshot(&c, tgz, &rep), GPUMEM_OK, "%s", rep.error);
+    snprintf(cmd, sizeof cmd, "test -z \"$(tar -tzf '%s')\"", tgz);
+    cr_assert_eq(system(cmd), 0, "%s is not an empty archive", tgz);
+    gpumem_doctor_record_free(&rec);
+    gpumem_doctor_report_free(&rep);
+}
+
+/* The doctor's own files were read with fgets: a NUL ended a line for the
+ * parser and the rest was accepted unread ("name=GPU\0junk" read as GPU),
+ * and a line longer than the buffer went on as the next line, which the
+ * message then named (fuzzing, issue 42). Both are refused at their line. */
+Test(doctor, nul_bytes_and_long_lines_in_snapshot_files_are_refused_at_their_line, .init = setup, .fini = teardown) {
+    gpumem_doctor_config c = config();
+    gpumem_doctor_report rep;
+    char path[512], long_line[400];
+    static const char nul_cuda[] = "driver_version=570\nname=GPU\0junk\ncc=9.0\n";
+    static const char nul_owners[] = "# PATH UID GID MODE\ndev/vfio/42 0 0 0600\0 junk\n";
+    FILE *f;
+    gpu_snapshot("");
+    snprintf(path, sizeof path, "%s/gpumem-doctor/cuda", root);
+    f = fopen(path, "wb");
+    cr_assert(f);
+    fwrite(nul_cuda, 1, sizeof nul_cuda - 1, f);
+    fclose(f);
+    memset(&rep, 0, sizeof rep);
+    cr_assert_eq(gpumem_doctor_gpu(&c, 1, &rep), GPUMEM_EINVAL, "a NUL in gpumem-doctor/cuda accepted");
+    cr_assert(strstr(rep.error, "gpumem-doctor/cuda:2: expected key=value, found a NUL byte at column 9"), "%s",
+              rep.error);
+    gpumem_doctor_report_free(&rep);
+
+    memset(long_line, 'x', sizeof long_line - 1);
+    long_line[sizeof long_line - 1] = 0;
+    memcpy(long_line, "why_not=", 8);
+    f = fopen(path, "w");
+    cr_assert(f);
+    fprintf(f, "driver_version=570\n%s\ncc=9.0\n", long_line);
+    fclose(f);
+    memset(&rep, 0, sizeof rep);
+    cr_assert_eq(gpumem_doctor_gpu(&c, 1, &rep), GPUMEM_EINVAL, "a 399-byte line accepted");
+    cr_assert(strstr(rep.error, "gpumem-doctor/cuda:2: expected key=value, found a line of more than 255 bytes"), "%s",
+              rep.error);
+    gpumem_doctor_report_free(&rep);
+
+    vfio_machine();
+    snprintf(path, sizeof path, "%s/gpumem-doctor/owners", root);
+    f = fopen(path, "wb");
+    cr_assert(f);
+    fwrite(nul_owners, 1, sizeof nul_owners - 1, f);
+    fclose(f);
+    memset(&rep, 0, sizeof rep);
+    cr_assert_eq(gpumem_doctor_ssd(&c, &rep), GPUMEM_EINVAL, "a NUL in gpumem-doctor/owners accepted");
+    cr_assert(strstr(rep.error, "gpumem-doctor/owners:2: expected \"PATH UID GID MODE\" (mode octal), found a NUL"),
+              "%s", rep.error);
+    gpumem_doctor_report_free(&rep);
+}
+
+/* A snapshot wrote the owner of each judged file as "PATH UID GID MODE":
+ * a /dev entry whose name holds a space or a tab made a line no reader
+ * could split, and --root on the snapshot stopped with a malformed owners
+ * file (fuzzing, issue 42). Such bytes are written \ooo now. */
+Test(doctor, snapshot_keeps_owners_of_names_with_blanks, .init = setup, .fini = teardown) {
+    gpumem_doctor_config c = config();
+    gpumem_doctor_record rec;
+    gpumem_doctor_report live, again;
+    char tgz[512], into[512];
+    snapshot_machine();
+    put("dev/ng1n1 2", "");
+    put("dev/ng1n2\tx\\041", "");
+    c.uid = (uint32_t)getuid() + 1;
+    c.gid = (uint32_t)getgid() + 1;
+    memset(&rec, 0, sizeof rec);
+    live = run_all(&c, &rec);
+    cr_assert(strstr(finding(&live, "uring.ngdev")->found, "/dev/ng1n1 2 ("), "%s", finding(&live, "uring.ngdev")->found);
+    snprintf(tgz, sizeof tgz, "%s/snap.tgz", root);
+    cr_assert_eq(gpumem_doctor_snapshot(&c, tgz, &live), GPUMEM_OK, "%s", live.error);
+    gpumem_doctor_record_free(&rec);
+    c.record = NULL;
+    unpack(tgz, into, sizeof into);
+    gone();
+    c.root = into;
+    again = run_all(&c, NULL);
+    same_findings(&live, &again);
+    gpumem_doctor_report_free(&again);
+    gpumem_doctor_report_free(&live);
+}

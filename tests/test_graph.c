@@ -708,12 +708,33 @@ Test(graph, bad_input_is_refused_with_where_and_what, .timeout = 120) {
         {"png.sg", "\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x10", 20, "byte 0", "expected the directed flag (0 or 1)",
          "found 137: not a GAP serialized graph", 0},
         {"short.sg", "\0\1\0", 3, "byte 3", "truncated: expected a 17-byte GAP header", "found a 3-byte file", 0},
-        {"cut.sg", NULL, 0, "byte ", "truncated: the counts (edges", "bytes", 1},
+        {"cut.sg", NULL, 0, "byte ", "truncated: expected a ", "-byte file from the counts (edges", 1},
         {"count.sg", NULL, 0, "byte ", "count fields do not match the file's size", "found", 2},
         {"huge.sg", NULL, 0, "byte 9", "expected a node count in 1..2147483647", "the graph is too large", 3},
         {"neighbour.sg", NULL, 0, "byte ", "expected a neighbour id in 0..199", "found 200", 4},
         {"binary.txt", "\x01\x02\x03\x04\xff\xfe\n", 0, "line 1", "expected \"u v\"", "found \"", 0},
         {"graph.dat", "0 1\n", 0, "graph.dat", "cannot tell the format from the extension", ".el", 0},
+        /* A NUL byte ended the line where the parsers looked, and the rest
+         * was accepted: "0 1\0junk" read as the edge 0-1 (fuzzing, issue 42). */
+        {"nul.el", "0 1\0junk\n1 2\n", 13, "line 1", "expected \"u v\" (two vertex ids)", "found a NUL byte at column 4",
+         0},
+        {"nul2.el", "0 1\n1 2\0\n", 9, "line 2", "expected \"u v\"", "found a NUL byte at column 4", 0},
+        {"nul.wel", "0 1 5\0junk\n", 11, "line 1", "expected \"u v weight\"", "found a NUL byte at column 6", 0},
+        {"nul.txt", "# SNAP\n1\t2\0junk\n", 16, "line 2", "expected \"u v\"", "found a NUL byte at column 4", 0},
+        {"nul.mtx", "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2\0junk\n", 64, "line 3",
+         "expected \"row column\" (the header says pattern)", "found a NUL byte at column 4", 0},
+        {"nulbanner.mtx", "%%Matrix\0Market matrix coordinate pattern general\n", 50, "line 1", "expected the banner",
+         "found a NUL byte at column 9", 0},
+        /* Offsets going backwards: vertex 1's is -1, which passed as a huge
+         * unsigned value; the neighbour loop then ran into the inverse
+         * arrays of this directed file (progress 148 % .. 446 %) and ended
+         * as "byte 89: read failed". 17-byte header, out-offsets 0 -1 1 1,
+         * one out-neighbour, in-offsets 0 0 1 1, one in-neighbour. */
+        {"backwards.sg",
+         "\1" "\1\0\0\0\0\0\0\0" "\3\0\0\0\0\0\0\0"
+         "\0\0\0\0\0\0\0\0" "\377\377\377\377\377\377\377\377" "\1\0\0\0\0\0\0\0" "\1\0\0\0\0\0\0\0" "\1\0\0\0"
+         "\0\0\0\0\0\0\0\0" "\0\0\0\0\0\0\0\0" "\1\0\0\0\0\0\0\0" "\1\0\0\0\0\0\0\0" "\0\0\0\0",
+         89, "byte 25", "expected the offset of vertex 1 in 0..1", "found -1", 0},
     };
     char dir[256], path[512], out[512], args[1200], text[16384], cmd[600];
     size_t i;
@@ -765,6 +786,15 @@ Test(graph, bad_input_is_refused_with_where_and_what, .timeout = 120) {
             cr_expect(strstr(text, c->expected), "graph %s: no \"%s\":\n%s", args, c->expected, text);
             cr_expect(strstr(text, c->found), "graph %s: no \"%s\":\n%s", args, c->found, text);
             cr_expect(!strstr(text, "level") && !strstr(text, "round"), "graph %s: worked:\n%s", args, text);
+            {   /* progress is a share of the input: never above 100 % */
+                const char *at = text;
+                while ((at = strstr(at, "converting ")) != NULL) {
+                    const char *colon = strstr(at, ": ");
+                    double pct = colon ? atof(colon + 2) : 0;
+                    cr_expect(pct <= 100.0, "graph %s: progress %.0f %%:\n%s", args, pct, text);
+                    at += 11;
+                }
+            }
             /* nothing written: the directory holds the bad file alone */
             snprintf(cmd, sizeof cmd, "ls -A %s", dir);
             ls = popen(cmd, "r");
@@ -778,6 +808,93 @@ Test(graph, bad_input_is_refused_with_where_and_what, .timeout = 120) {
         unlink(path);
     }
     rmdir(dir);
+}
+
+/* A 13-byte .el naming vertex 2^31 - 2 asks for 2^31 vertices: 16 GiB of
+ * offsets. The converter wrote them without a look at the disk (fuzzing,
+ * issue 42). Now the output's size is checked against the free space of
+ * its file system (statvfs) and the file size limit before anything is
+ * written: exit 2, the output named, needed against free, nothing left
+ * behind. Free space is faked (tests/fake_statvfs.c) so that the test
+ * reads the same on any disk; every run is under `ulimit -f` (32 MiB), so
+ * that a converter that writes anyway is stopped (SIGXFSZ) at 32 MiB
+ * instead of filling the disk - which fails the test too. */
+static int run_graph_limited(const char *env, const char *args, char *out, size_t n) {
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "sh -c 'ulimit -f 65536; %s exec %s/graph %s' 2>&1", env, GPUMEM_BUILD_DIR, args);
+    {
+        size_t got = 0;
+        int status;
+        FILE *p = popen(cmd, "r");
+        cr_assert(p != NULL);
+        while (got + 1 < n && fgets(out + got, (int)(n - got), p)) got += strlen(out + got);
+        while (fgetc(p) != EOF) {}
+        out[got] = 0;
+        status = pclose(p);
+        cr_assert(WIFEXITED(status) && !WIFSIGNALED(status), "graph %s: status %#x (killed?):\n%s", args, status, out);
+        return WEXITSTATUS(status);
+    }
+}
+
+static void expect_only_file(const char *dir, const char *name, const char *what) {
+    char cmd[600];
+    FILE *ls;
+    int seen = 0;
+    snprintf(cmd, sizeof cmd, "ls -A %s", dir);
+    ls = popen(cmd, "r");
+    cr_assert(ls);
+    while (fgets(cmd, sizeof cmd, ls)) {
+        cmd[strcspn(cmd, "\n")] = 0;
+        cr_expect_str_eq(cmd, name, "%s left %s behind", what, cmd);
+        seen++;
+    }
+    pclose(ls);
+    cr_expect_eq(seen, 1, "%s: the input is gone", what);
+}
+
+Test(graph, conversion_that_does_not_fit_is_refused_before_writing, .timeout = 120) {
+    char dir[256], in[512], out[512], args[1200], env[400], text[8192];
+    FILE *f;
+    int mode;
+    fmt_dir(dir, sizeof dir, "room");
+    snprintf(in, sizeof in, "%s/far.el", dir);
+    snprintf(out, sizeof out, "%s/far.graph", dir);
+    f = fopen(in, "w");
+    cr_assert(f);
+    fputs("0 2147483646\n", f); /* 13 bytes */
+    cr_assert_eq(fclose(f), 0);
+    for (mode = 0; mode < 3; mode++) {
+        /* 0: 1 GiB free; 1: plenty free, but a file size limit of 32 MiB;
+         * 2: as 0, through bfs's conversion into the cache directory */
+        snprintf(env, sizeof env,
+                 "LD_PRELOAD=%s/fake_statvfs.so GPUMEM_FAKE_FREE_BYTES=%s "
+                 "ASAN_OPTIONS=\"$ASAN_OPTIONS:verify_asan_link_order=0\"",
+                 GPUMEM_BUILD_DIR, mode == 1 ? "1125899906842624" : "1073741824");
+        if (mode < 2) snprintf(args, sizeof args, "convert %s %s", in, out);
+        else snprintf(args, sizeof args, "bfs %s --cache-dir %s --threads 2", in, dir);
+        cr_expect_eq(run_graph_limited(env, args, text, sizeof text), 2, "graph %s: exit status not 2:\n%s", args, text);
+        cr_expect(strstr(text, mode < 2 ? out : dir), "graph %s: the output is not named:\n%s", args, text);
+        cr_expect(strstr(text, "needs up to 16.0 GiB") && strstr(text, "2147483647 vertices"),
+                  "graph %s: the size needed is not said:\n%s", args, text);
+        if (mode == 1)
+            cr_expect(strstr(text, "file size limit of 32.0 MiB"), "graph %s: the limit is not said:\n%s", args, text);
+        else
+            cr_expect(strstr(text, "has 1.0 GiB free"), "graph %s: the free space is not said:\n%s", args, text);
+        cr_expect(strstr(text, "nothing written"), "graph %s:\n%s", args, text);
+        expect_only_file(dir, "far.el", args);
+    }
+    /* The same file where it fits: converted, and the size said before the writing. */
+    snprintf(env, sizeof env, "LD_PRELOAD=%s/fake_statvfs.so GPUMEM_FAKE_FREE_BYTES=1073741824 "
+             "ASAN_OPTIONS=\"$ASAN_OPTIONS:verify_asan_link_order=0\"", GPUMEM_BUILD_DIR);
+    f = fopen(in, "w");
+    cr_assert(f);
+    fputs("0 1000\n", f);
+    cr_assert_eq(fclose(f), 0);
+    snprintf(args, sizeof args, "convert %s %s", in, out);
+    cr_assert_eq(run_graph_limited(env, args, text, sizeof text), 0, "%s", text);
+    cr_expect(strstr(text, "100 %") && strstr(text, "writing up to 16 KiB"), "%s", text);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
 }
 
 /* ======================================================================== */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,15 +39,16 @@ static void put(const char *name, const char *bytes, size_t n, char *path, size_
     fclose(f);
 }
 
-/* Run policy_sim on `path` with `args`; exit status, stdout and stderr. */
-static int run_sim(const char *path, const char *args, char *out, char *err, size_t n) {
+/* Run `program` (policy_sim, or its LeakSanitizer build) on `path` with
+ * `args`; exit status, stdout and stderr. */
+static int run_program(const char *program, const char *path, const char *args, char *out, char *err, size_t n) {
     char cmd[2048], o[300], e[300];
     FILE *f;
     size_t got;
     int status;
     snprintf(o, sizeof o, "%s.out", path);
     snprintf(e, sizeof e, "%s.err", path);
-    snprintf(cmd, sizeof cmd, "%s/policy_sim run %s %s > %s 2> %s", GPUMEM_BUILD_DIR, path, args, o, e);
+    snprintf(cmd, sizeof cmd, "%s/%s run %s %s > %s 2> %s", GPUMEM_BUILD_DIR, program, path, args, o, e);
     status = system(cmd);
     cr_assert(WIFEXITED(status));
     f = fopen(o, "rb");
@@ -60,17 +62,26 @@ static int run_sim(const char *path, const char *args, char *out, char *err, siz
     return WEXITSTATUS(status);
 }
 
+static int run_sim(const char *path, const char *args, char *out, char *err, size_t n) {
+    return run_program("policy_sim", path, args, out, err, n);
+}
+
 /* A bad text trace: exit 2, the message names the file and line and has
  * `words`, and nothing is printed on stdout. */
-static void expect_refused(const char *name, const char *text, const char *args, const char *where,
-                           const char *words) {
+static void expect_refused_n(const char *name, const char *text, size_t len, const char *args, const char *where,
+                             const char *words) {
     char path[256], out[4096], err[4096], at[300];
-    put(name, text, strlen(text), path, sizeof path);
+    put(name, text, len, path, sizeof path);
     cr_assert_eq(run_sim(path, args, out, err, sizeof out), 2, "%s: exit 2 expected; stderr: %s", name, err);
     snprintf(at, sizeof at, "%s%s", path, where);
     cr_assert(strstr(err, at) != NULL, "%s: the message must name \"%s\": %s", name, at, err);
     cr_assert(strstr(err, words) != NULL, "%s: the message must say \"%s\": %s", name, words, err);
     cr_assert_eq(out[0], 0, "%s: no output expected, got: %s", name, out);
+}
+
+static void expect_refused(const char *name, const char *text, const char *args, const char *where,
+                           const char *words) {
+    expect_refused_n(name, text, strlen(text), args, where, words);
 }
 
 Test(trace_input, decimal_with_leading_zeros_is_decimal) {
@@ -125,4 +136,84 @@ Test(trace_input, partial_binary_record_is_refused) {
     cr_assert_eq(run_sim(path, "--lines 2", out, err, sizeof out), 2, "%s", err);
     cr_assert(strstr(err, "byte 16") != NULL && strstr(err, "2 trailing bytes") != NULL, "%s", err);
     cr_assert_eq(out[0], 0);
+}
+
+/* Found by fuzzing (issue 42). A NUL byte ended the line for the parser,
+ * and what followed it was accepted: "2\0junk" read as 2. A line holding a
+ * NUL before its 255th byte also escaped the long-line check (fgets's
+ * length stops at the NUL), so its rest was read as the next line and the
+ * message named a line that is not there. A carriage return is part of a
+ * line end only before a newline: "1\r2" read as 1. */
+Test(trace_input, nul_bytes_and_lone_carriage_returns_are_refused_at_their_line) {
+    char text[400];
+    size_t n;
+    expect_refused_n("nul.txt", "1\n2\0junk\n3\n", 12, "--lines 2", ":2:", "found a NUL byte at column 2");
+    expect_refused_n("nulfirst.txt", "\0\n1\n", 4, "--lines 2", ":1:", "found a NUL byte at column 1");
+    expect_refused_n("nulcomment.txt", "1 # note\0\n", 10, "--lines 2", ":1:", "found a NUL byte at column 9");
+    /* the NUL at the start of a 300-byte line 2: the message says line 2, not 3 */
+    n = (size_t)snprintf(text, sizeof text, "1\n");
+    text[n++] = 0;
+    memset(text + n, 'x', 299);
+    n += 299;
+    n += (size_t)snprintf(text + n, sizeof text - n, "\n5\n");
+    expect_refused_n("nullong.txt", text, n, "--lines 2", ":2:", "found a NUL byte at column 1");
+    expect_refused("cr.txt", "1\r2\n", "--lines 2", ":1:", "found a carriage return not followed by a newline at column 2");
+    expect_refused("crend.txt", "1\n2\r", "--lines 2", ":2:", "carriage return not followed by a newline");
+    expect_refused("crcr.txt", "1\r\r\n", "--lines 2", ":1:", "carriage return not followed by a newline");
+}
+
+Test(trace_input, crlf_line_ends_are_read) {
+    char path[256], out[4096], err[4096];
+    const char *text = "1\r\n2 w\r\n# c\r\n\r\n3 # x\r\n1";
+    put("crlf.txt", text, strlen(text), path, sizeof path);
+    cr_assert_eq(run_sim(path, "--policies lru --lines 2", out, err, sizeof out), 0, "%s", err);
+    cr_assert(strstr(out, "4 accesses, 3 distinct lines") != NULL, "%s", out);
+}
+
+/* --prefetch fdp kept a byte per 32 lines up to the largest line number:
+ * line 2^33 took 256 MiB for each simulation, and 2^62 asked malloc for
+ * 2^57 bytes and ended with exit 1 and no word. FDP's regions are now
+ * numbered densely (a byte per region the trace touches), with the same
+ * results. The memory is checked as the child's peak resident size: a
+ * dense table at 2^33 is 256 MiB, the simulator needs a few tens. */
+Test(trace_input, prefetch_over_far_line_numbers_takes_memory_per_line_touched) {
+    char path[256], out[8192], err[4096];
+    struct rusage ru;
+    const char *far = "0\n4611686018427387904\n1\n0\n4611686018427387905\n";
+    const char *far33 = "0\n8589934592\n1\n8589934593\n0\n";
+    put("far33.txt", far33, strlen(far33), path, sizeof path);
+    cr_assert_eq(run_sim(path, "--policies lru --lines 1 --prefetch fdp", out, err, sizeof out), 0, "%s", err);
+    cr_assert(strstr(out, "lru+fdp") != NULL, "%s", out);
+    cr_assert_eq(getrusage(RUSAGE_CHILDREN, &ru), 0);
+    cr_assert_lt(ru.ru_maxrss, 128 * 1024, "the simulator's peak resident size was %ld KiB", ru.ru_maxrss);
+    put("far62.txt", far, strlen(far), path, sizeof path);
+    cr_assert_eq(run_sim(path, "--policies clock,lru --lines 2 --prefetch fdp", out, err, sizeof out), 0, "exit status;"
+                 " stderr: %s", err);
+    cr_assert(strstr(out, "clock+fdp") != NULL && strstr(out, "5 accesses, 4 distinct lines") != NULL, "%s", out);
+}
+
+/* A refused trace returned from the middle of the run, leaving its reader
+ * and buffers allocated (LeakSanitizer, fuzzing, issue 42). Every refusal
+ * above, once more through the LeakSanitizer build of the simulator: exit
+ * 2, not LeakSanitizer's 23. */
+Test(trace_input, refused_traces_leave_nothing_allocated) {
+    static const struct {
+        const char *name, *text, *args;
+    } cases[] = {
+        {"l_word.txt", "5 read\n", "--lines 2"},
+        {"l_empty.txt", "# nothing\n", "--lines 2"},
+        {"l_cap.txt", "1\n2\n3\n", "--policies lru --fracs 0.01"},
+        {"l_late.txt", "1\n2\n3\nx\n", "--lines 2 --prefetch fdp --two-tier 0.5"},
+        {"l_partial.bin", "GPMTRC01\1\0\0\0\0\0\0\0\2\0", "--lines 2"},
+    };
+    char path[256], out[4096], err[4096];
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len = strncmp(cases[i].text, "GPMTRC01", 8) ? strlen(cases[i].text) : 18;
+        int rc;
+        put(cases[i].name, cases[i].text, len, path, sizeof path);
+        rc = run_program("policy_sim_lsan", path, cases[i].args, out, err, sizeof out);
+        cr_expect_eq(rc, 2, "%s: exit %d; stderr: %s", cases[i].name, rc, err);
+        cr_expect(strstr(err, "LeakSanitizer") == NULL, "%s: %s", cases[i].name, err);
+    }
 }

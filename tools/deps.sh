@@ -3,7 +3,7 @@
 # deps.sh NEED...: make sure the tools a make target needs are
 # present before it builds anything, installing what is missing.
 #
-#   NEED: cc criterion benchmark python3 gnuplot qemu cmake pkg-config clang fio spin
+#   NEED: cc criterion benchmark python3 gnuplot qemu cmake pkg-config clang libfuzzer fio spin
 #
 # Each missing need is installed with apt-get (as root, or through sudo when
 # it asks for no password), and the packages are named as they are installed.
@@ -37,6 +37,9 @@ missing() {
     cmake) command -v cmake >/dev/null 2>&1 || echo cmake ;;
     pkg-config) command -v pkg-config >/dev/null 2>&1 || echo pkg-config ;;
     clang) command -v clang >/dev/null 2>&1 || echo clang ;;
+    libfuzzer) # make fuzz: clang and its libFuzzer runtime (Debian ships it apart from the compiler)
+        printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' |
+            clang -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1 || echo clang libclang-rt-dev ;;
     qemu) # what tests/qemu/run.sh uses: the emulator, a static busybox, a kernel, cpio
         command -v qemu-system-x86_64 >/dev/null 2>&1 || echo qemu-system-x86
         { [ -x /bin/busybox ] || [ -x /usr/bin/busybox ]; } || echo busybox-static
