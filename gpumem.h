@@ -951,6 +951,19 @@ GPUMEM_API void gpumem_copy_value(void *dst, const void *src, uint32_t n) {
 #include <stdio.h>
 #define GPUMEM_LOG(...) (fputs("gpumem: ", stderr), fprintf(stderr, __VA_ARGS__), fputc('\n', stderr))
 #endif
+#include <stdarg.h>
+#include <stdio.h>
+/* Append printf-style text to buf (n bytes, kept NUL-terminated) at `at`;
+ * returns the length the whole text would have (the diagnostics reports of
+ * the pairs and controllers build on it). */
+static inline size_t gpumem__appendf(char *buf, size_t n, size_t at, const char *fmt, ...) {
+    va_list ap;
+    int k;
+    va_start(ap, fmt);
+    k = vsnprintf(at < n ? buf + at : NULL, at < n ? n - at : 0, fmt, ap);
+    va_end(ap);
+    return at + (k > 0 ? (size_t)k : 0);
+}
 #endif
 
 /* ---- CUDA host helpers ---------------------------------------------------- */

@@ -231,76 +231,43 @@ GPUMEM_API int gpumem_nvme_cpl_dnr(const gpumem_nvme_cpl *c) {
 GPUMEM_API const char *gpumem_nvme_status_str(uint16_t sf) {
     uint32_t sct = GPUMEM_NVME_SCT(sf), sc = GPUMEM_NVME_SC(sf);
     switch (sct << 8 | sc) { /* SCT 0 generic, 1 command specific, 2 media, 3 path */
-    case 0x000: return "successful completion";
-    case 0x001: return "invalid command opcode";
-    case 0x002: return "invalid field in command";
-    case 0x003: return "command ID conflict";
-    case 0x004: return "data transfer error";
-    case 0x005: return "commands aborted due to power loss notification";
-    case 0x006: return "internal error";
-    case 0x007: return "command abort requested";
+    case 0x000: return "successful completion"; case 0x001: return "invalid command opcode";
+    case 0x002: return "invalid field in command"; case 0x003: return "command ID conflict";
+    case 0x004: return "data transfer error"; case 0x005: return "commands aborted due to power loss notification";
+    case 0x006: return "internal error"; case 0x007: return "command abort requested";
     case 0x008: return "command aborted due to SQ deletion";
     case 0x009: return "command aborted due to failed fused command";
     case 0x00A: return "command aborted due to missing fused command";
-    case 0x00B: return "invalid namespace or format";
-    case 0x00C: return "command sequence error";
-    case 0x00D: return "invalid SGL segment descriptor";
-    case 0x00E: return "invalid number of SGL descriptors";
-    case 0x00F: return "data SGL length invalid";
-    case 0x010: return "metadata SGL length invalid";
-    case 0x011: return "SGL descriptor type invalid";
-    case 0x012: return "invalid use of controller memory buffer";
-    case 0x013: return "PRP offset invalid";
-    case 0x014: return "atomic write unit exceeded";
-    case 0x015: return "operation denied";
-    case 0x016: return "SGL offset invalid";
-    case 0x018: return "host identifier inconsistent format";
-    case 0x019: return "keep alive timer expired";
-    case 0x01A: return "keep alive timeout invalid";
-    case 0x01B: return "command aborted due to preempt and abort";
-    case 0x01C: return "sanitize failed";
-    case 0x01D: return "sanitize in progress";
+    case 0x00B: return "invalid namespace or format"; case 0x00C: return "command sequence error";
+    case 0x00D: return "invalid SGL segment descriptor"; case 0x00E: return "invalid number of SGL descriptors";
+    case 0x00F: return "data SGL length invalid"; case 0x010: return "metadata SGL length invalid";
+    case 0x011: return "SGL descriptor type invalid"; case 0x012: return "invalid use of controller memory buffer";
+    case 0x013: return "PRP offset invalid"; case 0x014: return "atomic write unit exceeded";
+    case 0x015: return "operation denied"; case 0x016: return "SGL offset invalid";
+    case 0x018: return "host identifier inconsistent format"; case 0x019: return "keep alive timer expired";
+    case 0x01A: return "keep alive timeout invalid"; case 0x01B: return "command aborted due to preempt and abort";
+    case 0x01C: return "sanitize failed"; case 0x01D: return "sanitize in progress";
     case 0x01E: return "SGL data block granularity invalid";
-    case 0x01F: return "command not supported for queue in CMB";
-    case 0x020: return "namespace is write protected";
-    case 0x021: return "command interrupted";
-    case 0x022: return "transient transport error";
-    case 0x080: return "LBA out of range";
-    case 0x081: return "capacity exceeded";
-    case 0x082: return "namespace not ready";
-    case 0x083: return "reservation conflict";
-    case 0x084: return "format in progress";
-    case 0x100: return "completion queue invalid";
-    case 0x101: return "invalid queue identifier";
-    case 0x102: return "invalid queue size";
-    case 0x103: return "abort command limit exceeded";
-    case 0x105: return "asynchronous event request limit exceeded";
-    case 0x106: return "invalid firmware slot";
-    case 0x107: return "invalid firmware image";
-    case 0x108: return "invalid interrupt vector";
-    case 0x109: return "invalid log page";
-    case 0x10A: return "invalid format";
-    case 0x10C: return "invalid queue deletion";
-    case 0x10D: return "feature identifier not saveable";
-    case 0x10E: return "feature not changeable";
-    case 0x10F: return "feature not namespace specific";
-    case 0x180: return "conflicting attributes";
-    case 0x181: return "invalid protection information";
-    case 0x182: return "attempted write to read only range";
-    case 0x280: return "write fault";
-    case 0x281: return "unrecovered read error";
-    case 0x282: return "end-to-end guard check error";
-    case 0x283: return "end-to-end application tag check error";
-    case 0x284: return "end-to-end reference tag check error";
-    case 0x285: return "compare failure";
-    case 0x286: return "access denied";
-    case 0x287: return "deallocated or unwritten logical block";
-    case 0x300: return "internal path error";
-    case 0x301: return "asymmetric access persistent loss";
-    case 0x302: return "asymmetric access inaccessible";
-    case 0x303: return "asymmetric access transition";
-    case 0x360: return "controller pathing error";
-    case 0x370: return "host pathing error";
+    case 0x01F: return "command not supported for queue in CMB"; case 0x020: return "namespace is write protected";
+    case 0x021: return "command interrupted"; case 0x022: return "transient transport error";
+    case 0x080: return "LBA out of range"; case 0x081: return "capacity exceeded";
+    case 0x082: return "namespace not ready"; case 0x083: return "reservation conflict";
+    case 0x084: return "format in progress"; case 0x100: return "completion queue invalid";
+    case 0x101: return "invalid queue identifier"; case 0x102: return "invalid queue size";
+    case 0x103: return "abort command limit exceeded"; case 0x105: return "asynchronous event request limit exceeded";
+    case 0x106: return "invalid firmware slot"; case 0x107: return "invalid firmware image";
+    case 0x108: return "invalid interrupt vector"; case 0x109: return "invalid log page";
+    case 0x10A: return "invalid format"; case 0x10C: return "invalid queue deletion";
+    case 0x10D: return "feature identifier not saveable"; case 0x10E: return "feature not changeable";
+    case 0x10F: return "feature not namespace specific"; case 0x180: return "conflicting attributes";
+    case 0x181: return "invalid protection information"; case 0x182: return "attempted write to read only range";
+    case 0x280: return "write fault"; case 0x281: return "unrecovered read error";
+    case 0x282: return "end-to-end guard check error"; case 0x283: return "end-to-end application tag check error";
+    case 0x284: return "end-to-end reference tag check error"; case 0x285: return "compare failure";
+    case 0x286: return "access denied"; case 0x287: return "deallocated or unwritten logical block";
+    case 0x300: return "internal path error"; case 0x301: return "asymmetric access persistent loss";
+    case 0x302: return "asymmetric access inaccessible"; case 0x303: return "asymmetric access transition";
+    case 0x360: return "controller pathing error"; case 0x370: return "host pathing error";
     case 0x371: return "command aborted by host";
     default: break;
     }
@@ -1983,21 +1950,14 @@ GPUMEM_API gpumem_status gpumem__poll_inside(gpumem_nvme_qp *qp, gpumem_nvme_req
     return gpumem__req_collected(qp, req, got);
 }
 
-/* A request in flight without its result, on a pair closed for a reset:
- * once the pair is aborted (its queues deleted, so the controller moves no
- * more data for it) it ends as a poll during a reset ends it
- * (GPUMEM_EABORTED; its ID is given up, and the reinitialisation frees
- * it), through its ID word alone. Before that - the gate closes first and
- * the queues are deleted after (gpumem_nvmectl_reset_begin), or the
- * reinitialisation has run and the gate is not open yet - it is not given
- * up, as the controller may still carry it out: its result if it has come,
- * else GPUMEM_EAGAIN (poll again; gpumem_nvme_qp_wait_timed waits). Giving
- * it up at once had a poll end a request EABORTED whose read the
- * controller then made into a buffer its owner had taken back (found by
- * tests/spin/reset.pml). If a harvester inside the pair has claimed its
- * completion meanwhile, the result is a few of that harvester's stores
- * away: it is waited for (no harvesting) and collected. Acquire (the
- * stopped word): pairs with the abort's release, made after the deletion. */
+/* A request in flight without its result, on a pair closed for a reset.
+ * Once the pair is aborted (its queues deleted: the controller moves no
+ * more data for it; acquire, against the abort's release) it ends
+ * GPUMEM_EABORTED through its ID word alone, the ID given up for the
+ * reinitialisation to free. Before that the controller may still carry it
+ * out (tests/spin/reset.pml found a read made into a buffer given back):
+ * its result if it has come, else GPUMEM_EAGAIN. A result a harvester
+ * inside the pair has claimed is a few stores away: waited for, collected. */
 GPUMEM_API gpumem_status gpumem__poll_closed(gpumem_nvme_qp *qp, gpumem_nvme_req *req) {
     int got = 0;
     if (gpumem__qp_stopped(qp) != GPUMEM__QP_ABORTED) {
@@ -2404,12 +2364,9 @@ GPUMEM_API gpumem_status gpumem__qp_reinit(gpumem_nvme_qp *qp, int open) {
     gpumem__qp_restart(qp, start);
     gpumem_atomic_store_u32(&qp->quiet.v, 0, GPUMEM_ORDER_RELAXED, GPUMEM__DEV);
     if (!open) return GPUMEM_OK;
-    /* Running before open (release, in set_state: all of the above before
-     * a user sees the pair running): a caller that looked at the stopped
-     * word before the reset began and enters once the gate opens must not
-     * find the pair still aborted - it would give up a command the
-     * recreated queues carry out (found by tests/spin/reset.pml). Until the
-     * gate opens, entrants still get EABORTED. */
+    /* Running before open (release: all of the above first): a caller that
+     * enters once the gate opens must not find the pair still aborted and
+     * give up a command the new queues carry out (tests/spin/reset.pml). */
     gpumem__signals_set_state(qp->signals, GPUMEM__QP_RUNNING);
     gpumem__gate_open(qp);
     return GPUMEM_OK;
@@ -2536,18 +2493,7 @@ GPUMEM_API gpumem_nvme_qp *gpumem_nvme_qp_pick(gpumem_nvme_qp *pairs, uint32_t n
  * NUL-terminated) and returns the length the whole text would have.
  */
 #if !GPUMEM_ON_DEVICE
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
-
-static inline size_t gpumem__appendf(char *buf, size_t n, size_t at, const char *fmt, ...) {
-    va_list ap;
-    int k;
-    va_start(ap, fmt);
-    k = vsnprintf(at < n ? buf + at : NULL, at < n ? n - at : 0, fmt, ap);
-    va_end(ap);
-    return at + (k > 0 ? (size_t)k : 0);
-}
 
 /* Client side: tickets, tail, heads, locks, doorbells, turns, command IDs. */
 static inline size_t gpumem_nvme_qp_report(const gpumem_nvme_qp *qp, char *buf, size_t n, size_t at) {
