@@ -339,6 +339,8 @@ FUZZ_TARGETS += graph_text
 FUZZ_TARGETS += graph_sg
 FUZZ_TARGETS += trace
 FUZZ_TARGETS += doctor
+FUZZ_TARGETS += uring_prp
+FUZZ_TARGETS += share_api
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 $(WARN) -O1 -g -fno-omit-frame-pointer \
@@ -349,6 +351,7 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(HEADERS)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -I. $< -o $@ -lm -pthread -ldl
 $(BUILD)/fuzz/fuzz_graph_text $(BUILD)/fuzz/fuzz_graph_sg: examples/graph.h examples/graph_formats.h tests/fuzz/graph_ref.h
 $(BUILD)/fuzz/fuzz_trace: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h
+$(BUILD)/fuzz/fuzz_share_api: tests/share_rig.h
 fuzz:
 	@$(DEPS) libfuzzer
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
