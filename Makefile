@@ -771,7 +771,8 @@ Tests (no GPU needed)
   make asan          the suite and the workloads under ASan + UBSan
   make stress        the soak: workloads, then random mixes for GPUMEM_SOAK_SECONDS (60) each
   make share-soak    the share's served random mixes, SOAK_ROUNDS (40) runs of each shape
-  make fuzz          the libFuzzer harnesses (graph readers, trace reader, doctor, CQ validation)
+  make fuzz          the libFuzzer harnesses (graph readers, trace reader, doctor, CQ validation,
+                     forwarder PRP translation, share API)
                      over their seeds, then FUZZ_SECONDS (60) each
   make share-cuda    the share's CPU tests built by nvcc (part of make test)
   make spin          Spin models of the lock-free protocols, each exhausted, each shown to find
