@@ -339,6 +339,8 @@ FUZZ_TARGETS += graph_text
 FUZZ_TARGETS += graph_sg
 FUZZ_TARGETS += trace
 FUZZ_TARGETS += doctor
+FUZZ_TARGETS += uring_prp
+FUZZ_TARGETS += share_api
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 $(WARN) -O1 -g -fno-omit-frame-pointer \
@@ -350,6 +352,7 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(HEADERS)
 $(BUILD)/fuzz/fuzz_graph_text $(BUILD)/fuzz/fuzz_graph_sg: examples/graph.h examples/graph_formats.h tests/fuzz/graph_ref.h \
 	tests/fuzz/graph_rig.h
 $(BUILD)/fuzz/fuzz_trace: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h
+$(BUILD)/fuzz/fuzz_share_api: tests/share_rig.h
 fuzz:
 	@$(DEPS) libfuzzer
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
@@ -769,7 +772,8 @@ Tests (no GPU needed)
   make asan          the suite and the workloads under ASan + UBSan
   make stress        the soak: workloads, then random mixes for GPUMEM_SOAK_SECONDS (60) each
   make share-soak    the share's served random mixes, SOAK_ROUNDS (40) runs of each shape
-  make fuzz          the libFuzzer harnesses (graph readers, trace reader, doctor, CQ validation)
+  make fuzz          the libFuzzer harnesses (graph readers, trace reader, doctor, CQ validation,
+                     forwarder PRP translation, share API)
                      over their seeds, then FUZZ_SECONDS (60) each
   make share-cuda    the share's CPU tests built by nvcc (part of make test)
   make spin          Spin models of the lock-free protocols, each exhausted, each shown to find
