@@ -294,7 +294,10 @@ static uint16_t gpumem__uring_translate(const gpumem__uring_xlate *x, gpumem_tar
         uint64_t list_bytes = (w.n_pages - 1) * 8;
         void *host;
         if ((cmd->prp2 & (pg - 1)) + list_bytes > pg) goto bad_prp;
-        if (!(cmd->prp2 >= x->list_lo && cmd->prp2 + list_bytes <= x->list_hi)) {
+        /* In the list pages, written so that nothing wraps: PRP2 in the last
+         * page of the address space made prp2 + list_bytes 0, "inside", and
+         * the walk read the list at PRP2 itself (fuzz_uring_prp). */
+        if (!(cmd->prp2 >= x->list_lo && cmd->prp2 < x->list_hi && list_bytes <= x->list_hi - cmd->prp2)) {
             if (!x->translate || gpumem__uring_host(x, cmd->prp2, list_bytes, &host) != 0) goto untranslatable;
             w.list = (const uint64_t *)host;
         }
@@ -302,7 +305,12 @@ static uint16_t gpumem__uring_translate(const gpumem__uring_xlate *x, gpumem_tar
     while ((r = gpumem_target_prp_walk_next(&w, &addr, &seg)) == 1) {
         void *host;
         if (gpumem__uring_host(x, addr, seg, &host) != 0 || !host) goto untranslatable;
-        if (io->n_iov && (char *)iov[io->n_iov - 1].iov_base + iov[io->n_iov - 1].iov_len == (char *)host) {
+        /* A segment whose host range would run past the end of the address
+         * space is no memory the kernel can take (and joining it would
+         * overflow a pointer: fuzz_uring_prp). Joined as integers. */
+        if ((uintptr_t)host > UINTPTR_MAX - (uintptr_t)seg) goto untranslatable;
+        if (io->n_iov &&
+            (uintptr_t)iov[io->n_iov - 1].iov_base + iov[io->n_iov - 1].iov_len == (uintptr_t)host) {
             iov[io->n_iov - 1].iov_len += (size_t)seg;
             continue;
         }

@@ -92,6 +92,36 @@ static int refuse_upper_half(void *ctx, uint64_t prp, uint64_t len, void **host)
     return 0;
 }
 
+/* The two findings of fuzz_uring_prp (issue 42), refused with a status
+ * instead of a crash: PRP2 in the last page of the address space made the
+ * "list in the pair's list pages" test wrap (PRP2 + the list's 16 bytes is
+ * 0) and the walk read the list at PRP2 itself - SEGV; a data page at the
+ * top of the address space, no translator, overflowed a pointer joining
+ * iovecs (UBSan). Both are now untranslatable, nothing read. */
+Test(uring_translate, addresses_at_the_top_of_memory_are_refused) {
+    unsigned char *list = aligned_alloc(PG, PG);
+    gpumem__uring_xlate x = {test_ns(), (uint64_t)(uintptr_t)list, (uint64_t)(uintptr_t)list + PG, NULL, NULL};
+    gpumem_target_stats st = {0};
+    gpumem_nvme_ns ns = test_ns();
+    gpumem_nvme_cmd cmd;
+    gpumem__uring_io io;
+    struct iovec iov[20];
+    int untr = 0;
+    /* 24 blocks of 512 B from PG: 3 pages, so PRP2 is a list pointer */
+    gpumem_nvme_cmd_rw(&cmd, GPUMEM_NVME_OP_READ, &ns, 0, 24, PG, 0xFFFFFFFFFFFFFFF0ull);
+    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), GPUMEM_NVME_STATUS(0, 0x13));
+    cr_assert_eq(untr, 1, "a list pointer the forwarder cannot read is untranslatable");
+    /* one page, the last of the address space; then two, the second the last */
+    gpumem_nvme_cmd_rw(&cmd, GPUMEM_NVME_OP_READ, &ns, 0, 8, 0ull - PG, 0);
+    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), GPUMEM_NVME_STATUS(0, 0x13));
+    cr_assert_eq(untr, 1, "a segment ending at 2^64");
+    gpumem_nvme_cmd_rw(&cmd, GPUMEM_NVME_OP_READ, &ns, 0, 16, 0ull - 2 * PG, 0ull - PG);
+    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), GPUMEM_NVME_STATUS(0, 0x13));
+    cr_assert_eq(untr, 1, "the second segment ends at 2^64");
+    cr_assert_eq(st.bad_prp, 0, "well-formed PRPs: not counted as bad");
+    free(list);
+}
+
 Test(uring_translate, refusals_carry_a_status) {
     unsigned char *buf = aligned_alloc(PG, 16 * PG), *list = aligned_alloc(PG, PG), *other = aligned_alloc(PG, PG);
     gpumem__uring_xlate x = {test_ns(), (uint64_t)(uintptr_t)list, (uint64_t)(uintptr_t)list + PG, NULL, NULL};
