@@ -56,6 +56,7 @@ TESTS   += $(BUILD)/test_doctor
 TESTS   += $(BUILD)/test_handle
 TESTS   += $(BUILD)/test_trace_input
 TESTS   += $(BUILD)/test_null_table
+TESTS   += $(BUILD)/test_defaults
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE

@@ -270,51 +270,95 @@ GPUMEM_API void gpumem__policy_fill(gpumem_cache *c, uint32_t k, uint64_t line) 
  * acquires a line (bench/results/registers-*.md). */
 enum { GPUMEM__CLAIM_NO = 0, GPUMEM__CLAIM_OK = 1 };
 
-/* Claim slot k: lock it, and if it holds a line, claim that line (BUSY)
- * provided nobody uses it. *skips (NULL: none) is how many more candidates
- * the host tier's placement may keep in this search; *where is its
- * placement for the victim (GPUMEM_PLACE_*, BYPASS without a tier). On
- * CLAIM_OK the slot is locked and its line, if any, claimed with count 0:
+/* ---- taking a slot's line: the one step that eviction, write-back and
+ * invalidation share. With the slot locked, claim the line it holds (BUSY),
+ * so that nobody can acquire, fill, evict or write it until the claim ends.
+ * (Locking stays with the callers: eviction tries a slot, the sweeps wait
+ * for it; taking the lock inside costs the miss path two registers.) */
+
+enum {
+    GPUMEM__TAKE_SKIP = 0, /* the line is not what `look` asks (or none, gpumem__sweep_take): slot unlocked */
+    GPUMEM__TAKE_BUSY,     /* the line is another's claim (a fill, an eviction): slot unlocked */
+    GPUMEM__TAKE_HELD,     /* the line has holders: claim undone, slot unlocked */
+    GPUMEM__TAKE_OK        /* slot still locked, line claimed with no holder; *prev: its state before */
+};
+
+/* Slot k is locked by the caller and holds `line`. `look_mask`/`look_want`:
+ * a relaxed look at the state before the claim, (state & look_mask) ==
+ * look_want or skip. It is cheap, keeps a sweep from setting BUSY on lines
+ * it would leave (an eviction on lines in use, a write-back on clean ones),
+ * and the claim checks again. `wait`: wait out an acquirer's brief claim on
+ * a valid line rather than report BUSY (write-back: the line is dirty, and
+ * skipping it would leave it unwritten). */
+GPUMEM_API int gpumem__slot_take_line(gpumem_cache *c, uint32_t k, uint64_t line, int wait, uint32_t look_mask,
+                                      uint32_t look_want, uint32_t *prev) {
+    uint32_t *w = gpumem__line_state(c, line), p;
+    if ((gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) & look_mask) != look_want) {
+        gpumem__slot_unlock(c->slots, k, &c->event);
+        return GPUMEM__TAKE_SKIP;
+    }
+    /* The claim. Acquire: if the count is 0 here, every holder's release
+     * (fetch_sub, release order) came before, so their writes to the slot
+     * are visible to whatever the taker does with it. BUSY on a valid line,
+     * while we hold the slot lock that every taker needs, can only be an
+     * acquirer's claim that it undoes at once (it found the line filled). */
+    while ((p = gpumem_atomic_fetch_or_u32(w, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV)) &
+               GPUMEM_CACHE_BUSY &&
+           p & GPUMEM_CACHE_VALID && wait)
+        GPUMEM_WAIT_UNTIL(&c->event,
+                          !(gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) & GPUMEM_CACHE_BUSY));
+    *prev = p;
+    if (p & GPUMEM_CACHE_BUSY) { /* not ours: leave it alone */
+        gpumem__slot_unlock(c->slots, k, &c->event);
+        return GPUMEM__TAKE_BUSY;
+    }
+    if (p & GPUMEM_CACHE_COUNT_MASK) { /* acquired since the look */
+        gpumem__line_end_claim(c, w, ~GPUMEM_CACHE_BUSY);
+        gpumem__slot_unlock(c->slots, k, &c->event);
+        return GPUMEM__TAKE_HELD;
+    }
+    return GPUMEM__TAKE_OK;
+}
+
+/* The sweeps' take (write-back, invalidation): wait for slot k's lock, then
+ * take its line (*line); TAKE_SKIP, unlocked, for an empty slot. */
+GPUMEM_API int gpumem__sweep_take(gpumem_cache *c, uint32_t k, int wait, uint32_t look_mask, uint32_t look_want,
+                                  uint64_t *line, uint32_t *prev) {
+    if ((*line = gpumem__slot_lock(c->slots, k, &c->event)) == GPUMEM_CACHE_EMPTY) {
+        gpumem__slot_unlock(c->slots, k, &c->event);
+        return GPUMEM__TAKE_SKIP;
+    }
+    return gpumem__slot_take_line(c, k, *line, wait, look_mask, look_want, prev);
+}
+
+/* Claim slot k for a miss: an empty slot, or one whose valid line nobody
+ * uses (taken, see gpumem__slot_take_line). *skips (NULL: none) is how many
+ * more candidates the host tier's placement may keep in this search; *where
+ * is its placement for the victim (GPUMEM_PLACE_*, BYPASS without a tier).
+ * On CLAIM_OK the slot is locked and its line, if any, claimed with count 0:
  * the miss's steps finish. */
 GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, uint32_t *where) {
     uint64_t victim;
-    if (!gpumem__slot_trylock(c->slots, k)) return GPUMEM__CLAIM_NO;
+    uint32_t prev;
+    if (!gpumem__slot_trylock(c->slots, k)) return GPUMEM__CLAIM_NO; /* any slot will do: try the next */
     *where = GPUMEM_PLACE_BYPASS;
     victim = gpumem__slot_tag(c->slots, k);
-    if (victim != GPUMEM_CACHE_EMPTY) {
-        uint32_t *vs = gpumem__line_state(c, victim);
-        uint32_t s = gpumem_atomic_load_u32(vs, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV), prev;
-        /* First check: cheap, and keeps us from setting BUSY on lines in use. */
-        if ((s & (GPUMEM_CACHE_BUSY | GPUMEM_CACHE_COUNT_MASK)) != 0 || !(s & GPUMEM_CACHE_VALID)) {
-            gpumem__slot_unlock(c->slots, k, &c->event);
-            return GPUMEM__CLAIM_NO;
-        }
-        /* Second check, in the claim itself. Acquire: if the count is 0 here,
-         * every holder's release (fetch_sub, release order) came before, so
-         * their writes to the slot are visible to the write-back. */
-        prev = gpumem_atomic_fetch_or_u32(vs, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
-        if (prev & GPUMEM_CACHE_BUSY) { /* someone else's claim: leave it alone */
-            gpumem__slot_unlock(c->slots, k, &c->event);
-            return GPUMEM__CLAIM_NO;
-        }
-        if (prev & GPUMEM_CACHE_COUNT_MASK) { /* acquired since the first check */
-            gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);
-            gpumem__slot_unlock(c->slots, k, &c->event);
-            return GPUMEM__CLAIM_NO;
-        }
-        if (GPUMEM_CACHE_CHECK &&
-            gpumem_atomic_load_u32(&c->lines[victim].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != k)
-            gpumem__cache_count(c, victim, GPUMEM__ST_VIOLATIONS, 1);
-        /* The placement decides while the line is ours and nobody can use it. */
-        if (GPUMEM__HAS_TIER(c) &&
-            (*where = gpumem__tier_place(c->tier, victim, skips ? *skips : 0)) == GPUMEM_PLACE_KEEP) {
-            /* predicted short reuse: a second chance, look further */
-            (*skips)--;
-            gpumem__line_end_claim(c, vs, ~GPUMEM_CACHE_BUSY);
-            gpumem__slot_unlock(c->slots, k, &c->event);
-            gpumem__policy_touch(c, k, victim);
-            return GPUMEM__CLAIM_NO;
-        }
+    if (victim == GPUMEM_CACHE_EMPTY) return GPUMEM__CLAIM_OK;
+    if (gpumem__slot_take_line(c, k, victim, 0, GPUMEM_CACHE_BUSY | GPUMEM_CACHE_COUNT_MASK | GPUMEM_CACHE_VALID,
+                               GPUMEM_CACHE_VALID, &prev) != GPUMEM__TAKE_OK)
+        return GPUMEM__CLAIM_NO;
+    if (GPUMEM_CACHE_CHECK &&
+        gpumem_atomic_load_u32(&c->lines[victim].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != k)
+        gpumem__cache_count(c, victim, GPUMEM__ST_VIOLATIONS, 1);
+    /* The placement decides while the line is ours and nobody can use it. */
+    if (GPUMEM__HAS_TIER(c) &&
+        (*where = gpumem__tier_place(c->tier, victim, skips ? *skips : 0)) == GPUMEM_PLACE_KEEP) {
+        /* predicted short reuse: a second chance, look further */
+        (*skips)--;
+        gpumem__line_end_claim(c, gpumem__line_state(c, victim), ~GPUMEM_CACHE_BUSY);
+        gpumem__slot_unlock(c->slots, k, &c->event);
+        gpumem__policy_touch(c, k, victim);
+        return GPUMEM__CLAIM_NO;
     }
     return GPUMEM__CLAIM_OK;
 }
@@ -794,42 +838,23 @@ GPUMEM_API gpumem_status gpumem_cache_writeback(gpumem_cache *c, uint32_t first,
     if (first > end || end > c->n_slots) return GPUMEM_ERANGE;
     for (k = first; k < end; k++) {
         uint64_t line;
-        uint32_t *w, prev;
-        line = gpumem__slot_lock(c->slots, k, &c->event);
-        if (line == GPUMEM_CACHE_EMPTY ||
-            !(gpumem_atomic_load_u32(gpumem__line_state(c, line), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) &
-              GPUMEM_CACHE_DIRTY)) {
-            gpumem__slot_unlock(c->slots, k, &c->event);
+        uint32_t prev;
+        switch (gpumem__sweep_take(c, k, 1, GPUMEM_CACHE_DIRTY, GPUMEM_CACHE_DIRTY, &line, &prev)) {
+        case GPUMEM__TAKE_OK: break;
+        case GPUMEM__TAKE_SKIP: continue; /* empty or clean */
+        default: /* held, or a fill: dirty only when the host tier (gpumem_tier.h) hands up a dirty line */
+            if (result == GPUMEM_OK) result = GPUMEM_EAGAIN;
             continue;
         }
-        w = gpumem__line_state(c, line);
-        /* BUSY on a valid line, while we hold the slot lock that eviction,
-         * write-back and invalidation need, can only be an acquirer's brief
-         * claim that it undoes at once: wait it out. BUSY on an invalid line
-         * is a fill in progress; it is dirty only when the host tier
-         * (gpumem_tier.h) hands up a dirty line: that counts as held. */
-        while ((prev = gpumem_atomic_fetch_or_u32(w, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV)) &
-                   GPUMEM_CACHE_BUSY &&
-               prev & GPUMEM_CACHE_VALID)
-            GPUMEM_WAIT_UNTIL(&c->event,
-                              !(gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) & GPUMEM_CACHE_BUSY));
-        if (prev & GPUMEM_CACHE_BUSY) { /* a fill: dirty only when it comes from the host tier */
-            if (result == GPUMEM_OK) result = GPUMEM_EAGAIN;
-            gpumem__slot_unlock(c->slots, k, &c->event);
-            continue;
-        }
-        if (prev & GPUMEM_CACHE_COUNT_MASK) { /* held: leave it dirty */
-            if (result == GPUMEM_OK) result = GPUMEM_EAGAIN;
-            gpumem__line_end_claim(c, w, ~GPUMEM_CACHE_BUSY);
-        } else if (gpumem__cache_io(c, 1, line, k) == GPUMEM_OK) {
+        if (gpumem__cache_io(c, 1, line, k) == GPUMEM_OK) {
             /* Nobody holds it and BUSY keeps newcomers waiting, so no write
              * can slip in between the copy and the clean mark. */
             n++;
             gpumem__cache_count(c, line, GPUMEM__ST_WRITEBACKS, 1);
-            gpumem__line_end_claim(c, w, ~(GPUMEM_CACHE_BUSY | GPUMEM_CACHE_DIRTY));
+            gpumem__line_end_claim(c, gpumem__line_state(c, line), ~(GPUMEM_CACHE_BUSY | GPUMEM_CACHE_DIRTY));
         } else {
             result = GPUMEM_EIO;
-            gpumem__line_end_claim(c, w, ~GPUMEM_CACHE_BUSY);
+            gpumem__line_end_claim(c, gpumem__line_state(c, line), ~GPUMEM_CACHE_BUSY);
         }
         gpumem__slot_unlock(c->slots, k, &c->event);
     }
@@ -872,21 +897,15 @@ GPUMEM_API gpumem_status gpumem_cache_invalidate(gpumem_cache *c, uint32_t first
     if (first > end || end > c->n_slots) return GPUMEM_ERANGE;
     for (k = first; k < end; k++) {
         uint64_t line;
-        uint32_t *w, prev;
-        line = gpumem__slot_lock(c->slots, k, &c->event);
-        if (line != GPUMEM_CACHE_EMPTY) {
-            w = gpumem__line_state(c, line);
-            prev = gpumem_atomic_fetch_or_u32(w, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
-            if (!(prev & GPUMEM_CACHE_BUSY)) {
-                if ((prev & (GPUMEM_CACHE_DIRTY | GPUMEM_CACHE_COUNT_MASK)) == 0 && (prev & GPUMEM_CACHE_VALID)) {
-                    gpumem__line_end_claim(c, w, GPUMEM_CACHE_COUNT_MASK);
-                    gpumem__slot_set_tag(c->slots, k, GPUMEM_CACHE_EMPTY);
-                    gpumem__cache_count(c, line, GPUMEM__ST_INVALIDATIONS, 1);
-                    n++;
-                } else {
-                    gpumem__line_end_claim(c, w, ~GPUMEM_CACHE_BUSY);
-                }
-            }
+        uint32_t prev;
+        if (gpumem__sweep_take(c, k, 0, 0, 0, &line, &prev) != GPUMEM__TAKE_OK) continue; /* empty, held, claimed */
+        if ((prev & (GPUMEM_CACHE_DIRTY | GPUMEM_CACHE_VALID)) == GPUMEM_CACHE_VALID) {
+            gpumem__line_end_claim(c, gpumem__line_state(c, line), GPUMEM_CACHE_COUNT_MASK);
+            gpumem__slot_set_tag(c->slots, k, GPUMEM_CACHE_EMPTY);
+            gpumem__cache_count(c, line, GPUMEM__ST_INVALIDATIONS, 1);
+            n++;
+        } else {
+            gpumem__line_end_claim(c, gpumem__line_state(c, line), ~GPUMEM_CACHE_BUSY);
         }
         gpumem__slot_unlock(c->slots, k, &c->event);
     }

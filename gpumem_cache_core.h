@@ -272,6 +272,42 @@ GPUMEM_API void gpumem__cache_count(gpumem_cache *c, uint64_t key, uint32_t whic
 
 GPUMEM_API uint32_t *gpumem__line_state(gpumem_cache *c, uint64_t line) { return &c->lines[line].state; }
 
+/* A pin: a reference that no thread holds, which keeps a copy from eviction
+ * and write-back as a thread's does. Used by design only by the share
+ * (gpumem_share_path.h, gpumem_share.h), which pins every written copy until
+ * it is merged and a peer's copy while it reads from it. `held`: the caller
+ * holds a reference of its own, so the copy stays valid and the pin is one
+ * more (it cannot fail). Otherwise it is taken only while the copy is valid,
+ * not claimed and still in `slot` (the claim checks the count after setting
+ * BUSY, so one of the two always sees the other); 0 if it is gone or going. */
+GPUMEM_API int gpumem__line_pin(gpumem_cache *c, uint64_t line, uint32_t slot, int held) {
+    uint32_t *w = gpumem__line_state(c, line), v;
+    if (held) {
+        gpumem_atomic_fetch_add_u32(w, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+        return 1;
+    }
+    v = gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    for (;;) {
+        if ((v & (GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY)) != GPUMEM_CACHE_VALID ||
+            (v & GPUMEM_CACHE_COUNT_MASK) >= GPUMEM_CACHE_COUNT_LIMIT)
+            return 0;
+        if (gpumem_atomic_cas_u32(w, &v, v + 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV)) break;
+    }
+    if (gpumem_atomic_load_u32(&c->lines[line].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != slot) {
+        gpumem_atomic_fetch_sub_u32(w, 1, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+        return 0;
+    }
+    return 1;
+}
+
+/* Drop a pin. Release: the pinner's writes to the copy come before any
+ * eviction that finds the count at zero. The wake-up is for a host thread
+ * waiting for room (a full cache of pinned copies). */
+GPUMEM_API void gpumem__line_unpin(gpumem_cache *c, uint64_t line) {
+    gpumem_atomic_fetch_sub_u32(gpumem__line_state(c, line), 1, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+    gpumem_event_notify(&c->event);
+}
+
 /* Slot k of a pool (line_bytes apart, as every pool of this cache). */
 GPUMEM_API unsigned char *gpumem__pool_data(const gpumem_cache *c, const gpumem__slot_pool *pool, uint32_t k) {
     return pool->data + ((size_t)k << c->line_shift);

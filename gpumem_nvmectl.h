@@ -116,13 +116,16 @@ extern "C" {
 
 typedef struct gpumem_nvmectl gpumem_nvmectl;
 
+/* Zero means default in every field but pci_addr (docs/headers.md);
+ * gpumem_nvmectl_config_resolved shows the values a config stands for. */
 typedef struct gpumem_nvmectl_config {
     const char *pci_addr;  /* "0000:00:04.0", as under /sys/bus/pci/devices */
     uint32_t nsid;         /* namespace the queue pairs address; default 1 */
     uint32_t max_pairs;    /* I/O queue pairs to ask for (1..65535); default 16 */
     uint32_t admin_depth;  /* admin queue entries, a power of two 2..64; default 32 */
     uint32_t timeout_ms;   /* longest wait for one admin command; default 10000 */
-    int huge_pages;        /* 1 (default): rings in 2 MiB huge pages where there are any (no IOMMU only) */
+    int small_pages;       /* 0 (default): rings in 2 MiB huge pages where there are any (no IOMMU only);
+                              1: ordinary pages always (0.4's huge_pages = 0) */
     char *error;           /* optional: open copies the reason of a failure here, NUL terminated */
     size_t error_bytes;    /* size of `error` (320 holds every message) */
 } gpumem_nvmectl_config;
@@ -160,7 +163,10 @@ enum {
     GPUMEM_NVMECTL_DMA_SMALL_PAGES = 2 /* ordinary 4 KiB pages even where huge pages exist */
 };
 
+/* A zeroed config resolved (pci_addr NULL: set it). */
 gpumem_nvmectl_config gpumem_nvmectl_config_default(void);
+/* The config with its defaults filled in: what gpumem_nvmectl_open uses (NULL: the zeroed config). */
+gpumem_nvmectl_config gpumem_nvmectl_config_resolved(const gpumem_nvmectl_config *in);
 /* Open and bring up the controller. On failure *out is NULL, the status says
  * what kind of failure, and the message went to GPUMEM_LOG and to
  * cfg->error if the caller gave one: GPUMEM_ENODEV (no device, wrong or no
@@ -657,7 +663,7 @@ gpumem_status gpumem_nvmectl_dma_alloc(gpumem_nvmectl *ctl, size_t bytes, uint32
     if ((flags & GPUMEM_NVMECTL_DMA_CONTIGUOUS) && bytes > GPUMEM__HUGE_PAGE_BYTES)
         return gpumem__nvmectl_fail(ctl, GPUMEM_EINVAL, "contiguous DMA memory of %zu bytes: at most one 2 MiB "
                                                          "huge page", bytes);
-    if (!(flags & GPUMEM_NVMECTL_DMA_SMALL_PAGES) && (!ctl || ctl->cfg.huge_pages)) {
+    if (!(flags & GPUMEM_NVMECTL_DMA_SMALL_PAGES) && (!ctl || !ctl->cfg.small_pages)) {
         /* Huge pages do not move and are physically contiguous. */
         out->mapped_bytes_ = GPUMEM_ALIGN_UP(bytes, GPUMEM__HUGE_PAGE_BYTES);
         va = mmap(NULL, out->mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | GPUMEM__MAP_ANONYMOUS |
@@ -1153,14 +1159,16 @@ static gpumem_status gpumem__nvmectl_enable(gpumem_nvmectl *c) {
     return GPUMEM_OK;
 }
 
-gpumem_nvmectl_config gpumem_nvmectl_config_default(void) {
+gpumem_nvmectl_config gpumem_nvmectl_config_default(void) { return gpumem_nvmectl_config_resolved(NULL); }
+
+gpumem_nvmectl_config gpumem_nvmectl_config_resolved(const gpumem_nvmectl_config *in) {
     gpumem_nvmectl_config c;
-    memset(&c, 0, sizeof c);
-    c.nsid = 1;
-    c.max_pairs = 16;
-    c.admin_depth = 32;
-    c.timeout_ms = 10000;
-    c.huge_pages = 1;
+    if (in) c = *in;
+    else memset(&c, 0, sizeof c);
+    if (!c.nsid) c.nsid = 1;
+    if (!c.max_pairs) c.max_pairs = 16;
+    if (!c.admin_depth) c.admin_depth = 32;
+    if (!c.timeout_ms) c.timeout_ms = 10000;
     return c;
 }
 
@@ -1170,21 +1178,24 @@ gpumem_status gpumem_nvmectl_open(const gpumem_nvmectl_config *cfg, gpumem_nvmec
     gpumem_nvme_cpl cpl;
     gpumem_status st;
     uint32_t nsqa, ncqa;
+    size_t addr_len;
     if (!cfg || !out || !cfg->pci_addr) return GPUMEM_ENULL;
     *out = NULL;
     if (cfg->error && cfg->error_bytes) cfg->error[0] = 0;
     c = (gpumem_nvmectl *)GPUMEM_MALLOC(sizeof *c);
     if (!c) return GPUMEM_ENOMEM;
     memset(c, 0, sizeof *c);
-    c->cfg = *cfg;
+    addr_len = strlen(cfg->pci_addr);
+    c->cfg = gpumem_nvmectl_config_resolved(cfg);
+    cfg = &c->cfg; /* from here on, the resolved values */
     snprintf(c->pci_addr, sizeof c->pci_addr, "%s", cfg->pci_addr);
     c->cfg.pci_addr = c->pci_addr;
     c->vfio_group = c->vfio_device = -1;
     pthread_mutex_init(&c->admin_lock, NULL);
-    if (cfg->max_pairs == 0 || cfg->max_pairs > 65535 || !gpumem__valid_count(cfg->admin_depth, 64) ||
-        cfg->timeout_ms == 0 || strlen(cfg->pci_addr) >= sizeof c->pci_addr) {
-        st = gpumem__nvmectl_fail(c, GPUMEM_EINVAL, "open: max_pairs (1..65535), admin_depth (power of two 2..64), "
-                                  "timeout_ms (not 0) or pci_addr (under 64 characters) out of range");
+    if (cfg->max_pairs > 65535 || !gpumem__valid_count(cfg->admin_depth, 64) ||
+        addr_len >= sizeof c->pci_addr) {
+        st = gpumem__nvmectl_fail(c, GPUMEM_EINVAL, "open: max_pairs (1..65535), admin_depth (power of two 2..64) "
+                                  "or pci_addr (under 64 characters) out of range");
         goto fail;
     }
     if ((st = gpumem__nvmectl_map(c)) != GPUMEM_OK) goto fail;

@@ -360,7 +360,7 @@ GPUMEM_API gpumem_status gpumem_share_get(gpumem_share *s, uint32_t o, uint64_t 
             /* We hold a reference, so the line stays valid: the pin is one
              * more - or the one a merge left owed, taken over. */
             if (e->owed & bit) e->owed &= ~bit;
-            else gpumem_atomic_fetch_add_u32(gpumem__line_state(c, line), 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+            else gpumem__share_pin(c, line, 0, 1);
             e->dirty |= bit;
         }
     }

@@ -559,31 +559,16 @@ GPUMEM_API void gpumem__share_check_touch(gpumem_cache *c) {
 #endif
 }
 
-/* Pin a valid copy against eviction and write-back: one more reference,
- * taken only while the line is valid and not claimed (the claim checks the
- * count after setting BUSY, so one of the two always sees the other).
- * Returns 0 if the copy is gone or going. */
-GPUMEM_API int gpumem__share_pin(gpumem_cache *c, uint64_t line, uint32_t slot) {
-    uint32_t *w = gpumem__line_state(c, line), v;
+/* The share's pins (gpumem__line_pin), each checked as a touch of the
+ * owner's cache words. */
+GPUMEM_API int gpumem__share_pin(gpumem_cache *c, uint64_t line, uint32_t slot, int held) {
     gpumem__share_check_touch(c);
-    v = gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
-    for (;;) {
-        if ((v & (GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY)) != GPUMEM_CACHE_VALID ||
-            (v & GPUMEM_CACHE_COUNT_MASK) >= GPUMEM_CACHE_COUNT_LIMIT)
-            return 0;
-        if (gpumem_atomic_cas_u32(w, &v, v + 1, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV)) break;
-    }
-    if (gpumem_atomic_load_u32(&c->lines[line].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != slot) {
-        gpumem_atomic_fetch_sub_u32(w, 1, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
-        return 0;
-    }
-    return 1;
+    return gpumem__line_pin(c, line, slot, held);
 }
 
 GPUMEM_API void gpumem__share_unpin(gpumem_cache *c, uint64_t line) {
     gpumem__share_check_touch(c);
-    gpumem_atomic_fetch_sub_u32(gpumem__line_state(c, line), 1, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
-    gpumem_event_notify(&c->event);
+    gpumem__line_unpin(c, line);
 }
 
 /* Whether a host thread may touch owner o's cache words now: the host
@@ -752,7 +737,7 @@ GPUMEM_API uint32_t gpumem__share_peer(gpumem_share *s, gpumem__share_entry *e, 
     for (i = 0; i < s->n_owners; i++) {
         p = i == 0 ? want : i; /* `want` first, then every owner in turn */
         if (p == 0 || p == o || (i != 0 && p == want) || !gpumem__share_is_source(s, e, p, home)) continue;
-        if (!gpumem__share_may_touch(p, 0) || gpumem__share_pin(s->caches[p], e->line, e->slot[p])) return p;
+        if (!gpumem__share_may_touch(p, 0) || gpumem__share_pin(s->caches[p], e->line, e->slot[p], 0)) return p;
     }
     return 0;
 }

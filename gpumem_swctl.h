@@ -822,11 +822,16 @@ extern "C" {
 
 typedef struct gpumem_swctl gpumem_swctl;
 
+/* Zero means default in every field (docs/headers.md), so a zeroed config
+ * is a 32 MiB RAM namespace; gpumem_swctl_config_resolved shows the values
+ * a config stands for. */
 typedef struct gpumem_swctl_config {
-    uint32_t lba_bytes;    /* 512 or 4096 (any power of two 512..65536) */
-    uint64_t n_blocks;     /* namespace capacity */
+    uint32_t lba_bytes;    /* 512 (default) or 4096 (any power of two 512..65536) */
+    uint64_t n_blocks;     /* namespace capacity; default 65536 */
     void *ram;             /* backing store of n_blocks*lba_bytes, or NULL: */
-    int fd;                /*   ... a file (pread/pwrite), or -1 with ram NULL: allocate RAM */
+    int fd;                /*   ... a file (pread/pwrite), or 0 (or -1) with ram NULL: the controller
+                              allocates RAM. So descriptor 0 is never a namespace: dup(2) a file
+                              that was opened on it. */
     uint32_t max_blocks;   /* most blocks per command (MDTS); default 256 */
     uint64_t latency_ns;   /* service time per command; 0 = instant */
     uint64_t iops;         /* completion rate cap; 0 = none */
@@ -836,7 +841,7 @@ typedef struct gpumem_swctl_config {
                               success (SCT 0, SC 0, e.g. the default 0) injects Internal Error (0/0x06):
                               success is never reported for work not done */
     uint32_t max_pending;  /* fetched but not completed commands held; default 4096 */
-    uint64_t seed;         /* for reordering and injection */
+    uint64_t seed;         /* for reordering and injection; 0: a fixed default */
     uint64_t drop_command; /* test hook: the Nth command fetched (1 = the first) is never
                               completed, as a faulty device would; 0 = none. Counted in
                               stats.dropped; what a watchdog is for. */
@@ -850,8 +855,9 @@ typedef struct gpumem_swctl_config {
      * seen within a poll while the controller spins, and within park_ns
      * once it parks. GPUMEM_SWCTL_NEVER_PARK: poll forever (a core, always;
      * the lowest latency for GPU clients); so does a controller with a pair
-     * set polled (gpumem_swctl_set_polled). Defaults: 50 us, 1 ms. CPU time
-     * of each setting: bench/results/issue12-doorbell-vm.md. */
+     * set polled (gpumem_swctl_set_polled). Defaults (0): 50 us, 1 ms;
+     * GPUMEM_SWCTL_NO_SPIN parks at once. CPU time of each setting:
+     * bench/results/issue12-doorbell-vm.md. */
     uint64_t idle_spin_ns;
     uint64_t park_ns;      /* 1 us .. 1 s; 0: the default */
     /* Where memory comes from, by who touches it (gpumem_target_mem in
@@ -878,13 +884,19 @@ typedef struct gpumem_swctl_config {
 
 /* idle_spin_ns: never park. */
 #define GPUMEM_SWCTL_NEVER_PARK GPUMEM_TARGET_NEVER_PARK
+/* idle_spin_ns: park at once. */
+#define GPUMEM_SWCTL_NO_SPIN GPUMEM_TARGET_NO_SPIN
 #define GPUMEM_SWCTL_DEFAULT_SPIN_NS GPUMEM_TARGET_DEFAULT_SPIN_NS
 #define GPUMEM_SWCTL_DEFAULT_PARK_NS GPUMEM_TARGET_DEFAULT_PARK_NS
 
 /* The counts of gpumem_target_stats (the controller core), for the whole controller. */
 typedef gpumem_target_stats gpumem_swctl_stats;
 
+/* A zeroed config resolved: the same as gpumem_swctl_config_resolved of {0}. */
 gpumem_swctl_config gpumem_swctl_config_default(void);
+/* The config with its defaults filled in: what gpumem_swctl_create uses
+ * (a NULL in: the zeroed config). Values out of range stay, for create to refuse. */
+gpumem_swctl_config gpumem_swctl_config_resolved(const gpumem_swctl_config *in);
 gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl **out);
 /* Add a queue pair (only while stopped); the pair's memory belongs to the
  * controller, PRP-list pages for each command ID included (see
@@ -1071,25 +1083,31 @@ static uint64_t gpumem__rng_next(uint64_t *s) { /* xorshift64* */
     return x * 0x2545F4914F6CDD1Dull;
 }
 
-gpumem_swctl_config gpumem_swctl_config_default(void) {
+gpumem_swctl_config gpumem_swctl_config_resolved(const gpumem_swctl_config *in) {
     gpumem_swctl_config c;
-    memset(&c, 0, sizeof c);
-    c.lba_bytes = 512;
-    c.n_blocks = 1u << 16;
-    c.fd = -1;
-    c.max_blocks = 256;
-    c.max_pending = 4096;
-    c.seed = 0x9E3779B97F4A7C15ull;
-    c.idle_spin_ns = GPUMEM_SWCTL_DEFAULT_SPIN_NS;
-    c.park_ns = GPUMEM_SWCTL_DEFAULT_PARK_NS;
+    if (in) c = *in;
+    else memset(&c, 0, sizeof c);
+    if (!c.lba_bytes) c.lba_bytes = 512;
+    if (!c.n_blocks) c.n_blocks = 1u << 16;
+    if (c.fd <= 0) c.fd = -1; /* no file */
+    if (!c.max_blocks) c.max_blocks = 256;
+    if (!c.max_pending) c.max_pending = 4096;
+    if (!c.seed) c.seed = 0x9E3779B97F4A7C15ull;
+    c.idle_spin_ns = gpumem_target_spin_resolved(c.idle_spin_ns);
+    if (!c.park_ns) c.park_ns = GPUMEM_SWCTL_DEFAULT_PARK_NS;
     return c;
 }
 
-gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl **out) {
+gpumem_swctl_config gpumem_swctl_config_default(void) { return gpumem_swctl_config_resolved(NULL); }
+
+gpumem_status gpumem_swctl_create(const gpumem_swctl_config *in, gpumem_swctl **out) {
     gpumem_swctl *c;
     gpumem_status st;
-    if (!cfg || !out) return GPUMEM_ENULL;
+    gpumem_swctl_config resolved;
+    const gpumem_swctl_config *cfg = &resolved;
+    if (!in || !out) return GPUMEM_ENULL;
     *out = NULL;
+    resolved = gpumem_swctl_config_resolved(in);
     if (cfg->lba_bytes < 512 || cfg->lba_bytes > 65536 || !gpumem_is_pow2_u64(cfg->lba_bytes)) {
         GPUMEM_LOG("software controller: LBA size %u is not a power of two in 512..65536", cfg->lba_bytes);
         return GPUMEM_EINVAL;
@@ -1101,7 +1119,7 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
         return GPUMEM_EINVAL;
     }
     if (cfg->n_blocks > (UINT64_MAX / cfg->lba_bytes)) return GPUMEM_EINVAL;
-    if (cfg->park_ns != 0 && (cfg->park_ns < 1000 || cfg->park_ns > 1000000000ull)) {
+    if (cfg->park_ns < 1000 || cfg->park_ns > 1000000000ull) {
         GPUMEM_LOG("software controller: park_ns %llu out of range (1 us .. 1 s)", (unsigned long long)cfg->park_ns);
         return GPUMEM_EINVAL;
     }
@@ -1109,12 +1127,11 @@ gpumem_status gpumem_swctl_create(const gpumem_swctl_config *cfg, gpumem_swctl *
     if (!c) return GPUMEM_ENOMEM;
     memset(c, 0, sizeof *c);
     c->cfg = *cfg;
-    if (!c->cfg.park_ns) c->cfg.park_ns = GPUMEM_SWCTL_DEFAULT_PARK_NS;
     c->ns.nsid = 1;
     c->ns.lba_shift = gpumem_log2_u64(cfg->lba_bytes);
     c->ns.n_blocks = cfg->n_blocks;
     c->ns.max_blocks = cfg->max_blocks;
-    c->rng = cfg->seed ? cfg->seed : 1;
+    c->rng = cfg->seed;
     /* The allocators are checked there (both of a pair, or neither). */
     if ((st = gpumem_target_pairs_create(&c->ns, &cfg->mem, &c->pairs)) != GPUMEM_OK) {
         GPUMEM_FREE(c);

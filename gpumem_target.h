@@ -632,6 +632,8 @@ size_t gpumem_target_pairs_report_client(const gpumem_target_pairs *ps, uint32_t
 #define GPUMEM_TARGET_NEVER_PARK UINT64_MAX
 #define GPUMEM_TARGET_DEFAULT_SPIN_NS 50000ull
 #define GPUMEM_TARGET_DEFAULT_PARK_NS 1000000ull
+/* idle spin: none, park at the first idle look (0 is the default, 50 us). */
+#define GPUMEM_TARGET_NO_SPIN (UINT64_MAX - 1)
 
 /* How one serving thread waits for work: after its last work it polls for
  * spin_ns (busy: a core), then parks, at most park_ns at a time, looking at
@@ -639,11 +641,13 @@ size_t gpumem_target_pairs_report_client(const gpumem_target_pairs *ps, uint32_t
  * threads) is so seen within a poll while it spins and within park_ns once
  * it parks. The thread's own: plain fields. */
 typedef struct gpumem_target_idle {
-    uint64_t spin_ns;      /* GPUMEM_TARGET_NEVER_PARK: never park */
-    uint64_t park_ns;      /* 0: GPUMEM_TARGET_DEFAULT_PARK_NS */
+    uint64_t spin_ns;      /* GPUMEM_TARGET_NEVER_PARK: never park; 0: park at once */
+    uint64_t park_ns;
     uint64_t last_work_ns; /* gpumem_clock_ns of the last round with work */
 } gpumem_target_idle;
 
+/* A spin setting with its default filled in (0: GPUMEM_TARGET_DEFAULT_SPIN_NS). */
+uint64_t gpumem_target_spin_resolved(uint64_t spin_ns);
 /* The idle state of a thread that starts serving now. */
 gpumem_target_idle gpumem_target_idle_start(uint64_t spin_ns, uint64_t park_ns);
 /* One idle step, after a round that did `work` things (0: idle) at now_ns.
@@ -963,9 +967,14 @@ void gpumem_target_pairs_set_stopped(gpumem_target_pairs *ps, int stopped) {
         if (!ps->pairs[i]->deleted) gpumem_nvme_qp_signals_set_stopped(ps->pairs[i]->queue.signals, stopped);
 }
 
+uint64_t gpumem_target_spin_resolved(uint64_t spin_ns) {
+    return spin_ns ? spin_ns : GPUMEM_TARGET_DEFAULT_SPIN_NS;
+}
+
 gpumem_target_idle gpumem_target_idle_start(uint64_t spin_ns, uint64_t park_ns) {
     gpumem_target_idle idle;
-    idle.spin_ns = spin_ns;
+    spin_ns = gpumem_target_spin_resolved(spin_ns);
+    idle.spin_ns = spin_ns == GPUMEM_TARGET_NO_SPIN ? 0 : spin_ns;
     idle.park_ns = park_ns ? park_ns : GPUMEM_TARGET_DEFAULT_PARK_NS;
     idle.last_work_ns = gpumem_clock_ns();
     return idle;

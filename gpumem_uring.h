@@ -140,6 +140,8 @@ extern "C" {
 
 typedef struct gpumem_uringctl gpumem_uringctl;
 
+/* Zero means default in every field but path (docs/headers.md);
+ * gpumem_uringctl_config_resolved shows the values a config stands for. */
 typedef struct gpumem_uringctl_config {
     const char *path;       /* /dev/ngXnY, or a regular file (io_uring reads and writes) */
     uint32_t n_threads;     /* forwarder threads, 1..64; pair i served by thread i % n_threads; default 1 */
@@ -147,7 +149,8 @@ typedef struct gpumem_uringctl_config {
                                default 256. A pair deeper than ring_entries + 1 is refused. */
     uint32_t max_blocks;    /* largest command in blocks (default 256), lowered to the kernel's MDTS */
     uint32_t lba_bytes;     /* regular file only: 512 (default) .. 65536, a power of two */
-    uint64_t idle_spin_ns;  /* poll this long after work (gpumem_target_idle; GPUMEM_TARGET_NEVER_PARK: always) ... */
+    uint64_t idle_spin_ns;  /* poll this long after work (gpumem_target_idle; 0: 50 us; GPUMEM_TARGET_NEVER_PARK:
+                               always; GPUMEM_TARGET_NO_SPIN: never) ... */
     uint64_t park_ns;       /* ... then wait at most this long at a time (1 us .. 1 s; 0: 1 ms) */
     /* The pairs' command timeout, and the forwarder's own deadline: 0 the
      * default (30 s, as Linux), GPUMEM_NVME_CMD_TIMEOUT_NEVER none. A caller
@@ -179,7 +182,10 @@ typedef struct gpumem_uringctl_stats {
     uint64_t left_in_kernel;  /* at the last stop: overdue commands still in the kernel (reaped after a start) */
 } gpumem_uringctl_stats;
 
+/* A zeroed config resolved (path NULL: set it). */
 gpumem_uringctl_config gpumem_uringctl_config_default(void);
+/* The config with its defaults filled in: what gpumem_uringctl_open uses (NULL: the zeroed config). */
+gpumem_uringctl_config gpumem_uringctl_config_resolved(const gpumem_uringctl_config *in);
 /* Open the namespace and set up one io_uring per thread (SQE128, CQE32).
  * GPUMEM_ENODEV: path absent, or neither an NVMe generic device nor a
  * regular file, or a namespace it cannot serve; GPUMEM_ESYS: a system call
@@ -205,16 +211,16 @@ gpumem_status gpumem_uringctl_start(gpumem_uringctl *ctl);
  * as do new calls, until the next start. A command still in the kernel keeps
  * its ID and its forwarder slot; a later start reaps and posts it (late). */
 gpumem_status gpumem_uringctl_stop(gpumem_uringctl *ctl);
-/* The counts, all threads summed; only while stopped (GPUMEM_ESTATE else). */
-gpumem_status gpumem_uringctl_get_stats(gpumem_uringctl *ctl, gpumem_uringctl_stats *out);
-/* Completions posted so far, any thread, any time (a watchdog's progress). */
-uint64_t gpumem_uringctl_progress(gpumem_uringctl *ctl);
 /* Stop if running and free everything. GPUMEM_EBUSY, changing nothing,
  * while a thread waits in one of its pairs or a request holds a command ID;
  * GPUMEM_EBUSY too, left stopped, while the kernel still holds a command
  * whose caller timed out (it may still move that buffer's data): start
  * again to reap it, then destroy. */
 gpumem_status gpumem_uringctl_destroy(gpumem_uringctl *ctl);
+/* The counts, all threads summed; only while stopped (GPUMEM_ESTATE else). */
+gpumem_status gpumem_uringctl_get_stats(gpumem_uringctl *ctl, gpumem_uringctl_stats *out);
+/* Completions posted so far, any thread, any time (a watchdog's progress). */
+uint64_t gpumem_uringctl_progress(gpumem_uringctl *ctl);
 
 #ifdef __cplusplus
 }
@@ -940,17 +946,20 @@ out:
 
 /* ---- public ----------------------------------------------------------------- */
 
-gpumem_uringctl_config gpumem_uringctl_config_default(void) {
+gpumem_uringctl_config gpumem_uringctl_config_resolved(const gpumem_uringctl_config *in) {
     gpumem_uringctl_config c;
-    memset(&c, 0, sizeof c);
-    c.n_threads = 1;
-    c.ring_entries = 256;
-    c.max_blocks = 256;
-    c.lba_bytes = 512;
-    c.idle_spin_ns = GPUMEM_TARGET_DEFAULT_SPIN_NS;
-    c.park_ns = GPUMEM_TARGET_DEFAULT_PARK_NS;
+    if (in) c = *in;
+    else memset(&c, 0, sizeof c);
+    if (!c.n_threads) c.n_threads = 1;
+    if (!c.ring_entries) c.ring_entries = 256;
+    if (!c.max_blocks) c.max_blocks = 256;
+    if (!c.lba_bytes) c.lba_bytes = 512;
+    c.idle_spin_ns = gpumem_target_spin_resolved(c.idle_spin_ns);
+    if (!c.park_ns) c.park_ns = GPUMEM_TARGET_DEFAULT_PARK_NS;
     return c;
 }
+
+gpumem_uringctl_config gpumem_uringctl_config_default(void) { return gpumem_uringctl_config_resolved(NULL); }
 
 static void gpumem__uring_free(gpumem_uringctl *c) {
     uint32_t i;
@@ -967,23 +976,25 @@ static void gpumem__uring_free(gpumem_uringctl *c) {
     GPUMEM_FREE(c);
 }
 
-gpumem_status gpumem_uringctl_open(const gpumem_uringctl_config *cfg, gpumem_uringctl **out) {
+gpumem_status gpumem_uringctl_open(const gpumem_uringctl_config *in, gpumem_uringctl **out) {
     gpumem_uringctl *c;
     struct stat sb;
     gpumem_status st;
     uint32_t i, k;
-    if (!cfg || !out || !cfg->path) return GPUMEM_ENULL;
+    gpumem_uringctl_config resolved;
+    const gpumem_uringctl_config *cfg = &resolved;
+    if (!in || !out || !in->path) return GPUMEM_ENULL;
     *out = NULL;
-    if (cfg->n_threads == 0 || cfg->n_threads > 64 || cfg->ring_entries < 8 || cfg->ring_entries > 4096 ||
-        !gpumem_is_pow2_u64(cfg->ring_entries) || cfg->max_blocks == 0 || cfg->max_blocks > 65536 ||
-        (cfg->park_ns != 0 && (cfg->park_ns < 1000 || cfg->park_ns > 1000000000ull)))
+    resolved = gpumem_uringctl_config_resolved(in);
+    if (cfg->n_threads > 64 || cfg->ring_entries < 8 || cfg->ring_entries > 4096 ||
+        !gpumem_is_pow2_u64(cfg->ring_entries) || cfg->max_blocks > 65536 || cfg->park_ns < 1000 ||
+        cfg->park_ns > 1000000000ull)
         return gpumem__uring_fail(cfg, GPUMEM_EINVAL, "n_threads (1..64), ring_entries (a power of two 8..4096), "
                                   "max_blocks (1..65536) or park_ns (1 us .. 1 s) out of range");
     c = (gpumem_uringctl *)GPUMEM_MALLOC(sizeof *c);
     if (!c) return GPUMEM_ENOMEM;
     memset(c, 0, sizeof *c);
     c->cfg = *cfg;
-    if (!c->cfg.park_ns) c->cfg.park_ns = GPUMEM_TARGET_DEFAULT_PARK_NS;
     c->fd = open(cfg->path, O_RDWR | O_CLOEXEC);
     if (c->fd < 0) {
         int e = errno;

@@ -46,7 +46,7 @@ typedef struct bd_setting {
 } bd_setting;
 
 static const bd_setting settings[] = {
-    {"park at once", 0},
+    {"park at once", GPUMEM_SWCTL_NO_SPIN},
     {"spin 10 us", 10000},
     {"spin 50 us (default)", GPUMEM_SWCTL_DEFAULT_SPIN_NS},
     {"spin 1 ms", 1000000},

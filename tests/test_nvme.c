@@ -195,8 +195,8 @@ Test(nvme_qp, controller_rejects_bad_config_and_late_pairs) {
     c.lba_bytes = 1000;
     EXPECT_LOG("LBA size 1000 is not a power of two", cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL));
     c = gpumem_swctl_config_default();
-    c.n_blocks = 0;
-    EXPECT_LOG("n_blocks", cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL));
+    c.max_blocks = 70000;
+    EXPECT_LOG("max_blocks", cr_assert_eq(gpumem_swctl_create(&c, &ctl), GPUMEM_EINVAL));
     cr_assert_eq(gpumem_swctl_create(NULL, &ctl), GPUMEM_ENULL);
     ctl = make_ctl(64, NULL);
     EXPECT_LOG("no queue pairs",
@@ -867,8 +867,9 @@ Test(nvme_ctl, doorbells_heard_without_wakeups) {
     static const struct {
         uint64_t spin, park;
         int polled;
-    } settings[] = {{0, 1000000, 0}, {0, 20000, 0}, {50000, 1000000, 0}, {GPUMEM_SWCTL_NEVER_PARK, 1000000, 0},
-                    {0, 1000000, 1}};
+    } settings[] = {{GPUMEM_SWCTL_NO_SPIN, 1000000, 0}, {GPUMEM_SWCTL_NO_SPIN, 20000, 0}, {0, 1000000, 0},
+                   {GPUMEM_SWCTL_NEVER_PARK, 1000000, 0},
+                   {GPUMEM_SWCTL_NO_SPIN, 1000000, 1}};
     uint32_t k, i;
     for (k = 0; k < sizeof settings / sizeof *settings; k++) {
         gpumem_swctl_config c = gpumem_swctl_config_default();
@@ -1142,7 +1143,7 @@ Test(nvmectl, open_failure_reason_reaches_the_caller) {
     cr_assert_eq(gpumem_nvmectl_open(&cfg, &ctl), GPUMEM_ENODEV);
     cr_assert_null(ctl);
     cr_assert(strstr(why, "no such PCI device") != NULL, "reason: \"%s\"", why);
-    cfg.max_pairs = 0;
+    cfg.max_pairs = 70000;
     cr_assert_eq(gpumem_nvmectl_open(&cfg, &ctl), GPUMEM_EINVAL);
     cr_assert(strstr(why, "max_pairs") != NULL, "reason: \"%s\"", why);
     cfg.max_pairs = 4;

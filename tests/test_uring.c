@@ -16,6 +16,7 @@
 
 #include "gpumem_uring.h"
 #include "block_content.h"
+#include "uring_open.h"
 
 #define PG GPUMEM_NVME_PAGE_BYTES
 #define N_BLOCKS 4096u
@@ -239,21 +240,9 @@ static int make_file(void) {
 /* A forwarder on the test file, or the test skipped where io_uring is off. */
 static gpumem_uringctl *open_file_ctl(uint32_t n_threads, uint32_t ring_entries) {
     gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
-    gpumem_uringctl *ctl = NULL;
-    char why[256] = "";
-    gpumem_status st;
-    cfg.path = file_path;
     cfg.n_threads = n_threads;
     cfg.ring_entries = ring_entries;
-    cfg.error = why;
-    cfg.error_bytes = sizeof why;
-    st = gpumem_uringctl_open(&cfg, &ctl);
-    if (st == GPUMEM_ESYS && strstr(why, "io_uring")) {
-        unlink(file_path);
-        cr_skip_test("io_uring is not available here: %s", why);
-    }
-    cr_assert_eq(st, GPUMEM_OK, "open: %s", why);
-    return ctl;
+    return uring_open_or_skip(cfg, file_path);
 }
 
 #define CLIENTS 4u
