@@ -937,26 +937,53 @@ gpumem_status gpumem_share_merge(gpumem_share *s, uint32_t o, uint64_t first, ui
     return st;
 }
 
-/* Merge the written lines in owner o's slots - every one (`mine_only` 0),
- * or those o wrote itself - one line at a time through cache io's pairs,
+/* Which written lines a merge walk takes: those in owner o's slots (every
+ * one, or with `mine_only` those o wrote itself), or with `stale` those of
+ * [first, first + n) whose copy o holds and wrote and which lacks released
+ * writes (gpumem__share_merge_stale). */
+typedef struct gpumem__share_pick {
+    int mine_only, stale;
+    uint64_t first, n;
+} gpumem__share_pick;
+
+/* Whether the walk merges entry e, met in o's slot k (k unknown, walking a
+ * range by line: only a stale pick does that, and needs no slot). */
+static int gpumem__share_picked(gpumem_share *s, gpumem__share_entry *e, uint32_t o, uint32_t k,
+                                const gpumem__share_pick *p) {
+    uint32_t home[GPUMEM_SHARE_MAX_OWNERS];
+    if (!p->stale) return e->dirty && (!p->mine_only || ((e->dirty & (1u << o)) && e->slot[o] == k));
+    if (!(e->holders & (1u << o)) || !(e->dirty & (1u << o))) return 0;
+    gpumem__share_home(s, e, home);
+    return !gpumem_share_vv_leq(home, e->vv[o], s->n_owners);
+}
+
+/* Merge the lines `p` picks, one line at a time through cache io's pairs,
  * into one scratch line; at_boundary as gpumem__share_merge_line takes it.
- * O(o's slots): the lines an owner wrote are pinned in its slots. The
- * first failure is returned (EIO before any other); EAGAIN: a line was
- * being written, and stays written. */
-static gpumem_status gpumem__share_merge_slots(gpumem_share *s, uint32_t o, gpumem_cache *io, uint32_t at_boundary,
-                                               int mine_only) {
+ * O(o's slots), or O(n) for a stale pick of a range smaller than the cache:
+ * the lines an owner wrote are pinned in its slots. The first failure is
+ * returned (EIO before any other); EAGAIN: a line was being written, and
+ * stays written. */
+static gpumem_status gpumem__share_merge_picked(gpumem_share *s, uint32_t o, gpumem_cache *io, uint32_t at_boundary,
+                                                const gpumem__share_pick *p) {
+    gpumem_cache *c = s->caches[o];
+    const int by_line = p->stale && p->n <= c->n_slots;
+    const uint64_t count = by_line ? p->n : c->n_slots;
     gpumem_status st = GPUMEM_OK, one;
     gpumem__slot_pool pool;
-    void *mem = gpumem__share_scratch(s, &pool);
-    uint32_t k;
-    if (!mem) return GPUMEM_ENOMEM;
-    for (k = 0; k < s->caches[o]->n_slots; k++) {
-        const uint64_t line = gpumem__share_slot_line(s, o, k);
+    void *mem;
+    uint64_t i;
+    if (!io) return GPUMEM_ESTATE;
+    if (!(mem = gpumem__share_scratch(s, &pool))) return GPUMEM_ENOMEM;
+    for (i = 0; i < count; i++) {
+        const uint64_t line = by_line ? p->first + i : gpumem__share_slot_line(s, o, (uint32_t)i);
         uint32_t *lk;
         gpumem__share_entry *e;
-        if (line == GPUMEM_CACHE_EMPTY) continue;
+        if (line == GPUMEM_CACHE_EMPTY ||
+            (p->stale && (line < p->first || line - p->first >= p->n ||
+                          !gpumem_atomic_load_u32(&s->dir[line], GPUMEM_ORDER_RELAXED, GPUMEM__SDEV))))
+            continue;
         e = gpumem__share_lock_entry(s, line, &lk);
-        if (e && e->dirty && (!mine_only || ((e->dirty & (1u << o)) && e->slot[o] == k)) &&
+        if (e && gpumem__share_picked(s, e, o, (uint32_t)i, p) &&
             (one = gpumem__share_merge_line(s, e, io, &pool, 0, at_boundary)) != GPUMEM_OK &&
             (st == GPUMEM_OK || one == GPUMEM_EIO))
             st = one;
@@ -967,10 +994,11 @@ static gpumem_status gpumem__share_merge_slots(gpumem_share *s, uint32_t o, gpum
 }
 
 gpumem_status gpumem_share_flush(gpumem_share *s, uint32_t o) {
+    const gpumem__share_pick every = {0, 0, 0, 0};
     gpumem_status st = gpumem__share_check(s, o, 0, 0), one;
     if (st != GPUMEM_OK) return st;
     /* Owner o's own call, at its kernel boundary: its pins are its to drop. */
-    st = gpumem__share_merge_slots(s, o, s->caches[o], o, 0);
+    st = gpumem__share_merge_picked(s, o, s->caches[o], o, &every);
     gpumem__share_drain(s, o, 0, 0, 0); /* pins left owed, and lines listed only for them */
     one = gpumem_cache_flush(s->caches[o], NULL);
     return st != GPUMEM_OK ? st : one;
@@ -1210,7 +1238,8 @@ gpumem_status gpumem_share_queue_init(gpumem_share *s, void *mem, size_t bytes, 
  * drop (gpumem_share_get does, then takes its slot). A line being written
  * now is left. O(the owner's slots): a rare path. */
 static gpumem_status gpumem__share_make_room(gpumem_share *s, uint32_t o) {
-    const gpumem_status st = gpumem__share_merge_slots(s, o, s->caches[GPUMEM_SHARE_HOST], 0, 1);
+    const gpumem__share_pick own = {1, 0, 0, 0};
+    const gpumem_status st = gpumem__share_merge_picked(s, o, s->caches[GPUMEM_SHARE_HOST], 0, &own);
     return st == GPUMEM_EAGAIN ? GPUMEM_OK : st; /* a line being written stays: the rest made room */
 }
 
@@ -1224,34 +1253,9 @@ static gpumem_status gpumem__share_make_room(gpumem_share *s, uint32_t o) {
  * of a line (the server never waits for a GPU thread). */
 gpumem_status gpumem__share_merge_stale(gpumem_share *s, uint32_t o, uint64_t first, uint64_t n, gpumem_cache *io,
                                         uint32_t at_boundary) {
-    gpumem_cache *c = s->caches[o];
-    const int by_line = n <= c->n_slots;
-    const uint64_t count = by_line ? n : c->n_slots;
-    gpumem_status st = GPUMEM_OK, one;
-    gpumem__slot_pool pool;
-    void *mem;
-    uint64_t i;
-    if (!io) return GPUMEM_ESTATE;
-    if (!(mem = gpumem__share_scratch(s, &pool))) return GPUMEM_ENOMEM;
-    for (i = 0; i < count; i++) {
-        const uint64_t line = by_line ? first + i : gpumem__share_slot_line(s, o, (uint32_t)i);
-        uint32_t home[GPUMEM_SHARE_MAX_OWNERS], *lk;
-        gpumem__share_entry *e;
-        if (line == GPUMEM_CACHE_EMPTY || line < first || line - first >= n ||
-            !gpumem_atomic_load_u32(&s->dir[line], GPUMEM_ORDER_RELAXED, GPUMEM__SDEV))
-            continue;
-        e = gpumem__share_lock_entry(s, line, &lk);
-        if (e && (e->holders & (1u << o)) && (e->dirty & (1u << o))) {
-            gpumem__share_home(s, e, home);
-            if (!gpumem_share_vv_leq(home, e->vv[o], s->n_owners) &&
-                (one = gpumem__share_merge_line(s, e, io, &pool, 0, at_boundary)) != GPUMEM_OK &&
-                (st == GPUMEM_OK || one == GPUMEM_EIO))
-                st = one;
-        }
-        gpumem__share_unlock(s, lk);
-    }
-    free(mem);
-    return st;
+    gpumem__share_pick stale;
+    stale.mine_only = 0, stale.stale = 1, stale.first = first, stale.n = n;
+    return gpumem__share_merge_picked(s, o, io, at_boundary, &stale);
 }
 
 /* Answer one request, checked first: a GPU thread wrote it. */
