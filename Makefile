@@ -66,7 +66,7 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 RESULTS := $(BUILD)/results
 
 # Every target that names no file, in one place (by section, as below).
-.PHONY: all test help help-check deps-test headers layers usage registers cuda-compile share-cuda spin run-tests \
+.PHONY: all test help help-check docs-check deps-test headers layers usage user-warnings registers cuda-compile share-cuda spin run-tests \
 	stress tsan asan share-soak fuzz \
 	examples demo graph-sweep gnn-sweep doctor \
 	bench plot bench-queue bench-cache bench-doorbell policy-sim bench-share tier-bench results \
@@ -81,7 +81,7 @@ RESULTS := $(BUILD)/results
 all: test
 
 # deps-test comes first: make builds prerequisites left to right.
-test: deps-test help-check headers layers usage cuda-compile share-cuda registers examples run-tests gpu-dryrun $(BUILD)/spin/passed
+test: deps-test help-check docs-check headers layers usage user-warnings cuda-compile share-cuda registers examples run-tests gpu-dryrun $(BUILD)/spin/passed
 deps-test:
 	@$(DEPS) cc criterion python3
 
@@ -123,6 +123,15 @@ layers:
 # Every header's USAGE block compiles as written (tools/check_usage.py).
 usage:
 	@python3 tools/check_usage.py $(BUILD)/usage $(CC)
+
+# A user's file that gets and puts 1-, 2-, 4-, 8- and 16-byte elements
+# through the cache, built by gcc, clang, g++ and clang++ at -O0..-O3 with
+# -Wall -Wextra -Werror and run (tests/user_warnings.sh; the USAGE blocks all
+# use double). Through a stamp: again when a header or the script changes.
+user-warnings: $(BUILD)/user-warnings/passed
+$(BUILD)/user-warnings/passed: tests/user_warnings.sh $(HEADERS)
+	@sh tests/user_warnings.sh $(BUILD)
+	@touch $@
 
 # Registers per thread (tools/registers.sh): compiled only, so it runs in
 # make test, which fails when a kernel is over its target (the cached
@@ -778,7 +787,7 @@ Tests (no GPU needed)
   make share-cuda    the share's CPU tests built by nvcc (part of make test)
   make spin          Spin models of the lock-free protocols, each exhausted, each shown to find
                      its seeded bugs (tests/spin, docs/models.md; part of make test)
-  make headers | layers | usage | registers   one check of make test alone
+  make headers | layers | usage | user-warnings | docs-check | registers   one check of make test alone
   make install-test  install into a temporary prefix, build tests/consumer every way, uninstall
 The main job and examples
   make demo          BFS and CC over a 128 MiB Kronecker graph through cache, queues, controller
