@@ -120,6 +120,12 @@ layers:
 	@python3 tools/check_layers.py
 	@sh tests/test_layers.sh
 
+# What README.md and docs/*.md name exists: links, repository paths, make
+# targets, the options given to the repository's programs, and every version
+# claimed as the current one is gpumem.h's (tools/check_docs.py).
+docs-check:
+	@python3 tools/check_docs.py
+
 # Every header's USAGE block compiles as written (tools/check_usage.py).
 usage:
 	@python3 tools/check_usage.py $(BUILD)/usage $(CC)

@@ -213,7 +213,8 @@ static void print_result(const result *x) {
            x->ok ? "matches the in-memory reference" : "DOES NOT MATCH", x->seconds,
            (unsigned long long)x->rounds, x->counts.vertices, x->counts.edges,
            (double)x->counts.edges / x->seconds / 1e6);
-    printf("    cache %.1f MiB for a %.1f MiB graph: %.1f %% hits, %llu lines read (%.1f MiB/s from storage)\n",
+    printf("    cache %.1f MiB for a %.1f MiB graph: %.1f %% hits, %llu lines read (%.1f MiB/s from storage:"
+           " the file, through the page cache, read by the software controller's host thread)\n",
            x->cache_mib, x->graph_mib, acq > 0 ? 100.0 * (double)x->cs.hits / acq : 0.0,
            (unsigned long long)x->cs.reads, (double)x->cs.bytes_read / 1048576.0 / x->seconds);
     printf("    I/O amplification %.2f (%.1f MiB read / %.1f MiB needed); controller: %llu reads, %llu violations;"
