@@ -72,7 +72,7 @@ RESULTS := $(BUILD)/results
 	bench plot bench-queue bench-cache bench-doorbell policy-sim bench-share tier-bench results \
 	gpu-test gpu-bench gpu-bench-plot gpu-plot gpu-prebuild gpu-dryrun gpu-examples \
 	qemu-test qemu-uring qemu-bench \
-	install uninstall install-test clean
+	install uninstall install-test dist clean
 
 # ============================================================================
 # the suite: make test
@@ -768,12 +768,26 @@ uninstall:
 	-rmdir $(I_ROOT)/share/gpumem/cmake $(I_ROOT)/share/gpumem $(I_ROOT)/share/doc/gpumem 2>/dev/null
 	@echo "removed gpumem from $(I_ROOT)"
 
+# The release tarball: what a vendored copy and FetchContent's URL need (the
+# headers, CMakeLists.txt and cmake/ for add_subdirectory, LICENSE) and the
+# README and CHANGELOG, under gpumem-VERSION/; file times of the last commit,
+# owner 0, sorted, so the same tree gives the same bytes.
+DIST := $(BUILD)/gpumem-$(VERSION).tar.gz
+DIST_FILES := $(HEADERS) CMakeLists.txt cmake/gpumemConfig.cmake cmake/gpumemConfigVersion.cmake.in \
+	LICENSE README.md CHANGELOG.md
+dist: | $(BUILD)
+	tar -czf $(DIST) --sort=name --owner=0 --group=0 --numeric-owner \
+	  --mtime="$$(git log -1 --format=@%ct 2>/dev/null || echo @0)" --transform 's,^,gpumem-$(VERSION)/,' $(DIST_FILES)
+	@echo "dist: $(DIST) ($$(tar -tzf $(DIST) | wc -l) files)"
+
 # Install into a fresh prefix, build the consumer in tests/consumer out of the
-# tree every way a user would (tests/consumer/check.sh), uninstall, and check
-# that nothing of gpumem is left.
+# tree every way a user would and README's pkg-config and CMake lines as
+# written (tests/consumer/check.sh, readme.sh), uninstall, and check that
+# nothing of gpumem is left.
 install-test:
-	@$(DEPS) cc cmake pkg-config
-	NVCC="$(if $(HAVE_NVCC),$(NVCC))" CUDA_ARCH=$(CUDA_ARCH) sh tests/consumer/check.sh
+	@$(DEPS) cc cmake pkg-config git
+	@$(MAKE) --no-print-directory dist
+	NVCC="$(if $(HAVE_NVCC),$(NVCC))" CUDA_ARCH=$(CUDA_ARCH) DIST=$(DIST) sh tests/consumer/check.sh
 
 # ============================================================================
 # help and clean
@@ -794,7 +808,8 @@ Tests (no GPU needed)
   make spin          Spin models of the lock-free protocols, each exhausted, each shown to find
                      its seeded bugs (tests/spin, docs/models.md; part of make test)
   make headers | layers | usage | user-warnings | docs-check | registers   one check of make test alone
-  make install-test  install into a temporary prefix, build tests/consumer every way, uninstall
+  make install-test  install into a temporary prefix, build README's pkg-config and CMake lines as
+                     written and tests/consumer every way, uninstall
 The main job and examples
   make demo          BFS and CC over a 128 MiB Kronecker graph through cache, queues, controller
   make examples      build/graph, build/hello, build/array_sum, build/policy_sim
@@ -821,6 +836,7 @@ QEMU (qemu-system-x86, no KVM needed)
   make qemu-bench    the forwarder vs fio (io_uring_cmd) vs the VFIO shim
 Install
   make install PREFIX=/usr/local   headers, gpumem.pc, CMake package; make uninstall
+  make dist          build/gpumem-VERSION.tar.gz: what add_subdirectory and FetchContent's URL take
 Other
   make help          this list
   make clean         remove build/
