@@ -8,9 +8,9 @@
 #   - the ```cmake block once for each of its four ways: the lines above
 #     "# gpumem, any one of the four ways:", one way's lines, and the lines
 #     after the last way. Only README's <...> placeholders are filled in:
-#     <prefix> (the install prefix), <repository URL> (a local clone of this
-#     repository carrying the tree's files, tagged as README's GIT_TAG says:
-#     the test makes its own tag, so a clone without tags works), <URL of
+#     <prefix> (the install prefix), <repository URL> (a bare local clone of
+#     this repository carrying the tree's files, tagged as README's GIT_TAG
+#     says: the test makes its own tag, so a clone without tags works), <URL of
 #     gpumem-V.tar.gz> (make dist's tarball, DIST). The vendored copy is made
 #     by README's own `mkdir -p third_party && tar ...` line.
 # A README line that no longer builds, a placeholder this script does not
@@ -75,7 +75,10 @@ git -C "$origin" -c user.name=install-test -c user.email=install-test@localhost 
     >>"$log" 2>&1 || true # nothing to commit: the tree is the last commit
 git -C "$origin" tag -d "$tag" >>"$log" 2>&1 || true
 quiet git -C "$origin" -c user.name=install-test -c user.email=install-test@localhost tag -a "$tag" -m "install-test"
-quiet git -C "$origin" checkout -q --detach # FetchContent clones it; no branch checked out in the way
+# What FetchContent is pointed at is a bare clone, as a remote is: it serves
+# git, not a tree of files, so a URL (not GIT_REPOSITORY) line fails here as
+# it would against a real remote.
+quiet git clone -q --bare "$origin" "$origin.git"
 
 dist_name=$(basename "$dist")
 for n in 1 2 3 4; do
@@ -83,7 +86,7 @@ for n in 1 2 3 4; do
     mkdir -p "$app"
     cp examples/hello.c "$app/hello.c"
     { printf '%s\n' "$head_lines"; way_lines $n; echo; printf '%s\n' "$tail_lines"; } |
-        sed -e "s|<repository URL>|file://$origin|g" -e "s|<URL of $dist_name>|file://$dist|g" > "$app/CMakeLists.txt"
+        sed -e "s|<repository URL>|file://$origin.git|g" -e "s|<URL of $dist_name>|file://$dist|g" > "$app/CMakeLists.txt"
     left=$(grep -v '^ *#' "$app/CMakeLists.txt" | sed 's/#.*//' | grep -o '<[^>]*>' || true)
     [ -z "$left" ] || fail "README's cmake way ($n) has a placeholder this test does not fill: $left"
     configure_args=
