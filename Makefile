@@ -83,7 +83,7 @@ all: test
 # deps-test comes first: make builds prerequisites left to right.
 test: deps-test help-check docs-check headers layers usage user-warnings cuda-compile share-cuda registers examples run-tests gpu-dryrun $(BUILD)/spin/passed
 deps-test:
-	@$(DEPS) cc criterion python3
+	@$(DEPS) cc criterion python3 networkx
 
 $(BUILD):
 	mkdir -p $(BUILD)
@@ -259,7 +259,7 @@ $(BUILD)/spin/passed: $(wildcard tests/spin/*.pml) tests/spin/run.sh
 	@touch $@
 
 RACE_TESTS := $(BUILD)/race_stats $(BUILD)/race_orphan $(BUILD)/race_reset
-run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/bench_doorbell
+run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/bench_doorbell $(BUILD)/graph
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
 	@echo "== $(BUILD)/asan_kept (AddressSanitizer, stack use after return)"
 	@ASAN_OPTIONS=detect_stack_use_after_return=1:detect_leaks=0 $(BUILD)/asan_kept $(CRITERION_FLAGS)
@@ -272,6 +272,8 @@ run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/ben
 	@echo "== $(BUILD)/race_reset (ThreadSanitizer: a pair reset while threads call into it)"; \
 	  TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_reset
 	@echo "== tests/test_plot_gpu.py (the GPU benchmark's plot, on made-up rows)"; python3 tests/test_plot_gpu.py
+	@echo "== tests/graph_peer.py (build/graph's --out in the file's ids, against networkx)"; \
+	  python3 tests/graph_peer.py $(BUILD)
 	@echo "== $(BUILD)/bench_doorbell at a tenth of its size (silent vs waking clients per idle setting;"; \
 	  echo "   it fails on a failed command or a violation, never on time)"; \
 	  GPUMEM_BENCH_SCALE=0.1 $(BUILD)/bench_doorbell $(BUILD)/doorbell-check.md > $(BUILD)/doorbell-check.log 2>&1 || \
