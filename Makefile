@@ -259,11 +259,14 @@ $(BUILD)/spin/passed: $(wildcard tests/spin/*.pml) tests/spin/run.sh
 	@touch $@
 
 RACE_TESTS := $(BUILD)/race_stats $(BUILD)/race_orphan $(BUILD)/race_reset
-run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/bench_doorbell $(BUILD)/graph
+run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/bench_doorbell $(BUILD)/graph \
+	$(BUILD)/own_kernel
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
 	@echo "== $(BUILD)/asan_kept (AddressSanitizer, stack use after return)"
 	@ASAN_OPTIONS=detect_stack_use_after_return=1:detect_leaks=0 $(BUILD)/asan_kept $(CRITERION_FLAGS)
 	@echo "== build/hello (README's quickstart program)"; $(BUILD)/hello
+	@echo "== build/own_kernel (docs/cuda.md's kernel on host threads: 4-byte floats in and out, flushed, read back)"; \
+	  $(BUILD)/own_kernel
 	@sed -n '/^```c$$/,/^```$$/p' README.md | sed '1d;$$d' | cmp -s - examples/hello.c || \
 	  { echo "README.md: the quickstart program differs from examples/hello.c; paste the file in"; exit 1; }
 	@echo "== $(BUILD)/race_stats (ThreadSanitizer)"; TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_stats
@@ -379,7 +382,7 @@ fuzz:
 # examples and the main job
 # ============================================================================
 
-EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph $(BUILD)/policy_sim
+EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph $(BUILD)/policy_sim $(BUILD)/own_kernel
 $(BUILD)/%: examples/%.c $(HEADERS) $(wildcard examples/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
 
@@ -565,7 +568,8 @@ gpu-examples: $(call gpu_needs,$(CUDA_EXAMPLE_BINS) $(GPU_GRAPH))
 	GPUMEM_REQUIRE_GPU=1 sh tools/gpu-runs.sh -n gpu-examples -d $(GPU_EXAMPLES_DEADLINE) -g $(GPU_RUN_GRACE) \
 	  "hello 1:120 $(BUILD)/cuda/examples/hello" "array_sum 2:300 $(BUILD)/cuda/examples/array_sum 256" \
 	  "graph 4:600 $(BUILD)/cuda/examples/graph $(GPU_GRAPH)" \
-	  "gnn 2:300 $(BUILD)/cuda/examples/gnn $(GPU_GRAPH) 8 1024"
+	  "gnn 2:300 $(BUILD)/cuda/examples/gnn $(GPU_GRAPH) 8 1024" \
+	  "own_kernel 2:300 $(BUILD)/cuda/examples/own_kernel 64"
 
 # compute-sanitizer: on PATH, or next to nvcc (bin/ or the toolkit's compute-sanitizer/).
 COMPUTE_SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || \
@@ -814,7 +818,7 @@ Tests (no GPU needed)
                      written and tests/consumer every way, uninstall
 The main job and examples
   make demo          BFS and CC over a 128 MiB Kronecker graph through cache, queues, controller
-  make examples      build/graph, build/hello, build/array_sum, build/policy_sim
+  make examples      build/graph, build/hello, build/array_sum, build/policy_sim, build/own_kernel
   make graph-sweep   I/O amplification and hit rate against cache size, plotted
   make gnn-sweep     GNN feature gathering against cache and row size, plotted
   make doctor        why this machine cannot run GPU-initiated storage (DOCTOR_ARGS=...)
