@@ -413,7 +413,8 @@ graph-sweep:
 # either is there, else the table is printed and kept.
 GNN_SCALE ?= 16
 gnn-sweep:
-	@$(DEPS) cc
+	@$(DEPS) cc python3
+	@$(DEPS) gnuplot || echo "gnn-sweep: no gnuplot (tools/deps.sh could not install gnuplot-nox): the plot needs matplotlib"
 	@$(MAKE) --no-print-directory $(BUILD)/graph
 	@mkdir -p $(RESULTS)
 	test -f $(BUILD)/kron-s$(GNN_SCALE).graph || $(BUILD)/graph gen $(BUILD)/kron-s$(GNN_SCALE).graph --scale $(GNN_SCALE)
@@ -473,6 +474,7 @@ bench-doorbell:
 $(BUILD)/policy_sim: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
 policy-sim: $(BUILD)/policy_sim $(BUILD)/graph
+	@$(DEPS) cc python3 gnuplot
 	mkdir -p build/traces $(RESULTS)
 	test -f $(BUILD)/kron18.graph || $(BUILD)/graph gen $(BUILD)/kron18.graph --scale 18
 	test -f build/traces/graph-bfs.trace || $(BUILD)/graph bfs $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-bfs.trace
