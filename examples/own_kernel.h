@@ -13,7 +13,7 @@
 #define OWN_LINE 4096u              /* cache line = the controller's block */
 #define OWN_PAIRS 4                 /* queue pairs, striped by line */
 #define OWN_BLOCK 256u              /* threads a block (CUDA) */
-#define OWN_RETRY_NS 30000000000ull /* give up on a cache that stays full for 30 s */
+#define OWN_RETRY_NS 30000000000ull /* give up on a cache that stays full for 30 s (DeviceRetry's bound) */
 
 /* Element i of the input, and what the kernel makes of it (exact in float). */
 GPUMEM_HD static inline float own_input(uint64_t i) { return (float)(i % 1000003u) * 0.5f; }

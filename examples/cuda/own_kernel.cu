@@ -24,24 +24,6 @@ struct counts {
     unsigned long long done, eagain, errors;
 };
 
-// The bounded back-off between two tries of an access the cache refused
-// with GPUMEM_EAGAIN (every slot held by other threads): sleep, doubling
-// from 32 ns to 4 us, and give up after OWN_RETRY_NS (then the access counts
-// as an error: a cache that stays full that long is too small for the grid).
-struct retry {
-    unsigned long long until = 0;
-    unsigned ns = 32;
-    __device__ bool pause() {
-        unsigned long long now;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-        if (until == 0) until = now + OWN_RETRY_NS;
-        else if (now > until) return false;
-        __nanosleep(ns);
-        if (ns < 4096) ns *= 2;
-        return true;
-    }
-};
-
 // out[i] = 2 in[i] + 1 for i in [0, n), grid-stride. Each reference keeps
 // the line it last used (one acquire per line, not per element; the lanes of
 // a warp reading one line acquire it once together). On EAGAIN the refused
@@ -54,7 +36,7 @@ __global__ void scale(const gpumem_cache_array *in, const gpumem_cache_array *ou
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += gridDim.x * (uint64_t)blockDim.x) {
         float x = 0;
         gpumem_status st;
-        retry r1, r2;
+        DeviceRetry r1, r2; // tests/cuda/cuda_check.h: sleep 32 ns doubling to 4 us between tries, give up after 30 s
         while ((x = src.get(i), st = src.status()) == GPUMEM_EAGAIN && r1.pause()) {
             eagain++;
             gpumem_cache_ref_drop(&dst.r); // hold nothing while waiting
