@@ -67,13 +67,13 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 RESULTS := $(BUILD)/results
 
 # Every target that names no file, in one place (by section, as below).
-.PHONY: all test help help-check deps-test headers layers usage registers cuda-compile share-cuda spin run-tests \
+.PHONY: all test help help-check docs-check deps-test headers layers usage user-warnings registers cuda-compile share-cuda spin run-tests \
 	stress tsan asan share-soak fuzz \
 	examples demo graph-sweep gnn-sweep doctor \
 	bench plot bench-queue bench-cache bench-doorbell policy-sim bench-share tier-bench results \
 	gpu-test gpu-bench gpu-bench-plot gpu-plot gpu-prebuild gpu-dryrun gpu-examples \
 	qemu-test qemu-uring qemu-bench \
-	install uninstall install-test clean
+	install uninstall install-test dist clean
 
 # ============================================================================
 # the suite: make test
@@ -82,9 +82,9 @@ RESULTS := $(BUILD)/results
 all: test
 
 # deps-test comes first: make builds prerequisites left to right.
-test: deps-test help-check headers layers usage cuda-compile share-cuda registers examples run-tests gpu-dryrun $(BUILD)/spin/passed
+test: deps-test help-check docs-check headers layers usage user-warnings cuda-compile share-cuda registers examples run-tests gpu-dryrun $(BUILD)/spin/passed
 deps-test:
-	@$(DEPS) cc criterion python3
+	@$(DEPS) cc criterion python3 networkx
 
 $(BUILD):
 	mkdir -p $(BUILD)
@@ -121,9 +121,24 @@ layers:
 	@python3 tools/check_layers.py
 	@sh tests/test_layers.sh
 
+# What README.md and docs/*.md name exists: links, repository paths, make
+# targets, the options given to the repository's programs, and every version
+# claimed as the current one is gpumem.h's (tools/check_docs.py).
+docs-check:
+	@python3 tools/check_docs.py
+
 # Every header's USAGE block compiles as written (tools/check_usage.py).
 usage:
 	@python3 tools/check_usage.py $(BUILD)/usage $(CC)
+
+# A user's file that gets and puts 1-, 2-, 4-, 8- and 16-byte elements
+# through the cache, built by gcc, clang, g++ and clang++ at -O0..-O3 with
+# -Wall -Wextra -Werror and run (tests/user_warnings.sh; the USAGE blocks all
+# use double). Through a stamp: again when a header or the script changes.
+user-warnings: $(BUILD)/user-warnings/passed
+$(BUILD)/user-warnings/passed: tests/user_warnings.sh $(HEADERS)
+	@sh tests/user_warnings.sh $(BUILD)
+	@touch $@
 
 # Registers per thread (tools/registers.sh): compiled only, so it runs in
 # make test, which fails when a kernel is over its target (the cached
@@ -245,11 +260,14 @@ $(BUILD)/spin/passed: $(wildcard tests/spin/*.pml) tests/spin/run.sh
 	@touch $@
 
 RACE_TESTS := $(BUILD)/race_stats $(BUILD)/race_orphan $(BUILD)/race_reset
-run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/bench_doorbell
+run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/bench_doorbell $(BUILD)/graph \
+	$(BUILD)/own_kernel
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
 	@echo "== $(BUILD)/asan_kept (AddressSanitizer, stack use after return)"
 	@ASAN_OPTIONS=detect_stack_use_after_return=1:detect_leaks=0 $(BUILD)/asan_kept $(CRITERION_FLAGS)
 	@echo "== build/hello (README's quickstart program)"; $(BUILD)/hello
+	@echo "== build/own_kernel (docs/cuda.md's kernel on host threads: 4-byte floats in and out, flushed, read back)"; \
+	  $(BUILD)/own_kernel
 	@sed -n '/^```c$$/,/^```$$/p' README.md | sed '1d;$$d' | cmp -s - examples/hello.c || \
 	  { echo "README.md: the quickstart program differs from examples/hello.c; paste the file in"; exit 1; }
 	@echo "== $(BUILD)/race_stats (ThreadSanitizer)"; TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_stats
@@ -258,6 +276,8 @@ run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/ben
 	@echo "== $(BUILD)/race_reset (ThreadSanitizer: a pair reset while threads call into it)"; \
 	  TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_reset
 	@echo "== tests/test_plot_gpu.py (the GPU benchmark's plot, on made-up rows)"; python3 tests/test_plot_gpu.py
+	@echo "== tests/graph_peer.py (build/graph's --out in the file's ids, against networkx)"; \
+	  python3 tests/graph_peer.py $(BUILD)
 	@echo "== $(BUILD)/bench_doorbell at a tenth of its size (silent vs waking clients per idle setting;"; \
 	  echo "   it fails on a failed command or a violation, never on time)"; \
 	  GPUMEM_BENCH_SCALE=0.1 $(BUILD)/bench_doorbell $(BUILD)/doorbell-check.md > $(BUILD)/doorbell-check.log 2>&1 || \
@@ -363,7 +383,7 @@ fuzz:
 # examples and the main job
 # ============================================================================
 
-EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph $(BUILD)/policy_sim
+EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph $(BUILD)/policy_sim $(BUILD)/own_kernel
 $(BUILD)/%: examples/%.c $(HEADERS) $(wildcard examples/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
 
@@ -394,7 +414,8 @@ graph-sweep:
 # either is there, else the table is printed and kept.
 GNN_SCALE ?= 16
 gnn-sweep:
-	@$(DEPS) cc
+	@$(DEPS) cc python3
+	@$(DEPS) gnuplot || echo "gnn-sweep: no gnuplot (tools/deps.sh could not install gnuplot-nox): the plot needs matplotlib"
 	@$(MAKE) --no-print-directory $(BUILD)/graph
 	@mkdir -p $(RESULTS)
 	test -f $(BUILD)/kron-s$(GNN_SCALE).graph || $(BUILD)/graph gen $(BUILD)/kron-s$(GNN_SCALE).graph --scale $(GNN_SCALE)
@@ -454,6 +475,7 @@ bench-doorbell:
 $(BUILD)/policy_sim: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
 policy-sim: $(BUILD)/policy_sim $(BUILD)/graph
+	@$(DEPS) cc python3 gnuplot
 	mkdir -p build/traces $(RESULTS)
 	test -f $(BUILD)/kron18.graph || $(BUILD)/graph gen $(BUILD)/kron18.graph --scale 18
 	test -f build/traces/graph-bfs.trace || $(BUILD)/graph bfs $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-bfs.trace
@@ -549,7 +571,8 @@ gpu-examples: $(call gpu_needs,$(CUDA_EXAMPLE_BINS) $(GPU_GRAPH))
 	GPUMEM_REQUIRE_GPU=1 sh tools/gpu-runs.sh -n gpu-examples -d $(GPU_EXAMPLES_DEADLINE) -g $(GPU_RUN_GRACE) \
 	  "hello 1:120 $(BUILD)/cuda/examples/hello" "array_sum 2:300 $(BUILD)/cuda/examples/array_sum 256" \
 	  "graph 4:600 $(BUILD)/cuda/examples/graph $(GPU_GRAPH)" \
-	  "gnn 2:300 $(BUILD)/cuda/examples/gnn $(GPU_GRAPH) 8 1024"
+	  "gnn 2:300 $(BUILD)/cuda/examples/gnn $(GPU_GRAPH) 8 1024" \
+	  "own_kernel 2:300 $(BUILD)/cuda/examples/own_kernel 64"
 
 # compute-sanitizer: on PATH, or next to nvcc (bin/ or the toolkit's compute-sanitizer/).
 COMPUTE_SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || \
@@ -754,12 +777,26 @@ uninstall:
 	-rmdir $(I_ROOT)/share/gpumem/cmake $(I_ROOT)/share/gpumem $(I_ROOT)/share/doc/gpumem 2>/dev/null
 	@echo "removed gpumem from $(I_ROOT)"
 
+# The release tarball: what a vendored copy and FetchContent's URL need (the
+# headers, CMakeLists.txt and cmake/ for add_subdirectory, LICENSE) and the
+# README and CHANGELOG, under gpumem-VERSION/; file times of the last commit,
+# owner 0, sorted, so the same tree gives the same bytes.
+DIST := $(BUILD)/gpumem-$(VERSION).tar.gz
+DIST_FILES := $(HEADERS) CMakeLists.txt cmake/gpumemConfig.cmake cmake/gpumemConfigVersion.cmake.in \
+	LICENSE README.md CHANGELOG.md
+dist: | $(BUILD)
+	tar -czf $(DIST) --sort=name --owner=0 --group=0 --numeric-owner \
+	  --mtime="$$(git log -1 --format=@%ct 2>/dev/null || echo @0)" --transform 's,^,gpumem-$(VERSION)/,' $(DIST_FILES)
+	@echo "dist: $(DIST) ($$(tar -tzf $(DIST) | wc -l) files)"
+
 # Install into a fresh prefix, build the consumer in tests/consumer out of the
-# tree every way a user would (tests/consumer/check.sh), uninstall, and check
-# that nothing of gpumem is left.
+# tree every way a user would and README's pkg-config and CMake lines as
+# written (tests/consumer/check.sh, readme.sh), uninstall, and check that
+# nothing of gpumem is left.
 install-test:
-	@$(DEPS) cc cmake pkg-config
-	NVCC="$(if $(HAVE_NVCC),$(NVCC))" CUDA_ARCH=$(CUDA_ARCH) sh tests/consumer/check.sh
+	@$(DEPS) cc cmake pkg-config git
+	@$(MAKE) --no-print-directory dist
+	NVCC="$(if $(HAVE_NVCC),$(NVCC))" CUDA_ARCH=$(CUDA_ARCH) DIST=$(DIST) sh tests/consumer/check.sh
 
 # ============================================================================
 # help and clean
@@ -779,11 +816,12 @@ Tests (no GPU needed)
   make share-cuda    the share's CPU tests built by nvcc (part of make test)
   make spin          Spin models of the lock-free protocols, each exhausted, each shown to find
                      its seeded bugs (tests/spin, docs/models.md; part of make test)
-  make headers | layers | usage | registers   one check of make test alone
-  make install-test  install into a temporary prefix, build tests/consumer every way, uninstall
+  make headers | layers | usage | user-warnings | docs-check | registers   one check of make test alone
+  make install-test  install into a temporary prefix, build README's pkg-config and CMake lines as
+                     written and tests/consumer every way, uninstall
 The main job and examples
   make demo          BFS and CC over a 128 MiB Kronecker graph through cache, queues, controller
-  make examples      build/graph, build/hello, build/array_sum, build/policy_sim
+  make examples      build/graph, build/hello, build/array_sum, build/policy_sim, build/own_kernel
   make graph-sweep   I/O amplification and hit rate against cache size, plotted
   make gnn-sweep     GNN feature gathering against cache and row size, plotted
   make doctor        why this machine cannot run GPU-initiated storage (DOCTOR_ARGS=...)
@@ -807,6 +845,7 @@ QEMU (qemu-system-x86, no KVM needed)
   make qemu-bench    the forwarder vs fio (io_uring_cmd) vs the VFIO shim
 Install
   make install PREFIX=/usr/local   headers, gpumem.pc, CMake package; make uninstall
+  make dist          build/gpumem-VERSION.tar.gz: what add_subdirectory and FetchContent's URL take
 Other
   make help          this list
   make clean         remove build/

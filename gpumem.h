@@ -918,13 +918,20 @@ GPUMEM_API void gpumem_copy_lanes(void *dst, const void *src, uint64_t n, uint32
     for (i = head + units * unit + lane; i < n; i += width) d[i] = s[i];
 }
 
-/* Copy one small value of n bytes (an array element) on one thread: in the
- * widest of 8, 4, 2 and 1 bytes that divides n and both addresses, so that
- * an aligned 1-, 2-, 4- or 8-byte element is one typed load and store and a
- * 16-byte one two 8-byte ones (where memcpy of a size known only at run
- * time is a byte loop on the device); bytes when nothing wider fits. One
- * unit at a time: a value is a unit or two, and nothing else is live. */
+/* Copy one small value of n bytes (an array element) on one thread. On the
+ * device: in the widest of 8, 4, 2 and 1 bytes that divides n and both
+ * addresses, so that an aligned 1-, 2-, 4- or 8-byte element is one typed
+ * load and store and a 16-byte one two 8-byte ones (where memcpy of a size
+ * known only at run time is a byte loop on the device); bytes when nothing
+ * wider fits. One unit at a time: a value is a unit or two, and nothing else
+ * is live. On the host memcpy is already that, and the unit branches would
+ * be wrong there: inlined into a caller's get or put of a 4-byte local, GCC
+ * sees the (dead) 8-byte branch read past the local and -Warray-bounds
+ * fails the caller's -Werror build (issue 45; tests/user_warnings.sh). */
 GPUMEM_API void gpumem_copy_value(void *dst, const void *src, uint32_t n) {
+#if !GPUMEM_ON_DEVICE
+    if (n) memcpy(dst, src, n);
+#else
     unsigned char *d = (unsigned char *)dst;
     const unsigned char *s = (const unsigned char *)src;
     const uintptr_t both = (uintptr_t)d | (uintptr_t)s | n;
@@ -937,6 +944,7 @@ GPUMEM_API void gpumem_copy_value(void *dst, const void *src, uint32_t n) {
         for (k = 0; k < n / 2; k++) GPUMEM__COPY_UNIT(uint16_t, d, s, k);
     else
         for (k = 0; k < n; k++) d[k] = s[k];
+#endif
 }
 
 /* ---- host-only hooks ----------------------------------------------------- */

@@ -847,6 +847,41 @@ static void gpumem__doctor_list_nvme(const gpumem_doctor_config *cfg, char *out,
         if (try_st_ != GPUMEM_OK) return try_st_;                                                                      \
     } while (0)
 
+/* Each check of `checks` (NULL-ended) as not run, and why: a check that
+ * could not run is listed, never left out, so that a report cannot read as
+ * a pass for what was never looked at (issue 45). */
+static gpumem_status gpumem__doctor_not_run(gpumem_doctor_report *rep, const char *const *checks, const char *why) {
+    for (; *checks; checks++)
+        GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, *checks, GPUMEM_DOCTOR_SKIP, "", "not run: %s", why));
+    return GPUMEM_OK;
+}
+/* The checks after the first of each path, for gpumem__doctor_not_run. */
+static const char *const gpumem__doctor_vfio_rest[] = {"vfio.iommu", "vfio.driver", "vfio.group", "vfio.dev",
+                                                       "vfio.memlock", "vfio.bar0", "vfio.open", NULL};
+static const char *const gpumem__doctor_gpu_rest[] = {"gpu.device", "gpu.loading", "gpu.host_atomics", "gpu.pageable",
+                                                      "gpu.bar1", "gpu.mig", "gpu.compute_mode", "gpu.persistence",
+                                                      NULL};
+static const char *const gpumem__doctor_p2p_rest[] = {"p2p.acs", "p2p.iommu", "p2p.rdma", "p2p.kernel", NULL};
+
+/* No SSD named: a skip that names the NVMe controllers to choose from; where
+ * there are none, the finding is that (the path cannot work on this machine).
+ * The path's other checks are then listed as not run. */
+static gpumem_status gpumem__doctor_no_ssd(const gpumem_doctor_config *cfg, gpumem_doctor_report *rep,
+                                           const char *check, const char *const *rest) {
+    char text[480];
+    gpumem__doctor_list_nvme(cfg, text, sizeof text);
+    if (!text[0])
+        GPUMEM__DOCTOR_TRY(gpumem__doctor_say(
+            rep, check, GPUMEM_DOCTOR_FAIL,
+            "this path needs an NVMe SSD on this machine's PCI bus (on a VM, pass one through; make qemu-test runs "
+            "the shim against QEMU's NVMe controller instead)",
+            "no NVMe controller on this machine (no PCI device of class 0x010802)"));
+    else
+        GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, check, GPUMEM_DOCTOR_SKIP, "name one of them: --pci ADDR",
+                                              "no SSD named; NVMe controllers here: %s", text));
+    return gpumem__doctor_not_run(rep, rest, text[0] ? "no SSD named (--pci)" : "no NVMe controller on this machine");
+}
+
 /* The commands that bind the SSD to vfio-pci (docs/ssd.md). */
 static void gpumem__doctor_bind_fix(char *fix, size_t bytes, const char *pci, const char *driver) {
     char unbind[128] = "";
@@ -930,17 +965,15 @@ gpumem_status gpumem_doctor_ssd(const gpumem_doctor_config *cfg, gpumem_doctor_r
     if (!cfg || !rep) return GPUMEM_ENULL;
     first = rep->n; /* this SSD's findings start here (vfio.open looks at them) */
     pci = cfg->pci_addr;
-    if (!pci || !pci[0]) {
-        gpumem__doctor_list_nvme(cfg, text, sizeof text);
-        return gpumem__doctor_say(rep, "vfio.device", GPUMEM_DOCTOR_SKIP, "name the SSD: --pci ADDR (lspci -D | grep -i nvme)",
-                                  "no SSD named; NVMe controllers here: %s", text[0] ? text : "none");
-    }
+    if (!pci || !pci[0]) return gpumem__doctor_no_ssd(cfg, rep, "vfio.device", gpumem__doctor_vfio_rest);
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s", pci);
     if (!gpumem__doctor_exists(cfg, path)) {
         gpumem__doctor_list_nvme(cfg, text, sizeof text);
-        return gpumem__doctor_say(rep, "vfio.device", GPUMEM_DOCTOR_FAIL,
-                                  "check the address: lspci -D | grep -i nvme",
-                                  "no PCI device %s; NVMe controllers here: %s", pci, text[0] ? text : "none");
+        GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "vfio.device", GPUMEM_DOCTOR_FAIL,
+                                              "check the address: lspci -D | grep -i nvme",
+                                              "no PCI device %s; NVMe controllers here: %s", pci,
+                                              text[0] ? text : "none"));
+        return gpumem__doctor_not_run(rep, gpumem__doctor_vfio_rest, "no such PCI device (vfio.device)");
     }
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/bus/pci/devices/%s/class", pci);
     gpumem__doctor_read_line(cfg, path, cls, sizeof cls);
@@ -1364,7 +1397,10 @@ gpumem_status gpumem_doctor_gpu(const gpumem_doctor_config *cfg, int gpu_control
     int cc;
     if (!cfg || !rep) return GPUMEM_ENULL;
     GPUMEM__DOCTOR_TRY(gpumem_doctor_gpu_probe(cfg, &f, rep));
-    if (!f.driver) return gpumem__doctor_no_driver(&f, rep);
+    if (!f.driver) {
+        GPUMEM__DOCTOR_TRY(gpumem__doctor_no_driver(&f, rep));
+        return gpumem__doctor_not_run(rep, gpumem__doctor_gpu_rest, "no NVIDIA driver to ask (gpu.driver)");
+    }
     if (f.cuda_version < 0)
         GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "gpu.driver", GPUMEM_DOCTOR_SKIP, "",
                                               "NVIDIA driver %s; its CUDA version unknown (%s)",
@@ -1384,9 +1420,11 @@ gpumem_status gpumem_doctor_gpu(const gpumem_doctor_config *cfg, int gpu_control
             old && !old_major ? " (same major: runs by minor-version compatibility unless PTX must be JIT-compiled)"
                               : ""));
     }
-    if (f.devices >= 0 && cfg->gpu >= f.devices)
-        return gpumem__doctor_say(rep, "gpu.device", GPUMEM_DOCTOR_FAIL, "pick one with --gpu N (nvidia-smi -L)",
-                                  "no CUDA device %d (%d present)", cfg->gpu, f.devices);
+    if (f.devices >= 0 && cfg->gpu >= f.devices) {
+        GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "gpu.device", GPUMEM_DOCTOR_FAIL, "pick one with --gpu N (nvidia-smi -L)",
+                                              "no CUDA device %d (%d present)", cfg->gpu, f.devices));
+        return gpumem__doctor_not_run(rep, gpumem__doctor_gpu_rest + 1, "no such CUDA device (gpu.device)");
+    }
 
     /* Compute capability: an sm_XY build carries SASS for X.Y and PTX that
      * newer GPUs compile at load; older GPUs cannot run it. */
@@ -1545,21 +1583,25 @@ gpumem_status gpumem_doctor_p2p(const gpumem_doctor_config *cfg, gpumem_doctor_r
     gpumem__doctor_iommu iommu;
     if (!cfg || !rep) return GPUMEM_ENULL;
     GPUMEM__DOCTOR_TRY(gpumem_doctor_gpu_probe(cfg, &f, rep));
-    if (!cfg->pci_addr || !cfg->pci_addr[0])
-        return gpumem__doctor_say(rep, "p2p.path", GPUMEM_DOCTOR_SKIP, "name the SSD: --pci ADDR",
-                                  "no SSD named: the path to the GPU cannot be traced");
+    if (!cfg->pci_addr || !cfg->pci_addr[0]) return gpumem__doctor_no_ssd(cfg, rep, "p2p.path", gpumem__doctor_p2p_rest);
     gpumem__doctor_gpu_pci(cfg, &f, gpu, sizeof gpu, &guessed);
     if (!gpu[0]) {
-        if (!f.driver) return gpumem__doctor_no_driver(&f, rep);
-        return gpumem__doctor_say(rep, "p2p.path", GPUMEM_DOCTOR_FAIL, "check --gpu N against nvidia-smi -L",
-                                  "GPU %d not found (no PCI address from CUDA, no NVIDIA display device in sysfs)",
-                                  cfg->gpu);
+        if (!f.driver) {
+            GPUMEM__DOCTOR_TRY(gpumem__doctor_no_driver(&f, rep));
+            return gpumem__doctor_not_run(rep, gpumem__doctor_p2p_rest, "no GPU to trace the path to (gpu.driver)");
+        }
+        GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "p2p.path", GPUMEM_DOCTOR_FAIL, "check --gpu N against nvidia-smi -L",
+                                              "GPU %d not found (no PCI address from CUDA, no NVIDIA display device "
+                                              "in sysfs)", cfg->gpu));
+        return gpumem__doctor_not_run(rep, gpumem__doctor_p2p_rest, "no GPU to trace the path to (p2p.path)");
     }
     ng = gpumem__doctor_pci_chain(cfg, gpu, chain_g, MAX_DEPTH);
     ns = gpumem__doctor_pci_chain(cfg, cfg->pci_addr, chain_s, MAX_DEPTH);
-    if (!ng || !ns)
-        return gpumem__doctor_say(rep, "p2p.path", GPUMEM_DOCTOR_FAIL, "check the addresses: lspci -tv",
-                                  "no sysfs entry for %s", !ng ? gpu : cfg->pci_addr);
+    if (!ng || !ns) {
+        GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "p2p.path", GPUMEM_DOCTOR_FAIL, "check the addresses: lspci -tv",
+                                              "no sysfs entry for %s", !ng ? gpu : cfg->pci_addr));
+        return gpumem__doctor_not_run(rep, gpumem__doctor_p2p_rest, "no PCI path to trace (p2p.path)");
+    }
     for (common = 0; common < ng - 1 && common < ns - 1 && !strcmp(chain_g[common], chain_s[common]); common++) {
     }
     if (common == 0)

@@ -64,11 +64,19 @@ typedef struct options {
     uint32_t iterations;     /* PageRank */
     uint64_t *ids, n_ids;    /* SNAP: file id of each vertex (sorted), or NULL */
     uint64_t id_base;        /* otherwise file id = vertex + id_base (Matrix Market: 1) */
+    const char *input;       /* the FILE the user named (path may become its conversion) */
+    uint64_t source_id;      /* --source as given, in the file's ids (source: the tool's) */
+    const char *answer_out;  /* --out: bfs, cc, pagerank write every vertex's answer here */
     /* gnn */
     uint32_t row_bytes, batch, batches; /* feature row size; seeds a mini-batch; mini-batches */
     graph_gnn_plan plan;                /* hops and fanouts */
     const char *features;               /* the feature table's file, or NULL: one in cache_dir */
 } options;
+
+/* A vertex as the input file names it. */
+static unsigned long long file_id(const options *o, uint64_t v) {
+    return (unsigned long long)(o->ids && v < o->n_ids ? o->ids[v] : v + o->id_base);
+}
 
 /* Room for this many recorded accesses (8 bytes each); the rest are dropped
  * and the count says so. */
@@ -213,7 +221,8 @@ static void print_result(const result *x) {
            x->ok ? "matches the in-memory reference" : "DOES NOT MATCH", x->seconds,
            (unsigned long long)x->rounds, x->counts.vertices, x->counts.edges,
            (double)x->counts.edges / x->seconds / 1e6);
-    printf("    cache %.1f MiB for a %.1f MiB graph: %.1f %% hits, %llu lines read (%.1f MiB/s from storage)\n",
+    printf("    cache %.1f MiB for a %.1f MiB graph: %.1f %% hits, %llu lines read (%.1f MiB/s from storage:"
+           " the file, through the page cache, read by the software controller's host thread)\n",
            x->cache_mib, x->graph_mib, acq > 0 ? 100.0 * (double)x->cs.hits / acq : 0.0,
            (unsigned long long)x->cs.reads, (double)x->cs.bytes_read / 1048576.0 / x->seconds);
     printf("    I/O amplification %.2f (%.1f MiB read / %.1f MiB needed); controller: %llu reads, %llu violations;"
@@ -342,8 +351,9 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
         r.levels[source] = 0;
         r.frontier[0] = source;
         r.n_items = 1;
-        printf("  %s from vertex %u (%llu neighbours): cache %.1f MiB, %u threads, %u queue pairs of depth %u,"
-               " frontier %s\n", name, source, (unsigned long long)(ref->offsets[source + 1] - ref->offsets[source]),
+        printf("  %s from vertex %llu (%llu neighbours): cache %.1f MiB, %u threads, %u queue pairs of depth %u,"
+               " frontier %s\n", name, file_id(o, source),
+               (unsigned long long)(ref->offsets[source + 1] - ref->offsets[source]),
                x->cache_mib, o->threads, o->pairs, o->depth, o->ordered ? "in vertex order" : "in discovery order");
         while (r.n_items > 0) {
             double tr = graph_now_s();
@@ -492,7 +502,7 @@ enum {
     O_THREADS = 1 << 5, O_PAIRS = 1 << 6, O_DEPTH = 1 << 7, O_IOPS = 1 << 8, O_ORDERED = 1 << 9, O_MACHINE = 1 << 10,
     O_POLICY = 1 << 11, O_TRACE = 1 << 12, O_HOST = 1 << 13, O_PLACEMENT = 1 << 14, O_FORMAT = 1 << 15,
     O_CACHE_DIR = 1 << 16, O_MEM = 1 << 17, O_ITERATIONS = 1 << 18, O_ROW_BYTES = 1 << 19, O_BATCH = 1 << 20,
-    O_BATCHES = 1 << 21, O_FANOUTS = 1 << 22, O_FEATURES = 1 << 23
+    O_BATCHES = 1 << 21, O_FANOUTS = 1 << 22, O_FEATURES = 1 << 23, O_OUT = 1 << 24
 };
 static const struct option_doc {
     const char *name, *arg, *what;
@@ -533,6 +543,10 @@ static const struct option_doc {
      O_FANOUTS},
     {"--features", "FILE", "gnn: the feature table's file, written there if missing (default: one in --cache-dir)",
      O_FEATURES},
+    {"--out", "FILE", "write every vertex's answer to FILE, in the input's ids, after a checked run: \"vertex level\"\n"
+                      "                       (bfs; - unreached), \"vertex component\" (cc: its smallest vertex) or\n"
+                      "                       \"vertex rank\" (pagerank), a tab between; written whole or not at all",
+     O_OUT},
 };
 #define RUN_OPTS (O_CACHE | O_THREADS | O_PAIRS | O_DEPTH | O_IOPS | O_POLICY | O_HOST | O_PLACEMENT)
 #define INPUT_OPTS (O_FORMAT | O_CACHE_DIR | O_MEM) /* commands that read a graph in any format */
@@ -545,12 +559,12 @@ static const struct command {
      0, 1, O_SCALE | O_EDGE_FACTOR | O_SEED | O_SOURCE | RUN_OPTS},
     {"gen", "FILE", "write a Kronecker graph (GAP-kron parameters) to FILE", 1, 1, O_SCALE | O_EDGE_FACTOR | O_SEED},
     {"bfs", "FILE", "one BFS through cache, queue pairs and controller, checked (--source in the file's ids)", 1, 1,
-     O_SEED | O_SOURCE | O_ORDERED | O_TRACE | RUN_OPTS | INPUT_OPTS},
+     O_SEED | O_SOURCE | O_ORDERED | O_TRACE | O_OUT | RUN_OPTS | INPUT_OPTS},
     {"cc", "FILE", "connected components (label propagation), checked; ends with \"N components\" and the\n"
-                   "  largest one's size", 1, 1, O_TRACE | RUN_OPTS | INPUT_OPTS},
+                   "  largest one's size", 1, 1, O_TRACE | O_OUT | RUN_OPTS | INPUT_OPTS},
     {"pagerank", "FILE", "PageRank, pull, damping 0.85, a fixed number of iterations, checked against the\n"
-                         "  in-memory reference (each rank within 1e-9 of it, relative)", 1, 1,
-     O_ITERATIONS | O_TRACE | RUN_OPTS | INPUT_OPTS},
+                         "  in-memory reference (each rank within 1e-9 of it, relative); prints the five highest", 1, 1,
+     O_ITERATIONS | O_TRACE | O_OUT | RUN_OPTS | INPUT_OPTS},
     {"policies", "FILE", "BFS and CC with a cache an eighth of the graph (or --cache-mib) under CLOCK and under\n"
                          "  --policy, one after the other: hit rate and line reads of each", 1, 1,
      O_SEED | O_SOURCE | RUN_OPTS | INPUT_OPTS},
@@ -675,6 +689,8 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
             o->machine = a;
         } else if (od->bit == O_TRACE) {
             o->trace = a;
+        } else if (od->bit == O_OUT) {
+            o->answer_out = a;
         } else if (od->bit == O_CACHE_DIR) {
             o->cache_dir = a;
         } else if (od->bit == O_FEATURES) {
@@ -754,7 +770,7 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
             if (v < 1 || v > 1000) return bad_args(cmd, "--iterations %s: want 1..1000", a);
             o->iterations = (uint32_t)v;
         } else if (od->bit == O_SOURCE) {
-            o->source = v; /* in the file's ids: checked once the graph is known */
+            o->source = o->source_id = v; /* in the file's ids: checked once the graph is known */
         } else if (od->bit == O_SEED) {
             o->seed = v;
         } else {
@@ -765,7 +781,7 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
     if ((uint64_t)o->batch * o->plan.per_seed > (16u << 20))
         return bad_args(cmd, "--batch %u with --fanouts giving %u vertices a seed: %llu a batch, at most %u", o->batch,
                         o->plan.per_seed, (unsigned long long)o->batch * o->plan.per_seed, 16u << 20);
-    o->path = files[0];
+    o->path = o->input = files[0];
     o->out = files[1];
     /* Each thread holds up to 2 lines (the offsets' and the edges'). */
     if ((o->given & O_CACHE) && o->cache_bytes / GRAPH_LINE < 2ull * o->threads)
@@ -800,11 +816,74 @@ static int generate(const options *o) {
     return 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Speaking the input's language: its name, its ids (issue 45)              */
+/* ------------------------------------------------------------------------ */
+
+/* After a message about o->path: which input it is the conversion of, so
+ * that an error names the file the user gave ("" when that is o->path). */
+static const char *converted_from(const options *o) {
+    static char text[4400];
+    if (!o->input || !strcmp(o->input, o->path)) return "";
+    snprintf(text, sizeof text, " (the conversion of %s)", o->input);
+    return text;
+}
+
+/* --source names no vertex: said in the file's ids and about the file the
+ * user named, with the range its ids take (n vertices in the tool's ids; 0
+ * when not known). Exit 2. */
+static int no_such_source(const struct command *cmd, const options *o, uint64_t n) {
+    const char *in = o->input ? o->input : o->path;
+    if (n == 0)
+        return bad_args(cmd, "--source %llu: no such vertex in %s", (unsigned long long)o->source_id, in);
+    return bad_args(cmd, "--source %llu: no such vertex in %s: its %llu vertices are %llu..%llu%s",
+                    (unsigned long long)o->source_id, in, (unsigned long long)n, file_id(o, 0), file_id(o, n - 1),
+                    o->ids ? ", the ids its lines name (not every id between)" : "");
+}
+
+/* --out: every vertex's answer, in the input's ids, one "vertex<TAB>value"
+ * a line after a comment line saying what the values are; written to a
+ * temporary file and renamed, so FILE is whole or untouched. 0, or 1 after
+ * a message. */
+static int write_answers(const options *o, const reference *a, int kind, uint32_t source) {
+    char tmp[4400];
+    uint64_t n = a->g->h.n_nodes, v;
+    FILE *f;
+    int ok;
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o->answer_out, (long)getpid()) >= (int)sizeof tmp ||
+        !(f = fopen(tmp, "w"))) {
+        fprintf(stderr, "graph: --out %s: %s\n", o->answer_out, strerror(errno));
+        return 1;
+    }
+    if (kind == RUN_BFS)
+        fprintf(f, "# gpumem graph bfs %s from vertex %llu: vertex, level (hops from the source; - unreached)\n",
+                o->input, file_id(o, source));
+    else if (kind == RUN_CC)
+        fprintf(f, "# gpumem graph cc %s: vertex, component (its smallest vertex)\n", o->input);
+    else
+        fprintf(f, "# gpumem graph pagerank %s: vertex, rank (%u iterations, damping 0.85)\n", o->input, o->iterations);
+    for (v = 0; v < n; v++) {
+        if (kind == RUN_BFS && a->levels[v] == GRAPH_NONE) fprintf(f, "%llu\t-\n", file_id(o, v));
+        else if (kind == RUN_BFS) fprintf(f, "%llu\t%u\n", file_id(o, v), a->levels[v]);
+        else if (kind == RUN_CC) fprintf(f, "%llu\t%llu\n", file_id(o, v), file_id(o, a->labels[v]));
+        else fprintf(f, "%llu\t%.17g\n", file_id(o, v), a->ranks[v]);
+    }
+    ok = !ferror(f);
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, o->answer_out) != 0) {
+        fprintf(stderr, "graph: --out %s: %s (nothing written)\n", o->answer_out, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    printf("graph: wrote %llu vertices' answers to %s\n", (unsigned long long)n, o->answer_out);
+    return 0;
+}
+
 static int load_reference(const options *o, graph_csr *g) {
     char err[512];
     gpumem_status st = graph_load(o->path, g, err, sizeof err);
     if (st == GPUMEM_OK) return 0;
-    fprintf(stderr, "graph: %s\n", err);
+    fprintf(stderr, "graph: %s%s\n", err, converted_from(o));
     return 2;
 }
 
@@ -824,16 +903,16 @@ static int check_files(const struct command *cmd, options *o) {
                             (unsigned long long)o->source, o->scale, 1ull << o->scale);
         return check_writable(cmd, o->path);
     }
+    if (o->answer_out && (rc = check_writable(cmd, o->answer_out)) != 0) return rc;
     if ((fd = open(o->path, O_RDONLY)) < 0) {
-        fprintf(stderr, "graph: %s: %s\n", o->path, strerror(errno));
+        fprintf(stderr, "graph: %s: %s%s\n", o->path, strerror(errno), converted_from(o));
         return 2;
     }
     if (graph_read_header(fd, o->path, &h, err, sizeof err) != GPUMEM_OK) {
-        fprintf(stderr, "graph: %s\n", err);
+        fprintf(stderr, "graph: %s%s\n", err, converted_from(o));
         rc = 2;
     } else if ((o->given & O_SOURCE) && o->source >= h.n_nodes) {
-        rc = bad_args(cmd, "--source %llu: no such vertex (%s has %llu)", (unsigned long long)o->source, o->path,
-                      (unsigned long long)h.n_nodes);
+        rc = no_such_source(cmd, o, h.n_nodes);
     } else if (!strcmp(cmd->name, "demo") && (((o->given & O_SCALE) && h.scale != o->scale) ||
                                               ((o->given & O_EDGE_FACTOR) && h.edge_factor != o->edge_factor) ||
                                               ((o->given & O_SEED) && h.seed != o->seed))) {
@@ -947,16 +1026,10 @@ static int resolve_input(const struct command *cmd, options *o, char *conv, size
     if (o->given & O_SOURCE) { /* the file's id to the tool's */
         uint64_t v = o->ids ? graph_ids_find(o->ids, o->n_ids, o->source)
                             : o->source >= o->id_base ? o->source - o->id_base : UINT64_MAX;
-        if (v >= GRAPH_NONE) return bad_args(cmd, "--source %llu: no such vertex in %s", (unsigned long long)o->source,
-                                             o->path);
-        o->source = v;
+        if (v >= GRAPH_NONE && o->ids) return no_such_source(cmd, o, o->n_ids);
+        o->source = v; /* below the first id: check_files, which knows the vertex count, says so */
     }
     return 0;
-}
-
-/* A vertex as the input file names it. */
-static unsigned long long file_id(const options *o, uint64_t v) {
-    return (unsigned long long)(o->ids && v < o->n_ids ? o->ids[v] : v + o->id_base);
 }
 
 /* The answers, in the file's ids, after a checked run. */
@@ -1641,6 +1714,7 @@ int main(int argc, char **argv) {
     source = kind == RUN_BFS ? source_of(&o, &g) : 0;
     rc = traverse(&o, &answers, kind, source, kind == RUN_BFS ? "BFS" : kind == RUN_CC ? "CC" : "PageRank", &x);
     if (rc == 0) print_answers(&o, &answers, kind, source);
+    if (rc == 0 && o.answer_out) rc = write_answers(&o, &answers, kind, source);
     reference_free(&answers);
     graph_free(&g);
     free(o.ids);

@@ -410,10 +410,17 @@ GRAPH_API const char *graph__parse_number(const char *s, int integer) {
     return end;
 }
 
-/* A quoted excerpt of a line for a message. */
+/* A quoted excerpt of a line for a message. A control character or other
+ * byte that does not print is shown as C writes it (\t, \r, \x01), so
+ * that a tab where a space was expected can be seen (issue 45: it was "?"). */
 GRAPH_API const char *graph__excerpt(const char *line, char *buf, size_t n) {
     size_t i, o = 0;
-    for (i = 0; line[i] && o + 5 < n; i++) buf[o++] = isprint((unsigned char)line[i]) ? line[i] : '?';
+    for (i = 0; line[i] && o + 8 < n; i++) { /* room for one escape (4) and "..." */
+        unsigned char c = (unsigned char)line[i];
+        if (c == '\t' || c == '\r' || c == '\\') buf[o++] = '\\', buf[o++] = c == '\t' ? 't' : c == '\r' ? 'r' : '\\';
+        else if (!isprint(c)) o += (size_t)snprintf(buf + o, n - o, "\\x%02x", c);
+        else buf[o++] = (char)c;
+    }
     if (line[i]) buf[o++] = '.', buf[o++] = '.', buf[o++] = '.';
     buf[o] = 0;
     return buf;

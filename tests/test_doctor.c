@@ -707,6 +707,97 @@ Test(doctor, program_exit_codes_and_json, .init = setup, .fini = teardown) {
     cr_assert_gt(out_bytes("stderr"), 0);
 }
 
+/* ---- an honest report (issue 45) -------------------------------------------------- */
+
+/* Whether root/stdout holds `text`. */
+static int stdout_has(const char *text) {
+    char path[512], buf[16384];
+    size_t n;
+    FILE *f;
+    snprintf(path, sizeof path, "%s/stdout", root);
+    f = fopen(path, "rb");
+    cr_assert(f, "no %s", path);
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, text) != NULL;
+}
+
+/* Every finding of `checks` (NULL-ended) is there, a skip, saying "not run: " and why. */
+static void expect_not_run(const gpumem_doctor_report *rep, const char *const *checks, const char *why) {
+    char text[128];
+    snprintf(text, sizeof text, "not run: %s", why);
+    for (; *checks; checks++) expect(rep, *checks, GPUMEM_DOCTOR_SKIP, NULL, text);
+}
+
+Test(doctor, no_nvme_controller_is_the_finding, .init = setup, .fini = teardown) {
+    static const char *const vfio_rest[] = {"vfio.iommu", "vfio.driver", "vfio.group", "vfio.dev", "vfio.memlock",
+                                            "vfio.bar0", "vfio.open", NULL};
+    static const char *const p2p_rest[] = {"p2p.acs", "p2p.iommu", "p2p.rdma", "p2p.kernel", NULL};
+    gpumem_doctor_config c = config();
+    gpumem_doctor_report rep;
+    c.pci_addr = NULL;
+    mkdirs("sys/bus/pci/devices"); /* a PCI bus with no NVMe controller on it */
+    rep = run_ssd(&c);
+    expect(&rep, "vfio.device", GPUMEM_DOCTOR_FAIL, "needs an NVMe SSD", "no NVMe controller on this machine");
+    cr_assert(!strstr(finding(&rep, "vfio.device")->fix, "name the SSD"), "asks to name an SSD there is none of");
+    expect_not_run(&rep, vfio_rest, "no NVMe controller on this machine");
+    gpumem_doctor_report_free(&rep);
+    memset(&rep, 0, sizeof rep);
+    cr_assert_eq(gpumem_doctor_p2p(&c, &rep), GPUMEM_OK, "%s", rep.error);
+    expect(&rep, "p2p.path", GPUMEM_DOCTOR_FAIL, "needs an NVMe SSD", "no NVMe controller on this machine");
+    expect_not_run(&rep, p2p_rest, "no NVMe controller on this machine");
+    gpumem_doctor_report_free(&rep);
+
+    /* With one: the skip names it, the rest are not run (no SSD named). */
+    vfio_machine();
+    rep = run_ssd(&c);
+    expect(&rep, "vfio.device", GPUMEM_DOCTOR_SKIP, "--pci ADDR", SSD " (vfio-pci)");
+    expect_not_run(&rep, vfio_rest, "no SSD named (--pci)");
+    gpumem_doctor_report_free(&rep);
+}
+
+Test(doctor, gpu_checks_without_a_driver_are_listed_as_not_run, .init = setup, .fini = teardown) {
+    static const char *const gpu_rest[] = {"gpu.device", "gpu.loading", "gpu.host_atomics", "gpu.pageable", "gpu.bar1",
+                                           "gpu.mig", "gpu.compute_mode", "gpu.persistence", NULL};
+    gpumem_doctor_config c = config();
+    gpumem_doctor_report rep = run_gpu(&c, 0);
+    expect(&rep, "gpu.driver", GPUMEM_DOCTOR_FAIL, "install the NVIDIA driver", "no NVIDIA driver");
+    expect_not_run(&rep, gpu_rest, "no NVIDIA driver to ask (gpu.driver)");
+    gpumem_doctor_report_free(&rep);
+}
+
+/* The program never says a path passes when a check of it was skipped;
+ * `all` ends with a line per path; --help names every path and option. */
+Test(doctor, program_says_no_pass_for_a_skip, .init = setup, .fini = teardown) {
+    static const char *const words[] = {"host", "gpu-clients", "gpu-controller", "vfio", "p2p", "uring", "all",
+                                        "--path", "--pci", "--gpu", "--pairs", "--depth", "--io-kib", "--uid",
+                                        "--gid", "--noiommu", "--open", "--root", "--json", "--snapshot", "--help",
+                                        NULL};
+    const char *const *w;
+    vfio_machine(); /* an NVMe controller, none named: vfio is skipped, not failed */
+    cr_assert_eq(doctor("--path vfio --root %s"), 0, "nothing failed");
+    cr_assert(!stdout_has("passes"), "a skipped path said to pass");
+    cr_assert(stdout_has("vfio: NOT A PASS"));
+    cr_assert(stdout_has("8 not run or not judged"));
+
+    cr_assert_eq(doctor("--path all --root %s"), 1);
+    cr_assert(stdout_has("what runs here:"));
+    cr_assert(stdout_has("  \xE2\x9C\x93 host "), "the host path runs");
+    cr_assert(stdout_has("  \xE2\x9C\x97 gpu          GPU threads"), "the GPU path does not");
+    cr_assert(stdout_has("gpu.driver: no NVIDIA driver"));
+    cr_assert(stdout_has("GPU-initiated storage (gpu, vfio and p2p together) lacks here: gpu.driver"));
+    cr_assert(stdout_has("uring files"));
+
+    cr_assert_eq(doctor("--help"), 0);
+    for (w = words; *w; w++) {
+        char line[64], listed[64];
+        snprintf(line, sizeof line, "\n  %s ", *w);
+        snprintf(listed, sizeof listed, "\n  %s, ", *w);
+        cr_expect(stdout_has(line) || stdout_has(listed), "--help has no line for %s", *w);
+    }
+}
+
 /* ---- snapshots ---------------------------------------------------------------------- */
 
 /* Every check on the machine under c->root, recorded when rec is given. */

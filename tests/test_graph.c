@@ -679,7 +679,7 @@ Test(graph, bad_input_is_refused_with_where_and_what, .timeout = 120) {
     static const bad_case cases[] = {
         {"malformed.el", "0 1\n1 2\n1 x\n", 0, "line 3", "expected \"u v\" (two vertex ids)", "found \"1 x\"", 0},
         {"noweight.wel", "0 1 2.5\n1 2\n", 0, "line 2", "expected \"u v weight\"", "found \"1 2\"", 0},
-        {"toomany.txt", "# SNAP\n1\t2\n3\t4\t5\n", 0, "line 3", "expected \"u v\"", "found \"3?4?5\"", 0},
+        {"toomany.txt", "# SNAP\n1\t2\n3\t4\t5\n", 0, "line 3", "expected \"u v\"", "found \"3\\t4\\t5\"", 0},
         {"range.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n4 1\n", 0, "line 4",
          "expected a row in 1..3 and a column in 1..3", "found 4 1", 0},
         {"zero.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 1\n0 1\n", 0, "line 3",

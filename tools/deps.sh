@@ -3,7 +3,7 @@
 # deps.sh NEED...: make sure the tools a make target needs are
 # present before it builds anything, installing what is missing.
 #
-#   NEED: cc criterion benchmark python3 gnuplot qemu cmake pkg-config clang libfuzzer fio spin
+#   NEED: cc criterion benchmark python3 networkx gnuplot qemu cmake pkg-config git clang libfuzzer fio spin
 #
 # Each missing need is installed with apt-get (as root, or through sudo when
 # it asks for no password), and the packages are named as they are installed.
@@ -36,6 +36,8 @@ missing() {
     gnuplot) command -v gnuplot >/dev/null 2>&1 || echo gnuplot-nox ;;
     cmake) command -v cmake >/dev/null 2>&1 || echo cmake ;;
     pkg-config) command -v pkg-config >/dev/null 2>&1 || echo pkg-config ;;
+    git) command -v git >/dev/null 2>&1 || echo git ;; # make install-test: FetchContent's GIT_REPOSITORY
+    networkx) python3 -c 'import networkx' >/dev/null 2>&1 || echo python3-networkx ;; # make test: the graph tool's peer
     clang) command -v clang >/dev/null 2>&1 || echo clang ;;
     libfuzzer) # make fuzz: clang and its libFuzzer runtime (Debian ships it apart from the compiler)
         printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' |

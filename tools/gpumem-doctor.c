@@ -5,8 +5,9 @@
  *                       [--pci ADDR] [--gpu N] [--pairs N] [--depth N] [--io-kib N]
  *                       [--uid N] [--gid N] [--noiommu] [--open] [--root DIR] [--json]
  *
- * Exit status: 0 when every check of the path passes (warnings and skips
- * included), 1 when any fails, 2 for bad arguments, a malformed snapshot
+ * Exit status: 0 when no check of the path fails (warnings and checks not
+ * run or not judged included: the last line says which; it says "every
+ * check passes" only when each did), 1 when any fails, 2 for bad arguments, a malformed snapshot
  * file under --root, or a --snapshot that could not be written (then
  * nothing is printed on stdout). The host path runs the software controller
  * here: a write and a read back on one pair. --snapshot OUT.tgz also writes
@@ -33,6 +34,40 @@ static const char usage[] =
     "usage: gpumem-doctor [--path host|gpu-clients|gpu-controller|vfio|p2p|uring|all] [--pci ADDR] [--gpu N]\n"
     "                     [--pairs N] [--depth N] [--io-kib N] [--uid N] [--gid N] [--noiommu] [--open] [--root DIR]\n"
     "                     [--json] [--snapshot OUT.tgz]\n";
+
+/* --help: every path and every option, one line each (docs/doctor.md has the checks). */
+static const char help[] =
+    "gpumem-doctor: why this machine cannot run GPU-initiated storage, and the fix for each finding\n"
+    "\n"
+    "paths (--path P; default all):\n"
+    "  host            the software controller on host threads: a write and a read back on one queue pair\n"
+    "  gpu-clients     GPU threads as clients of the host controller: the NVIDIA driver, the device, BAR1, ...\n"
+    "  gpu-controller  the GPU-resident controller: as gpu-clients, and module loading must be eager\n"
+    "  vfio            a real NVMe SSD from user space (VFIO, or uio): device, IOMMU, driver, group, memlock, BAR0\n"
+    "  p2p             the SSD's DMA to GPU memory: the PCIe path between them, ACS, IOMMU, GPUDirect RDMA\n"
+    "  uring           io_uring: kernel, io_uring_disabled, /dev/ngXnY for NVMe passthrough, nvme-fabrics\n"
+    "  all             host, gpu-controller, vfio, p2p and uring, then one line per path: what runs here\n"
+    "\n"
+    "options:\n"
+    "  --path P        one of the paths above\n"
+    "  --pci ADDR      the SSD, as under /sys/bus/pci/devices (lspci -D); without it vfio and p2p list the\n"
+    "                  NVMe controllers here and run nothing else\n"
+    "  --gpu N         the CUDA device (default 0)\n"
+    "  --pairs N       queue pairs the program will create (default 16): memlock and BAR1 are judged for them\n"
+    "  --depth N       entries per pair (default 1024)\n"
+    "  --io-kib N      the largest transfer of one command, KiB (default 128)\n"
+    "  --uid N         the user who runs the program (default: this process's), for /dev/vfio/N, /dev/ngXnY,\n"
+    "  --gid N         io_uring and memlock\n"
+    "  --noiommu       the program will use vfio-pci in no-IOMMU mode\n"
+    "  --open          vfio.open: open the controller once every other vfio check passes (it is reset)\n"
+    "  --root DIR      read sys/, proc/, dev/ under DIR: a machine in a directory (a --snapshot unpacked)\n"
+    "  --json          the report as JSON (schema gpumem-doctor/1)\n"
+    "  --snapshot OUT.tgz  also write what the checks read, for --root on another machine\n"
+    "  --help, -h      this text\n"
+    "\n"
+    "marks: \xE2\x9C\x93 pass, ! warn (works, at the cost named), ? not run or not judged (with why),\n"
+    "\xE2\x9C\x97 fail (the path will not work until fixed). Exit status: 0 no check failed, 1 one did,\n"
+    "2 bad arguments or a malformed snapshot file. More: docs/doctor.md.\n";
 
 static int bad_args(const char *why, const char *arg) {
     fprintf(stderr, "gpumem-doctor: %s%s%s\n%s", why, arg ? ": " : "", arg ? arg : "", usage);
@@ -96,6 +131,74 @@ done:
                              "report it as a gpumem issue with this output (make test shows more)");
 }
 
+/* The last line of a path's report. A check not run or not judged is never
+ * counted as passing (issue 45): "every check passes" only when each did. */
+static void print_verdict(const gpumem_doctor_report *rep, const char *path) {
+    size_t i, count[4] = {0, 0, 0, 0};
+    for (i = 0; i < rep->n; i++) count[rep->findings[i].verdict]++;
+    if (count[GPUMEM_DOCTOR_FAIL])
+        printf("%s: FAIL (fix the lines marked \xE2\x9C\x97)", path);
+    else if (count[GPUMEM_DOCTOR_SKIP])
+        printf("%s: NOT A PASS: nothing failed, but checks were not run or not judged", path);
+    else
+        printf("%s: every check passes", path);
+    if (count[GPUMEM_DOCTOR_SKIP]) printf("; %zu not run or not judged (marked ?)", count[GPUMEM_DOCTOR_SKIP]);
+    if (count[GPUMEM_DOCTOR_WARN]) printf("; %zu with a warning (marked !)", count[GPUMEM_DOCTOR_WARN]);
+    printf("\n");
+}
+
+/* What each path is for, and which findings judge it (their check names
+ * start with `prefix`, or are exactly `check`). */
+typedef struct path_summary {
+    const char *name, *what, *prefix, *check;
+} path_summary;
+static const path_summary summaries[] = {
+    {"host", "host threads drive queue pairs to the software controller (make demo)", "host.", NULL},
+    {"uring files", "io_uring on files: gpumem_uring.h serving pairs from a regular file", NULL, "uring.disabled"},
+    {"uring", "io_uring NVMe passthrough: an SSD the kernel keeps (/dev/ngXnY)", "uring.", NULL},
+    {"gpu", "GPU threads drive the queue pairs (gpu-clients, gpu-controller)", "gpu.", NULL},
+    {"vfio", "an NVMe SSD driven from user space (VFIO or uio)", "vfio.", NULL},
+    {"p2p", "the SSD's DMA straight into GPU memory", "p2p.", NULL},
+};
+
+/* `all`'s last lines: one per path, what runs here and, for what does not,
+ * the first finding that stops it, with its fix; then what GPU-initiated
+ * storage (gpu, vfio and p2p together) lacks. */
+static void print_summary(const gpumem_doctor_report *rep) {
+    static const char *const marks[] = {"\xE2\x9C\x93", "?", "!", "\xE2\x9C\x97"};
+    char lacks[512] = "";
+    size_t k, i;
+    printf("what runs here:\n");
+    for (k = 0; k < sizeof summaries / sizeof summaries[0]; k++) {
+        const path_summary *s = &summaries[k];
+        const gpumem_doctor_finding *first = NULL;
+        gpumem_doctor_verdict worst = GPUMEM_DOCTOR_PASS;
+        for (i = 0; i < rep->n; i++) {
+            const gpumem_doctor_finding *f = &rep->findings[i];
+            if (s->prefix ? strncmp(f->check, s->prefix, strlen(s->prefix)) != 0 : strcmp(f->check, s->check) != 0)
+                continue;
+            if (!first || f->verdict > worst) first = f, worst = f->verdict;
+        }
+        if (!first) {
+            printf("  ? %-12s %s: not checked\n", s->name, s->what);
+            continue;
+        }
+        if (worst <= GPUMEM_DOCTOR_PASS || worst == GPUMEM_DOCTOR_WARN)
+            printf("  %s %-12s %s: runs here%s\n", marks[worst], s->name, s->what,
+                   worst == GPUMEM_DOCTOR_WARN ? " (with the warnings above)" : "");
+        else
+            printf("  %s %-12s %s: %s %s: %s%s%s\n", marks[worst], s->name, s->what,
+                   worst == GPUMEM_DOCTOR_FAIL ? "does not run here," : "not judged here,", first->check, first->found,
+                   first->fix[0] ? " -- fix: " : "", first->fix);
+        if (worst == GPUMEM_DOCTOR_FAIL && (!strcmp(s->name, "gpu") || !strcmp(s->name, "vfio") || !strcmp(s->name, "p2p")))
+            snprintf(lacks + strlen(lacks), sizeof lacks - strlen(lacks), "%s%s", lacks[0] ? ", " : "", first->check);
+    }
+    if (lacks[0])
+        printf("GPU-initiated storage (gpu, vfio and p2p together) lacks here: %s (each fix above)\n", lacks);
+    else
+        printf("GPU-initiated storage (gpu, vfio and p2p together): nothing failed; see the lines marked ? and !\n");
+}
+
 int main(int argc, char **argv) {
     static const char *const paths[] = {"host", "gpu-clients", "gpu-controller", "vfio", "p2p", "uring", "all"};
     gpumem_doctor_config cfg = gpumem_doctor_config_default();
@@ -118,6 +221,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--open")) cfg.open = 1; /* vfio.open: resets the controller */
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(usage, stdout);
+            fputs("\n", stdout);
+            fputs(help, stdout);
             return 0;
         } else if (!next) return bad_args("missing value after", a);
         else if (!strcmp(a, "--path")) path = next, i++;
@@ -155,8 +260,8 @@ int main(int argc, char **argv) {
     if (json) gpumem_doctor_print_json(&rep, path, cfg.root, stdout);
     else gpumem_doctor_print(&rep, stdout);
     i = gpumem_doctor_worst(&rep) == GPUMEM_DOCTOR_FAIL;
-    if (!json)
-        printf("%s: %s\n", path, i ? "FAIL (fix the lines marked \xE2\x9C\x97)" : "every check passes");
+    if (!json && !strcmp(path, "all")) print_summary(&rep);
+    if (!json) print_verdict(&rep, path);
     gpumem_doctor_report_free(&rep);
     return i;
 }

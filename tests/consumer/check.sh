@@ -4,7 +4,9 @@
 # temporary directory, build tests/consumer outside the tree every way a user
 # would - plain Makefile with pkg-config, CMake find_package, add_subdirectory
 # and FetchContent - as C11 and C++17 (built and run) and CUDA (compiled, when
-# NVCC is set), then uninstall and require that no file is left in the prefix.
+# NVCC is set); build README's pkg-config and CMake lines as written
+# (tests/consumer/readme.sh); then uninstall and require that no file is left
+# in the prefix.
 # Run from the top of the gpumem tree. NVCC, CUDA_ARCH: from the Makefile.
 set -eu
 repo=$(pwd)
@@ -61,17 +63,21 @@ cuda_args=
 if [ -n "$NVCC" ]; then
     cuda_args="-DGPUMEM_CONSUMER_CUDA=ON -DCMAKE_CUDA_COMPILER=$NVCC -DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCH#sm_}"
 fi
-# The tarball FetchContent downloads: what the root CMakeLists.txt needs.
-tar -czf "$tmp/gpumem.tar.gz" -C "$repo" CMakeLists.txt cmake LICENSE $(cd "$repo" && ls gpumem*.h)
+# The tarball FetchContent downloads: make dist's (DIST, from the Makefile).
+dist=$repo/${DIST:?the Makefile sets DIST, the tarball of make dist}
+[ -f "$dist" ] || fail "no $dist: make dist first"
 for mode in find_package subdirectory fetchcontent; do
     b=$tmp/build-$mode
     # shellcheck disable=SC2086 # cuda_args is a list of words
     quiet cmake -S "$src" -B "$b" -DGPUMEM_MODE=$mode -DGPUMEM_VERSION_WANTED="$version" \
-        -DCMAKE_PREFIX_PATH="$prefix" -DGPUMEM_SOURCE_DIR="$repo" -DGPUMEM_URL="file://$tmp/gpumem.tar.gz" $cuda_args
+        -DCMAKE_PREFIX_PATH="$prefix" -DGPUMEM_SOURCE_DIR="$repo" -DGPUMEM_URL="file://$dist" $cuda_args
     quiet cmake --build "$b"
     run_both "$b"
     echo "install-test: CMake $mode: gpumem::gpumem; C11, C++17 built and ran${NVCC:+, CUDA compiled}"
 done
+# README's own lines, as written (tests/consumer/readme.sh).
+sh tests/consumer/readme.sh "$prefix" "$tmp" "$dist"
+
 # find_package must refuse a version this is not (a newer minor).
 next=$(echo "$version" | awk -F. '{print $1 "." $2 + 1}')
 if cmake -S "$src" -B "$tmp/build-newer" -DGPUMEM_VERSION_WANTED="$next" -DCMAKE_PREFIX_PATH="$prefix" \
