@@ -235,7 +235,7 @@ GPUMEM_API uint32_t gpumem_policy_slot_sweep_len(uint32_t kind, uint32_t n) {
 typedef struct gpumem_policy_desc {
     uint32_t kind;
     uint32_t n_slots;
-    /* HPE (notes/hpe.md §7) */
+    /* HPE (the HPE paper, §7) */
     uint32_t hpe_set_shift;    /* lines per page set = 2^shift; paper: 16 pages (4) */
     uint32_t hpe_interval;     /* faults per interval; paper: 64 */
     uint32_t hpe_counter_max;  /* touch counter saturation; paper: 64 = 4 x set size */
@@ -247,7 +247,7 @@ typedef struct gpumem_policy_desc {
     uint32_t hpe_min_old;      /* old-partition sets at first-full for a regular app to adjust; paper: 64 */
     uint32_t hpe_scan;         /* ours: MRU-C looks at most this many sets (the paper's scan stops early
                                   on regular apps; a bound keeps a miss O(1) on the others) */
-    /* ObservUVM (notes/observuvm.md §5) */
+    /* ObservUVM (the ObservUVM paper, §5) */
     uint32_t lfu_bins;         /* frequency bins (not given; 16: frequencies above 15 rarely matter) */
     uint32_t cp_protect_pct;   /* initial protected share of the slots (not given: 50%) */
     uint32_t cp_min_pct, cp_max_pct; /* bounds of the protected share (ours: 10%..90%) */
@@ -985,7 +985,7 @@ GPUMEM_API uint32_t gpumem_policy_victim(gpumem_policy *p, const uint8_t *pinned
 }
 
 /* ======================================================================== */
-/* 3. GMT: reuse-distance prediction and placement (notes/gmt.md §2.3)      */
+/* 3. GMT: reuse-distance prediction and placement (the GMT paper, §2.3)   */
 /* ======================================================================== */
 
 /* Ordinary least squares RD = m * VTD + b over (VTD, RD) samples. */
@@ -1267,7 +1267,7 @@ GPUMEM_API void gpumem_policy_readahead_on_miss(gpumem_policy_readahead *r, uint
     r->age[s] = r->tick;
 }
 
-/* Readahead for GPU miss streams, a batch at a time (GAIA §4.2; notes/gaia.md
+/* Readahead for GPU miss streams, a batch at a time (GAIA §4.2 and
  * §10.1 item 8). A GPU reports its misses in batches (the hardware coalesces
  * up to 256 faults; here, a miss queue drained by a host thread), and in a
  * scrambled order: thread blocks run in no fixed order, so a kernel reading

@@ -4,7 +4,7 @@
  * with no warranty. Full text: the LICENSE file that comes with gpumem. */
 /* gpumem_share.h - one storage shared by several caches (owners: the host,
  * GPU 0..7), kept consistent the way GAIA keeps CPU and GPU page caches
- * (lazy release consistency with version vectors; notes/gaia.md §10.1):
+ * (lazy release consistency with version vectors; the GAIA paper, §10.1):
  * release and acquire move no data, concurrent writers of one line are
  * merged byte by byte against a pristine base, and a miss may be served
  * from another owner's valid copy.

@@ -4,7 +4,7 @@
  * with no warranty. Full text: the LICENSE file that comes with gpumem. */
 /* gpumem_tier.h - a host-memory tier below the gpumem cache: three tiers
  * (GPU memory, host memory, storage) orchestrated by the threads that use
- * them, with GMT's reuse-based placement (notes/gmt.md).
+ * them, with GMT's reuse-based placement (the GMT paper; docs/tier.md).
  *
  * USAGE (host threads; a cache made as in gpumem_cache.h)
  *

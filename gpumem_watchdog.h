@@ -6,7 +6,7 @@
  *
  * A GPU kernel that waits forever cannot be cancelled, and a controller that
  * stops answering leaves its clients waiting: "a GPU run that can hang will"
- * (notes/gpu-findings.md). The watchdog is a host thread that watches a
+ * (docs/gpu.md). The watchdog is a host thread that watches a
  * progress count and, when it has not moved for stall_ms, says so, stops
  * the controllers, prints the state of every queue pair, and ends the
  * process with exit_code (_exit, so that no exit handler waits on the hung

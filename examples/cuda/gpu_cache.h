@@ -8,7 +8,7 @@
 // touched them. In pinned host memory (what gpumem_cache_create gives under
 // cuda_host.h's GPUMEM_MALLOC) every such atomic crosses PCIe, and contended
 // client state across PCIe is what collapsed the host-controller runs on an
-// H100 (notes/gpu-findings.md, 3). The slots and PRP lists stay pinned and
+// H100 (docs/gpu.md). The slots and PRP lists stay pinned and
 // mapped (cudaHostAlloc): the controller's host thread writes the lines it
 // reads into them. The initialisation runs on the host, before any kernel.
 //
