@@ -82,24 +82,32 @@ typedef struct gpumem_doctor_report {
     char error[320]; /* why a check function returned a status other than GPUMEM_OK */
 } gpumem_doctor_report;
 
+/* Zero means default in every field (docs/headers.md);
+ * gpumem_doctor_config_resolved shows the values a config stands for. */
 typedef struct gpumem_doctor_config {
-    const char *root;      /* where sys/, proc/, dev/ are; "/" (default) is this machine */
+    const char *root;      /* where sys/, proc/, dev/ are; "/" (default, or NULL) is this machine */
     const char *pci_addr;  /* the SSD, "0000:65:00.0"; NULL: SSD checks are skipped */
     int gpu;               /* CUDA device ordinal (default 0) */
     uint32_t pairs;        /* I/O queue pairs the program will create (default 16) */
     uint32_t depth;        /* entries per pair (default 1024) */
     uint32_t io_bytes;     /* largest transfer of one command (default 128 KiB) */
-    uint32_t uid, gid;     /* the user who runs the program (default: this process's effective ids) */
+    uint32_t uid, gid;     /* the user who runs the program; 0 (default): this process's effective ids.
+                              For root (id 0) give GPUMEM_DOCTOR_ROOT_ID */
     int noiommu;           /* 1: the program will use vfio-pci in no-IOMMU mode */
     int open;              /* 1: vfio.open opens the controller when every other vfio check passes (it is
                               reset, then Identify read, then shut down); root "/" only. 0 (default): skipped */
     int build_arch;        /* compute capability the build targets, x10 (90 for sm_90); 0: unknown */
     int build_cuda;        /* CUDA version the build needs, 1000 * major + 10 * minor; 0: unknown */
-    const char *cuda_lib;  /* dlopen names (default libcuda.so.1, libnvidia-ml.so.1) */
+    const char *cuda_lib;  /* dlopen names (NULL: libcuda.so.1, libnvidia-ml.so.1) */
     const char *nvml_lib;
     struct gpumem_doctor_record *record; /* NULL (default); or where the checks note every path they read and what
                                             the live driver said, for gpumem_doctor_snapshot */
 } gpumem_doctor_config;
+
+/* uid or gid: root's (0), where 0 itself means "this process's". */
+#define GPUMEM_DOCTOR_ROOT_ID 0xFFFFFFFEu
+/* A user or group id as a config takes it: id, or GPUMEM_DOCTOR_ROOT_ID for 0. */
+uint32_t gpumem_doctor_id(uint32_t id);
 
 /* What the CUDA driver and NVML say about one GPU (or a snapshot says they
  * said). Integers are -1 where unknown, sizes 0. */
@@ -132,7 +140,12 @@ typedef struct gpumem_doctor_record {
     gpumem_doctor_gpu_facts facts_;
 } gpumem_doctor_record;
 
+/* A zeroed config resolved. */
 gpumem_doctor_config gpumem_doctor_config_default(void);
+/* The config with its defaults filled in: what every check uses (NULL: the
+ * zeroed config). uid and gid come out as numbers, GPUMEM_DOCTOR_ROOT_ID
+ * as it is (so that resolving again changes nothing). */
+gpumem_doctor_config gpumem_doctor_config_resolved(const gpumem_doctor_config *in);
 const char *gpumem_doctor_verdict_str(gpumem_doctor_verdict v); /* "pass", "warn", "fail", "skip" */
 
 /* The SSD for the user-space shim (vfio path): device and class code,
@@ -209,16 +222,36 @@ void gpumem_doctor_record_free(gpumem_doctor_record *rec);
 
 /* ---- report ------------------------------------------------------------- */
 
-gpumem_doctor_config gpumem_doctor_config_default(void) {
+gpumem_doctor_config gpumem_doctor_config_default(void) { return gpumem_doctor_config_resolved(NULL); }
+
+uint32_t gpumem_doctor_id(uint32_t id) { return id ? id : GPUMEM_DOCTOR_ROOT_ID; }
+
+gpumem_doctor_config gpumem_doctor_config_resolved(const gpumem_doctor_config *in) {
     gpumem_doctor_config c;
     memset(&c, 0, sizeof c);
-    c.root = "/";
-    c.pairs = 16;
-    c.depth = 1024;
-    c.io_bytes = 128u << 10;
-    c.uid = (uint32_t)geteuid();
-    c.gid = (uint32_t)getegid();
+    if (in) c = *in;
+    if (!c.root || !c.root[0]) c.root = "/";
+    if (!c.pairs) c.pairs = 16;
+    if (!c.depth) c.depth = 1024;
+    if (!c.io_bytes) c.io_bytes = 128u << 10;
+    if (!c.uid) c.uid = (uint32_t)geteuid();
+    if (!c.gid) c.gid = (uint32_t)getegid();
     return c;
+}
+
+/* Each public check runs on the resolved config (zero means default);
+ * the internal steps take it as resolved. */
+#define GPUMEM__DOCTOR_RESOLVE(cfg)                                                 \
+    gpumem_doctor_config cfg##_resolved = gpumem_doctor_config_resolved(cfg); \
+    cfg = &cfg##_resolved
+
+/* A resolved config's ids as numbers (GPUMEM_DOCTOR_ROOT_ID: 0). */
+static uint32_t gpumem__doctor_uid(const gpumem_doctor_config *cfg) {
+    return cfg->uid == GPUMEM_DOCTOR_ROOT_ID ? 0 : cfg->uid;
+}
+
+static uint32_t gpumem__doctor_gid(const gpumem_doctor_config *cfg) {
+    return cfg->gid == GPUMEM_DOCTOR_ROOT_ID ? 0 : cfg->gid;
 }
 
 const char *gpumem_doctor_verdict_str(gpumem_doctor_verdict v) {
@@ -629,11 +662,11 @@ static void gpumem__doctor_names_free(struct dirent **names, int n) {
 
 /* Read-write access for the configured user by mode bits (root always):
  * judged on the file's owner, group and mode, not by access(), so that the
- * answer is for cfg->uid and not for whoever runs the doctor. */
+ * answer is for gpumem__doctor_uid(cfg) and not for whoever runs the doctor. */
 static int gpumem__doctor_user_rw(const gpumem_doctor_config *cfg, const struct stat *sb) {
-    if (cfg->uid == 0) return 1;
-    if ((uint32_t)sb->st_uid == cfg->uid) return (sb->st_mode & 0600) == 0600;
-    if ((uint32_t)sb->st_gid == cfg->gid) return (sb->st_mode & 0060) == 0060;
+    if (gpumem__doctor_uid(cfg) == 0) return 1;
+    if ((uint32_t)sb->st_uid == gpumem__doctor_uid(cfg)) return (sb->st_mode & 0600) == 0600;
+    if ((uint32_t)sb->st_gid == gpumem__doctor_gid(cfg)) return (sb->st_mode & 0060) == 0060;
     return (sb->st_mode & 0006) == 0006;
 }
 
@@ -897,7 +930,7 @@ static void gpumem__doctor_bind_fix(char *fix, size_t bytes, const char *pci, co
  * anyone else's use of it), so it is never done unasked, and never under a
  * root other than "/": the controller would be this machine's, not the
  * described one's. The shim runs as this process: root asking on behalf of
- * cfg->uid is told so. Against the program's needs: pairs granted (Set
+ * gpumem__doctor_uid(cfg) is told so. Against the program's needs: pairs granted (Set
  * Features, Number of Queues), queue entries (CAP.MQES) and the largest
  * transfer (MDTS), each of which the shim refuses beyond (ERANGE, EINVAL,
  * E2BIG). */
@@ -920,8 +953,8 @@ static gpumem_status gpumem__doctor_open(const gpumem_doctor_config *cfg, gpumem
         if (rep->findings[i].verdict == GPUMEM_DOCTOR_FAIL)
             return gpumem__doctor_say(rep, "vfio.open", GPUMEM_DOCTOR_SKIP, "fix the lines marked fail first",
                                       "not tried: %s fails", rep->findings[i].check);
-    if ((uint32_t)geteuid() != cfg->uid)
-        snprintf(who, sizeof who, " (as uid %u, not the program's uid %u)", (unsigned)geteuid(), cfg->uid);
+    if ((uint32_t)geteuid() != gpumem__doctor_uid(cfg))
+        snprintf(who, sizeof who, " (as uid %u, not the program's uid %u)", (unsigned)geteuid(), gpumem__doctor_uid(cfg));
     ncfg.pci_addr = cfg->pci_addr;
     ncfg.max_pairs = cfg->pairs;
     ncfg.error = error;
@@ -963,6 +996,7 @@ gpumem_status gpumem_doctor_ssd(const gpumem_doctor_config *cfg, gpumem_doctor_r
     int known, uio, vfio, owned;
     size_t first;
     if (!cfg || !rep) return GPUMEM_ENULL;
+    GPUMEM__DOCTOR_RESOLVE(cfg);
     first = rep->n; /* this SSD's findings start here (vfio.open looks at them) */
     pci = cfg->pci_addr;
     if (!pci || !pci[0]) return gpumem__doctor_no_ssd(cfg, rep, "vfio.device", gpumem__doctor_vfio_rest);
@@ -1042,14 +1076,14 @@ gpumem_status gpumem_doctor_ssd(const gpumem_doctor_config *cfg, gpumem_doctor_r
                                                   vfio ? "" : " (appears once the device is on vfio-pci)"));
         else if (!gpumem__doctor_user_rw(cfg, &sb)) {
             snprintf(fix, sizeof fix, "as root: chown %u /dev/vfio/%s, or a udev rule: SUBSYSTEM==\"vfio\", "
-                     "KERNEL==\"%s\", OWNER=\"USER\", MODE=\"0600\" (docs/ssd.md)", cfg->uid, group, group);
+                     "KERNEL==\"%s\", OWNER=\"USER\", MODE=\"0600\" (docs/ssd.md)", gpumem__doctor_uid(cfg), group, group);
             GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "vfio.dev", GPUMEM_DOCTOR_FAIL, fix,
                                                   "/dev/vfio/%s is owned by %u:%u mode %03o: user %u cannot open it",
                                                   group, (unsigned)sb.st_uid, (unsigned)sb.st_gid,
-                                                  (unsigned)(sb.st_mode & 0777), cfg->uid));
+                                                  (unsigned)(sb.st_mode & 0777), gpumem__doctor_uid(cfg)));
         } else
             GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "vfio.dev", GPUMEM_DOCTOR_PASS, "",
-                                                  "/dev/vfio/%s: user %u can open it", group, cfg->uid));
+                                                  "/dev/vfio/%s: user %u can open it", group, gpumem__doctor_uid(cfg)));
     }
 
     /* Memlock: VFIO pins and counts every mapping (root, with CAP_IPC_LOCK,
@@ -1060,12 +1094,12 @@ gpumem_status gpumem_doctor_ssd(const gpumem_doctor_config *cfg, gpumem_doctor_r
     if (!known)
         GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "vfio.memlock", GPUMEM_DOCTOR_SKIP, "",
                                               "proc/self/limits unreadable; about %s needed", need_s));
-    else if (cfg->uid == 0 || have == UINT64_MAX || have >= need) {
+    else if (gpumem__doctor_uid(cfg) == 0 || have == UINT64_MAX || have >= need) {
         if (have == UINT64_MAX) strcpy(have_s, "unlimited");
         else gpumem__doctor_bytes_str(have, have_s, sizeof have_s);
         GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "vfio.memlock", GPUMEM_DOCTOR_PASS, "",
                                               "limit %s%s; %u pairs of %u entries need about %s", have_s,
-                                              cfg->uid == 0 ? " (root: not limited)" : "", cfg->pairs, cfg->depth,
+                                              gpumem__doctor_uid(cfg) == 0 ? " (root: not limited)" : "", cfg->pairs, cfg->depth,
                                               need_s));
     } else {
         unsigned long long kib = (unsigned long long)((need + 1023) >> 10);
@@ -1340,6 +1374,7 @@ gpumem_status gpumem_doctor_gpu_probe(const gpumem_doctor_config *cfg, gpumem_do
                                       gpumem_doctor_report *rep) {
     gpumem_status st = GPUMEM_OK;
     if (!cfg || !out) return GPUMEM_ENULL;
+    GPUMEM__DOCTOR_RESOLVE(cfg);
     gpumem__doctor_facts_clear(out);
     if (gpumem__doctor_live(cfg)) gpumem__doctor_probe_live(cfg, out);
     else st = gpumem__doctor_probe_file(cfg, out, rep);
@@ -1396,6 +1431,7 @@ gpumem_status gpumem_doctor_gpu(const gpumem_doctor_config *cfg, int gpu_control
     char fix[480];
     int cc;
     if (!cfg || !rep) return GPUMEM_ENULL;
+    GPUMEM__DOCTOR_RESOLVE(cfg);
     GPUMEM__DOCTOR_TRY(gpumem_doctor_gpu_probe(cfg, &f, rep));
     if (!f.driver) {
         GPUMEM__DOCTOR_TRY(gpumem__doctor_no_driver(&f, rep));
@@ -1582,6 +1618,7 @@ gpumem_status gpumem_doctor_p2p(const gpumem_doctor_config *cfg, gpumem_doctor_r
     size_t used = 0;
     gpumem__doctor_iommu iommu;
     if (!cfg || !rep) return GPUMEM_ENULL;
+    GPUMEM__DOCTOR_RESOLVE(cfg);
     GPUMEM__DOCTOR_TRY(gpumem_doctor_gpu_probe(cfg, &f, rep));
     if (!cfg->pci_addr || !cfg->pci_addr[0]) return gpumem__doctor_no_ssd(cfg, rep, "p2p.path", gpumem__doctor_p2p_rest);
     gpumem__doctor_gpu_pci(cfg, &f, gpu, sizeof gpu, &guessed);
@@ -1715,6 +1752,7 @@ gpumem_status gpumem_doctor_uring(const gpumem_doctor_config *cfg, gpumem_doctor
     int kernel, n, i, devices = 0, writable = 0, only_controller = 0;
     size_t used = 0;
     if (!cfg || !rep) return GPUMEM_ENULL;
+    GPUMEM__DOCTOR_RESOLVE(cfg);
     kernel = gpumem__doctor_kernel(cfg, release, sizeof release);
     /* NVMe passthrough over io_uring (IORING_OP_URING_CMD on /dev/ngXnY) came in 5.19. */
     GPUMEM__DOCTOR_TRY(gpumem__doctor_say(
@@ -1732,7 +1770,7 @@ gpumem_status gpumem_doctor_uring(const gpumem_doctor_config *cfg, gpumem_doctor
         char gtext[32];
         gpumem__doctor_path(cfg, path, sizeof path, "/proc/sys/kernel/io_uring_group");
         if (gpumem__doctor_read_line(cfg, path, gtext, sizeof gtext)) group = strtol(gtext, NULL, 10);
-        allowed = mode == 0 || (mode == 1 && (cfg->uid == 0 || (group >= 0 && (uint32_t)group == cfg->gid)));
+        allowed = mode == 0 || (mode == 1 && (gpumem__doctor_uid(cfg) == 0 || (group >= 0 && (uint32_t)group == gpumem__doctor_gid(cfg))));
         GPUMEM__DOCTOR_TRY(gpumem__doctor_say(
             rep, "uring.disabled", allowed ? GPUMEM_DOCTOR_PASS : GPUMEM_DOCTOR_FAIL,
             allowed ? "" : mode == 1 ? "as root: sysctl -w kernel.io_uring_disabled=0, or put the user in the group "
@@ -1786,10 +1824,10 @@ gpumem_status gpumem_doctor_uring(const gpumem_doctor_config *cfg, gpumem_doctor
             "no /dev/ngXnY%s%s", only_controller ? " for " : "", only_controller ? cfg->pci_addr : ""));
     else {
         snprintf(fix, sizeof fix, "as root: chown %u /dev/ngXnY, or a udev rule: KERNEL==\"ng*\", OWNER=\"USER\"",
-                 cfg->uid);
+                 gpumem__doctor_uid(cfg));
         GPUMEM__DOCTOR_TRY(gpumem__doctor_say(rep, "uring.ngdev", writable == devices ? GPUMEM_DOCTOR_PASS : GPUMEM_DOCTOR_FAIL,
                                               writable == devices ? "" : fix, "%s; user %u can open %d of %d", found,
-                                              cfg->uid, writable, devices));
+                                              gpumem__doctor_uid(cfg), writable, devices));
     }
 
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/module/nvme_fabrics");
@@ -2170,6 +2208,7 @@ gpumem_status gpumem_doctor_snapshot(const gpumem_doctor_config *cfg, const char
     FILE *f = NULL;
     int fd;
     if (!cfg || !cfg->record || !out_tgz || !rep) return GPUMEM_ENULL;
+    GPUMEM__DOCTOR_RESOLVE(cfg);
     rec = cfg->record;
     memset(&sn, 0, sizeof sn);
     sn.cfg = cfg;

@@ -14,6 +14,7 @@
 #include "gpumem_swctl.h"
 #include "gpumem_uring.h"
 #include "gpumem_nvmectl.h"
+#include "gpumem_doctor.h"
 #include "block_content.h"
 #include "uring_open.h"
 
@@ -110,4 +111,32 @@ Test(defaults, zeroed_nvmectl_config_resolves) {
     zero.error_bytes = sizeof why;
     cr_assert_eq(gpumem_nvmectl_open(&zero, &ctl), GPUMEM_ENODEV, "reason: %s", why);
     cr_assert_null(ctl);
+}
+
+Test(defaults, zeroed_doctor_config_is_this_machine_and_this_user) {
+    gpumem_doctor_config zero, r, again;
+    gpumem_doctor_report rep;
+    memset(&zero, 0, sizeof zero);
+    r = gpumem_doctor_config_resolved(&zero);
+    cr_assert_str_eq(r.root, "/");
+    cr_assert_eq(r.pairs, 16);
+    cr_assert_eq(r.depth, 1024);
+    cr_assert_eq(r.io_bytes, 128u << 10);
+    cr_assert_eq(r.uid, (uint32_t)geteuid());
+    cr_assert_eq(r.gid, (uint32_t)getegid());
+    EXPECT_RESOLVED_IS_FIXED(doctor, r, again);
+    /* Root (id 0) is a value 0 cannot name: a constant that stays itself. */
+    zero.uid = gpumem_doctor_id(0);
+    cr_assert_eq(zero.uid, GPUMEM_DOCTOR_ROOT_ID);
+    cr_assert_eq(gpumem_doctor_id(1000), 1000);
+    r = gpumem_doctor_config_resolved(&zero);
+    cr_assert_eq(r.uid, GPUMEM_DOCTOR_ROOT_ID);
+    again = gpumem_doctor_config_resolved(&r);
+    cr_assert_eq(again.uid, GPUMEM_DOCTOR_ROOT_ID, "resolving twice keeps root");
+    /* A zeroed config runs a check (the host path reads only /proc and /sys). */
+    memset(&zero, 0, sizeof zero);
+    memset(&rep, 0, sizeof rep);
+    cr_assert_eq(gpumem_doctor_uring(&zero, &rep), GPUMEM_OK);
+    cr_assert_gt(rep.n, 0, "the uring path said something");
+    gpumem_doctor_report_free(&rep);
 }

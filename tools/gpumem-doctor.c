@@ -233,8 +233,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--pairs") && parse_number(next, 1, 65535, &v)) cfg.pairs = (uint32_t)v, i++;
         else if (!strcmp(a, "--depth") && parse_number(next, 2, 65536, &v)) cfg.depth = (uint32_t)v, i++;
         else if (!strcmp(a, "--io-kib") && parse_number(next, 4, 1 << 20, &v)) cfg.io_bytes = (uint32_t)v << 10, i++;
-        else if (!strcmp(a, "--uid") && parse_number(next, 0, 0x7FFFFFFF, &v)) cfg.uid = (uint32_t)v, i++;
-        else if (!strcmp(a, "--gid") && parse_number(next, 0, 0x7FFFFFFF, &v)) cfg.gid = (uint32_t)v, i++;
+        else if (!strcmp(a, "--uid") && parse_number(next, 0, 0x7FFFFFFF, &v)) cfg.uid = gpumem_doctor_id((uint32_t)v), i++;
+        else if (!strcmp(a, "--gid") && parse_number(next, 0, 0x7FFFFFFF, &v)) cfg.gid = gpumem_doctor_id((uint32_t)v), i++;
         else return bad_args("unknown option or bad value", a);
     }
     for (k = 0; k < sizeof paths / sizeof paths[0]; k++) known |= !strcmp(path, paths[k]);
