@@ -281,10 +281,10 @@ $(BUILD)/race_reset: tests/race_reset.c $(HEADERS) | $(BUILD)
 # ============================================================================
 
 $(BUILD)/stress: tests/stress.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
-	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread -lm
 
 $(BUILD)/stress_warp: tests/stress_warp.c $(wildcard tests/*.h) $(HEADERS) | $(BUILD)
-	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread -lm
 
 # Soak: the concurrency workloads, then random mixes (threads, depth,
 # command IDs, reordering, injected errors, latency; statistics read
@@ -364,7 +364,7 @@ fuzz:
 
 EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph $(BUILD)/policy_sim
 $(BUILD)/%: examples/%.c $(HEADERS) $(wildcard examples/*.h) | $(BUILD)
-	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread -lm
 
 examples: $(EXAMPLES)
 
