@@ -21,7 +21,7 @@
  *
  * Exit status: 0 if every answer matched the reference, 1 if a run failed
  * or disagreed, 2 for bad arguments or an unusable input or table file. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* copy_file_range */
 #define GPUMEM_IMPLEMENTATION
 #include <pthread.h>
 #include <sys/resource.h>
@@ -535,7 +535,8 @@ static int run_job(job *j, table_counts *sum) {
 
 /* The reference: one thread, the needed columns read whole a chunk at a
  * time with plain pread, each column's hash checked on the way, each
- * range's part computed here, not by table_range. 0, 1 (damaged), 2 (I/O). */
+ * range's part computed here, not by table_range. 0, or 2 (damaged, or a
+ * read failed) after a message. */
 static int reference(const table_info *t, int fd, const int *cols, const table_query *q, table_part *parts,
                      const char *path) {
     const uint64_t chunk = 64 * TABLE_RANGE;
@@ -543,12 +544,18 @@ static int reference(const table_info *t, int fd, const int *cols, const table_q
     uint64_t hash[TABLE_MAX_K + 1] = {0}, r;
     uint32_t j;
     int rc = 0;
-    if (!v) return 2;
+    if (!v) {
+        fprintf(stderr, "table: no memory for the reference's chunks\n");
+        return 2;
+    }
     for (r = 0; r < q->n_rows && !rc; r += chunk) {
         const uint64_t n = q->n_rows - r < chunk ? q->n_rows - r : chunk;
         uint64_t i;
         for (j = 0; j <= q->k && !rc; j++) {
-            if (graph_pread_all(fd, v + j * chunk, n * 8, q->col_at[j] + r * 8) != GPUMEM_OK) rc = 2;
+            if (graph_pread_all(fd, v + j * chunk, n * 8, q->col_at[j] + r * 8) != GPUMEM_OK) {
+                fprintf(stderr, "table: %s: read failed: %s\n", path, strerror(errno));
+                rc = 2;
+            }
             hash[j] = graph_hash(hash[j], v + j * chunk, n * 8);
         }
         for (i = 0; i < n && !rc; i++) {
@@ -562,7 +569,7 @@ static int reference(const table_info *t, int fd, const int *cols, const table_q
                 bad |= isnan(v[j * chunk + i]);
                 s += v[j * chunk + i];
             }
-            if (q->k == 0 || (!bad && d != 0)) {
+            if (q->k == 0 || !bad) {
                 p->terms++;
                 p->sum += q->k ? s / d : 0;
             }
@@ -572,7 +579,7 @@ static int reference(const table_info *t, int fd, const int *cols, const table_q
         if (hash[j] != t->cols[cols[j]].hash) {
             fprintf(stderr, "table: %s: column %s damaged (its hash does not match the header's)\n", path,
                     t->cols[cols[j]].name);
-            rc = 1;
+            rc = 2;
         }
     free(v);
     return rc;

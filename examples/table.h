@@ -9,8 +9,8 @@
  *      the whole column for its reference.
  *   2. The query: Q0 counts the rows whose filter column c0 passes a bound
  *      (c0 >= min); Qk averages (c1 + ... + ck) / c0 over those rows, a row
- *      with a missing value (or c0 = 0) giving no term, as SQL's AVG skips a
- *      NULL. Rows are taken in ranges of TABLE_RANGE (BaM's warp of 32
+ *      with a missing value giving no term, as SQL's AVG skips a NULL
+ *      (x / 0 is IEEE's infinity, as DuckDB has it for doubles). Rows are taken in ranges of TABLE_RANGE (BaM's warp of 32
  *      threads takes 512 rows); each range's sum is kept apart and the sums
  *      are added in range order, so every mode and thread count gives the
  *      same bits.
@@ -250,8 +250,7 @@ GPUMEM_API gpumem_status table_value(table_source *s, const table_query *q, uint
 
 /* Rows [first, end) of query q into *p. Only the rows whose c0 passes read
  * c1..ck; every value they need is read, missing or not (an engine reads a
- * NULL's slot too), and a row gives a term when none is missing and c0 is
- * not 0 (SQL: x / 0 is NULL). */
+ * NULL's slot too), and a row gives a term when none is missing. */
 GPUMEM_API gpumem_status table_range(table_source *s, const table_query *q, uint64_t first, uint64_t end,
                                      table_part *p, table_counts *c) {
     uint64_t row;
@@ -272,7 +271,7 @@ GPUMEM_API gpumem_status table_range(table_source *s, const table_query *q, uint
         }
         if (st != GPUMEM_OK) break;
         if (q->k == 0) p->terms++;
-        else if (!missing && c0 != 0) {
+        else if (!missing) {
             p->sum += sum / c0;
             p->terms++;
         }
