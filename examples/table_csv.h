@@ -78,6 +78,7 @@ typedef struct table_convert {
     int eof;
     char *field;            /* a quoted field, unescaped */
     size_t field_len;
+    uint64_t field_line;    /* the line the last field started on */
     uint64_t max_rss_kib;   /* the process's peak, at the end */
 } table_convert;
 
@@ -191,6 +192,7 @@ TABLE_API int table_csv_field(table_convert *c, const char **text, size_t *n, in
     int io_error = 0;
     size_t i;
     *quoted = 0;
+    c->field_line = c->line;
     if (c->pos == c->len && !table_csv_refill(c, err, len, &io_error)) return io_error ? -1 : TABLE_FIELD_EOF;
     if (c->block[c->pos] == '"') {
         uint64_t opened = c->line;
@@ -329,7 +331,7 @@ TABLE_API gpumem_status table_dict_code(table_convert *c, table_spool *s, const 
     }
     if (memchr(t, 0, n))
         return graph_fail(err, len, GPUMEM_EINVAL, "%s: line %llu: column %s: a NUL byte in a text value",
-                          c->in_path, (unsigned long long)c->line, s->name);
+                          c->in_path, (unsigned long long)c->field_line, s->name);
     { /* each entry: its code (8 bytes, aligned), then the string and its NUL */
         uint64_t need = GPUMEM_ALIGN_UP(8 + n + 1, 8), total = 0;
         uint32_t k;
@@ -337,7 +339,7 @@ TABLE_API gpumem_status table_dict_code(table_convert *c, table_spool *s, const 
         if (total + need > TABLE_DICT_MAX)
             return graph_fail(err, len, GPUMEM_E2BIG, "%s: line %llu: column %s: the text columns' dictionaries pass"
                               " %llu MiB: skip the column (--text-columns skip) or keep fewer distinct values",
-                              c->in_path, (unsigned long long)c->line, s->name,
+                              c->in_path, (unsigned long long)c->field_line, s->name,
                               (unsigned long long)(TABLE_DICT_MAX >> 20));
         if (s->strings_bytes + need > s->strings_cap) {
             uint64_t cap = s->strings_cap ? s->strings_cap * 2 : 65536;
@@ -468,7 +470,8 @@ TABLE_API gpumem_status table_put_field(table_convert *c, table_spool *s, uint32
     } else if (table_parse_number(t, n, &v) != 0) {
         return graph_fail(err, len, GPUMEM_EINVAL, "%s: line %llu, column %u (%s): '%.*s': expected a number (the"
                           " column's first value was one), empty or %s; name it with --text %s to keep it as text",
-                          c->in_path, (unsigned long long)c->line, col + 1, s->name, (int)(n > 40 ? 40 : n), t, c->na,
+                          c->in_path, (unsigned long long)c->field_line, col + 1, s->name, (int)(n > 40 ? 40 : n), t,
+                          c->na,
                           s->name);
     }
     return table_spool_put(c, s, v, err, len);
