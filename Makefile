@@ -565,14 +565,16 @@ $(GPU_GRAPH): | $(BUILD)/graph
 # The examples share GPU_EXAMPLES_DEADLINE seconds by weight, each within its
 # own bound (tools/gpu-runs.sh); the file must be there (GPU_PREBUILT=1 makes
 # nothing: gpu-prebuild carried it). gnn writes its feature table there (1 KiB
-# rows: 128 MiB at scale 17, seconds on the GPU machine's disk).
+# rows: 128 MiB at scale 17, seconds on the GPU machine's disk), and
+# analytics its taxi-like table (2M rows, 112 MiB) when it is missing.
 GPU_EXAMPLES_DEADLINE ?= 1320
 gpu-examples: $(call gpu_needs,$(CUDA_EXAMPLE_BINS) $(GPU_GRAPH))
 	@if ! $(GPU_LISTED); then echo "gpu-examples: NO GPU on this machine: the CUDA examples were built, NOT run"; exit 0; fi; \
 	GPUMEM_REQUIRE_GPU=1 sh tools/gpu-runs.sh -n gpu-examples -d $(GPU_EXAMPLES_DEADLINE) -g $(GPU_RUN_GRACE) \
 	  "hello 1:120 $(BUILD)/cuda/examples/hello" "array_sum 2:300 $(BUILD)/cuda/examples/array_sum 256" \
 	  "graph 4:600 $(BUILD)/cuda/examples/graph $(GPU_GRAPH)" \
-	  "gnn 2:300 $(BUILD)/cuda/examples/gnn $(GPU_GRAPH) 8 1024"
+	  "gnn 2:300 $(BUILD)/cuda/examples/gnn $(GPU_GRAPH) 8 1024" \
+	  "analytics 2:300 $(BUILD)/cuda/examples/analytics $(BUILD)/taxi-gpu.table"
 
 # compute-sanitizer: on PATH, or next to nvcc (bin/ or the toolkit's compute-sanitizer/).
 COMPUTE_SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || \

@@ -221,39 +221,7 @@ static int parse(int argc, char **argv, options *o, const cli_command **cmd_out,
 /* gen: a taxi-like table                                                   */
 /* ------------------------------------------------------------------------ */
 
-#define GEN_COLS 7
-static const char *const gen_names[GEN_COLS] = {"trip_distance", "fare_amount", "surcharge", "hail_fee",
-                                                "tolls_amount", "tax", "passenger_count"};
-static const char *const gen_payment[3] = {"card", "cash", "no charge"};
-
-static double gen_uniform(uint64_t seed, uint64_t row, uint64_t what) {
-    return (double)(graph_mix64(seed * 0x9E3779B97F4A7C15ull + row * 0xD1B54A32D192ED03ull + what) >> 11) *
-           (1.0 / 9007199254740992.0);
-}
-
-static double cents(double x) { return round(x * 100.0) / 100.0; }
-
-/* Value `col` of row `row`: a function of (seed, row, col) alone, so a CSV
- * and a table file of the same seed hold the same values. NaN: missing. */
-static double gen_value(const options *o, uint64_t row, uint32_t col) {
-    double u = gen_uniform(o->seed, row, 1), w = gen_uniform(o->seed, row, 2), d;
-    if (o->missing > 0 && gen_uniform(o->seed, row, 100 + col) < o->missing) return NAN;
-    if (u < o->tail30) d = 30.0 + 70.0 * w;                           /* the longest trips */
-    else if (u < o->tail20) d = 20.0 + 9.99 * w;                       /* 20 to 30 miles */
-    else d = 0.1 + 19.89 * w * w * w;                                  /* a long tail below 20 */
-    d = cents(d);
-    switch (col) {
-    case 0: return d;
-    case 1: return cents(2.5 + 2.5 * d + 5.0 * gen_uniform(o->seed, row, 3));
-    case 2: return (double)(graph_mix64(o->seed + row * 7 + 4) % 3) * 0.5;
-    case 3: return gen_uniform(o->seed, row, 5) < 0.2 ? 1.0 : 0.0;
-    case 4: return gen_uniform(o->seed, row, 6) < 0.1 ? cents(5.76 * (1 + (double)(graph_mix64(row + o->seed) % 3))) : 0.0;
-    case 5: return 0.5;
-    default: return (double)(1 + graph_mix64(o->seed ^ (row * 31 + 8)) % 6);
-    }
-}
-
-static int gen_csv(const options *o) {
+static int gen_csv(const options *o, const table_gen_spec *g) {
     char tmp[4200], line[512];
     FILE *f;
     uint64_t r;
@@ -264,73 +232,19 @@ static int gen_csv(const options *o) {
         fprintf(stderr, "table: %s: %s\n", tmp, strerror(errno));
         return 2;
     }
-    for (c = 0; c < GEN_COLS; c++) fprintf(f, "%s,", gen_names[c]);
+    for (c = 0; c < TABLE_GEN_COLS; c++) fprintf(f, "%s,", table_gen_names[c]);
     fprintf(f, "payment_type\n");
     for (r = 0; r < o->rows; r++) {
         int n = 0;
-        for (c = 0; c < GEN_COLS; c++) {
-            double v = gen_value(o, r, c);
+        for (c = 0; c < TABLE_GEN_COLS; c++) {
+            double v = table_gen_value(g, r, c);
             n += v != v ? snprintf(line + n, sizeof line - (size_t)n, ",")
-                        : snprintf(line + n, sizeof line - (size_t)n, c == GEN_COLS - 1 ? "%.0f," : "%.2f,", v);
+                        : snprintf(line + n, sizeof line - (size_t)n, c == TABLE_GEN_COLS - 1 ? "%.0f," : "%.2f,", v);
         }
-        fprintf(f, "%s%s\n", line, gen_payment[graph_mix64(o->seed + r * 13 + 9) % 3]);
+        fprintf(f, "%s%s\n", line, table_gen_payment[graph_mix64(g->seed + r * 13 + 9) % 3]);
     }
     ok = !ferror(f);
     ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, o->path) != 0) {
-        fprintf(stderr, "table: %s: write failed: %s\n", o->path, strerror(errno));
-        unlink(tmp);
-        return 2;
-    }
-    return 0;
-}
-
-/* The table file directly: each column generated and hashed a chunk at a time. */
-static int gen_table(const options *o) {
-    char tmp[4200];
-    table_header h;
-    table_column cols[GEN_COLS];
-    unsigned char page[TABLE_PAGE];
-    double *buf = (double *)malloc(65536 * 8);
-    uint64_t at, r;
-    uint32_t c;
-    int fd, ok = 1;
-    memset(&h, 0, sizeof h);
-    memset(cols, 0, sizeof cols);
-    memcpy(h.magic, TABLE_MAGIC, 8);
-    h.n_rows = o->rows;
-    h.n_cols = GEN_COLS;
-    h.header_pages = table_header_pages(GEN_COLS);
-    snprintf(tmp, sizeof tmp, "%s.tmp", o->path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0 || !buf) {
-        fprintf(stderr, "table: %s: %s\n", tmp, fd < 0 ? strerror(errno) : "no memory");
-        free(buf);
-        return 2;
-    }
-    at = (uint64_t)h.header_pages * TABLE_PAGE;
-    for (c = 0; c < GEN_COLS && ok; c++) {
-        snprintf(cols[c].name, TABLE_NAME_BYTES, "%s", gen_names[c]);
-        cols[c].at = at;
-        for (r = 0; r < o->rows && ok; r += 65536) {
-            uint64_t i, n = o->rows - r < 65536 ? o->rows - r : 65536;
-            for (i = 0; i < n; i++) {
-                buf[i] = gen_value(o, r + i, c);
-                cols[c].missing += buf[i] != buf[i];
-            }
-            cols[c].hash = graph_hash(cols[c].hash, buf, n * 8);
-            ok = pwrite(fd, buf, n * 8, (off_t)(at + r * 8)) == (ssize_t)(n * 8);
-        }
-        at = GPUMEM_ALIGN_UP(at + o->rows * 8, TABLE_PAGE);
-    }
-    h.file_bytes = at;
-    h.header_hash = table_header_hash(&h, cols);
-    memset(page, 0, sizeof page);
-    memcpy(page, &h, sizeof h);
-    memcpy(page + sizeof h, cols, sizeof cols);
-    ok = ok && pwrite(fd, page, sizeof page, 0) == (ssize_t)sizeof page && ftruncate(fd, (off_t)at) == 0;
-    ok = close(fd) == 0 && ok;
-    free(buf);
     if (!ok || rename(tmp, o->path) != 0) {
         fprintf(stderr, "table: %s: write failed: %s\n", o->path, strerror(errno));
         unlink(tmp);
@@ -346,8 +260,16 @@ static int generate(const options *o) {
     printf("  generating %llu taxi-like rows (%.3g %% at >= 20 miles, %.3g %% at >= 30, %.3g %% missing) as %s\n",
            (unsigned long long)o->rows, 100 * o->tail20, 100 * o->tail30, 100 * o->missing, csv ? "CSV" : "a table");
     fflush(stdout);
-    if ((rc = csv ? gen_csv(o) : gen_table(o)) == 0)
-        printf("  wrote %s in %.1f s\n", o->path, graph_now_s() - t0);
+    table_gen_spec g;
+    char err[512];
+    g.seed = o->seed;
+    g.tail20 = o->tail20;
+    g.tail30 = o->tail30;
+    g.missing = o->missing;
+    if (csv) rc = gen_csv(o, &g);
+    else if ((rc = table_gen_write(o->path, o->rows, &g, err, sizeof err) != GPUMEM_OK ? 2 : 0) != 0)
+        fprintf(stderr, "table: %s\n", err);
+    if (rc == 0) printf("  wrote %s in %.1f s\n", o->path, graph_now_s() - t0);
     return rc;
 }
 

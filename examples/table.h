@@ -18,6 +18,8 @@
  *      pass touch c1..ck), memory (a row group read whole, the tiled
  *      baseline), or host pread of exactly the needed values. Written once
  *      for host and CUDA threads (pread: host only).
+ *   4. A generator of taxi-like tables (build/table gen, and the GPU
+ *      example when its file is missing).
  *
  * The CSV reader and the converter are examples/table_csv.h; the program is
  * examples/table.c, the GPU version examples/cuda/analytics.cu. The store
@@ -280,6 +282,112 @@ GPUMEM_API gpumem_status table_range(table_source *s, const table_query *q, uint
     c->bytes_needed += 8 * (end - first) + 8ull * q->k * p->passing;
     if (st != GPUMEM_OK && c->errors++ == 0) c->first_error = (int)st;
     return st;
+}
+
+/* ======================================================================== */
+/* 4. A taxi-like table                                                     */
+/* ======================================================================== */
+
+/* The generator's table: a trip's distance with a long tail (fractions
+ * tail20 of the rows at 20 miles or more and tail30 at 30 or more: the
+ * dissertation's 0.47 % and 0.03 % by default), its fare (2.5 + 2.5 a mile
+ * + up to 5), surcharges, a hail fee, tolls, a tax and the passengers, in
+ * cents; each value missing with probability `missing`. Every value is a
+ * function of (seed, row, column) alone, so a CSV (build/table gen X.csv)
+ * and a table file of the same seed hold the same values. */
+#define TABLE_GEN_COLS 7
+static const char *const table_gen_names[TABLE_GEN_COLS] = {"trip_distance", "fare_amount", "surcharge",
+                                                            "hail_fee", "tolls_amount", "tax", "passenger_count"};
+static const char *const table_gen_payment[3] = {"card", "cash", "no charge"}; /* the CSV's text column */
+
+typedef struct table_gen_spec {
+    uint64_t seed;
+    double tail20, tail30, missing;
+} table_gen_spec;
+
+TABLE_API double table_gen_uniform(uint64_t seed, uint64_t row, uint64_t what) {
+    return (double)(graph_mix64(seed * 0x9E3779B97F4A7C15ull + row * 0xD1B54A32D192ED03ull + what) >> 11) *
+           (1.0 / 9007199254740992.0);
+}
+
+TABLE_API double table_cents(double x) { return (double)(int64_t)(x * 100.0 + 0.5) / 100.0; } /* x >= 0 */
+
+/* Value `col` of row `row`; NaN: missing. */
+TABLE_API double table_gen_value(const table_gen_spec *g, uint64_t row, uint32_t col) {
+    const double u = table_gen_uniform(g->seed, row, 1), w = table_gen_uniform(g->seed, row, 2);
+    double d;
+    if (g->missing > 0 && table_gen_uniform(g->seed, row, 100 + col) < g->missing) return NAN;
+    if (u < g->tail30) d = 30.0 + 70.0 * w;     /* the longest trips */
+    else if (u < g->tail20) d = 20.0 + 9.99 * w; /* 20 to 30 miles */
+    else d = 0.1 + 19.89 * w * w * w;            /* a long tail below 20 */
+    d = table_cents(d);
+    switch (col) {
+    case 0: return d;
+    case 1: return table_cents(2.5 + 2.5 * d + 5.0 * table_gen_uniform(g->seed, row, 3));
+    case 2: return (double)(graph_mix64(g->seed + row * 7 + 4) % 3) * 0.5;
+    case 3: return table_gen_uniform(g->seed, row, 5) < 0.2 ? 1.0 : 0.0;
+    case 4:
+        return table_gen_uniform(g->seed, row, 6) < 0.1 ? table_cents(5.76 * (double)(1 + graph_mix64(row + g->seed) % 3))
+                                                         : 0.0;
+    case 5: return 0.5;
+    default: return (double)(1 + graph_mix64(g->seed ^ (row * 31 + 8)) % 6);
+    }
+}
+
+/* Write the table file of n_rows rows to `path` (through path.tmp and a
+ * rename), a column at a time, a chunk at a time. */
+TABLE_API gpumem_status table_gen_write(const char *path, uint64_t n_rows, const table_gen_spec *g, char *err,
+                                        size_t len) {
+    char tmp[4200];
+    table_header h;
+    table_column cols[TABLE_GEN_COLS];
+    unsigned char page[TABLE_PAGE];
+    double *buf = (double *)malloc(65536 * 8);
+    uint64_t at, r;
+    uint32_t c;
+    int fd, ok = 1;
+    memset(&h, 0, sizeof h);
+    memset(cols, 0, sizeof cols);
+    memcpy(h.magic, TABLE_MAGIC, 8);
+    h.n_rows = n_rows;
+    h.n_cols = TABLE_GEN_COLS;
+    h.header_pages = table_header_pages(TABLE_GEN_COLS);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || !buf) {
+        free(buf);
+        if (fd >= 0) close(fd);
+        return graph_fail(err, len, fd < 0 ? GPUMEM_EIO : GPUMEM_ENOMEM, "%s: %s", tmp,
+                          fd < 0 ? strerror(errno) : "no memory");
+    }
+    at = (uint64_t)h.header_pages * TABLE_PAGE;
+    for (c = 0; c < TABLE_GEN_COLS && ok; c++) {
+        snprintf(cols[c].name, TABLE_NAME_BYTES, "%s", table_gen_names[c]);
+        cols[c].at = at;
+        for (r = 0; r < n_rows && ok; r += 65536) {
+            uint64_t i, n = n_rows - r < 65536 ? n_rows - r : 65536;
+            for (i = 0; i < n; i++) {
+                buf[i] = table_gen_value(g, r + i, c);
+                cols[c].missing += buf[i] != buf[i];
+            }
+            cols[c].hash = graph_hash(cols[c].hash, buf, n * 8);
+            ok = pwrite(fd, buf, n * 8, (off_t)(at + r * 8)) == (ssize_t)(n * 8);
+        }
+        at = GPUMEM_ALIGN_UP(at + n_rows * 8, TABLE_PAGE);
+    }
+    h.file_bytes = at;
+    h.header_hash = table_header_hash(&h, cols);
+    memset(page, 0, sizeof page);
+    memcpy(page, &h, sizeof h);
+    memcpy(page + sizeof h, cols, sizeof cols);
+    ok = ok && pwrite(fd, page, sizeof page, 0) == (ssize_t)sizeof page && ftruncate(fd, (off_t)at) == 0;
+    ok = close(fd) == 0 && ok;
+    free(buf);
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return graph_fail(err, len, GPUMEM_EIO, "%s: write failed: %s", path, strerror(errno));
+    }
+    return GPUMEM_OK;
 }
 
 #endif /* GPUMEM_EXAMPLES_TABLE_H */
