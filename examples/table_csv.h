@@ -46,8 +46,9 @@ typedef struct table_spool {
     char name[TABLE_NAME_BYTES];
     int kind;        /* TABLE_NUMBER, TABLE_TEXT, or -1: skipped */
     int decided;     /* kind known (a present value was seen, or named in text_cols) */
-    int fd;
+    int fd;          /* its spool, or -1 writing straight into the output (c->out_fd) */
     char path[4200];
+    uint64_t at, written; /* straight into the output: where its array starts, bytes so far */
     unsigned char *buf;
     uint32_t fill;
     uint64_t missing, hash;
@@ -68,6 +69,9 @@ typedef struct table_convert {
     /* the run */
     int in_fd;
     uint64_t input_bytes;   /* 0 when not known (a pipe) */
+    int out_fd;             /* OUT.tmp, open from the start when the rows were counted first */
+    char out_tmp[4200];
+    uint64_t counted;       /* rows counted before parsing (a regular file), or 0 */
     uint64_t bytes_done, rows, line;
     double t0, seconds;
     uint32_t n_cols, n_kept;
@@ -90,6 +94,7 @@ TABLE_API void table_convert_init(table_convert *c, const char *in, const char *
     c->na = "NA";
     c->text_policy = TABLE_TEXT_DICT;
     c->in_fd = -1;
+    c->out_fd = -1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -284,13 +289,15 @@ TABLE_API gpumem_status table_spool_flush(table_convert *c, table_spool *s, char
     size_t done = 0;
     s->hash = graph_hash(s->hash, s->buf, s->fill);
     while (done < s->fill) {
-        ssize_t w = write(s->fd, s->buf + done, s->fill - done);
+        ssize_t w = s->fd >= 0 ? write(s->fd, s->buf + done, s->fill - done)
+                               : pwrite(c->out_fd, s->buf + done, s->fill - done, (off_t)(s->at + s->written));
         if (w <= 0) {
             if (w < 0 && errno == EINTR) continue;
             return graph_fail(err, len, GPUMEM_EIO, "%s: writing %s: %s", c->out_path, s->path,
                               w < 0 ? strerror(errno) : "no room");
         }
         done += (size_t)w;
+        s->written += (uint64_t)w;
     }
     s->fill = 0;
     return GPUMEM_OK;
@@ -388,6 +395,11 @@ TABLE_API void table_convert_free(table_convert *c) {
     free(c->block);
     free(c->field);
     if (c->in_fd > 0) close(c->in_fd);
+    if (c->out_fd >= 0) {
+        close(c->out_fd);
+        unlink(c->out_tmp);
+    }
+    c->out_fd = -1;
     c->cols = NULL;
     c->block = NULL;
     c->field = NULL;
@@ -435,7 +447,15 @@ TABLE_API gpumem_status table_read_header_row(table_convert *c, char *err, size_
 
 TABLE_API gpumem_status table_open_spools(table_convert *c, char *err, size_t len) {
     uint32_t i;
-    for (i = 0; i < c->n_cols; i++) {
+    uint64_t at = (uint64_t)table_header_pages(c->n_cols) * TABLE_PAGE;
+    for (i = 0; i < c->n_cols && c->out_fd >= 0; i++) { /* the rows are known: each array where it will stay */
+        table_spool *s = &c->cols[i];
+        s->at = at;
+        at = GPUMEM_ALIGN_UP(at + c->counted * 8, TABLE_PAGE);
+        if (!(s->buf = (unsigned char *)malloc(TABLE_SPOOL_BUF)))
+            return graph_fail(err, len, GPUMEM_ENOMEM, "%s: no memory", c->out_path);
+    }
+    for (i = 0; i < c->n_cols && c->out_fd < 0; i++) {
         table_spool *s = &c->cols[i];
         snprintf(s->path, sizeof s->path, "%s.tmp.%u", c->out_path, i);
         s->fd = open(s->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
@@ -503,7 +523,8 @@ TABLE_API gpumem_status table_copy_spool(table_convert *c, table_spool *s, int f
 
 /* Header, columns, dictionaries into OUT.tmp, then rename. */
 TABLE_API gpumem_status table_write_output(table_convert *c, char *err, size_t len) {
-    char tmp[4200];
+    const int direct = c->out_fd >= 0; /* the arrays are in place already */
+    char *tmp = c->out_tmp;
     table_header h;
     table_column *cols = (table_column *)calloc(c->n_kept ? c->n_kept : 1, sizeof *cols);
     unsigned char *page;
@@ -523,12 +544,14 @@ TABLE_API gpumem_status table_write_output(table_convert *c, char *err, size_t l
         if (s->kind < 0) continue;
         memcpy(cols[k].name, s->name, TABLE_NAME_BYTES);
         cols[k].kind = s->kind == TABLE_TEXT ? TABLE_TEXT : TABLE_NUMBER;
-        cols[k].at = at;
+        cols[k].at = direct ? s->at : at;
         cols[k].missing = s->missing;
         cols[k].hash = s->hash;
-        at = GPUMEM_ALIGN_UP(at + c->rows * 8, TABLE_PAGE);
+        at = GPUMEM_ALIGN_UP(cols[k].at + c->rows * 8, TABLE_PAGE);
         k++;
     }
+    if (direct) /* after every array, a skipped column's (left a hole) too */
+        at = c->cols[c->n_cols - 1].at + GPUMEM_ALIGN_UP(c->rows * 8, TABLE_PAGE);
     for (i = 0, k = 0; i < c->n_cols; i++) {
         const table_spool *s = &c->cols[i];
         if (s->kind < 0) continue;
@@ -542,8 +565,9 @@ TABLE_API gpumem_status table_write_output(table_convert *c, char *err, size_t l
     }
     h.file_bytes = GPUMEM_ALIGN_UP(at, TABLE_PAGE);
     h.header_hash = table_header_hash(&h, cols);
-    snprintf(tmp, sizeof tmp, "%s.tmp", c->out_path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    snprintf(c->out_tmp, sizeof c->out_tmp, "%s.tmp", c->out_path);
+    fd = direct ? c->out_fd : open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    c->out_fd = -1; /* closed and removed here, whatever happens */
     page = (unsigned char *)calloc(h.header_pages, TABLE_PAGE);
     if (fd < 0 || !page) {
         free(cols);
@@ -561,14 +585,16 @@ TABLE_API gpumem_status table_write_output(table_convert *c, char *err, size_t l
     for (i = 0, k = 0; i < c->n_cols && st == GPUMEM_OK; i++) {
         table_spool *s = &c->cols[i];
         if (s->kind < 0) continue;
-        st = table_copy_spool(c, s, fd, cols[k].at, c->rows * 8, err, len);
+        if (!direct) st = table_copy_spool(c, s, fd, cols[k].at, c->rows * 8, err, len);
         if (st == GPUMEM_OK && s->kind == TABLE_TEXT &&
             pwrite(fd, s->strings, s->strings_bytes, (off_t)cols[k].dict_at) != (ssize_t)s->strings_bytes)
             st = graph_fail(err, len, GPUMEM_EIO, "%s: writing: %s", tmp, strerror(errno));
-        close(s->fd); /* each spool goes once copied: the disk holds the output and one spool at most */
-        s->fd = -1;
-        unlink(s->path);
-        s->path[0] = 0;
+        if (s->fd >= 0) { /* each spool goes once copied: the disk holds the output and one spool at most */
+            close(s->fd);
+            s->fd = -1;
+            unlink(s->path);
+            s->path[0] = 0;
+        }
         k++;
     }
     if (st == GPUMEM_OK && ftruncate(fd, (off_t)h.file_bytes) != 0)
@@ -580,6 +606,37 @@ TABLE_API gpumem_status table_write_output(table_convert *c, char *err, size_t l
     free(page);
     free(cols);
     return st;
+}
+
+/* Count a regular file's rows (records after the header, lines that are
+ * empty or only "\r" not counted, newlines inside quotes not ending one) as
+ * the parser will find them, then rewind. A file the parser refuses may
+ * count wrong: it is refused anyway. */
+TABLE_API gpumem_status table_count_rows(table_convert *c, char *err, size_t len) {
+    uint64_t records = 0, line_bytes = 0;
+    int quoted = 0, last_cr = 0;
+    for (;;) {
+        ssize_t got = read(c->in_fd, c->block, TABLE_CSV_BLOCK), i;
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) return graph_fail(err, len, GPUMEM_EIO, "%s: %s", c->in_path, strerror(errno));
+        if (got == 0) break;
+        for (i = 0; i < got; i++) {
+            const unsigned char x = c->block[i];
+            if (x == '"') quoted ^= 1;
+            if (x == '\n' && !quoted) {
+                records += line_bytes > (uint64_t)last_cr;
+                line_bytes = 0;
+                last_cr = 0;
+            } else {
+                line_bytes++;
+                last_cr = x == '\r';
+            }
+        }
+    }
+    records += line_bytes > (uint64_t)last_cr;
+    c->counted = records ? records - 1 : 0;
+    if (lseek(c->in_fd, 0, SEEK_SET) != 0) return graph_fail(err, len, GPUMEM_EIO, "%s: %s", c->in_path, strerror(errno));
+    return GPUMEM_OK;
 }
 
 /* The whole conversion. On failure nothing is left behind. */
@@ -599,6 +656,12 @@ TABLE_API gpumem_status table_convert_run(table_convert *c, char *err, size_t le
         return graph_fail(err, len, errno == ENOENT ? GPUMEM_ENODEV : GPUMEM_EIO, "%s: %s", c->in_path,
                           strerror(errno));
     if (fstat(c->in_fd, &sb) == 0 && S_ISREG(sb.st_mode)) c->input_bytes = (uint64_t)sb.st_size;
+    if (c->input_bytes) { /* count the rows first: then each column goes straight to its place in the output */
+        if ((st = table_count_rows(c, err, len)) != GPUMEM_OK) return st;
+        snprintf(c->out_tmp, sizeof c->out_tmp, "%s.tmp", c->out_path);
+        if (c->counted && (c->out_fd = open(c->out_tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0)
+            return graph_fail(err, len, GPUMEM_EIO, "%s: %s", c->out_tmp, strerror(errno));
+    }
     if ((st = table_read_header_row(c, err, len)) != GPUMEM_OK) return st;
     if ((st = table_open_spools(c, err, len)) != GPUMEM_OK) return st;
     for (;;) {
@@ -639,6 +702,9 @@ TABLE_API gpumem_status table_convert_run(table_convert *c, char *err, size_t le
     if (c->rows == 0)
         return graph_fail(err, len, GPUMEM_EINVAL, "%s: a header and no rows: expected at least one row of values",
                           c->in_path);
+    if (c->counted && c->rows != c->counted) /* the file changed under us, or the count is wrong */
+        return graph_fail(err, len, GPUMEM_EIO, "%s: %llu rows read, %llu counted before: did it change while being"
+                          " read?", c->in_path, (unsigned long long)c->rows, (unsigned long long)c->counted);
     for (i = 0; i < c->n_cols; i++) {
         table_spool *s = &c->cols[i];
         if (s->kind >= 0) c->n_kept++;
