@@ -83,7 +83,7 @@ typedef struct table_convert {
     char *field;            /* a quoted field, unescaped */
     size_t field_len;
     uint64_t field_line;    /* the line the last field started on */
-    uint64_t max_rss_kib;   /* the process's peak, at the end */
+    size_t na_len;          /* strlen(na), once */
 } table_convert;
 
 TABLE_API void table_convert_init(table_convert *c, const char *in, const char *out) {
@@ -331,7 +331,7 @@ TABLE_API gpumem_status table_dict_code(table_convert *c, table_spool *s, const 
     }
     for (i = h & (s->n_slots - 1); s->slots[i]; i = (i + 1) & (s->n_slots - 1)) {
         const char *o = s->strings + s->slots[i] - 1;
-        if (!strncmp(o, t, n) && o[n] == 0) {
+        if (o[n] == 0 && !memcmp(o, t, n)) { /* o is NUL-terminated: o[n] is inside it or its end */
             *code = (double)((uint64_t *)(void *)(s->strings + s->slots[i] - 1 - 8))[0];
             return GPUMEM_OK;
         }
@@ -474,8 +474,7 @@ TABLE_API gpumem_status table_open_spools(table_convert *c, char *err, size_t le
 TABLE_API gpumem_status table_put_field(table_convert *c, table_spool *s, uint32_t col, const char *t, size_t n,
                                         char *err, size_t len) {
     double v;
-    size_t na = strlen(c->na);
-    int missing = n == 0 || (n == na && !memcmp(t, c->na, na)); /* quoted or not, as DuckDB's nullstr */
+    int missing = n == 0 || (n == c->na_len && !memcmp(t, c->na, n)); /* quoted or not, as DuckDB's nullstr */
     if (!missing && !s->decided) {
         s->decided = 1;
         if (table_parse_number(t, n, &v) != 0) s->kind = c->text_policy == TABLE_TEXT_SKIP ? -1 : TABLE_TEXT;
@@ -620,6 +619,20 @@ TABLE_API gpumem_status table_count_rows(table_convert *c, char *err, size_t len
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) return graph_fail(err, len, GPUMEM_EIO, "%s: %s", c->in_path, strerror(errno));
         if (got == 0) break;
+        if (!quoted && !memchr(c->block, '"', (size_t)got)) { /* no quote in the block: line ends alone matter */
+            const unsigned char *p = c->block, *e = c->block + got, *nl;
+            while ((nl = (const unsigned char *)memchr(p, '\n', (size_t)(e - p))) != NULL) {
+                line_bytes += (uint64_t)(nl - p);
+                if (nl > p) last_cr = nl[-1] == '\r';
+                records += line_bytes > (uint64_t)last_cr;
+                line_bytes = 0;
+                last_cr = 0;
+                p = nl + 1;
+            }
+            line_bytes += (uint64_t)(e - p);
+            if (e > p) last_cr = e[-1] == '\r';
+            continue;
+        }
         for (i = 0; i < got; i++) {
             const unsigned char x = c->block[i];
             if (x == '"') quoted ^= 1;
@@ -646,6 +659,7 @@ TABLE_API gpumem_status table_convert_run(table_convert *c, char *err, size_t le
     double last = 0;
     uint32_t i;
     c->t0 = graph_now_s();
+    c->na_len = strlen(c->na);
     c->block = (unsigned char *)malloc(TABLE_CSV_BLOCK);
     c->field = (char *)malloc(TABLE_CSV_BLOCK);
     c->cols = (table_spool *)calloc(TABLE_MAX_COLS, sizeof *c->cols);
