@@ -516,6 +516,16 @@ typedef struct query_result {
     int equal[MODES];
 } query_result;
 
+/* Is --cache-mib too small for Qk: fewer lines than the threads hold? 2 after a message, or 0. */
+static int cache_too_small(const options *o, uint32_t k, uint32_t line) {
+    if (!o->cache_bytes || o->cache_bytes / line >= (uint64_t)o->threads * (k + 1)) return 0;
+    fprintf(stderr, "table: --cache-mib: a cache of %llu lines of %u bytes is too small for Q%u on %u threads, which"
+                    " hold up to %u lines each: give it at least %u lines (--cache-mib %.3f) or use fewer threads\n",
+            (unsigned long long)(o->cache_bytes / line), line, k, o->threads, k + 1, o->threads * (k + 1),
+            (double)o->threads * (k + 1) * line / 1048576.0);
+    return 2;
+}
+
 /* Qk over FILE in the three modes. 0 ok, 1 failed or wrong, 2 bad. */
 static int run_query(const options *o, const table_info *t, const int *cols, const table_query *q, uint32_t line,
                      query_result *x) {
@@ -545,7 +555,15 @@ static int run_query(const options *o, const table_info *t, const int *cols, con
     sc.policy = gpumem_cache_desc_default().policy;
     sc.line_bytes = line;
     sc.cache_bytes = o->cache_bytes ? o->cache_bytes : GPUMEM_ALIGN_UP(needed_cols / 8, line);
-    if (sc.cache_bytes < 4ull * o->threads * (q->k + 1) * line) sc.cache_bytes = 4ull * o->threads * (q->k + 1) * line;
+    /* A thread holds a line of each column it reads: the default is at least
+     * 4x that; a --cache-mib below it is refused (it could not make progress). */
+    if (!o->cache_bytes && sc.cache_bytes < 4ull * o->threads * (q->k + 1) * line)
+        sc.cache_bytes = 4ull * o->threads * (q->k + 1) * line;
+    if (cache_too_small(o, q->k, line)) {
+        free(parts);
+        free(ref);
+        return 2;
+    }
     store.fd = open(o->path, O_RDONLY);
     j.fd = open(o->path, O_RDONLY);
     if (store.fd < 0 || j.fd < 0 || graph_store_serve(&store, t->h.file_bytes, TABLE_LBA, TABLE_MAX_BLOCKS, &sc, err,
@@ -640,9 +658,11 @@ static void print_query(const options *o, const table_info *t, const int *cols, 
                (double)c->bytes_needed / 1048576.0, ratio((double)x->bytes_read[m], (double)c->bytes_needed),
                x->seconds[m], ratio((double)c->rows, x->seconds[m]), hit, x->equal[m] ? "equal" : "DIFFERS");
     }
-    printf("    (b)/(a): %.2fx the bytes read, %.2fx the time; (c)/(a): %.2fx the bytes, %.2fx the time\n",
+    printf("    (b)/(a): %.2fx the bytes read, %.2fx the time; (c)/(a): %.2fx the bytes, %.2fx the time; (a): %llu"
+           " acquires refused by a full cache, retried\n",
            ratio((double)x->bytes_read[1], (double)x->bytes_read[0]), ratio(x->seconds[1], x->seconds[0]),
-           ratio((double)x->bytes_read[2], (double)x->bytes_read[0]), ratio(x->seconds[2], x->seconds[0]));
+           ratio((double)x->bytes_read[2], (double)x->bytes_read[0]), ratio(x->seconds[2], x->seconds[0]),
+           x->counts[0].full_retries);
     /* one line for scripts: the answer's exact bits */
     printf("answer Q%u sum %.17g terms %llu passing %llu\n", q->k, x->total.sum, (unsigned long long)x->total.terms,
            (unsigned long long)x->total.passing);
@@ -682,6 +702,7 @@ static int query_all(const options *o, const table_info *t, double min, uint32_t
     uint32_t k;
     if ((rc = resolve_columns(o, t, cols, &q)) != 0) return rc;
     q.min = min;
+    if (o->cache_bytes && (rc = cache_too_small(o, o->queries, line)) != 0) return rc; /* before any work */
     printf("table query %s: %llu rows; filter %s >= %g; %u threads, %u queue pairs of depth %u; (a) %u B lines,"
            " (b) row groups of %u rows\n", o->path, (unsigned long long)t->h.n_rows, o->filter, min, o->threads,
            o->pairs, o->depth, line, o->row_group);

@@ -93,17 +93,21 @@ Test(table, number_parser_is_strtod_for_decimals_and_refuses_the_rest) {
     }
 }
 
-Test(table, modes_agree_with_the_reference_with_missing_values_and_a_tiny_cache) {
+Test(table, modes_agree_with_the_reference_with_missing_values_and_the_smallest_cache) {
     char dir[128], args[4096], out[65536];
     temp_dir(dir, sizeof dir, "modes");
     snprintf(args, sizeof args, "gen %s/t.table --rows 50000 --missing 0.05 --tail 0.05,0.01", dir);
     cr_assert_eq(run_table(args, out, sizeof out), 0, "%s", out);
-    /* 1 MiB of 4 KiB lines... and 8 threads at 6 lines each: full-cache retries on the way */
-    snprintf(args, sizeof args, "query %s/t.table --min 20 --threads 8 --cache-mib 0.19 --row-group 1024", dir);
+    /* 48 lines of 4 KiB: the least 8 threads holding up to 6 each (Q5) are allowed; lines evicted all along */
+    snprintf(args, sizeof args, "query %s/t.table --min 20 --threads 8 --cache-mib 0.1875 --row-group 1024", dir);
     cr_assert_eq(run_table(args, out, sizeof out), 0, "%s", out);
     cr_assert(strstr(out, "every answer of every mode equal to the reference"), "%s", out);
     cr_assert(!strstr(out, "DIFFERS"), "%s", out);
     cr_assert(strstr(out, "answer Q5 sum"), "%s", out);
+    /* 46 lines: refused before any query runs */
+    snprintf(args, sizeof args, "query %s/t.table --threads 8 --cache-mib 0.18", dir);
+    cr_assert_eq(run_table(args, out, sizeof out), 2, "%s", out);
+    cr_assert(strstr(out, "too small for Q5 on 8 threads") && !strstr(out, "Q0 "), "%s", out);
     snprintf(args, sizeof args, "query %s/t.table --min 30 --line-bytes 512 --threads 3", dir);
     cr_assert_eq(run_table(args, out, sizeof out), 0, "%s", out);
     snprintf(args, sizeof args, "rm -rf %s", dir);
