@@ -1,6 +1,6 @@
 /* The table tool (examples/table.c, table.h, table_csv.h): the number
  * parser against strtod, the program end to end (three modes equal to the
- * reference, also with missing values, a tiny cache and one row), bad input
+ * reference, also with missing values, the smallest cache and one row), bad input
  * (each file refused with its name, line and what was expected, exit 2,
  * nothing left behind), and conversion in little memory. Answers against
  * DuckDB: tests/test_table.py. */
