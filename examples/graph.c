@@ -504,9 +504,7 @@ static const cli_option option_docs[] = {
     {"--cache-mib", "M", "cache size in MiB (demo: the small cache, default 1/8 of the graph; gnn: the feature\n"
                          "                       cache, default 1/8 of the table)", O_CACHE},
     {"--threads", "T", "host threads, 1..1024 (default 16)", O_THREADS},
-    {"--pairs", "P", "queue pairs (default 4)", O_PAIRS},
-    {"--depth", "D", "queue depth, a power of two 2..65536 (default 256)", O_DEPTH},
-    {"--iops", "N", "cap the controller at N commands/s (default: no cap)", O_IOPS},
+    CLI_PAIRS_DOCS(O_PAIRS, O_DEPTH, O_IOPS, "4"),
     {"--ordered", NULL, "expand each BFS level in vertex order", O_ORDERED},
     {"--machine", "TEXT", "write TEXT into the table as the machine it ran on", O_MACHINE},
     {"--policy", "P", "the cache's replacement policy: brrip (default), clock, fifo, srrip, or a sequential one:\n"
@@ -664,13 +662,6 @@ static int parse(int argc, char **argv, options *o, const cli_command **cmd_out,
         } else if (od->bit == O_THREADS) {
             if (v < 1 || v > 1024) return bad_args(cmd, "--threads %s: want 1..1024", a);
             o->threads = (uint32_t)v;
-        } else if (od->bit == O_PAIRS) {
-            if (v < 1 || v > GRAPH_MAX_PAIRS) return bad_args(cmd, "--pairs %s: want 1..%u", a, GRAPH_MAX_PAIRS);
-            o->pairs = (uint32_t)v;
-        } else if (od->bit == O_DEPTH) {
-            if (v < 2 || v > 65536 || (v & (v - 1)) != 0)
-                return bad_args(cmd, "--depth %s: want a power of two, 2..65536", a);
-            o->depth = (uint32_t)v;
         } else if (od->bit == O_ROW_BYTES) {
             if (v > GRAPH_GNN_MAX_ROW || graph_features_row_problem((uint32_t)v))
                 return bad_args(cmd, "--row-bytes %s: %s", a, graph_features_row_problem(0));
@@ -688,8 +679,9 @@ static int parse(int argc, char **argv, options *o, const cli_command **cmd_out,
             o->source = v; /* in the file's ids: checked once the graph is known */
         } else if (od->bit == O_SEED) {
             o->seed = v;
-        } else {
-            o->iops = v;
+        } else if ((rc = cli_pairs_value(&tool, cmd, od->name, a, v, GRAPH_MAX_PAIRS, &o->pairs, &o->depth,
+                                         &o->iops)) != 0) {
+            return rc; /* --pairs, --depth, --iops */
         }
     }
     if (n_files < cmd->files_min) return bad_args(cmd, "%s: name %s", cmd->name, cmd->args);

@@ -55,9 +55,7 @@ static const cli_option option_docs[] = {
     {"--row-group", "R", "mode (b)'s rows a tile, a multiple of 512 (default 65536)", O_GROUP},
     {"--cache-mib", "M", "mode (a)'s cache (default 1/8 of the query's columns)", O_CACHE},
     {"--threads", "T", "host threads, 1..256 (default 4)", O_THREADS},
-    {"--pairs", "P", "queue pairs (default 2)", O_PAIRS},
-    {"--depth", "D", "queue depth, a power of two 2..65536 (default 256)", O_DEPTH},
-    {"--iops", "N", "cap the controller at N commands/s (default: no cap)", O_IOPS},
+    CLI_PAIRS_DOCS(O_PAIRS, O_DEPTH, O_IOPS, "2"),
     {"--mins", "X,Y", "sweep: the bounds (default 20,30)", O_MINS},
     {"--machine", "TEXT", "sweep: write TEXT into the table as the machine it ran on", O_MACHINE},
 };
@@ -196,15 +194,9 @@ static int parse(int argc, char **argv, options *o, const cli_command **cmd_out,
         } else if (od->bit == O_THREADS) {
             if (u < 1 || u > 256) return cli_bad_args(&tool, cmd, "--threads %s: want 1..256", v);
             o->threads = (uint32_t)u;
-        } else if (od->bit == O_PAIRS) {
-            if (u < 1 || u > GRAPH_MAX_PAIRS) return cli_bad_args(&tool, cmd, "--pairs %s: want 1..%u", v, GRAPH_MAX_PAIRS);
-            o->pairs = (uint32_t)u;
-        } else if (od->bit == O_DEPTH) {
-            if (u < 2 || u > 65536 || (u & (u - 1)))
-                return cli_bad_args(&tool, cmd, "--depth %s: want a power of two, 2..65536", v);
-            o->depth = (uint32_t)u;
-        } else {
-            o->iops = u;
+        } else if ((rc = cli_pairs_value(&tool, cmd, od->name, v, u, GRAPH_MAX_PAIRS, &o->pairs, &o->depth,
+                                         &o->iops)) != 0) {
+            return rc; /* --pairs, --depth, --iops */
         }
     }
     if (n_files < cmd->files_min) return cli_bad_args(&tool, cmd, "%s: name %s", cmd->name, cmd->args);

@@ -133,6 +133,31 @@ static int cli_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     return 0;
 }
 
+/* The queue pairs' options, which every tool serving a file through the
+ * software controller takes alike: their rows of the option table, then
+ * their check. */
+#define CLI_PAIRS_DOCS(pairs_bit, depth_bit, iops_bit, pairs_default)                      \
+    {"--pairs", "P", "queue pairs (default " pairs_default ")", pairs_bit},                \
+        {"--depth", "D", "queue depth, a power of two 2..65536 (default 256)", depth_bit}, \
+        {"--iops", "N", "cap the controller at N commands/s (default: no cap)", iops_bit}
+
+/* Value v (its text a) of --pairs (1..max_pairs), --depth or --iops into
+ * *pairs, *depth or *iops: 0, or 2 after a message. */
+static int cli_pairs_value(const cli_tool *t, const cli_command *cmd, const char *name, const char *a, uint64_t v,
+                           uint32_t max_pairs, uint32_t *pairs, uint32_t *depth, uint64_t *iops) {
+    if (!strcmp(name, "--pairs")) {
+        if (v < 1 || v > max_pairs) return cli_bad_args(t, cmd, "--pairs %s: want 1..%u", a, max_pairs);
+        *pairs = (uint32_t)v;
+    } else if (!strcmp(name, "--depth")) {
+        if (v < 2 || v > 65536 || (v & (v - 1)) != 0)
+            return cli_bad_args(t, cmd, "--depth %s: want a power of two, 2..65536", a);
+        *depth = (uint32_t)v;
+    } else {
+        *iops = v;
+    }
+    return 0;
+}
+
 /* Can a file be created at `path`? Checked before any work, so that a run
  * does not generate or traverse anything only to fail writing the result. */
 static int cli_check_writable(const cli_tool *t, const cli_command *cmd, const char *path) {
