@@ -271,7 +271,9 @@ static int generate(const options *o) {
 
 static void say_converting(const table_convert *c, double frac) {
     double s = graph_now_s() - c->t0;
-    if (c->input_bytes)
+    if (c->rows == 0 && frac == 0.0)
+        printf("  converting %s: %llu rows counted in %.1f s; parsing\n", c->in_path, (unsigned long long)c->counted, s);
+    else if (c->input_bytes)
         printf("  converting %s: %3.0f %% of %.1f MB, %llu rows, %.1f MB/s\n", c->in_path, 100.0 * frac,
                (double)c->input_bytes / 1e6, (unsigned long long)c->rows, s > 0 ? (double)c->bytes_done / 1e6 / s : 0);
     else

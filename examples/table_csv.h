@@ -672,6 +672,7 @@ TABLE_API gpumem_status table_convert_run(table_convert *c, char *err, size_t le
     if (fstat(c->in_fd, &sb) == 0 && S_ISREG(sb.st_mode)) c->input_bytes = (uint64_t)sb.st_size;
     if (c->input_bytes) { /* count the rows first: then each column goes straight to its place in the output */
         if ((st = table_count_rows(c, err, len)) != GPUMEM_OK) return st;
+        if (c->progress) c->progress(c, 0.0); /* rows 0 of c->counted: the count is done */
         snprintf(c->out_tmp, sizeof c->out_tmp, "%s.tmp", c->out_path);
         if (c->counted && (c->out_fd = open(c->out_tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0)
             return graph_fail(err, len, GPUMEM_EIO, "%s: %s", c->out_tmp, strerror(errno));
