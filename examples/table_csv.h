@@ -24,11 +24,14 @@
  * column and what it holds.
  *
  * Memory: the input is read a block at a time (TABLE_CSV_BLOCK), each
- * column is spooled to a file of its own next to the output through a
- * small buffer, and the dictionaries are held up to TABLE_DICT_MAX bytes;
- * nothing else grows with the input. The spools are then copied into one
- * temporary file, renamed to the output at the end; on any error every
- * temporary file is removed and the output is left as it was.
+ * column is written through a small buffer, and the dictionaries are held
+ * up to TABLE_DICT_MAX bytes; nothing else grows with the input. A regular
+ * file's rows are counted first (table_count_rows), so each column is
+ * written straight to its place in OUT.tmp; a pipe's columns are spooled
+ * to files of their own next to the output and copied into OUT.tmp at the
+ * end (twice the writing, which is why a file is counted). OUT.tmp is
+ * renamed to the output at the end; on any error every temporary file is
+ * removed and the output is left as it was.
  */
 #ifndef GPUMEM_EXAMPLES_TABLE_CSV_H
 #define GPUMEM_EXAMPLES_TABLE_CSV_H
