@@ -210,6 +210,11 @@ TABLE_API int table_csv_field(table_convert *c, const char **text, size_t *n, in
         for (;;) {
             for (i = c->pos; i < c->len && c->block[i] != '"'; i++)
                 if (c->block[i] == '\n') c->line++;
+            if (c->field_len + (i - c->pos) + 1 >= TABLE_CSV_BLOCK) { /* c->field holds a block, "" included */
+                graph_fail(err, len, GPUMEM_EINVAL, "%s: line %llu: a quoted field longer than %u bytes", c->in_path,
+                           (unsigned long long)opened, TABLE_CSV_BLOCK - 2);
+                return -1;
+            }
             memcpy(c->field + c->field_len, c->block + c->pos, i - c->pos);
             c->field_len += i - c->pos;
             c->pos = i;
@@ -221,11 +226,6 @@ TABLE_API int table_csv_field(table_convert *c, const char **text, size_t *n, in
                 }
                 c->pos = i + 1;
                 break;
-            }
-            if (c->field_len + (c->len - c->pos) >= TABLE_CSV_BLOCK) {
-                graph_fail(err, len, GPUMEM_EINVAL, "%s: line %llu: a quoted field longer than %u bytes", c->in_path,
-                           (unsigned long long)opened, TABLE_CSV_BLOCK);
-                return -1;
             }
             if (!table_csv_refill(c, err, len, &io_error)) {
                 if (io_error) return -1;

@@ -241,6 +241,16 @@ Test(table, bad_csv_files_are_refused_with_where_and_what, .timeout = 180) {
         snprintf(args, sizeof args, "convert %s %s", path, out_path);
         cr_assert_eq(run_table(args, out, sizeof out), 2, "%s", out);
         cr_assert(strstr(out, "line 2: a field longer than"), "%s", out);
+        /* and a quoted one, over two blocks and more ("" inside counting once) */
+        snprintf(path, sizeof path, "%s/long_quoted.csv", dir);
+        f = fopen(path, "w");
+        fputs("a,b\n1,\"", f);
+        for (k = 0; k < TABLE_CSV_BLOCK + TABLE_CSV_BLOCK / 2; k++) fputs(k % 1000 ? "7" : "\"\"", f);
+        fputs("\"\n", f);
+        fclose(f);
+        snprintf(args, sizeof args, "convert %s %s", path, out_path);
+        cr_assert_eq(run_table(args, out, sizeof out), 2, "%s", out);
+        cr_assert(strstr(out, "line 2: a quoted field longer than"), "%s", out);
     }
     snprintf(args, sizeof args, "convert %s/missing.csv %s", dir, out_path);
     cr_assert_eq(run_table(args, out, sizeof out), 2, "%s", out);
