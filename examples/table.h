@@ -119,9 +119,11 @@ TABLE_API gpumem_status table_read_header(int fd, const char *path, table_info *
     }
     for (c = 0; c < t->h.n_cols; c++) {
         const table_column *k = &t->cols[c];
-        if (k->at % TABLE_PAGE || k->at < (uint64_t)t->h.header_pages * TABLE_PAGE ||
-            k->at + t->h.n_rows * 8 > t->h.file_bytes || k->name[TABLE_NAME_BYTES - 1] || !k->name[0] ||
-            k->kind > TABLE_TEXT || (k->kind == TABLE_TEXT && k->dict_at + k->dict_bytes > t->h.file_bytes)) {
+        /* each bound written so that no sum wraps: a crafted header must not pass */
+        if (k->at % TABLE_PAGE || k->at < (uint64_t)t->h.header_pages * TABLE_PAGE || k->at > t->h.file_bytes ||
+            t->h.n_rows * 8 > t->h.file_bytes - k->at || k->name[TABLE_NAME_BYTES - 1] || !k->name[0] ||
+            k->kind > TABLE_TEXT ||
+            (k->kind == TABLE_TEXT && (k->dict_at > t->h.file_bytes || k->dict_bytes > t->h.file_bytes - k->dict_at))) {
             table_info_free(t);
             return graph_fail(err, len, GPUMEM_EINVAL, "%s: column %u lies outside the file", path, c + 1);
         }
