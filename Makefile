@@ -57,6 +57,7 @@ TESTS   += $(BUILD)/test_handle
 TESTS   += $(BUILD)/test_trace_input
 TESTS   += $(BUILD)/test_null_table
 TESTS   += $(BUILD)/test_defaults
+TESTS   += $(BUILD)/test_table
 CUDA_SRCS := $(wildcard tests/cuda/*.cu bench/cuda/*.cu examples/cuda/*.cu)
 CUDA_OBJS := $(patsubst %.cu,$(BUILD)/cuda/%.o,$(CUDA_SRCS))
 export GPUMEM_TEST_SCALE
@@ -69,7 +70,7 @@ RESULTS := $(BUILD)/results
 # Every target that names no file, in one place (by section, as below).
 .PHONY: all test help help-check docs-check deps-test headers layers usage user-warnings registers cuda-compile share-cuda spin run-tests \
 	stress tsan asan share-soak fuzz \
-	examples demo graph-sweep gnn-sweep doctor \
+	examples demo graph-sweep gnn-sweep analytics-sweep doctor \
 	bench plot bench-queue bench-cache bench-doorbell policy-sim bench-share tier-bench results \
 	gpu-test gpu-bench gpu-bench-plot gpu-plot gpu-prebuild gpu-dryrun gpu-examples \
 	qemu-test qemu-uring qemu-bench \
@@ -84,7 +85,7 @@ all: test
 # deps-test comes first: make builds prerequisites left to right.
 test: deps-test help-check docs-check headers layers usage user-warnings cuda-compile share-cuda registers examples run-tests gpu-dryrun $(BUILD)/spin/passed
 deps-test:
-	@$(DEPS) cc criterion python3 networkx
+	@$(DEPS) cc criterion python3 networkx duckdb pyarrow
 
 $(BUILD):
 	mkdir -p $(BUILD)
@@ -238,6 +239,9 @@ $(BUILD)/test_doctor: tests/test_doctor.c $(HEADERS) $(wildcard tests/*.h) $(BUI
 # and, to show a full disk without filling one, with statvfs replaced
 # (LD_PRELOAD; no sanitizer in the preloaded object: it must load first).
 $(BUILD)/test_graph: examples/graph.h examples/graph_formats.h $(BUILD)/graph $(BUILD)/fake_statvfs.so
+# The table test runs the table program on files it writes (bad ones too);
+# tests/test_table.py checks every answer against DuckDB's (make test).
+$(BUILD)/test_table: examples/table.h examples/table_csv.h examples/tool_cli.h $(BUILD)/table
 $(BUILD)/fake_statvfs.so: tests/fake_statvfs.c | $(BUILD)
 	$(CC) -std=c11 $(WARN) -O2 -shared -fPIC $< -o $@
 
@@ -278,6 +282,7 @@ run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/ben
 	@echo "== tests/test_plot_gpu.py (the GPU benchmark's plot, on made-up rows)"; python3 tests/test_plot_gpu.py
 	@echo "== tests/graph_peer.py (build/graph's --out in the file's ids, against networkx)"; \
 	  python3 tests/graph_peer.py $(BUILD)
+	@echo "== tests/test_table.py (build/table's answers in every mode against DuckDB's)"; python3 tests/test_table.py $(BUILD)/table
 	@echo "== $(BUILD)/bench_doorbell at a tenth of its size (silent vs waking clients per idle setting;"; \
 	  echo "   it fails on a failed command or a violation, never on time)"; \
 	  GPUMEM_BENCH_SCALE=0.1 $(BUILD)/bench_doorbell $(BUILD)/doorbell-check.md > $(BUILD)/doorbell-check.log 2>&1 || \
@@ -383,9 +388,9 @@ fuzz:
 # examples and the main job
 # ============================================================================
 
-EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph $(BUILD)/policy_sim $(BUILD)/own_kernel
+EXAMPLES := $(BUILD)/hello $(BUILD)/array_sum $(BUILD)/graph $(BUILD)/table $(BUILD)/policy_sim $(BUILD)/own_kernel
 $(BUILD)/%: examples/%.c $(HEADERS) $(wildcard examples/*.h) | $(BUILD)
-	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread
+	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -I. $< -o $@ -pthread -lm
 
 examples: $(EXAMPLES)
 
@@ -423,6 +428,25 @@ gnn-sweep:
 	@python3 bench/plot_gnn.py $(RESULTS)/gnn-sweep.tsv $(RESULTS)/gnn-sweep.png; rc=$$?; \
 	  if [ $$rc = 3 ]; then echo "gnn-sweep: plot skipped (no gnuplot or matplotlib); the table is $(RESULTS)/gnn-sweep.tsv"; \
 	  elif [ $$rc != 0 ]; then exit $$rc; fi
+
+# The dissertation's data-dependent queries (docs/analytics.md): a taxi-like
+# table of ANALYTICS_ROWS rows, Q0..Q5 at the 0.47 % and 0.03 % bounds with
+# 512-byte and 4 KiB lines, each in the three modes; read/needed against k,
+# plotted with gnuplot where it is installed, else printed as a table.
+ANALYTICS_ROWS ?= 4000000
+analytics-sweep:
+	@$(DEPS) cc
+	@$(MAKE) --no-print-directory $(BUILD)/table
+	@mkdir -p $(RESULTS)
+	test -f $(BUILD)/taxi-$(ANALYTICS_ROWS).table || $(BUILD)/table gen $(BUILD)/taxi-$(ANALYTICS_ROWS).table --rows $(ANALYTICS_ROWS)
+	$(BUILD)/table sweep $(BUILD)/taxi-$(ANALYTICS_ROWS).table $(RESULTS)/analytics-sweep.tsv \
+	  --machine "$$(sh tools/machine.sh)" > $(RESULTS)/analytics-sweep.log
+	@grep -E '^(Q[0-5] |table )' $(RESULTS)/analytics-sweep.log | tail -n 3
+	@if command -v gnuplot >/dev/null 2>&1; then \
+	  gnuplot -e "in='$(RESULTS)/analytics-sweep.tsv'; out='$(RESULTS)/analytics-sweep.png'" bench/analytics_sweep.gp && \
+	  echo "wrote $(RESULTS)/analytics-sweep.png (the table: $(RESULTS)/analytics-sweep.tsv)"; \
+	else python3 bench/analytics_table.py $(RESULTS)/analytics-sweep.tsv; \
+	  echo "analytics-sweep: no gnuplot, so no plot: sudo apt-get install gnuplot-nox, then make analytics-sweep again"; fi
 
 # ============================================================================
 # benchmarks on the host
@@ -564,7 +588,8 @@ $(GPU_GRAPH): | $(BUILD)/graph
 # The examples share GPU_EXAMPLES_DEADLINE seconds by weight, each within its
 # own bound (tools/gpu-runs.sh); the file must be there (GPU_PREBUILT=1 makes
 # nothing: gpu-prebuild carried it). gnn writes its feature table there (1 KiB
-# rows: 128 MiB at scale 17, seconds on the GPU machine's disk).
+# rows: 128 MiB at scale 17, seconds on the GPU machine's disk), and
+# analytics its taxi-like table (2M rows, 112 MiB) when it is missing.
 GPU_EXAMPLES_DEADLINE ?= 1320
 gpu-examples: $(call gpu_needs,$(CUDA_EXAMPLE_BINS) $(GPU_GRAPH))
 	@if ! $(GPU_LISTED); then echo "gpu-examples: NO GPU on this machine: the CUDA examples were built, NOT run"; exit 0; fi; \
@@ -572,7 +597,8 @@ gpu-examples: $(call gpu_needs,$(CUDA_EXAMPLE_BINS) $(GPU_GRAPH))
 	  "hello 1:120 $(BUILD)/cuda/examples/hello" "array_sum 2:300 $(BUILD)/cuda/examples/array_sum 256" \
 	  "graph 4:600 $(BUILD)/cuda/examples/graph $(GPU_GRAPH)" \
 	  "gnn 2:300 $(BUILD)/cuda/examples/gnn $(GPU_GRAPH) 8 1024" \
-	  "own_kernel 2:300 $(BUILD)/cuda/examples/own_kernel 64"
+	  "own_kernel 2:300 $(BUILD)/cuda/examples/own_kernel 64" \
+	  "analytics 2:300 $(BUILD)/cuda/examples/analytics $(BUILD)/taxi-gpu.table"
 
 # compute-sanitizer: on PATH, or next to nvcc (bin/ or the toolkit's compute-sanitizer/).
 COMPUTE_SANITIZER ?= $(shell command -v compute-sanitizer 2>/dev/null || \
@@ -821,9 +847,11 @@ Tests (no GPU needed)
                      written and tests/consumer every way, uninstall
 The main job and examples
   make demo          BFS and CC over a 128 MiB Kronecker graph through cache, queues, controller
-  make examples      build/graph, build/hello, build/array_sum, build/policy_sim, build/own_kernel
+  make examples      build/graph, build/table, build/hello, build/array_sum, build/policy_sim,
+                     build/own_kernel
   make graph-sweep   I/O amplification and hit rate against cache size, plotted
   make gnn-sweep     GNN feature gathering against cache and row size, plotted
+  make analytics-sweep   the taxi queries Q0..Q5: bytes read / needed, cache vs tiles vs pread
   make doctor        why this machine cannot run GPU-initiated storage (DOCTOR_ARGS=...)
 Benchmarks (host; each against its baseline in the same run)
   make bench         queue vs mutex queue, fetch-add vs CAS, misses vs direct reads; then make plot

@@ -46,6 +46,7 @@
 #include <stdarg.h>
 
 #include "graph_formats.h"
+#include "tool_cli.h"
 
 typedef struct options {
     const char *path, *out; /* the graph file; sweep: the table */
@@ -301,6 +302,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     int rc = 0;
     memset(x, 0, sizeof *x);
     memset(&r, 0, sizeof r);
+    memset(&sc, 0, sizeof sc); /* every field: a later one (line_bytes) is 0 unless set */
     x->name = name;
     sc.n_pairs = o->pairs;
     sc.depth = o->depth;
@@ -504,10 +506,7 @@ enum {
     O_CACHE_DIR = 1 << 16, O_MEM = 1 << 17, O_ITERATIONS = 1 << 18, O_ROW_BYTES = 1 << 19, O_BATCH = 1 << 20,
     O_BATCHES = 1 << 21, O_FANOUTS = 1 << 22, O_FEATURES = 1 << 23, O_OUT = 1 << 24
 };
-static const struct option_doc {
-    const char *name, *arg, *what;
-    int bit;
-} option_docs[] = {
+static const cli_option option_docs[] = {
     {"--scale", "S", "generate 2^S vertices, S in 10..30 (default 20)", O_SCALE},
     {"--edge-factor", "E", "edges sampled per vertex, 1..64 (default 16)", O_EDGE_FACTOR},
     {"--seed", "X", "generator seed; also picks the BFS source and gnn's seed vertices", O_SEED},
@@ -515,9 +514,7 @@ static const struct option_doc {
     {"--cache-mib", "M", "cache size in MiB (demo: the small cache, default 1/8 of the graph; gnn: the feature\n"
                          "                       cache, default 1/8 of the table)", O_CACHE},
     {"--threads", "T", "host threads, 1..1024 (default 16)", O_THREADS},
-    {"--pairs", "P", "queue pairs (default 4)", O_PAIRS},
-    {"--depth", "D", "queue depth, a power of two 2..65536 (default 256)", O_DEPTH},
-    {"--iops", "N", "cap the controller at N commands/s (default: no cap)", O_IOPS},
+    CLI_PAIRS_DOCS(O_PAIRS, O_DEPTH, O_IOPS, "4"),
     {"--ordered", NULL, "expand each BFS level in vertex order", O_ORDERED},
     {"--machine", "TEXT", "write TEXT into the table as the machine it ran on", O_MACHINE},
     {"--policy", "P", "the cache's replacement policy: brrip (default), clock, fifo, srrip, or a sequential one:\n"
@@ -550,10 +547,7 @@ static const struct option_doc {
 };
 #define RUN_OPTS (O_CACHE | O_THREADS | O_PAIRS | O_DEPTH | O_IOPS | O_POLICY | O_HOST | O_PLACEMENT)
 #define INPUT_OPTS (O_FORMAT | O_CACHE_DIR | O_MEM) /* commands that read a graph in any format */
-static const struct command {
-    const char *name, *args, *what;
-    int files_min, files_max, opts;
-} commands[] = {
+static const cli_command commands[] = {
     {"demo", "[FILE]", "generate FILE (default build/kron.graph) if missing, then BFS with a cache smaller than\n"
                        "  the graph (frontier in discovery and in vertex order), with one that holds it, and CC",
      0, 1, O_SCALE | O_EDGE_FACTOR | O_SEED | O_SOURCE | RUN_OPTS},
@@ -585,84 +579,23 @@ static const struct command {
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
-/* Usage of one command (or all, cmd NULL): to stdout when asked for, to
- * stderr after an error. */
-static void print_usage(FILE *f, const struct command *cmd) {
-    size_t c, i;
-    for (c = 0; c < N_COMMANDS; c++) {
-        const struct command *k = &commands[c];
-        if (cmd && cmd != k) continue;
-        fprintf(f, "%s graph %s %s [options]\n", cmd || c == 0 ? "usage:" : "      ", k->name, k->args);
-        if (cmd) {
-            fprintf(f, "  %s\noptions:\n", k->what);
-            for (i = 0; i < sizeof option_docs / sizeof option_docs[0]; i++)
-                if (k->opts & option_docs[i].bit)
-                    fprintf(f, "  %-14s %-5s %s\n", option_docs[i].name, option_docs[i].arg ? option_docs[i].arg : "",
-                            option_docs[i].what);
-        }
-    }
-    if (!cmd) fprintf(f, "graph COMMAND --help: that command's options. Exit status: 0 ok, 1 a run failed or"
-                         " disagreed with the reference,\n2 bad arguments or an unusable graph file.\n");
-}
-
-/* A bad argument: the message names it, then one line of usage; exit 2. */
-static int bad_args(const struct command *cmd, const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, "graph: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    if (cmd) fprintf(stderr, "\nusage: graph %s %s [options]; graph %s --help lists them\n", cmd->name, cmd->args,
-                     cmd->name);
-    else fprintf(stderr, "\ngraph --help lists the commands\n");
-    return 2;
-}
-
-static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
-    char *end;
-    unsigned long long v;
-    errno = 0;
-    v = strtoull(s, &end, 0);
-    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
-/* Can a file be created at `path`? Checked before any work, so that a run
- * does not generate or traverse a graph only to fail writing the result. */
-static int check_writable(const struct command *cmd, const char *path) {
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    struct stat sb;
-    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path == 0 ? 1 : slash - path), path);
-    else snprintf(dir, sizeof dir, ".");
-    if (stat(dir, &sb) != 0) return bad_args(cmd, "%s: directory %s: %s", path, dir, strerror(errno));
-    if (!S_ISDIR(sb.st_mode)) return bad_args(cmd, "%s: %s is not a directory", path, dir);
-    if (access(dir, W_OK) != 0) return bad_args(cmd, "%s: directory %s is not writable: %s", path, dir, strerror(errno));
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return bad_args(cmd, "%s is a directory", path);
-    return 0;
-}
+static const cli_tool tool = {"graph", commands, N_COMMANDS, option_docs, sizeof option_docs / sizeof option_docs[0],
+                              "graph COMMAND --help: that command's options. Exit status: 0 ok, 1 a run failed or"
+                              " disagreed with the reference,\n2 bad arguments or an unusable graph file.\n"};
+#define bad_args(cmd, ...) cli_bad_args(&tool, cmd, __VA_ARGS__)
+#define check_writable(cmd, path) cli_check_writable(&tool, cmd, path)
 
 /* argv[1] is the command. Every option is checked against the command, every
  * value against its range, and the cache against the threads, before any work. */
-static int parse(int argc, char **argv, options *o, const struct command **cmd_out, int *help) {
-    const struct command *cmd = NULL;
+static int parse(int argc, char **argv, options *o, const cli_command **cmd_out, int *help) {
     const char *files[2] = {NULL, NULL};
-    int i, n_files = 0;
-    size_t c, d;
-    *help = 0;
-    if (argc < 2) return bad_args(NULL, "name a command");
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        *help = 1;
-        return 0;
-    }
-    for (c = 0; c < N_COMMANDS; c++)
-        if (!strcmp(argv[1], commands[c].name)) cmd = &commands[c];
-    if (!cmd) return bad_args(NULL, "unknown command '%s'", argv[1]);
+    int i, n_files = 0, rc;
+    const cli_command *cmd = cli_command_of(&tool, argc, argv, help, &rc);
+    if (!cmd) return rc;
     *cmd_out = cmd;
     for (i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        const struct option_doc *od = NULL;
+        const char *a = argv[i], *value;
+        const cli_option *od;
         uint64_t v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             *help = 1;
@@ -674,17 +607,13 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
             files[n_files++] = a;
             continue;
         }
-        for (d = 0; d < sizeof option_docs / sizeof option_docs[0]; d++)
-            if (!strcmp(a, option_docs[d].name)) od = &option_docs[d];
-        if (!od) return bad_args(cmd, "%s: unknown option %s", cmd->name, a);
-        if (!(cmd->opts & od->bit)) return bad_args(cmd, "%s does not take %s", cmd->name, a);
+        if (!(od = cli_option_of(&tool, cmd, argc, argv, &i, &value, &rc))) return rc;
         if (!od->arg) {
             o->ordered = 1;
             continue;
         }
-        if (i + 1 >= argc) return bad_args(cmd, "%s needs a value (%s)", a, od->arg);
-        a = argv[++i];
-        o->given |= od->bit;
+        a = value;
+        o->given |= (int)od->bit;
         if (od->bit == O_MACHINE) {
             o->machine = a;
         } else if (od->bit == O_TRACE) {
@@ -738,7 +667,7 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
                 return bad_args(cmd, "%s %s: want a size in MiB, %s", od->name, a, od->bit == O_HOST ? ">= 0" : "> 0");
             if (od->bit == O_CACHE) o->cache_bytes = (uint64_t)(mib * 1048576.0);
             else o->host_bytes = (uint64_t)(mib * 1048576.0);
-        } else if (parse_u64(a, 0, UINT64_MAX, &v) != 0) {
+        } else if (cli_parse_u64(a, 0, UINT64_MAX, &v) != 0) {
             return bad_args(cmd, "%s %s: not a number", od->name, a);
         } else if (od->bit == O_SCALE) {
             if (v < 10 || v > 30) return bad_args(cmd, "--scale %s: want 10..30", a);
@@ -749,13 +678,6 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
         } else if (od->bit == O_THREADS) {
             if (v < 1 || v > 1024) return bad_args(cmd, "--threads %s: want 1..1024", a);
             o->threads = (uint32_t)v;
-        } else if (od->bit == O_PAIRS) {
-            if (v < 1 || v > GRAPH_MAX_PAIRS) return bad_args(cmd, "--pairs %s: want 1..%u", a, GRAPH_MAX_PAIRS);
-            o->pairs = (uint32_t)v;
-        } else if (od->bit == O_DEPTH) {
-            if (v < 2 || v > 65536 || (v & (v - 1)) != 0)
-                return bad_args(cmd, "--depth %s: want a power of two, 2..65536", a);
-            o->depth = (uint32_t)v;
         } else if (od->bit == O_ROW_BYTES) {
             if (v > GRAPH_GNN_MAX_ROW || graph_features_row_problem((uint32_t)v))
                 return bad_args(cmd, "--row-bytes %s: %s", a, graph_features_row_problem(0));
@@ -773,8 +695,9 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
             o->source = o->source_id = v; /* in the file's ids: checked once the graph is known */
         } else if (od->bit == O_SEED) {
             o->seed = v;
-        } else {
-            o->iops = v;
+        } else if ((rc = cli_pairs_value(&tool, cmd, od->name, a, v, GRAPH_MAX_PAIRS, &o->pairs, &o->depth,
+                                         &o->iops)) != 0) {
+            return rc; /* --pairs, --depth, --iops */
         }
     }
     if (n_files < cmd->files_min) return bad_args(cmd, "%s: name %s", cmd->name, cmd->args);
@@ -890,7 +813,7 @@ static int load_reference(const options *o, graph_csr *g) {
 /* The checks of a command's files that need no work: a graph file's header
  * (read, not the graph), the source vertex against it, and that outputs can
  * be written. Returns 0, or 2 after a message. */
-static int check_files(const struct command *cmd, options *o) {
+static int check_files(const cli_command *cmd, options *o) {
     graph_header h;
     char err[512];
     int fd, rc = 0;
@@ -975,7 +898,7 @@ static void input_stamp(const struct stat *sb, int format, char *buf, size_t n) 
  * path), unless the conversion there was made from this very input (size,
  * mtime and format in FILE.src beside it). o->path becomes the converted
  * file; --source is turned from the file's ids into the tool's. 0 or 2. */
-static int resolve_input(const struct command *cmd, options *o, char *conv, size_t conv_len) {
+static int resolve_input(const cli_command *cmd, options *o, char *conv, size_t conv_len) {
     char stamp[256], had[256], src[4400], tmp[4500], err[512];
     const char *base = strrchr(o->path, '/') ? strrchr(o->path, '/') + 1 : o->path;
     struct stat sb;
@@ -1320,7 +1243,7 @@ static void gnn_gather_item(run *r, uint32_t id, uint64_t i, graph_refs *refs, g
 /* The feature table for (rows, row_bytes): --features, or one in
  * --cache-dir named by its shape. Returns 0 with the path, or 2. Nothing is
  * generated here: only whether it can be. */
-static int gnn_features_path(const struct command *cmd, const options *o, uint64_t rows, uint32_t row_bytes,
+static int gnn_features_path(const cli_command *cmd, const options *o, uint64_t rows, uint32_t row_bytes,
                              char *path, size_t n) {
     struct stat sb;
     if (o->features) {
@@ -1560,7 +1483,7 @@ static void gnn_print(const gnn_result *x) {
 }
 
 /* graph gnn FILE: one run, the three modes side by side. */
-static int gnn(const struct command *cmd, options *o) {
+static int gnn(const cli_command *cmd, options *o) {
     graph_csr g;
     gnn_result x;
     char path[4400];
@@ -1594,7 +1517,7 @@ static int gnn(const struct command *cmd, options *o) {
  * cache's size (1/32 of the table to all of it, at --row-bytes) and against
  * the row size (256 B to 16 KiB, cache 1/8 of the table), one TSV row per
  * run, for bench/plot_gnn.py. */
-static int gnn_sweep(const struct command *cmd, options *o) {
+static int gnn_sweep(const cli_command *cmd, options *o) {
     static const double fractions[] = {1.0 / 32, 1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1.0};
     static const uint32_t sizes[] = {256, 512, 1024, 2048, 4096, 8192, 16384};
     const size_t n_points = sizeof fractions / sizeof fractions[0] + sizeof sizes / sizeof sizes[0];
@@ -1652,7 +1575,7 @@ int main(int argc, char **argv) {
     options o;
     graph_csr g;
     reference answers = {&g, NULL, 0, NULL, NULL};
-    const struct command *cmd = NULL;
+    const cli_command *cmd = NULL;
     result x;
     uint32_t source;
     char default_path[128], converted[4300];
@@ -1679,7 +1602,7 @@ int main(int argc, char **argv) {
     o.plan.per_seed = graph_gnn_per_seed(&o.plan);
     if ((rc = parse(argc, argv, &o, &cmd, &help)) != 0) return rc;
     if (help) {
-        print_usage(stdout, cmd);
+        cli_print_usage(&tool, stdout, cmd);
         return 0;
     }
     if (!strcmp(cmd->name, "convert")) {

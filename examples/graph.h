@@ -472,6 +472,7 @@ typedef struct graph_store_config {
     gpumem_policy_trace *trace; /* NULL, or the cache records every access there */
     uint64_t host_bytes;  /* a host tier below the cache (gpumem_tier.h) of this many bytes; 0: none */
     uint32_t host_placement; /* its placement, GPUMEM_TIER_* (GMT-Reuse: call graph_store_train between rounds) */
+    uint32_t line_bytes;  /* the cache's line, a power of two; 0: GRAPH_LINE (the table tool varies it) */
 } graph_store_config;
 
 typedef struct graph_store {
@@ -515,8 +516,8 @@ GRAPH_API void graph_store_close(graph_store *s) {
 
 /* Serve the open file s->fd (file_bytes, in blocks of lba_bytes, commands of
  * up to max_blocks) read-only from a software controller, with cfg->n_pairs
- * queue pairs, a cache of cfg->cache_bytes in GRAPH_LINE lines in front and
- * the host tier below it. What the file holds is the caller's business: the
+ * queue pairs, a cache of cfg->cache_bytes in lines of cfg->line_bytes
+ * (GRAPH_LINE when 0) in front and the host tier below it. What the file holds is the caller's business: the
  * graph (graph_store_open) or a GNN feature table (graph_features_open).
  * On failure the store is closed. */
 GRAPH_API gpumem_status graph_store_serve(graph_store *s, uint64_t file_bytes, uint32_t lba_bytes, uint32_t max_blocks,
@@ -525,14 +526,15 @@ GRAPH_API gpumem_status graph_store_serve(graph_store *s, uint64_t file_bytes, u
     gpumem_cache_desc d = gpumem_cache_desc_default();
     gpumem_nvme_ns ns;
     gpumem_status st;
+    const uint32_t line = cfg->line_bytes ? cfg->line_bytes : GRAPH_LINE;
     uint32_t i;
     if (cfg->n_pairs < 1 || cfg->n_pairs > GRAPH_MAX_PAIRS) {
         st = graph_fail(err, len, GPUMEM_EINVAL, "queue pairs: %u, want 1..%u", cfg->n_pairs, GRAPH_MAX_PAIRS);
         goto fail;
     }
-    if (cfg->cache_bytes / GRAPH_LINE < 1 || cfg->cache_bytes / GRAPH_LINE > 0xFFFFFFFFull) {
+    if (cfg->cache_bytes / line < 1 || cfg->cache_bytes / line > 0xFFFFFFFFull) {
         st = graph_fail(err, len, GPUMEM_EINVAL, "cache of %llu bytes: want at least one %u-byte line",
-                        (unsigned long long)cfg->cache_bytes, GRAPH_LINE);
+                        (unsigned long long)cfg->cache_bytes, line);
         goto fail;
     }
 #ifdef __CUDACC__
@@ -556,9 +558,9 @@ GRAPH_API gpumem_status graph_store_serve(graph_store *s, uint64_t file_bytes, u
             goto fail;
         }
     s->n_pairs = cfg->n_pairs;
-    s->n_slots = (uint32_t)(cfg->cache_bytes / GRAPH_LINE);
-    d.n_lines = file_bytes / GRAPH_LINE;
-    d.line_bytes = GRAPH_LINE;
+    s->n_slots = (uint32_t)(cfg->cache_bytes / line);
+    d.n_lines = file_bytes / line;
+    d.line_bytes = line;
     d.n_slots = s->n_slots;
     d.trace = cfg->trace;
     if (cfg->policy < GPUMEM_POLICY_SLOT_KINDS) {
@@ -578,10 +580,10 @@ GRAPH_API gpumem_status graph_store_serve(graph_store *s, uint64_t file_bytes, u
         graph_fail(err, len, st, "cache of %u lines: %s", s->n_slots, gpumem_status_str(st));
         goto fail;
     }
-    if (cfg->host_bytes / GRAPH_LINE > 0) {
-        gpumem_tier_desc td = gpumem_tier_desc_default(s->cache, (uint32_t)(cfg->host_bytes / GRAPH_LINE));
+    if (cfg->host_bytes / line > 0) {
+        gpumem_tier_desc td = gpumem_tier_desc_default(s->cache, (uint32_t)(cfg->host_bytes / line));
         td.placement = cfg->host_placement;
-        if (cfg->host_bytes / GRAPH_LINE > GPUMEM_TIER_MAX_SLOTS) {
+        if (cfg->host_bytes / line > GPUMEM_TIER_MAX_SLOTS) {
             st = graph_fail(err, len, GPUMEM_ERANGE, "host tier of %llu bytes: too large",
                             (unsigned long long)cfg->host_bytes);
             goto fail;
