@@ -755,7 +755,7 @@ static const char *converted_from(const options *o) {
 /* --source names no vertex: said in the file's ids and about the file the
  * user named, with the range its ids take (n vertices in the tool's ids; 0
  * when not known). Exit 2. */
-static int no_such_source(const struct command *cmd, const options *o, uint64_t n) {
+static int no_such_source(const cli_command *cmd, const options *o, uint64_t n) {
     const char *in = o->input ? o->input : o->path;
     if (n == 0)
         return bad_args(cmd, "--source %llu: no such vertex in %s", (unsigned long long)o->source_id, in);
