@@ -874,20 +874,11 @@ typedef struct gpumem__v16 {
 GPUMEM_API void gpumem__copy_units(unsigned char *d, const unsigned char *s, uint64_t units, uint32_t unit,
                                    uint32_t lane, uint32_t width) {
     switch (unit) {
-    case 16:
-        GPUMEM__COPY_UNITS_AS(gpumem__v16, d, s, units, lane, width);
-        break;
-    case 8:
-        GPUMEM__COPY_UNITS_AS(uint64_t, d, s, units, lane, width);
-        break;
-    case 4:
-        GPUMEM__COPY_UNITS_AS(uint32_t, d, s, units, lane, width);
-        break;
-    case 2:
-        GPUMEM__COPY_UNITS_AS(uint16_t, d, s, units, lane, width);
-        break;
-    default:
-        GPUMEM__COPY_UNITS_AS(unsigned char, d, s, units, lane, width);
+    case 16: GPUMEM__COPY_UNITS_AS(gpumem__v16, d, s, units, lane, width); break;
+    case 8: GPUMEM__COPY_UNITS_AS(uint64_t, d, s, units, lane, width); break;
+    case 4: GPUMEM__COPY_UNITS_AS(uint32_t, d, s, units, lane, width); break;
+    case 2: GPUMEM__COPY_UNITS_AS(uint16_t, d, s, units, lane, width); break;
+    default: GPUMEM__COPY_UNITS_AS(unsigned char, d, s, units, lane, width);
     }
 }
 
