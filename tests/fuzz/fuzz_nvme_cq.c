@@ -139,12 +139,18 @@ static void post(uint16_t cid, uint16_t sf, uint32_t sq_head, int phase_ok) {
     post_raw(cid, sf, sq_head, phase_ok);
 }
 
-/* The true completion of the oldest fetched command. */
+/* The true completion of the oldest fetched command. It reports the SQ
+ * head as it is when posted, after the fetch that comes first: passing
+ * r.sq_head before that fetch reported a head behind what was fetched (a
+ * lie no controller tells), which the pair rightly drops after a forecast
+ * (an earlier entry whose head the later submissions made plausible), and
+ * the command never ended. */
 static void complete_oldest(uint16_t sf) {
     gpumem_nvme_cmd c;
     if (r.n_held == 0) return;
     c = pop_oldest();
-    post((uint16_t)(c.cdw0 >> 16), sf, r.sq_head, 1);
+    fetch_all();
+    post_raw((uint16_t)(c.cdw0 >> 16), sf, r.sq_head, 1);
 }
 
 /* A request's end: its result must be one entry posted for its CID that
