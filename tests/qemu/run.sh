@@ -111,8 +111,11 @@ done
 # The uring boot: the kernel's NVMe host driver, nvmet and nvme-tcp, and what
 # modules.dep says they need (load order). Copied only if the kernel has them.
 URING_MODS="crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme configfs nvmet nvmet-tcp nvme-fabrics nvme-tcp null_blk"
+# NVMe over RDMA on soft-RoCE (rdma_rxe needs the crc32 crypto module: without
+# it "rdma_rxe: failed to init crc32 algorithm err:-2"); dummy is its netdev.
+RDMA_MODS="crc32_generic ib_core ib_cm iw_cm rdma_cm ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe nvme-rdma nvmet-rdma dummy"
 case "$BOOTS" in *" uring "*|*" bench "*)
-    for m in $URING_MODS; do
+    for m in $URING_MODS $RDMA_MODS; do
         src=$(find "$MODDIR" -name "$m.ko" -o -name "$m.ko.xz" -o -name "$m.ko.zst" | head -n 1)
         [ -n "$src" ] || { [ "$m" = crc64_rocksoft_generic ] && continue; die "module $m not found under $MODDIR"; }
         case "$src" in
@@ -125,16 +128,29 @@ esac
 
 # The bench boot: Debian's fio, its shared libraries at the paths ldd names
 # (followed to the files) and the dynamic loader.
-case "$BOOTS" in *" bench "*)
-    FIO=$(command -v fio) || die "fio not found (apt-get install fio; make qemu-bench installs it)"
-    cp "$FIO" "$ROOT/bin/fio"
-    for lib in $(ldd "$FIO" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
+# carry_program PATH: a dynamically linked program of the host into the
+# initramfs, with its shared libraries at the paths ldd names (followed to
+# the files) and the dynamic loader; their folders appended to /lib-path.
+carry_program() {
+    local prog=$1 lib
+    cp "$prog" "$ROOT/bin/$(basename "$prog")"
+    ldd "$prog" | grep -q 'not found' && die "$prog: a library ldd does not find: $(ldd "$prog" | grep 'not found')"
+    for lib in $(ldd "$prog" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
         mkdir -p "$ROOT$(dirname "$lib")"
         cp -L "$lib" "$ROOT$lib"
     done
-    ldd "$FIO" | grep -q 'not found' && die "fio: a library ldd does not find: $(ldd "$FIO" | grep 'not found')"
-    echo "$(ldd "$FIO" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | xargs -n1 dirname | sort -u | paste -sd: -)" \
-        > "$ROOT/fio-libpath" ;;
+    ldd "$prog" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | xargs -n1 dirname >> "$ROOT/lib-dirs"
+    sort -u "$ROOT/lib-dirs" | paste -sd: - > "$ROOT/lib-path"
+}
+case "$BOOTS" in *" bench "*)
+    FIO=$(command -v fio) || die "fio not found (apt-get install fio; make qemu-bench installs it)"
+    carry_program "$FIO" ;;
+esac
+# The uring and bench boots: iproute2's rdma, which makes the soft-RoCE device
+# (rdma link add over netlink; rdma_rxe 6.1 has no other way).
+case "$BOOTS" in *" uring "*|*" bench "*)
+    RDMA_TOOL=$(command -v rdma) || die "rdma not found (apt-get install iproute2)"
+    carry_program "$RDMA_TOOL" ;;
 esac
 
 cat > "$ROOT/init" <<'EOF'
@@ -170,7 +186,7 @@ if [ "$MODE" = bench ]; then
     # the image into the host's page cache, so that no run pays for the first touch
     dd if=$BLK of=/dev/null bs=1M 2>/dev/null
     mkdir -p /tmp
-    export LD_LIBRARY_PATH=$(cat /fio-libpath)
+    export LD_LIBRARY_PATH=$(cat /lib-path)
     fio_run() { # NAME OPTIONS...: one fio job, its JSON between markers
         name=$1; shift
         echo "guest: loadavg $(cat /proc/loadavg)"
@@ -243,31 +259,47 @@ if [ "$MODE" = uring ]; then
     # A slow namespace for the fault: null_blk in memory, every command
     # completing 20 ms after it arrives (timer mode), so that writes are
     # inside the target when its port goes.
+    # slow_nullb NAME: a null_blk NAME of 16 MiB made through configfs; prints its device
+    slow_nullb() {
+        NB=/sys/kernel/config/nullb/$1
+        mkdir $NB && echo 512 > $NB/blocksize && echo 16 > $NB/size && echo 1 > $NB/memory_backed &&
+        echo 2 > $NB/irqmode && echo 20000000 > $NB/completion_nsec && echo 1 > $NB/power || return 1
+        for i in 1 2 3 4 5 6 7 8 9 10; do   # devtmpfs makes the node a moment later
+            # named after its configfs directory since Linux 6.0, nullbN before
+            for n in $1 $(ls /dev | grep '^nullb'); do [ -b /dev/$n ] && { echo /dev/$n; return 0; }; done
+            sleep 1
+        done
+        return 1
+    }
+    # nvmet_port N TRTYPE TRADDR TRSVCID NQN: port N, the subsystem NQN linked to it
+    nvmet_port() {
+        P=/sys/kernel/config/nvmet/ports/$1
+        mkdir $P && echo $2 > $P/addr_trtype && echo ipv4 > $P/addr_adrfam && echo $3 > $P/addr_traddr &&
+        echo $4 > $P/addr_trsvcid && ln -s /sys/kernel/config/nvmet/subsystems/$5 $P/subsystems/$5
+    }
+    # nvmet_subsys NQN DEVICE...: a subsystem any host may use, namespaces 1.. on the devices
+    nvmet_subsys() {
+        S=/sys/kernel/config/nvmet/subsystems/$1; shift
+        mkdir $S && echo 1 > $S/attr_allow_any_host || return 1
+        k=1; for d in "$@"; do
+            mkdir $S/namespaces/$k && echo -n $d > $S/namespaces/$k/device_path &&
+            echo 1 > $S/namespaces/$k/enable || return 1; k=$((k + 1))
+        done
+    }
+    # fabric_connect TRTYPE TRADDR TRSVCID NQN: the initiator connects; it
+    # reconnects every second after a lost path and gives up after 120 s
+    fabric_connect() {
+        echo "transport=$1,traddr=$2,trsvcid=$3,nqn=$4,reconnect_delay=1,ctrl_loss_tmo=120" > /dev/nvme-fabrics
+    }
+    SLOW=$(slow_nullb slow) || { echo "GPUMEM_QEMU_RESULT FAIL null_blk through configfs"; finish; }
     NB=/sys/kernel/config/nullb/slow
-    mkdir $NB && echo 512 > $NB/blocksize && echo 16 > $NB/size && echo 1 > $NB/memory_backed &&
-    echo 2 > $NB/irqmode && echo 20000000 > $NB/completion_nsec && echo 1 > $NB/power ||
-        { echo "GPUMEM_QEMU_RESULT FAIL null_blk through configfs"; finish; }
-    SLOW=""
-    for i in 1 2 3 4 5 6 7 8 9 10; do   # devtmpfs makes the node a moment later
-        # named after its configfs directory since Linux 6.0, nullbN before
-        for n in slow $(ls /dev | grep '^nullb'); do [ -b /dev/$n ] && SLOW=$n; done
-        [ -n "$SLOW" ] && break; sleep 1
-    done
-    SLOW=/dev/$SLOW
     echo "guest: null_blk $SLOW: $(cat $NB/size) MiB, completion_nsec $(cat $NB/completion_nsec)"
     ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
-    S=/sys/kernel/config/nvmet/subsystems/gpumem-remote
-    P=/sys/kernel/config/nvmet/ports/1
-    mkdir $S && echo 1 > $S/attr_allow_any_host && mkdir $S/namespaces/1 &&
-    echo -n "/dev/nvme${BACK#/dev/ng}" > $S/namespaces/1/device_path && echo 1 > $S/namespaces/1/enable &&
-    mkdir $S/namespaces/2 && echo -n $SLOW > $S/namespaces/2/device_path && echo 1 > $S/namespaces/2/enable &&
-    mkdir $P && echo tcp > $P/addr_trtype && echo ipv4 > $P/addr_adrfam && echo 127.0.0.1 > $P/addr_traddr &&
-    echo 4420 > $P/addr_trsvcid && ln -s $S $P/subsystems/gpumem-remote ||
+    nvmet_subsys gpumem-remote "/dev/nvme${BACK#/dev/ng}" $SLOW && nvmet_port 1 tcp 127.0.0.1 4420 gpumem-remote ||
         { echo "GPUMEM_QEMU_RESULT FAIL nvmet configuration through configfs"; finish; }
+    P=/sys/kernel/config/nvmet/ports/1
     BEFORE=$(ls /dev | grep '^ng' | sort)
-    # reconnect every second after a lost path, give up after 120 s (the fault below)
-    echo "transport=tcp,traddr=127.0.0.1,trsvcid=4420,nqn=gpumem-remote,reconnect_delay=1,ctrl_loss_tmo=120" \
-        > /dev/nvme-fabrics || { echo "GPUMEM_QEMU_RESULT FAIL connect over nvme-tcp"; finish; }
+    fabric_connect tcp 127.0.0.1 4420 gpumem-remote || { echo "GPUMEM_QEMU_RESULT FAIL connect over nvme-tcp"; finish; }
     REMOTE=""; FAULT=""
     for i in 1 2 3 4 5 6 7 8 9 10; do
         for n in $(ls /dev | grep '^ng' | sort); do
@@ -285,6 +317,69 @@ if [ "$MODE" = uring ]; then
     echo "guest: slow namespace ($SLOW) over nvme-tcp: $FAULT; the port's link goes during the run"
     guest_test uring-fault "$FAULT" ${ARGS%%,*} $(( ${ARGS#*,} / 4 )) $P/subsystems/gpumem-remote $S
     echo "guest: guest_test exited with $?"
+    # subsys_ng NQN: the generic device of namespace 1 of the subsystem (with
+    # native multipath, the head: /sys/class/nvme-subsystem/nvme-subsysN/ngNn1)
+    subsys_ng() { for d in /sys/class/nvme-subsystem/*; do
+        [ "$(cat $d/subsysnqn 2>/dev/null)" = "$1" ] && for n in $d/ng*n1; do [ -e $n ] && echo /dev/${n##*/}; done
+        done; }
+    # ctrl_state NQN TRSVCID: the sysfs state file of the controller of the subsystem at that service ID
+    ctrl_state() { for c in /sys/class/nvme/nvme*; do
+        [ "$(cat $c/subsysnqn)" = "$1" ] && case "$(cat $c/address),," in *"trsvcid=$2,"*) echo $c/state ;; esac
+        done; }
+    # paths NQN: each controller of the subsystem, its transport, address, state and ANA state
+    paths() { for c in /sys/class/nvme/nvme*; do [ "$(cat $c/subsysnqn)" = "$1" ] || continue
+        echo "guest: $1 path ${c##*/}: $(cat $c/transport) $(cat $c/address) $(cat $c/state), ANA $(cat /sys/block/nvme*c${c##*nvme}n1/ana_state 2>/dev/null)"
+        done; }
+    # wait_ng NQN: wait for the subsystem's generic device, print it
+    wait_ng() { for i in 1 2 3 4 5 6 7 8 9 10; do [ -n "$(subsys_ng $1)" ] && break; sleep 1; done; subsys_ng $1; }
+
+    # ---- NVMe over RDMA: soft-RoCE (rdma_rxe) on a dummy netdev -------------
+    echo "GPUMEM_URING_PART rdma"
+    for m in crc32_generic ib_core ib_cm iw_cm rdma_cm ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe nvme-rdma nvmet-rdma dummy; do
+        insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL uring-rdma insmod $m: $(dmesg | tail -n 3)"; finish; }
+    done
+    export LD_LIBRARY_PATH=$(cat /lib-path)
+    # The guest has no network card: 192.0.2.1 (TEST-NET-1, RFC 5737) is an
+    # address of its dummy netdev alone, and rdma_rxe loops RDMA to its own
+    # address back inside itself (on lo, rxe is added but rdma_resolve_route
+    # times out, -110: hence the dummy).
+    ip link set dummy0 up && ip addr add 192.0.2.1/24 dev dummy0 && rdma link add rxe0 type rxe netdev dummy0 ||
+        { dmesg | tail -n 8 | sed 's/^/guest: dmesg: /'; echo "GPUMEM_QEMU_RESULT FAIL uring-rdma: no rxe device"; finish; }
+    echo "guest: $(rdma link show rxe0/1)"
+    RDISK=$(ngdev gpumem2)
+    nvmet_subsys gpumem-rdma "/dev/nvme${RDISK#/dev/ng}" && nvmet_port 2 rdma 192.0.2.1 4420 gpumem-rdma &&
+        fabric_connect rdma 192.0.2.1 4420 gpumem-rdma ||
+        { dmesg | tail -n 8 | sed 's/^/guest: dmesg: /'; echo "GPUMEM_QEMU_RESULT FAIL uring-rdma: nvmet over rdma"; finish; }
+    RNG=$(wait_ng gpumem-rdma)
+    paths gpumem-rdma
+    [ -n "$RNG" ] || { echo "GPUMEM_QEMU_RESULT FAIL uring-rdma: no generic device for the rdma namespace"; finish; }
+    echo "guest: namespace over nvme-rdma (rxe0 on dummy0): $RNG"
+    guest_test uring "$RNG" ${ARGS%%,*} ${ARGS#*,}
+    echo "guest: guest_test exited with $?"
+
+    # ---- native multipath: one subsystem, two ports, one path removed -------
+    # mp_run NAME NQN PORT_A TRTYPE_A TRADDR_A SVC_A PORT_B TRTYPE_B TRADDR_B SVC_B IOPOLICY:
+    # a slow null_blk behind NQN on two ports, the initiator on both (one
+    # multipath head); the link of port A goes mid-run and comes back.
+    mp_run() {
+        echo "GPUMEM_URING_PART $1"
+        dev=$(slow_nullb $1) && nvmet_subsys $2 $dev && nvmet_port $3 $4 $5 $6 $2 && nvmet_port $7 $8 $9 ${10} $2 &&
+            fabric_connect $4 $5 $6 $2 && fabric_connect $8 $9 ${10} $2 ||
+            { dmesg | tail -n 8 | sed 's/^/guest: dmesg: /'; echo "GPUMEM_QEMU_RESULT FAIL uring-multipath: $1 set-up"; return; }
+        NG=$(wait_ng $2)
+        [ -n "$NG" ] || { echo "GPUMEM_QEMU_RESULT FAIL uring-multipath: no generic device for $2"; return; }
+        SUB=$(dirname /sys/class/nvme-subsystem/*/${NG#/dev/})
+        echo ${11} > $SUB/iopolicy
+        echo "guest: $1: $NG, the multipath head of $2 (nvme_core.multipath=$(cat /sys/module/nvme_core/parameters/multipath), iopolicy $(cat $SUB/iopolicy))"
+        paths $2
+        gpumem-doctor --path uring | grep 'uring.transport' | sed "s/^/guest: $1: doctor: /"
+        guest_test uring-multipath $NG ${ARGS%%,*} $(( ${ARGS#*,} / 2 )) /sys/kernel/config/nvmet/ports/$3/subsystems/$2 \
+            /sys/kernel/config/nvmet/subsystems/$2 $(ctrl_state $2 $6)
+        echo "guest: guest_test exited with $?"
+        paths $2
+    }
+    mp_run multipath-tcp gpumem-mp 3 tcp 127.0.0.1 4421 4 tcp 127.0.0.1 4422 numa
+    mp_run multipath-rdma gpumem-mp2 5 rdma 192.0.2.1 4421 6 tcp 127.0.0.1 4423 round-robin
     finish
 fi
 [ "$MODE" = iommu ] || echo 64 > /proc/sys/vm/nr_hugepages   # 2 MiB pages for the queue rings (VFIO needs none)
@@ -399,25 +494,41 @@ nvme_errors() { grep -E 'pci_nvme_(err|ub)|nvme' "$1" 2>/dev/null || true; }
 if [[ "$BOOTS" == *" uring "* ]]; then
     "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
     "$BUILD/image" create "$WORK/disk2.img" $DISK_BLOCKS
+    "$BUILD/image" create "$WORK/disk3.img" $DISK_BLOCKS
     COMMANDS=$URING_COMMANDS boot uring uring "$ACCEL" "" "$BOOT_TIMEOUT" \
-        "-drive file=$WORK/disk2.img,if=none,id=nvm2,format=raw,cache=writeback -device nvme,serial=gpumem1,drive=nvm2"
+        "-drive file=$WORK/disk2.img,if=none,id=nvm2,format=raw,cache=writeback -device nvme,serial=gpumem1,drive=nvm2
+         -drive file=$WORK/disk3.img,if=none,id=nvm3,format=raw,cache=writeback -device nvme,serial=gpumem2,drive=nvm3"
     C="$WORK/uring.console"
     ERRS=$(nvme_errors "$WORK/uring.qemu.log")
     [ -z "$ERRS" ] || { printf '%s\n' "$ERRS" | sed -n '1,20p' >&2; die "QEMU reported NVMe guest errors in the uring boot"; }
-    grep -a -E '^(uring|uring-fault|guest): ' "$C" | sed 's/^/    /'
-    # the console's GENS lines, split by the part that wrote them
-    awk '{sub(/\r$/, "")} /^GPUMEM_URING_PART/ {part=$2} /^GENS / {print > ("'"$WORK"'/uring-" part ".gens")}' "$C"
-    for part in local remote; do
-        RESULT=$(grep -a -E "GPUMEM_QEMU_RESULT [A-Z]+ uring " "$C" | sed -n "$([ $part = local ] && echo 1 || echo 2)p")
-        echo "$RESULT" | grep -q PASS || die "uring boot, $part: ${RESULT:-no result line} (console: $C)"
-        say "uring $part: $RESULT"
+    grep -a -E '^(uring|uring-fault|uring-multipath|guest): ' "$C" | sed 's/^/    /'
+    # the console split by the part that wrote it (GPUMEM_URING_PART lines): $WORK/uring-PART.log
+    awk '{sub(/\r$/, "")} /^GPUMEM_URING_PART/ {part=$2} part {print > ("'"$WORK"'/uring-" part ".log")}' "$C"
+    # part_result PART MODE: the result line of guest_test MODE in that part, which must pass
+    part_result() {
+        local r
+        r=$(grep -a -E "^GPUMEM_QEMU_RESULT [A-Z]+ $2( |:|$)" "$WORK/uring-$1.log" 2>/dev/null | tail -n 1)
+        [ -n "$r" ] || r=$(grep -a "^GPUMEM_QEMU_RESULT FAIL" "$WORK/uring-$1.log" 2>/dev/null | tail -n 1)
+        echo "$r" | grep -q "^GPUMEM_QEMU_RESULT PASS" || die "uring boot, $1: ${r:-no result line} (console: $C)"
+        say "uring $1: $r"
+    }
+    for part in local remote rdma; do
+        part_result $part uring
+        grep -a '^GENS ' "$WORK/uring-$part.log" > "$WORK/uring-$part.gens" || true
     done
     "$BUILD/image" check "$WORK/disk.img" "$WORK/uring-local.gens" || die "uring boot: the local disk does not hold the guest's writes"
     "$BUILD/image" check "$WORK/disk2.img" "$WORK/uring-remote.gens" || die "uring boot: the remote disk does not hold the guest's writes"
-    RESULT=$(grep -a "GPUMEM_QEMU_RESULT.*uring-fault" "$C" | tail -n 1)
-    echo "$RESULT" | grep -q PASS || die "uring boot, fault: ${RESULT:-no result line} (console: $C)"
-    say "uring fault: $RESULT"
-    say "PASS (io_uring passthrough, local and over nvme-tcp to nvmet, the port removed mid-run and restored)"
+    "$BUILD/image" check "$WORK/disk3.img" "$WORK/uring-rdma.gens" || die "uring boot: the disk exported over nvme-rdma does not hold the guest's writes"
+    part_result fault uring-fault
+    for part in multipath-tcp multipath-rdma; do
+        part_result $part uring-multipath
+        # the doctor names the transports of the head's paths and that multipath is on
+        grep -a -q "doctor: .*uring.transport.*multipath on, 2 paths" "$WORK/uring-$part.log" ||
+            die "uring boot, $part: the doctor did not report the multipath head and its 2 paths (console: $C)"
+    done
+    grep -a -q "doctor: .*uring.transport.*rdma" "$WORK/uring-multipath-rdma.log" ||
+        die "uring boot: the doctor did not name the rdma transport (console: $C)"
+    say "PASS (io_uring passthrough: local, nvme-tcp and nvme-rdma to nvmet, a port removed mid-run and restored, one of two multipath paths removed mid-run and restored, tcp+tcp and rdma+tcp)"
 fi
 # 5. the benchmark: the forwarder, fio and the VFIO shim on one disk, one boot
 if [[ "$BOOTS" == *" bench "* ]]; then
