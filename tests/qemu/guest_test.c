@@ -28,7 +28,7 @@
  *                                 a port's link removed mid-run and restored:
  *                                 one path (uring-fault) or one of two
  *                                 (multipath; comments at the functions)
- *   guest_test bench-uring DEV DEPTH SECONDS
+ *   guest_test bench-uring DEV DEPTH SECONDS [LABEL [VARIANTS]]
  *   guest_test bench-vfio ADDR DEPTH SECONDS
  *                                 make qemu-bench: 4 KiB random reads, DEPTH
  *                                 out at once, through the forwarder (one
@@ -1711,44 +1711,79 @@ static void bench_run(const char *what, bench_target *t, uint32_t depth, double 
     free(b);
 }
 
-/* guest_test bench-uring DEV DEPTH SECONDS: one forwarder thread, one pair. */
-static int bench_uring(const char *dev, uint32_t depth, double seconds) {
+/* One forwarder set-up of the benchmark: one forwarder thread, one pair,
+ * the slots' memory t->va (depth 4 KiB slots). `fixed`: t->va is the
+ * registered buffer; `sqpoll`: SQPOLL on; `spin`: idle_spin_ns. Runs the
+ * IOPS run as BENCH NAME and, if `lat`, the latency run as NAME-lat. */
+static void bench_forwarder(const char *dev, const char *name, bench_target *t, uint32_t depth, double seconds,
+                            int fixed, int sqpoll, uint64_t spin, int lat) {
     gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
     gpumem_uringctl *ctl = NULL;
     gpumem_uringctl_stats s;
-    bench_target t;
     gpumem_status st;
-    char why[320] = "";
-    memset(&t, 0, sizeof t);
+    char why[320] = "", lat_name[64];
     cfg.path = dev;
     cfg.n_threads = 1;
     cfg.error = why;
     cfg.error_bytes = sizeof why;
-    if (depth == 0 || depth > BENCH_MAX_DEPTH) depth = 32;
+    cfg.idle_spin_ns = spin;
+    if (fixed) cfg.fixed_base = t->va, cfg.fixed_bytes = (size_t)depth * BENCH_BLOCKS * LBA;
+    if (sqpoll) cfg.sqpoll_idle_ms = 50;
     if ((st = gpumem_uringctl_open(&cfg, &ctl)) != GPUMEM_OK) {
-        printf("GPUMEM_QEMU_RESULT FAIL bench-uring open %s: %s: %s\n", dev, gpumem_status_str(st), why);
-        return 1;
+        CHECK(0, "%s: open %s: %s: %s", name, dev, gpumem_status_str(st), why);
+        return;
     }
-    t.n_blocks = gpumem_uringctl_ns(ctl).n_blocks;
-    t.va = (unsigned char *)aligned_alloc(4096, (size_t)depth * BENCH_BLOCKS * LBA);
-    CHECK(t.va != NULL, "malloc");
-    st = gpumem_uringctl_add_qp(ctl, 2 * depth, &t.qp);
+    t->n_blocks = gpumem_uringctl_ns(ctl).n_blocks;
+    st = gpumem_uringctl_add_qp(ctl, 2 * depth, &t->qp);
     CHECK(st == GPUMEM_OK, "pair of depth %u: %s: %s", 2 * depth, gpumem_status_str(st), why);
     if (!failures) CHECK((st = gpumem_uringctl_start(ctl)) == GPUMEM_OK, "start: %s", gpumem_status_str(st));
-    printf("bench: forwarder on %s: 1 forwarder thread (ring of %u, idle_spin_ns %llu, park_ns %llu), 1 client "
-           "thread, a pair of depth %u, %u reads of 4 KiB out at once, %.0f s a run\n", dev, cfg.ring_entries,
-           (unsigned long long)cfg.idle_spin_ns, (unsigned long long)cfg.park_ns, 2 * depth, depth, seconds);
-    if (!failures) bench_run("uring", &t, depth, seconds, 0);
-    if (!failures) bench_run("uring-lat", &t, depth, seconds, 1);
+    printf("bench: %s: forwarder on %s: 1 forwarder thread (ring of %u, idle_spin_ns %llu, park_ns %llu, registered "
+           "buffer %s, SQPOLL %s), 1 client thread, a pair of depth %u, %u reads of 4 KiB out at once, %.0f s a run\n",
+           name, dev, cfg.ring_entries, (unsigned long long)cfg.idle_spin_ns, (unsigned long long)cfg.park_ns,
+           fixed ? "on" : "off", sqpoll ? "on" : "off", 2 * depth, depth, seconds);
+    if (!failures) bench_run(name, t, depth, seconds, 0);
+    snprintf(lat_name, sizeof lat_name, "%s-lat", name);
+    if (!failures && lat) bench_run(lat_name, t, depth, seconds, 1);
     if (gpumem_uringctl_stop(ctl) == GPUMEM_OK && gpumem_uringctl_get_stats(ctl, &s) == GPUMEM_OK) {
-        printf("bench: forwarder: %llu commands in %llu io_uring_enter calls (%.1f a call), %llu kernel errors\n",
-               (unsigned long long)s.submitted, (unsigned long long)s.enter_calls,
-               s.enter_calls ? (double)s.submitted / (double)s.enter_calls : 0.0, (unsigned long long)s.kernel_errors);
+        printf("bench: %s: %llu commands in %llu io_uring_enter calls (%.1f a call), %llu with the registered "
+               "buffer, %llu kernel errors\n", name, (unsigned long long)s.submitted,
+               (unsigned long long)s.enter_calls, s.enter_calls ? (double)s.submitted / (double)s.enter_calls : 0.0,
+               (unsigned long long)s.fixed, (unsigned long long)s.kernel_errors);
         CHECK(s.kernel_errors + s.bad_kernel_cqes + s.untranslatable + s.sw.violations == 0, "forwarder counts");
+        CHECK(!fixed || s.fixed == s.submitted, "%s: %llu of %llu commands with the registered buffer", name,
+              (unsigned long long)s.fixed, (unsigned long long)s.submitted);
     }
     CHECK((st = gpumem_uringctl_destroy(ctl)) == GPUMEM_OK, "destroy: %s", gpumem_status_str(st));
+}
+
+/* guest_test bench-uring DEV DEPTH SECONDS [LABEL [VARIANTS]]: the
+ * forwarder's runs, named LABEL (default "uring"), one per variant of the
+ * comma list VARIANTS (default "plain"): plain (the defaults: an IOPS and
+ * a latency run), fixed (the slots' memory as the registered buffer),
+ * sqpoll (registered buffer and SQPOLL), nospin (registered buffer,
+ * idle_spin_ns 0: the forwarder waits in io_uring_enter at once). */
+static int bench_uring(const char *dev, uint32_t depth, double seconds, const char *label, const char *variants) {
+    bench_target t;
+    char name[64], list[128], *v, *save = NULL;
+    memset(&t, 0, sizeof t);
+    if (depth == 0 || depth > BENCH_MAX_DEPTH) depth = 32;
+    t.va = (unsigned char *)aligned_alloc(4096, (size_t)depth * BENCH_BLOCKS * LBA);
+    CHECK(t.va != NULL, "malloc");
+    snprintf(list, sizeof list, "%s", variants);
+    for (v = strtok_r(list, ",", &save); v && !failures; v = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(v, "plain")) {
+            snprintf(name, sizeof name, "%s", label);
+            bench_forwarder(dev, name, &t, depth, seconds, 0, 0, GPUMEM_TARGET_DEFAULT_SPIN_NS, 1);
+            continue;
+        }
+        snprintf(name, sizeof name, "%s-%s", label, v);
+        if (!strcmp(v, "fixed")) bench_forwarder(dev, name, &t, depth, seconds, 1, 0, GPUMEM_TARGET_DEFAULT_SPIN_NS, 0);
+        else if (!strcmp(v, "sqpoll")) bench_forwarder(dev, name, &t, depth, seconds, 1, 1, GPUMEM_TARGET_DEFAULT_SPIN_NS, 0);
+        else if (!strcmp(v, "nospin")) bench_forwarder(dev, name, &t, depth, seconds, 1, 0, 0, 0);
+        else CHECK(0, "bench-uring: unknown variant '%s' (plain, fixed, sqpoll, nospin)", v);
+    }
     free(t.va);
-    printf("GPUMEM_QEMU_RESULT %s bench-uring failures=%d\n", failures ? "FAIL" : "PASS", failures);
+    printf("GPUMEM_QEMU_RESULT %s bench-uring %s failures=%d\n", failures ? "FAIL" : "PASS", label, failures);
     return failures ? 1 : 0;
 }
 
@@ -1811,7 +1846,8 @@ int main(int argc, char **argv) {
     if (argc >= 5 && strcmp(argv[1], "uring") == 0)
         return uring_run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10));
     if (argc >= 5 && strcmp(argv[1], "bench-uring") == 0)
-        return bench_uring(argv[2], (uint32_t)atoi(argv[3]), atof(argv[4]));
+        return bench_uring(argv[2], (uint32_t)atoi(argv[3]), atof(argv[4]), argc >= 6 ? argv[5] : "uring",
+                           argc >= 7 ? argv[6] : "plain");
     if (argc >= 5 && strcmp(argv[1], "bench-vfio") == 0)
         return bench_vfio(argv[2], (uint32_t)atoi(argv[3]), atof(argv[4]));
     if (argc >= 5 && strcmp(argv[1], "run") == 0)
