@@ -755,16 +755,20 @@ qemu-test:
 
 # The io_uring passthrough forwarder (gpumem_uring.h) in QEMU alone (qemu-test
 # runs it too, first): the guest's kernel owns the disks; local /dev/ngXn1,
-# then nvmet over nvme-tcp, then the port removed mid-run (one boot).
+# then nvmet over nvme-tcp, the port removed mid-run, nvmet over nvme-rdma
+# (soft-RoCE), and native multipath (tcp+tcp, rdma+tcp) with one path removed
+# mid-run (one boot).
 qemu-uring:
 	@$(DEPS) cc qemu
-	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image
+	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image $(BUILD)/gpumem-doctor-static $(BUILD)/guest_open
 	GPUMEM_QEMU_BOOTS=uring nice bash tests/qemu/run.sh $(BUILD)
 
-# The benchmark of issue 35, not part of qemu-test: 4 KiB random reads at one
-# depth on one QEMU disk through the forwarder, Debian's fio (io_uring_cmd,
-# batched) and the VFIO shim, one boot; prints the table and the ratios
-# (build/qemu/bench.md). GPUMEM_QEMU_BENCH_DEPTH, _SECONDS, _CPUS: run.sh.
+# The benchmark of issues 35 and 46, not part of qemu-test: 4 KiB random reads
+# at one depth on one QEMU disk through the forwarder (its variants:
+# registered buffer, SQPOLL), Debian's fio (io_uring_cmd, batched) and the
+# VFIO shim, and the forwarder and fio over nvme-tcp and nvme-rdma, one boot;
+# prints the table and the ratios (build/qemu/bench.md).
+# GPUMEM_QEMU_BENCH_DEPTH, _SECONDS, _ROUNDS, _CPUS, _VARIANTS: run.sh.
 qemu-bench:
 	@$(DEPS) cc qemu fio python3
 	@$(MAKE) --no-print-directory $(BUILD)/guest_test $(BUILD)/image $(BUILD)/gpumem-doctor-static $(BUILD)/guest_open
@@ -869,8 +873,8 @@ GPU runs (a GPU machine; without one they compile and say so)
   make gpu-dryrun    the gpu-* scripts on stand-in programs (part of make test)
 QEMU (qemu-system-x86, no KVM needed)
   make qemu-test     the queue pairs drive QEMU's NVMe controller (VFIO, uio) and the forwarder
-  make qemu-uring    the io_uring forwarder alone: local, nvme-tcp, a port removed mid-run
-  make qemu-bench    the forwarder vs fio (io_uring_cmd) vs the VFIO shim
+  make qemu-uring    the io_uring forwarder alone: local, nvme-tcp, nvme-rdma, a path removed mid-run
+  make qemu-bench    the forwarder vs fio (io_uring_cmd) vs the VFIO shim; over tcp and rdma
 Install
   make install PREFIX=/usr/local   headers, gpumem.pc, CMake package; make uninstall
   make dist          build/gpumem-VERSION.tar.gz: what add_subdirectory and FetchContent's URL take

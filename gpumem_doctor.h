@@ -1746,10 +1746,80 @@ gpumem_status gpumem_doctor_p2p(const gpumem_doctor_config *cfg, gpumem_doctor_r
 
 /* ---- io_uring -------------------------------------------------------------- */
 
+/* printf at out + *used, never past bytes; *used grows by what was written. */
+static void gpumem__doctor_append(char *out, size_t bytes, size_t *used, const char *fmt, ...) {
+    va_list ap;
+    int n;
+    if (*used >= bytes) return;
+    va_start(ap, fmt);
+    n = vsnprintf(out + *used, bytes - *used, fmt, ap);
+    va_end(ap);
+    *used = n < 0 ? bytes : *used + (size_t)n < bytes ? *used + (size_t)n : bytes;
+}
+
+/* A controller's transport and state from sysfs (dir: .../nvmeK, under
+ * cfg's root already), "tcp live"; returns whether it is live. */
+static int gpumem__doctor_ctrl_state(const gpumem_doctor_config *cfg, const char *dir, char *out, size_t bytes) {
+    char path[600], transport[32], state[32];
+    size_t used = 0;
+    gpumem__doctor_append(path, sizeof path, &used, "%s/transport", dir);
+    if (!gpumem__doctor_read_line(cfg, path, transport, sizeof transport) || !transport[0]) strcpy(transport, "?");
+    used = 0;
+    gpumem__doctor_append(path, sizeof path, &used, "%s/state", dir);
+    if (!gpumem__doctor_read_line(cfg, path, state, sizeof state) || !state[0]) strcpy(state, "?");
+    used = 0;
+    gpumem__doctor_append(out, bytes, &used, "%s %s", transport, state);
+    return strcmp(state, "live") == 0;
+}
+
+/* How a generic device reaches its namespace (uring.transport), appended
+ * to out. Its sysfs parent (nvme-generic/ngXnY/device) is a controller,
+ * nvmeK (one path, no multipath: a PCIe SSD that is not multi-controller,
+ * or nvme_core.multipath=N), or a subsystem, nvme-subsysN: the
+ * native-multipath head, whose every controller is a path. Returns the
+ * device's live paths (-1: nothing in sysfs); *paths gets how many. */
+static int gpumem__doctor_ng_paths(const gpumem_doctor_config *cfg, const char *ng, char *out, size_t bytes,
+                                   size_t *used, int *paths) {
+    char path[600], parent[64], dir[512], one[80], list[256] = "";
+    struct dirent **names;
+    int n, i, live = 0;
+    size_t at = 0, k;
+    *paths = 0;
+    gpumem__doctor_path(cfg, path, sizeof path, "/sys/class/nvme-generic/%s/device", ng);
+    if (!gpumem__doctor_link_name(cfg, path, parent, sizeof parent)) {
+        gpumem__doctor_append(out, bytes, used, "/dev/%s: not in sysfs", ng);
+        return -1;
+    }
+    if (strncmp(parent, "nvme-subsys", 11) != 0) {
+        gpumem__doctor_path(cfg, dir, sizeof dir, "/sys/class/nvme/%s", parent);
+        live = gpumem__doctor_ctrl_state(cfg, dir, one, sizeof one);
+        *paths = 1;
+        gpumem__doctor_append(out, bytes, used, "/dev/%s: %s (%s), multipath off", ng, one, parent);
+        return live;
+    }
+    gpumem__doctor_path(cfg, dir, sizeof dir, "/sys/class/nvme-subsystem/%s", parent);
+    n = gpumem__doctor_list(cfg, dir, &names, 0);
+    for (i = 0; i < n; i++) {
+        const char *d = names[i]->d_name;
+        /* the controllers, nvmeK; not the head's block device nvmeKnM */
+        if (strncmp(d, "nvme", 4) != 0 || !d[4] || strspn(d + 4, "0123456789") != strlen(d + 4)) continue;
+        k = 0;
+        gpumem__doctor_append(path, sizeof path, &k, "%s/%s", dir, d);
+        live += gpumem__doctor_ctrl_state(cfg, path, one, sizeof one);
+        ++*paths;
+        gpumem__doctor_append(list, sizeof list, &at, "%s%s %s", at ? ", " : "", d, one);
+    }
+    gpumem__doctor_names_free(names, n);
+    gpumem__doctor_append(out, bytes, used, "/dev/%s: multipath on, %d path%s (%s)", ng, *paths,
+                          *paths == 1 ? "" : "s", list);
+    return live;
+}
+
 gpumem_status gpumem_doctor_uring(const gpumem_doctor_config *cfg, gpumem_doctor_report *rep) {
     char path[512], release[128], text[64], ctl_names[256] = "", found[400] = "", fix[480];
+    char ngs[16][32];
     struct dirent **names;
-    int kernel, n, i, devices = 0, writable = 0, only_controller = 0;
+    int kernel, n, i, devices = 0, writable = 0, only_controller = 0, n_ngs = 0;
     size_t used = 0;
     if (!cfg || !rep) return GPUMEM_ENULL;
     GPUMEM__DOCTOR_RESOLVE(cfg);
@@ -1811,6 +1881,7 @@ gpumem_status gpumem_doctor_uring(const gpumem_doctor_config *cfg, gpumem_doctor
         }
         if (owned != 0) continue;
         devices++;
+        if (n_ngs < 16) gpumem__doctor_copy(ngs[n_ngs++], sizeof ngs[0], d);
         if (gpumem__doctor_user_rw(cfg, &sb)) writable++;
         if (used < sizeof found)
             used += (size_t)snprintf(found + used, sizeof found - used, "%s/dev/%s (%u:%u %03o)", devices > 1 ? ", " : "",
@@ -1831,9 +1902,37 @@ gpumem_status gpumem_doctor_uring(const gpumem_doctor_config *cfg, gpumem_doctor
     }
 
     gpumem__doctor_path(cfg, path, sizeof path, "/sys/module/nvme_fabrics");
-    return gpumem__doctor_say(rep, "uring.fabrics", gpumem__doctor_exists(cfg, path) ? GPUMEM_DOCTOR_PASS : GPUMEM_DOCTOR_SKIP,
-                              gpumem__doctor_exists(cfg, path) ? "" : "for remote namespaces (NVMe over TCP/RDMA): modprobe nvme-fabrics",
-                              "nvme-fabrics %s", gpumem__doctor_exists(cfg, path) ? "loaded" : "not loaded (local SSDs do not need it)");
+    GPUMEM__DOCTOR_TRY(gpumem__doctor_say(
+        rep, "uring.fabrics", gpumem__doctor_exists(cfg, path) ? GPUMEM_DOCTOR_PASS : GPUMEM_DOCTOR_SKIP,
+        gpumem__doctor_exists(cfg, path) ? "" : "for remote namespaces (NVMe over TCP/RDMA): modprobe nvme-fabrics",
+        "nvme-fabrics %s", gpumem__doctor_exists(cfg, path) ? "loaded" : "not loaded (local SSDs do not need it)"));
+
+    /* What each generic device goes over, one finding a device: the
+     * transport of each path (pcie, tcp, rdma, fc, loop) and whether it is
+     * a multipath head. A lost path's commands in flight end "command
+     * aborted by host" (the kernel requeues no passthrough command on
+     * another path); new ones take the live paths (docs/uring.md). */
+    gpumem__doctor_path(cfg, path, sizeof path, "/sys/module/nvme_core/parameters/multipath");
+    if (!gpumem__doctor_read_line(cfg, path, text, sizeof text) || !text[0]) strcpy(text, "unknown");
+    if (!n_ngs)
+        return gpumem__doctor_say(rep, "uring.transport", GPUMEM_DOCTOR_SKIP, "",
+                                  "no /dev/ngXnY to judge (nvme_core.multipath=%s)", text);
+    for (i = 0; i < n_ngs; i++) {
+        char how[360];
+        int paths, live;
+        used = 0;
+        live = gpumem__doctor_ng_paths(cfg, ngs[i], how, sizeof how, &used, &paths);
+        GPUMEM__DOCTOR_TRY(gpumem__doctor_say(
+            rep, "uring.transport", live <= 0 ? GPUMEM_DOCTOR_FAIL : live < paths ? GPUMEM_DOCTOR_WARN : GPUMEM_DOCTOR_PASS,
+            live < 0 ? "the kernel's nvme driver shows no controller for it: ls -l /sys/class/nvme-generic/"
+            : live == 0 ? "no live path: every command fails (host pathing error); nvme list-subsys shows the "
+                          "controllers; reconnect (nvme connect) or wait for the kernel's reconnect"
+            : live < paths ? "a path is down: I/O takes the others, and what it held ended \"command aborted by host\"; "
+                             "reconnect it (nvme connect) or wait for the kernel's reconnect"
+                           : "",
+            "%s (nvme_core.multipath=%s)", how, text));
+    }
+    return GPUMEM_OK;
 }
 
 /* ---- snapshot ------------------------------------------------------------------------ */

@@ -119,8 +119,11 @@
  * the ID, counts it late). The forwarder counts such commands overdue, and
  * its stop waits for the kernel no longer than each command's deadline.
  *
- * Not done (see docs/uring.md): SQPOLL, registered buffers, queue reset
- * (gpumem_swctl_reset_*), GPU client memory.
+ * Registered buffer and SQPOLL (cfg.fixed_base, cfg.sqpoll_idle_ms): both
+ * optional, off by default; what they gave in QEMU is in docs/uring.md.
+ *
+ * Not done (see docs/uring.md): queue reset (gpumem_swctl_reset_*), GPU
+ * client memory.
  *
  * Needs POSIX threads (-pthread) and <linux/io_uring.h>, <linux/nvme_ioctl.h>
  * from kernel headers 5.19 or later (SQE128/CQE32); no liburing.
@@ -165,6 +168,23 @@ typedef struct gpumem_uringctl_config {
      * process, and PRP lists must be the pair's own pages. */
     int (*translate)(void *ctx, uint64_t prp, uint64_t len, void **host);
     void *translate_ctx;
+    /* Registered buffer (IORING_REGISTER_BUFFERS): the clients' data
+     * memory as one region, [fixed_base, fixed_base + fixed_bytes), which
+     * the kernel pins and maps once at open instead of at every command. A
+     * command whose data is one segment inside it goes as a fixed-buffer
+     * command (IORING_URING_CMD_FIXED; READ_FIXED/WRITE_FIXED on a file),
+     * others as before (counted in stats.fixed). NULL: none. At most 1 GiB
+     * (the kernel's limit); it counts against RLIMIT_MEMLOCK without
+     * CAP_IPC_LOCK. The memory must stay mapped until destroy. */
+    void *fixed_base;
+    size_t fixed_bytes;
+    /* SQPOLL: a kernel thread per forwarder thread takes each round's
+     * submissions from the ring, so that a round needs no io_uring_enter
+     * while that thread is awake; it sleeps after sqpoll_idle_ms without
+     * work (then one io_uring_enter wakes it). 0: off. It is one more
+     * busy thread: on a machine with few cores it costs more than it saves
+     * (docs/uring.md, Benchmark). */
+    uint32_t sqpoll_idle_ms;
     char *error;            /* if set: why open failed, in words (not kept past open: later
                                failures, add_qp's, are in gpumem_uringctl_error) */
     size_t error_bytes;
@@ -173,7 +193,8 @@ typedef struct gpumem_uringctl_config {
 typedef struct gpumem_uringctl_stats {
     gpumem_target_stats sw;  /* the core's counts: commands posted, reads, writes, flushes, violations */
     uint64_t submitted;       /* commands handed to the kernel */
-    uint64_t enter_calls;     /* io_uring_enter calls that submitted (submitted / enter_calls: the batch) */
+    uint64_t enter_calls;     /* io_uring_enter calls that submitted or woke the SQPOLL thread */
+    uint64_t fixed;           /* commands sent with the registered buffer (cfg.fixed_base) */
     uint64_t kernel_errors;   /* commands the kernel (or the target) failed */
     uint64_t untranslatable;  /* commands whose PRPs named memory the forwarder cannot hand over */
     uint64_t bad_kernel_cqes; /* completions naming no command in flight, or a broken CQ ring */
@@ -403,11 +424,12 @@ typedef struct gpumem__uring_ring {
     int fd;
     void *sq_map, *cq_map, *sqe_map;
     size_t sq_map_bytes, cq_map_bytes, sqe_map_bytes;
-    uint32_t *sq_head, *sq_tail, *sq_mask, *sq_array;
+    uint32_t *sq_head, *sq_tail, *sq_mask, *sq_array, *sq_flags;
     uint32_t *cq_head, *cq_tail, *cq_mask;
     unsigned char *cqes, *sqes;
     uint32_t sq_entries, cq_entries;
     uint32_t features;
+    int sqpoll;
 } gpumem__uring_ring;
 
 typedef struct gpumem__uring_thread {
@@ -476,8 +498,11 @@ static void gpumem__uring_ring_close(gpumem__uring_ring *r) {
 }
 
 /* A ring of `entries` 128-byte SQEs and 32-byte CQEs, with `file` registered
- * as fixed file 0. Returns 0 or -errno (what failed in *what). */
-static int gpumem__uring_ring_open(gpumem__uring_ring *r, uint32_t entries, int file, const char **what) {
+ * as fixed file 0, cfg's region (if any) as registered buffer 0, and an
+ * SQPOLL thread if cfg asks. Returns 0 or -errno (what failed in *what). */
+static int gpumem__uring_ring_open(gpumem__uring_ring *r, const gpumem_uringctl_config *cfg, int file,
+                                   const char **what) {
+    uint32_t entries = cfg->ring_entries;
     struct io_uring_params p;
     unsigned char *sq, *cq;
     uint32_t i;
@@ -486,7 +511,12 @@ static int gpumem__uring_ring_open(gpumem__uring_ring *r, uint32_t entries, int 
     memset(&p, 0, sizeof p);
     r->fd = -1;
     p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQE32;
-    *what = "io_uring_setup";
+    if (cfg->sqpoll_idle_ms) {
+        p.flags |= IORING_SETUP_SQPOLL;
+        p.sq_thread_idle = cfg->sqpoll_idle_ms;
+        r->sqpoll = 1;
+    }
+    *what = cfg->sqpoll_idle_ms ? "io_uring_setup with SQPOLL" : "io_uring_setup";
     if ((r->fd = gpumem__uring_setup(entries, &p)) < 0) return r->fd = -1, -errno;
     r->sq_entries = p.sq_entries;
     r->cq_entries = p.cq_entries;
@@ -518,6 +548,7 @@ static int gpumem__uring_ring_open(gpumem__uring_ring *r, uint32_t entries, int 
     r->sq_tail = (uint32_t *)(sq + p.sq_off.tail);
     r->sq_mask = (uint32_t *)(sq + p.sq_off.ring_mask);
     r->sq_array = (uint32_t *)(sq + p.sq_off.array);
+    r->sq_flags = (uint32_t *)(sq + p.sq_off.flags);
     r->cq_head = (uint32_t *)(cq + p.cq_off.head);
     r->cq_tail = (uint32_t *)(cq + p.cq_off.tail);
     r->cq_mask = (uint32_t *)(cq + p.cq_off.ring_mask);
@@ -527,6 +558,13 @@ static int gpumem__uring_ring_open(gpumem__uring_ring *r, uint32_t entries, int 
     for (i = 0; i < p.sq_entries; i++) r->sq_array[i] = i;
     *what = "IORING_REGISTER_FILES";
     if (syscall(__NR_io_uring_register, r->fd, IORING_REGISTER_FILES, &file, 1) != 0) goto fail;
+    if (cfg->fixed_base) {
+        struct iovec region;
+        region.iov_base = cfg->fixed_base;
+        region.iov_len = cfg->fixed_bytes;
+        *what = "IORING_REGISTER_BUFFERS";
+        if (syscall(__NR_io_uring_register, r->fd, IORING_REGISTER_BUFFERS, &region, 1) != 0) goto fail;
+    }
     return 0;
 fail:
     e = -errno;
@@ -556,17 +594,32 @@ static uint32_t gpumem__uring_unsubmitted(gpumem__uring_ring *r) {
     return *r->sq_tail - gpumem_atomic_load_u32(r->sq_head, GPUMEM_ORDER_ACQUIRE, GPUMEM_SCOPE_SYSTEM);
 }
 
+/* Whether a data segment lies inside the registered buffer. */
+static int gpumem__uring_in_fixed(const gpumem_uringctl_config *cfg, const struct iovec *v) {
+    uintptr_t lo = (uintptr_t)cfg->fixed_base, at = (uintptr_t)v->iov_base;
+    return cfg->fixed_base && at >= lo && v->iov_len <= cfg->fixed_bytes && at - lo <= cfg->fixed_bytes - v->iov_len;
+}
+
 /* Fill a passthrough (or, for a file, a read/write/fsync) SQE for slot s. */
 static void gpumem__uring_prep(gpumem_uringctl *c, gpumem__uring_thread *t, uint32_t s, const gpumem__uring_io *io) {
     gpumem__uring_slot *sl = &t->slots[s];
     struct io_uring_sqe *sqe = gpumem__uring_sqe(&t->ring);
+    int fixed;
     sqe->fd = 0; /* registered file 0 */
     sqe->flags = IOSQE_FIXED_FILE;
     sqe->user_data = ((uint64_t)sl->gen << 32) | s;
     sl->expect = io->len;
+    fixed = io->n_iov == 1 && gpumem__uring_in_fixed(&c->cfg, &sl->iov[0]);
+    if (fixed) t->st.fixed++;
     if (c->is_file) {
         if (io->len == 0) {
             sqe->opcode = IORING_OP_FSYNC;
+        } else if (fixed) {
+            sqe->opcode = io->opcode == GPUMEM_NVME_OP_READ ? IORING_OP_READ_FIXED : IORING_OP_WRITE_FIXED;
+            sqe->addr = (uint64_t)(uintptr_t)sl->iov[0].iov_base;
+            sqe->len = (uint32_t)sl->iov[0].iov_len;
+            sqe->off = io->off;
+            sqe->buf_index = 0;
         } else {
             sqe->opcode = io->opcode == GPUMEM_NVME_OP_READ ? IORING_OP_READV : IORING_OP_WRITEV;
             sqe->addr = (uint64_t)(uintptr_t)sl->iov;
@@ -593,6 +646,10 @@ static void gpumem__uring_prep(gpumem_uringctl *c, gpumem__uring_thread *t, uint
         }
         sqe->opcode = IORING_OP_URING_CMD;
         sqe->cmd_op = io->n_iov > 1 ? NVME_URING_CMD_IO_VEC : NVME_URING_CMD_IO;
+        if (fixed) { /* the data address stays the process's; the kernel finds it in buffer 0 */
+            sqe->uring_cmd_flags = IORING_URING_CMD_FIXED;
+            sqe->buf_index = 0;
+        }
         memcpy(sqe->cmd, &pt, sizeof pt); /* 72 of the 80 command bytes of a 128-byte SQE */
     }
     gpumem__uring_sqe_push(&t->ring);
@@ -656,6 +713,18 @@ static void gpumem__uring_submit(gpumem__uring_thread *t) {
     uint32_t n = gpumem__uring_unsubmitted(&t->ring);
     int rc;
     if (!n) return;
+    if (t->ring.sqpoll) {
+        /* The SQPOLL thread takes the SQEs; it needs a wake-up only once it
+         * slept. Full fence: the tail store before the flags load (else the
+         * thread may have gone to sleep without seeing the new tail). */
+        gpumem_atomic_fence(GPUMEM_ORDER_SEQ_CST, GPUMEM_SCOPE_SYSTEM);
+        if (!(gpumem_atomic_load_u32(t->ring.sq_flags, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM) &
+              IORING_SQ_NEED_WAKEUP))
+            return;
+        rc = gpumem__uring_enter(t->ring.fd, 0, 0, IORING_ENTER_SQ_WAKEUP, NULL, 0);
+        if (rc >= 0) t->st.enter_calls++;
+        return;
+    }
     rc = gpumem__uring_enter(t->ring.fd, n, 0, 0, NULL, 0);
     if (rc > 0) t->st.enter_calls++;
     else if (rc < 0 && errno != EINTR && errno != EAGAIN && errno != EBUSY && !t->warned_impossible++)
@@ -991,6 +1060,11 @@ gpumem_status gpumem_uringctl_open(const gpumem_uringctl_config *in, gpumem_urin
         cfg->park_ns > 1000000000ull)
         return gpumem__uring_fail(cfg, GPUMEM_EINVAL, "n_threads (1..64), ring_entries (a power of two 8..4096), "
                                   "max_blocks (1..65536) or park_ns (1 us .. 1 s) out of range");
+    if ((cfg->fixed_base != NULL) != (cfg->fixed_bytes != 0) || cfg->fixed_bytes > (1ull << 30) ||
+        (uintptr_t)cfg->fixed_base > UINTPTR_MAX - cfg->fixed_bytes)
+        return gpumem__uring_fail(cfg, GPUMEM_EINVAL, "fixed_base %p, fixed_bytes %zu: expected both set or both "
+                                  "zero, at most 1 GiB, not past the end of the address space", cfg->fixed_base,
+                                  cfg->fixed_bytes);
     c = (gpumem_uringctl *)GPUMEM_MALLOC(sizeof *c);
     if (!c) return GPUMEM_ENOMEM;
     memset(c, 0, sizeof *c);
@@ -1040,10 +1114,15 @@ gpumem_status gpumem_uringctl_open(const gpumem_uringctl_config *in, gpumem_urin
     for (i = 0; i < cfg->n_threads; i++) {
         gpumem__uring_thread *t = &c->threads[i];
         const char *what;
-        int rc = gpumem__uring_ring_open(&t->ring, cfg->ring_entries, c->fd, &what);
+        int rc = gpumem__uring_ring_open(&t->ring, cfg, c->fd, &what);
         if (rc < 0) {
+            int buffers = !strcmp(what, "IORING_REGISTER_BUFFERS");
             st = gpumem__uring_fail(cfg, GPUMEM_ESYS, "%s: %s%s", what, strerror(-rc),
-                                    rc == -ENOSYS || rc == -EPERM ? " (io_uring is missing or disabled: "
+                                    buffers && rc == -ENOMEM ? " (the registered buffer counts against RLIMIT_MEMLOCK: "
+                                    "raise it, or CAP_IPC_LOCK)"
+                                    : buffers ? " (fixed_base must be ordinary memory of this process, e.g. "
+                                    "malloc or anonymous mmap)"
+                                    : rc == -ENOSYS || rc == -EPERM ? " (io_uring is missing or disabled: "
                                     "/proc/sys/kernel/io_uring_disabled, or a seccomp filter)"
                                     : rc == -EINVAL ? " (SQE128/CQE32 need Linux 5.19 or later)" : "");
             goto fail;
@@ -1188,6 +1267,7 @@ gpumem_status gpumem_uringctl_get_stats(gpumem_uringctl *ctl, gpumem_uringctl_st
         gpumem_target_stats_add(&out->sw, &s->sw);
         out->submitted += s->submitted;
         out->enter_calls += s->enter_calls;
+        out->fixed += s->fixed;
         out->kernel_errors += s->kernel_errors;
         out->untranslatable += s->untranslatable;
         out->bad_kernel_cqes += s->bad_kernel_cqes;

@@ -632,6 +632,66 @@ Test(doctor, old_kernel_and_no_ng_device, .init = setup, .fini = teardown) {
     gpumem_doctor_report_free(&rep);
 }
 
+/* The uring.transport finding of /dev/NG (one a generic device). */
+static const gpumem_doctor_finding *transport_of(const gpumem_doctor_report *rep, const char *ng) {
+    char want[64];
+    size_t i;
+    snprintf(want, sizeof want, "/dev/%s: ", ng);
+    for (i = 0; i < rep->n; i++)
+        if (!strcmp(rep->findings[i].check, "uring.transport") && strstr(rep->findings[i].found, want))
+            return &rep->findings[i];
+    cr_assert_fail("no uring.transport finding for %s", ng);
+    return NULL;
+}
+
+/* uring.transport (issue 46) names each generic device's transport and,
+ * for a native-multipath head (its sysfs parent a subsystem), every path
+ * with its state: a path down warns, no live path fails. The sysfs layout
+ * is the one a Debian 6.1 guest showed with nvme-tcp and nvme-rdma paths
+ * (make qemu-uring). */
+Test(doctor, uring_transport_names_paths_and_multipath, .init = setup, .fini = teardown) {
+    gpumem_doctor_config c = config();
+    gpumem_doctor_report rep;
+    const gpumem_doctor_finding *f;
+    c.pci_addr = NULL; /* every /dev/ngXnY: remote ones have no PCI address */
+    put("proc/sys/kernel/osrelease", "6.1.0-57-amd64\n");
+    put("sys/module/nvme_core/parameters/multipath", "Y\n");
+    put("dev/ng0n1", "");
+    put("dev/ng1n1", "");
+    put("sys/class/nvme/nvme0/transport", "pcie\n");
+    put("sys/class/nvme/nvme0/state", "live\n");
+    link_to("sys/class/nvme-generic/ng0n1/device", "sys/class/nvme/nvme0");
+    put("sys/class/nvme-subsystem/nvme-subsys1/nvme1/transport", "tcp\n");
+    put("sys/class/nvme-subsystem/nvme-subsys1/nvme1/state", "live\n");
+    put("sys/class/nvme-subsystem/nvme-subsys1/nvme2/transport", "rdma\n");
+    put("sys/class/nvme-subsystem/nvme-subsys1/nvme2/state", "connecting\n");
+    mkdirs("sys/class/nvme-subsystem/nvme-subsys1/nvme1n1"); /* the head's block device: no path */
+    link_to("sys/class/nvme-generic/ng1n1/device", "sys/class/nvme-subsystem/nvme-subsys1");
+    rep = run_uring(&c);
+    f = transport_of(&rep, "ng0n1");
+    cr_expect_eq(f->verdict, GPUMEM_DOCTOR_PASS, "%s", f->found);
+    cr_expect(strstr(f->found, "pcie live (nvme0), multipath off"), "%s", f->found);
+    f = transport_of(&rep, "ng1n1");
+    cr_expect_eq(f->verdict, GPUMEM_DOCTOR_WARN, "%s", f->found);
+    cr_expect(strstr(f->found, "multipath on, 2 paths (nvme1 tcp live, nvme2 rdma connecting)"), "%s", f->found);
+    cr_expect(strstr(f->found, "nvme_core.multipath=Y"), "%s", f->found);
+    cr_expect(strstr(f->fix, "aborted by host"), "%s", f->fix);
+    gpumem_doctor_report_free(&rep);
+
+    put("sys/class/nvme-subsystem/nvme-subsys1/nvme2/state", "live\n");
+    rep = run_uring(&c);
+    cr_expect_eq(transport_of(&rep, "ng1n1")->verdict, GPUMEM_DOCTOR_PASS);
+    gpumem_doctor_report_free(&rep);
+
+    put("sys/class/nvme-subsystem/nvme-subsys1/nvme1/state", "resetting\n");
+    put("sys/class/nvme-subsystem/nvme-subsys1/nvme2/state", "connecting\n");
+    rep = run_uring(&c);
+    f = transport_of(&rep, "ng1n1");
+    cr_expect_eq(f->verdict, GPUMEM_DOCTOR_FAIL, "%s", f->found);
+    cr_expect(strstr(f->fix, "no live path"), "%s", f->fix);
+    gpumem_doctor_report_free(&rep);
+}
+
 /* ---- the report --------------------------------------------------------------------- */
 
 static int json_valid(const char *file) {

@@ -237,22 +237,29 @@ static int make_file(void) {
     return fd;
 }
 
-/* A forwarder on the test file, or the test skipped where io_uring is off. */
+/* A forwarder on the test file as cfg says, or the test skipped where
+ * io_uring is off. */
+static gpumem_uringctl *open_file_ctl_with(gpumem_uringctl_config cfg) {
+    return uring_open_or_skip(cfg, file_path);
+}
+
 static gpumem_uringctl *open_file_ctl(uint32_t n_threads, uint32_t ring_entries) {
     gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
     cfg.n_threads = n_threads;
     cfg.ring_entries = ring_entries;
-    return uring_open_or_skip(cfg, file_path);
+    return open_file_ctl_with(cfg);
 }
 
 #define CLIENTS 4u
 #define OPS 1500u
 #define REGION (N_BLOCKS / 2 / CLIENTS) /* each client writes its own blocks in the upper half */
+#define CLIENT_BYTES (40 * PG)
 
 typedef struct client {
     gpumem_nvme_qp **pairs;
     uint32_t n_pairs, id;
     uint32_t *gen; /* N_BLOCKS generations, own region written by this client alone */
+    unsigned char *buf; /* CLIENT_BYTES of data memory; NULL: its own aligned_alloc */
     uint64_t reads, writes, flushes, bad, errors;
     pthread_t th;
 } client;
@@ -266,7 +273,7 @@ static uint64_t rng(uint64_t *s) {
 
 static void *client_main(void *arg) {
     client *c = (client *)arg;
-    unsigned char *buf = aligned_alloc(PG, 40 * PG);
+    unsigned char *buf = c->buf ? c->buf : aligned_alloc(PG, CLIENT_BYTES);
     uint64_t s = 0x9E3779B97F4A7C15ull * (c->id + 1);
     uint32_t op;
     for (op = 0; op < OPS; op++) {
@@ -308,13 +315,19 @@ static void *client_main(void *arg) {
                 if (!block_ok(buf + off + (size_t)k * LBA, lba + k, c->gen[lba + k])) c->bad++;
         }
     }
-    free(buf);
+    if (!c->buf) free(buf);
     return NULL;
 }
 
-Test(uring_file, threads_on_pairs_through_io_uring) {
+/* CLIENTS threads on three pairs served by the forwarder that cfg
+ * describes (2 threads, 256 entries unless it says otherwise); the first
+ * n_in_region clients take their data memory from `region` (CLIENT_BYTES
+ * each), the others from their own. Every read checked by content, the
+ * file checked at the end; the forwarder's counts in *out. */
+static void clients_on_file(gpumem_uringctl_config cfg, unsigned char *region, uint32_t n_in_region,
+                            gpumem_uringctl_stats *out) {
     int fd = make_file();
-    gpumem_uringctl *ctl = open_file_ctl(2, 256);
+    gpumem_uringctl *ctl = open_file_ctl_with(cfg);
     gpumem_nvme_qp *pairs[3];
     const uint32_t depths[3] = {2, 16, 256};
     uint32_t *gen = calloc(N_BLOCKS, sizeof *gen);
@@ -332,6 +345,7 @@ Test(uring_file, threads_on_pairs_through_io_uring) {
         cs[i].n_pairs = 3;
         cs[i].id = i;
         cs[i].gen = gen;
+        cs[i].buf = i < n_in_region ? region + (size_t)i * CLIENT_BYTES : NULL;
         pthread_create(&cs[i].th, NULL, client_main, &cs[i]);
     }
     for (i = 0; i < CLIENTS; i++) {
@@ -366,6 +380,76 @@ Test(uring_file, threads_on_pairs_through_io_uring) {
     close(fd);
     unlink(file_path);
     free(gen);
+    *out = s;
+}
+
+Test(uring_file, threads_on_pairs_through_io_uring) {
+    gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
+    gpumem_uringctl_stats s;
+    cfg.n_threads = 2;
+    clients_on_file(cfg, NULL, 0, &s);
+    cr_assert_eq(s.fixed, 0, "no registered buffer, yet %llu fixed commands", (unsigned long long)s.fixed);
+}
+
+/* The registered buffer (issue 46): commands whose data lies in it go as
+ * READ_FIXED / WRITE_FIXED (on an NVMe device: IORING_URING_CMD_FIXED),
+ * the others as before, with the same content; two clients inside the
+ * region, two outside. */
+Test(uring_file, registered_buffer_carries_the_commands_inside_it) {
+    gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
+    gpumem_uringctl_stats s;
+    size_t bytes = 2 * CLIENT_BYTES;
+    unsigned char *region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(region != MAP_FAILED);
+    cfg.n_threads = 2;
+    cfg.fixed_base = region;
+    cfg.fixed_bytes = bytes;
+    clients_on_file(cfg, region, 2, &s);
+    /* about half the reads and writes (flushes carry no data) */
+    cr_assert(s.fixed > s.submitted / 4 && s.fixed < s.submitted, "%llu of %llu commands fixed",
+              (unsigned long long)s.fixed, (unsigned long long)s.submitted);
+    munmap(region, bytes);
+}
+
+/* SQPOLL (issue 46): the kernel's thread takes the submissions; the same
+ * workload, with the registered buffer too, comes out the same. */
+Test(uring_file, sqpoll_serves_the_same_workload) {
+    gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
+    gpumem_uringctl_stats s;
+    size_t bytes = CLIENTS * CLIENT_BYTES;
+    unsigned char *region = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert(region != MAP_FAILED);
+    cfg.n_threads = 1;
+    cfg.sqpoll_idle_ms = 5; /* it sleeps between the clients' bursts: the wake-up path runs too */
+    cfg.fixed_base = region;
+    cfg.fixed_bytes = bytes;
+    clients_on_file(cfg, region, CLIENTS, &s);
+    cr_assert(s.fixed > s.submitted / 2, "%llu of %llu commands fixed", (unsigned long long)s.fixed,
+              (unsigned long long)s.submitted);
+    munmap(region, bytes);
+}
+
+/* A registered buffer half given, too large, or wrapping: refused with a
+ * message, before anything is opened. */
+Test(uring_file, bad_registered_buffer_is_refused) {
+    gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
+    gpumem_uringctl *ctl = NULL;
+    char why[256] = "";
+    static unsigned char some[4096];
+    cfg.path = "/nonexistent/gpumem";
+    cfg.error = why;
+    cfg.error_bytes = sizeof why;
+    cfg.fixed_base = some;
+    cr_assert_eq(gpumem_uringctl_open(&cfg, &ctl), GPUMEM_EINVAL);
+    cr_assert(strstr(why, "fixed_bytes"), "%s", why);
+    cfg.fixed_bytes = (1ull << 30) + 4096;
+    cr_assert_eq(gpumem_uringctl_open(&cfg, &ctl), GPUMEM_EINVAL);
+    cfg.fixed_base = (void *)(UINTPTR_MAX - 4095);
+    cfg.fixed_bytes = 8192;
+    cr_assert_eq(gpumem_uringctl_open(&cfg, &ctl), GPUMEM_EINVAL);
+    cfg.fixed_base = NULL;
+    cr_assert_eq(gpumem_uringctl_open(&cfg, &ctl), GPUMEM_EINVAL);
+    cr_assert_null(ctl);
 }
 
 /* One round of the forwarder by hand: fetch, submit, reap, post. */

@@ -44,8 +44,10 @@ missing() {
     libfuzzer) # make fuzz: clang and its libFuzzer runtime (Debian ships it apart from the compiler)
         printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' |
             clang -fsanitize=fuzzer -x c - -o /dev/null >/dev/null 2>&1 || echo clang libclang-rt-dev ;;
-    qemu) # what tests/qemu/run.sh uses: the emulator, a static busybox, a kernel, cpio
+    qemu) # what tests/qemu/run.sh uses: the emulator, a static busybox, a kernel, cpio, and
+        # iproute2's rdma (carried into the guest: it makes the soft-RoCE device)
         command -v qemu-system-x86_64 >/dev/null 2>&1 || echo qemu-system-x86
+        command -v rdma >/dev/null 2>&1 || echo iproute2
         { [ -x /bin/busybox ] || [ -x /usr/bin/busybox ]; } || echo busybox-static
         ls /boot/vmlinuz-* >/dev/null 2>&1 || echo linux-image-amd64
         command -v cpio >/dev/null 2>&1 || echo cpio ;;

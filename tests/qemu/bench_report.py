@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 # The bench boot's report (tests/qemu/run.sh, make qemu-bench): reads the
 # guest console and prints a Markdown table of the three ways to read the
-# same disk (the io_uring forwarder, fio with ioengine=io_uring_cmd, the VFIO
-# shim), round by round, and the ratios of each round and their medians.
+# same disk (the io_uring forwarder in each of its variants, fio with
+# ioengine=io_uring_cmd, the VFIO shim), the forwarder and fio over nvme-tcp
+# and nvme-rdma, round by round, and the ratios of each round (each
+# forwarder run against fio on the same device, and the local ones against
+# the shim) and their medians.
 # Exit 2, naming the console and what is missing, when a round left no
 # figures.
 #
@@ -72,6 +75,28 @@ def fio_read(console, rnd, name):
                                 ("p999", "99.900000"))}), None
 
 
+# The forwarder's runs (BENCH names) and what they are; each has the fio run
+# it is compared with: on the same device, and next to it in time.
+FORWARDER = (
+    ("uring", "forwarder (1 forwarder + 1 client thread)", "fio"),
+    ("uring-fixed", "forwarder, registered buffer", "fio-fixed"),
+    ("uring-sqpoll", "forwarder, registered buffer + SQPOLL", "fio-sqpoll"),
+    ("uring-nospin", "forwarder, registered buffer, idle_spin_ns GPUMEM_TARGET_NO_SPIN", "fio-nospin"),
+    ("tcp", "forwarder over nvme-tcp (nvmet, same guest)", "fio-tcp"),
+    ("rdma", "forwarder over nvme-rdma (soft-RoCE, same guest)", "fio-rdma"),
+)
+FIO = (("fio", "fio io_uring_cmd, batched (gtod_reduce=1; latency run without it)", "fio-lat"),
+       ("fio-fixed", "fio, the run after the registered-buffer forwarder's", None),
+       ("fio-sqpoll", "fio, the run after the SQPOLL forwarder's", None),
+       ("fio-nospin", "fio, the run after the no-spin forwarder's", None),
+       ("fio-tcp", "fio io_uring_cmd over nvme-tcp, batched", None),
+       ("fio-rdma", "fio io_uring_cmd over nvme-rdma, batched", None))
+
+
+def row(rnd, name, iops, lat):
+    print(f"| {rnd['n']} | {name} | {iops:.0f} | {lat} |")
+
+
 def main():
     if len(sys.argv) != 2:
         print("usage: bench_report.py CONSOLE", file=sys.stderr)
@@ -82,50 +107,56 @@ def main():
         fail(console, "no GPUMEM_BENCH_ROUND line")
     print("| round | path | IOPS | latency run: IOPS | p50 us | p90 us | p99 us | p99.9 us |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|")
-    r_fio, r_vfio, notes = [], [], []
+    ratios, notes = {}, []  # ratios: label -> per-round values
     for rnd in rounds:
         b = rnd["bench"]
-        for what, name in (("uring", "forwarder (1 forwarder + 1 client thread)"),
-                           ("vfio", "VFIO shim (1 client thread)"), ("uio", "uio shim (1 client thread)")):
+        if "uring" not in b:
+            fail(console, f"round {rnd['n']}: no 'BENCH uring' line")
+        for what, name in [(w, n) for w, n, _ in FORWARDER] + [("vfio", "VFIO shim (1 client thread)"),
+                                                              ("uio", "uio shim (1 client thread)")]:
             if what not in b:
                 continue
             l = b.get(what + "-lat")
             lat = (f"{float(l['iops']):.0f} | {l['lat_us_p50']} | {l['p90']} | {l['p99']} | {l['p999']}"
                    if l else "- | - | - | - | -")
-            print(f"| {rnd['n']} | {name} | {float(b[what]['iops']):.0f} | {lat} |")
-        f, why = fio_read(console, rnd, "fio")
-        fl, why_lat = fio_read(console, rnd, "fio-lat")
-        if f:
-            if fl:
-                q = fl[1]
-                lat = f"{fl[0]:.0f} | " + " | ".join("-" if q[k] is None else f"{q[k]:.0f}"
-                                                      for k in ("p50", "p90", "p99", "p999"))
-            else:
-                lat = "- | - | - | - | -"
-                notes.append(why_lat)
-            print(f"| {rnd['n']} | fio io_uring_cmd, batched (gtod_reduce=1; latency run without it) "
-                  f"| {f[0]:.0f} | {lat} |")
-        else:
-            notes.append(why)
-        if "uring" not in b:
-            fail(console, f"round {rnd['n']}: no 'BENCH uring' line")
-        u = float(b["uring"]["iops"])
-        if f:
-            r_fio.append(u / f[0])
+            row(rnd, name, float(b[what]["iops"]), lat)
+        fio = {}
+        for job, name, lat_job in FIO:
+            if job != "fio" and job not in rnd["fio"]:
+                continue
+            f, why = fio_read(console, rnd, job)
+            if not f:
+                notes.append(why)
+                continue
+            fio[job] = f[0]
+            lat = "- | - | - | - | -"
+            if lat_job:
+                fl, why_lat = fio_read(console, rnd, lat_job)
+                if fl:
+                    q = fl[1]
+                    lat = f"{fl[0]:.0f} | " + " | ".join("-" if q[k] is None else f"{q[k]:.0f}"
+                                                          for k in ("p50", "p90", "p99", "p999"))
+                else:
+                    notes.append(why_lat)
+            row(rnd, name, f[0], lat)
         shim = b.get("vfio") or b.get("uio")
-        if shim:
-            r_vfio.append(u / float(shim["iops"]))
-        else:
+        if not shim:
             notes.append(f"round {rnd['n']}: no 'BENCH vfio' line")
+        for what, name, job in FORWARDER:
+            if what not in b:
+                continue
+            u = float(b[what]["iops"])
+            if job in fio:
+                ratios.setdefault(f"{what} / {job}", []).append(u / fio[job])
+            if shim and job.startswith("fio") and job not in ("fio-tcp", "fio-rdma"):
+                ratios.setdefault(f"{what} / VFIO shim", []).append(u / float(shim["iops"]))
     print()
     fmt = lambda rs: ", ".join(f"{r:.2f}" for r in rs)
-    if r_fio:
-        print(f"forwarder / fio, IOPS, per round: {fmt(r_fio)}; median {statistics.median(r_fio):.2f}x "
-              f"(target >= 0.8x)")
-    else:
+    if "uring / fio" not in ratios:
         print("forwarder / fio: not measured")
-    if r_vfio:
-        print(f"forwarder / VFIO shim, IOPS, per round: {fmt(r_vfio)}; median {statistics.median(r_vfio):.2f}x")
+    for label, rs in ratios.items():
+        target = " (target >= 0.9x)" if label.endswith("/ fio") and label.startswith("uring") else ""
+        print(f"{label}, IOPS, per round: {fmt(rs)}; median {statistics.median(rs):.2f}x{target}")
     for n in notes:
         print(f"note: {n}")
 

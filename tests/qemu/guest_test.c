@@ -23,7 +23,12 @@
  *                                 io_uring passthrough forwarder (gpumem_uring.h)
  *                                 serves pairs over DEV (/dev/ngXnY, local or
  *                                 NVMe-oF); every read checked by content
- *   guest_test bench-uring DEV DEPTH SECONDS
+ *   guest_test uring-fault DEV THREADS COMMANDS PORT_LINK SUBSYSTEM
+ *   guest_test uring-multipath DEV THREADS COMMANDS PORT_LINK SUBSYSTEM CTRL_STATE
+ *                                 a port's link removed mid-run and restored:
+ *                                 one path (uring-fault) or one of two
+ *                                 (multipath; comments at the functions)
+ *   guest_test bench-uring DEV DEPTH SECONDS [LABEL [VARIANTS]]
  *   guest_test bench-vfio ADDR DEPTH SECONDS
  *                                 make qemu-bench: 4 KiB random reads, DEPTH
  *                                 out at once, through the forwarder (one
@@ -1151,6 +1156,8 @@ typedef struct fault_state {
     uint32_t *lost;   /* per block: lowest failed generation above done (0: none) */
     int phase;        /* atomic */
     uint64_t ok, failed; /* atomic: all threads */
+    uint64_t loss_ns;     /* atomic: when the path went (multipath), 0 before */
+    uint64_t first_ok_ns; /* atomic: the first write submitted after loss_ns that succeeded */
 } fault_state;
 
 typedef struct fault_worker {
@@ -1180,9 +1187,13 @@ static void fault_end(fault_worker *w, gpumem_nvme_qp *qp, fault_cmd *c, int aft
             fs->done[c->lba + k] = c->gen;
             fs->lost[c->lba + k] = 0;
         }
+        uint64_t loss = __atomic_load_n(&fs->loss_ns, __ATOMIC_ACQUIRE), none = 0;
         w->ok++;
         w->ok_after += after;
         __atomic_fetch_add(&fs->ok, 1, __ATOMIC_RELAXED);
+        if (loss && c->t0 > loss)
+            __atomic_compare_exchange_n(&fs->first_ok_ns, &none, gpumem_clock_ns(), 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED);
         return;
     }
     /* Failed: it may still have landed. */
@@ -1273,6 +1284,131 @@ static void fault_wait_idle(fault_worker *ws, uint32_t n_threads) {
         while (!__atomic_load_n(&ws[i].idle, __ATOMIC_ACQUIRE)) nanosleep(&(struct timespec){0, 1000000L}, NULL);
 }
 
+/* What the fault runs share: the forwarder over DEV, its pairs, the written
+ * area's generations, the threads and how their writes ended. */
+typedef struct fault_run {
+    gpumem_uringctl *ctl;
+    fault_state fs;
+    fault_worker *ws;
+    uint32_t n_threads;
+    unsigned char *buf; /* FAULT_CHUNK blocks: the first fill and the read-back */
+    uint64_t ok, aborted, path, target, timed_out, other, ok_after, max_wait, leaked, landed, wrong;
+} fault_run;
+
+/* Open the forwarder over dev (cmd_timeout_ms FAULT_TIMEOUT_MS), add the
+ * pairs, write generation 0 over the area, start the threads. 0 or 1. */
+static int fault_open(fault_run *r, const char *dev, uint32_t n_threads, const char *mode) {
+    gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
+    gpumem_status st;
+    gpumem_nvme_cpl cpl;
+    uint64_t b;
+    uint32_t i, k;
+    char why[320] = "";
+    memset(r, 0, sizeof *r);
+    r->n_threads = n_threads;
+    r->ws = (fault_worker *)calloc(n_threads, sizeof *r->ws);
+    r->buf = (unsigned char *)aligned_alloc(4096, FAULT_CHUNK * LBA);
+    r->fs.done = (uint32_t *)calloc(FAULT_BLOCKS, sizeof(uint32_t));
+    r->fs.issued = (uint32_t *)calloc(FAULT_BLOCKS, sizeof(uint32_t));
+    r->fs.lost = (uint32_t *)calloc(FAULT_BLOCKS, sizeof(uint32_t));
+    cfg.path = dev;
+    cfg.cmd_timeout_ms = FAULT_TIMEOUT_MS;
+    cfg.error = why;
+    cfg.error_bytes = sizeof why;
+    if ((st = gpumem_uringctl_open(&cfg, &r->ctl)) != GPUMEM_OK) {
+        printf("GPUMEM_QEMU_RESULT FAIL %s open %s: %s: %s\n", mode, dev, gpumem_status_str(st), why);
+        return 1;
+    }
+    CHECK(gpumem_uringctl_ns(r->ctl).n_blocks >= FAULT_BLOCKS && gpumem_uringctl_ns(r->ctl).lba_shift == 9,
+          "namespace of at least %u 512-byte blocks expected", FAULT_BLOCKS);
+    for (i = 0; i < URING_PAIRS && !failures; i++)
+        CHECK(gpumem_uringctl_add_qp(r->ctl, uring_depths[i], &r->fs.pairs[i]) == GPUMEM_OK, "pair %u", i);
+    /* the blocks start at generation 0 (null_blk memory reads zeros: write them) */
+    CHECK(gpumem_uringctl_start(r->ctl) == GPUMEM_OK, "start");
+    for (b = 0; b < FAULT_BLOCKS && !failures; b += FAULT_CHUNK) {
+        for (k = 0; k < FAULT_CHUNK; k++) fill_block(r->buf + (size_t)k * LBA, b + k, 0);
+        st = gpumem_nvme_qp_write_buf(r->fs.pairs[2], b, FAULT_CHUNK, r->buf, &cpl);
+        CHECK(st == GPUMEM_OK, "initial write at %llu: %s", (unsigned long long)b, gpumem_status_str(st));
+    }
+    if (failures) return 1;
+    for (i = 0; i < n_threads; i++) {
+        r->ws[i].fs = &r->fs;
+        r->ws[i].id = i;
+        r->ws[i].region = FAULT_BLOCKS / n_threads;
+        pthread_create(&r->ws[i].thread, NULL, fault_worker_main, &r->ws[i]);
+    }
+    return 0;
+}
+
+/* End the threads, add up how their writes ended, then read every block
+ * back: the last write reported done, or a later failed one (a failed
+ * write may have landed). */
+static void fault_join_and_verify(fault_run *r) {
+    fault_state *fs = &r->fs;
+    gpumem_nvme_cpl cpl;
+    gpumem_status st;
+    uint64_t b;
+    uint32_t i, k;
+    __atomic_store_n(&fs->phase, FAULT_END, __ATOMIC_RELEASE);
+    for (i = 0; i < r->n_threads; i++) {
+        fault_worker *w = &r->ws[i];
+        pthread_join(w->thread, NULL);
+        r->ok += w->ok, r->aborted += w->aborted, r->path += w->path, r->timed_out += w->timed_out;
+        r->target += w->target, r->other += w->other, r->ok_after += w->ok_after, r->leaked += w->leaked;
+        if (w->max_wait_ns > r->max_wait) r->max_wait = w->max_wait_ns;
+    }
+    for (b = 0; b < FAULT_BLOCKS; b += FAULT_CHUNK) {
+        st = gpumem_nvme_qp_read_buf(fs->pairs[2], b, FAULT_CHUNK, r->buf, &cpl);
+        CHECK(st == GPUMEM_OK, "read back at %llu: %s", (unsigned long long)b, gpumem_status_str(st));
+        if (st != GPUMEM_OK) break;
+        for (k = 0; k < FAULT_CHUNK; k++) {
+            uint64_t lba = b + k;
+            uint32_t g;
+            int match = block_ok(r->buf + (size_t)k * LBA, lba, fs->done[lba]);
+            for (g = fs->lost[lba]; !match && g && g <= fs->issued[lba]; g++)
+                if (block_ok(r->buf + (size_t)k * LBA, lba, g)) match = 1, r->landed++;
+            if (!match && r->wrong++ < 5)
+                CHECK(0, "block %llu holds neither generation %u (done) nor a failed later one (%u..%u)",
+                      (unsigned long long)lba, fs->done[lba], fs->lost[lba], fs->issued[lba]);
+        }
+    }
+}
+
+/* The counts, the forwarder stopped and destroyed, the result line. */
+static int fault_close(fault_run *r, const char *mode, const char *dev) {
+    gpumem_uringctl_stats s;
+    gpumem_status st;
+    uint32_t i;
+    memset(&s, 0, sizeof s);
+    printf("%s: writes ended: %llu done (%llu after the path came back), %llu aborted by host (-EINTR), "
+           "%llu host pathing error (-EINVAL / 0x370), %llu failed by the target, %llu timed out, %llu other; longest "
+           "wait of a failed write %.0f ms (cmd_timeout_ms %u)\n", mode, (unsigned long long)r->ok,
+           (unsigned long long)r->ok_after, (unsigned long long)r->aborted, (unsigned long long)r->path,
+           (unsigned long long)r->target, (unsigned long long)r->timed_out, (unsigned long long)r->other,
+           r->max_wait / 1e6, FAULT_TIMEOUT_MS);
+    printf("%s: %llu blocks checked, %llu hold a failed write that landed, %llu wrong\n", mode,
+           (unsigned long long)FAULT_BLOCKS, (unsigned long long)r->landed, (unsigned long long)r->wrong);
+    if (gpumem_uringctl_stop(r->ctl) == GPUMEM_OK && gpumem_uringctl_get_stats(r->ctl, &s) == GPUMEM_OK)
+        printf("%s: forwarded %llu commands; %llu kernel errors, %llu overdue (%llu ended late, %llu still "
+               "in the kernel), %llu bad kernel completions, %llu protocol violations\n", mode,
+               (unsigned long long)s.submitted, (unsigned long long)s.kernel_errors, (unsigned long long)s.overdue,
+               (unsigned long long)s.late, (unsigned long long)s.left_in_kernel,
+               (unsigned long long)s.bad_kernel_cqes, (unsigned long long)s.sw.violations);
+    for (i = 0; i < URING_PAIRS; i++)
+        CHECK(!r->fs.pairs[i] || (gpumem_nvme_qp_faults(r->fs.pairs[i]) & ~GPUMEM_NVME_FAULT_TIMEOUT) == 0,
+              "pair %u saw bad completions", i);
+    st = gpumem_uringctl_destroy(r->ctl);
+    CHECK(st == GPUMEM_OK || (st == GPUMEM_EBUSY && s.left_in_kernel), "destroy: %s", gpumem_status_str(st));
+    printf("GPUMEM_QEMU_RESULT %s %s %s done=%llu failed=%llu timed_out=%llu leaked_buffers=%llu "
+           "failures=%d\n", failures ? "FAIL" : "PASS", mode, dev, (unsigned long long)r->ok,
+           (unsigned long long)(r->aborted + r->path + r->target + r->timed_out + r->other),
+           (unsigned long long)r->timed_out, (unsigned long long)r->leaked, failures);
+    fflush(stdout);
+    return failures ? 1 : 0;
+}
+
+static void sleep_ms(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL); }
+
 /* guest_test uring-fault DEV THREADS COMMANDS PORT_LINK SUBSYSTEM: writes
  * through the forwarder to DEV (a namespace nvmet exports through the port,
  * backed by a slow null_blk); after COMMANDS/4 writes are done the port's
@@ -1282,133 +1418,138 @@ static void fault_wait_idle(fault_worker *ws, uint32_t n_threads) {
  * must read back as the last write reported done (or a later one that
  * failed: a failed write may have landed). */
 static int uring_fault(const char *dev, uint32_t n_threads, uint64_t n_commands, const char *link, const char *subsys) {
-    gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
-    gpumem_uringctl *ctl = NULL;
-    gpumem_uringctl_stats s;
-    fault_state fs;
-    fault_worker *ws = (fault_worker *)calloc(n_threads, sizeof *ws);
-    unsigned char *buf = (unsigned char *)aligned_alloc(4096, FAULT_CHUNK * LBA);
-    uint64_t ok = 0, aborted = 0, path = 0, target = 0, timed_out = 0, other = 0, ok_after = 0, max_wait = 0;
-    uint64_t leaked = 0;
-    uint64_t b, wrong = 0, landed = 0, probes = 0;
-    gpumem_status st;
+    fault_run r;
+    fault_state *fs = &r.fs;
+    gpumem_status st = GPUMEM_EIO;
     gpumem_nvme_cpl cpl;
     double t_unlink, t_back;
-    uint32_t i, k;
-    char why[320] = "";
-    memset(&fs, 0, sizeof fs);
-    fs.done = (uint32_t *)calloc(FAULT_BLOCKS, sizeof(uint32_t));
-    fs.issued = (uint32_t *)calloc(FAULT_BLOCKS, sizeof(uint32_t));
-    fs.lost = (uint32_t *)calloc(FAULT_BLOCKS, sizeof(uint32_t));
-    cfg.path = dev;
-    cfg.cmd_timeout_ms = FAULT_TIMEOUT_MS;
-    cfg.error = why;
-    cfg.error_bytes = sizeof why;
-    if ((st = gpumem_uringctl_open(&cfg, &ctl)) != GPUMEM_OK) {
-        printf("GPUMEM_QEMU_RESULT FAIL uring-fault open %s: %s: %s\n", dev, gpumem_status_str(st), why);
-        return 1;
-    }
-    CHECK(gpumem_uringctl_ns(ctl).n_blocks >= FAULT_BLOCKS && gpumem_uringctl_ns(ctl).lba_shift == 9,
-          "namespace of at least %u 512-byte blocks expected", FAULT_BLOCKS);
-    for (i = 0; i < URING_PAIRS && !failures; i++)
-        CHECK(gpumem_uringctl_add_qp(ctl, uring_depths[i], &fs.pairs[i]) == GPUMEM_OK, "pair %u", i);
-    /* the blocks start at generation 0 (null_blk memory reads zeros: write them) */
-    CHECK(gpumem_uringctl_start(ctl) == GPUMEM_OK, "start");
-    for (b = 0; b < FAULT_BLOCKS && !failures; b += FAULT_CHUNK) {
-        for (k = 0; k < FAULT_CHUNK; k++) fill_block(buf + (size_t)k * LBA, b + k, 0);
-        st = gpumem_nvme_qp_write_buf(fs.pairs[2], b, FAULT_CHUNK, buf, &cpl);
-        CHECK(st == GPUMEM_OK, "initial write at %llu: %s", (unsigned long long)b, gpumem_status_str(st));
-    }
-    if (failures) goto out;
-    for (i = 0; i < n_threads; i++) {
-        ws[i].fs = &fs;
-        ws[i].id = i;
-        ws[i].region = FAULT_BLOCKS / n_threads;
-        pthread_create(&ws[i].thread, NULL, fault_worker_main, &ws[i]);
+    uint64_t probes = 0;
+    if (fault_open(&r, dev, n_threads, "uring-fault")) {
+        if (!r.ctl) return 1;
+        goto out;
     }
     /* 1. the port goes with writes inside the target */
-    while (__atomic_load_n(&fs.ok, __ATOMIC_RELAXED) < n_commands / 4) nanosleep(&(struct timespec){0, 1000000L}, NULL);
+    while (__atomic_load_n(&fs->ok, __ATOMIC_RELAXED) < n_commands / 4) sleep_ms(1);
     CHECK(unlink(link) == 0, "unlink %s: %s", link, strerror(errno));
     t_unlink = now_s();
-    printf("uring-fault: port link removed after %llu writes done\n", (unsigned long long)fs.ok);
+    printf("uring-fault: port link removed after %llu writes done\n", (unsigned long long)fs->ok);
     /* 2. new writes fail while the path is gone; let some do, then pause:
      * every thread ends everything it has out (none may hang) */
-    while (__atomic_load_n(&fs.failed, __ATOMIC_RELAXED) < 4u * n_threads && now_s() - t_unlink < 20)
-        nanosleep(&(struct timespec){0, 1000000L}, NULL);
-    __atomic_store_n(&fs.phase, FAULT_PAUSE, __ATOMIC_RELEASE);
-    fault_wait_idle(ws, n_threads);
+    while (__atomic_load_n(&fs->failed, __ATOMIC_RELAXED) < 4u * n_threads && now_s() - t_unlink < 20) sleep_ms(1);
+    __atomic_store_n(&fs->phase, FAULT_PAUSE, __ATOMIC_RELEASE);
+    fault_wait_idle(r.ws, n_threads);
     printf("uring-fault: every thread ended its writes %.2f s after the unlink (%llu done, %llu failed)\n",
-           now_s() - t_unlink, (unsigned long long)fs.ok, (unsigned long long)fs.failed);
+           now_s() - t_unlink, (unsigned long long)fs->ok, (unsigned long long)fs->failed);
     /* 3. the port back: the kernel reconnects (reconnect_delay), new commands work */
     CHECK(symlink(subsys, link) == 0, "symlink %s %s: %s", subsys, link, strerror(errno));
     t_back = now_s();
     do {
         probes++;
-        st = gpumem_nvme_qp_read_buf(fs.pairs[1], 0, 1, buf, &cpl);
-        if (st != GPUMEM_OK) nanosleep(&(struct timespec){0, 200000000L}, NULL);
+        st = gpumem_nvme_qp_read_buf(fs->pairs[1], 0, 1, r.buf, &cpl);
+        if (st != GPUMEM_OK) sleep_ms(200);
     } while (st != GPUMEM_OK && now_s() - t_back < 60);
     CHECK(st == GPUMEM_OK, "no command succeeded within 60 s of restoring the port: %s (%s)", gpumem_status_str(st),
           gpumem_nvme_status_str(gpumem_nvme_cpl_status(&cpl)));
     printf("uring-fault: path back %.2f s after the port (%llu probes)\n", now_s() - t_back, (unsigned long long)probes);
     if (st == GPUMEM_OK) {
-        uint64_t before = fs.ok;
-        __atomic_store_n(&fs.phase, FAULT_RUN, __ATOMIC_RELEASE);
-        while (__atomic_load_n(&fs.ok, __ATOMIC_RELAXED) < before + n_commands &&
+        uint64_t before = fs->ok;
+        __atomic_store_n(&fs->phase, FAULT_RUN, __ATOMIC_RELEASE);
+        while (__atomic_load_n(&fs->ok, __ATOMIC_RELAXED) < before + n_commands &&
                !__atomic_load_n(&failures, __ATOMIC_RELAXED))
-            nanosleep(&(struct timespec){0, 1000000L}, NULL);
+            sleep_ms(1);
     }
-    __atomic_store_n(&fs.phase, FAULT_END, __ATOMIC_RELEASE);
-    for (i = 0; i < n_threads; i++) {
-        pthread_join(ws[i].thread, NULL);
-        ok += ws[i].ok, aborted += ws[i].aborted, path += ws[i].path, timed_out += ws[i].timed_out;
-        target += ws[i].target;
-        other += ws[i].other, ok_after += ws[i].ok_after, leaked += ws[i].leaked;
-        if (ws[i].max_wait_ns > max_wait) max_wait = ws[i].max_wait_ns;
-    }
-    /* 4. every block: the last write reported done, or a later failed one */
-    for (b = 0; b < FAULT_BLOCKS; b += FAULT_CHUNK) {
-        st = gpumem_nvme_qp_read_buf(fs.pairs[2], b, FAULT_CHUNK, buf, &cpl);
-        CHECK(st == GPUMEM_OK, "read back at %llu: %s", (unsigned long long)b, gpumem_status_str(st));
-        if (st != GPUMEM_OK) break;
-        for (k = 0; k < FAULT_CHUNK; k++) {
-            uint64_t lba = b + k;
-            uint32_t g;
-            int match = block_ok(buf + (size_t)k * LBA, lba, fs.done[lba]);
-            for (g = fs.lost[lba]; !match && g && g <= fs.issued[lba]; g++)
-                if (block_ok(buf + (size_t)k * LBA, lba, g)) match = 1, landed++;
-            if (!match && wrong++ < 5)
-                CHECK(0, "block %llu holds neither generation %u (done) nor a failed later one (%u..%u)",
-                      (unsigned long long)lba, fs.done[lba], fs.lost[lba], fs.issued[lba]);
-        }
-    }
-    printf("uring-fault: writes ended: %llu done (%llu after the port came back), %llu aborted by host (-EINTR), "
-           "%llu host pathing error (-EINVAL / 0x370), %llu failed by the target, %llu timed out, %llu other; longest "
-           "wait of a failed write %.0f ms (cmd_timeout_ms %u)\n", (unsigned long long)ok, (unsigned long long)ok_after,
-           (unsigned long long)aborted, (unsigned long long)path, (unsigned long long)target, (unsigned long long)timed_out,
-           (unsigned long long)other, max_wait / 1e6, FAULT_TIMEOUT_MS);
-    printf("uring-fault: %llu blocks checked, %llu hold a failed write that landed, %llu wrong\n",
-           (unsigned long long)FAULT_BLOCKS, (unsigned long long)landed, (unsigned long long)wrong);
-    CHECK(aborted + path + target + timed_out + other > 0, "the fault did not bite: no write failed");
-    CHECK(other == 0, "writes ended with an unexpected status");
-    CHECK(ok_after >= n_commands, "only %llu writes after the port came back", (unsigned long long)ok_after);
+    fault_join_and_verify(&r);
+    CHECK(r.aborted + r.path + r.target + r.timed_out + r.other > 0, "the fault did not bite: no write failed");
+    CHECK(r.other == 0, "writes ended with an unexpected status");
+    CHECK(r.ok_after >= n_commands, "only %llu writes after the port came back", (unsigned long long)r.ok_after);
 out:
-    if (gpumem_uringctl_stop(ctl) == GPUMEM_OK && gpumem_uringctl_get_stats(ctl, &s) == GPUMEM_OK)
-        printf("uring-fault: forwarded %llu commands; %llu kernel errors, %llu overdue (%llu ended late, %llu still "
-               "in the kernel), %llu bad kernel completions, %llu protocol violations\n",
-               (unsigned long long)s.submitted, (unsigned long long)s.kernel_errors, (unsigned long long)s.overdue,
-               (unsigned long long)s.late, (unsigned long long)s.left_in_kernel,
-               (unsigned long long)s.bad_kernel_cqes, (unsigned long long)s.sw.violations);
-    for (i = 0; i < URING_PAIRS; i++)
-        CHECK(!fs.pairs[i] || (gpumem_nvme_qp_faults(fs.pairs[i]) & ~GPUMEM_NVME_FAULT_TIMEOUT) == 0,
-              "pair %u saw bad completions", i);
-    st = gpumem_uringctl_destroy(ctl);
-    CHECK(st == GPUMEM_OK || (st == GPUMEM_EBUSY && s.left_in_kernel), "destroy: %s", gpumem_status_str(st));
-    printf("GPUMEM_QEMU_RESULT %s uring-fault %s done=%llu failed=%llu timed_out=%llu leaked_buffers=%llu "
-           "failures=%d\n", failures ? "FAIL" : "PASS", dev, (unsigned long long)ok,
-           (unsigned long long)(aborted + path + target + timed_out + other), (unsigned long long)timed_out,
-           (unsigned long long)leaked, failures);
-    fflush(stdout);
-    return failures ? 1 : 0;
+    return fault_close(&r, "uring-fault", dev);
+}
+
+/* Whether the controller's sysfs state file reads "live". */
+static int ctrl_live(const char *state_file) {
+    char text[32] = "";
+    FILE *f = fopen(state_file, "r");
+    if (!f) return 0;
+    if (!fgets(text, sizeof text, f)) text[0] = 0;
+    fclose(f);
+    return strncmp(text, "live", 4) == 0;
+}
+
+/* guest_test uring-multipath DEV THREADS COMMANDS PORT_LINK SUBSYSTEM CTRL_STATE:
+ * DEV is the multipath head (/dev/ngXnY of the subsystem) of a namespace
+ * nvmet exports through two ports, one path each; PORT_LINK is one port's
+ * link to the subsystem and CTRL_STATE the sysfs state of the controller
+ * that connected through it. The writes of uring-fault run throughout;
+ * after COMMANDS/4 are done the link goes with writes inside the target and
+ * the writes go on, never paused: those the lost path held end with a status
+ * (the kernel does not requeue passthrough commands on another path), new
+ * ones go to the surviving path, COMMANDS/2 of them must succeed before the
+ * link is restored; once the controller is live again, COMMANDS more must
+ * all succeed. No write may end without a status within its command
+ * timeout (none timed out), and every block must read back as uring-fault's.
+ * Prints the time from the loss to the first success of a write submitted
+ * after it, and the write rate before, on one path, and after the return. */
+static int uring_multipath(const char *dev, uint32_t n_threads, uint64_t n_commands, const char *link,
+                           const char *subsys, const char *state) {
+    fault_run r;
+    fault_state *fs = &r.fs;
+    double t0, t_loss, t_restore, t_live, t_end;
+    uint64_t ok_loss, ok_restore, ok_live, failed_restore, loss_ns, first_ok;
+    if (fault_open(&r, dev, n_threads, "uring-multipath")) {
+        if (!r.ctl) return 1;
+        goto out;
+    }
+    t0 = now_s();
+    CHECK(ctrl_live(state), "%s is not live before the loss", state);
+    while (__atomic_load_n(&fs->ok, __ATOMIC_RELAXED) < n_commands / 4) sleep_ms(1);
+    /* 1. one path goes, writes inside the target, the others keep writing */
+    loss_ns = gpumem_clock_ns();
+    __atomic_store_n(&fs->loss_ns, loss_ns, __ATOMIC_RELEASE);
+    CHECK(unlink(link) == 0, "unlink %s: %s", link, strerror(errno));
+    t_loss = now_s();
+    ok_loss = __atomic_load_n(&fs->ok, __ATOMIC_RELAXED);
+    printf("uring-multipath: port link removed after %llu writes done\n", (unsigned long long)ok_loss);
+    while (__atomic_load_n(&fs->ok, __ATOMIC_RELAXED) < ok_loss + n_commands / 2 && now_s() - t_loss < 60 &&
+           !__atomic_load_n(&failures, __ATOMIC_RELAXED))
+        sleep_ms(1);
+    ok_restore = __atomic_load_n(&fs->ok, __ATOMIC_RELAXED);
+    failed_restore = __atomic_load_n(&fs->failed, __ATOMIC_RELAXED);
+    first_ok = __atomic_load_n(&fs->first_ok_ns, __ATOMIC_RELAXED);
+    CHECK(ok_restore >= ok_loss + n_commands / 2, "only %llu writes succeeded in 60 s on the surviving path",
+          (unsigned long long)(ok_restore - ok_loss));
+    CHECK(first_ok != 0, "no write submitted after the loss succeeded");
+    printf("uring-multipath: first write submitted after the loss done %.1f ms after the loss; %llu done and %llu "
+           "failed on one path in %.2f s; lost path's controller %s\n", first_ok ? (first_ok - loss_ns) / 1e6 : -1.0,
+           (unsigned long long)(ok_restore - ok_loss), (unsigned long long)failed_restore, now_s() - t_loss,
+           ctrl_live(state) ? "still live" : "not live");
+    /* 2. the link back: the controller reconnects, both paths carry writes */
+    CHECK(symlink(subsys, link) == 0, "symlink %s %s: %s", subsys, link, strerror(errno));
+    t_restore = now_s();
+    while (!ctrl_live(state) && now_s() - t_restore < 60) sleep_ms(50);
+    CHECK(ctrl_live(state), "%s not live within 60 s of restoring the link", state);
+    t_live = now_s();
+    ok_live = __atomic_load_n(&fs->ok, __ATOMIC_RELAXED);
+    printf("uring-multipath: the lost path's controller live again %.2f s after the link came back\n",
+           t_live - t_restore);
+    while (__atomic_load_n(&fs->ok, __ATOMIC_RELAXED) < ok_live + n_commands &&
+           !__atomic_load_n(&failures, __ATOMIC_RELAXED) && now_s() - t_live < 120)
+        sleep_ms(1);
+    t_end = now_s();
+    printf("uring-multipath: writes a second: %.0f before the loss, %.0f on one path, %.0f after the return\n",
+           ok_loss / (t_loss - t0), (ok_restore - ok_loss) / (t_restore - t_loss),
+           (__atomic_load_n(&fs->ok, __ATOMIC_RELAXED) - ok_live) / (t_end - t_live));
+    CHECK(__atomic_load_n(&fs->failed, __ATOMIC_RELAXED) == failed_restore,
+          "%llu writes failed after the path came back",
+          (unsigned long long)(__atomic_load_n(&fs->failed, __ATOMIC_RELAXED) - failed_restore));
+    CHECK(__atomic_load_n(&fs->ok, __ATOMIC_RELAXED) >= ok_live + n_commands, "fewer than %llu writes after the return",
+          (unsigned long long)n_commands);
+    fault_join_and_verify(&r);
+    r.ok_after = r.ok - ok_live; /* the writes done once the lost path was live again */
+    CHECK(r.timed_out == 0, "%llu writes ended without a status within cmd_timeout_ms", (unsigned long long)r.timed_out);
+    CHECK(r.other == 0, "writes ended with an unexpected status");
+out:
+    return fault_close(&r, "uring-multipath", dev);
 }
 
 /* ---- the benchmark (make qemu-bench): 4 KiB random reads at a fixed depth ---------
@@ -1570,44 +1711,79 @@ static void bench_run(const char *what, bench_target *t, uint32_t depth, double 
     free(b);
 }
 
-/* guest_test bench-uring DEV DEPTH SECONDS: one forwarder thread, one pair. */
-static int bench_uring(const char *dev, uint32_t depth, double seconds) {
+/* One forwarder set-up of the benchmark: one forwarder thread, one pair,
+ * the slots' memory t->va (depth 4 KiB slots). `fixed`: t->va is the
+ * registered buffer; `sqpoll`: SQPOLL on; `spin`: idle_spin_ns. Runs the
+ * IOPS run as BENCH NAME and, if `lat`, the latency run as NAME-lat. */
+static void bench_forwarder(const char *dev, const char *name, bench_target *t, uint32_t depth, double seconds,
+                            int fixed, int sqpoll, uint64_t spin, int lat) {
     gpumem_uringctl_config cfg = gpumem_uringctl_config_default();
     gpumem_uringctl *ctl = NULL;
     gpumem_uringctl_stats s;
-    bench_target t;
     gpumem_status st;
-    char why[320] = "";
-    memset(&t, 0, sizeof t);
+    char why[320] = "", lat_name[64];
     cfg.path = dev;
     cfg.n_threads = 1;
     cfg.error = why;
     cfg.error_bytes = sizeof why;
-    if (depth == 0 || depth > BENCH_MAX_DEPTH) depth = 32;
+    cfg.idle_spin_ns = spin;
+    if (fixed) cfg.fixed_base = t->va, cfg.fixed_bytes = (size_t)depth * BENCH_BLOCKS * LBA;
+    if (sqpoll) cfg.sqpoll_idle_ms = 50;
     if ((st = gpumem_uringctl_open(&cfg, &ctl)) != GPUMEM_OK) {
-        printf("GPUMEM_QEMU_RESULT FAIL bench-uring open %s: %s: %s\n", dev, gpumem_status_str(st), why);
-        return 1;
+        CHECK(0, "%s: open %s: %s: %s", name, dev, gpumem_status_str(st), why);
+        return;
     }
-    t.n_blocks = gpumem_uringctl_ns(ctl).n_blocks;
-    t.va = (unsigned char *)aligned_alloc(4096, (size_t)depth * BENCH_BLOCKS * LBA);
-    CHECK(t.va != NULL, "malloc");
-    st = gpumem_uringctl_add_qp(ctl, 2 * depth, &t.qp);
+    t->n_blocks = gpumem_uringctl_ns(ctl).n_blocks;
+    st = gpumem_uringctl_add_qp(ctl, 2 * depth, &t->qp);
     CHECK(st == GPUMEM_OK, "pair of depth %u: %s: %s", 2 * depth, gpumem_status_str(st), why);
     if (!failures) CHECK((st = gpumem_uringctl_start(ctl)) == GPUMEM_OK, "start: %s", gpumem_status_str(st));
-    printf("bench: forwarder on %s: 1 forwarder thread (ring of %u, idle_spin_ns %llu, park_ns %llu), 1 client "
-           "thread, a pair of depth %u, %u reads of 4 KiB out at once, %.0f s a run\n", dev, cfg.ring_entries,
-           (unsigned long long)cfg.idle_spin_ns, (unsigned long long)cfg.park_ns, 2 * depth, depth, seconds);
-    if (!failures) bench_run("uring", &t, depth, seconds, 0);
-    if (!failures) bench_run("uring-lat", &t, depth, seconds, 1);
+    printf("bench: %s: forwarder on %s: 1 forwarder thread (ring of %u, idle_spin_ns %llu, park_ns %llu, registered "
+           "buffer %s, SQPOLL %s), 1 client thread, a pair of depth %u, %u reads of 4 KiB out at once, %.0f s a run\n",
+           name, dev, cfg.ring_entries, (unsigned long long)cfg.idle_spin_ns, (unsigned long long)cfg.park_ns,
+           fixed ? "on" : "off", sqpoll ? "on" : "off", 2 * depth, depth, seconds);
+    if (!failures) bench_run(name, t, depth, seconds, 0);
+    snprintf(lat_name, sizeof lat_name, "%s-lat", name);
+    if (!failures && lat) bench_run(lat_name, t, depth, seconds, 1);
     if (gpumem_uringctl_stop(ctl) == GPUMEM_OK && gpumem_uringctl_get_stats(ctl, &s) == GPUMEM_OK) {
-        printf("bench: forwarder: %llu commands in %llu io_uring_enter calls (%.1f a call), %llu kernel errors\n",
-               (unsigned long long)s.submitted, (unsigned long long)s.enter_calls,
-               s.enter_calls ? (double)s.submitted / (double)s.enter_calls : 0.0, (unsigned long long)s.kernel_errors);
+        printf("bench: %s: %llu commands in %llu io_uring_enter calls (%.1f a call), %llu with the registered "
+               "buffer, %llu kernel errors\n", name, (unsigned long long)s.submitted,
+               (unsigned long long)s.enter_calls, s.enter_calls ? (double)s.submitted / (double)s.enter_calls : 0.0,
+               (unsigned long long)s.fixed, (unsigned long long)s.kernel_errors);
         CHECK(s.kernel_errors + s.bad_kernel_cqes + s.untranslatable + s.sw.violations == 0, "forwarder counts");
+        CHECK(!fixed || s.fixed == s.submitted, "%s: %llu of %llu commands with the registered buffer", name,
+              (unsigned long long)s.fixed, (unsigned long long)s.submitted);
     }
     CHECK((st = gpumem_uringctl_destroy(ctl)) == GPUMEM_OK, "destroy: %s", gpumem_status_str(st));
+}
+
+/* guest_test bench-uring DEV DEPTH SECONDS [LABEL [VARIANTS]]: the
+ * forwarder's runs, named LABEL (default "uring"), one per variant of the
+ * comma list VARIANTS (default "plain"): plain (the defaults: an IOPS and
+ * a latency run), fixed (the slots' memory as the registered buffer),
+ * sqpoll (registered buffer and SQPOLL), nospin (registered buffer,
+ * idle_spin_ns GPUMEM_TARGET_NO_SPIN: the forwarder waits in io_uring_enter at once). */
+static int bench_uring(const char *dev, uint32_t depth, double seconds, const char *label, const char *variants) {
+    bench_target t;
+    char name[64], list[128], *v, *save = NULL;
+    memset(&t, 0, sizeof t);
+    if (depth == 0 || depth > BENCH_MAX_DEPTH) depth = 32;
+    t.va = (unsigned char *)aligned_alloc(4096, (size_t)depth * BENCH_BLOCKS * LBA);
+    CHECK(t.va != NULL, "malloc");
+    snprintf(list, sizeof list, "%s", variants);
+    for (v = strtok_r(list, ",", &save); v && !failures; v = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(v, "plain")) {
+            snprintf(name, sizeof name, "%s", label);
+            bench_forwarder(dev, name, &t, depth, seconds, 0, 0, GPUMEM_TARGET_DEFAULT_SPIN_NS, 1);
+            continue;
+        }
+        snprintf(name, sizeof name, "%s-%s", label, v);
+        if (!strcmp(v, "fixed")) bench_forwarder(dev, name, &t, depth, seconds, 1, 0, GPUMEM_TARGET_DEFAULT_SPIN_NS, 0);
+        else if (!strcmp(v, "sqpoll")) bench_forwarder(dev, name, &t, depth, seconds, 1, 1, GPUMEM_TARGET_DEFAULT_SPIN_NS, 0);
+        else if (!strcmp(v, "nospin")) bench_forwarder(dev, name, &t, depth, seconds, 1, 0, GPUMEM_TARGET_NO_SPIN, 0);
+        else CHECK(0, "bench-uring: unknown variant '%s' (plain, fixed, sqpoll, nospin)", v);
+    }
     free(t.va);
-    printf("GPUMEM_QEMU_RESULT %s bench-uring failures=%d\n", failures ? "FAIL" : "PASS", failures);
+    printf("GPUMEM_QEMU_RESULT %s bench-uring %s failures=%d\n", failures ? "FAIL" : "PASS", label, failures);
     return failures ? 1 : 0;
 }
 
@@ -1664,10 +1840,14 @@ int main(int argc, char **argv) {
     }
     if (argc >= 7 && strcmp(argv[1], "uring-fault") == 0)
         return uring_fault(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10), argv[5], argv[6]);
+    if (argc >= 8 && strcmp(argv[1], "uring-multipath") == 0)
+        return uring_multipath(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10), argv[5],
+                               argv[6], argv[7]);
     if (argc >= 5 && strcmp(argv[1], "uring") == 0)
         return uring_run(argv[2], (uint32_t)atoi(argv[3]), (uint64_t)strtoull(argv[4], NULL, 10));
     if (argc >= 5 && strcmp(argv[1], "bench-uring") == 0)
-        return bench_uring(argv[2], (uint32_t)atoi(argv[3]), atof(argv[4]));
+        return bench_uring(argv[2], (uint32_t)atoi(argv[3]), atof(argv[4]), argc >= 6 ? argv[5] : "uring",
+                           argc >= 7 ? argv[6] : "plain");
     if (argc >= 5 && strcmp(argv[1], "bench-vfio") == 0)
         return bench_vfio(argv[2], (uint32_t)atoi(argv[3]), atof(argv[4]));
     if (argc >= 5 && strcmp(argv[1], "run") == 0)

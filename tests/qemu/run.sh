@@ -63,6 +63,8 @@ BENCH_DEPTH=${GPUMEM_QEMU_BENCH_DEPTH:-32}
 BENCH_SECONDS=${GPUMEM_QEMU_BENCH_SECONDS:-10}
 BENCH_CPUS=${GPUMEM_QEMU_BENCH_CPUS:-1}
 BENCH_ROUNDS=${GPUMEM_QEMU_BENCH_ROUNDS:-3}
+BENCH_VARIANTS=${GPUMEM_QEMU_BENCH_VARIANTS-fixed,sqpoll}
+N_VARIANTS=$(echo "$BENCH_VARIANTS" | tr ',' '\n' | grep -c . || true)
 DISK_BLOCKS=131072 # 64 MiB of 512-byte blocks
 
 die() { echo "qemu-test: FAIL: $*" >&2; exit 1; }
@@ -111,8 +113,11 @@ done
 # The uring boot: the kernel's NVMe host driver, nvmet and nvme-tcp, and what
 # modules.dep says they need (load order). Copied only if the kernel has them.
 URING_MODS="crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme configfs nvmet nvmet-tcp nvme-fabrics nvme-tcp null_blk"
+# NVMe over RDMA on soft-RoCE (rdma_rxe needs the crc32 crypto module: without
+# it "rdma_rxe: failed to init crc32 algorithm err:-2"); dummy is its netdev.
+RDMA_MODS="crc32_generic ib_core ib_cm iw_cm rdma_cm ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe nvme-rdma nvmet-rdma dummy"
 case "$BOOTS" in *" uring "*|*" bench "*)
-    for m in $URING_MODS; do
+    for m in $URING_MODS $RDMA_MODS; do
         src=$(find "$MODDIR" -name "$m.ko" -o -name "$m.ko.xz" -o -name "$m.ko.zst" | head -n 1)
         [ -n "$src" ] || { [ "$m" = crc64_rocksoft_generic ] && continue; die "module $m not found under $MODDIR"; }
         case "$src" in
@@ -125,16 +130,29 @@ esac
 
 # The bench boot: Debian's fio, its shared libraries at the paths ldd names
 # (followed to the files) and the dynamic loader.
-case "$BOOTS" in *" bench "*)
-    FIO=$(command -v fio) || die "fio not found (apt-get install fio; make qemu-bench installs it)"
-    cp "$FIO" "$ROOT/bin/fio"
-    for lib in $(ldd "$FIO" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
+# carry_program PATH: a dynamically linked program of the host into the
+# initramfs, with its shared libraries at the paths ldd names (followed to
+# the files) and the dynamic loader; their folders appended to /lib-path.
+carry_program() {
+    local prog=$1 lib
+    cp "$prog" "$ROOT/bin/$(basename "$prog")"
+    ldd "$prog" | grep -q 'not found' && die "$prog: a library ldd does not find: $(ldd "$prog" | grep 'not found')"
+    for lib in $(ldd "$prog" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'); do
         mkdir -p "$ROOT$(dirname "$lib")"
         cp -L "$lib" "$ROOT$lib"
     done
-    ldd "$FIO" | grep -q 'not found' && die "fio: a library ldd does not find: $(ldd "$FIO" | grep 'not found')"
-    echo "$(ldd "$FIO" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | xargs -n1 dirname | sort -u | paste -sd: -)" \
-        > "$ROOT/fio-libpath" ;;
+    ldd "$prog" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | xargs -n1 dirname >> "$ROOT/lib-dirs"
+    sort -u "$ROOT/lib-dirs" | paste -sd: - > "$ROOT/lib-path"
+}
+case "$BOOTS" in *" bench "*)
+    FIO=$(command -v fio) || die "fio not found (apt-get install fio; make qemu-bench installs it)"
+    carry_program "$FIO" ;;
+esac
+# The uring and bench boots: iproute2's rdma, which makes the soft-RoCE device
+# (rdma link add over netlink; rdma_rxe 6.1 has no other way).
+case "$BOOTS" in *" uring "*|*" bench "*)
+    RDMA_TOOL=$(command -v rdma) || die "rdma not found (apt-get install iproute2)"
+    carry_program "$RDMA_TOOL" ;;
 esac
 
 cat > "$ROOT/init" <<'EOF'
@@ -149,20 +167,102 @@ ARGS=$(cat /proc/cmdline | grep -o 'gpumem_args=[0-9,]*')
 ARGS=${ARGS#gpumem_args=}
 finish() { echo "GPUMEM_GUEST_DONE"; poweroff -f; sleep 10; }
 [ "$MODE" = probe ] && { echo "GPUMEM_PROBE_OK"; finish; }
+# nvme_up: the kernel's NVMe host driver and what it needs (load order)
+nvme_up() {
+    for m in crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme; do
+        [ -f /lib/modules/$m.ko ] && { insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; return 1; }; }
+    done
+}
+# fabrics_up: nvmet and nvme-tcp on both sides, configfs mounted
+fabrics_up() {
+    for m in configfs nvmet nvmet-tcp nvme-fabrics nvme-tcp; do
+        insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; return 1; }
+    done
+    mount -t configfs none /sys/kernel/config
+    ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+}
+# rdma_up: soft-RoCE, nvme-rdma and nvmet-rdma; the rxe device rxe0. The
+# guest has no network card: 192.0.2.1 (TEST-NET-1, RFC 5737) is an address
+# of its dummy netdev alone, and rdma_rxe loops RDMA to its own address back
+# inside itself (on lo, rxe is added but rdma_resolve_route times out,
+# -110: hence the dummy).
+rdma_up() {
+    for m in crc32_generic ib_core ib_cm iw_cm rdma_cm ib_uverbs udp_tunnel ip6_udp_tunnel rdma_rxe nvme-rdma nvmet-rdma dummy; do
+        insmod /lib/modules/$m.ko || { echo "guest: insmod $m failed: $(dmesg | tail -n 3)"; return 1; }
+    done
+    ip link set dummy0 up && ip addr add 192.0.2.1/24 dev dummy0 &&
+        LD_LIBRARY_PATH=$(cat /lib-path) rdma link add rxe0 type rxe netdev dummy0 ||
+        { dmesg | tail -n 8 | sed 's/^/guest: dmesg: /'; return 1; }
+    echo "guest: $(LD_LIBRARY_PATH=$(cat /lib-path) rdma link show rxe0/1)"
+}
+# the controller whose serial is $1, by its generic device
+ngdev() { for c in /sys/class/nvme/nvme*; do
+    s=$(cat $c/serial 2>/dev/null); s=${s%% *}   # padded with spaces to 20 bytes
+    [ "$s" = "$1" ] && for n in /dev/ng${c##*nvme}n1; do [ -e $n ] && echo $n; done; done; }
+# nullb NAME MIB NSEC: a memory-backed null_blk NAME of MIB MiB made through
+# configfs, every command completing NSEC ns after it arrives (timer mode; 0:
+# at once, in the submitter's context); prints its device
+nullb() {
+    NB=/sys/kernel/config/nullb/$1
+    mkdir $NB && echo 512 > $NB/blocksize && echo $2 > $NB/size && echo 1 > $NB/memory_backed &&
+    if [ $3 = 0 ]; then echo 0 > $NB/irqmode; else echo 2 > $NB/irqmode && echo $3 > $NB/completion_nsec; fi &&
+    echo 1 > $NB/power || return 1
+    for i in 1 2 3 4 5 6 7 8 9 10; do   # devtmpfs makes the node a moment later
+        # named after its configfs directory since Linux 6.0, nullbN before
+        for n in $1 $(ls /dev | grep '^nullb'); do [ -b /dev/$n ] && { echo /dev/$n; return 0; }; done
+        sleep 1
+    done
+    return 1
+}
+# nvmet_port N TRTYPE TRADDR TRSVCID NQN: port N, the subsystem NQN linked to it
+nvmet_port() {
+    P=/sys/kernel/config/nvmet/ports/$1
+    mkdir $P && echo $2 > $P/addr_trtype && echo ipv4 > $P/addr_adrfam && echo $3 > $P/addr_traddr &&
+    echo $4 > $P/addr_trsvcid && ln -s /sys/kernel/config/nvmet/subsystems/$5 $P/subsystems/$5
+}
+# nvmet_subsys NQN DEVICE...: a subsystem any host may use, namespaces 1.. on the devices
+nvmet_subsys() {
+    S=/sys/kernel/config/nvmet/subsystems/$1; shift
+    mkdir $S && echo 1 > $S/attr_allow_any_host || return 1
+    k=1; for d in "$@"; do
+        mkdir $S/namespaces/$k && echo -n $d > $S/namespaces/$k/device_path &&
+        echo 1 > $S/namespaces/$k/enable || return 1; k=$((k + 1))
+    done
+}
+# fabric_connect TRTYPE TRADDR TRSVCID NQN: the initiator connects; it
+# reconnects every second after a lost path and gives up after 120 s
+fabric_connect() {
+    echo "transport=$1,traddr=$2,trsvcid=$3,nqn=$4,reconnect_delay=1,ctrl_loss_tmo=120" > /dev/nvme-fabrics
+}
+# subsys_ng NQN: the generic device of namespace 1 of the subsystem (with
+# native multipath, the head: /sys/class/nvme-subsystem/nvme-subsysN/ngNn1)
+subsys_ng() { for d in /sys/class/nvme-subsystem/*; do
+    [ "$(cat $d/subsysnqn 2>/dev/null)" = "$1" ] && for n in $d/ng*n1; do [ -e $n ] && echo /dev/${n##*/}; done
+    done; }
+# ctrl_state NQN TRSVCID: the sysfs state file of the controller of the subsystem at that service ID
+ctrl_state() { for c in /sys/class/nvme/nvme*; do
+    [ "$(cat $c/subsysnqn)" = "$1" ] && case "$(cat $c/address),," in *"trsvcid=$2,"*) echo $c/state ;; esac
+    done; }
+# paths NQN: each controller of the subsystem, its transport, address, state and ANA state
+paths() { for c in /sys/class/nvme/nvme*; do [ "$(cat $c/subsysnqn)" = "$1" ] || continue
+    echo "guest: $1 path ${c##*/}: $(cat $c/transport) $(cat $c/address) $(cat $c/state), ANA $(cat /sys/block/nvme*c${c##*nvme}n1/ana_state 2>/dev/null)"
+    done; }
+# wait_ng NQN: wait for the subsystem's generic device, print it
+wait_ng() { for i in 1 2 3 4 5 6 7 8 9 10; do [ -n "$(subsys_ng $1)" ] && break; sleep 1; done; subsys_ng $1; }
 if [ "$MODE" = bench ]; then
     # One disk, three ways to read it: the forwarder and fio while the kernel
-    # owns it, then the shim after it moves to vfio-pci (same boot).
+    # owns it, then the shim after it moves to vfio-pci (same boot). A
+    # null_blk in memory holding the disk's content, exported by nvmet over
+    # nvme-tcp and nvme-rdma, for the forwarder and fio over each transport
+    # (a second QEMU disk behind nvmet timed out under the emulated VT-d:
+    # "I/O 448 (I/O Cmd) QID 1 timeout, aborting", twice in four boots).
     B=$(cat /proc/cmdline | grep -o 'gpumem_bench=[0-9,]*'); B=${B#gpumem_bench=}
     DEPTH=${B%%,*}; B=${B#*,}; SECS=${B%%,*}; ROUNDS=${B#*,}
-    for m in crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme; do
-        [ -f /lib/modules/$m.ko ] && { insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; finish; }; }
-    done
-    NG=""
-    for i in 1 2 3 4 5 6 7 8 9 10; do
-        for n in /dev/ng*n1; do [ -e $n ] && NG=$n; done
-        [ -n "$NG" ] && break; sleep 1
-    done
-    [ -n "$NG" ] || { echo "GPUMEM_QEMU_RESULT FAIL no /dev/ng*n1: $(ls /dev)"; finish; }
+    VARIANTS=$(cat /proc/cmdline | grep -o 'gpumem_variants=[a-z,]*'); VARIANTS=${VARIANTS#gpumem_variants=}
+    nvme_up || finish
+    for i in 1 2 3 4 5 6 7 8 9 10; do [ -n "$(ngdev gpumem0)" ] && break; sleep 1; done
+    NG=$(ngdev gpumem0)
+    [ -n "$NG" ] || { echo "GPUMEM_QEMU_RESULT FAIL no /dev/ng for the disk: $(ls /dev)"; finish; }
     BLK=/dev/nvme${NG#/dev/ng}
     ADDR=$(readlink /sys/class/nvme/nvme$(echo ${NG#/dev/ng} | cut -dn -f1)/device); ADDR=${ADDR##*/}
     echo "guest: $(grep -c ^processor /proc/cpuinfo) vCPUs, $NG ($BLK) at $ADDR, driver $(readlink /sys/bus/pci/devices/$ADDR/driver), IOMMU group type $(cat /sys/bus/pci/devices/$ADDR/iommu_group/type 2>/dev/null || echo none)"
@@ -170,11 +270,20 @@ if [ "$MODE" = bench ]; then
     # the image into the host's page cache, so that no run pays for the first touch
     dd if=$BLK of=/dev/null bs=1M 2>/dev/null
     mkdir -p /tmp
-    export LD_LIBRARY_PATH=$(cat /fio-libpath)
-    fio_run() { # NAME OPTIONS...: one fio job, its JSON between markers
-        name=$1; shift
+    export LD_LIBRARY_PATH=$(cat /lib-path)
+    # the copy over both transports, one subsystem each (no multipath between them)
+    fabrics_up && insmod /lib/modules/null_blk.ko nr_devices=0 && MEM=$(nullb copy 64 0) &&
+        dd if=$BLK of=$MEM bs=1M 2>/dev/null && nvmet_subsys bench-tcp $MEM && rdma_up &&
+        nvmet_subsys bench-rdma $MEM && nvmet_port 1 tcp 127.0.0.1 4420 bench-tcp &&
+        nvmet_port 2 rdma 192.0.2.1 4420 bench-rdma && fabric_connect tcp 127.0.0.1 4420 bench-tcp &&
+        fabric_connect rdma 192.0.2.1 4420 bench-rdma || { echo "GPUMEM_QEMU_RESULT FAIL bench: nvmet set-up"; finish; }
+    TNG=$(wait_ng bench-tcp); RNG=$(wait_ng bench-rdma)
+    [ -n "$TNG" ] && [ -n "$RNG" ] || { echo "GPUMEM_QEMU_RESULT FAIL bench: no generic devices over tcp and rdma"; finish; }
+    paths bench-tcp; paths bench-rdma
+    fio_run() { # NAME DEVICE OPTIONS...: one fio job, its JSON between markers
+        name=$1; file=$2; shift 2
         echo "guest: loadavg $(cat /proc/loadavg)"
-        fio --name=$name --filename=$NG --ioengine=io_uring_cmd --cmd_type=nvme --rw=randread --bs=4k \
+        fio --name=$name --filename=$file --ioengine=io_uring_cmd --cmd_type=nvme --rw=randread --bs=4k \
             --iodepth=$DEPTH --iodepth_batch_submit=$DEPTH --iodepth_batch_complete_max=$DEPTH \
             --time_based --runtime=$SECS --norandommap --randrepeat=0 --thread --numjobs=1 \
             --output-format=json --output=/tmp/$name.json "$@" > /tmp/$name.out 2>&1
@@ -194,9 +303,21 @@ if [ "$MODE" = bench ]; then
     for r in $(seq 1 $ROUNDS); do
         echo "GPUMEM_BENCH_ROUND $r"
         echo "guest: loadavg $(cat /proc/loadavg)"
-        guest_test bench-uring $NG $DEPTH $SECS
-        fio_run fio --gtod_reduce=1
-        fio_run fio-lat --lat_percentiles=1 --percentile_list=50:90:99:99.9
+        guest_test bench-uring $NG $DEPTH $SECS uring plain
+        fio_run fio $NG --gtod_reduce=1
+        fio_run fio-lat $NG --lat_percentiles=1 --percentile_list=50:90:99:99.9
+        # each variant of the forwarder right before a fio run of its own:
+        # the host's load changes by the second, so a variant is compared
+        # with the fio run next to it in time
+        for v in $(echo "$VARIANTS" | tr ',' ' '); do
+            guest_test bench-uring $NG $DEPTH $SECS uring $v
+            fio_run fio-$v $NG --gtod_reduce=1
+        done
+        for t in tcp rdma; do
+            [ $t = tcp ] && F=$TNG || F=$RNG
+            guest_test bench-uring $F $DEPTH $SECS $t plain
+            fio_run fio-$t $F --gtod_reduce=1
+        done
         # the same disk to vfio-pci: unbound from nvme, then the shim drives it
         echo "$ADDR" > $DEV/driver/unbind
         echo vfio-pci > $DEV/driver_override
@@ -209,25 +330,18 @@ if [ "$MODE" = bench ]; then
         echo > $DEV/driver_override
         echo "$ADDR" > /sys/bus/pci/drivers_probe
         NG=""
-        for i in 1 2 3 4 5 6 7 8 9 10; do
-            for n in /dev/ng*n1; do [ -e $n ] && NG=$n; done
-            [ -n "$NG" ] && break; sleep 1
-        done
+        for i in 1 2 3 4 5 6 7 8 9 10; do NG=$(ngdev gpumem0); [ -n "$NG" ] && break; sleep 1; done
         echo "guest: driver now: $(readlink $DEV/driver), $NG"
         [ -n "$NG" ] || { echo "GPUMEM_QEMU_RESULT FAIL nvme did not take the disk back"; finish; }
     done
     echo "guest: loadavg $(cat /proc/loadavg)"
+    # what the kernel said of its NVMe controllers and the fabrics (timeouts, resets, keep-alive)
+    dmesg | grep -i -E 'nvme|rdma|rxe' | tail -n 40 | sed 's/^/guest: dmesg: /'
     finish
 fi
 if [ "$MODE" = uring ]; then
     # The kernel owns both disks; the forwarder serves gpumem pairs over them.
-    for m in crct10dif_common crc-t10dif crc64 crc64-rocksoft crc64_rocksoft_generic t10-pi nvme-core nvme; do
-        [ -f /lib/modules/$m.ko ] && { insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; finish; }; }
-    done
-    # the controller whose serial is $1, by its generic device
-    ngdev() { for c in /sys/class/nvme/nvme*; do
-        s=$(cat $c/serial 2>/dev/null); s=${s%% *}   # padded with spaces to 20 bytes
-        [ "$s" = "$1" ] && for n in /dev/ng${c##*nvme}n1; do [ -e $n ] && echo $n; done; done; }
+    nvme_up || finish
     for i in 1 2 3 4 5 6 7 8 9 10; do [ -n "$(ngdev gpumem1)" ] && [ -n "$(ngdev gpumem0)" ] && break; sleep 1; done
     LOCAL=$(ngdev gpumem0); BACK=$(ngdev gpumem1)
     echo "guest: local $LOCAL, nvmet backing ${BACK%/*}/nvme${BACK#/dev/ng}"
@@ -235,39 +349,19 @@ if [ "$MODE" = uring ]; then
     echo "GPUMEM_URING_PART local"
     guest_test uring "$LOCAL" ${ARGS%%,*} ${ARGS#*,}
     echo "GPUMEM_URING_PART remote"
-    for m in configfs nvmet nvmet-tcp nvme-fabrics nvme-tcp; do
-        insmod /lib/modules/$m.ko || { echo "GPUMEM_QEMU_RESULT FAIL insmod $m"; finish; }
-    done
+    fabrics_up || finish
     insmod /lib/modules/null_blk.ko nr_devices=0 || { echo "GPUMEM_QEMU_RESULT FAIL insmod null_blk"; finish; }
-    mount -t configfs none /sys/kernel/config
     # A slow namespace for the fault: null_blk in memory, every command
     # completing 20 ms after it arrives (timer mode), so that writes are
     # inside the target when its port goes.
+    SLOW=$(nullb slow 16 20000000) || { echo "GPUMEM_QEMU_RESULT FAIL null_blk through configfs"; finish; }
     NB=/sys/kernel/config/nullb/slow
-    mkdir $NB && echo 512 > $NB/blocksize && echo 16 > $NB/size && echo 1 > $NB/memory_backed &&
-    echo 2 > $NB/irqmode && echo 20000000 > $NB/completion_nsec && echo 1 > $NB/power ||
-        { echo "GPUMEM_QEMU_RESULT FAIL null_blk through configfs"; finish; }
-    SLOW=""
-    for i in 1 2 3 4 5 6 7 8 9 10; do   # devtmpfs makes the node a moment later
-        # named after its configfs directory since Linux 6.0, nullbN before
-        for n in slow $(ls /dev | grep '^nullb'); do [ -b /dev/$n ] && SLOW=$n; done
-        [ -n "$SLOW" ] && break; sleep 1
-    done
-    SLOW=/dev/$SLOW
     echo "guest: null_blk $SLOW: $(cat $NB/size) MiB, completion_nsec $(cat $NB/completion_nsec)"
-    ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
-    S=/sys/kernel/config/nvmet/subsystems/gpumem-remote
-    P=/sys/kernel/config/nvmet/ports/1
-    mkdir $S && echo 1 > $S/attr_allow_any_host && mkdir $S/namespaces/1 &&
-    echo -n "/dev/nvme${BACK#/dev/ng}" > $S/namespaces/1/device_path && echo 1 > $S/namespaces/1/enable &&
-    mkdir $S/namespaces/2 && echo -n $SLOW > $S/namespaces/2/device_path && echo 1 > $S/namespaces/2/enable &&
-    mkdir $P && echo tcp > $P/addr_trtype && echo ipv4 > $P/addr_adrfam && echo 127.0.0.1 > $P/addr_traddr &&
-    echo 4420 > $P/addr_trsvcid && ln -s $S $P/subsystems/gpumem-remote ||
+    nvmet_subsys gpumem-remote "/dev/nvme${BACK#/dev/ng}" $SLOW && nvmet_port 1 tcp 127.0.0.1 4420 gpumem-remote ||
         { echo "GPUMEM_QEMU_RESULT FAIL nvmet configuration through configfs"; finish; }
+    P=/sys/kernel/config/nvmet/ports/1
     BEFORE=$(ls /dev | grep '^ng' | sort)
-    # reconnect every second after a lost path, give up after 120 s (the fault below)
-    echo "transport=tcp,traddr=127.0.0.1,trsvcid=4420,nqn=gpumem-remote,reconnect_delay=1,ctrl_loss_tmo=120" \
-        > /dev/nvme-fabrics || { echo "GPUMEM_QEMU_RESULT FAIL connect over nvme-tcp"; finish; }
+    fabric_connect tcp 127.0.0.1 4420 gpumem-remote || { echo "GPUMEM_QEMU_RESULT FAIL connect over nvme-tcp"; finish; }
     REMOTE=""; FAULT=""
     for i in 1 2 3 4 5 6 7 8 9 10; do
         for n in $(ls /dev | grep '^ng' | sort); do
@@ -285,6 +379,44 @@ if [ "$MODE" = uring ]; then
     echo "guest: slow namespace ($SLOW) over nvme-tcp: $FAULT; the port's link goes during the run"
     guest_test uring-fault "$FAULT" ${ARGS%%,*} $(( ${ARGS#*,} / 4 )) $P/subsystems/gpumem-remote $S
     echo "guest: guest_test exited with $?"
+
+    # ---- NVMe over RDMA: soft-RoCE (rdma_rxe) on a dummy netdev -------------
+    echo "GPUMEM_URING_PART rdma"
+    rdma_up || { echo "GPUMEM_QEMU_RESULT FAIL uring-rdma: no rxe device"; finish; }
+    RDISK=$(ngdev gpumem2)
+    nvmet_subsys gpumem-rdma "/dev/nvme${RDISK#/dev/ng}" && nvmet_port 2 rdma 192.0.2.1 4420 gpumem-rdma &&
+        fabric_connect rdma 192.0.2.1 4420 gpumem-rdma ||
+        { dmesg | tail -n 8 | sed 's/^/guest: dmesg: /'; echo "GPUMEM_QEMU_RESULT FAIL uring-rdma: nvmet over rdma"; finish; }
+    RNG=$(wait_ng gpumem-rdma)
+    paths gpumem-rdma
+    [ -n "$RNG" ] || { echo "GPUMEM_QEMU_RESULT FAIL uring-rdma: no generic device for the rdma namespace"; finish; }
+    echo "guest: namespace over nvme-rdma (rxe0 on dummy0): $RNG"
+    guest_test uring "$RNG" ${ARGS%%,*} ${ARGS#*,}
+    echo "guest: guest_test exited with $?"
+
+    # ---- native multipath: one subsystem, two ports, one path removed -------
+    # mp_run NAME NQN PORT_A TRTYPE_A TRADDR_A SVC_A PORT_B TRTYPE_B TRADDR_B SVC_B IOPOLICY:
+    # a slow null_blk behind NQN on two ports, the initiator on both (one
+    # multipath head); the link of port A goes mid-run and comes back.
+    mp_run() {
+        echo "GPUMEM_URING_PART $1"
+        dev=$(nullb $1 16 20000000) && nvmet_subsys $2 $dev && nvmet_port $3 $4 $5 $6 $2 && nvmet_port $7 $8 $9 ${10} $2 &&
+            fabric_connect $4 $5 $6 $2 && fabric_connect $8 $9 ${10} $2 ||
+            { dmesg | tail -n 8 | sed 's/^/guest: dmesg: /'; echo "GPUMEM_QEMU_RESULT FAIL uring-multipath: $1 set-up"; return; }
+        NG=$(wait_ng $2)
+        [ -n "$NG" ] || { echo "GPUMEM_QEMU_RESULT FAIL uring-multipath: no generic device for $2"; return; }
+        SUB=$(dirname /sys/class/nvme-subsystem/*/${NG#/dev/})
+        echo ${11} > $SUB/iopolicy
+        echo "guest: $1: $NG, the multipath head of $2 (nvme_core.multipath=$(cat /sys/module/nvme_core/parameters/multipath), iopolicy $(cat $SUB/iopolicy))"
+        paths $2
+        gpumem-doctor --path uring | grep 'uring.transport' | sed "s/^/guest: $1: doctor: /"
+        guest_test uring-multipath $NG ${ARGS%%,*} $(( ${ARGS#*,} / 2 )) /sys/kernel/config/nvmet/ports/$3/subsystems/$2 \
+            /sys/kernel/config/nvmet/subsystems/$2 $(ctrl_state $2 $6)
+        echo "guest: guest_test exited with $?"
+        paths $2
+    }
+    mp_run multipath-tcp gpumem-mp 3 tcp 127.0.0.1 4421 4 tcp 127.0.0.1 4422 numa
+    mp_run multipath-rdma gpumem-mp2 5 rdma 192.0.2.1 4421 6 tcp 127.0.0.1 4423 round-robin
     finish
 fi
 [ "$MODE" = iommu ] || echo 64 > /proc/sys/vm/nr_hugepages   # 2 MiB pages for the queue rings (VFIO needs none)
@@ -399,40 +531,64 @@ nvme_errors() { grep -E 'pci_nvme_(err|ub)|nvme' "$1" 2>/dev/null || true; }
 if [[ "$BOOTS" == *" uring "* ]]; then
     "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
     "$BUILD/image" create "$WORK/disk2.img" $DISK_BLOCKS
+    "$BUILD/image" create "$WORK/disk3.img" $DISK_BLOCKS
     COMMANDS=$URING_COMMANDS boot uring uring "$ACCEL" "" "$BOOT_TIMEOUT" \
-        "-drive file=$WORK/disk2.img,if=none,id=nvm2,format=raw,cache=writeback -device nvme,serial=gpumem1,drive=nvm2"
+        "-drive file=$WORK/disk2.img,if=none,id=nvm2,format=raw,cache=writeback -device nvme,serial=gpumem1,drive=nvm2
+         -drive file=$WORK/disk3.img,if=none,id=nvm3,format=raw,cache=writeback -device nvme,serial=gpumem2,drive=nvm3"
     C="$WORK/uring.console"
     ERRS=$(nvme_errors "$WORK/uring.qemu.log")
     [ -z "$ERRS" ] || { printf '%s\n' "$ERRS" | sed -n '1,20p' >&2; die "QEMU reported NVMe guest errors in the uring boot"; }
-    grep -a -E '^(uring|uring-fault|guest): ' "$C" | sed 's/^/    /'
-    # the console's GENS lines, split by the part that wrote them
-    awk '{sub(/\r$/, "")} /^GPUMEM_URING_PART/ {part=$2} /^GENS / {print > ("'"$WORK"'/uring-" part ".gens")}' "$C"
-    for part in local remote; do
-        RESULT=$(grep -a -E "GPUMEM_QEMU_RESULT [A-Z]+ uring " "$C" | sed -n "$([ $part = local ] && echo 1 || echo 2)p")
-        echo "$RESULT" | grep -q PASS || die "uring boot, $part: ${RESULT:-no result line} (console: $C)"
-        say "uring $part: $RESULT"
+    grep -a -E '^(uring|uring-fault|uring-multipath|guest): ' "$C" | sed 's/^/    /'
+    # the console split by the part that wrote it (GPUMEM_URING_PART lines): $WORK/uring-PART.log
+    awk '{sub(/\r$/, "")} /^GPUMEM_URING_PART/ {part=$2} part {print > ("'"$WORK"'/uring-" part ".log")}' "$C"
+    # part_result PART MODE: the result line of guest_test MODE in that part, which must pass
+    part_result() {
+        local r
+        r=$(grep -a -E "^GPUMEM_QEMU_RESULT [A-Z]+ $2( |:|$)" "$WORK/uring-$1.log" 2>/dev/null | tail -n 1)
+        [ -n "$r" ] || r=$(grep -a "^GPUMEM_QEMU_RESULT FAIL" "$WORK/uring-$1.log" 2>/dev/null | tail -n 1)
+        echo "$r" | grep -q "^GPUMEM_QEMU_RESULT PASS" || die "uring boot, $1: ${r:-no result line} (console: $C)"
+        say "uring $1: $r"
+    }
+    for part in local remote rdma; do
+        part_result $part uring
+        grep -a '^GENS ' "$WORK/uring-$part.log" > "$WORK/uring-$part.gens" || true
     done
     "$BUILD/image" check "$WORK/disk.img" "$WORK/uring-local.gens" || die "uring boot: the local disk does not hold the guest's writes"
     "$BUILD/image" check "$WORK/disk2.img" "$WORK/uring-remote.gens" || die "uring boot: the remote disk does not hold the guest's writes"
-    RESULT=$(grep -a "GPUMEM_QEMU_RESULT.*uring-fault" "$C" | tail -n 1)
-    echo "$RESULT" | grep -q PASS || die "uring boot, fault: ${RESULT:-no result line} (console: $C)"
-    say "uring fault: $RESULT"
-    say "PASS (io_uring passthrough, local and over nvme-tcp to nvmet, the port removed mid-run and restored)"
+    "$BUILD/image" check "$WORK/disk3.img" "$WORK/uring-rdma.gens" || die "uring boot: the disk exported over nvme-rdma does not hold the guest's writes"
+    part_result fault uring-fault
+    for part in multipath-tcp multipath-rdma; do
+        part_result $part uring-multipath
+        # the doctor names the transports of the head's paths and that multipath is on
+        grep -a -q "doctor: .*uring.transport.*multipath on, 2 paths" "$WORK/uring-$part.log" ||
+            die "uring boot, $part: the doctor did not report the multipath head and its 2 paths (console: $C)"
+    done
+    grep -a -q "doctor: .*uring.transport.*rdma" "$WORK/uring-multipath-rdma.log" ||
+        die "uring boot: the doctor did not name the rdma transport (console: $C)"
+    say "PASS (io_uring passthrough: local, nvme-tcp and nvme-rdma to nvmet, a port removed mid-run and restored, one of two multipath paths removed mid-run and restored, tcp+tcp and rdma+tcp)"
 fi
 # 5. the benchmark: the forwarder, fio and the VFIO shim on one disk, one boot
 if [[ "$BOOTS" == *" bench "* ]]; then
     "$BUILD/image" create "$WORK/disk.img" $DISK_BLOCKS
     say "host: $(nproc) cores, loadavg $(cut -d' ' -f1-3 /proc/loadavg) before the boot"
-    THREADS=$BENCH_CPUS boot bench bench "$ACCEL" "" "$BOOT_TIMEOUT" \
-        "-machine q35,kernel-irqchip=split -device intel-iommu,intremap=on" "intel_iommu=on"
+    # a round: the forwarder and fio twice each, each variant and a fio run
+    # of its own, both over tcp and rdma, the shim twice; two minutes for the rest
+    BENCH_RUNS=$(( 12 + 2 * N_VARIANTS ))
+    THREADS=$BENCH_CPUS boot bench bench "$ACCEL" "" $(( BENCH_ROUNDS * BENCH_RUNS * (BENCH_SECONDS + 3) + 240 )) \
+        "-machine q35,kernel-irqchip=split -device intel-iommu,intremap=on" \
+        "intel_iommu=on gpumem_variants=$BENCH_VARIANTS"
     say "host: loadavg $(cut -d' ' -f1-3 /proc/loadavg) after the boot"
     C="$WORK/bench.console"
     ERRS=$(nvme_errors "$WORK/bench.qemu.log")
     [ -z "$ERRS" ] || { printf '%s\n' "$ERRS" | sed -n '1,20p' >&2; die "QEMU reported NVMe guest errors in the bench boot"; }
     grep -a -E '^(bench|guest): ' "$C" | sed 's/^/    /'
-    for part in bench-uring bench-vfio; do
+    grep -a -q "GPUMEM_QEMU_RESULT FAIL" "$C" && die "bench boot: $(grep -a "GPUMEM_QEMU_RESULT FAIL" "$C" | head -n 1) (console: $C)"
+    # each round: the forwarder once and once a variant, over tcp and rdma once each, the shim once
+    for part in "bench-uring uring" "bench-uring tcp" "bench-uring rdma" bench-vfio; do
         n=$(grep -a -c "GPUMEM_QEMU_RESULT PASS $part" "$C" || true)
-        [ "$n" = "$BENCH_ROUNDS" ] || die "bench boot: $part passed $n of $BENCH_ROUNDS rounds: $(grep -a "GPUMEM_QEMU_RESULT.*$part" "$C" | grep -v PASS | head -n 1) (console: $C)"
+        want=$BENCH_ROUNDS
+        [ "$part" = "bench-uring uring" ] && want=$(( BENCH_ROUNDS * (1 + N_VARIANTS) ))
+        [ "$n" = "$want" ] || die "bench boot: $part passed $n of $want runs: $(grep -a "GPUMEM_QEMU_RESULT.*$part" "$C" | grep -v PASS | head -n 1) (console: $C)"
     done
     python3 "$(dirname "$0")/bench_report.py" "$C" | tee "$WORK/bench.md" || die "bench boot: no report (console: $C)"
 fi
