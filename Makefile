@@ -43,6 +43,7 @@ TESTS   += $(BUILD)/test_robust
 TESTS   += $(BUILD)/test_wakeup
 TESTS   += $(BUILD)/test_graph
 TESTS   += $(BUILD)/test_policy
+TESTS   += $(BUILD)/test_hints
 TESTS   += $(BUILD)/test_xproc
 TESTS   += $(BUILD)/test_tier
 TESTS   += $(BUILD)/test_notier
@@ -170,7 +171,7 @@ endif
 $(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DGPUMEM_BUILD_DIR='"$(BUILD)"' -I. $< -o $@ -lcriterion -pthread
 
-$(BUILD)/test_policy: bench/policy_sim.h
+$(BUILD)/test_policy $(BUILD)/test_hints: bench/policy_sim.h
 $(BUILD)/test_trace_input: $(BUILD)/policy_sim $(BUILD)/policy_sim_lsan
 # The simulator once more under AddressSanitizer, whose LeakSanitizer ends a
 # run that leaves memory allocated with exit 23: test_trace_input runs the

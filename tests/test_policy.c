@@ -648,7 +648,7 @@ Test(policy, cache_records_its_trace) {
     gpumem_cache *c;
     static uint64_t data[8 * 512];
     uint64_t buf[4], got[5];
-    gpumem_policy_trace t = {buf, 4, 0};
+    gpumem_policy_trace t = {buf, 4, 0, 0};
     static const uint64_t lines[] = {3, 5, 3, 7, 1};
     void *p;
     uint32_t i;
