@@ -261,6 +261,9 @@ typedef struct gpumem_policy_desc {
     uint32_t hint_slack;       /* epochs a use may come before or after its hint and still prove it right
                                   (0: exact; an application that advances its epoch per chunk of work
                                   gives the chunks in flight) */
+    uint32_t hint_lines;       /* lines whose hints the pending table holds while they are not cached
+                                  (default 2 x n_slots; the lines hinted at once, up to the data's, lose none:
+                                  a collision keeps the sooner hint) */
 } gpumem_policy_desc;
 
 /* Zero means default: every field set to 0 is given the default next to
@@ -289,6 +292,7 @@ GPUMEM_API gpumem_policy_desc gpumem_policy_desc_resolved(const gpumem_policy_de
     if (!d.tm_blame) d.tm_blame = 64;
     if (!d.tm_share_pct) d.tm_share_pct = 120;
     if (d.hint_fallback == GPUMEM_POLICY_DEFAULT) d.hint_fallback = GPUMEM_POLICY_DEFAULT_KIND;
+    if (!d.hint_lines) d.hint_lines = d.n_slots <= UINT32_MAX / 2 ? 2 * d.n_slots : d.n_slots;
     return d;
 }
 
@@ -476,7 +480,9 @@ typedef struct gpumem__phint {
     uint8_t *held;            /* per slot: hinted or demoted (kept from the fallback's choice) */
     uint8_t *mask;            /* scratch: held or pinned by the caller */
     uint8_t *demoted;         /* per slot: on the demoted list */
+    uint8_t *met;             /* per slot: w1 has seen its use (the line's next use is w1 again or w2) */
     uint64_t *ptag, *pw1, *pw2; /* pending hints of lines not resident: line + 1 (0: empty), w1, w2 */
+    uint8_t *pmet;
     gpumem__plist dlist;
     uint32_t pmask, n_held, since_sweep;
     uint64_t epoch;
@@ -554,7 +560,7 @@ GPUMEM_API size_t gpumem__policy_layout(const gpumem_policy_desc *d, gpumem_poli
         GPUMEM__TAKE(p->tm.ghost_who, uint8_t, n * GPUMEM_POLICY_GHOSTS);
     }
     if (d->kind == GPUMEM_POLICY_HINTED) { /* the fallback's state above, the hints' here */
-        uint32_t pend = gpumem__pow2_at_least(2 * d->n_slots);
+        uint32_t pend = gpumem__pow2_at_least(d->hint_lines > (1u << 31) ? (1u << 31) : d->hint_lines);
         GPUMEM__TAKE(p->hint.w1, uint64_t, n);
         GPUMEM__TAKE(p->hint.w2, uint64_t, n);
         GPUMEM__TAKE(p->hint.heap.key, uint64_t, n);
@@ -565,9 +571,11 @@ GPUMEM_API size_t gpumem__policy_layout(const gpumem_policy_desc *d, gpumem_poli
         GPUMEM__TAKE(p->hint.held, uint8_t, n);
         GPUMEM__TAKE(p->hint.mask, uint8_t, n);
         GPUMEM__TAKE(p->hint.demoted, uint8_t, n);
+        GPUMEM__TAKE(p->hint.met, uint8_t, n);
         GPUMEM__TAKE(p->hint.ptag, uint64_t, pend);
         GPUMEM__TAKE(p->hint.pw1, uint64_t, pend);
         GPUMEM__TAKE(p->hint.pw2, uint64_t, pend);
+        GPUMEM__TAKE(p->hint.pmet, uint8_t, pend);
         if (p) p->hint.pmask = pend - 1;
     }
     GPUMEM__TAKE(p->line_of, uint64_t, n); /* every kind: a caller may need the line a slot holds */
@@ -1070,12 +1078,18 @@ GPUMEM_API void gpumem__hint_judge(gpumem__phint *h, int right) {
     }
 }
 
-/* Add the hint `when` to a line's two soonest (w1 <= w2). */
-GPUMEM_API void gpumem__hint_put(uint64_t *w1, uint64_t *w2, uint64_t when) {
-    if (when == *w1 || when == *w2) return;
+/* Add the hint `when` to a line's two soonest (w1 <= w2; `met` is w1's). A
+ * hint for the epoch of a w1 already met promises one more use in it. */
+GPUMEM_API void gpumem__hint_put(uint64_t *w1, uint64_t *w2, uint8_t *met, uint64_t when) {
+    if (when == *w1) {
+        *met = 0;
+        return;
+    }
+    if (when == *w2) return;
     if (when < *w1) {
         *w2 = *w1;
         *w1 = when;
+        *met = 0;
     } else if (when < *w2) {
         *w2 = when;
     }
@@ -1086,30 +1100,47 @@ GPUMEM_API int gpumem__hint_past(const gpumem_policy *p, uint64_t w) {
     return w != GPUMEM_POLICY_UNHINTED && w + p->d.hint_slack < p->hint.epoch;
 }
 
-/* A use now of a line hinted (w1, w2): w1 judged; a use at or after it
- * fulfils it (the next hint moves up), one before it leaves it standing (a
- * later use may be the one it meant). */
-GPUMEM_API void gpumem__hint_use(gpumem_policy *p, uint64_t *w1, uint64_t *w2) {
-    gpumem__phint *h = &p->hint;
+/* Move a line's hints past the clock: a w1 whose epoch (and slack) went by
+ * is judged (wrong if its use never came) and w2 takes its place. */
+GPUMEM_API void gpumem__hint_expire(gpumem_policy *p, uint64_t *w1, uint64_t *w2, uint8_t *met) {
+    while (gpumem__hint_past(p, *w1)) {
+        if (!*met) gpumem__hint_judge(&p->hint, 0);
+        *w1 = *w2;
+        *w2 = GPUMEM_POLICY_UNHINTED;
+        *met = 0;
+    }
+}
+
+/* A use now of a line hinted (w1, w2, met). Within w1's window (its epoch
+ * give or take hint_slack) it proves w1 right, once; before it, wrong (a
+ * hint names the next use); w2 takes over once its own window is reached.
+ * A hint stays until its window passes: an epoch may use a line many times. */
+GPUMEM_API void gpumem__hint_use(gpumem_policy *p, uint64_t *w1, uint64_t *w2, uint8_t *met) {
+    uint64_t e = p->hint.epoch, slack = p->d.hint_slack;
+    gpumem__hint_expire(p, w1, w2, met);
+    if (*met && *w2 != GPUMEM_POLICY_UNHINTED && e + slack >= *w2) { /* windows that overlap: w2's use */
+        *w1 = *w2;
+        *w2 = GPUMEM_POLICY_UNHINTED;
+        *met = 0;
+    }
     if (*w1 == GPUMEM_POLICY_UNHINTED) return;
-    if (h->epoch + p->d.hint_slack < *w1) {
-        gpumem__hint_judge(h, 0);
+    if (e + slack < *w1) {
+        gpumem__hint_judge(&p->hint, 0);
         return;
     }
-    gpumem__hint_judge(h, !gpumem__hint_past(p, *w1));
-    *w1 = *w2;
-    *w2 = GPUMEM_POLICY_UNHINTED;
-    if (gpumem__hint_past(p, *w1)) { /* its epoch went by unused too */
-        gpumem__hint_judge(h, 0);
-        *w1 = GPUMEM_POLICY_UNHINTED;
-    }
+    if (!*met) gpumem__hint_judge(&p->hint, 1);
+    *met = 1;
 }
 
 /* Slot k's place after its hints changed: in the heap or not, held or not. */
 GPUMEM_API void gpumem__hint_rekey(gpumem_policy *p, uint32_t k) {
     gpumem__phint *h = &p->hint;
+    /* Keyed on the next use not yet seen; a line whose hinted use was met
+     * and that has no later hint keeps its epoch (it may be used again in
+     * it) until the epoch passes; then it is the fallback's. */
+    uint64_t next = h->met[k] && h->w2[k] != GPUMEM_POLICY_UNHINTED ? h->w2[k] : h->w1[k];
     uint8_t held = (uint8_t)(h->demoted[k] || h->w1[k] != GPUMEM_POLICY_UNHINTED);
-    if (h->w1[k] != GPUMEM_POLICY_UNHINTED && !h->demoted[k]) gpumem__pheap_set(&h->heap, k, h->w1[k]);
+    if (h->w1[k] != GPUMEM_POLICY_UNHINTED && !h->demoted[k]) gpumem__pheap_set(&h->heap, k, next);
     else gpumem__pheap_remove(&h->heap, k);
     if (held != h->held[k]) {
         h->n_held = held ? h->n_held + 1 : h->n_held - 1;
@@ -1139,9 +1170,7 @@ GPUMEM_API void gpumem__hint_sweep(gpumem_policy *p) {
     h->since_sweep = 0;
     for (k = 0; k < p->d.n_slots; k++)
         if (gpumem__hint_past(p, h->w1[k])) {
-            gpumem__hint_judge(h, 0);
-            h->w1[k] = gpumem__hint_past(p, h->w2[k]) ? GPUMEM_POLICY_UNHINTED : h->w2[k];
-            h->w2[k] = GPUMEM_POLICY_UNHINTED;
+            gpumem__hint_expire(p, &h->w1[k], &h->w2[k], &h->met[k]);
             gpumem__hint_rekey(p, k);
         }
 }
@@ -1153,7 +1182,7 @@ GPUMEM_API void gpumem__hint_on_access(gpumem_policy *p, uint32_t k) {
         gpumem__hint_judge(h, 0);
         gpumem__hint_undemote(p, k);
     }
-    gpumem__hint_use(p, &h->w1[k], &h->w2[k]);
+    gpumem__hint_use(p, &h->w1[k], &h->w2[k], &h->met[k]);
     gpumem__hint_rekey(p, k);
 }
 
@@ -1162,12 +1191,14 @@ GPUMEM_API void gpumem__hint_on_fill(gpumem_policy *p, uint32_t k, uint64_t line
     uint32_t i = gpumem__hint_pending(h, line);
     h->since_sweep++;
     h->w1[k] = h->w2[k] = GPUMEM_POLICY_UNHINTED;
+    h->met[k] = 0;
     if (h->ptag[i] == line + 1) { /* hinted while away */
         h->w1[k] = h->pw1[i];
         h->w2[k] = h->pw2[i];
+        h->met[k] = h->pmet[i];
         h->ptag[i] = 0;
     }
-    gpumem__hint_use(p, &h->w1[k], &h->w2[k]);
+    gpumem__hint_use(p, &h->w1[k], &h->w2[k], &h->met[k]);
     gpumem__hint_rekey(p, k);
 }
 
@@ -1176,17 +1207,16 @@ GPUMEM_API void gpumem__hint_on_fill(gpumem_policy *p, uint32_t k, uint64_t line
 GPUMEM_API void gpumem__hint_on_evict(gpumem_policy *p, uint32_t k, uint64_t line) {
     gpumem__phint *h = &p->hint;
     gpumem__hint_undemote(p, k);
-    if (gpumem__hint_past(p, h->w1[k])) {
-        gpumem__hint_judge(h, 0);
-        h->w1[k] = h->w2[k];
-    }
-    if (h->w1[k] != GPUMEM_POLICY_UNHINTED && !gpumem__hint_past(p, h->w1[k])) {
+    gpumem__hint_expire(p, &h->w1[k], &h->w2[k], &h->met[k]);
+    if (h->w1[k] != GPUMEM_POLICY_UNHINTED) {
         uint32_t i = gpumem__hint_pending(h, line);
         h->ptag[i] = line + 1;
         h->pw1[i] = h->w1[k];
         h->pw2[i] = h->w2[k];
+        h->pmet[i] = h->met[k];
     }
     h->w1[k] = h->w2[k] = GPUMEM_POLICY_UNHINTED;
+    h->met[k] = 0;
     gpumem__hint_rekey(p, k);
 }
 
@@ -1251,6 +1281,7 @@ GPUMEM_API gpumem_status gpumem_policy_init(gpumem_policy *p, const gpumem_polic
         }
         gpumem__pzero(h->held, n);
         gpumem__pzero(h->demoted, n);
+        gpumem__pzero(h->met, n);
         gpumem__pzero(h->ptag, ((size_t)h->pmask + 1) * 8);
         gpumem__plist_clear(&h->dlist);
         h->trust = GPUMEM_POLICY_TRUST_MAX / 2; /* trusted until proven wrong */
@@ -1333,14 +1364,17 @@ GPUMEM_API gpumem_status gpumem_policy_hint(gpumem_policy *p, uint32_t k, uint64
     if (k == GPUMEM_POLICY_NONE) {
         uint32_t i = gpumem__hint_pending(h, line);
         if (h->ptag[i] != line + 1) {
+            if (h->ptag[i] && h->pw1[i] < when && !gpumem__hint_past(p, h->pw1[i]))
+                return GPUMEM_OK; /* the table keeps the sooner of two lines' hints */
             h->ptag[i] = line + 1;
             h->pw1[i] = h->pw2[i] = GPUMEM_POLICY_UNHINTED;
+            h->pmet[i] = 0;
         }
-        gpumem__hint_put(&h->pw1[i], &h->pw2[i], when);
+        gpumem__hint_put(&h->pw1[i], &h->pw2[i], &h->pmet[i], when);
         return GPUMEM_OK;
     }
     gpumem__hint_undemote(p, k);
-    gpumem__hint_put(&h->w1[k], &h->w2[k], when);
+    gpumem__hint_put(&h->w1[k], &h->w2[k], &h->met[k], when);
     gpumem__hint_rekey(p, k);
     return GPUMEM_OK;
 }
@@ -1359,6 +1393,7 @@ GPUMEM_API gpumem_status gpumem_policy_demote(gpumem_policy *p, uint32_t k, uint
         return GPUMEM_OK;
     }
     h->w1[k] = h->w2[k] = GPUMEM_POLICY_UNHINTED;
+    h->met[k] = 0;
     if (!h->demoted[k]) {
         h->demoted[k] = 1;
         gpumem__plist_append(&h->dlist, h->dprev, h->dnext, k);

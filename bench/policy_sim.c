@@ -16,6 +16,8 @@
  *       --prefetch readahead|fdp  prefetch on every demand miss (one-tier runs)
  *       --hint-fallback P       the hinted policy's fallback (default brrip)
  *       --hint-slack N          epochs a use may miss its hint by and prove it right (default 0)
+ *       --oracle Q              hinted gets the true next uses instead of the trace's hints, the
+ *                               epoch advancing every Q accesses (1: Belady's OPT exactly)
  *       --name NAME --tsv FILE  append result rows to FILE, labelled NAME
  *   policy_sim table DIR        every workload, every policy, 50% and 75% of the
  *                               footprint, two tiers, prefetch: DIR/policy-sim.tsv
@@ -355,6 +357,7 @@ typedef struct run_opts {
     double t2_frac;
     uint32_t prefetch;
     uint32_t hint_fallback, hint_slack; /* the hinted policy's (0: its defaults) */
+    uint64_t oracle; /* > 0: hinted gets the true next uses, an epoch every `oracle` accesses, not the trace's */
     const char *name, *tsv;
 } run_opts;
 
@@ -587,6 +590,7 @@ static int run(const char *path, const run_opts *o) {
             gpumem_policy_desc d = gpumem_policy_desc_default(kind, (uint32_t)caps[c]);
             if (o->hint_fallback) d.hint_fallback = o->hint_fallback;
             d.hint_slack = o->hint_slack;
+            d.hint_lines = n_ids < UINT32_MAX / 4 ? 4 * n_ids : UINT32_MAX; /* no hint lost to the pending table */
             if (k == o->n_kinds && lru_of[c] != PSIM_NONE) break; /* LRU asked for already */
             if (n_sims == MAX_SIMS) break;
             if (psim_init(&sims[n_sims].s, &d, n_ids, PSIM_ONE_TIER, 0, o->prefetch, fdp_lines) != 0) {
@@ -650,7 +654,15 @@ static int run(const char *path, const run_opts *o) {
                 for (k = 0; k < n_sims; k++) {
                     double t1 = now_s();
                     psim *s = &sims[k].s;
-                    if (s->pol.d.kind == GPUMEM_POLICY_HINTED) { /* the hint records between the accesses */
+                    if (s->pol.d.kind == GPUMEM_POLICY_HINTED && o->oracle) { /* hints from the future */
+                        for (x = j; x < e; x++) {
+                            uint64_t t = from + x;
+                            psim_hint_event(s, PSIM_EPOCH, 0, t / o->oracle);
+                            psim_access(s, ids[x]);
+                            if (next[x] == PSIM_NEVER) psim_hint_event(s, PSIM_DEMOTE, ids[x], 0);
+                            else psim_hint_event(s, PSIM_HINT, ids[x], next[x] / o->oracle);
+                        }
+                    } else if (s->pol.d.kind == GPUMEM_POLICY_HINTED) { /* the hint records between the accesses */
                         size_t v = ev_at;
                         for (x = j; x < e; x++) {
                             for (; v < n_ev && evs[v].at <= from + x; v++)
@@ -703,6 +715,15 @@ static int run(const char *path, const run_opts *o) {
                     (unsigned long long)s->hits, (unsigned long long)s->t2_hits, (unsigned long long)s->ssd_reads,
                     psim_time_us(s) / 1000.0, (unsigned long long)opt[ci].misses, (unsigned long long)n,
                     (unsigned long long)s->prefetch_reads, (double)n / sims[k].secs / 1e6);
+    }
+    for (k = 0; k < n_sims; k++) { /* what the hints proved, who chose */
+        const gpumem__phint *h = &sims[k].s.pol.hint;
+        if (sims[k].s.pol.d.kind != GPUMEM_POLICY_HINTED) continue;
+        printf("# hinted at %llu lines: %llu hint records, %llu refused; %llu proven right, %llu wrong, trust %u of %u at "
+               "the end; victims %llu by hint, %llu by the fallback (%s)\n", (unsigned long long)caps[sims[k].cap_i],
+               (unsigned long long)n_events, (unsigned long long)sims[k].s.hints_refused, (unsigned long long)h->right,
+               (unsigned long long)h->wrong, h->trust, GPUMEM_POLICY_TRUST_MAX, (unsigned long long)h->hinted_victims,
+               (unsigned long long)h->fallback_victims, gpumem_policy_name(sims[k].s.pol.d.hint_fallback));
     }
     for (c = 0; c < o->n_caps; c++)
         printf("%-12s %8llu %5.2f %-11s %-10s %12llu %7.2f %7.3f %7.3f\n", o->name ? o->name : "trace",
@@ -811,7 +832,7 @@ static int table(const char *dir) {
 
 static int usage(void) {
     fprintf(stderr, "usage: policy_sim gen KIND FILE [SIZE] | run TRACE [--policies P,..|all] [--fracs F,..] "
-                    "[--lines N,..] [--two-tier F] [--prefetch readahead|fdp] [--hint-fallback P] [--hint-slack N] "
+                    "[--lines N,..] [--two-tier F] [--prefetch readahead|fdp] [--hint-fallback P] [--hint-slack N] [--oracle Q] "
                     "[--name N] [--tsv FILE] | table DIR\n");
     return 2;
 }
@@ -880,6 +901,13 @@ int main(int argc, char **argv) {
                 return 2;
             }
             o.hint_slack = (uint32_t)sl[0];
+        } else if (!strcmp(a, "--oracle")) {
+            double q[1];
+            if (parse_list(v, q, 1) != 1 || !(q[0] >= 1 && q[0] < 1e15) || q[0] != (double)(uint64_t)q[0]) {
+                fprintf(stderr, "policy_sim: --oracle: expected accesses an epoch, 1 or more, found %s\n", v);
+                return 2;
+            }
+            o.oracle = (uint64_t)q[0];
         } else if (!strcmp(a, "--name")) o.name = v;
         else if (!strcmp(a, "--tsv")) o.tsv = v;
         else return usage();

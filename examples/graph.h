@@ -461,6 +461,9 @@ GRAPH_API void graph_reference_pagerank(const graph_csr *g, uint32_t iterations,
 /* ======================================================================== */
 
 #define GRAPH_MAX_PAIRS 64u
+/* The hinted policy's slack, in epochs: graph.c's epoch is a wave of work
+ * (a chunk a thread), and threads run up to this many waves apart. */
+#define GRAPH_HINT_SLACK 2u
 
 typedef struct graph_store_config {
     uint32_t n_pairs;     /* queue pairs the cache spreads its reads over */
@@ -565,6 +568,8 @@ GRAPH_API gpumem_status graph_store_serve(graph_store *s, uint64_t file_bytes, u
         d.policy = cfg->policy;
     } else { /* a sequential policy (LRU, HPE, ...) behind the cache's lock */
         gpumem_policy_desc pd = gpumem_policy_desc_default(cfg->policy, s->n_slots);
+        pd.hint_slack = GRAPH_HINT_SLACK;
+        pd.hint_lines = d.n_lines < UINT32_MAX / 4 ? 4 * (uint32_t)d.n_lines : UINT32_MAX; /* no hint lost */
         s->seq_mem = malloc(gpumem_policy_bytes(&pd));
         if (!s->seq_mem || (st = gpumem_policy_init(&s->seq, &pd, s->seq_mem)) != GPUMEM_OK) {
             st = graph_fail(err, len, s->seq_mem ? st : GPUMEM_ENOMEM, "policy %s", gpumem_policy_name(cfg->policy));
