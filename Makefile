@@ -244,7 +244,7 @@ $(BUILD)/spin/passed: $(wildcard tests/spin/*.pml) tests/spin/run.sh
 	@$(MAKE) --no-print-directory spin
 	@touch $@
 
-RACE_TESTS := $(BUILD)/race_stats $(BUILD)/race_orphan $(BUILD)/race_reset
+RACE_TESTS := $(BUILD)/race_stats $(BUILD)/race_orphan $(BUILD)/race_reset $(BUILD)/race_hints
 run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/bench_doorbell
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
 	@echo "== $(BUILD)/asan_kept (AddressSanitizer, stack use after return)"
@@ -257,6 +257,8 @@ run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/ben
 	  TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_orphan
 	@echo "== $(BUILD)/race_reset (ThreadSanitizer: a pair reset while threads call into it)"; \
 	  TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_reset
+	@echo "== $(BUILD)/race_hints (ThreadSanitizer: the hinted policy under writers, evictions and hinting threads)"; \
+	  TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_hints
 	@echo "== tests/test_plot_gpu.py (the GPU benchmark's plot, on made-up rows)"; python3 tests/test_plot_gpu.py
 	@echo "== $(BUILD)/bench_doorbell at a tenth of its size (silent vs waking clients per idle setting;"; \
 	  echo "   it fails on a failed command or a violation, never on time)"; \
@@ -275,6 +277,8 @@ $(BUILD)/race_stats: tests/race_stats.c $(wildcard tests/*.h) $(HEADERS) | $(BUI
 $(BUILD)/race_orphan: tests/race_orphan.c $(HEADERS) | $(BUILD)
 	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
 $(BUILD)/race_reset: tests/race_reset.c $(HEADERS) | $(BUILD)
+	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
+$(BUILD)/race_hints: tests/race_hints.c $(HEADERS) | $(BUILD)
 	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
 
 # ============================================================================
@@ -449,15 +453,22 @@ bench-doorbell:
 # OPT and LRU, GMT's two tiers and the prefetchers, then writes the table and
 # the plot to $(RESULTS)/policy-sim.{tsv,md,png} (under a minute here; `make
 # results` commits them). The graph traces are recorded from examples/graph.c's
-# BFS and CC (scale 18, a 4 MiB cache) through the cache's trace hook; last,
-# the real cache runs BFS and CC under CLOCK and BRRIP (policy-graph.txt).
+# BFS, CC and PageRank (scale 18, a 4 MiB cache, 5 iterations) through the
+# cache's trace hook, with the hints each round gives (--hints on, issue 43;
+# re-recorded when build/graph changes); the hinted policy replays them, every
+# other policy ignores them. Last, the real cache runs BFS and CC under CLOCK
+# and BRRIP (policy-graph.txt).
 $(BUILD)/policy_sim: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
-policy-sim: $(BUILD)/policy_sim $(BUILD)/graph
+GRAPH_TRACES := build/traces/graph-bfs.trace build/traces/graph-cc.trace build/traces/graph-pagerank.trace
+$(BUILD)/kron18.graph: | $(BUILD)/graph
+	$(BUILD)/graph gen $@ --scale 18
+build/traces/graph-%.trace: $(BUILD)/graph | $(BUILD)/kron18.graph
+	mkdir -p build/traces
+	$(BUILD)/graph $* $(BUILD)/kron18.graph --cache-mib 4 --hints on $(if $(filter pagerank,$*),--iterations 5) \
+	  --trace $@
+policy-sim: $(BUILD)/policy_sim $(BUILD)/graph $(GRAPH_TRACES)
 	mkdir -p build/traces $(RESULTS)
-	test -f $(BUILD)/kron18.graph || $(BUILD)/graph gen $(BUILD)/kron18.graph --scale 18
-	test -f build/traces/graph-bfs.trace || $(BUILD)/graph bfs $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-bfs.trace
-	test -f build/traces/graph-cc.trace || $(BUILD)/graph cc $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-cc.trace
 	$(BUILD)/policy_sim table $(RESULTS)
 	python3 bench/policy_table.py $(RESULTS)/policy-sim.tsv $(RESULTS)/policy-sim.dat > $(RESULTS)/policy-sim.md
 	gnuplot -e "in='$(RESULTS)/policy-sim.dat'; out='$(RESULTS)/policy-sim.png'" bench/policy_sim.gp

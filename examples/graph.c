@@ -69,7 +69,6 @@ typedef struct options {
     graph_gnn_plan plan;                /* hops and fanouts */
     const char *features;               /* the feature table's file, or NULL: one in cache_dir */
     int hints;          /* tell the cache each round's next uses (--hints, default on) */
-    uint32_t lookahead; /* gnn: mini-batches hinted ahead (--lookahead) */
 } options;
 
 /* Room for this many recorded accesses (8 bytes each); the rest are dropped
@@ -625,7 +624,7 @@ enum {
     O_THREADS = 1 << 5, O_PAIRS = 1 << 6, O_DEPTH = 1 << 7, O_IOPS = 1 << 8, O_ORDERED = 1 << 9, O_MACHINE = 1 << 10,
     O_POLICY = 1 << 11, O_TRACE = 1 << 12, O_HOST = 1 << 13, O_PLACEMENT = 1 << 14, O_FORMAT = 1 << 15,
     O_CACHE_DIR = 1 << 16, O_MEM = 1 << 17, O_ITERATIONS = 1 << 18, O_ROW_BYTES = 1 << 19, O_BATCH = 1 << 20,
-    O_BATCHES = 1 << 21, O_FANOUTS = 1 << 22, O_FEATURES = 1 << 23, O_HINTS = 1 << 24, O_LOOKAHEAD = 1 << 25
+    O_BATCHES = 1 << 21, O_FANOUTS = 1 << 22, O_FEATURES = 1 << 23, O_HINTS = 1 << 24
 };
 static const struct option_doc {
     const char *name, *arg, *what;
@@ -668,7 +667,6 @@ static const struct option_doc {
      O_FEATURES},
     {"--hints", "on|off", "tell the cache each round's next uses (default on; with no --policy, the cache's policy\n"
                           "                       is then hinted, gpumem_policy.h)", O_HINTS},
-    {"--lookahead", "K", "gnn: hint the feature rows of the next K mini-batches, 0..64 (default 4)", O_LOOKAHEAD},
 };
 #define RUN_OPTS (O_CACHE | O_THREADS | O_PAIRS | O_DEPTH | O_IOPS | O_POLICY | O_HOST | O_PLACEMENT)
 #define INPUT_OPTS (O_FORMAT | O_CACHE_DIR | O_MEM) /* commands that read a graph in any format */
@@ -697,8 +695,7 @@ static const struct command {
                     "  against the generator and each batch's hash compared: (a) through a cache (--cache-mib,\n"
                     "  default 1/8 of the table), (b) by direct reads on the queue pairs, (c) by host threads'\n"
                     "  pread (a GDS-like path); rows/s, bytes read against needed, hit rate", 1, 1,
-     O_SEED | O_ROW_BYTES | O_BATCH | O_BATCHES | O_FANOUTS | O_FEATURES | O_HINTS | O_LOOKAHEAD | RUN_OPTS |
-         INPUT_OPTS},
+     O_SEED | O_ROW_BYTES | O_BATCH | O_BATCHES | O_FANOUTS | O_FEATURES | RUN_OPTS | INPUT_OPTS},
     {"gnn-sweep", "FILE OUT.tsv", "gnn's rows/s in each mode against the feature cache's size (1/32 of the\n"
                                   "  table to all of it) and the row size (256 B to 16 KiB), as a table", 2, 2,
      O_SEED | O_MACHINE | O_ROW_BYTES | O_BATCH | O_BATCHES | O_FANOUTS | (RUN_OPTS & ~O_CACHE) | INPUT_OPTS},
@@ -894,9 +891,6 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
         } else if (od->bit == O_ITERATIONS) {
             if (v < 1 || v > 1000) return bad_args(cmd, "--iterations %s: want 1..1000", a);
             o->iterations = (uint32_t)v;
-        } else if (od->bit == O_LOOKAHEAD) {
-            if (v > 64) return bad_args(cmd, "--lookahead %s: want 0..64", a);
-            o->lookahead = (uint32_t)v;
         } else if (od->bit == O_SOURCE) {
             o->source = v; /* in the file's ids: checked once the graph is known */
         } else if (od->bit == O_SEED) {
@@ -1749,7 +1743,6 @@ int main(int argc, char **argv) {
     o.plan.fanout[1] = 5;
     o.plan.per_seed = graph_gnn_per_seed(&o.plan);
     o.hints = 1;
-    o.lookahead = 4;
     if ((rc = parse(argc, argv, &o, &cmd, &help)) != 0) return rc;
     if (!cmd || !(cmd->opts & O_HINTS)) o.hints = 0; /* the commands that hint take --hints */
     if (o.hints && !(o.given & O_POLICY)) o.policy = GPUMEM_POLICY_HINTED;
