@@ -38,6 +38,13 @@
  *   double x; gpumem_cache_ref_get(&r, i, &x); gpumem_cache_ref_put(&r, j, &x);
  *   gpumem_cache_ref_drop(&r);                 // releases the line it keeps
  *
+ *   // With desc.seq_policy a GPUMEM_POLICY_HINTED policy (gpumem_policy.h),
+ *   // tell it the future (advice: a wrong hint never changes a read):
+ *   gpumem_cache_epoch(c, 7);                  // the application's clock
+ *   gpumem_cache_hint(c, line, 9);             // `line` is next used at epoch 9
+ *   gpumem_cache_array_hint(&a, i, 16, 8);     // elements i .. i+15 at epoch 8
+ *   gpumem_cache_demote(c, line);              // done with it
+ *
  *   gpumem_cache_flush(c, NULL);               // write back the dirty lines, durably
  *                                              // (EAGAIN: some were still held)
  *   gpumem_cache_stats s; gpumem_cache_get_stats(c, &s);
@@ -115,8 +122,14 @@
  *
  * Tracing: with desc.trace set, every acquire appends its line to that
  * gpumem_policy_trace (one fetch-add; device-safe), in the order the
- * accesses claimed their places; gpumem_policy_trace_write saves it for
- * bench/policy_sim.
+ * accesses claimed their places, and every hint its record (whatever the
+ * policy); gpumem_policy_trace_write saves it for bench/policy_sim.
+ *
+ * Hints (issue 43, the section "Next-use hints"): the application's next
+ * uses go to a hinted sequential policy under the policy's lock. Hits update
+ * it only when the lock is free, as for any sequential policy: a use it does
+ * not see leaves its hint standing until the epoch passes, judged wrong then
+ * (so heavy contention costs trust in the hints, never an answer).
  *
  * Statistics: counted per SM on the device (GPUMEM_CACHE_STAT_SHARDS shards,
  * summed by gpumem_cache_get_stats), or not at all with GPUMEM_NO_STATS.
@@ -190,11 +203,9 @@ GPUMEM_API void gpumem__seq_unlock(gpumem_cache *c) { gpumem__spin_unlock(&c->se
 GPUMEM_API void gpumem__policy_touch(gpumem_cache *c, uint32_t k, uint64_t line) {
     if (!c->seq) {
         gpumem_policy_slot_hit(c->policy, &c->slots[k].ref);
-    } else if (c->seq->d.kind == GPUMEM_POLICY_HINTED ? (gpumem__seq_lock(c), 1) : gpumem__seq_trylock(c)) {
+    } else if (gpumem__seq_trylock(c)) {
         /* The slot may have been refilled since our acquire read it: the
-         * policy's own record of the line decides. The hinted policy sees
-         * every hit (it waits for the lock): a use it missed would leave a
-         * hint standing and judged wrong when its epoch passes. */
+         * policy's own record of the line decides. */
         if (c->seq->line_of[k] == line) gpumem_policy_on_access(c->seq, k, line);
         gpumem__seq_unlock(c);
     }
@@ -1242,7 +1253,9 @@ GPUMEM_API gpumem_status gpumem_cache_ref_put(gpumem_cache_ref *r, uint64_t i, c
  * next use on a clock of its own (a BFS level, a PageRank sweep, a
  * mini-batch, or finer), that it is done with a line (demote), and where
  * its clock is. Any thread, host or device; gpumem_cache_hint_coalesced
- * sends one hint per group of lanes. Hints are advice: they change which
+ * sends one hint per group of lanes. The hinted sequential policy is host
+ * code: from device code a hint is recorded in the trace and answers
+ * ESTATE (gpumem_policy.h says why). Hints are advice: they change which
  * lines are kept, never what a read returns. The cache's policy must be
  * GPUMEM_POLICY_HINTED (desc.seq_policy); every hint is recorded in
  * desc.trace whatever the policy, so that bench/policy_sim replays it.

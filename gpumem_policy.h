@@ -36,6 +36,19 @@
  *   // or give it to the cache: gpumem_cache_desc.seq_policy = &p (the cache
  *   // serialises the calls with a lock; hits update it only when the lock is free)
  *
+ *   // 2b. The hinted policy: the application's next uses (epochs of its own
+ *   //     clock), Belady on them, a fallback kind for the unhinted lines.
+ *   gpumem_policy_desc hd = gpumem_policy_desc_default(GPUMEM_POLICY_HINTED, n);
+ *   hd.hint_fallback = GPUMEM_POLICY_BRRIP;               // (the default) for the unhinted
+ *   void *hmem = malloc(gpumem_policy_bytes(&hd));        // after setting the fallback
+ *   gpumem_policy h;
+ *   if (gpumem_policy_init(&h, &hd, hmem) != GPUMEM_OK) return 1;
+ *   gpumem_policy_epoch(&h, 3);                           // the clock is at epoch 3
+ *   gpumem_policy_hint(&h, k, line, 5);                   // slot k's line: next used at epoch 5
+ *   gpumem_policy_hint(&h, GPUMEM_POLICY_NONE, old_line, 4); // a line not cached: kept for its fill
+ *   gpumem_policy_demote(&h, k, line);                    // done with it: the first to go
+ *   free(hmem);
+ *
  *   // 3. GMT placement of an evicted line (keep / host tier / bypass):
  *   gpumem_policy_gmt_desc gd = gpumem_policy_gmt_desc_default(1u << 20, n, 4 * n);  // lines, tier sizes
  *   void *per_line = malloc(gpumem_policy_gmt_bytes(&gd));
@@ -53,6 +66,7 @@
  *   uint32_t n_spans = gpumem_policy_ra_batch_on_misses(&ra, batch, n_batch, spans, 8);  // sorts batch
  *
  *   // 5. Traces: gpumem_policy_trace_record() appends one access (device-safe),
+ *   //    gpumem_policy_trace_hint() a hint record (the cache's hint calls make them),
  *   //    gpumem_policy_trace_write() saves them in the simulator's binary format.
  *
  * DESIGN
@@ -69,8 +83,9 @@
  *     number of threads can hit, fill and sweep at once. A candidate is only a
  *     proposal: the cache still refuses lines that are referenced or busy.
  *   - sequential policies (all of the above plus LRU, binned LFU, cyclic
- *     protection, HPE and the ObservUVM tournament): exact data structures
- *     owned by one thread - the simulator, or a caller serialising misses.
+ *     protection, HPE, the ObservUVM tournament and HINTED): exact data
+ *     structures owned by one thread - the simulator, or a caller serialising
+ *     misses. HINTED runs any other kind as its fallback, in the same struct.
  *     Slot kinds run the very same slot hooks, so the simulator measures the
  *     code the cache runs.
  * A pinned slot (pinned[slot] != 0: a referenced line, or one the caller
@@ -85,9 +100,21 @@
  *           numbers are below 2^63 in both formats: line 2^63 + k would be
  *           line k written (gpumem_policy_trace_record takes the low 63
  *           bits). A file whose length is not 8 + 8n bytes is refused.
+ *           With hint records (issue 43) the magic is "GPMTRC02": a word
+ *           with bit 62 clear is an access (line in bits 0..61, bit 63 the
+ *           write flag), one with bit 62 set a hint record of the kind in
+ *           bits 56..61 (GPUMEM_POLICY_TRACE_*: 0 nothing, 1 hint, 2 demote,
+ *           3 epoch, 4 soon) about the line in bits 0..55; hint, epoch and
+ *           soon take a second word, the epoch (below 2^63). A record of
+ *           another kind, or without its epoch word, is refused. So a
+ *           trace with hints names accessed lines below 2^62, hinted ones
+ *           below 2^56 (the cache's lines are).
  *   text:   one access per text line: a line number in decimal (leading
  *           zeros are decimal too, never octal) or 0x-hex, below 2^63,
- *           optionally followed by " w" for a write; '#' starts a comment.
+ *           optionally followed by " w" for a write; '#' starts a comment;
+ *           or a hint record: "h LINE EPOCH" (next used at EPOCH), "s LINE
+ *           EPOCH" (soon), "d LINE" (done with), "e EPOCH" (the clock),
+ *           LINE below 2^56, EPOCH below 2^63.
  *           Anything else (a sign, a number of 2^63 or more, other words,
  *           a line over 254 characters) is refused.
  * The simulator refuses a malformed or empty trace, and a capacity of 0
@@ -1058,6 +1085,12 @@ GPUMEM_API uint32_t gpumem__pbase(const gpumem_policy *p) {
  * So hints under 80% right cost what the fallback costs, plus the misses
  * before the first wrong ones are seen. */
 #define GPUMEM_POLICY_UNHINTED UINT64_MAX
+/* The hinted sequential policy is host code: in device code it runs as its
+ * fallback and takes no hints (ESTATE). Compiled into the device's hooks,
+ * even called rather than inlined, it put the cache's one-element read at 56
+ * registers instead of 48 (sm_90, bench/registers/kernels.cu), hinted or
+ * not. The device's own hinted policy would be a slot policy (not written). */
+#define GPUMEM__HINT_HOOKS (!GPUMEM_ON_DEVICE)
 #ifndef GPUMEM_POLICY_TRUST_MAX
 #define GPUMEM_POLICY_TRUST_MAX 64u
 #endif
@@ -1321,7 +1354,7 @@ GPUMEM_API gpumem_status gpumem_policy_init(gpumem_policy *p, const gpumem_polic
 GPUMEM_API void gpumem_policy_on_access(gpumem_policy *p, uint32_t k, uint64_t line) {
     if (!p) return;
     (void)line;
-    if (p->d.kind == GPUMEM_POLICY_HINTED) gpumem__hint_on_access(p, k);
+    if (GPUMEM__HINT_HOOKS && p->d.kind == GPUMEM_POLICY_HINTED) gpumem__hint_on_access(p, k);
     gpumem__pbase_access(p, gpumem__pbase(p), k);
 }
 
@@ -1331,7 +1364,7 @@ GPUMEM_API void gpumem_policy_on_fill(gpumem_policy *p, uint32_t k, uint64_t lin
     if (!p) return;
     if (p->line_of) p->line_of[k] = line;
     gpumem__pbase_fill(p, gpumem__pbase(p), k, line);
-    if (p->d.kind == GPUMEM_POLICY_HINTED) gpumem__hint_on_fill(p, k, line);
+    if (GPUMEM__HINT_HOOKS && p->d.kind == GPUMEM_POLICY_HINTED) gpumem__hint_on_fill(p, k, line);
 }
 
 /* The line in slot k leaves it (chosen by gpumem_policy_victim or not). */
@@ -1339,14 +1372,14 @@ GPUMEM_API void gpumem_policy_on_evict(gpumem_policy *p, uint32_t k, uint64_t li
     if (!p) return;
     p->evictions++;
     gpumem__pbase_evict(p, gpumem__pbase(p), k, line);
-    if (p->d.kind == GPUMEM_POLICY_HINTED) gpumem__hint_on_evict(p, k, line);
+    if (GPUMEM__HINT_HOOKS && p->d.kind == GPUMEM_POLICY_HINTED) gpumem__hint_on_evict(p, k, line);
 }
 
 /* The slot to evict next, never a pinned one (pinned may be NULL); NONE if
  * every occupied slot is pinned. Call only when every slot is occupied. */
 GPUMEM_API uint32_t gpumem_policy_victim(gpumem_policy *p, const uint8_t *pinned) {
     if (!p) return GPUMEM_POLICY_NONE;
-    if (p->d.kind == GPUMEM_POLICY_HINTED) return gpumem__hint_victim(p, pinned);
+    if (GPUMEM__HINT_HOOKS && p->d.kind == GPUMEM_POLICY_HINTED) return gpumem__hint_victim(p, pinned);
     return gpumem__pbase_victim(p, p->d.kind, pinned);
 }
 
@@ -1357,6 +1390,7 @@ GPUMEM_API uint32_t gpumem_policy_victim(gpumem_policy *p, const uint8_t *pinned
 GPUMEM_API gpumem_status gpumem_policy_hint(gpumem_policy *p, uint32_t k, uint64_t line, uint64_t when) {
     gpumem__phint *h;
     if (!p) return GPUMEM_ENULL;
+    if (!GPUMEM__HINT_HOOKS) return GPUMEM_ESTATE; /* host code (GPUMEM__HINT_HOOKS) */
     if (p->d.kind != GPUMEM_POLICY_HINTED) return GPUMEM_ESTATE;
     if (k != GPUMEM_POLICY_NONE && (k >= p->d.n_slots || p->line_of[k] != line)) return GPUMEM_EINVAL;
     h = &p->hint;
@@ -1384,6 +1418,7 @@ GPUMEM_API gpumem_status gpumem_policy_hint(gpumem_policy *p, uint32_t k, uint64
 GPUMEM_API gpumem_status gpumem_policy_demote(gpumem_policy *p, uint32_t k, uint64_t line) {
     gpumem__phint *h;
     if (!p) return GPUMEM_ENULL;
+    if (!GPUMEM__HINT_HOOKS) return GPUMEM_ESTATE; /* host code (GPUMEM__HINT_HOOKS) */
     if (p->d.kind != GPUMEM_POLICY_HINTED) return GPUMEM_ESTATE;
     if (k != GPUMEM_POLICY_NONE && (k >= p->d.n_slots || p->line_of[k] != line)) return GPUMEM_EINVAL;
     h = &p->hint;
@@ -1407,6 +1442,7 @@ GPUMEM_API gpumem_status gpumem_policy_demote(gpumem_policy *p, uint32_t k, uint
  * another kind. */
 GPUMEM_API gpumem_status gpumem_policy_epoch(gpumem_policy *p, uint64_t epoch) {
     if (!p) return GPUMEM_ENULL;
+    if (!GPUMEM__HINT_HOOKS) return GPUMEM_ESTATE; /* host code (GPUMEM__HINT_HOOKS) */
     if (p->d.kind != GPUMEM_POLICY_HINTED) return GPUMEM_ESTATE;
     if (epoch == GPUMEM_POLICY_UNHINTED) return GPUMEM_EOVERFLOW;
     if (epoch < p->hint.epoch) return GPUMEM_EINVAL;

@@ -897,20 +897,18 @@ int main(int argc, char **argv) {
                 return 2;
             }
             o.hint_fallback = (uint32_t)k;
-        } else if (!strcmp(a, "--hint-slack")) {
-            double sl[1];
-            if (parse_list(v, sl, 1) != 1 || !(sl[0] >= 0 && sl[0] < 4294967296.0) || sl[0] != (double)(uint32_t)sl[0]) {
-                fprintf(stderr, "policy_sim: --hint-slack: expected a whole number of epochs, found %s\n", v);
+        } else if (!strcmp(a, "--hint-slack") || !strcmp(a, "--oracle")) {
+            int slack = !strcmp(a, "--hint-slack");
+            double x[1];
+            if (parse_list(v, x, 1) != 1 || !(x[0] >= !slack && x[0] < 4294967296.0) ||
+                x[0] != (double)(uint64_t)x[0]) {
+                fprintf(stderr, "policy_sim: %s: expected %s, found %s\n", a,
+                        slack ? "a whole number of epochs below 2^32" : "a whole number of accesses an epoch, 1 .. 2^32 - 1",
+                        v);
                 return 2;
             }
-            o.hint_slack = (uint32_t)sl[0];
-        } else if (!strcmp(a, "--oracle")) {
-            double q[1];
-            if (parse_list(v, q, 1) != 1 || !(q[0] >= 1 && q[0] < 1e15) || q[0] != (double)(uint64_t)q[0]) {
-                fprintf(stderr, "policy_sim: --oracle: expected accesses an epoch, 1 or more, found %s\n", v);
-                return 2;
-            }
-            o.oracle = (uint64_t)q[0];
+            if (slack) o.hint_slack = (uint32_t)x[0];
+            else o.oracle = (uint64_t)x[0];
         } else if (!strcmp(a, "--name")) o.name = v;
         else if (!strcmp(a, "--tsv")) o.tsv = v;
         else return usage();

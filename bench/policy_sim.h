@@ -403,6 +403,23 @@ static inline void psim_opt_access(psim_opt *o, uint32_t line, uint64_t next) {
     gpumem__pheap_set(&o->heap, line, next);
 }
 
+static inline int psim_next_use(const uint32_t *ids, uint64_t n, uint32_t n_ids, uint64_t *next);
+
+/* OPT's misses on an in-memory trace at cap slots; -1 without memory. */
+static inline int64_t psim_opt_misses(const uint32_t *ids, uint64_t n, uint32_t n_ids, uint32_t cap) {
+    uint64_t *next = (uint64_t *)malloc((size_t)n * 8 + 8), i;
+    int64_t m = -1;
+    psim_opt o;
+    memset(&o, 0, sizeof o);
+    if (next && psim_next_use(ids, n, n_ids, next) == 0 && psim_opt_init(&o, cap, n_ids) == 0) {
+        for (i = 0; i < n; i++) psim_opt_access(&o, ids[i], next[i]);
+        m = (int64_t)o.misses;
+    }
+    psim_opt_free(&o);
+    free(next);
+    return m;
+}
+
 /* next[i] = index of the next access to ids[i]'s line, PSIM_NEVER if none. */
 static inline int psim_next_use(const uint32_t *ids, uint64_t n, uint32_t n_ids, uint64_t *next) {
     uint64_t *seen = (uint64_t *)malloc((size_t)n_ids * 8 + 8), i;

@@ -35,6 +35,9 @@
  *            --ordered (BFS: expand each level in vertex order)
  *            --policy P (the cache's replacement policy, gpumem_policy.h)
  *            --trace OUT (record the cache's accesses for bench/policy_sim)
+ *            --hints on|off (bfs, cc, pagerank: tell the cache each round's
+ *            next uses, on by default; with no --policy the policy is then
+ *            hinted; it prints what the hints proved)
  *
  * Every run prints its rounds as they finish, then hit rate, I/O
  * amplification (bytes read from storage / bytes the algorithm needed) and
