@@ -1280,7 +1280,8 @@ GPUMEM_API uint32_t gpumem__hint_victim(gpumem_policy *p, const uint8_t *pinned)
         best = 0;
     } else {
         for (i = 0; i < h->heap.n; i++)
-            if (!pinned[h->heap.item[i]] && (best == GPUMEM_POLICY_NONE || h->heap.key[i] > h->heap.key[best])) best = i;
+            if (!pinned[h->heap.item[i]] && (best == GPUMEM_POLICY_NONE || h->heap.key[i] > h->heap.key[best]))
+                best = i;
         if (best == GPUMEM_POLICY_NONE) return GPUMEM_POLICY_NONE;
     }
     h->hinted_victims++;

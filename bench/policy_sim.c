@@ -274,8 +274,8 @@ static size_t trace_read_hinted(trace_in *t, uint64_t *out, size_t max) {
         if (op == GPUMEM_POLICY_TRACE_HINT || op == GPUMEM_POLICY_TRACE_SOON || op == GPUMEM_POLICY_TRACE_EPOCH) {
             if ((got = trace_word(t, &value)) <= 0) {
                 if (got == 0) {
-                    fprintf(stderr, "policy_sim: %s: byte %llu: expected the epoch word of the hint record at byte %llu, "
-                                    "found the end\n", t->path, (unsigned long long)(at + 8), (unsigned long long)at);
+                    fprintf(stderr, "policy_sim: %s: byte %llu: expected the epoch word of the hint record at "
+                                    "byte %llu, found the end\n", t->path, (unsigned long long)(at + 8), (unsigned long long)at);
                     t->bad = 1;
                 }
                 return 0;
@@ -590,7 +590,9 @@ static int run(const char *path, const run_opts *o) {
             gpumem_policy_desc d = gpumem_policy_desc_default(kind, (uint32_t)caps[c]);
             if (o->hint_fallback) d.hint_fallback = o->hint_fallback;
             d.hint_slack = o->hint_slack;
-            d.hint_lines = n_ids < UINT32_MAX / 4 ? 4 * n_ids : UINT32_MAX; /* no hint lost to the pending table */
+            /* the pending table: every line's hints for a trace of up to 16x the capacity, 64 a slot beyond */
+            d.hint_lines = (uint32_t)(n_ids < 16 * caps[c] ? 4ull * n_ids
+                                      : 64 * caps[c] < UINT32_MAX ? 64 * caps[c] : UINT32_MAX);
             if (k == o->n_kinds && lru_of[c] != PSIM_NONE) break; /* LRU asked for already */
             if (n_sims == MAX_SIMS) break;
             if (psim_init(&sims[n_sims].s, &d, n_ids, PSIM_ONE_TIER, 0, o->prefetch, fdp_lines) != 0) {
@@ -719,8 +721,8 @@ static int run(const char *path, const run_opts *o) {
     for (k = 0; k < n_sims; k++) { /* what the hints proved, who chose */
         const gpumem__phint *h = &sims[k].s.pol.hint;
         if (sims[k].s.pol.d.kind != GPUMEM_POLICY_HINTED) continue;
-        printf("# hinted at %llu lines: %llu hint records, %llu refused; %llu proven right, %llu wrong, trust %u of %u at "
-               "the end; victims %llu by hint, %llu by the fallback (%s)\n", (unsigned long long)caps[sims[k].cap_i],
+        printf("# hinted at %llu lines: %llu hint records, %llu refused; %llu proven right, %llu wrong, trust %u "
+               "of %u at the end; victims %llu by hint, %llu by the fallback (%s)\n", (unsigned long long)caps[sims[k].cap_i],
                (unsigned long long)n_events, (unsigned long long)sims[k].s.hints_refused, (unsigned long long)h->right,
                (unsigned long long)h->wrong, h->trust, GPUMEM_POLICY_TRUST_MAX, (unsigned long long)h->hinted_victims,
                (unsigned long long)h->fallback_victims, gpumem_policy_name(sims[k].s.pol.d.hint_fallback));
@@ -835,8 +837,8 @@ static int table(const char *dir) {
 
 static int usage(void) {
     fprintf(stderr, "usage: policy_sim gen KIND FILE [SIZE] | run TRACE [--policies P,..|all] [--fracs F,..] "
-                    "[--lines N,..] [--two-tier F] [--prefetch readahead|fdp] [--hint-fallback P] [--hint-slack N] [--oracle Q] "
-                    "[--name N] [--tsv FILE] | table DIR\n");
+                    "[--lines N,..] [--two-tier F] [--prefetch readahead|fdp] [--hint-fallback P] [--hint-slack N] "
+                    "[--oracle Q] [--name N] [--tsv FILE] | table DIR\n");
     return 2;
 }
 
@@ -903,7 +905,8 @@ int main(int argc, char **argv) {
             if (parse_list(v, x, 1) != 1 || !(x[0] >= !slack && x[0] < 4294967296.0) ||
                 x[0] != (double)(uint64_t)x[0]) {
                 fprintf(stderr, "policy_sim: %s: expected %s, found %s\n", a,
-                        slack ? "a whole number of epochs below 2^32" : "a whole number of accesses an epoch, 1 .. 2^32 - 1",
+                        slack ? "a whole number of epochs below 2^32"
+                              : "a whole number of accesses an epoch, 1 .. 2^32 - 1",
                         v);
                 return 2;
             }

@@ -233,7 +233,8 @@ static void hint_before_round(run *r, const graph_csr *g, uint32_t round, uint32
 static void print_hints(const graph_store *s) {
     const gpumem__phint *h = &s->seq.hint;
     if (!s->seq_mem || s->seq.d.kind != GPUMEM_POLICY_HINTED) return;
-    printf("  hints: %llu proven right, %llu wrong (trust %u of %u); victims: %llu by hint, %llu by the fallback (%s)\n",
+    printf("  hints: %llu proven right, %llu wrong (trust %u of %u); victims: %llu by hint, %llu by the fallback "
+           "(%s)\n",
            (unsigned long long)h->right, (unsigned long long)h->wrong, h->trust, GPUMEM_POLICY_TRUST_MAX,
            (unsigned long long)h->hinted_victims, (unsigned long long)h->fallback_victims,
            gpumem_policy_name(s->seq.d.hint_fallback));
@@ -849,8 +850,8 @@ static int parse(int argc, char **argv, options *o, const struct command **cmd_o
             for (o->policy = GPUMEM_POLICY_FIRST; o->policy < GPUMEM_POLICY_KINDS; o->policy++)
                 if (!strcmp(a, gpumem_policy_name(o->policy))) break;
             if (o->policy == GPUMEM_POLICY_KINDS)
-                return bad_args(cmd, "--policy %s: want brrip, clock, fifo, srrip, lru, lfu, cp, hpe, tournament or hinted",
-                                a);
+                return bad_args(cmd, "--policy %s: want brrip, clock, fifo, srrip, lru, lfu, cp, hpe, tournament or "
+                                     "hinted", a);
         } else if (od->bit == O_PLACEMENT) {
             for (o->host_placement = 0; o->host_placement < GPUMEM_TIER_PLACEMENTS; o->host_placement++)
                 if (!strcmp(a, gpumem_tier_placement_name(o->host_placement))) break;

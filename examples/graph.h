@@ -569,7 +569,10 @@ GRAPH_API gpumem_status graph_store_serve(graph_store *s, uint64_t file_bytes, u
     } else { /* a sequential policy (LRU, HPE, ...) behind the cache's lock */
         gpumem_policy_desc pd = gpumem_policy_desc_default(cfg->policy, s->n_slots);
         pd.hint_slack = GRAPH_HINT_SLACK;
-        pd.hint_lines = d.n_lines < UINT32_MAX / 4 ? 4 * (uint32_t)d.n_lines : UINT32_MAX; /* no hint lost */
+        /* Room for every line's hints up to 64 per slot (25 bytes each): a
+         * graph of a few times the cache loses none. */
+        pd.hint_lines = (uint32_t)(d.n_lines < 16ull * s->n_slots ? 4 * d.n_lines
+                                   : 64ull * s->n_slots < UINT32_MAX ? 64ull * s->n_slots : UINT32_MAX);
         s->seq_mem = malloc(gpumem_policy_bytes(&pd));
         if (!s->seq_mem || (st = gpumem_policy_init(&s->seq, &pd, s->seq_mem)) != GPUMEM_OK) {
             st = graph_fail(err, len, s->seq_mem ? st : GPUMEM_ENOMEM, "policy %s", gpumem_policy_name(cfg->policy));
