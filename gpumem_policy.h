@@ -1384,16 +1384,23 @@ GPUMEM_API uint32_t gpumem_policy_victim(gpumem_policy *p, const uint8_t *pinned
     return gpumem__pbase_victim(p, p->d.kind, pinned);
 }
 
+/* The statuses a hint call shares: the policy, and slot k holding `line`. */
+GPUMEM_API gpumem_status gpumem__hint_check(const gpumem_policy *p, uint32_t k, uint64_t line) {
+    if (!p) return GPUMEM_ENULL;
+    if (!GPUMEM__HINT_HOOKS) return GPUMEM_ESTATE; /* host code (GPUMEM__HINT_HOOKS) */
+    if (p->d.kind != GPUMEM_POLICY_HINTED) return GPUMEM_ESTATE;
+    if (k != GPUMEM_POLICY_NONE && (k >= p->d.n_slots || p->line_of[k] != line)) return GPUMEM_EINVAL;
+    return GPUMEM_OK;
+}
+
 /* HINTED: the line in slot k (GPUMEM_POLICY_NONE: not resident; it waits
  * in the pending table) will next be used at epoch `when`. ESTATE on
  * another kind; EINVAL if slot k does not hold `line`; ERANGE for an epoch
  * already past or GPUMEM_POLICY_UNHINTED. */
 GPUMEM_API gpumem_status gpumem_policy_hint(gpumem_policy *p, uint32_t k, uint64_t line, uint64_t when) {
     gpumem__phint *h;
-    if (!p) return GPUMEM_ENULL;
-    if (!GPUMEM__HINT_HOOKS) return GPUMEM_ESTATE; /* host code (GPUMEM__HINT_HOOKS) */
-    if (p->d.kind != GPUMEM_POLICY_HINTED) return GPUMEM_ESTATE;
-    if (k != GPUMEM_POLICY_NONE && (k >= p->d.n_slots || p->line_of[k] != line)) return GPUMEM_EINVAL;
+    gpumem_status st = gpumem__hint_check(p, k, line);
+    if (st != GPUMEM_OK) return st;
     h = &p->hint;
     if (when == GPUMEM_POLICY_UNHINTED || when < h->epoch) return GPUMEM_ERANGE;
     if (k == GPUMEM_POLICY_NONE) {
@@ -1418,10 +1425,8 @@ GPUMEM_API gpumem_status gpumem_policy_hint(gpumem_policy *p, uint32_t k, uint64
  * before any other, its hints dropped. Statuses as gpumem_policy_hint. */
 GPUMEM_API gpumem_status gpumem_policy_demote(gpumem_policy *p, uint32_t k, uint64_t line) {
     gpumem__phint *h;
-    if (!p) return GPUMEM_ENULL;
-    if (!GPUMEM__HINT_HOOKS) return GPUMEM_ESTATE; /* host code (GPUMEM__HINT_HOOKS) */
-    if (p->d.kind != GPUMEM_POLICY_HINTED) return GPUMEM_ESTATE;
-    if (k != GPUMEM_POLICY_NONE && (k >= p->d.n_slots || p->line_of[k] != line)) return GPUMEM_EINVAL;
+    gpumem_status st = gpumem__hint_check(p, k, line);
+    if (st != GPUMEM_OK) return st;
     h = &p->hint;
     if (k == GPUMEM_POLICY_NONE) {
         uint32_t i = gpumem__hint_pending(h, line);
