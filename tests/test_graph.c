@@ -202,6 +202,7 @@ Test(graph, program_answers_match_references) {
         cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
         cr_assert(strstr(out, "matches the in-memory reference"), "graph %s:\n%s", args, out);
         cr_assert(strstr(out, "0 violations; wrong answers: 0"), "graph %s:\n%s", args, out);
+        cr_assert(strstr(out, "the same over plain memory, 8 threads: matches in"), "graph %s:\n%s", args, out);
         /* the hinted policy runs exactly when hints are on and no other policy is asked for */
         cr_assert_eq(strstr(out, " proven right, ") != NULL, !strstr(args, "--hints off") && !strstr(args, "--policy"),
                      "graph %s:\n%s", args, out);
