@@ -188,11 +188,11 @@ Test(graph, program_answers_match_references) {
     const char *runs[] = {"bfs %s --cache-mib 0.25 --threads 8", "bfs %s --cache-mib 0.25 --threads 8 --ordered",
                           "cc %s --cache-mib 0.25 --threads 8", "bfs %s --cache-mib 0.0625 --threads 8 --pairs 1",
                           "cc %s --cache-mib 0.0625 --threads 8 --depth 2",
-                          /* hints (on by default) are advice: the same answers without them, and when the
+                          /* hints (off by default) are advice: the same answers with them, and when the
                            * policy takes none (recorded, refused) */
-                          "bfs %s --cache-mib 0.0625 --threads 8 --hints off", "cc %s --cache-mib 0.0625 --threads 8 --hints off",
+                          "bfs %s --cache-mib 0.0625 --threads 8 --hints on", "cc %s --cache-mib 0.0625 --threads 8 --hints on",
                           "pagerank %s --cache-mib 0.0625 --threads 8 --iterations 3",
-                          "pagerank %s --cache-mib 0.0625 --threads 8 --iterations 3 --hints off",
+                          "pagerank %s --cache-mib 0.0625 --threads 8 --iterations 3 --hints on",
                           "bfs %s --cache-mib 0.0625 --threads 8 --policy brrip --hints on"};
     size_t i;
     temp_path(path, sizeof path, "answers");
@@ -203,8 +203,8 @@ Test(graph, program_answers_match_references) {
         cr_assert(strstr(out, "matches the in-memory reference"), "graph %s:\n%s", args, out);
         cr_assert(strstr(out, "0 violations; wrong answers: 0"), "graph %s:\n%s", args, out);
         cr_assert(strstr(out, "the same over plain memory, 8 threads: matches in"), "graph %s:\n%s", args, out);
-        /* the hinted policy runs exactly when hints are on and no other policy is asked for */
-        cr_assert_eq(strstr(out, " proven right, ") != NULL, !strstr(args, "--hints off") && !strstr(args, "--policy"),
+        /* the hinted policy runs exactly when hints are asked for and no other policy is */
+        cr_assert_eq(strstr(out, " proven right, ") != NULL, strstr(args, "--hints on") && !strstr(args, "--policy"),
                      "graph %s:\n%s", args, out);
     }
     unlink(path);
