@@ -43,6 +43,7 @@ TESTS   += $(BUILD)/test_robust
 TESTS   += $(BUILD)/test_wakeup
 TESTS   += $(BUILD)/test_graph
 TESTS   += $(BUILD)/test_policy
+TESTS   += $(BUILD)/test_hints
 TESTS   += $(BUILD)/test_xproc
 TESTS   += $(BUILD)/test_tier
 TESTS   += $(BUILD)/test_notier
@@ -187,7 +188,7 @@ endif
 $(BUILD)/test_%: tests/test_%.c $(HEADERS) $(wildcard tests/*.h) | $(BUILD)
 	$(CC) -std=c11 $(WARN) $(CFLAGS) $(SANITIZE) -DGPUMEM_BUILD_DIR='"$(BUILD)"' -I. $< -o $@ -lcriterion -pthread
 
-$(BUILD)/test_policy: bench/policy_sim.h
+$(BUILD)/test_policy $(BUILD)/test_hints: bench/policy_sim.h
 $(BUILD)/test_trace_input: $(BUILD)/policy_sim $(BUILD)/policy_sim_lsan
 # The simulator once more under AddressSanitizer, whose LeakSanitizer ends a
 # run that leaves memory allocated with exit 23: test_trace_input runs the
@@ -263,7 +264,7 @@ $(BUILD)/spin/passed: $(wildcard tests/spin/*.pml) tests/spin/run.sh
 	@$(MAKE) --no-print-directory spin
 	@touch $@
 
-RACE_TESTS := $(BUILD)/race_stats $(BUILD)/race_orphan $(BUILD)/race_reset
+RACE_TESTS := $(BUILD)/race_stats $(BUILD)/race_orphan $(BUILD)/race_reset $(BUILD)/race_hints
 run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/bench_doorbell $(BUILD)/graph \
 	$(BUILD)/own_kernel
 	@for t in $(TESTS); do echo "== $$t"; $$t $(CRITERION_FLAGS) || exit 1; done
@@ -279,6 +280,8 @@ run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/ben
 	  TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_orphan
 	@echo "== $(BUILD)/race_reset (ThreadSanitizer: a pair reset while threads call into it)"; \
 	  TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_reset
+	@echo "== $(BUILD)/race_hints (ThreadSanitizer: the hinted policy under writers, evictions and hinting threads)"; \
+	  TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_hints
 	@echo "== tests/test_plot_gpu.py (the GPU benchmark's plot, on made-up rows)"; python3 tests/test_plot_gpu.py
 	@echo "== tests/graph_peer.py (build/graph's --out in the file's ids, against networkx)"; \
 	  python3 tests/graph_peer.py $(BUILD)
@@ -300,6 +303,8 @@ $(BUILD)/race_stats: tests/race_stats.c $(wildcard tests/*.h) $(HEADERS) | $(BUI
 $(BUILD)/race_orphan: tests/race_orphan.c $(HEADERS) | $(BUILD)
 	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
 $(BUILD)/race_reset: tests/race_reset.c $(HEADERS) | $(BUILD)
+	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
+$(BUILD)/race_hints: tests/race_hints.c $(HEADERS) | $(BUILD)
 	clang -std=c11 $(WARN) -O1 -g -fsanitize=thread -I. $< -o $@ -pthread
 
 # ============================================================================
@@ -494,16 +499,23 @@ bench-doorbell:
 # OPT and LRU, GMT's two tiers and the prefetchers, then writes the table and
 # the plot to $(RESULTS)/policy-sim.{tsv,md,png} (under a minute here; `make
 # results` commits them). The graph traces are recorded from examples/graph.c's
-# BFS and CC (scale 18, a 4 MiB cache) through the cache's trace hook; last,
-# the real cache runs BFS and CC under CLOCK and BRRIP (policy-graph.txt).
+# BFS, CC and PageRank (scale 18, a 4 MiB cache, 5 iterations) through the
+# cache's trace hook, with the hints each round gives (--hints on, issue 43;
+# re-recorded when build/graph changes); the hinted policy replays them, every
+# other policy ignores them. Last, the real cache runs BFS and CC under CLOCK
+# and BRRIP (policy-graph.txt).
 $(BUILD)/policy_sim: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
-policy-sim: $(BUILD)/policy_sim $(BUILD)/graph
+GRAPH_TRACES := build/traces/graph-bfs.trace build/traces/graph-cc.trace build/traces/graph-pagerank.trace
+$(BUILD)/kron18.graph: | $(BUILD)/graph
+	$(BUILD)/graph gen $@ --scale 18
+build/traces/graph-%.trace: $(BUILD)/graph | $(BUILD)/kron18.graph
+	mkdir -p build/traces
+	$(BUILD)/graph $* $(BUILD)/kron18.graph --cache-mib 4 --hints on $(if $(filter pagerank,$*),--iterations 5) \
+	  --trace $@
+policy-sim: $(BUILD)/policy_sim $(BUILD)/graph $(GRAPH_TRACES)
 	@$(DEPS) cc python3 gnuplot
 	mkdir -p build/traces $(RESULTS)
-	test -f $(BUILD)/kron18.graph || $(BUILD)/graph gen $(BUILD)/kron18.graph --scale 18
-	test -f build/traces/graph-bfs.trace || $(BUILD)/graph bfs $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-bfs.trace
-	test -f build/traces/graph-cc.trace || $(BUILD)/graph cc $(BUILD)/kron18.graph --cache-mib 4 --trace build/traces/graph-cc.trace
 	$(BUILD)/policy_sim table $(RESULTS)
 	python3 bench/policy_table.py $(RESULTS)/policy-sim.tsv $(RESULTS)/policy-sim.dat > $(RESULTS)/policy-sim.md
 	gnuplot -e "in='$(RESULTS)/policy-sim.dat'; out='$(RESULTS)/policy-sim.png'" bench/policy_sim.gp

@@ -38,6 +38,13 @@
  *   double x; gpumem_cache_ref_get(&r, i, &x); gpumem_cache_ref_put(&r, j, &x);
  *   gpumem_cache_ref_drop(&r);                 // releases the line it keeps
  *
+ *   // With desc.seq_policy a GPUMEM_POLICY_HINTED policy (gpumem_policy.h),
+ *   // tell it the future (advice: a wrong hint never changes a read):
+ *   gpumem_cache_epoch(c, 7);                  // the application's clock
+ *   gpumem_cache_hint(c, line, 9);             // `line` is next used at epoch 9
+ *   gpumem_cache_array_hint(&a, i, 16, 8);     // elements i .. i+15 at epoch 8
+ *   gpumem_cache_demote(c, line);              // done with it
+ *
  *   gpumem_cache_flush(c, NULL);               // write back the dirty lines, durably
  *                                              // (EAGAIN: some were still held)
  *   gpumem_cache_stats s; gpumem_cache_get_stats(c, &s);
@@ -115,8 +122,14 @@
  *
  * Tracing: with desc.trace set, every acquire appends its line to that
  * gpumem_policy_trace (one fetch-add; device-safe), in the order the
- * accesses claimed their places; gpumem_policy_trace_write saves it for
- * bench/policy_sim.
+ * accesses claimed their places, and every hint its record (whatever the
+ * policy); gpumem_policy_trace_write saves it for bench/policy_sim.
+ *
+ * Hints (issue 43, the section "Next-use hints"): the application's next
+ * uses go to a hinted sequential policy under the policy's lock. Hits update
+ * it only when the lock is free, as for any sequential policy: a use it does
+ * not see leaves its hint standing until the epoch passes, judged wrong then
+ * (so heavy contention costs trust in the hints, never an answer).
  *
  * Statistics: counted per SM on the device (GPUMEM_CACHE_STAT_SHARDS shards,
  * summed by gpumem_cache_get_stats), or not at all with GPUMEM_NO_STATS.
@@ -1249,6 +1262,111 @@ GPUMEM_API gpumem_status gpumem_cache_ref_put(gpumem_cache_ref *r, uint64_t i, c
     gpumem_status st = in ? gpumem_cache_ref_at(r, i, 1, &p) : GPUMEM_ENULL;
     if (st == GPUMEM_OK) gpumem_copy_value(p, in, r->array->elem_bytes);
     return st;
+}
+
+/* ======================================================================== */
+/* Next-use hints (issue 43)                                                */
+/* ======================================================================== */
+
+/* The application says what it knows of its future: the epoch of a line's
+ * next use on a clock of its own (a BFS level, a PageRank sweep, a
+ * mini-batch, or finer), that it is done with a line (demote), and where
+ * its clock is. Any thread, host or device; gpumem_cache_hint_coalesced
+ * sends one hint per group of lanes. The hinted sequential policy is host
+ * code: from device code a hint is recorded in the trace and answers
+ * ESTATE (gpumem_policy.h says why). Hints are advice: they change which
+ * lines are kept, never what a read returns. The cache's policy must be
+ * GPUMEM_POLICY_HINTED (desc.seq_policy); every hint is recorded in
+ * desc.trace whatever the policy, so that bench/policy_sim replays it.
+ * Statuses: ENULL, ERANGE (a line past the end; the policy's ERANGE: a hint
+ * for an epoch already past), ESTATE (the cache's policy takes no hints:
+ * the hint was recorded, and that is all). */
+GPUMEM_API gpumem_status gpumem__cache_hint(gpumem_cache *c, uint32_t op, uint64_t line, uint64_t when) {
+    gpumem_status st = GPUMEM_OK;
+    int hinted;
+    if (!c) return GPUMEM_ENULL;
+    if (op != GPUMEM_POLICY_TRACE_EPOCH && line >= c->n_lines) return GPUMEM_ERANGE;
+    hinted = c->seq && c->seq->d.kind == GPUMEM_POLICY_HINTED;
+    if (op != GPUMEM_POLICY_TRACE_EPOCH) {
+        if (c->trace) gpumem_policy_trace_hint(c->trace, op, line, when);
+        if (!hinted) return GPUMEM_ESTATE;
+    } else if (!hinted) { /* the clock: recorded when it moves (each record later than the one before) */
+        if (c->trace) gpumem_policy_trace_hint(c->trace, op, 0, when);
+        return GPUMEM_ESTATE;
+    }
+    gpumem__seq_lock(c);
+    if (op == GPUMEM_POLICY_TRACE_EPOCH) {
+        if (when > c->seq->hint.epoch) {
+            st = gpumem_policy_epoch(c->seq, when);
+            if (st == GPUMEM_OK && c->trace) gpumem_policy_trace_hint(c->trace, op, 0, when);
+        }
+    } else {
+        /* The slot holding the line, if it is cached and not in flux; the
+         * policy's own record of the slot's line has the last word. */
+        uint32_t s = gpumem_atomic_load_u32(gpumem__line_state(c, line), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV), k;
+        k = (s & (GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY)) == GPUMEM_CACHE_VALID
+                ? gpumem_atomic_load_u32(&c->lines[line].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV)
+                : GPUMEM_POLICY_NONE;
+        if (k != GPUMEM_POLICY_NONE && (k >= c->n_slots || c->seq->line_of[k] != line)) k = GPUMEM_POLICY_NONE;
+        st = op == GPUMEM_POLICY_TRACE_DEMOTE ? gpumem_policy_demote(c->seq, k, line)
+                                              : gpumem_policy_hint(c->seq, k, line, when);
+    }
+    gpumem__seq_unlock(c);
+    return st;
+}
+
+/* `line` will next be used at epoch `when`. */
+GPUMEM_API gpumem_status gpumem_cache_hint(gpumem_cache *c, uint64_t line, uint64_t when) {
+    return gpumem__cache_hint(c, GPUMEM_POLICY_TRACE_HINT, line, when);
+}
+
+/* The application is done with `line`: it is the first to go. */
+GPUMEM_API gpumem_status gpumem_cache_demote(gpumem_cache *c, uint64_t line) {
+    return gpumem__cache_hint(c, GPUMEM_POLICY_TRACE_DEMOTE, line, 0);
+}
+
+/* The application's clock is at `epoch` now: it only moves forward, so a
+ * thread behind the others (epoch at or below the clock) changes nothing. */
+GPUMEM_API gpumem_status gpumem_cache_epoch(gpumem_cache *c, uint64_t epoch) {
+    return gpumem__cache_hint(c, GPUMEM_POLICY_TRACE_EPOCH, 0, epoch);
+}
+
+/* Elements [first, first + count) of array `a` will next be used at epoch
+ * `when`: a hint for each line they lie on. Every line is hinted (and
+ * recorded) whatever the statuses; the first status that is not OK is
+ * returned. EINVAL: an array gpumem_cache_array_make refused; ERANGE:
+ * elements past its end (nothing hinted). */
+GPUMEM_API gpumem_status gpumem_cache_array_hint(const gpumem_cache_array *a, uint64_t first, uint64_t count,
+                                                 uint64_t when) {
+    gpumem_status st = GPUMEM_OK, one;
+    uint64_t line, last;
+    if (!a || !a->cache) return GPUMEM_ENULL;
+    if (!a->valid) return GPUMEM_EINVAL;
+    if (first > a->n || count > a->n - first) return GPUMEM_ERANGE;
+    if (count == 0) return GPUMEM_OK;
+    line = (a->offset + first * a->elem_bytes) >> a->cache->line_shift;
+    last = (a->offset + (first + count) * a->elem_bytes - 1) >> a->cache->line_shift;
+    for (; line <= last; line++)
+        if ((one = gpumem_cache_hint(a->cache, line, when)) != GPUMEM_OK && st == GPUMEM_OK) st = one;
+    return st;
+}
+
+/* gpumem_cache_hint for a warp: the active lanes hinting the same line of
+ * the same cache for the same epoch send one hint (their lowest lane), and
+ * all get its status. On the host, one thread's hint. */
+GPUMEM_API gpumem_status gpumem_cache_hint_coalesced(gpumem_cache *c, uint64_t line, uint64_t when) {
+#if GPUMEM_ON_DEVICE
+    const uint32_t active = __activemask();
+    const uint32_t mask = __match_any_sync(active, (unsigned long long)line) &
+                          __match_any_sync(active, (unsigned long long)when) &
+                          __match_any_sync(active, (unsigned long long)(uintptr_t)c);
+    const int leader = __ffs(mask) - 1;
+    int st = GPUMEM_OK;
+    if ((int)gpumem_lane_id() == leader) st = (int)gpumem_cache_hint(c, line, when);
+    return (gpumem_status)__shfl_sync(mask, st, leader);
+#else
+    return gpumem_cache_hint(c, line, when);
+#endif
 }
 
 /* ======================================================================== */

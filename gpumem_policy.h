@@ -36,6 +36,19 @@
  *   // or give it to the cache: gpumem_cache_desc.seq_policy = &p (the cache
  *   // serialises the calls with a lock; hits update it only when the lock is free)
  *
+ *   // 2b. The hinted policy: the application's next uses (epochs of its own
+ *   //     clock), Belady on them, a fallback kind for the unhinted lines.
+ *   gpumem_policy_desc hd = gpumem_policy_desc_default(GPUMEM_POLICY_HINTED, n);
+ *   hd.hint_fallback = GPUMEM_POLICY_BRRIP;               // (the default) for the unhinted
+ *   void *hmem = malloc(gpumem_policy_bytes(&hd));        // after setting the fallback
+ *   gpumem_policy h;
+ *   if (gpumem_policy_init(&h, &hd, hmem) != GPUMEM_OK) return 1;
+ *   gpumem_policy_epoch(&h, 3);                           // the clock is at epoch 3
+ *   gpumem_policy_hint(&h, k, line, 5);                   // slot k's line: next used at epoch 5
+ *   gpumem_policy_hint(&h, GPUMEM_POLICY_NONE, old_line, 4); // a line not cached: kept for its fill
+ *   gpumem_policy_demote(&h, k, line);                    // done with it: the first to go
+ *   free(hmem);
+ *
  *   // 3. GMT placement of an evicted line (keep / host tier / bypass):
  *   gpumem_policy_gmt_desc gd = gpumem_policy_gmt_desc_default(1u << 20, n, 4 * n);  // lines, tier sizes
  *   void *per_line = malloc(gpumem_policy_gmt_bytes(&gd));
@@ -53,6 +66,7 @@
  *   uint32_t n_spans = gpumem_policy_ra_batch_on_misses(&ra, batch, n_batch, spans, 8);  // sorts batch
  *
  *   // 5. Traces: gpumem_policy_trace_record() appends one access (device-safe),
+ *   //    gpumem_policy_trace_hint() a hint record (the cache's hint calls make them),
  *   //    gpumem_policy_trace_write() saves them in the simulator's binary format.
  *
  * DESIGN
@@ -69,8 +83,9 @@
  *     number of threads can hit, fill and sweep at once. A candidate is only a
  *     proposal: the cache still refuses lines that are referenced or busy.
  *   - sequential policies (all of the above plus LRU, binned LFU, cyclic
- *     protection, HPE and the ObservUVM tournament): exact data structures
- *     owned by one thread - the simulator, or a caller serialising misses.
+ *     protection, HPE, the ObservUVM tournament and HINTED): exact data
+ *     structures owned by one thread - the simulator, or a caller serialising
+ *     misses. HINTED runs any other kind as its fallback, in the same struct.
  *     Slot kinds run the very same slot hooks, so the simulator measures the
  *     code the cache runs.
  * A pinned slot (pinned[slot] != 0: a referenced line, or one the caller
@@ -85,9 +100,21 @@
  *           numbers are below 2^63 in both formats: line 2^63 + k would be
  *           line k written (gpumem_policy_trace_record takes the low 63
  *           bits). A file whose length is not 8 + 8n bytes is refused.
+ *           With hint records (issue 43) the magic is "GPMTRC02": a word
+ *           with bit 62 clear is an access (line in bits 0..61, bit 63 the
+ *           write flag), one with bit 62 set a hint record of the kind in
+ *           bits 56..61 (GPUMEM_POLICY_TRACE_*: 0 nothing, 1 hint, 2 demote,
+ *           3 epoch, 4 soon) about the line in bits 0..55; hint, epoch and
+ *           soon take a second word, the epoch (below 2^63). A record of
+ *           another kind, or without its epoch word, is refused. So a
+ *           trace with hints names accessed lines below 2^62, hinted ones
+ *           below 2^56 (the cache's lines are).
  *   text:   one access per text line: a line number in decimal (leading
  *           zeros are decimal too, never octal) or 0x-hex, below 2^63,
- *           optionally followed by " w" for a write; '#' starts a comment.
+ *           optionally followed by " w" for a write; '#' starts a comment;
+ *           or a hint record: "h LINE EPOCH" (next used at EPOCH), "s LINE
+ *           EPOCH" (soon), "d LINE" (done with), "e EPOCH" (the clock),
+ *           LINE below 2^56, EPOCH below 2^63.
  *           Anything else (a sign, a number of 2^63 or more, other words,
  *           a line over 254 characters) is refused.
  * The simulator refuses a malformed or empty trace, and a capacity of 0
@@ -111,7 +138,8 @@ enum {
     GPUMEM_POLICY_CP = 7,         /* ObservUVM: cyclic protection */
     GPUMEM_POLICY_HPE = 8,        /* HPE: page-set chain, classification, MRU-C / LRU */
     GPUMEM_POLICY_TOURNAMENT = 9, /* ObservUVM: LRU + LFU + CP, the one to blame retired */
-    GPUMEM_POLICY_KINDS = 10
+    GPUMEM_POLICY_HINTED = 10,    /* the application's next-use hints (Belady on them), a fallback for the rest */
+    GPUMEM_POLICY_KINDS = 11
 };
 /* The first real kind: loops over every policy run FIRST .. KINDS - 1. */
 #define GPUMEM_POLICY_FIRST GPUMEM_POLICY_CLOCK
@@ -155,6 +183,7 @@ GPUMEM_API const char *gpumem_policy_name(uint32_t kind) {
     case GPUMEM_POLICY_CP: return "cp";
     case GPUMEM_POLICY_HPE: return "hpe";
     case GPUMEM_POLICY_TOURNAMENT: return "tournament";
+    case GPUMEM_POLICY_HINTED: return "hinted";
     default: return "?";
     }
 }
@@ -253,6 +282,15 @@ typedef struct gpumem_policy_desc {
     uint32_t cp_min_pct, cp_max_pct; /* bounds of the protected share (ours: 10%..90%) */
     uint32_t tm_blame;         /* blame points before a retirement round (T, not given: 64) */
     uint32_t tm_share_pct;     /* retire above this % of the mean blame share; paper: 120 */
+    /* HINTED (section 2b) */
+    uint32_t hint_fallback;    /* the kind for unhinted lines, and for all while hints are distrusted;
+                                  any kind but HINTED (default: GPUMEM_POLICY_DEFAULT_KIND) */
+    uint32_t hint_slack;       /* epochs a use may come before or after its hint and still prove it right
+                                  (0: exact; an application that advances its epoch per chunk of work
+                                  gives the chunks in flight) */
+    uint32_t hint_lines;       /* lines whose hints the pending table holds while they are not cached
+                                  (default 2 x n_slots; the lines hinted at once, up to the data's, lose none:
+                                  a collision keeps the sooner hint) */
 } gpumem_policy_desc;
 
 /* Zero means default: every field set to 0 is given the default next to
@@ -280,6 +318,8 @@ GPUMEM_API gpumem_policy_desc gpumem_policy_desc_resolved(const gpumem_policy_de
     if (!d.cp_max_pct) d.cp_max_pct = 90;
     if (!d.tm_blame) d.tm_blame = 64;
     if (!d.tm_share_pct) d.tm_share_pct = 120;
+    if (d.hint_fallback == GPUMEM_POLICY_DEFAULT) d.hint_fallback = GPUMEM_POLICY_DEFAULT_KIND;
+    if (!d.hint_lines) d.hint_lines = d.n_slots <= UINT32_MAX / 2 ? 2 * d.n_slots : d.n_slots;
     return d;
 }
 
@@ -396,6 +436,87 @@ typedef struct gpumem__ptm {
     uint8_t *ghost_who;     /* ... and the member that chose it (0: none) */
 } gpumem__ptm;
 
+/* An indexed binary max-heap of items (slots, or lines) on a 64-bit key:
+ * a changed key moves one entry, O(log n). HINTED's hinted slots, and
+ * Belady's OPT in bench/policy_sim.h. Memory from the caller. */
+typedef struct gpumem__pheap {
+    uint64_t *key; /* per position */
+    uint32_t *item; /* per position */
+    uint32_t *pos; /* per item: its position, or GPUMEM_POLICY_NONE */
+    uint32_t n;
+} gpumem__pheap;
+
+GPUMEM_API void gpumem__pheap_swap(gpumem__pheap *h, uint32_t a, uint32_t b) {
+    uint64_t k = h->key[a];
+    uint32_t x = h->item[a];
+    h->key[a] = h->key[b];
+    h->item[a] = h->item[b];
+    h->key[b] = k;
+    h->item[b] = x;
+    h->pos[h->item[a]] = a;
+    h->pos[h->item[b]] = b;
+}
+
+GPUMEM_API void gpumem__pheap_sift(gpumem__pheap *h, uint32_t i) {
+    while (i > 0 && h->key[(i - 1) / 2] < h->key[i]) {
+        gpumem__pheap_swap(h, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->n && h->key[l] > h->key[m]) m = l;
+        if (r < h->n && h->key[r] > h->key[m]) m = r;
+        if (m == i) return;
+        gpumem__pheap_swap(h, i, m);
+        i = m;
+    }
+}
+
+/* Put `item` in the heap with `key`, or move it there. */
+GPUMEM_API void gpumem__pheap_set(gpumem__pheap *h, uint32_t item, uint64_t key) {
+    uint32_t i = h->pos[item];
+    if (i == GPUMEM_POLICY_NONE) {
+        i = h->n++;
+        h->item[i] = item;
+        h->pos[item] = i;
+    }
+    h->key[i] = key;
+    gpumem__pheap_sift(h, i);
+}
+
+GPUMEM_API void gpumem__pheap_remove(gpumem__pheap *h, uint32_t item) {
+    uint32_t i = h->pos[item], last;
+    if (i == GPUMEM_POLICY_NONE) return;
+    last = --h->n;
+    if (i != last) {
+        gpumem__pheap_swap(h, i, last);
+        h->pos[item] = GPUMEM_POLICY_NONE;
+        gpumem__pheap_sift(h, i);
+    }
+    h->pos[item] = GPUMEM_POLICY_NONE;
+}
+
+/* HINTED: the application's next uses (section 2b). Per slot its hinted next
+ * use and the one after (a line shared by two hinted uses keeps both), a
+ * max-heap of the hinted slots on their next use, a list of the demoted
+ * ones; hints for lines not resident wait in a table of pending hints. */
+typedef struct gpumem__phint {
+    uint64_t *w1, *w2;        /* per slot: hinted next use and the one after; GPUMEM_POLICY_UNHINTED: none */
+    gpumem__pheap heap;       /* the hinted slots, not demoted, keyed on w1 */
+    uint32_t *dprev, *dnext;  /* the demoted list */
+    uint8_t *held;            /* per slot: hinted or demoted (kept from the fallback's choice) */
+    uint8_t *mask;            /* scratch: held or pinned by the caller */
+    uint8_t *demoted;         /* per slot: on the demoted list */
+    uint8_t *met;             /* per slot: w1 has seen its use (the line's next use is w1 again or w2) */
+    uint64_t *ptag, *pw1, *pw2; /* pending hints of lines not resident: line + 1 (0: empty), w1, w2 */
+    uint8_t *pmet;
+    gpumem__plist dlist;
+    uint32_t pmask, n_held, since_sweep;
+    uint64_t epoch;
+    uint32_t trust;           /* 0 .. GPUMEM_POLICY_TRUST_MAX; hints decide while >= GPUMEM_POLICY_TRUST_USE */
+    uint64_t right, wrong, hinted_victims, fallback_victims; /* what the hints proved, who chose */
+} gpumem__phint;
+
 typedef struct gpumem_policy {
     gpumem_policy_desc d;
     gpumem__pslot slot;
@@ -404,6 +525,7 @@ typedef struct gpumem_policy {
     gpumem__pcp cp;
     gpumem__phpe hpe;
     gpumem__ptm tm;
+    gpumem__phint hint;
     uint64_t *line_of; /* line in each slot, as on_fill last said */
     uint8_t *pin;      /* a pinned-slot array for a caller without its own (the cache: slots it found in use) */
     uint32_t n_pin;    /* how many of pin[] are set */
@@ -427,7 +549,7 @@ GPUMEM_API uint32_t gpumem__pow2_at_least(uint32_t x) {
 /* Bytes of caller memory for gpumem_policy_init. */
 GPUMEM_API size_t gpumem__policy_layout(const gpumem_policy_desc *d, gpumem_policy *p, unsigned char *m) {
     size_t at = 0, n = d->n_slots;
-    uint32_t k = d->kind, set_lines = 1u << d->hpe_set_shift;
+    uint32_t k = d->kind == GPUMEM_POLICY_HINTED ? d->hint_fallback : d->kind, set_lines = 1u << d->hpe_set_shift;
     uint32_t idx = gpumem__pow2_at_least(2 * d->n_slots + 2);
 #define GPUMEM__TAKE(field, type, count)                                                             \
     do {                                                                                          \
@@ -463,6 +585,25 @@ GPUMEM_API size_t gpumem__policy_layout(const gpumem_policy_desc *d, gpumem_poli
     if (k == GPUMEM_POLICY_TOURNAMENT) {
         GPUMEM__TAKE(p->tm.ghost_tag, uint64_t, n * GPUMEM_POLICY_GHOSTS);
         GPUMEM__TAKE(p->tm.ghost_who, uint8_t, n * GPUMEM_POLICY_GHOSTS);
+    }
+    if (d->kind == GPUMEM_POLICY_HINTED) { /* the fallback's state above, the hints' here */
+        uint32_t pend = gpumem__pow2_at_least(d->hint_lines > (1u << 31) ? (1u << 31) : d->hint_lines);
+        GPUMEM__TAKE(p->hint.w1, uint64_t, n);
+        GPUMEM__TAKE(p->hint.w2, uint64_t, n);
+        GPUMEM__TAKE(p->hint.heap.key, uint64_t, n);
+        GPUMEM__TAKE(p->hint.heap.item, uint32_t, n);
+        GPUMEM__TAKE(p->hint.heap.pos, uint32_t, n);
+        GPUMEM__TAKE(p->hint.dprev, uint32_t, n);
+        GPUMEM__TAKE(p->hint.dnext, uint32_t, n);
+        GPUMEM__TAKE(p->hint.held, uint8_t, n);
+        GPUMEM__TAKE(p->hint.mask, uint8_t, n);
+        GPUMEM__TAKE(p->hint.demoted, uint8_t, n);
+        GPUMEM__TAKE(p->hint.met, uint8_t, n);
+        GPUMEM__TAKE(p->hint.ptag, uint64_t, pend);
+        GPUMEM__TAKE(p->hint.pw1, uint64_t, pend);
+        GPUMEM__TAKE(p->hint.pw2, uint64_t, pend);
+        GPUMEM__TAKE(p->hint.pmet, uint8_t, pend);
+        if (p) p->hint.pmask = pend - 1;
     }
     GPUMEM__TAKE(p->line_of, uint64_t, n); /* every kind: a caller may need the line a slot holds */
     GPUMEM__TAKE(p->pin, uint8_t, n);
@@ -849,60 +990,9 @@ GPUMEM_API uint32_t gpumem__tm_victim(gpumem_policy *p, const uint8_t *pinned, u
     return GPUMEM_POLICY_NONE;
 }
 
-/* ---- the hooks ---------------------------------------------------------------- */
-
-/* Set up over caller memory of gpumem_policy_bytes(d) bytes (8-byte aligned).
- * EINVAL for an unknown kind or bad parameters. */
-GPUMEM_API gpumem_status gpumem_policy_init(gpumem_policy *p, const gpumem_policy_desc *in, void *mem) {
-    uint32_t i, n;
-    gpumem_policy_desc resolved;
-    const gpumem_policy_desc *d = &resolved; /* zero means default */
-    if (!p || !in || (!mem && gpumem_policy_bytes(in))) return GPUMEM_ENULL;
-    resolved = gpumem_policy_desc_resolved(in);
-    n = d->n_slots;
-    if (d->kind >= GPUMEM_POLICY_KINDS || n == 0 || n >= GPUMEM_POLICY_NONE / 2 || d->hpe_set_shift > 5 ||
-        d->hpe_interval == 0 || d->hpe_fifo == 0 || d->lfu_bins == 0 || d->lfu_bins > 255 || d->cp_min_pct > d->cp_max_pct ||
-        d->cp_max_pct > 100)
-        return GPUMEM_EINVAL;
-    gpumem__pzero(p, sizeof *p);
-    p->d = *d;
-    gpumem__policy_layout(d, p, (unsigned char *)mem);
-    if (d->kind < GPUMEM_POLICY_SLOT_KINDS)
-        for (i = 0; i < n; i++) p->slot.words[i] = 0;
-    for (i = 0; i < n; i++) p->line_of[i] = 0;
-    gpumem__pzero(p->pin, n);
-    gpumem__plist_clear(&p->lru.l);
-    gpumem__plist_clear(&p->cp.l);
-    p->lfu.n_bins = d->lfu_bins;
-    if (p->lfu.bins)
-        for (i = 0; i < d->lfu_bins; i++) gpumem__plist_clear(&p->lfu.bins[i]);
-    p->cp.boundary = GPUMEM_POLICY_NONE;
-    p->cp.protect = (uint32_t)((uint64_t)n * d->cp_protect_pct / 100);
-    p->cp.lo = (uint32_t)((uint64_t)n * d->cp_min_pct / 100);
-    p->cp.hi = (uint32_t)((uint64_t)n * d->cp_max_pct / 100);
-    if (p->cp.protect < p->cp.lo) p->cp.protect = p->cp.lo;
-    if (p->cp.protect > p->cp.hi) p->cp.protect = p->cp.hi;
-    if (d->kind == GPUMEM_POLICY_HPE) {
-        gpumem__phpe *h = &p->hpe;
-        gpumem__plist_clear(&h->chain);
-        for (i = 0; i < n; i++) h->sets[i].next = i + 1 < n ? i + 1 : GPUMEM_POLICY_NONE;
-        for (i = 0; i <= h->index_mask; i++) h->index[i] = GPUMEM_POLICY_NONE;
-        for (i = 0; i < d->hpe_fifo; i++) h->fifo[0][i] = h->fifo[1][i] = UINT64_MAX;
-        h->p1 = h->p2 = h->victim = GPUMEM_POLICY_NONE;
-        h->cur = 2; /* intervals start at 2 so "interval + 2 <= cur" never wraps */
-    }
-    if (d->kind == GPUMEM_POLICY_TOURNAMENT) {
-        p->tm.active = 7;
-        gpumem__pzero(p->tm.ghost_who, (size_t)n * GPUMEM_POLICY_GHOSTS);
-    }
-    return GPUMEM_OK;
-}
-
-/* A hit on the line in slot k. */
-GPUMEM_API void gpumem_policy_on_access(gpumem_policy *p, uint32_t k, uint64_t line) {
-    if (!p) return;
-    (void)line;
-    switch (p->d.kind) {
+/* The hooks of one base kind (any but HINTED, which runs its fallback's). */
+GPUMEM_API void gpumem__pbase_access(gpumem_policy *p, uint32_t kind, uint32_t k) {
+    switch (kind) {
     case GPUMEM_POLICY_LRU: gpumem__lru_touch(&p->lru, k); break;
     case GPUMEM_POLICY_LFU: gpumem__lfu_touch(&p->lfu, k); break;
     case GPUMEM_POLICY_CP: gpumem__cp_touch(&p->cp, k); break;
@@ -912,15 +1002,12 @@ GPUMEM_API void gpumem_policy_on_access(gpumem_policy *p, uint32_t k, uint64_t l
         gpumem__lfu_touch(&p->lfu, k);
         gpumem__cp_touch(&p->cp, k);
         break;
-    default: gpumem_policy_slot_hit(p->d.kind, &p->slot.words[k]); break;
+    default: gpumem_policy_slot_hit(kind, &p->slot.words[k]); break;
     }
 }
 
-/* `line` was missed and is now in slot k (free, or just evicted). */
-GPUMEM_API void gpumem_policy_on_fill(gpumem_policy *p, uint32_t k, uint64_t line) {
-    if (!p) return;
-    if (p->line_of) p->line_of[k] = line;
-    switch (p->d.kind) {
+GPUMEM_API void gpumem__pbase_fill(gpumem_policy *p, uint32_t kind, uint32_t k, uint64_t line) {
+    switch (kind) {
     case GPUMEM_POLICY_LRU: gpumem__plist_append(&p->lru.l, p->lru.prev, p->lru.next, k); break;
     case GPUMEM_POLICY_LFU: gpumem__lfu_put(&p->lfu, k, 0); break;
     case GPUMEM_POLICY_CP: gpumem__cp_fill(&p->cp, k); break;
@@ -931,15 +1018,12 @@ GPUMEM_API void gpumem_policy_on_fill(gpumem_policy *p, uint32_t k, uint64_t lin
         gpumem__lfu_put(&p->lfu, k, 0);
         gpumem__cp_fill(&p->cp, k);
         break;
-    default: gpumem_policy_slot_fill(p->d.kind, &p->slot.words[k], &p->slot.fills); break;
+    default: gpumem_policy_slot_fill(kind, &p->slot.words[k], &p->slot.fills); break;
     }
 }
 
-/* The line in slot k leaves it (chosen by gpumem_policy_victim or not). */
-GPUMEM_API void gpumem_policy_on_evict(gpumem_policy *p, uint32_t k, uint64_t line) {
-    if (!p) return;
-    p->evictions++;
-    switch (p->d.kind) {
+GPUMEM_API void gpumem__pbase_evict(gpumem_policy *p, uint32_t kind, uint32_t k, uint64_t line) {
+    switch (kind) {
     case GPUMEM_POLICY_LRU: gpumem__plist_remove(&p->lru.l, p->lru.prev, p->lru.next, k); break;
     case GPUMEM_POLICY_LFU: gpumem__lfu_remove(&p->lfu, k); break;
     case GPUMEM_POLICY_CP: gpumem__cp_remove(&p->cp, k); break;
@@ -953,11 +1037,8 @@ GPUMEM_API void gpumem_policy_on_evict(gpumem_policy *p, uint32_t k, uint64_t li
     }
 }
 
-/* The slot to evict next, never a pinned one (pinned may be NULL); NONE if
- * every occupied slot is pinned. Call only when every slot is occupied. */
-GPUMEM_API uint32_t gpumem_policy_victim(gpumem_policy *p, const uint8_t *pinned) {
-    if (!p) return GPUMEM_POLICY_NONE;
-    uint32_t kind = p->d.kind, k, i, n = p->d.n_slots;
+GPUMEM_API uint32_t gpumem__pbase_victim(gpumem_policy *p, uint32_t kind, const uint8_t *pinned) {
+    uint32_t k, i, n = p->d.n_slots;
     switch (kind) {
     case GPUMEM_POLICY_LRU: return gpumem__lru_victim(&p->lru, pinned);
     case GPUMEM_POLICY_LFU: return gpumem__lfu_victim(&p->lfu, pinned);
@@ -982,6 +1063,398 @@ GPUMEM_API uint32_t gpumem_policy_victim(gpumem_policy *p, const uint8_t *pinned
         }
         return GPUMEM_POLICY_NONE;
     }
+}
+
+/* The kind whose state runs under the hooks: HINTED's fallback, or the kind. */
+GPUMEM_API uint32_t gpumem__pbase(const gpumem_policy *p) {
+    return p->d.kind == GPUMEM_POLICY_HINTED ? p->d.hint_fallback : p->d.kind;
+}
+
+/* ---- HINTED: the application's next uses ------------------------------------ */
+
+/* A hint names a line's next use as an epoch of the application's own clock
+ * (a BFS level, a PageRank sweep, a mini-batch; or finer: a position in the
+ * next frontier). Belady on what the application knows: demoted lines go
+ * first, then unhinted ones by the fallback, then the hinted line whose next
+ * use is farthest. A hint is judged when its line is used: right if the use
+ * comes at its epoch (give or take hint_slack), wrong if sooner (the line
+ * might have been evicted for it) or later, or if its epoch passes unused.
+ * A trust counter follows the verdicts, a wrong one costing
+ * GPUMEM_POLICY_TRUST_WRONG right ones: below GPUMEM_POLICY_TRUST_USE the
+ * fallback alone chooses (the hints are still judged, so trust comes back).
+ * So hints under 80% right cost what the fallback costs, plus the misses
+ * before the first wrong ones are seen. */
+#define GPUMEM_POLICY_UNHINTED UINT64_MAX
+/* The hinted sequential policy is host code: in device code it runs as its
+ * fallback and takes no hints (ESTATE). Compiled into the device's hooks,
+ * even called rather than inlined, it put the cache's one-element read at 56
+ * registers instead of 48 (sm_90, bench/registers/kernels.cu), hinted or
+ * not. The device's own hinted policy would be a slot policy (not written). */
+#define GPUMEM__HINT_HOOKS (!GPUMEM_ON_DEVICE)
+#ifndef GPUMEM_POLICY_TRUST_MAX
+#define GPUMEM_POLICY_TRUST_MAX 64u
+#endif
+#ifndef GPUMEM_POLICY_TRUST_USE
+#define GPUMEM_POLICY_TRUST_USE 16u
+#endif
+#ifndef GPUMEM_POLICY_TRUST_WRONG
+#define GPUMEM_POLICY_TRUST_WRONG 4u
+#endif
+
+GPUMEM_API void gpumem__hint_judge(gpumem__phint *h, int right) {
+    if (right) {
+        h->right++;
+        if (h->trust < GPUMEM_POLICY_TRUST_MAX) h->trust++;
+    } else {
+        h->wrong++;
+        h->trust = h->trust > GPUMEM_POLICY_TRUST_WRONG ? h->trust - GPUMEM_POLICY_TRUST_WRONG : 0;
+    }
+}
+
+/* Add the hint `when` to a line's two soonest (w1 <= w2; `met` is w1's). A
+ * hint for the epoch of a w1 already met promises one more use in it. */
+GPUMEM_API void gpumem__hint_put(uint64_t *w1, uint64_t *w2, uint8_t *met, uint64_t when) {
+    if (when == *w1) {
+        *met = 0;
+        return;
+    }
+    if (when == *w2) return;
+    if (when < *w1) {
+        *w2 = *w1;
+        *w1 = when;
+        *met = 0;
+    } else if (when < *w2) {
+        *w2 = when;
+    }
+}
+
+/* Whether hint w is past: its epoch, and the slack, are behind the clock. */
+GPUMEM_API int gpumem__hint_past(const gpumem_policy *p, uint64_t w) {
+    return w != GPUMEM_POLICY_UNHINTED && w + p->d.hint_slack < p->hint.epoch;
+}
+
+/* Move a line's hints past the clock: a w1 whose epoch (and slack) went by
+ * is judged (wrong if its use never came) and w2 takes its place. */
+GPUMEM_API void gpumem__hint_expire(gpumem_policy *p, uint64_t *w1, uint64_t *w2, uint8_t *met) {
+    while (gpumem__hint_past(p, *w1)) {
+        if (!*met) gpumem__hint_judge(&p->hint, 0);
+        *w1 = *w2;
+        *w2 = GPUMEM_POLICY_UNHINTED;
+        *met = 0;
+    }
+}
+
+/* A use now of a line hinted (w1, w2, met). Within w1's window (its epoch
+ * give or take hint_slack) it proves w1 right, once; before it, wrong (a
+ * hint names the next use); w2 takes over once its own window is reached.
+ * A hint stays until its window passes: an epoch may use a line many times. */
+GPUMEM_API void gpumem__hint_use(gpumem_policy *p, uint64_t *w1, uint64_t *w2, uint8_t *met) {
+    uint64_t e = p->hint.epoch, slack = p->d.hint_slack;
+    gpumem__hint_expire(p, w1, w2, met);
+    if (*met && *w2 != GPUMEM_POLICY_UNHINTED && e + slack >= *w2) { /* windows that overlap: w2's use */
+        *w1 = *w2;
+        *w2 = GPUMEM_POLICY_UNHINTED;
+        *met = 0;
+    }
+    if (*w1 == GPUMEM_POLICY_UNHINTED) return;
+    if (e + slack < *w1) {
+        gpumem__hint_judge(&p->hint, 0);
+        return;
+    }
+    if (!*met) gpumem__hint_judge(&p->hint, 1);
+    *met = 1;
+}
+
+/* Slot k's place after its hints changed: in the heap or not, held or not. */
+GPUMEM_API void gpumem__hint_rekey(gpumem_policy *p, uint32_t k) {
+    gpumem__phint *h = &p->hint;
+    /* Keyed on the next use not yet seen; a line whose hinted use was met
+     * and that has no later hint keeps its epoch (it may be used again in
+     * it) until the epoch passes; then it is the fallback's. */
+    uint64_t next = h->met[k] && h->w2[k] != GPUMEM_POLICY_UNHINTED ? h->w2[k] : h->w1[k];
+    uint8_t held = (uint8_t)(h->demoted[k] || h->w1[k] != GPUMEM_POLICY_UNHINTED);
+    if (h->w1[k] != GPUMEM_POLICY_UNHINTED && !h->demoted[k]) gpumem__pheap_set(&h->heap, k, next);
+    else gpumem__pheap_remove(&h->heap, k);
+    if (held != h->held[k]) {
+        h->n_held = held ? h->n_held + 1 : h->n_held - 1;
+        h->held[k] = held;
+    }
+}
+
+GPUMEM_API void gpumem__hint_undemote(gpumem_policy *p, uint32_t k) {
+    gpumem__phint *h = &p->hint;
+    if (!h->demoted[k]) return;
+    gpumem__plist_remove(&h->dlist, h->dprev, h->dnext, k);
+    h->demoted[k] = 0;
+}
+
+/* The pending hints' entry of `line`: one place per line, a later line
+ * overwrites (hints are advice: one lost is a fallback decision). */
+GPUMEM_API uint32_t gpumem__hint_pending(const gpumem__phint *h, uint64_t line) {
+    return (uint32_t)((line * 0x9E3779B97F4A7C15ull) >> 24) & h->pmask;
+}
+
+/* Expired hints (epoch passed, line unused) are wrong: judged and dropped,
+ * in a sweep at most once per n_slots / 8 hooks, so O(1) a hook. */
+GPUMEM_API void gpumem__hint_sweep(gpumem_policy *p) {
+    gpumem__phint *h = &p->hint;
+    uint32_t k;
+    if (h->since_sweep < p->d.n_slots / 8 + 1) return;
+    h->since_sweep = 0;
+    for (k = 0; k < p->d.n_slots; k++)
+        if (gpumem__hint_past(p, h->w1[k])) {
+            gpumem__hint_expire(p, &h->w1[k], &h->w2[k], &h->met[k]);
+            gpumem__hint_rekey(p, k);
+        }
+}
+
+GPUMEM_API void gpumem__hint_on_access(gpumem_policy *p, uint32_t k) {
+    gpumem__phint *h = &p->hint;
+    h->since_sweep++;
+    if (h->demoted[k]) { /* "done with" it, and it is back */
+        gpumem__hint_judge(h, 0);
+        gpumem__hint_undemote(p, k);
+    }
+    gpumem__hint_use(p, &h->w1[k], &h->w2[k], &h->met[k]);
+    gpumem__hint_rekey(p, k);
+}
+
+GPUMEM_API void gpumem__hint_on_fill(gpumem_policy *p, uint32_t k, uint64_t line) {
+    gpumem__phint *h = &p->hint;
+    uint32_t i = gpumem__hint_pending(h, line);
+    h->since_sweep++;
+    h->w1[k] = h->w2[k] = GPUMEM_POLICY_UNHINTED;
+    h->met[k] = 0;
+    if (h->ptag[i] == line + 1) { /* hinted while away */
+        h->w1[k] = h->pw1[i];
+        h->w2[k] = h->pw2[i];
+        h->met[k] = h->pmet[i];
+        h->ptag[i] = 0;
+    }
+    gpumem__hint_use(p, &h->w1[k], &h->w2[k], &h->met[k]);
+    gpumem__hint_rekey(p, k);
+}
+
+/* A line leaves with its hints: they wait in the pending table for its
+ * return (an expired one is judged wrong now). */
+GPUMEM_API void gpumem__hint_on_evict(gpumem_policy *p, uint32_t k, uint64_t line) {
+    gpumem__phint *h = &p->hint;
+    gpumem__hint_undemote(p, k);
+    gpumem__hint_expire(p, &h->w1[k], &h->w2[k], &h->met[k]);
+    if (h->w1[k] != GPUMEM_POLICY_UNHINTED) {
+        uint32_t i = gpumem__hint_pending(h, line);
+        h->ptag[i] = line + 1;
+        h->pw1[i] = h->w1[k];
+        h->pw2[i] = h->w2[k];
+        h->pmet[i] = h->met[k];
+    }
+    h->w1[k] = h->w2[k] = GPUMEM_POLICY_UNHINTED;
+    h->met[k] = 0;
+    gpumem__hint_rekey(p, k);
+}
+
+GPUMEM_API uint32_t gpumem__hint_victim(gpumem_policy *p, const uint8_t *pinned) {
+    gpumem__phint *h = &p->hint;
+    const uint8_t *mask = h->held;
+    uint32_t k, i, n = p->d.n_slots, best = GPUMEM_POLICY_NONE;
+    if (h->trust < GPUMEM_POLICY_TRUST_USE) {
+        h->fallback_victims++;
+        return gpumem__pbase_victim(p, p->d.hint_fallback, pinned);
+    }
+    if ((k = gpumem__plist_first_free(h->dnext, h->dlist.head, pinned)) != GPUMEM_POLICY_NONE) {
+        h->hinted_victims++;
+        return k;
+    }
+    if (h->n_held < n) { /* the fallback, among the unhinted (O(n) to merge a caller's pins) */
+        if (pinned) {
+            for (i = 0; i < n; i++) h->mask[i] = (uint8_t)(h->held[i] | pinned[i]);
+            mask = h->mask;
+        }
+        if ((k = gpumem__pbase_victim(p, p->d.hint_fallback, mask)) != GPUMEM_POLICY_NONE) {
+            h->fallback_victims++;
+            return k;
+        }
+    }
+    if (h->heap.n == 0) return GPUMEM_POLICY_NONE;
+    if (!pinned || !pinned[h->heap.item[0]]) {
+        best = 0;
+    } else {
+        for (i = 0; i < h->heap.n; i++)
+            if (!pinned[h->heap.item[i]] && (best == GPUMEM_POLICY_NONE || h->heap.key[i] > h->heap.key[best]))
+                best = i;
+        if (best == GPUMEM_POLICY_NONE) return GPUMEM_POLICY_NONE;
+    }
+    h->hinted_victims++;
+    return h->heap.item[best];
+}
+
+/* ---- the hooks ---------------------------------------------------------------- */
+
+/* Set up over caller memory of gpumem_policy_bytes(d) bytes (8-byte aligned).
+ * EINVAL for an unknown kind or bad parameters. */
+GPUMEM_API gpumem_status gpumem_policy_init(gpumem_policy *p, const gpumem_policy_desc *in, void *mem) {
+    uint32_t i, n, base;
+    gpumem_policy_desc resolved;
+    const gpumem_policy_desc *d = &resolved; /* zero means default */
+    if (!p || !in || (!mem && gpumem_policy_bytes(in))) return GPUMEM_ENULL;
+    resolved = gpumem_policy_desc_resolved(in);
+    n = d->n_slots;
+    if (d->kind >= GPUMEM_POLICY_KINDS || n == 0 || n >= GPUMEM_POLICY_NONE / 2 || d->hpe_set_shift > 5 ||
+        d->hpe_interval == 0 || d->hpe_fifo == 0 || d->lfu_bins == 0 || d->lfu_bins > 255 || d->cp_min_pct > d->cp_max_pct ||
+        d->cp_max_pct > 100 || d->hint_fallback >= GPUMEM_POLICY_HINTED)
+        return GPUMEM_EINVAL;
+    gpumem__pzero(p, sizeof *p);
+    p->d = *d;
+    gpumem__policy_layout(d, p, (unsigned char *)mem);
+    base = gpumem__pbase(p);
+    if (d->kind == GPUMEM_POLICY_HINTED) {
+        gpumem__phint *h = &p->hint;
+        for (i = 0; i < n; i++) {
+            h->w1[i] = h->w2[i] = GPUMEM_POLICY_UNHINTED;
+            h->heap.pos[i] = GPUMEM_POLICY_NONE;
+        }
+        gpumem__pzero(h->held, n);
+        gpumem__pzero(h->demoted, n);
+        gpumem__pzero(h->met, n);
+        gpumem__pzero(h->ptag, ((size_t)h->pmask + 1) * 8);
+        gpumem__plist_clear(&h->dlist);
+        h->trust = GPUMEM_POLICY_TRUST_MAX / 2; /* trusted until proven wrong */
+    }
+    if (base < GPUMEM_POLICY_SLOT_KINDS)
+        for (i = 0; i < n; i++) p->slot.words[i] = 0;
+    for (i = 0; i < n; i++) p->line_of[i] = 0;
+    gpumem__pzero(p->pin, n);
+    gpumem__plist_clear(&p->lru.l);
+    gpumem__plist_clear(&p->cp.l);
+    p->lfu.n_bins = d->lfu_bins;
+    if (p->lfu.bins)
+        for (i = 0; i < d->lfu_bins; i++) gpumem__plist_clear(&p->lfu.bins[i]);
+    p->cp.boundary = GPUMEM_POLICY_NONE;
+    p->cp.protect = (uint32_t)((uint64_t)n * d->cp_protect_pct / 100);
+    p->cp.lo = (uint32_t)((uint64_t)n * d->cp_min_pct / 100);
+    p->cp.hi = (uint32_t)((uint64_t)n * d->cp_max_pct / 100);
+    if (p->cp.protect < p->cp.lo) p->cp.protect = p->cp.lo;
+    if (p->cp.protect > p->cp.hi) p->cp.protect = p->cp.hi;
+    if (base == GPUMEM_POLICY_HPE) {
+        gpumem__phpe *h = &p->hpe;
+        gpumem__plist_clear(&h->chain);
+        for (i = 0; i < n; i++) h->sets[i].next = i + 1 < n ? i + 1 : GPUMEM_POLICY_NONE;
+        for (i = 0; i <= h->index_mask; i++) h->index[i] = GPUMEM_POLICY_NONE;
+        for (i = 0; i < d->hpe_fifo; i++) h->fifo[0][i] = h->fifo[1][i] = UINT64_MAX;
+        h->p1 = h->p2 = h->victim = GPUMEM_POLICY_NONE;
+        h->cur = 2; /* intervals start at 2 so "interval + 2 <= cur" never wraps */
+    }
+    if (base == GPUMEM_POLICY_TOURNAMENT) {
+        p->tm.active = 7;
+        gpumem__pzero(p->tm.ghost_who, (size_t)n * GPUMEM_POLICY_GHOSTS);
+    }
+    return GPUMEM_OK;
+}
+
+/* A hit on the line in slot k. */
+GPUMEM_API void gpumem_policy_on_access(gpumem_policy *p, uint32_t k, uint64_t line) {
+    if (!p) return;
+    (void)line;
+    if (GPUMEM__HINT_HOOKS && p->d.kind == GPUMEM_POLICY_HINTED) gpumem__hint_on_access(p, k);
+    gpumem__pbase_access(p, gpumem__pbase(p), k);
+}
+
+/* `line` was missed and is now in slot k (free, or just evicted). HINTED
+ * counts the fill as a use of the line (its hints are judged on it). */
+GPUMEM_API void gpumem_policy_on_fill(gpumem_policy *p, uint32_t k, uint64_t line) {
+    if (!p) return;
+    if (p->line_of) p->line_of[k] = line;
+    gpumem__pbase_fill(p, gpumem__pbase(p), k, line);
+    if (GPUMEM__HINT_HOOKS && p->d.kind == GPUMEM_POLICY_HINTED) gpumem__hint_on_fill(p, k, line);
+}
+
+/* The line in slot k leaves it (chosen by gpumem_policy_victim or not). */
+GPUMEM_API void gpumem_policy_on_evict(gpumem_policy *p, uint32_t k, uint64_t line) {
+    if (!p) return;
+    p->evictions++;
+    gpumem__pbase_evict(p, gpumem__pbase(p), k, line);
+    if (GPUMEM__HINT_HOOKS && p->d.kind == GPUMEM_POLICY_HINTED) gpumem__hint_on_evict(p, k, line);
+}
+
+/* The slot to evict next, never a pinned one (pinned may be NULL); NONE if
+ * every occupied slot is pinned. Call only when every slot is occupied. */
+GPUMEM_API uint32_t gpumem_policy_victim(gpumem_policy *p, const uint8_t *pinned) {
+    if (!p) return GPUMEM_POLICY_NONE;
+    if (GPUMEM__HINT_HOOKS && p->d.kind == GPUMEM_POLICY_HINTED) return gpumem__hint_victim(p, pinned);
+    return gpumem__pbase_victim(p, p->d.kind, pinned);
+}
+
+/* The statuses a hint call shares: the policy, and slot k holding `line`. */
+GPUMEM_API gpumem_status gpumem__hint_check(const gpumem_policy *p, uint32_t k, uint64_t line) {
+    if (!p) return GPUMEM_ENULL;
+    if (!GPUMEM__HINT_HOOKS) return GPUMEM_ESTATE; /* host code (GPUMEM__HINT_HOOKS) */
+    if (p->d.kind != GPUMEM_POLICY_HINTED) return GPUMEM_ESTATE;
+    if (k != GPUMEM_POLICY_NONE && (k >= p->d.n_slots || p->line_of[k] != line)) return GPUMEM_EINVAL;
+    return GPUMEM_OK;
+}
+
+/* HINTED: the line in slot k (GPUMEM_POLICY_NONE: not resident; it waits
+ * in the pending table) will next be used at epoch `when`. ESTATE on
+ * another kind; EINVAL if slot k does not hold `line`; ERANGE for an epoch
+ * already past or GPUMEM_POLICY_UNHINTED. */
+GPUMEM_API gpumem_status gpumem_policy_hint(gpumem_policy *p, uint32_t k, uint64_t line, uint64_t when) {
+    gpumem__phint *h;
+    gpumem_status st = gpumem__hint_check(p, k, line);
+    if (st != GPUMEM_OK) return st;
+    h = &p->hint;
+    if (when == GPUMEM_POLICY_UNHINTED || when < h->epoch) return GPUMEM_ERANGE;
+    if (k == GPUMEM_POLICY_NONE) {
+        uint32_t i = gpumem__hint_pending(h, line);
+        if (h->ptag[i] != line + 1) {
+            if (h->ptag[i] && h->pw1[i] < when && !gpumem__hint_past(p, h->pw1[i]))
+                return GPUMEM_OK; /* the table keeps the sooner of two lines' hints */
+            h->ptag[i] = line + 1;
+            h->pw1[i] = h->pw2[i] = GPUMEM_POLICY_UNHINTED;
+            h->pmet[i] = 0;
+        }
+        gpumem__hint_put(&h->pw1[i], &h->pw2[i], &h->pmet[i], when);
+        return GPUMEM_OK;
+    }
+    gpumem__hint_undemote(p, k);
+    gpumem__hint_put(&h->w1[k], &h->w2[k], &h->met[k], when);
+    gpumem__hint_rekey(p, k);
+    return GPUMEM_OK;
+}
+
+/* HINTED: the application is done with `line` (in slot k, or NONE): it goes
+ * before any other, its hints dropped. Statuses as gpumem_policy_hint. */
+GPUMEM_API gpumem_status gpumem_policy_demote(gpumem_policy *p, uint32_t k, uint64_t line) {
+    gpumem__phint *h;
+    gpumem_status st = gpumem__hint_check(p, k, line);
+    if (st != GPUMEM_OK) return st;
+    h = &p->hint;
+    if (k == GPUMEM_POLICY_NONE) {
+        uint32_t i = gpumem__hint_pending(h, line);
+        if (h->ptag[i] == line + 1) h->ptag[i] = 0;
+        return GPUMEM_OK;
+    }
+    h->w1[k] = h->w2[k] = GPUMEM_POLICY_UNHINTED;
+    h->met[k] = 0;
+    if (!h->demoted[k]) {
+        h->demoted[k] = 1;
+        gpumem__plist_append(&h->dlist, h->dprev, h->dnext, k);
+    }
+    gpumem__hint_rekey(p, k);
+    return GPUMEM_OK;
+}
+
+/* HINTED: the application's clock is at `epoch` now. Epochs never go back
+ * (EINVAL); GPUMEM_POLICY_UNHINTED is no epoch (EOVERFLOW); ESTATE on
+ * another kind. */
+GPUMEM_API gpumem_status gpumem_policy_epoch(gpumem_policy *p, uint64_t epoch) {
+    if (!p) return GPUMEM_ENULL;
+    if (!GPUMEM__HINT_HOOKS) return GPUMEM_ESTATE; /* host code (GPUMEM__HINT_HOOKS) */
+    if (p->d.kind != GPUMEM_POLICY_HINTED) return GPUMEM_ESTATE;
+    if (epoch == GPUMEM_POLICY_UNHINTED) return GPUMEM_EOVERFLOW;
+    if (epoch < p->hint.epoch) return GPUMEM_EINVAL;
+    p->hint.epoch = epoch;
+    gpumem__hint_sweep(p);
+    return GPUMEM_OK;
 }
 
 /* ======================================================================== */
@@ -1481,7 +1954,18 @@ GPUMEM_API void gpumem_policy_fdp_feedback(gpumem_policy_fdp *f, int used) {
 /* ======================================================================== */
 
 #define GPUMEM_POLICY_TRACE_MAGIC "GPMTRC01"
+#define GPUMEM_POLICY_TRACE_MAGIC_HINTS "GPMTRC02" /* a trace with hint records */
 #define GPUMEM_POLICY_TRACE_WRITE (1ull << 63)
+#define GPUMEM_POLICY_TRACE_CONTROL (1ull << 62) /* GPMTRC02: a hint record, not an access */
+#define GPUMEM_POLICY_TRACE_OP_SHIFT 56          /* GPMTRC02: the record's kind in bits 56..61 */
+#define GPUMEM_POLICY_TRACE_HINT_LINES (1ull << 56) /* lines a hint record can name */
+enum {
+    GPUMEM_POLICY_TRACE_NOP = 0,    /* nothing (fills a record cut at the trace's capacity) */
+    GPUMEM_POLICY_TRACE_HINT = 1,   /* the line's next use is at the epoch in the next word */
+    GPUMEM_POLICY_TRACE_DEMOTE = 2, /* done with the line */
+    GPUMEM_POLICY_TRACE_EPOCH = 3,  /* the clock is at the epoch in the next word */
+    GPUMEM_POLICY_TRACE_SOON = 4    /* the line is needed soon, at that epoch: a prefetch hint */
+};
 
 /* Caller memory for `cap` accesses; accesses past it are counted in
  * `dropped`, not recorded. Safe from any number of host or GPU threads. */
@@ -1489,12 +1973,32 @@ typedef struct gpumem_policy_trace {
     uint64_t *buf;
     uint64_t cap;
     uint64_t n;       /* slots handed out (may exceed cap) */
+    uint64_t hints;   /* hint records among them: written as GPMTRC02 */
 } gpumem_policy_trace;
 
 GPUMEM_API void gpumem_policy_trace_record(gpumem_policy_trace *t, uint64_t line, int write) {
     if (!t) return;
     uint64_t i = gpumem_atomic_fetch_add_u64(&t->n, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
     if (i < t->cap) t->buf[i] = line | (write ? GPUMEM_POLICY_TRACE_WRITE : 0);
+}
+
+/* A hint record (GPUMEM_POLICY_TRACE_HINT .. _SOON) about `line` (below
+ * 2^56; ignored for EPOCH) with `value` (the epoch; ignored for DEMOTE),
+ * in its two words at once. A record the capacity cuts becomes a NOP. */
+GPUMEM_API void gpumem_policy_trace_hint(gpumem_policy_trace *t, uint32_t op, uint64_t line, uint64_t value) {
+    uint32_t words = op == GPUMEM_POLICY_TRACE_DEMOTE ? 1u : 2u;
+    uint64_t i, head;
+    if (!t || op == GPUMEM_POLICY_TRACE_NOP || op > GPUMEM_POLICY_TRACE_SOON) return;
+    head = GPUMEM_POLICY_TRACE_CONTROL | ((uint64_t)op << GPUMEM_POLICY_TRACE_OP_SHIFT) |
+           (op == GPUMEM_POLICY_TRACE_EPOCH ? 0 : line & (GPUMEM_POLICY_TRACE_HINT_LINES - 1));
+    i = gpumem_atomic_fetch_add_u64(&t->n, words, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
+    gpumem_atomic_fetch_add_u64(&t->hints, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);
+    if (i + words <= t->cap) {
+        t->buf[i] = head;
+        if (words == 2) t->buf[i + 1] = value & (GPUMEM_POLICY_TRACE_WRITE - 1);
+    } else if (i < t->cap) {
+        t->buf[i] = GPUMEM_POLICY_TRACE_CONTROL; /* NOP */
+    }
 }
 
 GPUMEM_API uint64_t gpumem_policy_trace_count(const gpumem_policy_trace *t) {
@@ -1504,14 +2008,16 @@ GPUMEM_API uint64_t gpumem_policy_trace_count(const gpumem_policy_trace *t) {
 #if !GPUMEM_ON_DEVICE && !defined(GPUMEM_NO_HOST_SHIM) && (defined(GPUMEM_IMPLEMENTATION) || defined(GPUMEM_POLICY_TRACE_IO))
 #include <stdio.h>
 /* Write the recorded accesses to `path` in the binary trace format
- * (little-endian hosts). Host only. */
+ * (little-endian hosts): GPMTRC02 if hint records were made, GPMTRC01 if
+ * not. Host only. */
 static inline gpumem_status gpumem_policy_trace_write(const gpumem_policy_trace *t, const char *path) {
     if (!t || !path || (!t->buf && t->n)) return GPUMEM_ENULL;
     FILE *f = fopen(path, "wb");
     uint64_t n = gpumem_policy_trace_count(t);
     int ok;
     if (!f) return GPUMEM_EIO;
-    ok = fwrite(GPUMEM_POLICY_TRACE_MAGIC, 1, 8, f) == 8 && fwrite(t->buf, 8, (size_t)n, f) == (size_t)n;
+    ok = fwrite(t->hints ? GPUMEM_POLICY_TRACE_MAGIC_HINTS : GPUMEM_POLICY_TRACE_MAGIC, 1, 8, f) == 8 &&
+         fwrite(t->buf, 8, (size_t)n, f) == (size_t)n;
     ok = (fclose(f) == 0) && ok;
     return ok ? GPUMEM_OK : GPUMEM_EIO;
 }

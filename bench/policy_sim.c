@@ -7,12 +7,17 @@
  *   policy_sim run TRACE [options]       simulate; TRACE binary (gpumem_policy.h) or text: a
  *                                        line number a line (trace_parse_id), lines ending in
  *                                        \n or \r\n; a NUL byte or a lone \r is refused
- *       --policies P,P,..|all   policies (clock fifo srrip brrip lru lfu cp hpe tournament)
+ *       --policies P,P,..|all   policies (clock fifo srrip brrip lru lfu cp hpe tournament hinted;
+ *                               hinted replays the trace's hint records, the others ignore them)
  *       --fracs F,F,..          capacities as fractions of the footprint (default 0.5,0.75)
  *       --lines N,N,..          capacities in lines instead
  *       --two-tier F            also GMT's two tiers: a host tier of F x footprint lines
  *                               behind CLOCK, placements tier-order, random and reuse
  *       --prefetch readahead|fdp  prefetch on every demand miss (one-tier runs)
+ *       --hint-fallback P       the hinted policy's fallback (default brrip)
+ *       --hint-slack N          epochs a use may miss its hint by and prove it right (default 0)
+ *       --oracle Q              hinted gets the true next uses instead of the trace's hints, the
+ *                               epoch advancing every Q accesses (1: Belady's OPT exactly)
  *       --name NAME --tsv FILE  append result rows to FILE, labelled NAME
  *   policy_sim table DIR        every workload, every policy, 50% and 75% of the
  *                               footprint, two tiers, prefetch: DIR/policy-sim.tsv
@@ -51,32 +56,64 @@ static double now_s(void) {
 
 /* ---- reading traces ------------------------------------------------------------ */
 
+/* A hint record, at the access it comes before (gpumem_policy.h's trace
+ * format): op PSIM_HINT (a "soon" hint too), PSIM_DEMOTE or PSIM_EPOCH. */
+typedef struct hint_rec {
+    uint64_t at;    /* accesses before it */
+    uint64_t line;  /* the raw line; pass 1 makes it the dense id */
+    uint64_t value; /* the hint's epoch, or the new epoch */
+    uint32_t op;
+} hint_rec;
+
 typedef struct trace_in {
     FILE *f;
-    int binary;
+    int binary;    /* 0 text, 1 GPMTRC01, 2 GPMTRC02 (hint records) */
     const char *path;
-    uint64_t line; /* text: lines read so far; binary: records read so far */
+    uint64_t line; /* text: lines read so far; binary: records (8-byte words) read so far */
     int bad;       /* a malformed access was met and reported: the run stops, exit 2 */
+    uint64_t accesses; /* accesses read so far */
+    hint_rec *ev;      /* hint records of the accesses read since the caller last emptied it */
+    size_t ev_n, ev_cap;
+    int ev_full;       /* no memory for them: the run stops, exit 1 */
+    uint64_t wbuf[512]; /* GPMTRC02: words read ahead */
+    size_t wn, wi;
+    uint64_t bytes;    /* GPMTRC02: bytes read after the header */
 } trace_in;
 
 static int trace_open(trace_in *t, const char *path) {
     char magic[8];
+    memset(t, 0, sizeof *t);
     t->path = path;
-    t->line = 0;
-    t->bad = 0;
     t->f = fopen(path, "rb");
     if (!t->f) return -1;
-    t->binary = fread(magic, 1, 8, t->f) == 8 && memcmp(magic, GPUMEM_POLICY_TRACE_MAGIC, 8) == 0;
+    if (fread(magic, 1, 8, t->f) == 8) {
+        if (memcmp(magic, GPUMEM_POLICY_TRACE_MAGIC, 8) == 0) t->binary = 1;
+        else if (memcmp(magic, GPUMEM_POLICY_TRACE_MAGIC_HINTS, 8) == 0) t->binary = 2;
+    }
     if (!t->binary) rewind(t->f);
     return 0;
 }
 
-/* A text access: a line number in decimal or 0x-hex below 2^63 (bit 63 is
- * the binary format's write flag, so a larger number could not be written
- * as a binary trace: refused, as the documentation says), optionally "w",
- * optionally a '#' comment. Returns 0 and the number, or -1 with `why`. */
-static int trace_parse_id(const char *s, uint64_t *out, const char **why) {
-    const uint64_t limit = GPUMEM_POLICY_TRACE_WRITE; /* 2^63 */
+static void trace_event(trace_in *t, uint32_t op, uint64_t line, uint64_t value, uint64_t at) {
+    if (t->ev_n == t->ev_cap) {
+        size_t cap = t->ev_cap ? 2 * t->ev_cap : 1024;
+        hint_rec *grown = (hint_rec *)realloc(t->ev, cap * sizeof *grown);
+        if (!grown) {
+            t->ev_full = 1;
+            return;
+        }
+        t->ev = grown, t->ev_cap = cap;
+    }
+    t->ev[t->ev_n].at = at;
+    t->ev[t->ev_n].line = line;
+    t->ev[t->ev_n].value = value;
+    t->ev[t->ev_n++].op = op;
+}
+
+/* A number in decimal or 0x-hex below `limit`; *s moves past it. 0, or -1
+ * with `why`. */
+static int trace_parse_num(const char **sp, uint64_t limit, uint64_t *out, const char **why, const char *what) {
+    const char *s = *sp;
     uint64_t v = 0;
     int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X'), digits = 0;
     if (hex) s += 2;
@@ -87,7 +124,7 @@ static int trace_parse_id(const char *s, uint64_t *out, const char **why) {
         else if (hex && *s >= 'A' && *s <= 'F') d = (unsigned)(*s - 'A' + 10);
         else break;
         if (v > (limit - 1 - d) / (hex ? 16u : 10u)) {
-            *why = "a line number below 2^63 (bit 63 is the binary format's write flag)";
+            *why = what;
             return -1;
         }
         v = v * (hex ? 16u : 10u) + d;
@@ -96,13 +133,50 @@ static int trace_parse_id(const char *s, uint64_t *out, const char **why) {
         *why = hex ? "hex digits after 0x" : "a line number in decimal or 0x-hex";
         return -1;
     }
+    *out = v;
+    *sp = s;
+    return 0;
+}
+
+/* A text access: a line number in decimal or 0x-hex below 2^63 (bit 63 is
+ * the binary format's write flag, so a larger number could not be written
+ * as a binary trace: refused, as the documentation says), optionally "w",
+ * optionally a '#' comment. Returns 0 and the number, or -1 with `why`. */
+static int trace_parse_id(const char *s, uint64_t *out, const char **why) {
+    if (trace_parse_num(&s, GPUMEM_POLICY_TRACE_WRITE, out, why,
+                        "a line number below 2^63 (bit 63 is the binary format's write flag)") != 0)
+        return -1;
     s += strspn(s, " \t");
     if (*s == 'w') s += 1 + strspn(s + 1, " \t");
     if (*s != '#' && *s != 0) { /* the line comes without its end (trace_text_line) */
         *why = "only \"w\" or a '#' comment after the line number";
         return -1;
     }
-    *out = v;
+    return 0;
+}
+
+/* A text hint record (gpumem_policy.h): "h LINE EPOCH" or "s LINE EPOCH"
+ * (will be used at EPOCH; soon), "d LINE" (done with), "e EPOCH" (the
+ * clock), then optionally a '#' comment; LINE below 2^56, EPOCH below 2^63,
+ * as in the binary format. 0, or -1 with `why`. */
+static int trace_parse_hint(const char *s, uint32_t *op, uint64_t *line, uint64_t *value, const char **why) {
+    char c = *s++;
+    *line = *value = 0;
+    *op = c == 'e' ? PSIM_EPOCH : c == 'd' ? PSIM_DEMOTE : PSIM_HINT;
+    s += strspn(s, " \t");
+    if (c != 'e' && trace_parse_num(&s, GPUMEM_POLICY_TRACE_HINT_LINES, line, why,
+                                    "a hinted line number below 2^56") != 0)
+        return -1;
+    s += strspn(s, " \t");
+    if (c != 'd' && trace_parse_num(&s, GPUMEM_POLICY_TRACE_WRITE, value, why, "an epoch below 2^63") != 0)
+        return -1;
+    s += strspn(s, " \t");
+    if (*s != '#' && *s != 0) {
+        *why = c == 'd' ? "only a '#' comment after \"d LINE\""
+               : c == 'e' ? "only a '#' comment after \"e EPOCH\""
+                          : "only a '#' comment after \"h LINE EPOCH\"";
+        return -1;
+    }
     return 0;
 }
 
@@ -158,16 +232,82 @@ static int trace_text_line(trace_in *t, char *buf) {
     return 1;
 }
 
-/* Up to max accesses (line numbers, write bit dropped); 0 at the end, or
- * on a malformed access, which is reported (file, line or byte offset,
- * what was expected and found) and sets t->bad. */
+/* GPMTRC02: the next 8-byte word; 1, 0 at the end, -1 after a message (a
+ * partial last word, a read error). */
+static int trace_word(trace_in *t, uint64_t *w) {
+    if (t->wi == t->wn) { /* the words before a partial last one are read first: errors come in file order */
+        size_t got = t->bytes % 8 ? 0 : fread(t->wbuf, 1, sizeof t->wbuf, t->f);
+        t->bytes += got;
+        t->wn = got / 8, t->wi = 0;
+        if (t->wn == 0 && (t->bytes % 8 || ferror(t->f))) {
+            fprintf(stderr, "policy_sim: %s: byte %llu: expected whole 8-byte records after the 8-byte header, found "
+                            "%llu trailing bytes\n", t->path, (unsigned long long)(8 + t->bytes / 8 * 8),
+                    (unsigned long long)(t->bytes % 8));
+            t->bad = 1;
+            return -1;
+        }
+        if (t->wn == 0) return 0;
+    }
+    *w = t->wbuf[t->wi++];
+    t->line++;
+    return 1;
+}
+
+/* GPMTRC02 (gpumem_policy.h): accesses and hint records. */
+static size_t trace_read_hinted(trace_in *t, uint64_t *out, size_t max) {
+    size_t n = 0;
+    uint64_t w, value = 0;
+    int got;
+    while (n < max && (got = trace_word(t, &w)) > 0) {
+        uint32_t op = (uint32_t)(w >> GPUMEM_POLICY_TRACE_OP_SHIFT) & 63u;
+        uint64_t at = 8 + (t->line - 1) * 8;
+        if (!(w & GPUMEM_POLICY_TRACE_CONTROL)) {
+            out[n++] = w & (GPUMEM_POLICY_TRACE_CONTROL - 1);
+            continue;
+        }
+        if (op > GPUMEM_POLICY_TRACE_SOON) {
+            fprintf(stderr, "policy_sim: %s: byte %llu: expected a hint record of kind 0..%u, found kind %u\n", t->path,
+                    (unsigned long long)at, GPUMEM_POLICY_TRACE_SOON, op);
+            t->bad = 1;
+            return 0;
+        }
+        if (op == GPUMEM_POLICY_TRACE_HINT || op == GPUMEM_POLICY_TRACE_SOON || op == GPUMEM_POLICY_TRACE_EPOCH) {
+            if ((got = trace_word(t, &value)) <= 0) {
+                if (got == 0) {
+                    fprintf(stderr, "policy_sim: %s: byte %llu: expected the epoch word of the hint record at "
+                                    "byte %llu, found the end\n", t->path, (unsigned long long)(at + 8), (unsigned long long)at);
+                    t->bad = 1;
+                }
+                return 0;
+            }
+            if (value >= GPUMEM_POLICY_TRACE_WRITE) {
+                fprintf(stderr, "policy_sim: %s: byte %llu: expected an epoch below 2^63, found %llu\n", t->path,
+                        (unsigned long long)(at + 8), (unsigned long long)value);
+                t->bad = 1;
+                return 0;
+            }
+        }
+        if (op == GPUMEM_POLICY_TRACE_NOP) continue;
+        trace_event(t, op == GPUMEM_POLICY_TRACE_EPOCH ? PSIM_EPOCH : op == GPUMEM_POLICY_TRACE_DEMOTE ? PSIM_DEMOTE
+                                                                                                     : PSIM_HINT,
+                    w & (GPUMEM_POLICY_TRACE_HINT_LINES - 1), value, t->accesses + n);
+    }
+    t->accesses += n;
+    return t->bad ? 0 : n;
+}
+
+/* Up to max accesses (line numbers, write bit dropped), hint records to
+ * t->ev; 0 at the end, or on a malformed record, which is reported (file,
+ * line or byte offset, what was expected and found) and sets t->bad. */
 static size_t trace_read(trace_in *t, uint64_t *out, size_t max) {
     size_t n = 0, i;
+    if (t->binary == 2) return trace_read_hinted(t, out, max);
     if (t->binary) {
         long at;
         n = fread(out, 8, max, t->f);
         for (i = 0; i < n; i++) out[i] &= ~GPUMEM_POLICY_TRACE_WRITE;
         t->line += n;
+        t->accesses += n;
         /* At the end, fread has dropped a partial last record: the file
          * position says whether there was one. */
         if (n < max && (at = ftell(t->f)) >= 0 && (uint64_t)at != 8 + t->line * 8) {
@@ -187,12 +327,23 @@ static size_t trace_read(trace_in *t, uint64_t *out, size_t max) {
         if (got == 0) break;
         start = line + strspn(line, " \t");
         if (*start == '#' || *start == 0) continue;
+        if (strchr("hsde", *start) && (start[1] == ' ' || start[1] == '\t')) {
+            uint32_t op;
+            uint64_t hl, hv;
+            if (trace_parse_hint(start, &op, &hl, &hv, &why) != 0) {
+                trace_bad(t, "expected %s, found \"%s\"", why, start);
+                return 0;
+            }
+            trace_event(t, op, hl, hv, t->accesses + n);
+            continue;
+        }
         if (trace_parse_id(start, &out[n], &why) != 0) {
             trace_bad(t, "expected %s, found \"%s\"", why, start);
             return 0;
         }
         n++;
     }
+    t->accesses += n;
     return n;
 }
 
@@ -205,6 +356,8 @@ typedef struct run_opts {
     uint32_t n_caps, caps_are_lines;
     double t2_frac;
     uint32_t prefetch;
+    uint32_t hint_fallback, hint_slack; /* the hinted policy's (0: its defaults) */
+    uint64_t oracle; /* > 0: hinted gets the true next uses, an epoch every `oracle` accesses, not the trace's */
     const char *name, *tsv;
 } run_opts;
 
@@ -260,13 +413,59 @@ static int run_fail(const char *path, const char *what) {
     return 1;
 }
 
+/* The dense id of raw line `key` (new ones in order of first appearance),
+ * its raw number and touched flag kept per id; NONE without memory. */
+static uint32_t dense_id(psim_map *map, uint64_t key, uint64_t **raw_of, uint64_t *raw_cap, uint8_t **touched) {
+    uint32_t id = psim_map_id(map, key);
+    if (id == PSIM_NONE) return id;
+    if (id >= *raw_cap) {
+        uint64_t cap = *raw_cap ? *raw_cap * 2 : 1 << 16, *grown = (uint64_t *)realloc(*raw_of, cap * 8);
+        uint8_t *t;
+        if (grown) *raw_of = grown;
+        if (!grown || !(t = (uint8_t *)realloc(*touched, cap))) return PSIM_NONE;
+        memset(t + *raw_cap, 0, cap - *raw_cap);
+        *touched = t, *raw_cap = cap;
+    }
+    (*raw_of)[id] = key;
+    return id;
+}
+
+/* The hint records that come before accesses [from, from + m): read from
+ * `evf` into *evs (grown); *n_ev of them, *next_ev the one read ahead. */
+static int read_events(FILE *evf, uint64_t *left, uint64_t end, hint_rec **evs, size_t *cap, size_t *n_ev) {
+    *n_ev = 0;
+    while (*left > 0) {
+        hint_rec h;
+        long at = ftell(evf);
+        if (fread(&h, sizeof h, 1, evf) != 1) return -1;
+        if (h.at >= end) { /* the next chunk's */
+            if (fseek(evf, at, SEEK_SET) != 0) return -1;
+            break;
+        }
+        if (*n_ev == *cap) {
+            size_t c = *cap ? 2 * *cap : 1024;
+            hint_rec *g = (hint_rec *)realloc(*evs, c * sizeof *g);
+            if (!g) return -1;
+            *evs = g, *cap = c;
+        }
+        (*evs)[(*n_ev)++] = h;
+        --*left;
+    }
+    return 0;
+}
+
 static int run(const char *path, const run_opts *o) {
     trace_in in;
     psim_map map = {0}, regions = {0};
     uint64_t *raw = (uint64_t *)malloc(CHUNK * 8), *next = (uint64_t *)malloc(CHUNK * 8), n = 0, raw_max = 0;
     uint64_t *raw_of = NULL, raw_cap = 0, fdp_lines = 0;
     uint32_t *ids = (uint32_t *)malloc(CHUNK * 4), n_ids = 0, c, k, i, n_opt = 0;
-    FILE *idf = tmpfile(), *nf = tmpfile(), *tsv = NULL;
+    FILE *idf = tmpfile(), *nf = tmpfile(), *evf = tmpfile(), *tsv = NULL;
+    uint8_t *touched = NULL; /* per id: accessed (a hint may name a line the trace never touches) */
+    uint32_t footprint = 0;
+    uint64_t n_events = 0;
+    hint_rec *evs = NULL;
+    size_t evs_cap = 0;
     sim_slot *sims = (sim_slot *)calloc(MAX_SIMS, sizeof(sim_slot));
     psim_opt opt[16];
     uint64_t caps[16], *seen = NULL;
@@ -277,8 +476,8 @@ static int run(const char *path, const run_opts *o) {
     size_t got;
     /* Every way out below goes through `out`, which frees what was taken:
      * a refused trace used to return from the middle with all of it held. */
-    in.f = NULL;
-    if (!raw || !next || !ids || !idf || !nf || !sims) {
+    memset(&in, 0, sizeof in);
+    if (!raw || !next || !ids || !idf || !nf || !evf || !sims) {
         rc = run_fail(path, "no memory or temporary files for the run");
         goto out;
     }
@@ -286,32 +485,36 @@ static int run(const char *path, const run_opts *o) {
         rc = run_fail(path, "cannot read the trace");
         goto out;
     }
-    /* 1. dense ids */
-    while ((got = trace_read(&in, raw, CHUNK)) > 0) {
+    /* 1. dense ids (of the hints' lines too, their records to a third file) */
+    for (;;) {
+        size_t e;
+        got = trace_read(&in, raw, CHUNK);
         for (i = 0; i < got; i++) {
-            uint32_t id = psim_map_id(&map, raw[i]);
+            uint32_t id = dense_id(&map, raw[i], &raw_of, &raw_cap, &touched);
             if (id == PSIM_NONE) {
                 rc = run_fail(path, "no memory for the map of distinct lines");
                 goto out;
             }
-            if (id >= raw_cap) {
-                uint64_t *grown;
-                raw_cap = raw_cap ? raw_cap * 2 : 1 << 16;
-                if (!(grown = (uint64_t *)realloc(raw_of, raw_cap * 8))) {
-                    rc = run_fail(path, "no memory for the map of distinct lines");
-                    goto out;
-                }
-                raw_of = grown;
-            }
-            raw_of[id] = raw[i];
+            footprint += !touched[id];
+            touched[id] = 1;
             if (raw[i] > raw_max) raw_max = raw[i];
             ids[i] = id;
         }
-        if (fwrite(ids, 4, got, idf) != got) {
-            rc = run_fail(path, "writing the dense ids to a temporary file");
+        for (e = 0; e < in.ev_n; e++) {
+            hint_rec *h = &in.ev[e];
+            if (h->op != PSIM_EPOCH && (h->line = dense_id(&map, h->line, &raw_of, &raw_cap, &touched)) == PSIM_NONE) {
+                rc = run_fail(path, "no memory for the map of distinct lines");
+                goto out;
+            }
+        }
+        if (in.ev_full || fwrite(ids, 4, got, idf) != got || fwrite(in.ev, sizeof *in.ev, in.ev_n, evf) != in.ev_n) {
+            rc = run_fail(path, in.ev_full ? "no memory for the hint records" : "writing a temporary file");
             goto out;
         }
+        n_events += in.ev_n;
+        in.ev_n = 0;
         n += got;
+        if (got == 0) break;
     }
     n_ids = (uint32_t)map.n;
     if (in.bad) {
@@ -324,10 +527,10 @@ static int run(const char *path, const run_opts *o) {
         goto out;
     }
     for (c = 0; c < o->n_caps; c++) {
-        caps[c] = o->caps_are_lines ? o->lines[c] : (uint64_t)(o->fracs[c] * n_ids + 0.5);
+        caps[c] = o->caps_are_lines ? o->lines[c] : (uint64_t)(o->fracs[c] * footprint + 0.5);
         if (caps[c] < 1 || caps[c] > UINT32_MAX) {
             fprintf(stderr, "policy_sim: %s: capacity %u is %llu lines (%u distinct lines in the trace); expected "
-                            "1 .. 2^32 - 1\n", path, c + 1, (unsigned long long)caps[c], n_ids);
+                            "1 .. 2^32 - 1\n", path, c + 1, (unsigned long long)caps[c], footprint);
             rc = 2;
             goto out;
         }
@@ -385,6 +588,11 @@ static int run(const char *path, const run_opts *o) {
         for (k = 0; k < o->n_kinds + 1; k++) {
             uint32_t kind = k < o->n_kinds ? o->kinds[k] : GPUMEM_POLICY_LRU;
             gpumem_policy_desc d = gpumem_policy_desc_default(kind, (uint32_t)caps[c]);
+            if (o->hint_fallback) d.hint_fallback = o->hint_fallback;
+            d.hint_slack = o->hint_slack;
+            /* the pending table: every line's hints for a trace of up to 16x the capacity, 64 a slot beyond */
+            d.hint_lines = (uint32_t)(n_ids < 16 * caps[c] ? 4ull * n_ids
+                                      : 64 * caps[c] < UINT32_MAX ? 64 * caps[c] : UINT32_MAX);
             if (k == o->n_kinds && lru_of[c] != PSIM_NONE) break; /* LRU asked for already */
             if (n_sims == MAX_SIMS) break;
             if (psim_init(&sims[n_sims].s, &d, n_ids, PSIM_ONE_TIER, 0, o->prefetch, fdp_lines) != 0) {
@@ -400,7 +608,7 @@ static int run(const char *path, const run_opts *o) {
             n_sims++;
         }
         if (o->t2_frac > 0) {
-            uint32_t t2 = (uint32_t)(o->t2_frac * n_ids + 0.5), p;
+            uint32_t t2 = (uint32_t)(o->t2_frac * footprint + 0.5), p;
             for (p = PSIM_TIER_ORDER; p <= PSIM_REUSE && n_sims < MAX_SIMS; p++) {
                 gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_CLOCK, (uint32_t)caps[c]);
                 if (psim_init(&sims[n_sims].s, &d, n_ids, p, t2 ? t2 : 1, PSIM_NO_PREFETCH, 0) != 0) {
@@ -423,12 +631,15 @@ static int run(const char *path, const run_opts *o) {
         }
     }
     {
-        uint64_t from = 0;
+        uint64_t from = 0, ev_left = n_events;
         double topt = 0;
+        size_t n_ev = 0, ev_at = 0;
         rewind(idf);
+        rewind(evf);
         while (from < n) {
             size_t m = n - from > CHUNK ? CHUNK : (size_t)(n - from), j;
-            if (fread(ids, 4, m, idf) != m || read_next_chunk(nf, n, from, m, next) != 0) {
+            if (fread(ids, 4, m, idf) != m || read_next_chunk(nf, n, from, m, next) != 0 ||
+                read_events(evf, &ev_left, from + m, &evs, &evs_cap, &n_ev) != 0) {
                 rc = run_fail(path, "reading the temporary files back");
                 goto out;
             }
@@ -445,9 +656,27 @@ static int run(const char *path, const run_opts *o) {
                 for (k = 0; k < n_sims; k++) {
                     double t1 = now_s();
                     psim *s = &sims[k].s;
-                    for (x = j; x < e; x++) psim_access(s, ids[x]);
+                    if (s->pol.d.kind == GPUMEM_POLICY_HINTED && o->oracle) { /* hints from the future */
+                        for (x = j; x < e; x++) {
+                            uint64_t t = from + x;
+                            psim_hint_event(s, PSIM_EPOCH, 0, t / o->oracle);
+                            psim_access(s, ids[x]);
+                            if (next[x] == PSIM_NEVER) psim_hint_event(s, PSIM_DEMOTE, ids[x], 0);
+                            else psim_hint_event(s, PSIM_HINT, ids[x], next[x] / o->oracle);
+                        }
+                    } else if (s->pol.d.kind == GPUMEM_POLICY_HINTED) { /* the hint records between the accesses */
+                        size_t v = ev_at;
+                        for (x = j; x < e; x++) {
+                            for (; v < n_ev && evs[v].at <= from + x; v++)
+                                psim_hint_event(s, evs[v].op, (uint32_t)evs[v].line, evs[v].value);
+                            psim_access(s, ids[x]);
+                        }
+                    } else {
+                        for (x = j; x < e; x++) psim_access(s, ids[x]);
+                    }
                     sims[k].secs += now_s() - t1;
                 }
+                while (ev_at < n_ev && evs[ev_at].at < from + e) ev_at++;
             }
             {
                 double t1 = now_s();
@@ -456,9 +685,10 @@ static int run(const char *path, const run_opts *o) {
                 topt += now_s() - t1;
             }
             from += m;
+            ev_at = 0;
         }
         printf("# %s: %llu accesses, %u distinct lines; prepare %.2f s; OPT %.1f M accesses/s per capacity\n",
-               o->name ? o->name : path, (unsigned long long)n, n_ids, t_prep,
+               o->name ? o->name : path, (unsigned long long)n, footprint, t_prep,
                topt > 0 ? (double)n * o->n_caps / topt / 1e6 : 0.0);
     }
     if (o->tsv) tsv = fopen(o->tsv, "a");
@@ -467,7 +697,7 @@ static int run(const char *path, const run_opts *o) {
     for (k = 0; k < n_sims; k++) {
         psim *s = &sims[k].s;
         uint32_t ci = sims[k].cap_i;
-        double frac = (double)caps[ci] / n_ids, lru = (double)sims[lru_of[ci]].s.misses;
+        double frac = (double)caps[ci] / footprint, lru = (double)sims[lru_of[ci]].s.misses;
         double r_opt = (double)s->misses / (double)opt[ci].misses, r_lru = (double)s->misses / lru;
         const char *pl = placement_name(s->placement);
         const char *pol = o->prefetch == PSIM_READAHEAD && !s->placement ? "+readahead"
@@ -488,15 +718,28 @@ static int run(const char *path, const run_opts *o) {
                     psim_time_us(s) / 1000.0, (unsigned long long)opt[ci].misses, (unsigned long long)n,
                     (unsigned long long)s->prefetch_reads, (double)n / sims[k].secs / 1e6);
     }
+    for (k = 0; k < n_sims; k++) { /* what the hints proved, who chose */
+        const gpumem__phint *h = &sims[k].s.pol.hint;
+        if (sims[k].s.pol.d.kind != GPUMEM_POLICY_HINTED) continue;
+        printf("# hinted at %llu lines: %llu hint records, %llu refused; %llu proven right, %llu wrong, trust %u "
+               "of %u at the end; victims %llu by hint, %llu by the fallback (%s)\n", (unsigned long long)caps[sims[k].cap_i],
+               (unsigned long long)n_events, (unsigned long long)sims[k].s.hints_refused, (unsigned long long)h->right,
+               (unsigned long long)h->wrong, h->trust, GPUMEM_POLICY_TRUST_MAX, (unsigned long long)h->hinted_victims,
+               (unsigned long long)h->fallback_victims, gpumem_policy_name(sims[k].s.pol.d.hint_fallback));
+    }
     for (c = 0; c < o->n_caps; c++)
         printf("%-12s %8llu %5.2f %-11s %-10s %12llu %7.2f %7.3f %7.3f\n", o->name ? o->name : "trace",
-               (unsigned long long)caps[c], (double)caps[c] / n_ids, "opt", "-", (unsigned long long)opt[c].misses,
+               (unsigned long long)caps[c], (double)caps[c] / footprint, "opt", "-", (unsigned long long)opt[c].misses,
                100.0 * (double)(n - opt[c].misses) / (double)n, 1.0,
                (double)opt[c].misses / (double)sims[lru_of[c]].s.misses);
     rc = 0;
 out:
     if (tsv) fclose(tsv);
     if (in.f) fclose(in.f);
+    free(in.ev);
+    free(evs);
+    free(touched);
+    if (evf) fclose(evf);
     for (k = 0; sims && k < n_sims; k++) psim_free(&sims[k].s);
     for (c = 0; c < n_opt; c++) psim_opt_free(&opt[c]);
     if (have_rd) psim_rd_free(&rd);
@@ -516,10 +759,12 @@ out:
 
 /* ---- generating ---------------------------------------------------------------- */
 
-/* The last two are real: recorded by the cache hook from examples/graph.c's
- * BFS and CC (make policy-sim records them first); skipped when missing. */
-static const char *const workloads[] = {"stream", "loop", "hotspot", "srad",   "pathfinder", "backprop",
-                                        "uniform", "zipf", "bfs",     "phases", "graph-bfs",  "graph-cc"};
+/* The last three are real: recorded by the cache hook from examples/graph.c's
+ * BFS, CC and PageRank with their hints (make policy-sim records them
+ * first); skipped when missing. */
+static const char *const workloads[] = {"stream", "loop",   "hotspot",   "srad",     "pathfinder",
+                                        "backprop", "uniform", "zipf",     "bfs",      "phases",
+                                        "graph-bfs", "graph-cc", "graph-pagerank"};
 #define N_WORKLOADS (sizeof workloads / sizeof workloads[0])
 
 /* SIZE 1 is the table's default: footprints of 8K-70K lines, 1-6M accesses. */
@@ -568,6 +813,7 @@ static int table(const char *dir) {
         o.fracs[0] = 0.5, o.fracs[1] = 0.75, o.n_caps = 2;
         o.name = workloads[w];
         o.tsv = tsv;
+        if (!strncmp(workloads[w], "graph-", 6)) o.hint_slack = GRAPH_HINT_SLACK; /* the threads' clocks apart */
         if (run(trace, &o) != 0) return 1;
         /* Two tiers at GMT's proportions (host tier 4x the GPU's): 20% of the
          * footprint in tier 1, 80% more in tier 2 would hold everything, so
@@ -591,7 +837,8 @@ static int table(const char *dir) {
 
 static int usage(void) {
     fprintf(stderr, "usage: policy_sim gen KIND FILE [SIZE] | run TRACE [--policies P,..|all] [--fracs F,..] "
-                    "[--lines N,..] [--two-tier F] [--prefetch readahead|fdp] [--name N] [--tsv FILE] | table DIR\n");
+                    "[--lines N,..] [--two-tier F] [--prefetch readahead|fdp] [--hint-fallback P] [--hint-slack N] "
+                    "[--oracle Q] [--name N] [--tsv FILE] | table DIR\n");
     return 2;
 }
 
@@ -645,7 +892,27 @@ int main(int argc, char **argv) {
             o.n_caps = (uint32_t)n, o.caps_are_lines = 1;
         } else if (!strcmp(a, "--two-tier")) o.t2_frac = atof(v);
         else if (!strcmp(a, "--prefetch")) o.prefetch = !strcmp(v, "fdp") ? PSIM_FDP : PSIM_READAHEAD;
-        else if (!strcmp(a, "--name")) o.name = v;
+        else if (!strcmp(a, "--hint-fallback")) {
+            int k = kind_of(v);
+            if (k < 0 || k == GPUMEM_POLICY_HINTED) {
+                fprintf(stderr, "policy_sim: --hint-fallback: expected a policy other than hinted, found %s\n", v);
+                return 2;
+            }
+            o.hint_fallback = (uint32_t)k;
+        } else if (!strcmp(a, "--hint-slack") || !strcmp(a, "--oracle")) {
+            int slack = !strcmp(a, "--hint-slack");
+            double x[1];
+            if (parse_list(v, x, 1) != 1 || !(x[0] >= !slack && x[0] < 4294967296.0) ||
+                x[0] != (double)(uint64_t)x[0]) {
+                fprintf(stderr, "policy_sim: %s: expected %s, found %s\n", a,
+                        slack ? "a whole number of epochs below 2^32"
+                              : "a whole number of accesses an epoch, 1 .. 2^32 - 1",
+                        v);
+                return 2;
+            }
+            if (slack) o.hint_slack = (uint32_t)x[0];
+            else o.oracle = (uint64_t)x[0];
+        } else if (!strcmp(a, "--name")) o.name = v;
         else if (!strcmp(a, "--tsv")) o.tsv = v;
         else return usage();
     }

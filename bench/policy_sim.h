@@ -64,6 +64,7 @@ typedef struct psim {
     const void *raw_map;    /* psim_map, to find the dense id of a raw line */
     const void *fdp_regions; /* NULL: FDP's regions are line >> PSIM_FDP_SHIFT; else a psim_map of those to
                                 dense region numbers (the program: memory per region touched, not per line) */
+    uint64_t hints_refused; /* hint records the policy refused (HINTED) */
     uint64_t *log;          /* NULL, or the evicted lines in order (tests) */
     uint32_t log_n, log_cap;
 } psim;
@@ -324,6 +325,22 @@ static inline int psim_access(psim *s, uint32_t line) {
     return 0;
 }
 
+/* ---- hints: replayed into HINTED simulations, ignored by the others ---------------- */
+
+enum { PSIM_HINT = 1, PSIM_DEMOTE = 2, PSIM_EPOCH = 3 };
+
+/* One hint record (gpumem_policy.h's trace format) for dense line `line`;
+ * what the policy refuses (a hint for a past epoch, epochs going back) is
+ * counted in hints_refused, as the cache would return its status. */
+static inline void psim_hint_event(psim *s, uint32_t op, uint32_t line, uint64_t value) {
+    gpumem_status st = GPUMEM_OK;
+    if (s->pol.d.kind != GPUMEM_POLICY_HINTED) return;
+    if (op == PSIM_EPOCH) st = gpumem_policy_epoch(&s->pol, value);
+    else if (op == PSIM_HINT) st = gpumem_policy_hint(&s->pol, s->slot_of[line], psim_raw(s, line), value);
+    else if (op == PSIM_DEMOTE) st = gpumem_policy_demote(&s->pol, s->slot_of[line], psim_raw(s, line));
+    if (st != GPUMEM_OK) s->hints_refused++;
+}
+
 static inline double psim_time_us(const psim *s) {
     return (double)s->t2_hits * PSIM_HOST_US + (double)s->ssd_reads * PSIM_SSD_US;
 }
@@ -351,76 +368,56 @@ static inline int psim_rd_access(psim_rd *r, uint32_t line) { return gpumem_poli
 
 /* ---- Belady's OPT ------------------------------------------------------------------ */
 
-/* Resident lines in a max-heap on their next use (an indexed heap: a hit
- * moves one entry), so each access is O(log capacity). */
+/* Resident lines in a max-heap on their next use (gpumem_policy.h's indexed
+ * heap: a hit moves one entry), so each access is O(log capacity). */
 typedef struct psim_opt {
-    uint32_t cap, used;
-    uint64_t *key;     /* per heap position: next use */
-    uint32_t *line;    /* per heap position */
-    uint32_t *pos;     /* per line: heap position or NONE */
+    uint32_t cap;
+    gpumem__pheap heap; /* items are lines */
     uint64_t misses;
 } psim_opt;
 
 static inline int psim_opt_init(psim_opt *o, uint32_t cap, uint32_t n_ids) {
     memset(o, 0, sizeof *o);
     o->cap = cap;
-    o->key = (uint64_t *)malloc((size_t)cap * 8 + 8);
-    o->line = (uint32_t *)malloc((size_t)cap * 4 + 4);
-    o->pos = (uint32_t *)malloc((size_t)n_ids * 4 + 4);
-    if (!o->key || !o->line || !o->pos) return -1;
-    memset(o->pos, 0xff, (size_t)n_ids * 4);
+    o->heap.key = (uint64_t *)malloc((size_t)cap * 8 + 8);
+    o->heap.item = (uint32_t *)malloc((size_t)cap * 4 + 4);
+    o->heap.pos = (uint32_t *)malloc((size_t)n_ids * 4 + 4);
+    if (!o->heap.key || !o->heap.item || !o->heap.pos) return -1;
+    memset(o->heap.pos, 0xff, (size_t)n_ids * 4);
     return 0;
 }
 
 static inline void psim_opt_free(psim_opt *o) {
-    free(o->key);
-    free(o->line);
-    free(o->pos);
-}
-
-static inline void psim_opt_swap(psim_opt *o, uint32_t a, uint32_t b) {
-    uint64_t k = o->key[a];
-    uint32_t l = o->line[a];
-    o->key[a] = o->key[b];
-    o->line[a] = o->line[b];
-    o->key[b] = k;
-    o->line[b] = l;
-    o->pos[o->line[a]] = a;
-    o->pos[o->line[b]] = b;
-}
-
-static inline void psim_opt_sift(psim_opt *o, uint32_t i) {
-    while (i > 0 && o->key[(i - 1) / 2] < o->key[i]) {
-        psim_opt_swap(o, i, (i - 1) / 2);
-        i = (i - 1) / 2;
-    }
-    for (;;) {
-        uint32_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < o->used && o->key[l] > o->key[m]) m = l;
-        if (r < o->used && o->key[r] > o->key[m]) m = r;
-        if (m == i) return;
-        psim_opt_swap(o, i, m);
-        i = m;
-    }
+    free(o->heap.key);
+    free(o->heap.item);
+    free(o->heap.pos);
 }
 
 /* An access to `line` whose next use is at `next` (PSIM_NEVER: none). A miss
  * on a full cache evicts the resident line used furthest in the future. */
 static inline void psim_opt_access(psim_opt *o, uint32_t line, uint64_t next) {
-    uint32_t i = o->pos[line];
-    if (i == PSIM_NONE) {
+    if (o->heap.pos[line] == PSIM_NONE) {
         o->misses++;
-        if (o->used < o->cap) {
-            i = o->used++;
-        } else {
-            i = 0;
-            o->pos[o->line[0]] = PSIM_NONE;
-        }
-        o->line[i] = line;
-        o->pos[line] = i;
+        if (o->heap.n == o->cap) gpumem__pheap_remove(&o->heap, o->heap.item[0]);
     }
-    o->key[i] = next;
-    psim_opt_sift(o, i);
+    gpumem__pheap_set(&o->heap, line, next);
+}
+
+static inline int psim_next_use(const uint32_t *ids, uint64_t n, uint32_t n_ids, uint64_t *next);
+
+/* OPT's misses on an in-memory trace at cap slots; -1 without memory. */
+static inline int64_t psim_opt_misses(const uint32_t *ids, uint64_t n, uint32_t n_ids, uint32_t cap) {
+    uint64_t *next = (uint64_t *)malloc((size_t)n * 8 + 8), i;
+    int64_t m = -1;
+    psim_opt o;
+    memset(&o, 0, sizeof o);
+    if (next && psim_next_use(ids, n, n_ids, next) == 0 && psim_opt_init(&o, cap, n_ids) == 0) {
+        for (i = 0; i < n; i++) psim_opt_access(&o, ids[i], next[i]);
+        m = (int64_t)o.misses;
+    }
+    psim_opt_free(&o);
+    free(next);
+    return m;
 }
 
 /* next[i] = index of the next access to ids[i]'s line, PSIM_NEVER if none. */

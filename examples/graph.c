@@ -35,10 +35,16 @@
  *            --ordered (BFS: expand each level in vertex order)
  *            --policy P (the cache's replacement policy, gpumem_policy.h)
  *            --trace OUT (record the cache's accesses for bench/policy_sim)
+ *            --hints on|off (bfs, cc, pagerank: tell the cache each round's
+ *            next uses; off by default until the hinted policy has a
+ *            concurrent form; with no --policy the policy is then hinted;
+ *            it prints what the hints proved)
  *
  * Every run prints its rounds as they finish, then hit rate, I/O
  * amplification (bytes read from storage / bytes the algorithm needed) and
- * throughput. Exit status: 0 if every answer matched the reference, 1 if a
+ * throughput; bfs, cc and pagerank then run once more over plain memory
+ * (the host's copy of the graph, the same threads, checked too) and say how
+ * much longer the run through the cache took. Exit status: 0 if every answer matched the reference, 1 if a
  * run failed or disagreed, 2 for bad arguments or an unusable graph file. */
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
@@ -72,6 +78,7 @@ typedef struct options {
     uint32_t row_bytes, batch, batches; /* feature row size; seeds a mini-batch; mini-batches */
     graph_gnn_plan plan;                /* hops and fanouts */
     const char *features;               /* the feature table's file, or NULL: one in cache_dir */
+    int hints;          /* tell the cache each round's next uses (--hints, default off) */
 } options;
 
 /* A vertex as the input file names it. */
@@ -111,6 +118,13 @@ typedef struct run {
     double *rank, *contrib, *contrib_next, damping;
     int pr_start;
     graph_counts *counts; /* per thread, summed by the caller */
+    gpumem_cache *hinted; /* the cache told each round's next uses (--hints), or NULL */
+    uint64_t epoch_base;  /* this round's first epoch (hint_epoch) */
+    struct hint_plan {
+        uint64_t *first;
+        uint32_t *next, *wave_of;
+    } plan;               /* this round's next uses (hint_plan_round) */
+    const graph_csr *g;   /* the host's copy of the offsets, for the plan */
     /* Other work (GNN mini-batches): item i of the round, by thread `id` */
     void (*item)(struct run *r, uint32_t id, uint64_t i, graph_refs *refs, graph_counts *c);
     void *ctx;
@@ -120,6 +134,123 @@ typedef struct worker_arg {
     run *r;
     uint32_t id;
 } worker_arg;
+
+/* ---- next-use hints (--hints): what each round knows of the next ---------- */
+
+/* Round `round`'s epochs start at round << 32; an epoch is one wave of the
+ * round's items (a chunk for each thread), so the threads' clocks are at most
+ * a wave or two apart (the cache's hinted policy allows GRAPH_HINT_SLACK). */
+static uint64_t hint_epoch(uint64_t base, uint64_t item, uint32_t n_threads) {
+    return base | item / ((uint64_t)CHUNK * n_threads);
+}
+
+/* The lines item v reads: its two offsets, then its neighbour list; line q
+ * of them (q < hint_n_lines). The offsets come from the host's copy (the
+ * reference graph: 8 bytes a vertex, as an application would keep in GPU
+ * memory), so planning reads nothing through the cache. */
+static uint64_t hint_n_lines(const graph_store *s, const graph_csr *g, uint32_t v) {
+    uint64_t at = s->h.offsets_at + 8ull * v, b = g->offsets[v], e = g->offsets[v + 1];
+    uint64_t n = (at + 15) / GRAPH_LINE - at / GRAPH_LINE + 1;
+    return e > b ? n + (s->h.edges_at + 4 * e - 1) / GRAPH_LINE - (s->h.edges_at + 4 * b) / GRAPH_LINE + 1 : n;
+}
+
+static uint64_t hint_line(const graph_store *s, const graph_csr *g, uint32_t v, uint64_t q) {
+    uint64_t at = s->h.offsets_at + 8ull * v, n_off = (at + 15) / GRAPH_LINE - at / GRAPH_LINE + 1;
+    return q < n_off ? at / GRAPH_LINE + q : (s->h.edges_at + 4 * g->offsets[v]) / GRAPH_LINE + q - n_off;
+}
+
+/* A round's plan: for each line each item reads, the wave of the round's
+ * next item to read it (NONE: none does). The round starts with a hint of
+ * each line's first use; each item, done, hints its lines' next uses, so
+ * the cache always knows every cached line's next use in the round. */
+typedef struct hint_plan hint_plan; /* in struct run: first (per item: its first entry in next, n_items + 1),
+                                      next (per line read: the wave of its next reader), wave_of (per line
+                                      of the file: scratch, then its first wave) */
+
+static void hint_plan_free(hint_plan *h) {
+    free(h->first);
+    free(h->next);
+    free(h->wave_of);
+    memset(h, 0, sizeof *h);
+}
+
+static uint32_t hint_vertex_of(const run *r, uint64_t j) {
+    return r->kind == RUN_BFS ? r->frontier[j] : (uint32_t)j;
+}
+
+/* Plan round `base` of r (BFS: its frontier; CC: the active vertices;
+ * PageRank: every vertex) and hint each line's first use; with `also`, the
+ * same first uses one round later (PageRank's next iteration reads the
+ * same). Without memory for a plan the round runs unhinted. */
+static void hint_plan_round(run *r, const graph_csr *g, uint64_t base, int also) {
+    hint_plan *h = &r->plan;
+    graph_store *s = r->store;
+    uint64_t j, n_pairs = 0, n_file = s->h.file_bytes / GRAPH_LINE + 1, l;
+    hint_plan_free(h);
+    if (!(h->first = (uint64_t *)malloc((r->n_items + 1) * 8))) return;
+    for (j = 0; j < r->n_items; j++) {
+        uint32_t v = hint_vertex_of(r, j);
+        h->first[j] = n_pairs;
+        if (r->kind != RUN_CC || r->active[v]) n_pairs += hint_n_lines(s, g, v);
+    }
+    h->first[r->n_items] = n_pairs;
+    h->next = (uint32_t *)malloc(n_pairs * 4 + 4);
+    h->wave_of = (uint32_t *)malloc(n_file * 4);
+    if (!h->next || !h->wave_of) {
+        hint_plan_free(h);
+        return;
+    }
+    memset(h->wave_of, 0xff, n_file * 4);
+    for (j = r->n_items; j-- > 0;) { /* backwards: each line's next reader is the one seen last */
+        uint32_t v = hint_vertex_of(r, j), wave = (uint32_t)(hint_epoch(0, j, r->n_threads));
+        uint64_t q;
+        for (q = 0; q < h->first[j + 1] - h->first[j]; q++) {
+            uint64_t line = hint_line(s, g, v, q);
+            h->next[h->first[j] + q] = h->wave_of[line];
+            h->wave_of[line] = wave;
+        }
+    }
+    for (l = 0; l < n_file; l++)
+        if (h->wave_of[l] != UINT32_MAX) {
+            (void)gpumem_cache_hint(s->cache, l, base | h->wave_of[l]);
+            if (also) (void)gpumem_cache_hint(s->cache, l, (base + (1ull << 32)) | h->wave_of[l]);
+        }
+    r->epoch_base = base;
+}
+
+/* Item j is next: hint the next use after it of each line it reads (once
+ * a line), before it reads them, so the cache knows from the use on. */
+static void hint_item_next(run *r, const graph_csr *g, uint64_t j) {
+    const hint_plan *h = &r->plan;
+    uint32_t v = hint_vertex_of(r, j);
+    uint64_t q, prev = UINT64_MAX;
+    if (!h->next) return;
+    for (q = 0; q < h->first[j + 1] - h->first[j]; q++) {
+        uint32_t wave = h->next[h->first[j] + q];
+        uint64_t line = hint_line(r->store, g, v, q);
+        if (wave != UINT32_MAX && line != prev) (void)gpumem_cache_hint(r->store->cache, line, r->epoch_base | wave);
+        prev = line;
+    }
+}
+
+/* Before round `round`: its plan (PageRank: also its next iteration's
+ * first uses, while there is one). */
+static void hint_before_round(run *r, const graph_csr *g, uint32_t round, uint32_t last_round) {
+    if (!r->hinted) return;
+    r->g = g;
+    hint_plan_round(r, g, (uint64_t)(round + 1) << 32, r->kind == RUN_PR && round < last_round);
+}
+
+/* What the hints proved and who chose the victims (the hinted policy). */
+static void print_hints(const graph_store *s) {
+    const gpumem__phint *h = &s->seq.hint;
+    if (!s->seq_mem || s->seq.d.kind != GPUMEM_POLICY_HINTED) return;
+    printf("  hints: %llu proven right, %llu wrong (trust %u of %u); victims: %llu by hint, %llu by the fallback "
+           "(%s)\n",
+           (unsigned long long)h->right, (unsigned long long)h->wrong, h->trust, GPUMEM_POLICY_TRUST_MAX,
+           (unsigned long long)h->hinted_victims, (unsigned long long)h->fallback_victims,
+           gpumem_policy_name(s->seq.d.hint_fallback));
+}
 
 static void *worker(void *p) {
     worker_arg *a = (worker_arg *)p;
@@ -131,7 +262,9 @@ static void *worker(void *p) {
         uint64_t first = __atomic_fetch_add(&r->cursor, CHUNK, __ATOMIC_RELAXED), i, end;
         if (first >= r->n_items) break;
         end = first + CHUNK < r->n_items ? first + CHUNK : r->n_items;
+        if (r->hinted) (void)gpumem_cache_epoch(r->hinted, hint_epoch(r->epoch_base, first, r->n_threads));
         for (i = first; i < end && !c->errors; i++) {
+            if (r->hinted && !r->item) hint_item_next(r, r->g, i);
             if (r->item) {
                 r->item(r, a->id, i, &refs, c);
             } else if (r->kind == RUN_BFS) {
@@ -342,6 +475,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     r.store = &s;
     r.kind = kind;
     r.n_threads = o->threads;
+    r.hinted = o->hints ? s.cache : NULL;
     r.counts = (graph_counts *)calloc(o->threads, sizeof *r.counts);
     t0 = graph_now_s();
     if (kind == RUN_BFS) {
@@ -362,6 +496,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
             char what[64];
             snprintf(what, sizeof what, "level %u", r.level);
             r.next_count = 0;
+            hint_before_round(&r, ref, r.level, UINT32_MAX);
             if (run_round(&r, what) != 0) rc = 1;
             x->counts = sum_counts(r.counts, o->threads);
             if (rc || x->counts.errors) break;
@@ -399,6 +534,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
             char what[64];
             snprintf(what, sizeof what, it ? "iteration %u" : "degrees", it);
             r.pr_start = it == 0;
+            hint_before_round(&r, ref, it, o->iterations);
             if (run_round(&r, what) != 0) rc = 1;
             x->counts = sum_counts(r.counts, o->threads);
             if (rc || x->counts.errors) break;
@@ -444,6 +580,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
             char what[64];
             snprintf(what, sizeof what, "round %llu", (unsigned long long)x->rounds);
             r.changed = 0;
+            hint_before_round(&r, ref, (uint32_t)x->rounds, UINT32_MAX);
             if (run_round(&r, what) != 0) rc = 1;
             x->counts = sum_counts(r.counts, o->threads);
             if (rc || x->counts.errors) break;
@@ -464,6 +601,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
         free(r.next_active);
     }
     x->seconds = graph_now_s() - t0;
+    print_hints(&s);
     gpumem_cache_get_stats(s.cache, &x->cs);
     if (s.tier) gpumem_tier_get_stats(s.tier, &x->ts);
     if (s.tier ? gpumem_tier_check_quiescent(s.tier) != 0 : gpumem_cache_check_quiescent(s.cache) != 0) {
@@ -474,6 +612,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     gpumem_swctl_get_stats(s.ctl, &x->ctl);
     if (!rc && x->counts.errors) rc = store_failed(&s, &x->counts, name);
     graph_store_close(&s);
+    hint_plan_free(&r.plan);
     free(r.counts);
     if (sc.trace) {
         if (gpumem_policy_trace_write(sc.trace, o->trace) != GPUMEM_OK) {
@@ -493,6 +632,128 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     return rc ? rc : !x->ok;
 }
 
+/* ---- the same traversal over plain memory (what the cache costs) ---------- */
+
+/* Item i of a round, over the host's copy of the graph (r->g) instead of
+ * the cache: the steps of graph.h on plain arrays, with the same atomics. */
+static void plain_item(run *r, uint32_t id, uint64_t i, graph_refs *refs, graph_counts *c) {
+    const graph_csr *g = r->g;
+    uint32_t v = r->kind == RUN_BFS ? r->frontier[i] : (uint32_t)i, label = 0;
+    uint64_t e, b = g->offsets[v], end = g->offsets[v + 1];
+    double sum = 0;
+    (void)id, (void)refs;
+    if (r->kind == RUN_CC) {
+        if (!r->active[v]) return;
+        r->active[v] = 0;
+        label = __atomic_load_n(&r->comp[v], __ATOMIC_RELAXED);
+    }
+    for (e = b; e < end; e++) {
+        uint32_t u = g->edges[e], cur;
+        if (r->kind == RUN_PR) {
+            sum += r->contrib[u];
+        } else if (r->kind == RUN_BFS) {
+            cur = __atomic_load_n(&r->levels[u], __ATOMIC_RELAXED);
+            if (cur == GRAPH_NONE && __atomic_compare_exchange_n(&r->levels[u], &cur, r->level + 1, 0,
+                                                                 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+                r->next[__atomic_fetch_add(&r->next_count, 1, __ATOMIC_RELAXED)] = u;
+        } else {
+            for (cur = __atomic_load_n(&r->comp[u], __ATOMIC_RELAXED); label < cur;)
+                if (__atomic_compare_exchange_n(&r->comp[u], &cur, label, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                    __atomic_store_n(&r->next_active[u], 1, __ATOMIC_RELAXED);
+                    __atomic_store_n(&r->changed, 1, __ATOMIC_RELAXED);
+                    break;
+                }
+        }
+    }
+    if (r->kind == RUN_PR && r->pr_start) r->contrib[v] = end > b ? 1.0 / (double)g->h.n_nodes / (double)(end - b) : 0;
+    else if (r->kind == RUN_PR) {
+        r->rank[v] = (1.0 - r->damping) / (double)g->h.n_nodes + r->damping * sum;
+        r->contrib_next[v] = end > b ? r->rank[v] / (double)(end - b) : 0.0;
+    }
+    c->edges += end - b;
+}
+
+/* Run the traversal `x` just made through the cache once more over plain
+ * memory with the same threads, check its answer against the reference,
+ * and say what the cache cost (the issue's comparison: with a cache that
+ * holds the whole graph, only the cache's hits). 0, or 1 if it differs. */
+static int plain_traverse(const options *o, reference *answers, int kind, uint32_t source, const result *x) {
+    const graph_csr *g = answers->g;
+    uint64_t n = g->h.n_nodes, v, wrong = 0, edges = 0;
+    uint32_t *u32[4] = {NULL, NULL, NULL, NULL}, it, i;
+    double *f64[3] = {NULL, NULL, NULL}, t0, secs;
+    graph_store none; /* the workers' cache references go unused: a store of nothing */
+    run r;
+    memset(&r, 0, sizeof r);
+    memset(&none, 0, sizeof none);
+    r.store = &none;
+    r.kind = kind;
+    r.g = g;
+    r.n_threads = o->threads;
+    r.item = plain_item;
+    r.damping = GRAPH_DAMPING;
+    r.counts = (graph_counts *)calloc(o->threads, sizeof *r.counts);
+    for (i = 0; i < 4; i++) u32[i] = (uint32_t *)calloc(n, 4);
+    for (i = 0; i < 3; i++) f64[i] = (double *)calloc(n, sizeof(double));
+    for (i = 0; i < 4; i++) wrong += !u32[i];
+    for (i = 0; i < 3; i++) wrong += !f64[i];
+    if (wrong || !r.counts) {
+        fprintf(stderr, "graph: no memory for the plain-memory run\n");
+        wrong = 1;
+        goto out;
+    }
+    t0 = graph_now_s();
+    if (kind == RUN_BFS) {
+        r.levels = u32[0], r.frontier = u32[1], r.next = u32[2];
+        for (v = 0; v < n; v++) r.levels[v] = GRAPH_NONE;
+        r.levels[source] = 0, r.frontier[0] = source, r.n_items = 1;
+        for (; r.n_items > 0; r.level++) {
+            uint32_t *tmp = r.frontier;
+            r.next_count = 0;
+            if (run_round(&r, "plain memory") != 0) break;
+            r.frontier = r.next, r.next = tmp, r.n_items = r.next_count;
+        }
+    } else if (kind == RUN_PR) {
+        r.rank = f64[0], r.contrib = f64[1], r.contrib_next = f64[2], r.n_items = n;
+        for (it = 0; it <= o->iterations; it++) {
+            r.pr_start = it == 0;
+            if (run_round(&r, "plain memory") != 0) break;
+            if (it) { /* the shares just written are the next iteration's input */
+                double *tmp = r.contrib;
+                r.contrib = r.contrib_next, r.contrib_next = tmp;
+            }
+        }
+    } else {
+        r.comp = u32[0], r.active = u32[1], r.next_active = u32[2], r.n_items = n;
+        for (v = 0; v < n; v++) r.comp[v] = (uint32_t)v, r.active[v] = 1;
+        do {
+            uint32_t *tmp = r.active;
+            r.changed = 0;
+            if (run_round(&r, "plain memory") != 0) break;
+            r.active = r.next_active, r.next_active = tmp;
+        } while (r.changed);
+    }
+    secs = graph_now_s() - t0;
+    for (i = 0; i < o->threads; i++) edges += r.counts[i].edges;
+    if (kind == RUN_PR) {
+        for (v = 0; v < n; v++) {
+            double off = r.rank[v] - answers->ranks[v];
+            wrong += !((off < 0 ? -off : off) <= GRAPH_PR_TOLERANCE * answers->ranks[v]);
+        }
+    } else {
+        const uint32_t *want = reference_answer(answers, kind, source), *got = kind == RUN_BFS ? r.levels : r.comp;
+        for (v = 0; v < n; v++) wrong += got[v] != want[v];
+    }
+    printf("    the same over plain memory, %u threads: %s in %.2f s (%.2f M edges/s); through the cache it took "
+           "%.2fx as long\n", o->threads, wrong ? "DOES NOT MATCH" : "matches", secs, (double)edges / secs / 1e6,
+           x->seconds / secs);
+out:
+    for (i = 0; i < 4; i++) free(u32[i]);
+    for (i = 0; i < 3; i++) free(f64[i]);
+    free(r.counts);
+    return wrong != 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Command line                                                             */
 /* ------------------------------------------------------------------------ */
@@ -504,7 +765,7 @@ enum {
     O_THREADS = 1 << 5, O_PAIRS = 1 << 6, O_DEPTH = 1 << 7, O_IOPS = 1 << 8, O_ORDERED = 1 << 9, O_MACHINE = 1 << 10,
     O_POLICY = 1 << 11, O_TRACE = 1 << 12, O_HOST = 1 << 13, O_PLACEMENT = 1 << 14, O_FORMAT = 1 << 15,
     O_CACHE_DIR = 1 << 16, O_MEM = 1 << 17, O_ITERATIONS = 1 << 18, O_ROW_BYTES = 1 << 19, O_BATCH = 1 << 20,
-    O_BATCHES = 1 << 21, O_FANOUTS = 1 << 22, O_FEATURES = 1 << 23, O_OUT = 1 << 24
+    O_BATCHES = 1 << 21, O_FANOUTS = 1 << 22, O_FEATURES = 1 << 23, O_OUT = 1 << 24, O_HINTS = 1 << 25
 };
 static const cli_option option_docs[] = {
     {"--scale", "S", "generate 2^S vertices, S in 10..30 (default 20)", O_SCALE},
@@ -518,7 +779,7 @@ static const cli_option option_docs[] = {
     {"--ordered", NULL, "expand each BFS level in vertex order", O_ORDERED},
     {"--machine", "TEXT", "write TEXT into the table as the machine it ran on", O_MACHINE},
     {"--policy", "P", "the cache's replacement policy: brrip (default), clock, fifo, srrip, or a sequential one:\n"
-                      "                       lru, lfu, cp, hpe, tournament (gpumem_policy.h)", O_POLICY},
+                      "                       lru, lfu, cp, hpe, tournament, hinted (gpumem_policy.h)", O_POLICY},
     {"--trace", "OUT", "record the cache's accesses to OUT (bench/policy_sim's binary trace format)", O_TRACE},
     {"--host-mib", "M", "a host-memory tier of M MiB below the cache (gpumem_tier.h); 0: none (the default; demo:\n"
                         "                       4x the small cache, and it shows the storage reads without and with it)",
@@ -544,6 +805,8 @@ static const cli_option option_docs[] = {
                       "                       (bfs; - unreached), \"vertex component\" (cc: its smallest vertex) or\n"
                       "                       \"vertex rank\" (pagerank), a tab between; written whole or not at all",
      O_OUT},
+    {"--hints", "on|off", "tell the cache each round's next uses (default off; with no --policy, the cache's policy\n"
+                          "                       is then hinted, gpumem_policy.h)", O_HINTS},
 };
 #define RUN_OPTS (O_CACHE | O_THREADS | O_PAIRS | O_DEPTH | O_IOPS | O_POLICY | O_HOST | O_PLACEMENT)
 #define INPUT_OPTS (O_FORMAT | O_CACHE_DIR | O_MEM) /* commands that read a graph in any format */
@@ -553,12 +816,12 @@ static const cli_command commands[] = {
      0, 1, O_SCALE | O_EDGE_FACTOR | O_SEED | O_SOURCE | RUN_OPTS},
     {"gen", "FILE", "write a Kronecker graph (GAP-kron parameters) to FILE", 1, 1, O_SCALE | O_EDGE_FACTOR | O_SEED},
     {"bfs", "FILE", "one BFS through cache, queue pairs and controller, checked (--source in the file's ids)", 1, 1,
-     O_SEED | O_SOURCE | O_ORDERED | O_TRACE | O_OUT | RUN_OPTS | INPUT_OPTS},
+     O_SEED | O_SOURCE | O_ORDERED | O_TRACE | O_OUT | O_HINTS | RUN_OPTS | INPUT_OPTS},
     {"cc", "FILE", "connected components (label propagation), checked; ends with \"N components\" and the\n"
-                   "  largest one's size", 1, 1, O_TRACE | O_OUT | RUN_OPTS | INPUT_OPTS},
+                   "  largest one's size", 1, 1, O_TRACE | O_OUT | O_HINTS | RUN_OPTS | INPUT_OPTS},
     {"pagerank", "FILE", "PageRank, pull, damping 0.85, a fixed number of iterations, checked against the\n"
                          "  in-memory reference (each rank within 1e-9 of it, relative); prints the five highest", 1, 1,
-     O_ITERATIONS | O_TRACE | O_OUT | RUN_OPTS | INPUT_OPTS},
+     O_ITERATIONS | O_TRACE | O_OUT | O_HINTS | RUN_OPTS | INPUT_OPTS},
     {"policies", "FILE", "BFS and CC with a cache an eighth of the graph (or --cache-mib) under CLOCK and under\n"
                          "  --policy, one after the other: hit rate and line reads of each", 1, 1,
      O_SEED | O_SOURCE | RUN_OPTS | INPUT_OPTS},
@@ -624,6 +887,9 @@ static int parse(int argc, char **argv, options *o, const cli_command **cmd_out,
             o->cache_dir = a;
         } else if (od->bit == O_FEATURES) {
             o->features = a;
+        } else if (od->bit == O_HINTS) {
+            if (strcmp(a, "on") && strcmp(a, "off")) return bad_args(cmd, "--hints %s: want on or off", a);
+            o->hints = !strcmp(a, "on");
         } else if (od->bit == O_FANOUTS) {
             const char *q = a;
             o->plan.n_hops = 0;
@@ -654,7 +920,8 @@ static int parse(int argc, char **argv, options *o, const cli_command **cmd_out,
             for (o->policy = GPUMEM_POLICY_FIRST; o->policy < GPUMEM_POLICY_KINDS; o->policy++)
                 if (!strcmp(a, gpumem_policy_name(o->policy))) break;
             if (o->policy == GPUMEM_POLICY_KINDS)
-                return bad_args(cmd, "--policy %s: want brrip, clock, fifo, srrip, lru, lfu, cp, hpe or tournament", a);
+                return bad_args(cmd, "--policy %s: want brrip, clock, fifo, srrip, lru, lfu, cp, hpe, tournament or "
+                                     "hinted", a);
         } else if (od->bit == O_PLACEMENT) {
             for (o->host_placement = 0; o->host_placement < GPUMEM_TIER_PLACEMENTS; o->host_placement++)
                 if (!strcmp(a, gpumem_tier_placement_name(o->host_placement))) break;
@@ -1600,7 +1867,14 @@ int main(int argc, char **argv) {
     o.plan.fanout[0] = 10;
     o.plan.fanout[1] = 5;
     o.plan.per_seed = graph_gnn_per_seed(&o.plan);
+    /* Off by default: the hinted policy is sequential (one lock), and on
+     * the live cache with 16 threads it read 15% more and ran 5x longer
+     * than BRRIP (bench/results/policy-hints-vm.md), while the simulator
+     * shows what the hints are worth. */
+    o.hints = 0;
     if ((rc = parse(argc, argv, &o, &cmd, &help)) != 0) return rc;
+    if (!cmd || !(cmd->opts & O_HINTS)) o.hints = 0; /* the commands that hint take --hints */
+    if (o.hints && !(o.given & O_POLICY)) o.policy = GPUMEM_POLICY_HINTED;
     if (help) {
         cli_print_usage(&tool, stdout, cmd);
         return 0;
@@ -1636,6 +1910,7 @@ int main(int argc, char **argv) {
     kind = !strcmp(cmd->name, "bfs") ? RUN_BFS : !strcmp(cmd->name, "cc") ? RUN_CC : RUN_PR;
     source = kind == RUN_BFS ? source_of(&o, &g) : 0;
     rc = traverse(&o, &answers, kind, source, kind == RUN_BFS ? "BFS" : kind == RUN_CC ? "CC" : "PageRank", &x);
+    if (rc == 0) rc = plain_traverse(&o, &answers, kind, source, &x);
     if (rc == 0) print_answers(&o, &answers, kind, source);
     if (rc == 0 && o.answer_out) rc = write_answers(&o, &answers, kind, source);
     reference_free(&answers);

@@ -461,6 +461,9 @@ GRAPH_API void graph_reference_pagerank(const graph_csr *g, uint32_t iterations,
 /* ======================================================================== */
 
 #define GRAPH_MAX_PAIRS 64u
+/* The hinted policy's slack, in epochs: graph.c's epoch is a wave of work
+ * (a chunk a thread), and threads run up to this many waves apart. */
+#define GRAPH_HINT_SLACK 2u
 
 typedef struct graph_store_config {
     uint32_t n_pairs;     /* queue pairs the cache spreads its reads over */
@@ -567,6 +570,11 @@ GRAPH_API gpumem_status graph_store_serve(graph_store *s, uint64_t file_bytes, u
         d.policy = cfg->policy;
     } else { /* a sequential policy (LRU, HPE, ...) behind the cache's lock */
         gpumem_policy_desc pd = gpumem_policy_desc_default(cfg->policy, s->n_slots);
+        pd.hint_slack = GRAPH_HINT_SLACK;
+        /* Room for every line's hints up to 64 per slot (25 bytes each): a
+         * graph of a few times the cache loses none. */
+        pd.hint_lines = (uint32_t)(d.n_lines < 16ull * s->n_slots ? 4 * d.n_lines
+                                   : 64ull * s->n_slots < UINT32_MAX ? 64ull * s->n_slots : UINT32_MAX);
         s->seq_mem = malloc(gpumem_policy_bytes(&pd));
         if (!s->seq_mem || (st = gpumem_policy_init(&s->seq, &pd, s->seq_mem)) != GPUMEM_OK) {
             st = graph_fail(err, len, s->seq_mem ? st : GPUMEM_ENOMEM, "policy %s", gpumem_policy_name(cfg->policy));

@@ -187,7 +187,13 @@ Test(graph, program_answers_match_references) {
     char path[256], args[512], out[16384];
     const char *runs[] = {"bfs %s --cache-mib 0.25 --threads 8", "bfs %s --cache-mib 0.25 --threads 8 --ordered",
                           "cc %s --cache-mib 0.25 --threads 8", "bfs %s --cache-mib 0.0625 --threads 8 --pairs 1",
-                          "cc %s --cache-mib 0.0625 --threads 8 --depth 2"};
+                          "cc %s --cache-mib 0.0625 --threads 8 --depth 2",
+                          /* hints (off by default) are advice: the same answers with them, and when the
+                           * policy takes none (recorded, refused) */
+                          "bfs %s --cache-mib 0.0625 --threads 8 --hints on", "cc %s --cache-mib 0.0625 --threads 8 --hints on",
+                          "pagerank %s --cache-mib 0.0625 --threads 8 --iterations 3",
+                          "pagerank %s --cache-mib 0.0625 --threads 8 --iterations 3 --hints on",
+                          "bfs %s --cache-mib 0.0625 --threads 8 --policy brrip --hints on"};
     size_t i;
     temp_path(path, sizeof path, "answers");
     make_graph_file(path, 14); /* 2 MiB */
@@ -196,6 +202,10 @@ Test(graph, program_answers_match_references) {
         cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
         cr_assert(strstr(out, "matches the in-memory reference"), "graph %s:\n%s", args, out);
         cr_assert(strstr(out, "0 violations; wrong answers: 0"), "graph %s:\n%s", args, out);
+        cr_assert(strstr(out, "the same over plain memory, 8 threads: matches in"), "graph %s:\n%s", args, out);
+        /* the hinted policy runs exactly when hints are asked for and no other policy is */
+        cr_assert_eq(strstr(out, " proven right, ") != NULL, strstr(args, "--hints on") && !strstr(args, "--policy"),
+                     "graph %s:\n%s", args, out);
     }
     unlink(path);
 }
@@ -230,6 +240,8 @@ Test(graph, program_bad_arguments_table) {
         {"bfs %M", "No such file or directory"},
         {"cc %G --ordered", "cc does not take --ordered"},
         {"cc %G --source 1", "cc does not take --source"},
+        {"bfs %G --hints maybe", "--hints maybe: want on or off"},
+        {"gnn %G --hints on", "gnn does not take --hints"},
         {"sweep %G", "sweep: name FILE OUT.tsv"},
         {"sweep %G /nonexistent-dir/out.tsv", "directory /nonexistent-dir"},
         {"sweep %G %M --cache-mib 1", "sweep does not take --cache-mib"},

@@ -225,14 +225,9 @@ static uint32_t brute(const uint32_t *t, uint32_t n, uint32_t i, uint32_t cap, u
 }
 
 static uint64_t opt_misses(const uint32_t *t, uint64_t n, uint32_t n_ids, uint32_t cap) {
-    uint64_t next[64], i, m;
-    psim_opt o;
-    cr_assert_eq(psim_next_use(t, n, n_ids, next), 0);
-    cr_assert_eq(psim_opt_init(&o, cap, n_ids), 0);
-    for (i = 0; i < n; i++) psim_opt_access(&o, t[i], next[i]);
-    m = o.misses;
-    psim_opt_free(&o);
-    return m;
+    int64_t m = psim_opt_misses(t, n, n_ids, cap);
+    cr_assert_geq(m, 0, "no memory for OPT");
+    return (uint64_t)m;
 }
 
 Test(policy, opt_equals_exhaustive_search) {
@@ -648,7 +643,7 @@ Test(policy, cache_records_its_trace) {
     gpumem_cache *c;
     static uint64_t data[8 * 512];
     uint64_t buf[4], got[5];
-    gpumem_policy_trace t = {buf, 4, 0};
+    gpumem_policy_trace t = {buf, 4, 0, 0};
     static const uint64_t lines[] = {3, 5, 3, 7, 1};
     void *p;
     uint32_t i;

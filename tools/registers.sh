@@ -22,7 +22,7 @@ for variant in stats nostats notier; do
         "$tmp/$variant.log" >> "$tmp/all"
 done
 target() { case $1 in reg_cache_read_element) echo 48;; reg_qp_read) echo 32;; *) echo "-";; esac; }
-kernels="reg_cache_read_element reg_cache_ref_get reg_qp_read reg_qp_read_buf reg_qp_submit reg_qp_poll reg_gpuctl_serve
+kernels="reg_cache_read_element reg_cache_hint_read reg_cache_ref_get reg_qp_read reg_qp_read_buf reg_qp_submit reg_qp_poll reg_gpuctl_serve
  reg_share_write reg_share_release reg_share_acquire"
 over=0
 {
@@ -45,6 +45,7 @@ over=0
         spills=$(awk -v k=$k '$1 == k && $2 == "stats" { print $5 " / " $6 }' "$tmp/all")
         case $k in
         reg_cache_read_element) e="gpumem_cache_acquire_coalesced + release_coalesced, one element";;
+        reg_cache_hint_read) e="gpumem_cache_hint_coalesced, then the same element read";;
         reg_cache_ref_get) e="gpumem_cache_ref_get (array reference), one element";;
         reg_qp_read) e="gpumem_nvme_qp_read (blocking)";;
         reg_qp_read_buf) e="gpumem_nvme_qp_read_buf (blocking, PRPs from a buffer)";;

@@ -16,6 +16,15 @@ __global__ void reg_cache_read_element(gpumem_cache *c, uint64_t line, uint32_t 
     gpumem_cache_release_coalesced(c, line);
 }
 
+// The same read with a next-use hint for the line first (issue 43), warp-coalesced.
+__global__ void reg_cache_hint_read(gpumem_cache *c, uint64_t line, uint32_t word, uint64_t when, uint64_t *out) {
+    void *p = NULL;
+    (void)gpumem_cache_hint_coalesced(c, line, when);
+    if (gpumem_cache_acquire_coalesced(c, line, 0, &p) != GPUMEM_OK) return;
+    out[threadIdx.x] = ((const uint64_t *)p)[word];
+    gpumem_cache_release_coalesced(c, line);
+}
+
 // The array view: one element through a reference (acquire, load, keep the line).
 __global__ void reg_cache_ref_get(const gpumem_cache_array *a, uint64_t i, uint64_t *out) {
     gpumem_cache_ref r = gpumem_cache_ref_make(a);

@@ -2,10 +2,15 @@
  * compiled in here with its main renamed) on any file, against a reference
  * reader of the two trace formats written here from their description.
  *
- * Input: a byte choosing the run's options (policies, capacities, prefetch
- * readahead or fdp, two tiers), then the trace file. A binary trace is
- * "GPMTRC01" and 8-byte records (bit 63 the write flag); a text trace is a
- * line number a line, decimal or 0x-hex below 2^63, then optionally "w",
+ * Input: a byte choosing the run's options (policies, the hinted one among
+ * them, capacities, prefetch readahead or fdp, two tiers), then the trace
+ * file. A binary trace is "GPMTRC01" and 8-byte records (bit 63 the write
+ * flag), or "GPMTRC02": records with bit 62 clear are accesses (line in
+ * bits 0..61), with it set hint records of kind bits 56..61 (0 nothing,
+ * 1 hint, 2 demote, 3 epoch, 4 soon; 1, 3 and 4 take a second word, an
+ * epoch below 2^63). A text trace is a line number a line, decimal or
+ * 0x-hex below 2^63, then optionally "w", or a hint record ("h LINE EPOCH",
+ * "s LINE EPOCH", "d LINE", "e EPOCH"; LINE below 2^56, EPOCH below 2^63),
  * then optionally a '#' comment; blank and '#' lines are skipped; a line
  * ends in "\n" or "\r\n", holds no NUL and at most 254 characters.
  *
@@ -57,24 +62,47 @@ static int ref_cmp(const void *a, const void *b) {
 
 /* One text line's access (s[0..n), its end removed): 1 with the number, 0
  * for a blank or comment line, -1 malformed. */
-static int ref_line(const char *s, size_t n, uint64_t *out) {
-    size_t i = 0;
+/* A number at s[*i..n) below `limit`, decimal or 0x-hex: 0, or -1. */
+static int ref_num(const char *s, size_t n, size_t *i, uint64_t limit, uint64_t *out) {
     uint64_t v = 0, base = 10;
     int digits = 0;
-    while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
-    if (i == n || s[i] == '#') return 0;
-    if (n - i >= 2 && s[i] == '0' && (s[i + 1] == 'x' || s[i + 1] == 'X')) base = 16, i += 2;
-    for (; i < n; i++, digits++) {
-        int c = (unsigned char)s[i], d;
+    if (n - *i >= 2 && s[*i] == '0' && (s[*i + 1] == 'x' || s[*i + 1] == 'X')) base = 16, *i += 2;
+    for (; *i < n; (*i)++, digits++) {
+        int c = (unsigned char)s[*i], d;
         if (c >= '0' && c <= '9') d = c - '0';
         else if (base == 16 && c >= 'a' && c <= 'f') d = c - 'a' + 10;
         else if (base == 16 && c >= 'A' && c <= 'F') d = c - 'A' + 10;
         else break;
-        if (v > ((1ull << 63) - 1 - (uint64_t)d) / base) return -1; /* 2^63 or more */
+        if (v > (limit - 1 - (uint64_t)d) / base) return -1; /* limit or more */
         v = v * base + (uint64_t)d;
     }
-    if (!digits) return -1;
-    while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
+    *out = v;
+    return digits ? 0 : -1;
+}
+
+static void ref_blanks(const char *s, size_t n, size_t *i) {
+    while (*i < n && (s[*i] == ' ' || s[*i] == '\t')) (*i)++;
+}
+
+/* One text line's access (s[0..n), its end removed): 1 with the number, 2
+ * for a hint record, 0 for a blank or comment line, -1 malformed. */
+static int ref_line(const char *s, size_t n, uint64_t *out) {
+    size_t i = 0;
+    uint64_t v = 0;
+    ref_blanks(s, n, &i);
+    if (i == n || s[i] == '#') return 0;
+    if (n - i >= 2 && strchr("hsde", s[i]) && (s[i + 1] == ' ' || s[i + 1] == '\t')) {
+        char c = s[i];
+        i += 1;
+        ref_blanks(s, n, &i);
+        if (c != 'e' && ref_num(s, n, &i, 1ull << 56, &v) != 0) return -1;
+        ref_blanks(s, n, &i);
+        if (c != 'd' && ref_num(s, n, &i, 1ull << 63, &v) != 0) return -1;
+        ref_blanks(s, n, &i);
+        return i < n && s[i] != '#' ? -1 : 2;
+    }
+    if (ref_num(s, n, &i, 1ull << 63, &v) != 0) return -1;
+    ref_blanks(s, n, &i);
     if (i < n && s[i] == 'w') {
         i++;
         while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
@@ -82,6 +110,14 @@ static int ref_line(const char *s, size_t n, uint64_t *out) {
     if (i < n && s[i] != '#') return -1;
     *out = v;
     return 1;
+}
+
+/* Word k of a binary trace's records (little-endian). */
+static uint64_t ref_word(const uint8_t *p, size_t k) {
+    uint64_t v = 0;
+    int b;
+    for (b = 7; b >= 0; b--) v = v << 8 | p[8 + 8 * k + (size_t)b];
+    return v;
 }
 
 static void ref_read(const uint8_t *p, size_t size, ref_trace *r, uint64_t **lines, size_t *n) {
@@ -98,7 +134,38 @@ static void ref_read(const uint8_t *p, size_t size, ref_trace *r, uint64_t **lin
         }                                                                    \
         (*lines)[(*n)++] = (x);                                              \
     } while (0)
-    if (size >= 8 && !memcmp(p, "GPMTRC01", 8)) {
+    if (size >= 8 && !memcmp(p, "GPMTRC02", 8)) {
+        size_t k, words = (size - 8) / 8;
+        for (k = 0; k < words; k++) {
+            uint64_t v = ref_word(p, k), op = v >> 56 & 63;
+            if (!(v >> 62 & 1)) {
+                PUSH(v & ((1ull << 62) - 1));
+                continue;
+            }
+            if (op > 4) { /* a kind that does not exist */
+                r->bad = 1;
+                r->at = 8 + 8 * k;
+                break;
+            }
+            if (op == 1 || op == 3 || op == 4) { /* its epoch word */
+                if (++k == words || ref_word(p, k) >> 63) {
+                    r->bad = 1;
+                    r->at = 8 + 8 * k;
+                    break;
+                }
+            }
+        }
+        if (!r->bad && (size - 8) % 8) {
+            r->bad = 1;
+            r->at = 8 + words * 8;
+        }
+        if (r->bad) {
+            free(*lines);
+            *lines = NULL;
+            *n = 0;
+            return;
+        }
+    } else if (size >= 8 && !memcmp(p, "GPMTRC01", 8)) {
         size_t k;
         if ((size - 8) % 8) {
             r->bad = 1;
@@ -127,7 +194,7 @@ static void ref_read(const uint8_t *p, size_t size, ref_trace *r, uint64_t **lin
                 r->at = line;
                 return;
             }
-            if (got) PUSH(v);
+            if (got == 1) PUSH(v);
         }
 #undef PUSH
     if (*n == 0) {
@@ -164,7 +231,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&o, 0, sizeof o);
     o.kinds[0] = GPUMEM_POLICY_CLOCK;
     o.kinds[1] = sel & 8 ? GPUMEM_POLICY_HPE : GPUMEM_POLICY_LRU;
-    o.n_kinds = 2;
+    o.kinds[2] = GPUMEM_POLICY_HINTED; /* replays the hint records */
+    o.n_kinds = 3;
+    o.hint_slack = sel & 0x20 ? 1 : 0;
     if (sel & 4) o.fracs[0] = 0.5, o.fracs[1] = 1.0, o.n_caps = 2; /* capacities from the footprint */
     else o.lines[0] = 1 + (sel >> 6), o.n_caps = 1, o.caps_are_lines = 1;
     o.prefetch = sel & 3; /* none, readahead, fdp (3: fdp too, with two tiers) */
@@ -175,7 +244,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fclose(fuzz_out);
     fclose(fuzz_err);
     ref_read(data, size, &ref, &lines, &n_lines);
-    binary = size >= 8 && !memcmp(data, "GPMTRC01", 8);
+    binary = size >= 8 && (!memcmp(data, "GPMTRC01", 8) || !memcmp(data, "GPMTRC02", 8));
     FUZZ_CHECK(rc != 1, "exit 1 (memory or a temporary file): %s", err);
     if (ref.bad) {
         FUZZ_CHECK(rc == 2, "accepted (exit %d) what the reference refuses at %s %llu:\n%s", rc,
