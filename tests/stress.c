@@ -18,6 +18,15 @@
 #include "mix_workload.h"
 #include "share_workload.h"
 
+/* The runs that failed, named again after the last one: a CI log keeps
+ * only its tail, and the soak's lines would push a failure out of it. */
+static char failed_names[2048];
+
+static void note_failure(const char *name, const char *problem) {
+    size_t used = strlen(failed_names);
+    snprintf(failed_names + used, sizeof failed_names - used, "  FAILED: %s: %s\n", name, problem);
+}
+
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -40,7 +49,10 @@ static int cache_runs(void) {
         printf("%-66s %9lu ops %6.2f s  %s\n", w[i].name, (unsigned long)r.ops, now_s() - t0,
                problem ? problem : "ok");
         fflush(stdout);
-        if (problem) failed++;
+        if (problem) {
+            note_failure(w[i].name, problem);
+            failed++;
+        }
     }
     printf("stress: %d of %d cache runs clean\n", n - failed, n);
     return failed;
@@ -73,6 +85,12 @@ static int share_runs(void) {
                now_s() - t0,
                bad ? run.why : "ok");
         fflush(stdout);
+        if (bad) {
+            char name[64];
+            snprintf(name, sizeof name, "share shape %d (%u owners, %u controllers, flags %u)", i, shapes[i][0] - 1,
+                     shapes[i][1], shapes[i][3]);
+            note_failure(name, run.why);
+        }
         failed += bad;
     }
     printf("stress: %d of %d share runs clean\n", n - failed, n);
@@ -112,7 +130,12 @@ static int soak(double seconds) {
                (unsigned long)r.issued, (unsigned long)r.async_ok, (unsigned long)r.async_eagain,
                (unsigned long)r.eio, (unsigned long)r.stats_reads, now_s() - t0, problem ? problem : "ok");
         fflush(stdout);
-        if (problem) failed++;
+        if (problem) {
+            char name[64];
+            snprintf(name, sizeof name, "soak mix %d", runs);
+            note_failure(name, problem);
+            failed++;
+        }
         if (r.hung) break; /* its threads are still blocked: nothing more can be trusted */
     }
     printf("soak: %d of %d mixes clean\n", runs - failed, runs);
@@ -169,11 +192,15 @@ int main(void) {
         printf("%-30s %8lu commands %6.2f s  %s\n", runs[i].name, (unsigned long)r.issued, now_s() - t0,
                problem ? problem : "ok");
         fflush(stdout);
-        if (problem) failed++;
+        if (problem) {
+            note_failure(runs[i].name, problem);
+            failed++;
+        }
     }
     printf("stress: %d of %d queue runs clean\n", n - failed, n);
     failed += cache_runs();
     failed += share_runs();
     if (soak_env && atof(soak_env) > 0) failed += soak(atof(soak_env));
+    if (failed) printf("stress: %d run(s) failed:\n%s", failed, failed_names);
     return failed ? 1 : 0;
 }
