@@ -135,6 +135,17 @@ static inline void share_rig_sleep_ns(long ns) {
     nanosleep(&ts, NULL);
 }
 
+/* Retries give up after this long, not after a count: a count can run out
+ * in a fraction of a second while the thread it waits for is not scheduled
+ * (ThreadSanitizer on 2 busy cores), and a time still reports a hang. */
+#define SHARE_RIG_PATIENCE_S 30.0
+
+static inline double share_rig_now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* Take a line, retrying while the owner's cache is full of its own pinned
  * writes or no base is free: a host thread merges its writes (flush), then
  * tries again; a thread standing for a GPU thread cannot flush (get asked
@@ -142,10 +153,10 @@ static inline void share_rig_sleep_ns(long ns) {
  * after ETIMEDOUT (a queue with a short timeout: its request was withdrawn). */
 static gpumem_status share_rig_get(share_rig *r, uint32_t o, uint32_t l, int write, unsigned char **p) {
     gpumem_status st;
-    uint32_t tries = 0;
+    double give_up = share_rig_now_s() + SHARE_RIG_PATIENCE_S;
     while (((st = gpumem_share_get(r->share, o, l, write, (void **)p)) == GPUMEM_EAGAIN ||
             (st == GPUMEM_ETIMEDOUT && gpumem__share_posts())) &&
-           ++tries < 100000) {
+           share_rig_now_s() < give_up) {
         if (gpumem__share_posts()) share_rig_sleep_ns(20000);
         else gpumem_share_flush(r->share, o);
     }
@@ -157,9 +168,19 @@ static gpumem_status share_rig_get(share_rig *r, uint32_t o, uint32_t l, int wri
  * (withdrawn, a queue with a short timeout). */
 static gpumem_status share_rig_release(share_rig *r, uint32_t o, uint32_t first, uint32_t n) {
     gpumem_status st;
-    uint32_t tries = 0;
+    double give_up = share_rig_now_s() + SHARE_RIG_PATIENCE_S;
     while (((st = gpumem_share_release(r->share, o, first, n)) == GPUMEM_EAGAIN || st == GPUMEM_ETIMEDOUT) &&
-           ++tries < 100000)
+           share_rig_now_s() < give_up)
+        share_rig_sleep_ns(20000);
+    return st;
+}
+
+/* Flush, again while it answers EAGAIN (a server thread still ends a GPU
+ * owner's request). */
+static inline gpumem_status share_rig_flush(share_rig *r, uint32_t o) {
+    gpumem_status st;
+    double give_up = share_rig_now_s() + SHARE_RIG_PATIENCE_S;
+    while ((st = gpumem_share_flush(r->share, o)) == GPUMEM_EAGAIN && share_rig_now_s() < give_up)
         share_rig_sleep_ns(20000);
     return st;
 }

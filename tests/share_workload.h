@@ -184,12 +184,10 @@ static int share_wl_run(share_wl *w, void *(*fn)(void *)) {
 
 /* After every owner's release and flush, storage holds the model. */
 static int share_wl_settle(share_wl *w) {
-    uint32_t o, l, b, tries;
+    uint32_t o, l, b;
     for (o = 1; o < w->rig.n_owners; o++) {
         gpumem_status st = gpumem_share_release(w->rig.share, o, 0, SHARE_WL_LINES);
-        for (tries = 0; tries < 100 && (st = gpumem_share_flush(w->rig.share, o)) == GPUMEM_EAGAIN; tries++) {
-        }
-        if (st != GPUMEM_OK) {
+        if ((st = share_rig_flush(&w->rig, o)) != GPUMEM_OK) {
             share_wl_fail(w, "flush of owner %u: status %u", o, (uint32_t)st);
             return 1;
         }
