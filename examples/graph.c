@@ -12,10 +12,12 @@
  *   build/graph cc FILE [options]           ends with "N components" and the largest's size
  *   build/graph pagerank FILE [--iterations N]  pull, damping 0.85, checked
  *   build/graph gnn FILE [--row-bytes F] [--batch B] [--batches N] [--fanouts 10,5]
- *                                         GNN mini-batches: sample through the
+ *                   [--lookahead K]       GNN mini-batches: sample through the
  *                                         graph's cache, gather feature rows
  *                                         through a cache, by direct reads and
- *                                         by pread, all checked; rows/s of each
+ *                                         by pread, all checked; rows/s of each;
+ *                                         K batches sampled ahead hint the
+ *                                         feature cache with each row's next use
  *   build/graph gnn-sweep FILE OUT.tsv    gnn against cache size and row size
  *   build/graph convert IN OUT [--format F] [--mem-mib M]  GAP .el/.wel/.sg/.wsg,
  *                                         SNAP or Matrix Market into this tool's CSR
@@ -795,7 +797,8 @@ static const cli_option option_docs[] = {
     {"--machine", "TEXT", "write TEXT into the table as the machine it ran on", O_MACHINE},
     {"--policy", "P", "the cache's replacement policy: brrip (default), clock, fifo, srrip, or a sequential one:\n"
                       "                       lru, lfu, cp, hpe, tournament, hinted (gpumem_policy.h)", O_POLICY},
-    {"--trace", "OUT", "record the cache's accesses to OUT (bench/policy_sim's binary trace format)", O_TRACE},
+    {"--trace", "OUT", "record the cache's accesses to OUT (bench/policy_sim's binary trace format; gnn: the\n"
+                       "                       feature cache's, with its hints)", O_TRACE},
     {"--host-mib", "M", "a host-memory tier of M MiB below the cache (gpumem_tier.h); 0: none (the default; demo:\n"
                         "                       4x the small cache, and it shows the storage reads without and with it)",
      O_HOST},
