@@ -1056,6 +1056,25 @@ Test(graph, gnn_gathers_every_row_right_under_every_policy_and_with_the_host_tie
     cr_assert_eq(system(args), 0);
 }
 
+/* The demo, on a small graph: every run checked, and the BFS with the
+ * whole graph cached run again over plain memory, checked too, and set
+ * against it in the summary (what the cache costs on hits). */
+Test(graph, demo_shows_what_the_cache_costs_over_plain_memory, .timeout = 120) {
+    char dir[256], path[300], args[1024], out[65536];
+    fmt_dir(dir, sizeof dir, "demo");
+    snprintf(path, sizeof path, "%s/k10.graph", dir);
+    make_graph_file(path, 10);
+    snprintf(args, sizeof args, "demo %s --threads 4 --pairs 2 --depth 16", path);
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+    cr_assert(strstr(out, "graph demo: ok"), "graph %s:\n%s", args, out);
+    cr_assert(strstr(out, "the same over plain memory, 4 threads: matches in "), "graph %s:\n%s", args, out);
+    cr_assert(strstr(out, "the cache's own cost: BFS over plain memory (the host's copy, 4 threads) took "),
+              "graph %s:\n%s", args, out);
+    cr_assert(!strstr(out, "DOES NOT MATCH"), "graph %s:\n%s", args, out);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
+}
+
 /* gnn's lines from its first batch line to the digest, without the
  * gathering times (they differ run to run): each batch's sample count, rows
  * and hash, then the digest. */
