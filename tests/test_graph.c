@@ -1100,7 +1100,8 @@ static void gnn_batches(const char *out, char *lines, size_t n) {
  * the hints proved, only with K > 0 and no --policy; with --policy lru the
  * hints are refused and nothing else changes. */
 Test(graph, gnn_lookahead_changes_no_batch_and_hints_only_with_k, .timeout = 240) {
-    static const char *const extra[] = {"--lookahead 0", "--lookahead 1", "--lookahead 4", "--lookahead 4 --policy lru"};
+    static const char *const extra[] = {"--lookahead 0", "--lookahead 1", "--lookahead 4",
+                                        "--lookahead 4 --policy lru"};
     char dir[256], path[300], args[1024], out[32768], batches[8192], first[8192];
     const char *common = "--threads 4 --pairs 2 --depth 16 --batch 16 --batches 8 --cache-mib 0.125";
     uint32_t rows, k;
@@ -1123,7 +1124,8 @@ Test(graph, gnn_lookahead_changes_no_batch_and_hints_only_with_k, .timeout = 240
             cr_expect_eq(strstr(out, "look-ahead: ") != NULL, k > 0, "graph %s:\n%s", args, out);
             if (hinted)
                 cr_expect(strstr(out, "(policy hinted)") && strstr(out, ", 0 refused"), "graph %s:\n%s", args, out);
-            if (k == 3) cr_expect(strstr(out, "(policy lru)") && !strstr(out, ", 0 refused"), "graph %s:\n%s", args, out);
+            if (k == 3)
+                cr_expect(strstr(out, "(policy lru)") && !strstr(out, ", 0 refused"), "graph %s:\n%s", args, out);
         }
     }
     snprintf(args, sizeof args, "rm -rf %s", dir);
