@@ -497,7 +497,8 @@ bench-doorbell:
 # The policy simulator (bench/policy_sim.c): `make policy-sim` generates every
 # workload's trace, runs every policy at 50% and 75% of its footprint next to
 # OPT and LRU, GMT's two tiers and the prefetchers, then writes the table and
-# the plot to $(RESULTS)/policy-sim.{tsv,md,png} (under a minute here; `make
+# the plot to $(RESULTS)/policy-sim.{tsv,md,png} (about a minute here, more
+# the first time, when the GNN trace writes its 256 MiB feature table; `make
 # results` commits them). The graph traces are recorded from examples/graph.c's
 # BFS, CC and PageRank (scale 18, a 4 MiB cache, 5 iterations) and GNN's feature
 # cache (scale 16, --lookahead 4) through the
