@@ -384,6 +384,12 @@ typedef struct result {
     double plain_seconds; /* the same traversal over plain memory (plain_traverse), 0: not run */
 } result;
 
+/* Line acquires that found the line cached, in percent (0 with none). */
+static double hit_percent(const gpumem_cache_stats *cs) {
+    const double acq = (double)(cs->hits + cs->misses);
+    return acq > 0 ? 100.0 * (double)cs->hits / acq : 0.0;
+}
+
 static void print_result(const result *x) {
     double acq = (double)(x->cs.hits + x->cs.misses);
     double amp = x->counts.bytes_needed ? (double)x->cs.bytes_read / (double)x->counts.bytes_needed : 0;
@@ -1375,13 +1381,11 @@ static int demo(options *o) {
         printf("  amplif.: bytes read from storage / bytes the algorithm needed. reads per line: element reads"
                " served by each\n  line read from storage (without a cache each would be a request; BaM's cache cut"
                " requests 308x for BFS\n  and 493x for CC on GAP-kron, 8 GB cache for 31.5 GB).\n");
-        if (x[2].plain_seconds > 0) {
-            double acq = (double)(x[2].cs.hits + x[2].cs.misses);
+        if (x[2].plain_seconds > 0)
             printf("  the cache's own cost: BFS over plain memory (the host's copy, %u threads) took %.2f s, through"
                    " a cache that holds\n  the graph %.2f s (%.1f %% hits: it starts empty): %.2fx as long\n",
-                   o->threads, x[2].plain_seconds, x[2].seconds, acq > 0 ? 100.0 * (double)x[2].cs.hits / acq : 0.0,
+                   o->threads, x[2].plain_seconds, x[2].seconds, hit_percent(&x[2].cs),
                    x[2].seconds / x[2].plain_seconds);
-        }
         for (i = 4; i < planned; i++) {
             const result *two = &x[i == 4 ? 0 : 3], *three = &x[i];
             printf("  %s with the host tier (%s): %llu storage reads against %llu without (%.2fx fewer);"
@@ -1874,10 +1878,11 @@ static int gnn_run(const options *o, const graph_csr *ref, const char *path, uin
         graph_train(&fs);
     }
     x->digest = graph_hash(0x646967657374ull, hashes, (size_t)o->batches * 8);
-    if (o->lookahead)
-        printf("  look-ahead: %llu next-use hints to the feature cache, %llu refused\n", w.hints, w.refused);
-    print_hints(&fs);
     gpumem_cache_get_stats(fs.cache, &x->cs);
+    if (o->lookahead)
+        printf("  look-ahead: %llu next-use hints to the feature cache, %llu refused; its hit rate %.1f %%\n", w.hints,
+               w.refused, hit_percent(&x->cs));
+    print_hints(&fs);
     gpumem_cache_get_stats(gs.cache, &x->graph_cs);
     if (fs.tier) gpumem_tier_get_stats(fs.tier, &x->ts);
     if ((fs.tier ? gpumem_tier_check_quiescent(fs.tier) : gpumem_cache_check_quiescent(fs.cache)) != 0 ||
@@ -1912,8 +1917,7 @@ static void gnn_print(const gnn_result *x) {
         double read = m == GATHER_CACHED ? (double)x->cs.bytes_read : (double)k->bytes_read;
         char hit[32] = "-";
         if (m == GATHER_CACHED)
-            snprintf(hit, sizeof hit, "%.1f %%",
-                     100.0 * (double)x->cs.hits / (double)(x->cs.hits + x->cs.misses + (x->cs.hits + x->cs.misses == 0)));
+            snprintf(hit, sizeof hit, "%.1f %%", hit_percent(&x->cs));
         printf("  %-31s %12.0f %8.2fx %10.1f %11.1f %12.2f %9s\n", gather_names[m], rate, base > 0 ? rate / base : 0,
                read / 1048576.0, (double)k->bytes_needed / 1048576.0,
                k->bytes_needed ? read / (double)k->bytes_needed : 0.0, hit);
