@@ -44,7 +44,8 @@
  *
  * Every run prints its rounds as they finish, then hit rate, I/O
  * amplification (bytes read from storage / bytes the algorithm needed) and
- * throughput; bfs, cc and pagerank then run once more over plain memory
+ * throughput; bfs, cc and pagerank (and the demo's BFS with the whole graph
+ * cached) then run once more over plain memory
  * (the host's copy of the graph, the same threads, checked too) and say how
  * much longer the run through the cache took. Exit status: 0 if every answer matched the reference, 1 if a
  * run failed or disagreed, 2 for bad arguments or an unusable graph file. */
