@@ -497,18 +497,27 @@ bench-doorbell:
 # The policy simulator (bench/policy_sim.c): `make policy-sim` generates every
 # workload's trace, runs every policy at 50% and 75% of its footprint next to
 # OPT and LRU, GMT's two tiers and the prefetchers, then writes the table and
-# the plot to $(RESULTS)/policy-sim.{tsv,md,png} (under a minute here; `make
+# the plot to $(RESULTS)/policy-sim.{tsv,md,png} (about a minute here, more
+# the first time, when the GNN trace writes its 256 MiB feature table; `make
 # results` commits them). The graph traces are recorded from examples/graph.c's
-# BFS, CC and PageRank (scale 18, a 4 MiB cache, 5 iterations) through the
+# BFS, CC and PageRank (scale 18, a 4 MiB cache, 5 iterations) and GNN's feature
+# cache (scale 16, --lookahead 4) through the
 # cache's trace hook, with the hints each round gives (--hints on, issue 43;
 # re-recorded when build/graph changes); the hinted policy replays them, every
 # other policy ignores them. Last, the real cache runs BFS and CC under CLOCK
 # and BRRIP (policy-graph.txt).
 $(BUILD)/policy_sim: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) -O2 -g -I. $< -o $@ -lm -pthread
-GRAPH_TRACES := build/traces/graph-bfs.trace build/traces/graph-cc.trace build/traces/graph-pagerank.trace
+GRAPH_TRACES := build/traces/graph-bfs.trace build/traces/graph-cc.trace build/traces/graph-pagerank.trace \
+  build/traces/graph-gnn.trace
 $(BUILD)/kron18.graph: | $(BUILD)/graph
 	$(BUILD)/graph gen $@ --scale 18
+$(BUILD)/kron16.graph: | $(BUILD)/graph
+	$(BUILD)/graph gen $@ --scale 16
+# GNN: the feature cache (1/8 of a 256 MiB table) of 100 mini-batches, hinted 4 batches ahead
+build/traces/graph-gnn.trace: $(BUILD)/graph | $(BUILD)/kron16.graph
+	mkdir -p build/traces
+	$(BUILD)/graph gnn $(BUILD)/kron16.graph --threads 8 --batches 100 --lookahead 4 --trace $@
 build/traces/graph-%.trace: $(BUILD)/graph | $(BUILD)/kron18.graph
 	mkdir -p build/traces
 	$(BUILD)/graph $* $(BUILD)/kron18.graph --cache-mib 4 --hints on $(if $(filter pagerank,$*),--iterations 5) \

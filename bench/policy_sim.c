@@ -759,12 +759,12 @@ out:
 
 /* ---- generating ---------------------------------------------------------------- */
 
-/* The last three are real: recorded by the cache hook from examples/graph.c's
- * BFS, CC and PageRank with their hints (make policy-sim records them
- * first); skipped when missing. */
+/* The last four are real: recorded by the cache hook from examples/graph.c's
+ * BFS, CC, PageRank and GNN (the feature cache, 4 batches of look-ahead)
+ * with their hints (make policy-sim records them first); skipped when missing. */
 static const char *const workloads[] = {"stream", "loop",   "hotspot",   "srad",     "pathfinder",
                                         "backprop", "uniform", "zipf",     "bfs",      "phases",
-                                        "graph-bfs", "graph-cc", "graph-pagerank"};
+                                        "graph-bfs", "graph-cc", "graph-pagerank", "graph-gnn"};
 #define N_WORKLOADS (sizeof workloads / sizeof workloads[0])
 
 /* SIZE 1 is the table's default: footprints of 8K-70K lines, 1-6M accesses. */

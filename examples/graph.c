@@ -12,10 +12,12 @@
  *   build/graph cc FILE [options]           ends with "N components" and the largest's size
  *   build/graph pagerank FILE [--iterations N]  pull, damping 0.85, checked
  *   build/graph gnn FILE [--row-bytes F] [--batch B] [--batches N] [--fanouts 10,5]
- *                                         GNN mini-batches: sample through the
+ *                   [--lookahead K]       GNN mini-batches: sample through the
  *                                         graph's cache, gather feature rows
  *                                         through a cache, by direct reads and
- *                                         by pread, all checked; rows/s of each
+ *                                         by pread, all checked; rows/s of each;
+ *                                         K batches sampled ahead hint the
+ *                                         feature cache with each row's next use
  *   build/graph gnn-sweep FILE OUT.tsv    gnn against cache size and row size
  *   build/graph convert IN OUT [--format F] [--mem-mib M]  GAP .el/.wel/.sg/.wsg,
  *                                         SNAP or Matrix Market into this tool's CSR
@@ -42,7 +44,8 @@
  *
  * Every run prints its rounds as they finish, then hit rate, I/O
  * amplification (bytes read from storage / bytes the algorithm needed) and
- * throughput; bfs, cc and pagerank then run once more over plain memory
+ * throughput; bfs, cc and pagerank (and the demo's BFS with the whole graph
+ * cached) then run once more over plain memory
  * (the host's copy of the graph, the same threads, checked too) and say how
  * much longer the run through the cache took. Exit status: 0 if every answer matched the reference, 1 if a
  * run failed or disagreed, 2 for bad arguments or an unusable graph file. */
@@ -79,7 +82,11 @@ typedef struct options {
     graph_gnn_plan plan;                /* hops and fanouts */
     const char *features;               /* the feature table's file, or NULL: one in cache_dir */
     int hints;          /* tell the cache each round's next uses (--hints, default off) */
+    uint32_t lookahead; /* gnn: mini-batches sampled ahead, their rows' next uses hinted (--lookahead) */
 } options;
+/* --lookahead's bound: GIDS's window buffer looks a few batches ahead; past
+ * 64 the sampled batches' rows outgrow what a cache of 1/8 can hold. */
+#define GRAPH_GNN_MAX_LOOKAHEAD 64u
 
 /* A vertex as the input file names it. */
 static unsigned long long file_id(const options *o, uint64_t v) {
@@ -89,6 +96,35 @@ static unsigned long long file_id(const options *o, uint64_t v) {
 /* Room for this many recorded accesses (8 bytes each); the rest are dropped
  * and the count says so. */
 #define TRACE_CAP (16u << 20)
+
+/* An empty trace of TRACE_CAP accesses, or NULL after a message. */
+static gpumem_policy_trace *trace_new(void) {
+    gpumem_policy_trace *t = (gpumem_policy_trace *)calloc(1, sizeof *t);
+    if (t) t->buf = (uint64_t *)malloc((size_t)TRACE_CAP * 8);
+    if (!t || !t->buf) {
+        fprintf(stderr, "graph: no memory for the trace\n");
+        free(t);
+        return NULL;
+    }
+    t->cap = TRACE_CAP;
+    return t;
+}
+
+static void trace_free(gpumem_policy_trace *t) {
+    if (t) free(t->buf), free(t);
+}
+
+/* Write trace t to `path` and say how much it holds. 0, or 1 after a message. */
+static int trace_save(const gpumem_policy_trace *t, const char *path) {
+    if (gpumem_policy_trace_write(t, path) != GPUMEM_OK) {
+        fprintf(stderr, "graph: cannot write the trace to %s\n", path);
+        return 1;
+    }
+    printf("  trace: %llu accesses written to %s (%llu more not recorded)\n",
+           (unsigned long long)gpumem_policy_trace_count(t), path,
+           (unsigned long long)(t->n - gpumem_policy_trace_count(t)));
+    return 0;
+}
 
 static void say(const char *what, double frac) {
     printf("  generating: %-24s %3.0f %%\n", what, 100.0 * frac);
@@ -346,7 +382,14 @@ typedef struct result {
     gpumem_swctl_stats ctl;
     uint64_t wrong, rounds;
     int ok;
+    double plain_seconds; /* the same traversal over plain memory (plain_traverse), 0: not run */
 } result;
+
+/* Line acquires that found the line cached, in percent (0 with none). */
+static double hit_percent(const gpumem_cache_stats *cs) {
+    const double acq = (double)(cs->hits + cs->misses);
+    return acq > 0 ? 100.0 * (double)cs->hits / acq : 0.0;
+}
 
 static void print_result(const result *x) {
     double acq = (double)(x->cs.hits + x->cs.misses);
@@ -446,16 +489,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     sc.trace = NULL;
     sc.host_bytes = o->host_bytes;
     sc.host_placement = o->host_placement;
-    if (o->trace) {
-        sc.trace = (gpumem_policy_trace *)calloc(1, sizeof *sc.trace);
-        if (sc.trace) sc.trace->buf = (uint64_t *)malloc((size_t)TRACE_CAP * 8);
-        if (!sc.trace || !sc.trace->buf) {
-            fprintf(stderr, "graph: no memory for the trace\n");
-            if (sc.trace) free(sc.trace);
-            return 2;
-        }
-        sc.trace->cap = TRACE_CAP;
-    }
+    if (o->trace && !(sc.trace = trace_new())) return 2;
     if ((uint64_t)o->cache_bytes / GRAPH_LINE < 2ull * o->threads) {
         fprintf(stderr, "graph: a cache of %llu lines is too small to make progress with %u threads, which hold up to"
                         " 2 lines each: give it at least %u lines (--cache-mib %.2f) or use fewer threads\n",
@@ -465,7 +499,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     }
     if (graph_store_open(&s, o->path, &sc, err, sizeof err) != GPUMEM_OK) {
         fprintf(stderr, "graph: %s\n", err);
-        if (sc.trace) free(sc.trace->buf), free(sc.trace);
+        trace_free(sc.trace);
         return 2;
     }
     x->cache_mib = (double)s.n_slots * GRAPH_LINE / 1048576.0;
@@ -614,18 +648,8 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     graph_store_close(&s);
     hint_plan_free(&r.plan);
     free(r.counts);
-    if (sc.trace) {
-        if (gpumem_policy_trace_write(sc.trace, o->trace) != GPUMEM_OK) {
-            fprintf(stderr, "graph: cannot write the trace to %s\n", o->trace);
-            rc = 1;
-        } else {
-            printf("  trace: %llu accesses written to %s (%llu more not recorded)\n",
-                   (unsigned long long)gpumem_policy_trace_count(sc.trace), o->trace,
-                   (unsigned long long)(sc.trace->n - gpumem_policy_trace_count(sc.trace)));
-        }
-        free(sc.trace->buf);
-        free(sc.trace);
-    }
+    if (sc.trace && trace_save(sc.trace, o->trace) != 0) rc = 1;
+    trace_free(sc.trace);
     x->ok = rc == 0 && x->wrong == 0 && x->counts.errors == 0 && x->ctl.violations == 0 && x->cs.violations == 0 &&
             x->ctl.reads == x->cs.reads;
     if (rc == 0 || x->rounds) print_result(x);
@@ -677,7 +701,7 @@ static void plain_item(run *r, uint32_t id, uint64_t i, graph_refs *refs, graph_
  * memory with the same threads, check its answer against the reference,
  * and say what the cache cost (the issue's comparison: with a cache that
  * holds the whole graph, only the cache's hits). 0, or 1 if it differs. */
-static int plain_traverse(const options *o, reference *answers, int kind, uint32_t source, const result *x) {
+static int plain_traverse(const options *o, reference *answers, int kind, uint32_t source, result *x) {
     const graph_csr *g = answers->g;
     uint64_t n = g->h.n_nodes, v, wrong = 0, edges = 0;
     uint32_t *u32[4] = {NULL, NULL, NULL, NULL}, it, i;
@@ -747,6 +771,7 @@ static int plain_traverse(const options *o, reference *answers, int kind, uint32
     printf("    the same over plain memory, %u threads: %s in %.2f s (%.2f M edges/s); through the cache it took "
            "%.2fx as long\n", o->threads, wrong ? "DOES NOT MATCH" : "matches", secs, (double)edges / secs / 1e6,
            x->seconds / secs);
+    x->plain_seconds = secs;
 out:
     for (i = 0; i < 4; i++) free(u32[i]);
     for (i = 0; i < 3; i++) free(f64[i]);
@@ -765,7 +790,8 @@ enum {
     O_THREADS = 1 << 5, O_PAIRS = 1 << 6, O_DEPTH = 1 << 7, O_IOPS = 1 << 8, O_ORDERED = 1 << 9, O_MACHINE = 1 << 10,
     O_POLICY = 1 << 11, O_TRACE = 1 << 12, O_HOST = 1 << 13, O_PLACEMENT = 1 << 14, O_FORMAT = 1 << 15,
     O_CACHE_DIR = 1 << 16, O_MEM = 1 << 17, O_ITERATIONS = 1 << 18, O_ROW_BYTES = 1 << 19, O_BATCH = 1 << 20,
-    O_BATCHES = 1 << 21, O_FANOUTS = 1 << 22, O_FEATURES = 1 << 23, O_OUT = 1 << 24, O_HINTS = 1 << 25
+    O_BATCHES = 1 << 21, O_FANOUTS = 1 << 22, O_FEATURES = 1 << 23, O_OUT = 1 << 24, O_HINTS = 1 << 25,
+    O_LOOKAHEAD = 1 << 26
 };
 static const cli_option option_docs[] = {
     {"--scale", "S", "generate 2^S vertices, S in 10..30 (default 20)", O_SCALE},
@@ -780,7 +806,8 @@ static const cli_option option_docs[] = {
     {"--machine", "TEXT", "write TEXT into the table as the machine it ran on", O_MACHINE},
     {"--policy", "P", "the cache's replacement policy: brrip (default), clock, fifo, srrip, or a sequential one:\n"
                       "                       lru, lfu, cp, hpe, tournament, hinted (gpumem_policy.h)", O_POLICY},
-    {"--trace", "OUT", "record the cache's accesses to OUT (bench/policy_sim's binary trace format)", O_TRACE},
+    {"--trace", "OUT", "record the cache's accesses to OUT (bench/policy_sim's binary trace format; gnn: the\n"
+                       "                       feature cache's, with its hints)", O_TRACE},
     {"--host-mib", "M", "a host-memory tier of M MiB below the cache (gpumem_tier.h); 0: none (the default; demo:\n"
                         "                       4x the small cache, and it shows the storage reads without and with it)",
      O_HOST},
@@ -807,6 +834,10 @@ static const cli_option option_docs[] = {
      O_OUT},
     {"--hints", "on|off", "tell the cache each round's next uses (default off; with no --policy, the cache's policy\n"
                           "                       is then hinted, gpumem_policy.h)", O_HINTS},
+    {"--lookahead", "K", "gnn: sample the next K mini-batches ahead, 0..64 (default 0), and hint the feature cache\n"
+                         "                       with each row's next use among them (with no --policy, its policy is\n"
+                         "                       then hinted); the batches and rows are the same for every K",
+     O_LOOKAHEAD},
 };
 #define RUN_OPTS (O_CACHE | O_THREADS | O_PAIRS | O_DEPTH | O_IOPS | O_POLICY | O_HOST | O_PLACEMENT)
 #define INPUT_OPTS (O_FORMAT | O_CACHE_DIR | O_MEM) /* commands that read a graph in any format */
@@ -832,7 +863,8 @@ static const cli_command commands[] = {
                     "  against the generator and each batch's hash compared: (a) through a cache (--cache-mib,\n"
                     "  default 1/8 of the table), (b) by direct reads on the queue pairs, (c) by host threads'\n"
                     "  pread (a GDS-like path); rows/s, bytes read against needed, hit rate", 1, 1,
-     O_SEED | O_ROW_BYTES | O_BATCH | O_BATCHES | O_FANOUTS | O_FEATURES | RUN_OPTS | INPUT_OPTS},
+     O_SEED | O_ROW_BYTES | O_BATCH | O_BATCHES | O_FANOUTS | O_FEATURES | O_LOOKAHEAD | O_TRACE | RUN_OPTS |
+         INPUT_OPTS},
     {"gnn-sweep", "FILE OUT.tsv", "gnn's rows/s in each mode against the feature cache's size (1/32 of the\n"
                                   "  table to all of it) and the row size (256 B to 16 KiB), as a table", 2, 2,
      O_SEED | O_MACHINE | O_ROW_BYTES | O_BATCH | O_BATCHES | O_FANOUTS | (RUN_OPTS & ~O_CACHE) | INPUT_OPTS},
@@ -934,6 +966,10 @@ static int parse(int argc, char **argv, options *o, const cli_command **cmd_out,
                 return bad_args(cmd, "%s %s: want a size in MiB, %s", od->name, a, od->bit == O_HOST ? ">= 0" : "> 0");
             if (od->bit == O_CACHE) o->cache_bytes = (uint64_t)(mib * 1048576.0);
             else o->host_bytes = (uint64_t)(mib * 1048576.0);
+        } else if (od->bit == O_LOOKAHEAD) {
+            if (cli_parse_u64(a, 0, GRAPH_GNN_MAX_LOOKAHEAD, &v) != 0)
+                return bad_args(cmd, "--lookahead %s: want 0..%u mini-batches", a, GRAPH_GNN_MAX_LOOKAHEAD);
+            o->lookahead = (uint32_t)v;
         } else if (cli_parse_u64(a, 0, UINT64_MAX, &v) != 0) {
             return bad_args(cmd, "%s %s: not a number", od->name, a);
         } else if (od->bit == O_SCALE) {
@@ -1326,6 +1362,8 @@ static int demo(options *o) {
             o->cache_bytes = plan[i].cache;
             o->host_bytes = plan[i].host;
             rc |= traverse(o, &answers, plan[i].kind, source, names[i], &x[i]);
+            /* With the whole graph cached, every read a hit: the plain run shows what the cache costs */
+            if (i == 2 && rc == 0) rc |= plain_traverse(o, &answers, RUN_BFS, source, &x[i]);
         }
     }
     reference_free(&answers);
@@ -1344,6 +1382,11 @@ static int demo(options *o) {
         printf("  amplif.: bytes read from storage / bytes the algorithm needed. reads per line: element reads"
                " served by each\n  line read from storage (without a cache each would be a request; BaM's cache cut"
                " requests 308x for BFS\n  and 493x for CC on GAP-kron, 8 GB cache for 31.5 GB).\n");
+        if (x[2].plain_seconds > 0)
+            printf("  the cache's own cost: BFS over plain memory (the host's copy, %u threads) took %.2f s, through"
+                   " a cache that holds\n  the graph %.2f s (%.1f %% hits: it starts empty): %.2fx as long\n",
+                   o->threads, x[2].plain_seconds, x[2].seconds, hit_percent(&x[2].cs),
+                   x[2].seconds / x[2].plain_seconds);
         for (i = 4; i < planned; i++) {
             const result *two = &x[i == 4 ? 0 : 3], *three = &x[i];
             printf("  %s with the host tier (%s): %llu storage reads against %llu without (%.2fx fewer);"
@@ -1453,7 +1496,7 @@ typedef struct gnn_state {
     uint32_t row_bytes;
     uint64_t batch;            /* the mini-batch being sampled */
     uint32_t *samples;         /* o->batch trees of plan.per_seed slots */
-    uint32_t *rows;            /* the batch's distinct sampled vertices, sorted */
+    uint32_t *rows;            /* the batch's distinct sampled vertices, sorted (its gnn_batch's) */
     uint64_t n_rows;
     unsigned char *buf;        /* their rows, gathered: n_rows x row_bytes */
     unsigned char *bounce;     /* a GRAPH_GNN_BOUNCE buffer per thread (direct reads) */
@@ -1555,19 +1598,155 @@ static int gnn_features_ready(const options *o, const char *path, uint64_t rows,
     return 0;
 }
 
+/* ---- --lookahead K: the next K mini-batches known, each line's next use hinted */
+
+/* One sampled mini-batch, waiting in the window for its turn to be gathered. */
+typedef struct gnn_batch {
+    uint32_t *rows;           /* its distinct sampled vertices, sorted */
+    uint64_t n_rows, sampled; /* how many; vertices sampled, repeats counted */
+    uint64_t *lines;          /* with hints: the feature lines its rows lie on, ascending */
+    uint32_t *next;           /* per line: the next batch in the window to gather it, GRAPH_NONE: none */
+    uint64_t n_lines;
+} gnn_batch;
+
+/* While batch b is gathered, batches b .. b + K are sampled: batch j in
+ * slot j % (K + 1). The sampling is a function of (seed, batch, seed index)
+ * alone, so sampling ahead changes no batch and no row. */
+typedef struct gnn_window {
+    gnn_batch *slot;
+    uint32_t n_slots;      /* K + 1 */
+    uint32_t *last;        /* with hints, per feature line: 1 + the last sampled batch to read it, 0: none */
+    uint32_t *last_at;     /* and the line's place in that batch's lines */
+    gpumem_cache *hinted;  /* the feature cache told the next uses (K > 0), or NULL */
+    unsigned long long hints, refused;
+} gnn_window;
+
+/* Batch j's epoch. The store's hinted policy proves a use right within
+ * GRAPH_HINT_SLACK epochs of its hint (the slack bfs/cc/pagerank's threads
+ * need); batches that many epochs apart keep one batch's hint from being
+ * proven by another's use, and a line used in a batch and not hinted again
+ * falls to the fallback as soon as the next batch starts. */
+static uint64_t gnn_epoch(uint64_t batch) {
+    return batch * (GRAPH_HINT_SLACK + 1);
+}
+
+static void gnn_hint(gnn_window *w, uint64_t line, uint64_t batch) {
+    w->hints++;
+    if (gpumem_cache_hint(w->hinted, line, gnn_epoch(batch)) != GPUMEM_OK) w->refused++;
+}
+
+static void gnn_window_free(gnn_window *w) {
+    uint32_t i;
+    for (i = 0; w->slot && i < w->n_slots; i++) {
+        free(w->slot[i].rows);
+        free(w->slot[i].lines);
+        free(w->slot[i].next);
+    }
+    free(w->slot);
+    free(w->last);
+    free(w->last_at);
+}
+
+/* Room for K + 1 batches of up to max_rows rows of row_bytes; with hints
+ * (hinted != NULL) their lines, and the last use of each of the table's
+ * table_lines lines. 0, or -1 with nothing allocated. */
+static int gnn_window_init(gnn_window *w, uint32_t k, uint64_t max_rows, uint32_t row_bytes, uint64_t table_lines,
+                           gpumem_cache *hinted) {
+    const uint64_t max_lines = max_rows * (row_bytes / GRAPH_LINE + 2); /* a row lies on at most this many */
+    uint32_t i;
+    int ok;
+    memset(w, 0, sizeof *w);
+    w->n_slots = k + 1;
+    w->hinted = hinted;
+    ok = (w->slot = (gnn_batch *)calloc(w->n_slots, sizeof *w->slot)) != NULL;
+    for (i = 0; ok && i < w->n_slots; i++) {
+        ok = (w->slot[i].rows = (uint32_t *)malloc(max_rows * 4)) != NULL;
+        if (ok && hinted)
+            ok = (w->slot[i].lines = (uint64_t *)malloc(max_lines * 8)) != NULL &&
+                 (w->slot[i].next = (uint32_t *)malloc(max_lines * 4)) != NULL;
+    }
+    if (ok && hinted)
+        ok = (w->last = (uint32_t *)calloc(table_lines, 4)) != NULL &&
+             (w->last_at = (uint32_t *)calloc(table_lines, 4)) != NULL;
+    if (ok) return 0;
+    gnn_window_free(w);
+    memset(w, 0, sizeof *w);
+    return -1;
+}
+
+/* Batch j's lines, each once, ascending. A line seen in a batch of the
+ * window not yet gathered (at or after `now`) gets j as that use's next one
+ * (hinted after it); any other line is next used at j, hinted now. */
+static void gnn_window_plan(gnn_window *w, gnn_batch *bt, uint64_t j, uint64_t now, uint32_t row_bytes) {
+    uint64_t i, line, end;
+    bt->n_lines = 0;
+    for (i = 0; i < bt->n_rows; i++) {
+        line = (uint64_t)bt->rows[i] * row_bytes / GRAPH_LINE;
+        end = ((uint64_t)bt->rows[i] * row_bytes + row_bytes - 1) / GRAPH_LINE;
+        if (bt->n_lines && bt->lines[bt->n_lines - 1] >= line) line = bt->lines[bt->n_lines - 1] + 1;
+        for (; line <= end; line++) {
+            uint32_t prev = w->last[line];
+            bt->lines[bt->n_lines] = line;
+            bt->next[bt->n_lines] = GRAPH_NONE;
+            if (prev && prev - 1 >= now) w->slot[(prev - 1) % w->n_slots].next[w->last_at[line]] = (uint32_t)j;
+            else gnn_hint(w, line, j);
+            w->last[line] = (uint32_t)j + 1;
+            w->last_at[line] = (uint32_t)bt->n_lines++;
+        }
+    }
+}
+
+/* Batch b gathered: hint each of its lines' next use in the window. */
+static void gnn_window_hint_next(gnn_window *w, uint64_t b) {
+    const gnn_batch *bt = &w->slot[b % w->n_slots];
+    uint64_t i;
+    for (i = 0; i < bt->n_lines; i++)
+        if (bt->next[i] != GRAPH_NONE) gnn_hint(w, bt->lines[i], bt->next[i]);
+}
+
+/* Sample batch j into its slot of the window (`now`: the batch about to be
+ * gathered): one work item per seed, each tree in its own slots, then the
+ * batch's vertices, each once, in vertex order. 0, or 1 if a round failed;
+ * the sampling's errors are in x->sampling. */
+static int gnn_sample_batch(run *r, gnn_state *g, gnn_window *w, uint64_t j, uint64_t now, gnn_result *x) {
+    const options *o = g->o;
+    gnn_batch *bt = &w->slot[j % w->n_slots];
+    uint64_t i, n = 0, seen;
+    double ts = graph_now_s();
+    g->batch = j;
+    r->item = gnn_sample_item;
+    r->n_items = o->batch;
+    if (run_round(r, "sampling") != 0) return 1;
+    x->sampling = sum_counts(r->counts, o->threads);
+    if (x->sampling.errors) return 0;
+    x->sample_seconds += graph_now_s() - ts;
+    for (i = 0; i < (uint64_t)o->batch * o->plan.per_seed; i++)
+        if (g->samples[i] != GRAPH_NONE) bt->rows[n++] = g->samples[i];
+    bt->sampled = n;
+    x->sampled += n;
+    graph_sort_u32(bt->rows, n);
+    for (i = 0, seen = 0; i < n; i++)
+        if (i == 0 || bt->rows[i] != bt->rows[seen - 1]) bt->rows[seen++] = bt->rows[i];
+    bt->n_rows = seen;
+    if (w->hinted) gnn_window_plan(w, bt, j, now, g->row_bytes);
+    return 0;
+}
+
 /* One gnn run: o->batches mini-batches of o->batch seeds over graph g (read
  * through a cache an eighth of the graph), each gathered from the feature
  * table at `path` in the three modes, every row checked against the
  * generator and every batch's hash compared across the modes. The feature
- * cache holds feature_cache bytes. Returns 0 ok, 1 failed or wrong, 2 bad. */
+ * cache holds feature_cache bytes; with o->lookahead, it is told each line's
+ * next use in the batches sampled ahead. Returns 0 ok, 1 failed or wrong, 2 bad. */
 static int gnn_run(const options *o, const graph_csr *ref, const char *path, uint32_t row_bytes,
                    uint64_t feature_cache, gnn_result *x) {
     graph_store_config sc;
     graph_store gs, fs;
     gnn_state g;
+    gnn_window w;
     run r;
     char err[512];
-    uint64_t table = graph_features_bytes(ref->h.n_nodes, row_bytes), b, i, max_rows, *hashes;
+    uint64_t table = graph_features_bytes(ref->h.n_nodes, row_bytes), b, i, max_rows, *hashes, sampled_to = 0;
     uint64_t graph_cache = GPUMEM_ALIGN_UP(ref->h.file_bytes / 8, GRAPH_LINE), min_cache = 2ull * o->threads * GRAPH_LINE;
     double last_say = graph_now_s();
     int rc = 0, m;
@@ -1590,9 +1769,16 @@ static int gnn_run(const options *o, const graph_csr *ref, const char *path, uin
     }
     sc.cache_bytes = feature_cache;
     sc.host_bytes = o->host_bytes;
+    /* Look-ahead hints the feature cache: hinted unless --policy says otherwise */
+    if (o->lookahead && !(o->given & O_POLICY)) sc.policy = GPUMEM_POLICY_HINTED;
+    if (o->trace && !(sc.trace = trace_new())) {
+        graph_store_close(&gs);
+        return 2;
+    }
     if (graph_features_open(&fs, path, ref->h.n_nodes, row_bytes, &sc, err, sizeof err) != GPUMEM_OK) {
         fprintf(stderr, "graph: %s\n", err);
         graph_store_close(&gs);
+        trace_free(sc.trace);
         return 2;
     }
     max_rows = (uint64_t)o->batch * o->plan.per_seed;
@@ -1602,7 +1788,6 @@ static int gnn_run(const options *o, const graph_csr *ref, const char *path, uin
     g.features = &fs;
     g.fd = fs.fd;
     g.samples = (uint32_t *)malloc((size_t)o->batch * o->plan.per_seed * 4);
-    g.rows = (uint32_t *)malloc((size_t)o->batch * o->plan.per_seed * 4);
     g.buf = (unsigned char *)malloc(max_rows * row_bytes);
     g.bounce = (unsigned char *)malloc((size_t)o->threads * GRAPH_GNN_BOUNCE);
     g.gc = (graph_gather_counts *)calloc(o->threads, sizeof *g.gc);
@@ -1611,8 +1796,10 @@ static int gnn_run(const options *o, const graph_csr *ref, const char *path, uin
     r.n_threads = o->threads;
     r.counts = (graph_counts *)calloc(o->threads, sizeof *r.counts);
     r.ctx = &g;
-    if (!g.samples || !g.rows || !g.buf || !g.bounce || !g.gc || !hashes || !r.counts) {
-        fprintf(stderr, "graph: gnn: no memory for a batch of up to %llu rows of %u bytes\n",
+    if (gnn_window_init(&w, o->lookahead, (uint64_t)o->batch * o->plan.per_seed, row_bytes, table / GRAPH_LINE,
+                        o->lookahead ? fs.cache : NULL) != 0 ||
+        !g.samples || !g.buf || !g.bounce || !g.gc || !hashes || !r.counts) {
+        fprintf(stderr, "graph: gnn: no memory for %u batches of up to %llu rows of %u bytes\n", o->lookahead + 1,
                 (unsigned long long)max_rows, row_bytes);
         rc = 2;
     }
@@ -1623,26 +1810,21 @@ static int gnn_run(const options *o, const graph_csr *ref, const char *path, uin
            (unsigned long long)ref->h.n_nodes, row_bytes, (double)table / 1048576.0, (double)fs.n_slots * GRAPH_LINE /
            1048576.0, x->cache_fraction, fs.tier ? " + host tier" : "", (double)gs.n_slots * GRAPH_LINE / 1048576.0,
            o->threads, o->pairs, o->depth);
+    if (o->lookahead)
+        printf("  look-ahead: %u batches sampled ahead, each feature line's next use among them hinted to the feature"
+               " cache (policy %s)\n", o->lookahead, gpumem_policy_name(sc.policy));
     fflush(stdout);
     for (b = 0; b < o->batches && rc == 0; b++) {
-        uint64_t n = 0, seen, want_hash = 0;
-        double ts = graph_now_s(), tg[GATHER_MODES];
-        /* 1. sample: one work item per seed, each tree in its own slots */
-        g.batch = b;
-        r.item = gnn_sample_item;
-        r.n_items = o->batch;
-        if (run_round(&r, "sampling") != 0) rc = 1;
-        x->sampling = sum_counts(r.counts, o->threads);
+        uint64_t n, want_hash = 0;
+        double tg[GATHER_MODES];
+        if (w.hinted) (void)gpumem_cache_epoch(w.hinted, gnn_epoch(b));
+        /* 1-2. sample batch b, or with look-ahead the batches up to b + K not sampled yet (all of 0 .. K at first) */
+        while (sampled_to < o->batches && sampled_to <= b + o->lookahead && rc == 0 && !x->sampling.errors)
+            rc = gnn_sample_batch(&r, &g, &w, sampled_to++, b, x);
         if (rc || x->sampling.errors) break;
-        x->sample_seconds += graph_now_s() - ts;
-        /* 2. the batch's vertices, each once, in vertex order */
-        for (i = 0; i < (uint64_t)o->batch * o->plan.per_seed; i++)
-            if (g.samples[i] != GRAPH_NONE) g.rows[n++] = g.samples[i];
-        x->sampled += n;
-        graph_sort_u32(g.rows, n);
-        for (i = 0, seen = 0; i < n; i++)
-            if (i == 0 || g.rows[i] != g.rows[seen - 1]) g.rows[seen++] = g.rows[i];
-        g.n_rows = seen;
+        g.rows = w.slot[b % w.n_slots].rows;
+        g.n_rows = w.slot[b % w.n_slots].n_rows;
+        n = w.slot[b % w.n_slots].sampled;
         /* 3. gather in each mode into a buffer first filled with a pattern
          * no row has, check every row, and hash the batch */
         r.item = gnn_gather_item;
@@ -1685,6 +1867,7 @@ static int gnn_run(const options *o, const graph_csr *ref, const char *path, uin
         }
         if (rc || x->sampling.errors) break;
         hashes[b] = want_hash;
+        if (w.hinted) gnn_window_hint_next(&w, b);
         /* every batch while there are few, else about one line a second */
         if (o->batches <= 40 || b + 1 == o->batches || graph_now_s() - last_say > 1.0) {
             last_say = graph_now_s();
@@ -1697,6 +1880,10 @@ static int gnn_run(const options *o, const graph_csr *ref, const char *path, uin
     }
     x->digest = graph_hash(0x646967657374ull, hashes, (size_t)o->batches * 8);
     gpumem_cache_get_stats(fs.cache, &x->cs);
+    if (o->lookahead)
+        printf("  look-ahead: %llu next-use hints to the feature cache, %llu refused; its hit rate %.1f %%\n", w.hints,
+               w.refused, hit_percent(&x->cs));
+    print_hints(&fs);
     gpumem_cache_get_stats(gs.cache, &x->graph_cs);
     if (fs.tier) gpumem_tier_get_stats(fs.tier, &x->ts);
     if ((fs.tier ? gpumem_tier_check_quiescent(fs.tier) : gpumem_cache_check_quiescent(fs.cache)) != 0 ||
@@ -1708,8 +1895,10 @@ static int gnn_run(const options *o, const graph_csr *ref, const char *path, uin
     if (!rc && (x->wrong_rows || x->hash_disagreements || x->cs.violations || x->graph_cs.violations)) rc = 1;
     graph_store_close(&fs);
     graph_store_close(&gs);
+    if (sc.trace && trace_save(sc.trace, o->trace) != 0) rc = 1;
+    trace_free(sc.trace);
+    gnn_window_free(&w);
     free(g.samples);
-    free(g.rows);
     free(g.buf);
     free(g.bounce);
     free(g.gc);
@@ -1729,8 +1918,7 @@ static void gnn_print(const gnn_result *x) {
         double read = m == GATHER_CACHED ? (double)x->cs.bytes_read : (double)k->bytes_read;
         char hit[32] = "-";
         if (m == GATHER_CACHED)
-            snprintf(hit, sizeof hit, "%.1f %%",
-                     100.0 * (double)x->cs.hits / (double)(x->cs.hits + x->cs.misses + (x->cs.hits + x->cs.misses == 0)));
+            snprintf(hit, sizeof hit, "%.1f %%", hit_percent(&x->cs));
         printf("  %-31s %12.0f %8.2fx %10.1f %11.1f %12.2f %9s\n", gather_names[m], rate, base > 0 ? rate / base : 0,
                read / 1048576.0, (double)k->bytes_needed / 1048576.0,
                k->bytes_needed ? read / (double)k->bytes_needed : 0.0, hit);

@@ -269,6 +269,12 @@ Test(graph, program_bad_arguments_table) {
         {"gnn-sweep %G", "gnn-sweep: name FILE OUT.tsv"},
         {"gnn-sweep %G %M --cache-mib 1", "gnn-sweep does not take --cache-mib"},
         {"gnn-sweep %G %M --features %M", "gnn-sweep does not take --features"},
+        {"gnn %G --lookahead 65", "--lookahead 65: want 0..64 mini-batches"},
+        {"gnn %G --lookahead -1", "--lookahead -1: want 0..64 mini-batches"},
+        {"gnn %G --lookahead x", "--lookahead x: want 0..64 mini-batches"},
+        {"gnn %G --lookahead", "--lookahead needs a value"},
+        {"bfs %G --lookahead 4", "bfs does not take --lookahead"},
+        {"gnn-sweep %G %M --lookahead 1", "gnn-sweep does not take --lookahead"},
     };
     char graph[256], missing[256], dir[256], args[1024], out[8192];
     size_t i;
@@ -1045,6 +1051,82 @@ Test(graph, gnn_gathers_every_row_right_under_every_policy_and_with_the_host_tie
                  k ? 16384 : 768);
         cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
         cr_assert(strstr(out, ", 0 wrong, 0 batch hashes disagreeing"), "graph %s:\n%s", args, out);
+    }
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
+}
+
+/* The demo, on a small graph: every run checked, and the BFS with the
+ * whole graph cached run again over plain memory, checked too, and set
+ * against it in the summary (what the cache costs on hits). */
+Test(graph, demo_shows_what_the_cache_costs_over_plain_memory, .timeout = 120) {
+    char dir[256], path[300], args[1024], out[65536];
+    fmt_dir(dir, sizeof dir, "demo");
+    snprintf(path, sizeof path, "%s/k10.graph", dir);
+    make_graph_file(path, 10);
+    snprintf(args, sizeof args, "demo %s --threads 4 --pairs 2 --depth 16", path);
+    cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+    cr_assert(strstr(out, "graph demo: ok"), "graph %s:\n%s", args, out);
+    cr_assert(strstr(out, "the same over plain memory, 4 threads: matches in "), "graph %s:\n%s", args, out);
+    cr_assert(strstr(out, "the cache's own cost: BFS over plain memory (the host's copy, 4 threads) took "),
+              "graph %s:\n%s", args, out);
+    cr_assert(!strstr(out, "DOES NOT MATCH"), "graph %s:\n%s", args, out);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
+}
+
+/* gnn's lines from its first batch line to the digest, without the
+ * gathering times (they differ run to run): each batch's sample count, rows
+ * and hash, then the digest. */
+static void gnn_batches(const char *out, char *lines, size_t n) {
+    const char *p = strstr(out, "    batch ");
+    size_t got = 0;
+    cr_assert(p, "no batch lines:\n%s", out);
+    while ((p = strstr(p, "    batch ")) != NULL) {
+        const char *end = strstr(p, "; gather");
+        cr_assert(end && got + (size_t)(end - p) + 2 < n, "a batch line without its times:\n%s", out);
+        memcpy(lines + got, p, (size_t)(end - p));
+        got += (size_t)(end - p);
+        lines[got++] = '\n';
+        p = end;
+    }
+    lines[got] = 0;
+}
+
+/* --lookahead K samples the next K batches ahead and hints the feature
+ * cache: every batch must be the same as without (sample counts, rows,
+ * hashes, digest: the rows all checked by the program), with rows on one
+ * line and rows across lines (768 B); the hinted policy runs, and says what
+ * the hints proved, only with K > 0 and no --policy; with --policy lru the
+ * hints are refused and nothing else changes. */
+Test(graph, gnn_lookahead_changes_no_batch_and_hints_only_with_k, .timeout = 240) {
+    static const char *const extra[] = {"--lookahead 0", "--lookahead 1", "--lookahead 4",
+                                        "--lookahead 4 --policy lru"};
+    char dir[256], path[300], args[1024], out[32768], batches[8192], first[8192];
+    const char *common = "--threads 4 --pairs 2 --depth 16 --batch 16 --batches 8 --cache-mib 0.125";
+    uint32_t rows, k;
+    fmt_dir(dir, sizeof dir, "gnnla");
+    snprintf(path, sizeof path, "%s/k10.graph", dir);
+    make_graph_file(path, 10);
+    for (rows = 0; rows < 2; rows++) {
+        for (k = 0; k < sizeof extra / sizeof extra[0]; k++) {
+            const int hinted = k == 1 || k == 2;
+            snprintf(args, sizeof args, "gnn %s --cache-dir %s %s --row-bytes %u %s", path, dir, common,
+                     rows ? 768 : 4096, extra[k]);
+            cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
+            cr_assert(strstr(out, ", 0 wrong, 0 batch hashes disagreeing"), "graph %s:\n%s", args, out);
+            gnn_batches(out, batches, sizeof batches);
+            gnn_digest(out, batches + strlen(batches), sizeof batches - strlen(batches));
+            if (k == 0) snprintf(first, sizeof first, "%s", batches);
+            cr_expect_str_eq(batches, first, "graph %s: other batches than without look-ahead", args);
+            cr_expect_eq(strstr(out, "proven right") != NULL, hinted, "graph %s: the hinted policy %s:\n%s", args,
+                         hinted ? "did not run" : "ran", out);
+            cr_expect_eq(strstr(out, "look-ahead: ") != NULL, k > 0, "graph %s:\n%s", args, out);
+            if (hinted)
+                cr_expect(strstr(out, "(policy hinted)") && strstr(out, ", 0 refused"), "graph %s:\n%s", args, out);
+            if (k == 3)
+                cr_expect(strstr(out, "(policy lru)") && !strstr(out, ", 0 refused"), "graph %s:\n%s", args, out);
+        }
     }
     snprintf(args, sizeof args, "rm -rf %s", dir);
     cr_assert_eq(system(args), 0);
