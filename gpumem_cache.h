@@ -219,7 +219,7 @@ GPUMEM_API uint32_t gpumem__policy_candidate(gpumem_cache *c) {
     uint32_t k;
     if (!c->seq) {
         k = gpumem_policy_slot_next(&c->hand.v, c->n_slots);
-        return gpumem_policy_slot_consider(c->policy, &c->slots[k].ref) ? k : c->n_slots;
+        return gpumem_policy_slot_consider_hinted(c->policy, &c->slots[k].ref, &c->slot_hints) ? k : c->n_slots;
     }
     gpumem__seq_lock(c);
     k = gpumem_policy_victim(c->seq, c->seq->pin);
@@ -1092,6 +1092,7 @@ GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_d
     c->line_bytes = d->line_bytes;
     c->line_shift = gpumem_log2_u64(d->line_bytes);
     c->policy = d->policy;
+    gpumem_policy_slot_hints_init(&c->slot_hints);
     c->trace = d->trace;
     c->seq = d->seq_policy;
     c->full_sweeps = d->full_sweeps;
@@ -1281,11 +1282,38 @@ GPUMEM_API gpumem_status gpumem_cache_ref_put(gpumem_cache_ref *r, uint64_t i, c
  * Statuses: ENULL, ERANGE (a line past the end; the policy's ERANGE: a hint
  * for an epoch already past), ESTATE (the cache's policy takes no hints:
  * the hint was recorded, and that is all). */
+/* The slot holding `line`, if it is cached and not in flux, or NONE. */
+GPUMEM_API uint32_t gpumem__cache_resident_slot(gpumem_cache *c, uint64_t line) {
+    uint32_t s = gpumem_atomic_load_u32(gpumem__line_state(c, line), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    return (s & (GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY)) == GPUMEM_CACHE_VALID
+               ? gpumem_atomic_load_u32(&c->lines[line].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV)
+               : GPUMEM_POLICY_NONE;
+}
+
+/* A hint to a cache of the slot kind GPUMEM_POLICY_HINTED_RRIP: no lock,
+ * host or device. The line's slot is read without one (relaxed: the slot
+ * word steers replacement only, the line's data is guarded by its state and
+ * the slot lock as ever); a hint for a line not resident is dropped. */
+GPUMEM_API gpumem_status gpumem__cache_slot_hint(gpumem_cache *c, uint32_t op, uint64_t line, uint64_t when) {
+    uint64_t e = gpumem_atomic_load_u64(&c->slot_hints.epoch, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    uint32_t k;
+    if (op == GPUMEM_POLICY_TRACE_EPOCH) { /* recorded when it moves, as the sequential kind's */
+        if (c->trace && when > e && when != UINT64_MAX) gpumem_policy_trace_hint(c->trace, op, 0, when);
+        return gpumem_policy_slot_epoch(&c->slot_hints, when);
+    }
+    if (c->trace) gpumem_policy_trace_hint(c->trace, op, line, when);
+    k = gpumem__cache_resident_slot(c, line);
+    if (k >= c->n_slots) /* dropped, but a past epoch is refused all the same */
+        return op == GPUMEM_POLICY_TRACE_HINT && (when < e || when == UINT64_MAX) ? GPUMEM_ERANGE : GPUMEM_OK;
+    return gpumem_policy_slot_hint(&c->slot_hints, &c->slots[k].ref, when, op == GPUMEM_POLICY_TRACE_DEMOTE);
+}
+
 GPUMEM_API gpumem_status gpumem__cache_hint(gpumem_cache *c, uint32_t op, uint64_t line, uint64_t when) {
     gpumem_status st = GPUMEM_OK;
     int hinted;
     if (!c) return GPUMEM_ENULL;
     if (op != GPUMEM_POLICY_TRACE_EPOCH && line >= c->n_lines) return GPUMEM_ERANGE;
+    if (!c->seq && c->policy == GPUMEM_POLICY_HINTED_RRIP) return gpumem__cache_slot_hint(c, op, line, when);
     hinted = c->seq && c->seq->d.kind == GPUMEM_POLICY_HINTED;
     if (op != GPUMEM_POLICY_TRACE_EPOCH) {
         if (c->trace) gpumem_policy_trace_hint(c->trace, op, line, when);
@@ -1303,10 +1331,7 @@ GPUMEM_API gpumem_status gpumem__cache_hint(gpumem_cache *c, uint32_t op, uint64
     } else {
         /* The slot holding the line, if it is cached and not in flux; the
          * policy's own record of the slot's line has the last word. */
-        uint32_t s = gpumem_atomic_load_u32(gpumem__line_state(c, line), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV), k;
-        k = (s & (GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY)) == GPUMEM_CACHE_VALID
-                ? gpumem_atomic_load_u32(&c->lines[line].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV)
-                : GPUMEM_POLICY_NONE;
+        uint32_t k = gpumem__cache_resident_slot(c, line);
         if (k != GPUMEM_POLICY_NONE && (k >= c->n_slots || c->seq->line_of[k] != line)) k = GPUMEM_POLICY_NONE;
         st = op == GPUMEM_POLICY_TRACE_DEMOTE ? gpumem_policy_demote(c->seq, k, line)
                                               : gpumem_policy_hint(c->seq, k, line, when);

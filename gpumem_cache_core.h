@@ -235,6 +235,9 @@ typedef struct gpumem_cache {
     gpumem__nvme_word fills;  /* fills so far (BRRIP's bimodal throttle) */
     gpumem__nvme_word seq_lock; /* serialises calls into seq */
     gpumem__nvme_word cold;   /* next never-used slot */
+    /* GPUMEM_POLICY_HINTED_RRIP's clock and trust (gpumem_policy.h): hints and
+     * sweeps change them, never a hit, so they share a line with no hit word */
+    gpumem_policy_slot_hints slot_hints;
     gpumem__cache_shard stats[GPUMEM_CACHE_STAT_SHARDS];
     /* Host threads waiting for a busy line or a free slot park here; every
      * fill, eviction and failed claim notifies. */

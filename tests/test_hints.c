@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bench/policy_sim.h"
+#include "gpumem_cache.h"
 
 TestSuite(hints, .timeout = 120);
 
@@ -186,4 +187,137 @@ Test(hints, trace_records_round_trip) {
     cr_assert_eq(buf[2], 3);
     cr_assert_eq(buf[3], GPUMEM_POLICY_TRACE_CONTROL | (2ull << GPUMEM_POLICY_TRACE_OP_SHIFT) | 5);
     cr_assert_eq(buf[4], GPUMEM_POLICY_TRACE_CONTROL, "the cut record is a NOP");
+}
+
+/* ---- the slot kind, GPUMEM_POLICY_HINTED_RRIP, through the real cache ---- */
+
+enum { SLOT_CAP = 256, SLOT_LINES = 4096, SLOT_N = 200000, SLOT_EPOCH = 128 };
+enum { TRACE_PAIRS, TRACE_LOOP, TRACE_ZIPFISH, TRACE_KINDS };
+
+/* PAIRS: every other access to a hot set of SLOT_CAP / 4 lines, the others
+ * a stream of fresh lines, each used twice SLOT_CAP / 2 stream steps apart
+ * (then never); LOOP: a loop over 1.5x the slots; ZIPFISH: make_trace's. */
+static void make_slot_trace(uint32_t *t, int kind) {
+    uint64_t seed = 7;
+    uint32_t i, hot = SLOT_CAP / 4, fresh = SLOT_LINES - hot;
+    if (kind == TRACE_ZIPFISH) make_trace(t, SLOT_N, SLOT_LINES, 1, seed);
+    for (i = 0; kind != TRACE_ZIPFISH && i < SLOT_N; i++) {
+        uint32_t j = i / 2, r = (uint32_t)psim_splitmix(&seed);
+        if (kind == TRACE_LOOP) t[i] = i % (SLOT_CAP * 3 / 2);
+        else if (i % 2 || j < SLOT_CAP / 2) t[i] = r % hot;
+        else t[i] = hot + (j % 2 == 0 ? j / 2 : (j - SLOT_CAP / 2) / 2) % fresh;
+    }
+}
+
+/* Misses of a cache of SLOT_CAP slots of `kind` over memory, one thread,
+ * the epoch advanced every SLOT_EPOCH accesses; after each access the line
+ * gets a hint of `how` (as run_hinted's, on this clock). */
+static uint64_t slot_misses(uint32_t kind, const uint32_t *t, int how, gpumem_policy_slot_hints *out) {
+    gpumem_cache_desc d = gpumem_cache_desc_default();
+    gpumem_cache *c;
+    gpumem_cache_stats st;
+    unsigned char *mem = (unsigned char *)calloc(SLOT_LINES, GPUMEM_CACHE_MIN_LINE);
+    uint64_t *next = (uint64_t *)malloc((size_t)SLOT_N * 8), seed = 99;
+    uint32_t i;
+    cr_assert(mem && next);
+    cr_assert_eq(psim_next_use(t, SLOT_N, SLOT_LINES, next), 0);
+    d.n_lines = SLOT_LINES;
+    d.line_bytes = GPUMEM_CACHE_MIN_LINE;
+    d.n_slots = SLOT_CAP;
+    d.policy = kind;
+    d.backing = gpumem_cache_backing_memory(mem);
+    cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_OK);
+    for (i = 0; i < SLOT_N; i++) {
+        uint64_t now = i / SLOT_EPOCH, ahead;
+        gpumem_status st;
+        void *p;
+        if (kind == GPUMEM_POLICY_HINTED_RRIP) cr_assert_eq(gpumem_cache_epoch(c, now), GPUMEM_OK);
+        cr_assert_eq(gpumem_cache_acquire(c, t[i], 1, 0, &p), GPUMEM_OK);
+        cr_assert_eq(gpumem_cache_release(c, t[i], 1), GPUMEM_OK);
+        if (how == HINTS_NONE) continue;
+        if (how == HINTS_TRUE && next[i] == PSIM_NEVER) {
+            cr_assert_eq(gpumem_cache_demote(c, t[i]), GPUMEM_OK);
+            continue;
+        }
+        ahead = next[i] == PSIM_NEVER ? 8 : next[i] / SLOT_EPOCH - now;
+        if (how == HINTS_TRUE) st = gpumem_cache_hint(c, t[i], now + ahead);
+        else if (how == HINTS_RANDOM) st = gpumem_cache_hint(c, t[i], now + psim_splitmix(&seed) % 8);
+        else st = gpumem_cache_hint(c, t[i], now + (ahead >= 8 ? 0 : 8 - ahead));
+        cr_assert_eq(st, GPUMEM_OK);
+    }
+    gpumem_cache_get_stats(c, &st);
+    if (out) *out = c->slot_hints;
+    gpumem_cache_destroy(c);
+    free(mem);
+    free(next);
+    return st.misses;
+}
+
+Test(hints, slot_kind_right_hints_beat_brrip) {
+    static uint32_t t[SLOT_N];
+    gpumem_policy_slot_hints h;
+    uint64_t b, r;
+    make_slot_trace(t, TRACE_PAIRS);
+    b = slot_misses(GPUMEM_POLICY_BRRIP, t, HINTS_NONE, NULL);
+    cr_assert_eq(slot_misses(GPUMEM_POLICY_HINTED_RRIP, t, HINTS_NONE, NULL), b, "no hints: BRRIP exactly");
+    r = slot_misses(GPUMEM_POLICY_HINTED_RRIP, t, HINTS_TRUE, &h);
+    cr_log_info("pairs: BRRIP %llu misses, true hints %llu (%u applied, %u right, %u wrong)", (unsigned long long)b,
+                (unsigned long long)r, h.applied, h.right, h.wrong);
+    cr_assert_lt(r, b, "true hints: %llu misses, BRRIP %llu", (unsigned long long)r, (unsigned long long)b);
+    cr_assert_geq(h.trust, GPUMEM_POLICY_TRUST_USE, "true hints distrusted (%u)", h.trust);
+}
+
+Test(hints, slot_kind_bad_hints_cost_at_most_a_quarter_more) {
+    static uint32_t t[SLOT_N];
+    int trace, how;
+    for (trace = 0; trace < TRACE_KINDS; trace++) {
+        uint64_t b;
+        make_slot_trace(t, trace);
+        b = slot_misses(GPUMEM_POLICY_BRRIP, t, HINTS_NONE, NULL);
+        for (how = HINTS_TRUE; how <= HINTS_INVERTED; how++) {
+            gpumem_policy_slot_hints h;
+            uint64_t m = slot_misses(GPUMEM_POLICY_HINTED_RRIP, t, how, &h);
+            cr_log_info("trace %d, hints %d: %llu misses, BRRIP %llu (%u right, %u wrong)", trace, how,
+                        (unsigned long long)m, (unsigned long long)b, h.right, h.wrong);
+            cr_assert_leq((double)m, 1.25 * (double)b, "trace %d, hints %d: %llu misses, BRRIP %llu", trace, how,
+                          (unsigned long long)m, (unsigned long long)b);
+            /* (on the loop every next use is as far as every other: inverted hints are the true ones) */
+            if (how == HINTS_INVERTED && trace != TRACE_LOOP)
+                cr_assert_gt(h.wrong, h.right, "trace %d: inverted hints not seen to be wrong", trace);
+        }
+    }
+}
+
+Test(hints, slot_kind_bad_input_gets_a_status) {
+    static uint64_t mem[8 * GPUMEM_CACHE_MIN_LINE / 8];
+    gpumem_cache_desc d = gpumem_cache_desc_default();
+    gpumem_cache *c, *plain;
+    void *p;
+    d.n_lines = 8;
+    d.line_bytes = GPUMEM_CACHE_MIN_LINE;
+    d.n_slots = 2;
+    d.backing = gpumem_cache_backing_memory(mem);
+    cr_assert_eq(gpumem_cache_create(&d, &plain), GPUMEM_OK);
+    d.policy = GPUMEM_POLICY_HINTED_RRIP;
+    cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_hint(plain, 1, 3), GPUMEM_ESTATE, "BRRIP takes no hints");
+    cr_assert_eq(gpumem_cache_epoch(plain, 3), GPUMEM_ESTATE);
+    cr_assert_eq(gpumem_cache_hint(c, 8, 3), GPUMEM_ERANGE, "a line past the end");
+    cr_assert_eq(gpumem_cache_demote(c, 8), GPUMEM_ERANGE);
+    cr_assert_eq(gpumem_cache_hint(NULL, 1, 3), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_cache_hint(c, 1, 3), GPUMEM_OK, "not resident: dropped");
+    cr_assert_eq(gpumem_cache_acquire(c, 1, 1, 0, &p), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_release(c, 1, 1), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_epoch(c, 5), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_epoch(c, 4), GPUMEM_OK, "a thread behind the clock changes nothing");
+    cr_assert_eq(c->slot_hints.epoch, 5);
+    cr_assert_eq(gpumem_cache_hint(c, 1, 4), GPUMEM_ERANGE, "a hint for a past epoch");
+    cr_assert_eq(gpumem_cache_hint(c, 1, UINT64_MAX), GPUMEM_ERANGE);
+    cr_assert_eq(gpumem_cache_epoch(c, UINT64_MAX), GPUMEM_EOVERFLOW);
+    cr_assert_eq(gpumem_cache_hint(c, 1, 5), GPUMEM_OK);
+    cr_assert_eq(c->slots[c->lines[1].slot].ref & 3u, 0, "a near hint keeps the line");
+    cr_assert_eq(gpumem_cache_demote(c, 1), GPUMEM_OK);
+    cr_assert_eq(c->slots[c->lines[1].slot].ref & 3u, 3, "a demote evicts it first");
+    gpumem_cache_destroy(c);
+    gpumem_cache_destroy(plain);
 }
