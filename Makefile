@@ -280,7 +280,7 @@ run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/ben
 	  TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_orphan
 	@echo "== $(BUILD)/race_reset (ThreadSanitizer: a pair reset while threads call into it)"; \
 	  TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_reset
-	@echo "== $(BUILD)/race_hints (ThreadSanitizer: the hinted policy under writers, evictions and hinting threads)"; \
+	@echo "== $(BUILD)/race_hints (ThreadSanitizer: both hinted policies under writers, evictions and hinting threads)"; \
 	  TSAN_OPTIONS="halt_on_error=1" $(BUILD)/race_hints
 	@echo "== tests/test_plot_gpu.py (the GPU benchmark's plot, on made-up rows)"; python3 tests/test_plot_gpu.py
 	@echo "== tests/graph_peer.py (build/graph's --out in the file's ids, against networkx)"; \

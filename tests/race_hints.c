@@ -1,7 +1,8 @@
 /* Next-use hints under concurrency (issue 43), under ThreadSanitizer (run by
  * `make test`; a plain program, as Criterion cannot start under TSan): a
- * cache of 8 slots over 64 lines of memory under the hinted policy
- * (gpumem_policy.h, desc.seq_policy), so nearly every access evicts;
+ * cache of 8 slots over 64 lines of memory, so nearly every access evicts,
+ * run twice: under the hinted sequential policy (gpumem_policy.h,
+ * desc.seq_policy) and under the lock-free slot kind HINTED_RRIP;
  * writer threads count their writes into words of their own in every line,
  * readers check every line's first word, and hinting threads send hints
  * (right, wrong and random), demotes and epochs the whole time. TSan
@@ -83,23 +84,35 @@ static void *hinter(void *arg) {
     return NULL;
 }
 
-int main(void) {
+/* One run: `slot` 0 under the hinted sequential policy, 1 under the slot
+ * kind GPUMEM_POLICY_HINTED_RRIP (no lock at all: hints, hits and sweeps
+ * race on the slots' words). Returns nonzero on a failure. */
+static int run(int slot) {
     gpumem_cache_desc d = gpumem_cache_desc_default();
     gpumem_policy_desc pd = gpumem_policy_desc_default(GPUMEM_POLICY_HINTED, 8);
     gpumem_policy pol;
-    void *mem;
+    void *mem = NULL;
     pthread_t users[WRITERS + READERS], hinters[HINTERS];
     uintptr_t i, w, l;
-    uint64_t hinted;
-    for (l = 0; l < LINES; l++) data[l * LINE_BYTES / 8] = l;
-    pd.hint_slack = 1;
-    mem = malloc(gpumem_policy_bytes(&pd));
-    if (!mem || gpumem_policy_init(&pol, &pd, mem) != GPUMEM_OK) return 1;
+    uint64_t hinted, right, by_hint;
+    bad = refused_hints = 0;
+    stop = 0;
+    for (l = 0; l < LINES; l++) {
+        data[l * LINE_BYTES / 8] = l;
+        for (w = 0; w < WRITERS; w++) data[l * LINE_BYTES / 8 + 1 + w] = writes[w][l] = 0;
+    }
     d.n_lines = LINES;
     d.line_bytes = LINE_BYTES;
     d.n_slots = 8;
-    d.seq_policy = &pol;
     d.backing = gpumem_cache_backing_memory(data);
+    if (slot) {
+        d.policy = GPUMEM_POLICY_HINTED_RRIP;
+    } else {
+        pd.hint_slack = 1;
+        mem = malloc(gpumem_policy_bytes(&pd));
+        if (!mem || gpumem_policy_init(&pol, &pd, mem) != GPUMEM_OK) return 1;
+        d.seq_policy = &pol;
+    }
     if (gpumem_cache_create(&d, &cache) != GPUMEM_OK) return 1;
     for (i = 0; i < HINTERS; i++) pthread_create(&hinters[i], NULL, hinter, (void *)i);
     for (i = 0; i < WRITERS + READERS; i++) pthread_create(&users[i], NULL, user, (void *)i);
@@ -112,13 +125,21 @@ int main(void) {
         for (w = 0; w < WRITERS; w++)
             if (data[l * LINE_BYTES / 8 + 1 + w] != writes[w][l]) bad++;
     }
-    hinted = pol.hint.right + pol.hint.wrong;
-    printf("race_hints: %u accesses by %u threads through 8 slots while %u threads hinted: %llu hints judged "
-           "(%llu right), %llu victims by hint, %llu by the fallback, %llu refused as past; %llu wrong\n",
-           (WRITERS + READERS) * ROUNDS, WRITERS + READERS, HINTERS, (unsigned long long)hinted,
-           (unsigned long long)pol.hint.right, (unsigned long long)pol.hint.hinted_victims,
-           (unsigned long long)pol.hint.fallback_victims, (unsigned long long)refused_hints, (unsigned long long)bad);
+    /* the slot kind: hints applied stand for the victims they made */
+    hinted = slot ? cache->slot_hints.right + cache->slot_hints.wrong : pol.hint.right + pol.hint.wrong;
+    right = slot ? cache->slot_hints.right : pol.hint.right;
+    by_hint = slot ? cache->slot_hints.applied : pol.hint.hinted_victims;
+    printf("race_hints (%s): %u accesses by %u threads through 8 slots while %u threads hinted: %llu hints judged "
+           "(%llu right), %llu %s, %llu refused as past; %llu wrong\n",
+           slot ? "slot kind hinted-rrip" : "sequential hinted", (WRITERS + READERS) * ROUNDS, WRITERS + READERS,
+           HINTERS, (unsigned long long)hinted, (unsigned long long)right, (unsigned long long)by_hint,
+           slot ? "hints applied" : "victims by hint", (unsigned long long)refused_hints, (unsigned long long)bad);
     gpumem_cache_destroy(cache);
     free(mem);
-    return bad || !hinted || !pol.hint.hinted_victims ? 1 : 0;
+    return bad || !hinted || !by_hint;
+}
+
+int main(void) {
+    int failed = run(0);
+    return run(1) || failed ? 1 : 0;
 }
