@@ -38,9 +38,9 @@
  *            --policy P (the cache's replacement policy, gpumem_policy.h)
  *            --trace OUT (record the cache's accesses for bench/policy_sim)
  *            --hints on|off (bfs, cc, pagerank: tell the cache each round's
- *            next uses; off by default until the hinted policy has a
- *            concurrent form; with no --policy the policy is then hinted;
- *            it prints what the hints proved)
+ *            next uses; off by default; with no --policy the policy is
+ *            then hinted (sequential, one lock), --policy hinted-rrip the
+ *            lock-free slot kind; it prints what the hints proved)
  *
  * Every run prints its rounds as they finish, then hit rate, I/O
  * amplification (bytes read from storage / bytes the algorithm needed) and
@@ -280,6 +280,12 @@ static void hint_before_round(run *r, const graph_csr *g, uint32_t round, uint32
 /* What the hints proved and who chose the victims (the hinted policy). */
 static void print_hints(const graph_store *s) {
     const gpumem__phint *h = &s->seq.hint;
+    if (s->cache && !s->cache->seq && s->cache->policy == GPUMEM_POLICY_HINTED_RRIP) { /* the slot kind */
+        const gpumem_policy_slot_hints *sh = &s->cache->slot_hints;
+        printf("  hints: %u judged right, %u wrong (trust %u of %u); %u applied (hinted-rrip)\n", sh->right,
+               sh->wrong, sh->trust, GPUMEM_POLICY_TRUST_MAX, sh->applied);
+        return;
+    }
     if (!s->seq_mem || s->seq.d.kind != GPUMEM_POLICY_HINTED) return;
     printf("  hints: %llu proven right, %llu wrong (trust %u of %u); victims: %llu by hint, %llu by the fallback "
            "(%s)\n",
@@ -804,8 +810,9 @@ static const cli_option option_docs[] = {
     CLI_PAIRS_DOCS(O_PAIRS, O_DEPTH, O_IOPS, "4"),
     {"--ordered", NULL, "expand each BFS level in vertex order", O_ORDERED},
     {"--machine", "TEXT", "write TEXT into the table as the machine it ran on", O_MACHINE},
-    {"--policy", "P", "the cache's replacement policy: brrip (default), clock, fifo, srrip, or a sequential one:\n"
-                      "                       lru, lfu, cp, hpe, tournament, hinted (gpumem_policy.h)", O_POLICY},
+    {"--policy", "P", "the cache's replacement policy: brrip (default), clock, fifo, srrip, hinted-rrip, or a\n"
+                      "                       sequential one: lru, lfu, cp, hpe, tournament, hinted (gpumem_policy.h)",
+     O_POLICY},
     {"--trace", "OUT", "record the cache's accesses to OUT (bench/policy_sim's binary trace format; gnn: the\n"
                        "                       feature cache's, with its hints)", O_TRACE},
     {"--host-mib", "M", "a host-memory tier of M MiB below the cache (gpumem_tier.h); 0: none (the default; demo:\n"
@@ -833,7 +840,8 @@ static const cli_option option_docs[] = {
                       "                       \"vertex rank\" (pagerank), a tab between; written whole or not at all",
      O_OUT},
     {"--hints", "on|off", "tell the cache each round's next uses (default off; with no --policy, the cache's policy\n"
-                          "                       is then hinted, gpumem_policy.h)", O_HINTS},
+                          "                       is then hinted, gpumem_policy.h; --policy hinted-rrip: the lock-free\n"
+                          "                       slot kind)", O_HINTS},
     {"--lookahead", "K", "gnn: sample the next K mini-batches ahead, 0..64 (default 0), and hint the feature cache\n"
                          "                       with each row's next use among them (with no --policy, its policy is\n"
                          "                       then hinted); the batches and rows are the same for every K",
@@ -952,8 +960,8 @@ static int parse(int argc, char **argv, options *o, const cli_command **cmd_out,
             for (o->policy = GPUMEM_POLICY_FIRST; o->policy < GPUMEM_POLICY_KINDS; o->policy++)
                 if (!strcmp(a, gpumem_policy_name(o->policy))) break;
             if (o->policy == GPUMEM_POLICY_KINDS)
-                return bad_args(cmd, "--policy %s: want brrip, clock, fifo, srrip, lru, lfu, cp, hpe, tournament or "
-                                     "hinted", a);
+                return bad_args(cmd, "--policy %s: want brrip, clock, fifo, srrip, hinted-rrip, lru, lfu, cp, hpe, "
+                                     "tournament or hinted", a);
         } else if (od->bit == O_PLACEMENT) {
             for (o->host_placement = 0; o->host_placement < GPUMEM_TIER_PLACEMENTS; o->host_placement++)
                 if (!strcmp(a, gpumem_tier_placement_name(o->host_placement))) break;
