@@ -260,7 +260,7 @@ GPUMEM_API uint32_t gpumem__policy_sweep_len(const gpumem_cache *c) {
 /* Slot k now holds `line` (the caller holds the slot's lock). */
 GPUMEM_API void gpumem__policy_fill(gpumem_cache *c, uint32_t k, uint64_t line) {
     if (!c->seq) {
-        gpumem_policy_slot_fill(c->policy, &c->slots[k].ref, &c->fills.v);
+        gpumem_policy_slot_fill_hinted(c->policy, &c->slots[k].ref, &c->fills.v, &c->slot_hints, line);
         return;
     }
     gpumem__seq_lock(c);
@@ -1293,7 +1293,8 @@ GPUMEM_API uint32_t gpumem__cache_resident_slot(gpumem_cache *c, uint64_t line) 
 /* A hint to a cache of the slot kind GPUMEM_POLICY_HINTED_RRIP: no lock,
  * host or device. The line's slot is read without one (relaxed: the slot
  * word steers replacement only, the line's data is guarded by its state and
- * the slot lock as ever); a hint for a line not resident is dropped. */
+ * the slot lock as ever); a hint for a line not resident waits for its
+ * fill in the policy's pending table. */
 GPUMEM_API gpumem_status gpumem__cache_slot_hint(gpumem_cache *c, uint32_t op, uint64_t line, uint64_t when) {
     uint64_t e = gpumem_atomic_load_u64(&c->slot_hints.epoch, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
     uint32_t k;
@@ -1303,8 +1304,8 @@ GPUMEM_API gpumem_status gpumem__cache_slot_hint(gpumem_cache *c, uint32_t op, u
     }
     if (c->trace) gpumem_policy_trace_hint(c->trace, op, line, when);
     k = gpumem__cache_resident_slot(c, line);
-    if (k >= c->n_slots) /* dropped, but a past epoch is refused all the same */
-        return op == GPUMEM_POLICY_TRACE_HINT && (when < e || when == UINT64_MAX) ? GPUMEM_ERANGE : GPUMEM_OK;
+    if (k >= c->n_slots) /* kept for its fill */
+        return gpumem_policy_slot_hint_later(&c->slot_hints, line, when, op == GPUMEM_POLICY_TRACE_DEMOTE);
     return gpumem_policy_slot_hint(&c->slot_hints, &c->slots[k].ref, when, op == GPUMEM_POLICY_TRACE_DEMOTE);
 }
 

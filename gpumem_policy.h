@@ -229,12 +229,18 @@ GPUMEM_API const char *gpumem_policy_name(uint32_t kind) {
  * (below GPUMEM_POLICY_TRUST_USE hints only set the flags, so they are
  * still judged and trust can come back), which bounds what bad hints cost
  * (tests/test_hints.c: random hints within 1.25x BRRIP's misses). Hints
- * for lines not resident are dropped (advice). */
+ * for lines not resident wait in a small direct-mapped table for their
+ * fill (gpumem_policy_slot_hint_later; a collision keeps the newer). */
 #define GPUMEM__SLOT_RRPV 3u       /* the word's RRPV bits */
 #define GPUMEM__SLOT_HINT_FAR 4u   /* hinted far or demoted, not yet judged */
 #define GPUMEM__SLOT_HINT_NEAR 8u  /* hinted near, not yet used */
 #define GPUMEM__SLOT_EPOCH_SHIFT 8u /* bits 8..31: the hinted epoch, mod 2^24 */
 #define GPUMEM__SLOT_EPOCH_MASK 0xFFFFFFu
+
+#ifndef GPUMEM_POLICY_SLOT_PENDING
+#define GPUMEM_POLICY_SLOT_PENDING 1024u /* pending hints kept (a power of two; 8 KiB) */
+#endif
+#define GPUMEM__PEND_LINE_BITS 39u
 
 /* The hinted slot kind's shared state: the clock and the trust in hints.
  * All words are changed with relaxed atomics: they steer replacement only,
@@ -244,6 +250,12 @@ typedef struct gpumem_policy_slot_hints {
     uint32_t trust;       /* 0 .. GPUMEM_POLICY_TRUST_MAX */
     uint32_t right, wrong; /* hints judged so far */
     uint32_t applied;     /* hints that set an RRPV (trusted at the time) */
+    uint32_t pad_;
+    /* Hints for lines not resident, applied at their fill: direct-mapped on
+     * the line, a newer hint replaces an older one (advice: what is lost is
+     * a choice). Each word: line + 1 in bits 0..38 (0: empty), demote in bit
+     * 39, the hinted epoch mod 2^24 in bits 40..63. */
+    uint64_t pending[GPUMEM_POLICY_SLOT_PENDING];
 } gpumem_policy_slot_hints;
 
 GPUMEM_API void gpumem_policy_slot_hints_init(gpumem_policy_slot_hints *h) {
@@ -388,6 +400,51 @@ GPUMEM_API gpumem_status gpumem_policy_slot_hint(gpumem_policy_slot_hints *h, ui
     gpumem_atomic_store_u32(w, rrpv | flag | (uint32_t)(when & GPUMEM__SLOT_EPOCH_MASK) << GPUMEM__SLOT_EPOCH_SHIFT,
                             GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
     return GPUMEM_OK;
+}
+
+/* Where a line's pending hint lives (a Fibonacci hash of the line). */
+GPUMEM_API uint64_t *gpumem__slot_pending_at(gpumem_policy_slot_hints *h, uint64_t line) {
+    return &h->pending[((line * 0x9E3779B97F4A7C15ull) >> 32) & (GPUMEM_POLICY_SLOT_PENDING - 1)];
+}
+
+/* A hint for a line not resident (HINTED_RRIP): kept for its fill. ERANGE
+ * as gpumem_policy_slot_hint; a line past 2^39 - 1 is not kept (dropped). */
+GPUMEM_API gpumem_status gpumem_policy_slot_hint_later(gpumem_policy_slot_hints *h, uint64_t line, uint64_t when,
+                                                       int demote) {
+    uint64_t e;
+    if (!h) return GPUMEM_ENULL;
+    e = gpumem_atomic_load_u64(&h->epoch, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
+    if (!demote && (when < e || when == UINT64_MAX)) return GPUMEM_ERANGE;
+    if (line + 1 >= 1ull << GPUMEM__PEND_LINE_BITS) return GPUMEM_OK;
+    gpumem_atomic_store_u64(gpumem__slot_pending_at(h, line),
+                            (line + 1) | (uint64_t)(demote != 0) << GPUMEM__PEND_LINE_BITS |
+                                ((demote ? e : when) & GPUMEM__SLOT_EPOCH_MASK) << (GPUMEM__PEND_LINE_BITS + 1),
+                            GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
+    return GPUMEM_OK;
+}
+
+/* A line placed in the slot whose word is w: the kind's fill, then, for
+ * HINTED_RRIP, the line's pending hint if one is kept (taken by a CAS, so
+ * two fills of one line apply it once; one whose epoch has passed is
+ * dropped). Off the hit path: a miss's fill. */
+GPUMEM_API void gpumem_policy_slot_fill_hinted(uint32_t kind, uint32_t *w, uint32_t *fills,
+                                               gpumem_policy_slot_hints *h, uint64_t line) {
+    uint64_t *at, p, e;
+    uint32_t ahead;
+    gpumem_policy_slot_fill(kind, w, fills);
+    if (kind != GPUMEM_POLICY_HINTED_RRIP || !h || !w) return;
+    at = gpumem__slot_pending_at(h, line);
+    p = gpumem_atomic_load_u64(at, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
+    if ((p & ((1ull << GPUMEM__PEND_LINE_BITS) - 1)) != line + 1 ||
+        !gpumem_atomic_cas_u64(at, &p, 0, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE))
+        return;
+    if (p >> GPUMEM__PEND_LINE_BITS & 1) {
+        (void)gpumem_policy_slot_hint(h, w, 0, 1);
+        return;
+    }
+    e = gpumem_atomic_load_u64(&h->epoch, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
+    ahead = ((uint32_t)(p >> (GPUMEM__PEND_LINE_BITS + 1)) - (uint32_t)e) & GPUMEM__SLOT_EPOCH_MASK;
+    if (ahead < (GPUMEM__SLOT_EPOCH_MASK >> 1)) (void)gpumem_policy_slot_hint(h, w, e + ahead, 0);
 }
 
 /* ======================================================================== */

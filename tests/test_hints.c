@@ -305,7 +305,7 @@ Test(hints, slot_kind_bad_input_gets_a_status) {
     cr_assert_eq(gpumem_cache_hint(c, 8, 3), GPUMEM_ERANGE, "a line past the end");
     cr_assert_eq(gpumem_cache_demote(c, 8), GPUMEM_ERANGE);
     cr_assert_eq(gpumem_cache_hint(NULL, 1, 3), GPUMEM_ENULL);
-    cr_assert_eq(gpumem_cache_hint(c, 1, 3), GPUMEM_OK, "not resident: dropped");
+    cr_assert_eq(gpumem_cache_hint(c, 1, 3), GPUMEM_OK, "not resident: kept for its fill");
     cr_assert_eq(gpumem_cache_acquire(c, 1, 1, 0, &p), GPUMEM_OK);
     cr_assert_eq(gpumem_cache_release(c, 1, 1), GPUMEM_OK);
     cr_assert_eq(gpumem_cache_epoch(c, 5), GPUMEM_OK);
@@ -318,6 +318,10 @@ Test(hints, slot_kind_bad_input_gets_a_status) {
     cr_assert_eq(c->slots[c->lines[1].slot].ref & 3u, 0, "a near hint keeps the line");
     cr_assert_eq(gpumem_cache_demote(c, 1), GPUMEM_OK);
     cr_assert_eq(c->slots[c->lines[1].slot].ref & 3u, 3, "a demote evicts it first");
+    cr_assert_eq(gpumem_cache_hint(c, 2, 6), GPUMEM_OK, "line 2 not resident: pending");
+    cr_assert_eq(gpumem_cache_acquire(c, 2, 1, 0, &p), GPUMEM_OK); /* BRRIP's second fill: RRPV 3 */
+    cr_assert_eq(gpumem_cache_release(c, 2, 1), GPUMEM_OK);
+    cr_assert_eq(c->slots[c->lines[2].slot].ref & 3u, 0, "the pending near hint applied at the fill");
     gpumem_cache_destroy(c);
     gpumem_cache_destroy(plain);
 }
