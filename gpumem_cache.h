@@ -38,7 +38,8 @@
  *   double x; gpumem_cache_ref_get(&r, i, &x); gpumem_cache_ref_put(&r, j, &x);
  *   gpumem_cache_ref_drop(&r);                 // releases the line it keeps
  *
- *   // With desc.seq_policy a GPUMEM_POLICY_HINTED policy (gpumem_policy.h),
+ *   // With desc.policy = GPUMEM_POLICY_HINTED_RRIP (lock-free, host or device),
+ *   // or desc.seq_policy a GPUMEM_POLICY_HINTED policy (gpumem_policy.h),
  *   // tell it the future (advice: a wrong hint never changes a read):
  *   gpumem_cache_epoch(c, 7);                  // the application's clock
  *   gpumem_cache_hint(c, line, 9);             // `line` is next used at epoch 9
@@ -126,7 +127,9 @@
  * policy); gpumem_policy_trace_write saves it for bench/policy_sim.
  *
  * Hints (issue 43, the section "Next-use hints"): the application's next
- * uses go to a hinted sequential policy under the policy's lock. Hits update
+ * uses go to the slot kind HINTED_RRIP without a lock (they set a slot's
+ * RRPV word, or wait in its pending table for the line's fill), or to a
+ * hinted sequential policy under the policy's lock. Hits update
  * it only when the lock is free, as for any sequential policy: a use it does
  * not see leaves its hint standing until the epoch passes, judged wrong then
  * (so heavy contention costs trust in the hints, never an answer).
@@ -1273,15 +1276,18 @@ GPUMEM_API gpumem_status gpumem_cache_ref_put(gpumem_cache_ref *r, uint64_t i, c
  * next use on a clock of its own (a BFS level, a PageRank sweep, a
  * mini-batch, or finer), that it is done with a line (demote), and where
  * its clock is. Any thread, host or device; gpumem_cache_hint_coalesced
- * sends one hint per group of lanes. The hinted sequential policy is host
- * code: from device code a hint is recorded in the trace and answers
- * ESTATE (gpumem_policy.h says why). Hints are advice: they change which
- * lines are kept, never what a read returns. The cache's policy must be
+ * sends one hint per group of lanes. The slot kind GPUMEM_POLICY_HINTED_RRIP
+ * (desc.policy) takes hints from host and device alike. The hinted
+ * sequential policy is host code: from device code a hint to it is
+ * recorded in the trace and answers ESTATE (gpumem_policy.h says why).
+ * Hints are advice: they change which lines are kept, never what a read
+ * returns. The cache's policy must be GPUMEM_POLICY_HINTED_RRIP or
  * GPUMEM_POLICY_HINTED (desc.seq_policy); every hint is recorded in
  * desc.trace whatever the policy, so that bench/policy_sim replays it.
  * Statuses: ENULL, ERANGE (a line past the end; the policy's ERANGE: a hint
- * for an epoch already past), ESTATE (the cache's policy takes no hints:
- * the hint was recorded, and that is all). */
+ * for an epoch already past), EOVERFLOW (an epoch of UINT64_MAX), ESTATE
+ * (the cache's policy takes no hints: the hint was recorded, and that is
+ * all). */
 /* The slot holding `line`, if it is cached and not in flux, or NONE. */
 GPUMEM_API uint32_t gpumem__cache_resident_slot(gpumem_cache *c, uint64_t line) {
     uint32_t s = gpumem_atomic_load_u32(gpumem__line_state(c, line), GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);

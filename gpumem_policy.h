@@ -21,6 +21,17 @@
  *       // evict the line in slot cand
  *   }   // else cand got a second chance; gpumem_policy_slot_sweep_len(kind, n)
  *       // steps propose every slot at least once.
+ *   // 1b. The hinted slot kind: BRRIP whose RRPV the application's next-use
+ *   //     hints set (next use this epoch or the next: kept; demoted: first
+ *   //     out; farther: BRRIP's), lock-free; the cache does this for you
+ *   //     (desc.policy = GPUMEM_POLICY_HINTED_RRIP, gpumem_cache_hint).
+ *   gpumem_policy_slot_hints sh;
+ *   gpumem_policy_slot_hints_init(&sh);
+ *   gpumem_policy_slot_epoch(&sh, 4);                     // the clock
+ *   gpumem_policy_slot_hint(&sh, &words[k], 5, 0);        // slot k's line: next used at epoch 5
+ *   gpumem_policy_slot_hint_later(&sh, old_line, 5, 0);   // a line not cached: kept for its fill
+ *   gpumem_policy_slot_fill_hinted(GPUMEM_POLICY_HINTED_RRIP, &words[k], &fills, &sh, line);
+ *   gpumem_policy_slot_consider_hinted(GPUMEM_POLICY_HINTED_RRIP, &words[cand], &sh); // judges hints
  *
  *   // 2. Sequential policies: one owner thread (or a caller's lock). Every
  *   //    kind, LRU/LFU/CP/HPE/tournament included; memory from the caller.
@@ -78,7 +89,8 @@
  *
  * Two families, because a cache shared by thousands of threads cannot keep an
  * exact recency list without a lock on every hit:
- *   - slot policies (CLOCK, FIFO = BaM's round robin, SRRIP, BRRIP): one
+ *   - slot policies (CLOCK, FIFO = BaM's round robin, SRRIP, BRRIP,
+ *     HINTED_RRIP = BRRIP steered by next-use hints): one
  *     word per slot changed with relaxed atomics and a fetch-add hand, so any
  *     number of threads can hit, fill and sweep at once. A candidate is only a
  *     proposal: the cache still refuses lines that are referenced or busy.
@@ -559,9 +571,10 @@ GPUMEM_API uint32_t gpumem__plist_first_free(const uint32_t *step, uint32_t x, c
 
 /* ---- per-kind state ------------------------------------------------------ */
 
-typedef struct gpumem__pslot { /* CLOCK, FIFO, SRRIP, BRRIP */
+typedef struct gpumem__pslot { /* CLOCK, FIFO, SRRIP, BRRIP, HINTED_RRIP */
     uint32_t *words;
     uint32_t hand, fills;
+    gpumem_policy_slot_hints *hints; /* HINTED_RRIP's clock, trust and pending hints; else NULL */
 } gpumem__pslot;
 
 typedef struct gpumem__plru {
@@ -751,6 +764,7 @@ GPUMEM_API size_t gpumem__policy_layout(const gpumem_policy_desc *d, gpumem_poli
         at += sizeof(type) * (size_t)(count);                                                     \
     } while (0)
     if (k < GPUMEM_POLICY_SLOT_KINDS) GPUMEM__TAKE(p->slot.words, uint32_t, n);
+    if (k == GPUMEM_POLICY_HINTED_RRIP) GPUMEM__TAKE(p->slot.hints, gpumem_policy_slot_hints, 1);
     if (k == GPUMEM_POLICY_LRU || k == GPUMEM_POLICY_TOURNAMENT) {
         GPUMEM__TAKE(p->lru.prev, uint32_t, n);
         GPUMEM__TAKE(p->lru.next, uint32_t, n);
@@ -1211,7 +1225,7 @@ GPUMEM_API void gpumem__pbase_fill(gpumem_policy *p, uint32_t kind, uint32_t k, 
         gpumem__lfu_put(&p->lfu, k, 0);
         gpumem__cp_fill(&p->cp, k);
         break;
-    default: gpumem_policy_slot_fill(kind, &p->slot.words[k], &p->slot.fills); break;
+    default: gpumem_policy_slot_fill_hinted(kind, &p->slot.words[k], &p->slot.fills, p->slot.hints, line); break;
     }
 }
 
@@ -1252,7 +1266,8 @@ GPUMEM_API uint32_t gpumem__pbase_victim(gpumem_policy *p, uint32_t kind, const 
     default:
         for (i = 0; i < gpumem_policy_slot_sweep_len(kind, n) + n; i++) {
             k = gpumem_policy_slot_next(&p->slot.hand, n);
-            if ((!pinned || !pinned[k]) && gpumem_policy_slot_consider(kind, &p->slot.words[k])) return k;
+            if ((!pinned || !pinned[k]) && gpumem_policy_slot_consider_hinted(kind, &p->slot.words[k], p->slot.hints))
+                return k;
         }
         return GPUMEM_POLICY_NONE;
     }
@@ -1506,6 +1521,7 @@ GPUMEM_API gpumem_status gpumem_policy_init(gpumem_policy *p, const gpumem_polic
     }
     if (base < GPUMEM_POLICY_SLOT_KINDS)
         for (i = 0; i < n; i++) p->slot.words[i] = 0;
+    gpumem_policy_slot_hints_init(p->slot.hints);
     for (i = 0; i < n; i++) p->line_of[i] = 0;
     gpumem__pzero(p->pin, n);
     gpumem__plist_clear(&p->lru.l);
@@ -1581,9 +1597,19 @@ GPUMEM_API gpumem_status gpumem__hint_check(const gpumem_policy *p, uint32_t k, 
  * in the pending table) will next be used at epoch `when`. ESTATE on
  * another kind; EINVAL if slot k does not hold `line`; ERANGE for an epoch
  * already past or GPUMEM_POLICY_UNHINTED. */
+/* HINTED_RRIP in a sequential struct (the simulator): the slot kind's own
+ * calls, on the policy's words (k: the line's slot, or NONE: not cached). */
+GPUMEM_API gpumem_status gpumem__slot_kind_hint(gpumem_policy *p, uint32_t k, uint64_t line, uint64_t when, int demote) {
+    if (k == GPUMEM_POLICY_NONE) return gpumem_policy_slot_hint_later(p->slot.hints, line, when, demote);
+    if (k >= p->d.n_slots || p->line_of[k] != line) return GPUMEM_EINVAL;
+    return gpumem_policy_slot_hint(p->slot.hints, &p->slot.words[k], when, demote);
+}
+
 GPUMEM_API gpumem_status gpumem_policy_hint(gpumem_policy *p, uint32_t k, uint64_t line, uint64_t when) {
     gpumem__phint *h;
-    gpumem_status st = gpumem__hint_check(p, k, line);
+    gpumem_status st;
+    if (p && p->d.kind == GPUMEM_POLICY_HINTED_RRIP) return gpumem__slot_kind_hint(p, k, line, when, 0);
+    st = gpumem__hint_check(p, k, line);
     if (st != GPUMEM_OK) return st;
     h = &p->hint;
     if (when == GPUMEM_POLICY_UNHINTED || when < h->epoch) return GPUMEM_ERANGE;
@@ -1609,7 +1635,9 @@ GPUMEM_API gpumem_status gpumem_policy_hint(gpumem_policy *p, uint32_t k, uint64
  * before any other, its hints dropped. Statuses as gpumem_policy_hint. */
 GPUMEM_API gpumem_status gpumem_policy_demote(gpumem_policy *p, uint32_t k, uint64_t line) {
     gpumem__phint *h;
-    gpumem_status st = gpumem__hint_check(p, k, line);
+    gpumem_status st;
+    if (p && p->d.kind == GPUMEM_POLICY_HINTED_RRIP) return gpumem__slot_kind_hint(p, k, line, 0, 1);
+    st = gpumem__hint_check(p, k, line);
     if (st != GPUMEM_OK) return st;
     h = &p->hint;
     if (k == GPUMEM_POLICY_NONE) {
@@ -1632,6 +1660,7 @@ GPUMEM_API gpumem_status gpumem_policy_demote(gpumem_policy *p, uint32_t k, uint
  * another kind. */
 GPUMEM_API gpumem_status gpumem_policy_epoch(gpumem_policy *p, uint64_t epoch) {
     if (!p) return GPUMEM_ENULL;
+    if (p->d.kind == GPUMEM_POLICY_HINTED_RRIP) return gpumem_policy_slot_epoch(p->slot.hints, epoch);
     if (!GPUMEM__HINT_HOOKS) return GPUMEM_ESTATE; /* host code (GPUMEM__HINT_HOOKS) */
     if (p->d.kind != GPUMEM_POLICY_HINTED) return GPUMEM_ESTATE;
     if (epoch == GPUMEM_POLICY_UNHINTED) return GPUMEM_EOVERFLOW;

@@ -64,7 +64,7 @@ typedef struct psim {
     const void *raw_map;    /* psim_map, to find the dense id of a raw line */
     const void *fdp_regions; /* NULL: FDP's regions are line >> PSIM_FDP_SHIFT; else a psim_map of those to
                                 dense region numbers (the program: memory per region touched, not per line) */
-    uint64_t hints_refused; /* hint records the policy refused (HINTED) */
+    uint64_t hints_refused; /* hint records the policy refused (HINTED, HINTED_RRIP) */
     uint64_t *log;          /* NULL, or the evicted lines in order (tests) */
     uint32_t log_n, log_cap;
 } psim;
@@ -325,7 +325,7 @@ static inline int psim_access(psim *s, uint32_t line) {
     return 0;
 }
 
-/* ---- hints: replayed into HINTED simulations, ignored by the others ---------------- */
+/* ---- hints: replayed into HINTED and HINTED_RRIP simulations, ignored by the others - */
 
 enum { PSIM_HINT = 1, PSIM_DEMOTE = 2, PSIM_EPOCH = 3 };
 
@@ -334,7 +334,7 @@ enum { PSIM_HINT = 1, PSIM_DEMOTE = 2, PSIM_EPOCH = 3 };
  * counted in hints_refused, as the cache would return its status. */
 static inline void psim_hint_event(psim *s, uint32_t op, uint32_t line, uint64_t value) {
     gpumem_status st = GPUMEM_OK;
-    if (s->pol.d.kind != GPUMEM_POLICY_HINTED) return;
+    if (s->pol.d.kind != GPUMEM_POLICY_HINTED && s->pol.d.kind != GPUMEM_POLICY_HINTED_RRIP) return;
     if (op == PSIM_EPOCH) st = gpumem_policy_epoch(&s->pol, value);
     else if (op == PSIM_HINT) st = gpumem_policy_hint(&s->pol, s->slot_of[line], psim_raw(s, line), value);
     else if (op == PSIM_DEMOTE) st = gpumem_policy_demote(&s->pol, s->slot_of[line], psim_raw(s, line));

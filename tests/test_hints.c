@@ -325,3 +325,30 @@ Test(hints, slot_kind_bad_input_gets_a_status) {
     gpumem_cache_destroy(c);
     gpumem_cache_destroy(plain);
 }
+
+/* The simulator runs the slot kind's own code: the same trace and hints
+ * through bench/policy_sim.h miss as often as through the cache. */
+Test(hints, slot_kind_simulated_as_the_cache_runs_it) {
+    static uint32_t t[SLOT_N];
+    uint64_t *next = (uint64_t *)malloc((size_t)SLOT_N * 8), cache_misses;
+    gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_HINTED_RRIP, SLOT_CAP);
+    psim s;
+    uint32_t i;
+    cr_assert_not_null(next);
+    make_slot_trace(t, TRACE_PAIRS);
+    cr_assert_eq(psim_next_use(t, SLOT_N, SLOT_LINES, next), 0);
+    cr_assert_eq(psim_init(&s, &d, SLOT_LINES, PSIM_ONE_TIER, 0, PSIM_NO_PREFETCH, SLOT_LINES), 0);
+    for (i = 0; i < SLOT_N; i++) {
+        uint64_t now = i / SLOT_EPOCH;
+        psim_hint_event(&s, PSIM_EPOCH, 0, now);
+        psim_access(&s, t[i]);
+        if (next[i] == PSIM_NEVER) psim_hint_event(&s, PSIM_DEMOTE, t[i], 0);
+        else psim_hint_event(&s, PSIM_HINT, t[i], next[i] / SLOT_EPOCH);
+    }
+    cache_misses = slot_misses(GPUMEM_POLICY_HINTED_RRIP, t, HINTS_TRUE, NULL);
+    cr_assert_eq(s.hints_refused, 0, "%llu hints refused", (unsigned long long)s.hints_refused);
+    cr_assert_eq(s.misses, cache_misses, "simulated %llu misses, the cache %llu", (unsigned long long)s.misses,
+                 (unsigned long long)cache_misses);
+    psim_free(&s);
+    free(next);
+}
