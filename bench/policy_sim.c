@@ -7,8 +7,9 @@
  *   policy_sim run TRACE [options]       simulate; TRACE binary (gpumem_policy.h) or text: a
  *                                        line number a line (trace_parse_id), lines ending in
  *                                        \n or \r\n; a NUL byte or a lone \r is refused
- *       --policies P,P,..|all   policies (clock fifo srrip brrip lru lfu cp hpe tournament hinted;
- *                               hinted replays the trace's hint records, the others ignore them)
+ *       --policies P,P,..|all   policies (clock fifo srrip brrip hinted-rrip lru lfu cp hpe tournament
+ *                               hinted; hinted and hinted-rrip replay the trace's hint records, the
+ *                               others ignore them)
  *       --fracs F,F,..          capacities as fractions of the footprint (default 0.5,0.75)
  *       --lines N,N,..          capacities in lines instead
  *       --two-tier F            also GMT's two tiers: a host tier of F x footprint lines
@@ -16,8 +17,8 @@
  *       --prefetch readahead|fdp  prefetch on every demand miss (one-tier runs)
  *       --hint-fallback P       the hinted policy's fallback (default brrip)
  *       --hint-slack N          epochs a use may miss its hint by and prove it right (default 0)
- *       --oracle Q              hinted gets the true next uses instead of the trace's hints, the
- *                               epoch advancing every Q accesses (1: Belady's OPT exactly)
+ *       --oracle Q              hinted and hinted-rrip get the true next uses instead of the trace's
+ *                               hints, the epoch advancing every Q accesses (1: hinted is Belady's OPT)
  *       --name NAME --tsv FILE  append result rows to FILE, labelled NAME
  *   policy_sim table DIR        every workload, every policy, 50% and 75% of the
  *                               footprint, two tiers, prefetch: DIR/policy-sim.tsv
@@ -656,7 +657,8 @@ static int run(const char *path, const run_opts *o) {
                 for (k = 0; k < n_sims; k++) {
                     double t1 = now_s();
                     psim *s = &sims[k].s;
-                    if (s->pol.d.kind == GPUMEM_POLICY_HINTED && o->oracle) { /* hints from the future */
+                    int hinted = s->pol.d.kind == GPUMEM_POLICY_HINTED || s->pol.d.kind == GPUMEM_POLICY_HINTED_RRIP;
+                    if (hinted && o->oracle) { /* hints from the future */
                         for (x = j; x < e; x++) {
                             uint64_t t = from + x;
                             psim_hint_event(s, PSIM_EPOCH, 0, t / o->oracle);
@@ -664,7 +666,7 @@ static int run(const char *path, const run_opts *o) {
                             if (next[x] == PSIM_NEVER) psim_hint_event(s, PSIM_DEMOTE, ids[x], 0);
                             else psim_hint_event(s, PSIM_HINT, ids[x], next[x] / o->oracle);
                         }
-                    } else if (s->pol.d.kind == GPUMEM_POLICY_HINTED) { /* the hint records between the accesses */
+                    } else if (hinted) { /* the hint records between the accesses */
                         size_t v = ev_at;
                         for (x = j; x < e; x++) {
                             for (; v < n_ev && evs[v].at <= from + x; v++)
