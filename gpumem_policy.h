@@ -1297,7 +1297,7 @@ GPUMEM_API uint32_t gpumem__pbase(const gpumem_policy *p) {
  * fallback and takes no hints (ESTATE). Compiled into the device's hooks,
  * even called rather than inlined, it put the cache's one-element read at 56
  * registers instead of 48 (sm_90, bench/registers/kernels.cu), hinted or
- * not. The device's own hinted policy would be a slot policy (not written). */
+ * not. The device's own hinted policy is the slot kind HINTED_RRIP (section 1). */
 #define GPUMEM__HINT_HOOKS (!GPUMEM_ON_DEVICE)
 
 GPUMEM_API void gpumem__hint_judge(gpumem__phint *h, int right) {
@@ -1599,7 +1599,8 @@ GPUMEM_API gpumem_status gpumem__hint_check(const gpumem_policy *p, uint32_t k, 
  * already past or GPUMEM_POLICY_UNHINTED. */
 /* HINTED_RRIP in a sequential struct (the simulator): the slot kind's own
  * calls, on the policy's words (k: the line's slot, or NONE: not cached). */
-GPUMEM_API gpumem_status gpumem__slot_kind_hint(gpumem_policy *p, uint32_t k, uint64_t line, uint64_t when, int demote) {
+GPUMEM_API gpumem_status gpumem__slot_kind_hint(gpumem_policy *p, uint32_t k, uint64_t line, uint64_t when,
+                                                int demote) {
     if (k == GPUMEM_POLICY_NONE) return gpumem_policy_slot_hint_later(p->slot.hints, line, when, demote);
     if (k >= p->d.n_slots || p->line_of[k] != line) return GPUMEM_EINVAL;
     return gpumem_policy_slot_hint(p->slot.hints, &p->slot.words[k], when, demote);
