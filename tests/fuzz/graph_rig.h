@@ -95,4 +95,35 @@ static void rig_check_same(const graph_csr *g, const ref_graph *ref) {
                        (unsigned long long)(ref->keys[k] & 0xFFFFFFFFu));
 }
 
+/* A refused input: only the input is left in the directory, the refusal
+ * names the file and what was expected, and - where the reference judges
+ * (judged) and the output was not what did not fit - the reference refuses
+ * it too, its first error at the `unit` ("byte", "line") the refusal names. */
+static void rig_check_refused(const char *err, const char *in, const char *out, const char *inname, int rs,
+                              const ref_graph *ref, const char *unit, int judged) {
+    char where[64];
+    const char *names[1] = {inname};
+    expect_dir(names, 1, err);
+    rig_check_refusal(err, in, out);
+    if (!strstr(err, "nothing written") && judged) {
+        FUZZ_CHECK(rs == REF_BAD, "refused what the reference reads (%llu vertices, %zu entries): %s",
+                   (unsigned long long)ref->n, ref->n_keys, err);
+        snprintf(where, sizeof where, ": %s %llu: ", unit, (unsigned long long)ref->bad_at);
+        FUZZ_CHECK(strstr(err, where) != NULL, "the reference finds the first error at %s %llu: %s", unit,
+                   (unsigned long long)ref->bad_at, err);
+    }
+}
+
+/* An accepted input: the directory holds exactly `names`, the reference
+ * does not refuse it (its first error would be at the `unit` it names), and
+ * the output loads into g. */
+static void rig_load_accepted(const char *out, const char *const *names, int n, int rs, const ref_graph *ref,
+                              const char *unit, graph_csr *g) {
+    char lerr[256];
+    expect_dir(names, n, "after a conversion");
+    FUZZ_CHECK(rs != REF_BAD, "accepted what the reference refuses at %s %llu", unit,
+               (unsigned long long)ref->bad_at);
+    FUZZ_CHECK(graph_load(out, g, lerr, sizeof lerr) == GPUMEM_OK, "the output does not load: %s", lerr);
+}
+
 #endif
