@@ -392,6 +392,7 @@ $(BUILD)/fuzz/fuzz_graph_text $(BUILD)/fuzz/fuzz_graph_sg: examples/graph.h exam
 	tests/fuzz/graph_rig.h
 $(BUILD)/fuzz/fuzz_trace: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h
 $(BUILD)/fuzz/fuzz_share_api: tests/share_rig.h
+$(BUILD)/fuzz/fuzz_doctor: tests/doctor_machine.h
 fuzz:
 	@$(DEPS) libfuzzer
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
