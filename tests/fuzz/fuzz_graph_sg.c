@@ -28,13 +28,9 @@ static const char *const ext[2] = {"sg", "wsg"};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char in[300], out[300], err[1024], inname[16];
-    unsigned sel = size ? data[0] : 0;
-    int f = sel & 1, rs;
-    gpumem_status st;
+    int f, rs;
     ref_graph ref;
-    once();
-    if (size) data++, size--;
-    st = rig_convert(data, size, ext[f], sel, inname, in, out, err, sizeof err);
+    gpumem_status st = rig_convert_input(&data, &size, ext, 1, &f, inname, in, out, err, sizeof err);
     rs = ref_read_sg(f ? 8 : 4, data, size, &ref);
     if (st != GPUMEM_OK) {
         rig_check_refused(err, in, out, inname, rs, &ref, "byte", 1);

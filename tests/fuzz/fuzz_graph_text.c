@@ -31,13 +31,9 @@ static const int ref_fmt[4] = {REF_EL, REF_WEL, REF_SNAP, REF_MTX};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char in[300], out[300], ids[320], err[1024], inname[16];
-    unsigned sel = size ? data[0] : 0;
-    int f = sel & 3, rs;
-    gpumem_status st;
+    int f, rs;
     ref_graph ref;
-    once();
-    if (size) data++, size--;
-    st = rig_convert(data, size, ext[f], sel, inname, in, out, err, sizeof err);
+    gpumem_status st = rig_convert_input(&data, &size, ext, 3, &f, inname, in, out, err, sizeof err);
     snprintf(ids, sizeof ids, "%s.ids", out);
     rs = ref_read_text(ref_fmt[f], (const char *)data, size, &ref);
     if (st != GPUMEM_OK) {

@@ -72,6 +72,20 @@ static gpumem_status rig_convert(const uint8_t *data, size_t size, const char *e
     return st;
 }
 
+/* An input's first byte picks the format (its bits format_mask: an index
+ * into exts) and the import's options (rig_convert's sel); the rest is the
+ * file, converted. data and size are left at the file, *format at the
+ * index picked. */
+static gpumem_status rig_convert_input(const uint8_t **data, size_t *size, const char *const *exts,
+                                       unsigned format_mask, int *format, char *inname, char *in, char *out,
+                                       char *err, size_t errn) {
+    unsigned sel = *size ? (*data)[0] : 0;
+    once();
+    if (*size) ++*data, --*size;
+    *format = (int)(sel & format_mask);
+    return rig_convert(*data, *size, exts[*format], sel, inname, in, out, err, errn);
+}
+
 /* A refusal names the input and what was expected, or the output when it
  * is the output that does not fit. */
 static void rig_check_refusal(const char *err, const char *in, const char *out) {
