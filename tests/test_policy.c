@@ -7,6 +7,7 @@
 #define GPUMEM_IMPLEMENTATION
 #define GPUMEM_CACHE_CHECK 1
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,39 +50,39 @@ static void expect_victims(uint32_t kind, uint32_t slots, const uint32_t *trace,
 /* A B C D B E F with 3 slots. */
 static const uint32_t abcdbef[] = {A, B, C, D, B, E, F};
 
-Test(policy, fifo_by_hand) {
-    /* The hand goes 0, 1, 2 whatever is hit: A, B, C. */
-    static const uint64_t want[] = {A, B, C};
-    expect_victims(GPUMEM_POLICY_FIFO, 3, abcdbef, 7, want, 3);
+/* One policy's victims on A B C D B E F with 3 slots, worked out by hand. */
+typedef struct by_hand {
+    uint32_t kind;
+    uint64_t want[4];
+    uint32_t n_want;
+} by_hand;
+
+ParameterizedTestParameters(policy, abcdbef_by_hand) {
+    static by_hand cases[] = {
+        /* FIFO: the hand goes 0, 1, 2 whatever is hit: A, B, C. */
+        {GPUMEM_POLICY_FIFO, {A, B, C}, 3},
+        /* CLOCK: fills set every bit. D: the hand clears A, B, C and takes A
+         * (slot 0). B's hit sets its bit again. E: slot 1 (B) loses its bit,
+         * slot 2 (C) is taken. F: slot 0 (D, bit set at fill) is cleared,
+         * slot 1 (B) taken. */
+        {GPUMEM_POLICY_CLOCK, {A, C, B}, 3},
+        /* LRU: D evicts A; order B C D; B's hit: C D B; E evicts C; D B E; F
+         * evicts D. */
+        {GPUMEM_POLICY_LRU, {A, C, D}, 3},
+        /* SRRIP: fills at RRPV 2, hits to 0. D: A, B, C age to 3, A (slot 0)
+         * is taken. B hit: 0. E: B ages to 1, C (3) is taken. F: D 2->3,
+         * B 1->2, E 2->3, then D (3) is taken. */
+        {GPUMEM_POLICY_SRRIP, {A, C, D}, 3},
+        /* BRRIP: fill 0 (A) goes in at 2 (one fill in 32), B and C at 3.
+         * D: A ages to 3, B (3) taken. B misses: C (3) taken. E: A (3)
+         * taken. F: D (3) taken. */
+        {GPUMEM_POLICY_BRRIP, {B, C, A, D}, 4},
+    };
+    return cr_make_param_array(by_hand, cases, sizeof cases / sizeof cases[0]);
 }
 
-Test(policy, clock_by_hand) {
-    /* Fills set every bit. D: the hand clears A, B, C and takes A (slot 0).
-     * B's hit sets its bit again. E: slot 1 (B) loses its bit, slot 2 (C) is
-     * taken. F: slot 0 (D, bit set at fill) is cleared, slot 1 (B) taken. */
-    static const uint64_t want[] = {A, C, B};
-    expect_victims(GPUMEM_POLICY_CLOCK, 3, abcdbef, 7, want, 3);
-}
-
-Test(policy, lru_by_hand) {
-    /* D evicts A; order B C D; B's hit: C D B; E evicts C; D B E; F evicts D. */
-    static const uint64_t want[] = {A, C, D};
-    expect_victims(GPUMEM_POLICY_LRU, 3, abcdbef, 7, want, 3);
-}
-
-Test(policy, srrip_by_hand) {
-    /* Fills at RRPV 2, hits to 0. D: A, B, C age to 3, A (slot 0) is taken.
-     * B hit: 0. E: B ages to 1, C (3) is taken. F: D 2->3, B 1->2, E 2->3,
-     * then D (3) is taken. */
-    static const uint64_t want[] = {A, C, D};
-    expect_victims(GPUMEM_POLICY_SRRIP, 3, abcdbef, 7, want, 3);
-}
-
-Test(policy, brrip_by_hand) {
-    /* Fill 0 (A) goes in at 2 (one fill in 32), B and C at 3. D: A ages to 3,
-     * B (3) taken. B misses: C (3) taken. E: A (3) taken. F: D (3) taken. */
-    static const uint64_t want[] = {B, C, A, D};
-    expect_victims(GPUMEM_POLICY_BRRIP, 3, abcdbef, 7, want, 4);
+ParameterizedTest(by_hand *c, policy, abcdbef_by_hand) {
+    expect_victims(c->kind, 3, abcdbef, 7, c->want, c->n_want);
 }
 
 Test(policy, lfu_by_hand) {
