@@ -69,12 +69,13 @@ static int run_table(const char *args, char *out, size_t n) {
 /* run_table of the arguments fmt formats. */
 static int run_table_f(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int run_table_f(char *out, size_t n, const char *fmt, ...) {
-    char args[4096];
+    char cmd[4200];
     va_list ap;
+    int at = snprintf(cmd, sizeof cmd, "%s/table ", GPUMEM_BUILD_DIR);
     va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
+    vsnprintf(cmd + at, sizeof cmd - (size_t)at, fmt, ap);
     va_end(ap);
-    return run_table(args, out, n);
+    return run(cmd, out, n);
 }
 
 /* The files in dir, one a line, sorted by the shell. */
