@@ -127,8 +127,7 @@ static void test_coalesced_reads() {
     CHECK(cudaMallocManaged(&n, sizeof *n));
     memset(n, 0, sizeof *n);
     coalesced_reads<<<(unsigned)((r.n_words + 255) / 256), 256>>>(r.cache, r.n_words, n);
-    CHECK(cudaGetLastError());
-    wait_kernels(kTestWaitS, "coalesced misses");
+    wait_launched("coalesced misses");
     gpumem_cache_stats s;
     gpumem_cache_get_stats(r.cache, &s);
     EXPECT(n->ok == r.n_words && n->bad == 0 && n->eagain == 0 && n->other == 0,
@@ -148,8 +147,7 @@ static void test_coalesced_reads() {
     test_begin();
     memset(n, 0, sizeof *n);
     coalesced_reads<<<(unsigned)((r.n_words + 255) / 256), 256>>>(r.cache, r.n_words, n);
-    CHECK(cudaGetLastError());
-    wait_kernels(kTestWaitS, "warm hits");
+    wait_launched("warm hits");
     gpumem_cache_stats s2;
     gpumem_cache_get_stats(r.cache, &s2);
     EXPECT(n->ok == r.n_words && n->bad == 0 && n->eagain == 0 && n->other == 0, "second pass: ok %llu bad %llu",
@@ -191,11 +189,9 @@ static void test_eviction(uint32_t policy) {
     const bool one_lock = policy >= GPUMEM_POLICY_SLOT_KINDS;
     const uint32_t threads = one_lock ? scaled(4096, 1024) : scaled(65536, 1024), per = 8;
     RigRun run(r);
-    gpumem_cache_array *a = run.a;
     RigCounts *n = run.n;
-    random_reads<<<threads / 256, 256>>>(a, r.n_words, per, n);
-    CHECK(cudaGetLastError());
-    wait_kernels(kTestWaitS, "eviction under contention");
+    random_reads<<<threads / 256, 256>>>(run.a, r.n_words, per, n);
+    wait_launched("eviction under contention");
     gpumem_cache_stats s;
     gpumem_cache_get_stats(r.cache, &s);
     EXPECT(n->ok == (unsigned long long)threads * per && n->bad == 0 && n->other == 0,
@@ -221,11 +217,9 @@ static void test_writes_flush() {
     Rig r(4096, scaled(2048, 128), scaled(256, 16));  // 8 MiB of data, 1 MiB of cache (or 1/16 of each)
     const uint32_t threads = scaled(32768, 2048);
     RigRun run(r);
-    gpumem_cache_array *a = run.a;
     RigCounts *n = run.n;
-    own_writes<<<threads / 256, 256>>>(a, r.n_words, threads, n);
-    CHECK(cudaGetLastError());
-    wait_kernels(kTestWaitS, "writes and flush");
+    own_writes<<<threads / 256, 256>>>(run.a, r.n_words, threads, n);
+    wait_launched("writes and flush");
     uint64_t written = 0, wrong = rig_flush_wrong(r, &written, "flush");
     gpumem_cache_stats s;
     gpumem_cache_get_stats(r.cache, &s);

@@ -86,11 +86,9 @@ static void test_tier(uint32_t placement, bool small) {
     TierRig tr(r.cache, small ? 64 : 512, placement);
     const uint32_t threads = small ? 2048 : 65536, per = 8;
     RigRun run(r);
-    gpumem_cache_array *a = run.a;
     RigCounts *n = run.n;
-    random_reads<<<threads / 256, 256>>>(a, r.n_words, per, n);
-    CHECK(cudaGetLastError());
-    wait_kernels(kTestWaitS, "three tiers: reads");
+    random_reads<<<threads / 256, 256>>>(run.a, r.n_words, per, n);
+    wait_launched("three tiers: reads");
     gpumem_tier_stats ts;
     gpumem_tier_get_stats(tr.tier, &ts);
     EXPECT(n->ok == (unsigned long long)threads * per && n->bad == 0 && n->other == 0, "reads: ok %llu bad %llu other %llu",
@@ -100,9 +98,8 @@ static void test_tier(uint32_t placement, bool small) {
     EXPECT(gpumem_tier_check_quiescent(tr.tier) == 0, "structure after the reads");
     unsigned long long read_hits = ts.host_hits;
     memset(n, 0, sizeof *n);
-    own_writes<<<threads / 256, 256>>>(a, r.n_words, threads, n);
-    CHECK(cudaGetLastError());
-    wait_kernels(kTestWaitS, "three tiers: writes");
+    own_writes<<<threads / 256, 256>>>(run.a, r.n_words, threads, n);
+    wait_launched("three tiers: writes");
     uint64_t written = 0, wrong = rig_flush_wrong(r, &written, "flush of both tiers");
     gpumem_cache_stats cs;
     gpumem_cache_get_stats(r.cache, &cs);
