@@ -69,7 +69,8 @@ DEPS    = CC="$(CC)" CXX="$(CXX)" sh tools/deps.sh
 RESULTS := $(BUILD)/results
 
 # Every target that names no file, in one place (by section, as below).
-.PHONY: all test help help-check docs-check deps-test headers layers usage user-warnings registers cuda-compile share-cuda spin run-tests \
+.PHONY: all test help help-check docs-check deps-test headers layers usage user-warnings registers cuda-compile \
+	share-cuda spin run-tests \
 	stress tsan asan share-soak fuzz \
 	examples demo graph-sweep gnn-sweep analytics-sweep doctor \
 	bench plot bench-queue bench-cache bench-doorbell policy-sim bench-share tier-bench results \
@@ -84,7 +85,8 @@ RESULTS := $(BUILD)/results
 all: test
 
 # deps-test comes first: make builds prerequisites left to right.
-test: deps-test help-check docs-check headers layers usage user-warnings cuda-compile share-cuda registers examples run-tests gpu-dryrun $(BUILD)/spin/passed
+test: deps-test help-check docs-check headers layers usage user-warnings cuda-compile share-cuda registers examples \
+	run-tests gpu-dryrun $(BUILD)/spin/passed
 deps-test:
 	@$(DEPS) cc criterion python3 networkx duckdb pyarrow
 
@@ -102,7 +104,8 @@ headers: $(HEADER_STAMPS)
 $(BUILD)/hdr/%.ok: % $(HEADERS)
 	@mkdir -p $(dir $@)
 	@head -n 1 $< | grep -q 'SPDX-License-Identifier: MIT' || { echo "$<: first line must be the SPDX line"; exit 1; }
-	@printf '#define _POSIX_C_SOURCE 200809L\n#define GPUMEM_IMPLEMENTATION\n#include "%s"\nint main(void){return 0;}\n' $< > $(BUILD)/hdr/$<.c
+	@printf '#define _POSIX_C_SOURCE 200809L\n#define GPUMEM_IMPLEMENTATION\n#include "%s"\nint main(void){return 0;}\n' \
+	  $< > $(BUILD)/hdr/$<.c
 	@cp $(BUILD)/hdr/$<.c $(BUILD)/hdr/$<.cpp
 	@printf '#include "%s"\nint main(void){return 0;}\n' $< > $(BUILD)/hdr/$<.plain.c
 	$(CC) -std=c11 $(WARN) -I. -c $(BUILD)/hdr/$<.plain.c -o $(BUILD)/hdr/$<.plain.o
@@ -111,7 +114,8 @@ $(BUILD)/hdr/%.ok: % $(HEADERS)
 	$(CXX) -std=c++17 $(WARN) -I. -c $(BUILD)/hdr/$<.cpp -o $(BUILD)/hdr/$<.cpp.o
 ifneq ($(HAVE_NVCC),)
 	@cp $(BUILD)/hdr/$<.c $(BUILD)/hdr/$<.cu
-	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -I. -c $(BUILD)/hdr/$<.cu -o $(BUILD)/hdr/$<.cu.o
+	$(NVCC) -std=c++17 -arch=$(CUDA_ARCH) -Xcompiler -Wall,-Wextra,-Werror -I. \
+	  -c $(BUILD)/hdr/$<.cu -o $(BUILD)/hdr/$<.cu.o
 endif
 	@echo "header $<: C11, C++17$(if $(HAVE_NVCC), and nvcc,) ok"
 	@touch $@
@@ -193,7 +197,8 @@ $(BUILD)/test_trace_input: $(BUILD)/policy_sim $(BUILD)/policy_sim_lsan
 # The simulator once more under AddressSanitizer, whose LeakSanitizer ends a
 # run that leaves memory allocated with exit 23: test_trace_input runs the
 # refused traces through it (a refusal used to return with everything held).
-$(BUILD)/policy_sim_lsan: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h $(HEADERS) | $(BUILD)
+$(BUILD)/policy_sim_lsan: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h \
+	$(HEADERS) | $(BUILD)
 	$(CC) -std=c11 $(WARN) -O1 -g -fsanitize=address -fno-omit-frame-pointer -I. $< -o $@ -lm -pthread
 
 # The NULL table, generated from the headers' declarations (issue 30): a
@@ -285,7 +290,8 @@ run-tests: $(TESTS) $(BUILD)/asan_kept $(RACE_TESTS) $(BUILD)/hello $(BUILD)/ben
 	@echo "== tests/test_plot_gpu.py (the GPU benchmark's plot, on made-up rows)"; python3 tests/test_plot_gpu.py
 	@echo "== tests/graph_peer.py (build/graph's --out in the file's ids, against networkx)"; \
 	  python3 tests/graph_peer.py $(BUILD)
-	@echo "== tests/test_table.py (build/table's answers in every mode against DuckDB's)"; python3 tests/test_table.py $(BUILD)/table
+	@echo "== tests/test_table.py (build/table's answers in every mode against DuckDB's)"; \
+	  python3 tests/test_table.py $(BUILD)/table
 	@echo "== $(BUILD)/bench_doorbell at a tenth of its size (silent vs waking clients per idle setting;"; \
 	  echo "   it fails on a failed command or a violation, never on time)"; \
 	  GPUMEM_BENCH_SCALE=0.1 $(BUILD)/bench_doorbell $(BUILD)/doorbell-check.md > $(BUILD)/doorbell-check.log 2>&1 || \
@@ -325,7 +331,8 @@ stress:
 	$(MAKE) BUILD=build/tsan CC=clang SANITIZE="-fsanitize=thread" CFLAGS="-O1 -g" build/tsan/stress build/tsan/stress_warp
 	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} build/tsan/stress_warp
 	$(MAKE) $(ASAN_VARS) build/asan/stress
-	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} GPUMEM_SOAK_SECONDS=$(SOAK_SECONDS) build/tsan/stress
+	TSAN_OPTIONS="halt_on_error=1" GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} GPUMEM_SOAK_SECONDS=$(SOAK_SECONDS) \
+	  build/tsan/stress
 	GPUMEM_TEST_SCALE=$${GPUMEM_TEST_SCALE:-0.5} GPUMEM_SOAK_SECONDS=$(SOAK_SECONDS) build/asan/stress
 
 # Sanitizers run the concurrency workloads through stress (Criterion's
@@ -380,10 +387,12 @@ FUZZ_BINS := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -I. $< -o $@ -lm -pthread -ldl
-$(BUILD)/fuzz/fuzz_graph_text $(BUILD)/fuzz/fuzz_graph_sg: examples/graph.h examples/graph_formats.h tests/fuzz/graph_ref.h \
+$(BUILD)/fuzz/fuzz_graph_text $(BUILD)/fuzz/fuzz_graph_sg: examples/graph.h examples/graph_formats.h \
+	tests/fuzz/graph_ref.h \
 	tests/fuzz/graph_rig.h
 $(BUILD)/fuzz/fuzz_trace: bench/policy_sim.c bench/policy_sim.h bench/policy_traces.h examples/graph.h
 $(BUILD)/fuzz/fuzz_share_api: tests/share_rig.h
+$(BUILD)/fuzz/fuzz_doctor: tests/doctor_machine.h
 fuzz:
 	@$(DEPS) libfuzzer
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
@@ -425,13 +434,16 @@ graph-sweep:
 GNN_SCALE ?= 16
 gnn-sweep:
 	@$(DEPS) cc python3
-	@$(DEPS) gnuplot || echo "gnn-sweep: no gnuplot (tools/deps.sh could not install gnuplot-nox): the plot needs matplotlib"
+	@$(DEPS) gnuplot || \
+	  echo "gnn-sweep: no gnuplot (tools/deps.sh could not install gnuplot-nox): the plot needs matplotlib"
 	@$(MAKE) --no-print-directory $(BUILD)/graph
 	@mkdir -p $(RESULTS)
 	test -f $(BUILD)/kron-s$(GNN_SCALE).graph || $(BUILD)/graph gen $(BUILD)/kron-s$(GNN_SCALE).graph --scale $(GNN_SCALE)
-	$(BUILD)/graph gnn-sweep $(BUILD)/kron-s$(GNN_SCALE).graph $(RESULTS)/gnn-sweep.tsv --threads 8 --machine "$$(sh tools/machine.sh)"
+	$(BUILD)/graph gnn-sweep $(BUILD)/kron-s$(GNN_SCALE).graph $(RESULTS)/gnn-sweep.tsv \
+	  --threads 8 --machine "$$(sh tools/machine.sh)"
 	@python3 bench/plot_gnn.py $(RESULTS)/gnn-sweep.tsv $(RESULTS)/gnn-sweep.png; rc=$$?; \
-	  if [ $$rc = 3 ]; then echo "gnn-sweep: plot skipped (no gnuplot or matplotlib); the table is $(RESULTS)/gnn-sweep.tsv"; \
+	  if [ $$rc = 3 ]; then \
+	    echo "gnn-sweep: plot skipped (no gnuplot or matplotlib); the table is $(RESULTS)/gnn-sweep.tsv"; \
 	  elif [ $$rc != 0 ]; then exit $$rc; fi
 
 # The dissertation's data-dependent queries (docs/analytics.md): a taxi-like
@@ -443,7 +455,8 @@ analytics-sweep:
 	@$(DEPS) cc
 	@$(MAKE) --no-print-directory $(BUILD)/table
 	@mkdir -p $(RESULTS)
-	test -f $(BUILD)/taxi-$(ANALYTICS_ROWS).table || $(BUILD)/table gen $(BUILD)/taxi-$(ANALYTICS_ROWS).table --rows $(ANALYTICS_ROWS)
+	test -f $(BUILD)/taxi-$(ANALYTICS_ROWS).table || \
+	  $(BUILD)/table gen $(BUILD)/taxi-$(ANALYTICS_ROWS).table --rows $(ANALYTICS_ROWS)
 	$(BUILD)/table sweep $(BUILD)/taxi-$(ANALYTICS_ROWS).table $(RESULTS)/analytics-sweep.tsv \
 	  --machine "$$(sh tools/machine.sh)" > $(RESULTS)/analytics-sweep.log
 	@grep -E '^(Q[0-5] |table )' $(RESULTS)/analytics-sweep.log | tail -n 3
@@ -479,7 +492,8 @@ bench-queue bench-cache: bench-%:
 	cat $(RESULTS)/$*.md
 BENCH_TITLE_queue := Queue pair: submissions per second (submit + complete), instant software controller
 BENCH_PAIRS_queue := lockfree:mutex ideal:mutex lockfree:ideal
-BENCH_TITLE_cache := Cache: hits (fetch-add vs compare-and-swap reference count) and misses (through the cache vs direct reads)
+BENCH_TITLE_cache := Cache: hits (fetch-add vs compare-and-swap reference count) and \
+	misses (through the cache vs direct reads)
 BENCH_PAIRS_cache := hit_faa:hit_cas miss_cache:miss_direct
 
 # How the host-thread controller hears doorbells that wake nobody (GPU
@@ -491,7 +505,8 @@ bench-doorbell:
 	@$(DEPS) cc
 	@$(MAKE) --no-print-directory $(BUILD)/bench_doorbell
 	@mkdir -p $(RESULTS)
-	GPUMEM_MACHINE="$$(sh tools/machine.sh)" $(BUILD)/bench_doorbell $(RESULTS)/issue12-doorbell.md $(RESULTS)/issue12-doorbell.tsv
+	GPUMEM_MACHINE="$$(sh tools/machine.sh)" $(BUILD)/bench_doorbell \
+	  $(RESULTS)/issue12-doorbell.md $(RESULTS)/issue12-doorbell.tsv
 	cat $(RESULTS)/issue12-doorbell.md
 
 # The policy simulator (bench/policy_sim.c): `make policy-sim` generates every
@@ -613,7 +628,8 @@ $(GPU_GRAPH): | $(BUILD)/graph
 # analytics its taxi-like table (2M rows, 112 MiB) when it is missing.
 GPU_EXAMPLES_DEADLINE ?= 1320
 gpu-examples: $(call gpu_needs,$(CUDA_EXAMPLE_BINS) $(GPU_GRAPH))
-	@if ! $(GPU_LISTED); then echo "gpu-examples: NO GPU on this machine: the CUDA examples were built, NOT run"; exit 0; fi; \
+	@if ! $(GPU_LISTED); then \
+	  echo "gpu-examples: NO GPU on this machine: the CUDA examples were built, NOT run"; exit 0; fi; \
 	GPUMEM_REQUIRE_GPU=1 sh tools/gpu-runs.sh -n gpu-examples -d $(GPU_EXAMPLES_DEADLINE) -g $(GPU_RUN_GRACE) \
 	  "hello 1:120 $(BUILD)/cuda/examples/hello" "array_sum 2:300 $(BUILD)/cuda/examples/array_sum 256" \
 	  "graph 4:600 $(BUILD)/cuda/examples/graph $(GPU_GRAPH)" \
@@ -660,9 +676,11 @@ gpu-test: $(call gpu_needs,cuda-compile $(CUDA_TEST_BINS))
 	[ "$(GPU_TEST_PLAIN)" != 0 ] || echo "gpu-test: plain runs skipped (GPU_TEST_PLAIN=0)"; \
 	if [ "$(GPU_SANITIZE)" = 0 ]; then echo "gpu-test: sanitizer runs skipped (GPU_SANITIZE=0)"; missing=""; \
 	elif [ -z "$(COMPUTE_SANITIZER)" ]; then missing="-f compute-sanitizer"; \
-	  echo "gpu-test: compute-sanitizer not found (PATH, next to nvcc): sanitizer runs NOT done; GPU_SANITIZE=0 skips them"; \
+	  echo "gpu-test: compute-sanitizer not found (PATH, next to nvcc): sanitizer runs NOT done; \
+	GPU_SANITIZE=0 skips them"; \
 	else missing=""; fi; \
-	GPUMEM_REQUIRE_GPU=1 sh tools/gpu-runs.sh -n gpu-test -d $(GPU_TEST_DEADLINE) -m $(GPU_TEST_BOUND) -g $(GPU_RUN_GRACE) \
+	GPUMEM_REQUIRE_GPU=1 sh tools/gpu-runs.sh -n gpu-test -d $(GPU_TEST_DEADLINE) -m $(GPU_TEST_BOUND) \
+	  -g $(GPU_RUN_GRACE) \
 	  -e GPUMEM_RUN_BOUND_S $$missing $(GPU_TEST_RUNS)
 
 # CUDA benchmarks: each writes $(RESULTS)/<name>-<gpu>.{json,md} with ratios
@@ -700,7 +718,8 @@ GPU_PLOT_PNG = $(RESULTS)/gpu-clients-$$(basename $$f .jsonl | sed 's/^gpu-run-/
 gpu-bench: $(call gpu_needs,$(CUDA_BENCH_BINS))
 	@if ! $(GPU_LISTED); then \
 	  echo "gpu-bench: NO GPU on this machine: the CUDA benchmarks were compiled, NOT run"; exit 0; fi; \
-	[ $(GPU_BENCH_BOUND) -ge 160 ] || echo "gpu-bench: GPU_BENCH_BOUND=$(GPU_BENCH_BOUND) is under the 160 s that both builds need in full"; \
+	[ $(GPU_BENCH_BOUND) -ge 160 ] || \
+	  echo "gpu-bench: GPU_BENCH_BOUND=$(GPU_BENCH_BOUND) is under the 160 s that both builds need in full"; \
 	mkdir -p $(RESULTS); rm -f $(RESULTS)/gpu-run-*.jsonl; \
 	GPUMEM_REQUIRE_GPU=1 sh tools/gpu-runs.sh -n gpu-bench -d $(GPU_BENCH_BOUND) -g $(GPU_RUN_GRACE) -e GPU_BENCH_BOUND \
 	  $(foreach b,$(CUDA_BENCH_BINS),"$(b) $(if $(findstring nostats,$(b)),3,9) $(b) $(RESULTS)") \
@@ -708,7 +727,8 @@ gpu-bench: $(call gpu_needs,$(CUDA_BENCH_BINS))
 
 # gpu-bench's last step: plot every gpu-run file if python3 and a plotter are there.
 gpu-bench-plot:
-	@if ! command -v python3 >/dev/null; then echo "gpu-bench: plot skipped (no python3 here): make gpu-plot draws it"; exit 0; fi; \
+	@if ! command -v python3 >/dev/null; then \
+	  echo "gpu-bench: plot skipped (no python3 here): make gpu-plot draws it"; exit 0; fi; \
 	for f in $(RESULTS)/gpu-run-*.jsonl; do [ -f "$$f" ] || continue; \
 	  python3 bench/plot_gpu.py $$f $(GPU_PLOT_PNG); rc=$$?; \
 	  if [ $$rc = 3 ]; then echo "gpu-bench: plot skipped (no gnuplot or matplotlib here): make gpu-plot draws it"; \
@@ -727,7 +747,8 @@ gpu-prebuild: $(GPU_SESSION_BINS)
 	@cd $(BUILD) && cp -p --parents $(patsubst $(BUILD)/%,%,$(GPU_SESSION_BINS)) gpu/
 	@mkdir -p $(BUILD)/gpu/bin && cp "$$(command -v make)" $(BUILD)/gpu/bin/ # in case the GPU machine has none
 	@mib=$$(du -sm $(BUILD)/gpu | cut -f1); echo "gpu-prebuild: $(BUILD)/gpu is $$mib MiB"; \
-	[ $$mib -le $(GPU_PREBUILD_MAX_MIB) ] || { echo "gpu-prebuild: over the $(GPU_PREBUILD_MAX_MIB) MiB a device call can"; \
+	[ $$mib -le $(GPU_PREBUILD_MAX_MIB) ] || { \
+	  echo "gpu-prebuild: over the $(GPU_PREBUILD_MAX_MIB) MiB a device call can"; \
 	  echo "  carry beside the tree: lower GPU_GRAPH_SCALE ($(GPU_GRAPH_SCALE))"; exit 1; }
 	@echo 'gpu-prebuild: on the GPU machine: bash tools/gpu-session.sh, carrying $(BUILD)/gpu (the script says more)'
 
@@ -812,11 +833,15 @@ I_ROOT  := $(DESTDIR)$(PREFIX)
 INSTALLED = $(addprefix $(I_ROOT)/include/,$(HEADERS)) $(I_ROOT)/share/pkgconfig/gpumem.pc \
 	$(I_ROOT)/share/gpumem/cmake/gpumemConfig.cmake $(I_ROOT)/share/gpumem/cmake/gpumemConfigVersion.cmake \
 	$(I_ROOT)/share/doc/gpumem/LICENSE $(I_ROOT)/share/doc/gpumem/CHANGELOG.md
+# gpumem.pc's text, the three %s being the prefix, the description and the version.
+PC_FORMAT_HEAD = prefix=%s\nincludedir=$${prefix}/include\n\nName: gpumem\nDescription: %s\nVersion: %s\n
+PC_FORMAT = $(PC_FORMAT_HEAD)Cflags: -I$${includedir}\nLibs: -pthread\n
 install:
 	install -d $(I_ROOT)/include $(I_ROOT)/share/pkgconfig $(I_ROOT)/share/gpumem/cmake $(I_ROOT)/share/doc/gpumem
 	install -m 644 $(HEADERS) $(I_ROOT)/include/
-	printf 'prefix=%s\nincludedir=$${prefix}/include\n\nName: gpumem\nDescription: %s\nVersion: %s\nCflags: -I$${includedir}\nLibs: -pthread\n' \
-	  '$(PREFIX)' 'Header-only lock-free GPU queue and cache primitives for NVMe' '$(VERSION)' > $(I_ROOT)/share/pkgconfig/gpumem.pc
+	printf '$(PC_FORMAT)' \
+	  '$(PREFIX)' 'Header-only lock-free GPU queue and cache primitives for NVMe' '$(VERSION)' \
+	  > $(I_ROOT)/share/pkgconfig/gpumem.pc
 	install -m 644 cmake/gpumemConfig.cmake $(I_ROOT)/share/gpumem/cmake/
 	sed -e 's/@VERSION@/$(VERSION)/' -e 's/@MAJOR@/$(word 1,$(subst ., ,$(VERSION)))/' \
 	  -e 's/@MINOR@/$(word 2,$(subst ., ,$(VERSION)))/' cmake/gpumemConfigVersion.cmake.in \

@@ -497,6 +497,27 @@ typedef struct cache_workload {
     cache_cfg cfg;
 } cache_workload;
 
+/* For Criterion tests: the parameters of ParameterizedTest(cache_workload *w,
+ * suite, workload), the workloads that fill(w) writes (at most max). */
+#define CACHE_WORKLOAD_PARAMETERS(suite, max, fill)                     \
+    ParameterizedTestParameters(suite, workload) {                      \
+        static cache_workload w_[max];                                  \
+        int n_ = fill(w_);                                              \
+        return cr_make_param_array(cache_workload, w_, (size_t)n_);     \
+    }
+
+/* For Criterion tests (the only users; a macro so this header needs no
+ * Criterion): run workload *w into *r (a cache_result) and fail the test,
+ * named after the workload, if setup fails or any check of cache_check does. */
+#define CACHE_WORKLOAD_EXPECT_PASSES(w, r)                                              \
+    do {                                                                                \
+        char why_[256];                                                                 \
+        const char *problem_;                                                           \
+        cr_assert_eq(cache_run(&(w)->cfg, (r)), GPUMEM_OK, "%s: setup failed", (w)->name); \
+        problem_ = cache_check(&(w)->cfg, (r), why_, sizeof why_);                      \
+        cr_assert_null(problem_, "%s: %s", (w)->name, problem_);                        \
+    } while (0)
+
 static cache_cfg cache_cfg_base(uint32_t line_bytes, uint64_t n_lines, uint32_t n_slots, uint32_t threads,
                                 uint32_t ops) {
     cache_cfg c;

@@ -22,9 +22,12 @@
  * only its tail, and the soak's lines would push a failure out of it. */
 static char failed_names[2048];
 
-static void note_failure(const char *name, const char *problem) {
+/* 1 (and the run named) when there is a problem, else 0. */
+static int failure(const char *name, const char *problem) {
     size_t used = strlen(failed_names);
+    if (!problem) return 0;
     snprintf(failed_names + used, sizeof failed_names - used, "  FAILED: %s: %s\n", name, problem);
+    return 1;
 }
 
 static double now_s(void) {
@@ -49,10 +52,7 @@ static int cache_runs(void) {
         printf("%-66s %9lu ops %6.2f s  %s\n", w[i].name, (unsigned long)r.ops, now_s() - t0,
                problem ? problem : "ok");
         fflush(stdout);
-        if (problem) {
-            note_failure(w[i].name, problem);
-            failed++;
-        }
+        failed += failure(w[i].name, problem);
     }
     printf("stress: %d of %d cache runs clean\n", n - failed, n);
     return failed;
@@ -89,7 +89,7 @@ static int share_runs(void) {
             char name[64];
             snprintf(name, sizeof name, "share shape %d (%u owners, %u controllers, flags %u)", i, shapes[i][0] - 1,
                      shapes[i][1], shapes[i][3]);
-            note_failure(name, run.why);
+            failure(name, run.why);
         }
         failed += bad;
     }
@@ -133,8 +133,7 @@ static int soak(double seconds) {
         if (problem) {
             char name[64];
             snprintf(name, sizeof name, "soak mix %d", runs);
-            note_failure(name, problem);
-            failed++;
+            failed += failure(name, problem);
         }
         if (r.hung) break; /* its threads are still blocked: nothing more can be trusted */
     }
@@ -192,10 +191,7 @@ int main(void) {
         printf("%-30s %8lu commands %6.2f s  %s\n", runs[i].name, (unsigned long)r.issued, now_s() - t0,
                problem ? problem : "ok");
         fflush(stdout);
-        if (problem) {
-            note_failure(runs[i].name, problem);
-            failed++;
-        }
+        failed += failure(runs[i].name, problem);
     }
     printf("stress: %d of %d queue runs clean\n", n - failed, n);
     failed += cache_runs();

@@ -24,19 +24,11 @@ TestSuite(cache_errors, .timeout = 60);
 
 /* ---- the workloads: random reads and writes by 16-64 threads on 2 cores ---- */
 
-ParameterizedTestParameters(cache, workload) {
-    static cache_workload w[20];
-    int n = cache_workloads(w);
-    return cr_make_param_array(cache_workload, w, (size_t)n);
-}
+CACHE_WORKLOAD_PARAMETERS(cache, 20, cache_workloads)
 
 ParameterizedTest(cache_workload *w, cache, workload) {
     cache_result r;
-    char why[256];
-    const char *problem;
-    cr_assert_eq(cache_run(&w->cfg, &r), GPUMEM_OK, "%s: setup failed", w->name);
-    problem = cache_check(&w->cfg, &r, why, sizeof why);
-    cr_assert_null(problem, "%s: %s", w->name, problem);
+    CACHE_WORKLOAD_EXPECT_PASSES(w, &r);
 }
 
 /* ---- one read for a burst of misses ------------------------------------------- */

@@ -31,17 +31,9 @@ static char root[64];
 
 /* ---- building a machine --------------------------------------------------- */
 
-static void mkdirs(const char *rel) {
-    char path[512], *p;
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    for (p = path + strlen(root) + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            mkdir(path, 0755);
-            *p = '/';
-        }
-    mkdir(path, 0755);
-}
+static void put(const char *rel, const char *text);
+#define DOCTOR_MACHINE_CHECK(ok, ...) cr_assert(ok, __VA_ARGS__)
+#include "tests/doctor_machine.h"
 
 static void put(const char *rel, const char *text) {
     char path[512], dir[512];
@@ -58,51 +50,16 @@ static void put(const char *rel, const char *text) {
     fclose(f);
 }
 
-/* A symbolic link at rel to root/target (absolute, inside the fake root). */
-static void link_to(const char *rel, const char *target) {
-    char path[512], to[512], dir[512];
-    snprintf(dir, sizeof dir, "%s", rel);
-    *strrchr(dir, '/') = 0;
-    mkdirs(dir);
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    snprintf(to, sizeof to, "%s/%s", root, target);
-    unlink(path);
-    cr_assert(symlink(to, path) == 0, "symlink %s", path);
-}
-
 /* A PCI device at sys/devices/CHAIN/ADDR with its class, driver (NULL:
  * none), IOMMU group (NULL: none) and BAR0 size. */
 static void pci_device(const char *chain, const char *addr, const char *cls, const char *driver, const char *group,
                        unsigned long long bar0) {
-    char dev[256], rel[512], text[256];
+    char dev[256], class_line[64], resource[256];
     snprintf(dev, sizeof dev, "sys/devices/%s/%s", chain, addr);
-    mkdirs(dev);
-    snprintf(rel, sizeof rel, "sys/bus/pci/devices/%s", addr);
-    link_to(rel, dev);
-    snprintf(rel, sizeof rel, "%s/class", dev);
-    snprintf(text, sizeof text, "%s\n", cls);
-    put(rel, text);
-    snprintf(rel, sizeof rel, "%s/vendor", dev);
-    put(rel, strncmp(cls, "0x03", 4) == 0 ? "0x10de\n" : "0x144d\n");
-    snprintf(rel, sizeof rel, "%s/resource", dev);
-    snprintf(text, sizeof text, "0x00000000fe000000 0x%016llx 0x0000000000140204\n", 0xfe000000ull + bar0 - 1);
-    put(rel, bar0 ? text : "0x0000000000000000 0x0000000000000000 0x0000000000000000\n");
-    if (driver) {
-        char target[128];
-        snprintf(rel, sizeof rel, "%s/driver", dev);
-        snprintf(target, sizeof target, "sys/bus/pci/drivers/%s", driver);
-        mkdirs(target);
-        link_to(rel, target);
-    }
-    if (group) {
-        char target[128];
-        snprintf(target, sizeof target, "sys/kernel/iommu_groups/%s", group);
-        mkdirs(target);
-        snprintf(rel, sizeof rel, "%s/iommu_group", dev);
-        link_to(rel, target);
-        snprintf(rel, sizeof rel, "sys/kernel/iommu_groups/%s/devices/%s", group, addr);
-        link_to(rel, dev);
-    }
+    snprintf(class_line, sizeof class_line, "%s\n", cls);
+    snprintf(resource, sizeof resource, "0x00000000fe000000 0x%016llx 0x0000000000140204\n", 0xfe000000ull + bar0 - 1);
+    doctor_pci_device(dev, addr, class_line,
+                      bar0 ? resource : "0x0000000000000000 0x0000000000000000 0x0000000000000000\n", driver, group);
 }
 
 static void group_type(const char *group, const char *type) {

@@ -7,6 +7,7 @@
 #define GPUMEM_IMPLEMENTATION
 #define GPUMEM_CACHE_CHECK 1
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,39 +50,39 @@ static void expect_victims(uint32_t kind, uint32_t slots, const uint32_t *trace,
 /* A B C D B E F with 3 slots. */
 static const uint32_t abcdbef[] = {A, B, C, D, B, E, F};
 
-Test(policy, fifo_by_hand) {
-    /* The hand goes 0, 1, 2 whatever is hit: A, B, C. */
-    static const uint64_t want[] = {A, B, C};
-    expect_victims(GPUMEM_POLICY_FIFO, 3, abcdbef, 7, want, 3);
+/* One policy's victims on A B C D B E F with 3 slots, worked out by hand. */
+typedef struct by_hand {
+    uint32_t kind;
+    uint64_t want[4];
+    uint32_t n_want;
+} by_hand;
+
+ParameterizedTestParameters(policy, abcdbef_by_hand) {
+    static by_hand cases[] = {
+        /* FIFO: the hand goes 0, 1, 2 whatever is hit: A, B, C. */
+        {GPUMEM_POLICY_FIFO, {A, B, C}, 3},
+        /* CLOCK: fills set every bit. D: the hand clears A, B, C and takes A
+         * (slot 0). B's hit sets its bit again. E: slot 1 (B) loses its bit,
+         * slot 2 (C) is taken. F: slot 0 (D, bit set at fill) is cleared,
+         * slot 1 (B) taken. */
+        {GPUMEM_POLICY_CLOCK, {A, C, B}, 3},
+        /* LRU: D evicts A; order B C D; B's hit: C D B; E evicts C; D B E; F
+         * evicts D. */
+        {GPUMEM_POLICY_LRU, {A, C, D}, 3},
+        /* SRRIP: fills at RRPV 2, hits to 0. D: A, B, C age to 3, A (slot 0)
+         * is taken. B hit: 0. E: B ages to 1, C (3) is taken. F: D 2->3,
+         * B 1->2, E 2->3, then D (3) is taken. */
+        {GPUMEM_POLICY_SRRIP, {A, C, D}, 3},
+        /* BRRIP: fill 0 (A) goes in at 2 (one fill in 32), B and C at 3.
+         * D: A ages to 3, B (3) taken. B misses: C (3) taken. E: A (3)
+         * taken. F: D (3) taken. */
+        {GPUMEM_POLICY_BRRIP, {B, C, A, D}, 4},
+    };
+    return cr_make_param_array(by_hand, cases, sizeof cases / sizeof cases[0]);
 }
 
-Test(policy, clock_by_hand) {
-    /* Fills set every bit. D: the hand clears A, B, C and takes A (slot 0).
-     * B's hit sets its bit again. E: slot 1 (B) loses its bit, slot 2 (C) is
-     * taken. F: slot 0 (D, bit set at fill) is cleared, slot 1 (B) taken. */
-    static const uint64_t want[] = {A, C, B};
-    expect_victims(GPUMEM_POLICY_CLOCK, 3, abcdbef, 7, want, 3);
-}
-
-Test(policy, lru_by_hand) {
-    /* D evicts A; order B C D; B's hit: C D B; E evicts C; D B E; F evicts D. */
-    static const uint64_t want[] = {A, C, D};
-    expect_victims(GPUMEM_POLICY_LRU, 3, abcdbef, 7, want, 3);
-}
-
-Test(policy, srrip_by_hand) {
-    /* Fills at RRPV 2, hits to 0. D: A, B, C age to 3, A (slot 0) is taken.
-     * B hit: 0. E: B ages to 1, C (3) is taken. F: D 2->3, B 1->2, E 2->3,
-     * then D (3) is taken. */
-    static const uint64_t want[] = {A, C, D};
-    expect_victims(GPUMEM_POLICY_SRRIP, 3, abcdbef, 7, want, 3);
-}
-
-Test(policy, brrip_by_hand) {
-    /* Fill 0 (A) goes in at 2 (one fill in 32), B and C at 3. D: A ages to 3,
-     * B (3) taken. B misses: C (3) taken. E: A (3) taken. F: D (3) taken. */
-    static const uint64_t want[] = {B, C, A, D};
-    expect_victims(GPUMEM_POLICY_BRRIP, 3, abcdbef, 7, want, 4);
+ParameterizedTest(by_hand *c, policy, abcdbef_by_hand) {
+    expect_victims(c->kind, 3, abcdbef, 7, c->want, c->n_want);
 }
 
 Test(policy, lfu_by_hand) {
@@ -144,21 +145,33 @@ Test(policy, tournament_retires_the_policy_to_blame) {
  * address order: 2, then 3 for 5. LRU would take 1 then 2. */
 static const uint32_t hpe_trace[] = {0, 1, 2, 3, 0, 4, 5};
 
+/* HPE over `slots` with 2-line page sets and `interval`-fault intervals. */
+static gpumem_policy_desc hpe_desc(uint32_t slots, uint32_t interval) {
+    gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_HPE, slots);
+    d.hpe_set_shift = 1;
+    d.hpe_interval = interval;
+    return d;
+}
+
+/* A simulator over d that has seen the first n lines of trace. */
+static void hpe_after(psim *s, const gpumem_policy_desc *d, const uint32_t *trace, uint32_t n) {
+    uint32_t i;
+    cr_assert_eq(psim_init(s, d, 64, PSIM_ONE_TIER, 0, PSIM_NO_PREFETCH, 64), 0);
+    for (i = 0; i < n; i++) psim_access(s, trace[i]);
+}
+
 Test(policy, hpe_mru_c_by_hand) {
-    gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_HPE, 4);
+    gpumem_policy_desc d = hpe_desc(4, 2);
     uint64_t got[32];
     static const uint64_t want_lru[] = {1, 2};
     uint32_t g;
     psim s;
-    d.hpe_set_shift = 1;
-    d.hpe_interval = 2;
     g = run_victims(&d, hpe_trace, 7, got);
     cr_assert_eq(g, 2);
     cr_assert_eq(got[0], 2);
     cr_assert_eq(got[1], 3);
     expect_victims(GPUMEM_POLICY_LRU, 4, hpe_trace, 7, want_lru, 2);
-    cr_assert_eq(psim_init(&s, &d, 64, PSIM_ONE_TIER, 0, PSIM_NO_PREFETCH, 64), 0);
-    for (g = 0; g < 4; g++) psim_access(&s, hpe_trace[g]);
+    hpe_after(&s, &d, hpe_trace, 4);
     cr_assert_eq(s.pol.hpe.cls, GPUMEM_HPE_REGULAR);
     cr_assert_eq(s.pol.hpe.strategy, GPUMEM_HPE_MRUC);
     psim_free(&s);
@@ -168,13 +181,9 @@ Test(policy, hpe_classifies_irregular) {
     /* 0 0 1 2 3: set 0 counts 3 touches (irregular), set 1 counts 2: ratio1 =
      * 1 > 0.3: irregular#2, which starts with LRU. */
     static const uint32_t t[] = {0, 0, 1, 2, 3};
-    gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_HPE, 4);
+    gpumem_policy_desc d = hpe_desc(4, 2);
     psim s;
-    uint32_t i;
-    d.hpe_set_shift = 1;
-    d.hpe_interval = 2;
-    cr_assert_eq(psim_init(&s, &d, 64, PSIM_ONE_TIER, 0, PSIM_NO_PREFETCH, 64), 0);
-    for (i = 0; i < 5; i++) psim_access(&s, t[i]);
+    hpe_after(&s, &d, t, 5);
     cr_assert_eq(s.pol.hpe.cls, GPUMEM_HPE_IRREGULAR2);
     cr_assert_eq(s.pol.hpe.strategy, GPUMEM_HPE_LRU);
     psim_free(&s);
@@ -184,13 +193,11 @@ Test(policy, hpe_switches_on_wrong_evictions) {
     /* Irregular#2 on a loop larger than memory: LRU's evictions come back at
      * once (wrong evictions), and after `trigger` of them in an interval HPE
      * switches to MRU-C. */
-    gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_HPE, 16);
+    gpumem_policy_desc d = hpe_desc(16, 8);
     psim s;
     uint32_t i;
-    d.hpe_set_shift = 1;
-    d.hpe_interval = 8;
     d.hpe_trigger = 4;
-    cr_assert_eq(psim_init(&s, &d, 64, PSIM_ONE_TIER, 0, PSIM_NO_PREFETCH, 64), 0);
+    hpe_after(&s, &d, NULL, 0);
     uint32_t switched = 0;
     for (i = 0; i < 9; i++) psim_access(&s, 2 * (i / 3)); /* sets 0-2 touched 3 times: irregular */
     for (i = 0; i < 400; i++) {

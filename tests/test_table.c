@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define GPUMEM_IMPLEMENTATION
 #include <criterion/criterion.h>
+#include <stdarg.h>
 #include <dirent.h>
 #include <sys/wait.h>
 
@@ -65,6 +66,18 @@ static int run_table(const char *args, char *out, size_t n) {
     return run(cmd, out, n);
 }
 
+/* run_table of the arguments fmt formats. */
+static int run_table_f(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int run_table_f(char *out, size_t n, const char *fmt, ...) {
+    char cmd[4200];
+    va_list ap;
+    int at = snprintf(cmd, sizeof cmd, "%s/table ", GPUMEM_BUILD_DIR);
+    va_start(ap, fmt);
+    vsnprintf(cmd + at, sizeof cmd - (size_t)at, fmt, ap);
+    va_end(ap);
+    return run(cmd, out, n);
+}
+
 /* The files in dir, one a line, sorted by the shell. */
 static void list_dir(const char *dir, char *out, size_t n) {
     char cmd[4200];
@@ -109,20 +122,20 @@ Test(table, number_parser_is_strtod_for_decimals_and_refuses_the_rest) {
 Test(table, modes_agree_with_the_reference_with_missing_values_and_the_smallest_cache) {
     char dir[128], args[4096], out[65536];
     temp_dir(dir, sizeof dir, "modes");
-    snprintf(args, sizeof args, "gen %s/t.table --rows 50000 --missing 0.05 --tail 0.05,0.01", dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out, "gen %s/t.table --rows 50000 --missing 0.05 --tail 0.05,0.01", dir), 0,
+                 "%s", out);
     /* 48 lines of 4 KiB: the least 8 threads holding up to 6 each (Q5) are allowed; lines evicted all along */
-    snprintf(args, sizeof args, "query %s/t.table --min 20 --threads 8 --cache-mib 0.1875 --row-group 1024", dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(
+        run_table_f(out, sizeof out, "query %s/t.table --min 20 --threads 8 --cache-mib 0.1875 --row-group 1024", dir),
+        0, "%s", out);
     cr_assert(strstr(out, "every answer of every mode equal to the reference"), "%s", out);
     cr_assert(!strstr(out, "DIFFERS"), "%s", out);
     cr_assert(strstr(out, "answer Q5 sum"), "%s", out);
     /* 46 lines: refused before any query runs */
-    snprintf(args, sizeof args, "query %s/t.table --threads 8 --cache-mib 0.18", dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 2, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out, "query %s/t.table --threads 8 --cache-mib 0.18", dir), 2, "%s", out);
     cr_assert(strstr(out, "too small for Q5 on 8 threads") && !strstr(out, "Q0 "), "%s", out);
-    snprintf(args, sizeof args, "query %s/t.table --min 30 --line-bytes 512 --threads 3", dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out, "query %s/t.table --min 30 --line-bytes 512 --threads 3", dir), 0, "%s",
+                 out);
     snprintf(args, sizeof args, "rm -rf %s", dir);
     run(args, out, sizeof out);
 }
@@ -214,8 +227,8 @@ Test(table, bad_csv_files_are_refused_with_where_and_what, .timeout = 180) {
         snprintf(path, sizeof path, "%s/%s", dir, cases[i].name);
         write_file(path, cases[i].text);
         list_dir(dir, before, sizeof before);
-        snprintf(args, sizeof args, "convert %s %s", path, out_path);
-        cr_assert_eq(run_table(args, out, sizeof out), 2, "%s: want exit 2: %s", cases[i].name, out);
+        cr_assert_eq(run_table_f(out, sizeof out, "convert %s %s", path, out_path), 2, "%s: want exit 2: %s",
+                     cases[i].name, out);
         cr_assert(strstr(out, path), "%s: the message does not name the file: %s", cases[i].name, out);
         cr_assert(strstr(out, cases[i].says1) && strstr(out, cases[i].says2), "%s: want '%s' and '%s' in: %s",
                   cases[i].name, cases[i].says1, cases[i].says2, out);
@@ -238,8 +251,7 @@ Test(table, bad_csv_files_are_refused_with_where_and_what, .timeout = 180) {
         for (k = 0; k < TABLE_CSV_BLOCK + 10; k++) fputc('7', f);
         fputs("\n", f);
         fclose(f);
-        snprintf(args, sizeof args, "convert %s %s", path, out_path);
-        cr_assert_eq(run_table(args, out, sizeof out), 2, "%s", out);
+        cr_assert_eq(run_table_f(out, sizeof out, "convert %s %s", path, out_path), 2, "%s", out);
         cr_assert(strstr(out, "line 2: a field longer than"), "%s", out);
         /* and a quoted one, over two blocks and more ("" inside counting once) */
         snprintf(path, sizeof path, "%s/long_quoted.csv", dir);
@@ -248,20 +260,16 @@ Test(table, bad_csv_files_are_refused_with_where_and_what, .timeout = 180) {
         for (k = 0; k < TABLE_CSV_BLOCK + TABLE_CSV_BLOCK / 2; k++) fputs(k % 1000 ? "7" : "\"\"", f);
         fputs("\"\n", f);
         fclose(f);
-        snprintf(args, sizeof args, "convert %s %s", path, out_path);
-        cr_assert_eq(run_table(args, out, sizeof out), 2, "%s", out);
+        cr_assert_eq(run_table_f(out, sizeof out, "convert %s %s", path, out_path), 2, "%s", out);
         cr_assert(strstr(out, "line 2: a quoted field longer than"), "%s", out);
     }
-    snprintf(args, sizeof args, "convert %s/missing.csv %s", dir, out_path);
-    cr_assert_eq(run_table(args, out, sizeof out), 2, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out, "convert %s/missing.csv %s", dir, out_path), 2, "%s", out);
     cr_assert(strstr(out, "missing.csv: No such file"), "%s", out);
-    snprintf(args, sizeof args, "convert %s/x.parquet %s", dir, out_path);
-    cr_assert_eq(run_table(args, out, sizeof out), 2, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out, "convert %s/x.parquet %s", dir, out_path), 2, "%s", out);
     cr_assert(strstr(out, "tools/table_import.py"), "%s", out);
     snprintf(path, sizeof path, "%s/all_text.csv", dir);
     write_file(path, "a,b\nx,y\n");
-    snprintf(args, sizeof args, "convert %s %s --text-columns skip", path, out_path);
-    cr_assert_eq(run_table(args, out, sizeof out), 2, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out, "convert %s %s --text-columns skip", path, out_path), 2, "%s", out);
     cr_assert(strstr(out, "every column is text and skipped"), "%s", out);
     snprintf(args, sizeof args, "rm -rf %s", dir);
     run(args, out, sizeof out);
@@ -274,11 +282,9 @@ Test(table, good_csv_variants_convert_and_query) {
     snprintf(path, sizeof path, "%s/v.csv", dir);
     write_file(path, "name,\"trip_distance\",fare_amount,note\r\n\"x, \"\"y\"\"\",31.5,10,a\r\nz,NA,3,b\r\n"
                      "\"multi\nline\",40,,a\r\nw,35,20,\"NA\"\r\n");
-    snprintf(args, sizeof args, "convert %s %s/v.table", path, dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out, "convert %s %s/v.table", path, dir), 0, "%s", out);
     cr_assert(strstr(out, "4 rows, 4 columns") && strstr(out, "name (text: dictionary codes)"), "%s", out);
-    snprintf(args, sizeof args, "query %s/v.table --columns fare_amount --min 30", dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out, "query %s/v.table --columns fare_amount --min 30", dir), 0, "%s", out);
     /* rows 31.5/10 and 35/20 give terms; 40 has no fare; NA never passes */
     cr_assert(strstr(out, "answer Q0 sum 0 terms 3 passing 3"), "%s", out);
     {
@@ -286,24 +292,23 @@ Test(table, good_csv_variants_convert_and_query) {
         snprintf(want, sizeof want, "answer Q1 sum %.17g terms 2 passing 3", 10 / 31.5 + 20.0 / 35);
         cr_assert(strstr(out, want), "want '%s' in %s", want, out);
     }
-    snprintf(args, sizeof args, "query %s/v.table --columns note --min 30", dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 2, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out, "query %s/v.table --columns note --min 30", dir), 2, "%s", out);
     cr_assert(strstr(out, "column 'note' holds text"), "%s", out);
-    snprintf(args, sizeof args, "query %s/v.table --filter distance --columns fare_amount", dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 2, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out, "query %s/v.table --filter distance --columns fare_amount", dir), 2, "%s",
+                 out);
     cr_assert(strstr(out, "no column 'distance' (--filter); it has: name, trip_distance, fare_amount, note"), "%s",
               out);
-    snprintf(args, sizeof args, "query %s/v.table --columns fare_amount,tolls", dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 2, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out, "query %s/v.table --columns fare_amount,tolls", dir), 2, "%s", out);
     cr_assert(strstr(out, "no column 'tolls' (--columns)"), "%s", out);
-    snprintf(args, sizeof args, "convert %s %s/s.table --text-columns skip", path, dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out, "convert %s %s/s.table --text-columns skip", path, dir), 0, "%s", out);
     cr_assert(strstr(out, "2 columns") && strstr(out, "note (text, skipped)"), "%s", out);
     snprintf(path, sizeof path, "%s/one.csv", dir);
     write_file(path, "d;f\n2.5;5");
-    snprintf(args, sizeof args, "convert %s %s/one.table --delimiter ';' && %s/table query %s/one.table --filter d"
-             " --columns f --min 0", path, dir, GPUMEM_BUILD_DIR, dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out,
+                             "convert %s %s/one.table --delimiter ';' && %s/table query %s/one.table --filter d"
+                             " --columns f --min 0",
+                             path, dir, GPUMEM_BUILD_DIR, dir),
+                 0, "%s", out);
     cr_assert(strstr(out, "answer Q1 sum 2 terms 1 passing 1"), "%s", out);
     snprintf(args, sizeof args, "rm -rf %s", dir);
     run(args, out, sizeof out);
@@ -313,10 +318,8 @@ Test(table, good_csv_variants_convert_and_query) {
 Test(table, damaged_table_files_exit_2) {
     char dir[128], args[4096], out[16384];
     temp_dir(dir, sizeof dir, "damage");
-    snprintf(args, sizeof args, "gen %s/t.table --rows 3000", dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 0, "%s", out);
-    snprintf(args, sizeof args, "query %s/t.csv", dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 2, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out, "gen %s/t.table --rows 3000", dir), 0, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out, "query %s/t.csv", dir), 2, "%s", out);
     cr_assert(strstr(out, "t.csv: No such file"), "%s", out);
     snprintf(args, sizeof args, "cp %s/t.table %s/cut.table && truncate -s -4096 %s/cut.table && %s/table query"
              " %s/cut.table", dir, dir, dir, GPUMEM_BUILD_DIR, dir);
@@ -342,9 +345,10 @@ Test(table, damaged_table_files_exit_2) {
 Test(table, conversion_in_little_memory_gives_the_same_table, .timeout = 180) {
     char dir[128], args[4096], out[65536];
     temp_dir(dir, sizeof dir, "mem");
-    snprintf(args, sizeof args, "gen %s/t.csv --rows 500000 --missing 0.01 && %s/table convert %s/t.csv %s/a.table",
-             dir, GPUMEM_BUILD_DIR, dir, dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out,
+                             "gen %s/t.csv --rows 500000 --missing 0.01 && %s/table convert %s/t.csv %s/a.table", dir,
+                             GPUMEM_BUILD_DIR, dir, dir),
+                 0, "%s", out);
     snprintf(args, sizeof args, "%s %s/table convert - %s/b.table < %s/t.csv", UNDER_ASAN ? "" : "ulimit -v 65536 &&",
              GPUMEM_BUILD_DIR, dir, dir);
     cr_assert_eq(run(args, out, sizeof out), 0, "%s", out);
@@ -382,10 +386,11 @@ Test(table, quoted_newlines_across_blocks_count_and_convert_alike, .timeout = 12
         fprintf(f, i % 3 ? "%d,\"a \"\"quoted\"\"\nline, %d\",%d.5\r\n" : "%d,plain %d,%d.5\n", i, i % 7, i);
     }
     fclose(f);
-    snprintf(args, sizeof args, "convert %s %s/a.table && %s/table convert - %s/b.table < %s && cmp %s/a.table"
-             " %s/b.table && %s/table query %s/a.table --filter x --columns id --min 60000", path, dir,
-             GPUMEM_BUILD_DIR, dir, path, dir, dir, GPUMEM_BUILD_DIR, dir);
-    cr_assert_eq(run_table(args, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(run_table_f(out, sizeof out,
+                             "convert %s %s/a.table && %s/table convert - %s/b.table < %s && cmp %s/a.table"
+                             " %s/b.table && %s/table query %s/a.table --filter x --columns id --min 60000",
+                             path, dir, GPUMEM_BUILD_DIR, dir, path, dir, dir, GPUMEM_BUILD_DIR, dir),
+                 0, "%s", out);
     cr_assert(strstr(out, "120000 rows, 3 columns"), "%s", out);
     cr_assert(strstr(out, "terms 60000 passing 60000"), "%s", out);
     snprintf(args, sizeof args, "rm -rf %s", dir);

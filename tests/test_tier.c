@@ -25,19 +25,11 @@ TestSuite(tier_args, .timeout = 60);
 
 /* ---- the workloads through three tiers (cache_workload.h's tier_workloads) -------- */
 
-ParameterizedTestParameters(tier, workload) {
-    static cache_workload w[16];
-    int n = tier_workloads(w);
-    return cr_make_param_array(cache_workload, w, (size_t)n);
-}
+CACHE_WORKLOAD_PARAMETERS(tier, 16, tier_workloads)
 
 ParameterizedTest(cache_workload *w, tier, workload) {
     cache_result r;
-    char why[256];
-    const char *problem;
-    cr_assert_eq(cache_run(&w->cfg, &r), GPUMEM_OK, "%s: setup failed", w->name);
-    problem = cache_check(&w->cfg, &r, why, sizeof why);
-    cr_assert_null(problem, "%s: %s", w->name, problem);
+    CACHE_WORKLOAD_EXPECT_PASSES(w, &r);
     if (w->cfg.tier_slots >= w->cfg.n_lines)
         cr_assert_eq(r.tier.host_evictions, 0, "%s: displaced with room for everything", w->name);
     if (w->cfg.tier_placement == GPUMEM_TIER_GMT_REUSE) {

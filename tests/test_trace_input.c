@@ -84,13 +84,18 @@ static void expect_refused(const char *name, const char *text, const char *args,
     expect_refused_n(name, text, strlen(text), args, where, words);
 }
 
-Test(trace_input, decimal_with_leading_zeros_is_decimal) {
+/* A good text trace read with `args`: exit 0, and the report says `says`. */
+static void expect_read(const char *name, const char *text, const char *args, const char *says) {
     char path[256], out[4096], err[4096];
-    const char *text = "010\n10\n08\n8\n0x0A w\n# comment\n  09 # comment\n9\n";
-    put("zeros.txt", text, strlen(text), path, sizeof path);
-    cr_assert_eq(run_sim(path, "--policies lru --lines 2", out, err, sizeof out), 0, "%s", err);
+    put(name, text, strlen(text), path, sizeof path);
+    cr_assert_eq(run_sim(path, args, out, err, sizeof out), 0, "%s", err);
+    cr_assert(strstr(out, says) != NULL, "%s", out);
+}
+
+Test(trace_input, decimal_with_leading_zeros_is_decimal) {
     /* 10, 10, 8, 8, 10, 9, 9: 7 accesses of 3 lines (octal would make 010 8 and 08 0) */
-    cr_assert(strstr(out, "7 accesses, 3 distinct lines") != NULL, "%s", out);
+    expect_read("zeros.txt", "010\n10\n08\n8\n0x0A w\n# comment\n  09 # comment\n9\n", "--policies lru --lines 2",
+                "7 accesses, 3 distinct lines");
 }
 
 Test(trace_input, malformed_ids_are_refused_with_file_and_line) {
@@ -106,11 +111,8 @@ Test(trace_input, malformed_ids_are_refused_with_file_and_line) {
 }
 
 Test(trace_input, largest_id_is_read) {
-    char path[256], out[4096], err[4096];
-    const char *text = "9223372036854775807\n0x7fffffffffffffff\n1\n";
-    put("max.txt", text, strlen(text), path, sizeof path);
-    cr_assert_eq(run_sim(path, "--policies lru --lines 2", out, err, sizeof out), 0, "%s", err);
-    cr_assert(strstr(out, "3 accesses, 2 distinct lines") != NULL, "%s", out);
+    expect_read("max.txt", "9223372036854775807\n0x7fffffffffffffff\n1\n", "--policies lru --lines 2",
+                "3 accesses, 2 distinct lines");
 }
 
 Test(trace_input, empty_trace_is_refused) {
@@ -163,11 +165,8 @@ Test(trace_input, nul_bytes_and_lone_carriage_returns_are_refused_at_their_line)
 }
 
 Test(trace_input, crlf_line_ends_are_read) {
-    char path[256], out[4096], err[4096];
-    const char *text = "1\r\n2 w\r\n# c\r\n\r\n3 # x\r\n1";
-    put("crlf.txt", text, strlen(text), path, sizeof path);
-    cr_assert_eq(run_sim(path, "--policies lru --lines 2", out, err, sizeof out), 0, "%s", err);
-    cr_assert(strstr(out, "4 accesses, 3 distinct lines") != NULL, "%s", out);
+    expect_read("crlf.txt", "1\r\n2 w\r\n# c\r\n\r\n3 # x\r\n1", "--policies lru --lines 2",
+                "4 accesses, 3 distinct lines");
 }
 
 /* --prefetch fdp kept a byte per 32 lines up to the largest line number:

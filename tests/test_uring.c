@@ -28,62 +28,82 @@ static gpumem_nvme_ns test_ns(void) {
 
 /* ---- translation -------------------------------------------------------------- */
 
-Test(uring_translate, contiguous_buffer_is_one_iovec) {
-    unsigned char *buf = aligned_alloc(PG, 16 * PG), *list = aligned_alloc(PG, PG);
-    gpumem__uring_xlate x = {test_ns(), (uint64_t)(uintptr_t)list, (uint64_t)(uintptr_t)list + PG, NULL, NULL};
-    gpumem_target_stats st = {0};
+/* What a translation test translates with: the pair's list page (x's list
+ * range, no translator), fresh stats, the test namespace, one command and
+ * room for 20 iovecs. */
+typedef struct xlate_rig {
+    unsigned char *list;
+    gpumem__uring_xlate x;
+    gpumem_target_stats st;
+    gpumem_nvme_ns ns;
     gpumem_nvme_cmd cmd;
     gpumem__uring_io io;
     struct iovec iov[20];
-    uint64_t prp1, prp2;
     int untr;
+} xlate_rig;
+
+static void xlate_rig_init(xlate_rig *t) {
+    memset(t, 0, sizeof *t);
+    t->list = aligned_alloc(PG, PG);
+    t->x.ns = test_ns();
+    t->x.list_lo = (uint64_t)(uintptr_t)t->list;
+    t->x.list_hi = (uint64_t)(uintptr_t)t->list + PG;
+    t->ns = test_ns();
+}
+
+/* gpumem__uring_translate of t's command into t's iovecs. */
+static int translate(xlate_rig *t) {
+    return gpumem__uring_translate(&t->x, &t->st, &t->cmd, &t->io, t->iov, 20, &t->untr);
+}
+
+Test(uring_translate, contiguous_buffer_is_one_iovec) {
+    unsigned char *buf = aligned_alloc(PG, 16 * PG);
+    xlate_rig t;
+    uint64_t prp1, prp2;
+    xlate_rig_init(&t);
     /* 40 blocks from a 512-byte offset: 6 pages, a PRP list of 5 entries */
-    cr_assert_eq(gpumem_nvme_prp_setup((uint64_t)(uintptr_t)(buf + 512), 40 * 512, (uint64_t *)list,
-                                       (uint64_t)(uintptr_t)list, 512, &prp1, &prp2), GPUMEM_OK);
-    gpumem_nvme_ns ns = test_ns();
-    cr_assert_eq(gpumem_nvme_cmd_rw(&cmd, GPUMEM_NVME_OP_WRITE, &ns, 100, 40, prp1, prp2), GPUMEM_OK);
-    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), 0);
-    cr_assert_eq(io.opcode, GPUMEM_NVME_OP_WRITE);
-    cr_assert_eq(io.off, 100u * 512);
-    cr_assert_eq(io.len, 40u * 512);
-    cr_assert_eq(io.n_iov, 1, "adjacent pages join into one iovec, got %u", io.n_iov);
-    cr_assert_eq(iov[0].iov_base, buf + 512);
-    cr_assert_eq(iov[0].iov_len, 40u * 512);
-    cr_assert_eq(st.writes, 1);
+    cr_assert_eq(gpumem_nvme_prp_setup((uint64_t)(uintptr_t)(buf + 512), 40 * 512, (uint64_t *)t.list,
+                                       (uint64_t)(uintptr_t)t.list, 512, &prp1, &prp2), GPUMEM_OK);
+    cr_assert_eq(gpumem_nvme_cmd_rw(&t.cmd, GPUMEM_NVME_OP_WRITE, &t.ns, 100, 40, prp1, prp2), GPUMEM_OK);
+    cr_assert_eq(translate(&t), 0);
+    cr_assert_eq(t.io.opcode, GPUMEM_NVME_OP_WRITE);
+    cr_assert_eq(t.io.off, 100u * 512);
+    cr_assert_eq(t.io.len, 40u * 512);
+    cr_assert_eq(t.io.n_iov, 1, "adjacent pages join into one iovec, got %u", t.io.n_iov);
+    cr_assert_eq(t.iov[0].iov_base, buf + 512);
+    cr_assert_eq(t.iov[0].iov_len, 40u * 512);
+    cr_assert_eq(t.st.writes, 1);
     free(buf);
-    free(list);
+    free(t.list);
 }
 
 Test(uring_translate, scattered_pages_are_iovecs_in_prp_order) {
-    unsigned char *buf = aligned_alloc(PG, 8 * PG), *list = aligned_alloc(PG, PG);
-    gpumem__uring_xlate x = {test_ns(), (uint64_t)(uintptr_t)list, (uint64_t)(uintptr_t)list + PG, NULL, NULL};
-    gpumem_target_stats st = {0};
-    gpumem_nvme_ns ns = test_ns();
-    gpumem_nvme_cmd cmd;
-    gpumem__uring_io io;
-    struct iovec iov[20];
-    uint64_t *l = (uint64_t *)list;
-    int untr, k;
+    unsigned char *buf = aligned_alloc(PG, 8 * PG);
+    xlate_rig t;
+    uint64_t *l;
+    int k;
+    xlate_rig_init(&t);
+    l = (uint64_t *)t.list;
     /* 4 pages, in the order 6 (from offset 1024), 4, 2, 0 of the buffer; the last one half */
     l[0] = (uint64_t)(uintptr_t)(buf + 4 * PG);
     l[1] = (uint64_t)(uintptr_t)(buf + 2 * PG);
     l[2] = (uint64_t)(uintptr_t)(buf + 0 * PG);
-    cr_assert_eq(gpumem_nvme_cmd_rw(&cmd, GPUMEM_NVME_OP_READ, &ns, 0, 26, /* 3072 + 4096 + 4096 + 2048 bytes */
-                                    (uint64_t)(uintptr_t)(buf + 6 * PG + 1024), (uint64_t)(uintptr_t)list),
+    cr_assert_eq(gpumem_nvme_cmd_rw(&t.cmd, GPUMEM_NVME_OP_READ, &t.ns, 0, 26, /* 3072 + 4096 + 4096 + 2048 bytes */
+                                    (uint64_t)(uintptr_t)(buf + 6 * PG + 1024), (uint64_t)(uintptr_t)t.list),
                  GPUMEM_OK);
-    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), 0);
-    cr_assert_eq(io.n_iov, 4);
-    cr_assert_eq(iov[0].iov_base, buf + 6 * PG + 1024);
-    cr_assert_eq(iov[0].iov_len, PG - 1024);
+    cr_assert_eq(translate(&t), 0);
+    cr_assert_eq(t.io.n_iov, 4);
+    cr_assert_eq(t.iov[0].iov_base, buf + 6 * PG + 1024);
+    cr_assert_eq(t.iov[0].iov_len, PG - 1024);
     for (k = 1; k < 3; k++) {
-        cr_assert_eq(iov[k].iov_base, buf + (6 - 2 * k) * PG, "iovec %d", k);
-        cr_assert_eq(iov[k].iov_len, PG);
+        cr_assert_eq(t.iov[k].iov_base, buf + (6 - 2 * k) * PG, "iovec %d", k);
+        cr_assert_eq(t.iov[k].iov_len, PG);
     }
-    cr_assert_eq(iov[3].iov_base, buf);
-    cr_assert_eq(iov[3].iov_len, PG / 2);
-    cr_assert_eq(iov[0].iov_len + iov[1].iov_len + iov[2].iov_len + iov[3].iov_len, io.len);
+    cr_assert_eq(t.iov[3].iov_base, buf);
+    cr_assert_eq(t.iov[3].iov_len, PG / 2);
+    cr_assert_eq(t.iov[0].iov_len + t.iov[1].iov_len + t.iov[2].iov_len + t.iov[3].iov_len, t.io.len);
     free(buf);
-    free(list);
+    free(t.list);
 }
 
 static int refuse_upper_half(void *ctx, uint64_t prp, uint64_t len, void **host) {
@@ -100,78 +120,67 @@ static int refuse_upper_half(void *ctx, uint64_t prp, uint64_t len, void **host)
  * top of the address space, no translator, overflowed a pointer joining
  * iovecs (UBSan). Both are now untranslatable, nothing read. */
 Test(uring_translate, addresses_at_the_top_of_memory_are_refused) {
-    unsigned char *list = aligned_alloc(PG, PG);
-    gpumem__uring_xlate x = {test_ns(), (uint64_t)(uintptr_t)list, (uint64_t)(uintptr_t)list + PG, NULL, NULL};
-    gpumem_target_stats st = {0};
-    gpumem_nvme_ns ns = test_ns();
-    gpumem_nvme_cmd cmd;
-    gpumem__uring_io io;
-    struct iovec iov[20];
-    int untr = 0;
+    xlate_rig t;
+    xlate_rig_init(&t); /* t.untr starts at 0 */
     /* 24 blocks of 512 B from PG: 3 pages, so PRP2 is a list pointer */
-    gpumem_nvme_cmd_rw(&cmd, GPUMEM_NVME_OP_READ, &ns, 0, 24, PG, 0xFFFFFFFFFFFFFFF0ull);
-    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), GPUMEM_NVME_STATUS(0, 0x13));
-    cr_assert_eq(untr, 1, "a list pointer the forwarder cannot read is untranslatable");
+    gpumem_nvme_cmd_rw(&t.cmd, GPUMEM_NVME_OP_READ, &t.ns, 0, 24, PG, 0xFFFFFFFFFFFFFFF0ull);
+    cr_assert_eq(translate(&t), GPUMEM_NVME_STATUS(0, 0x13));
+    cr_assert_eq(t.untr, 1, "a list pointer the forwarder cannot read is untranslatable");
     /* one page, the last of the address space; then two, the second the last */
-    gpumem_nvme_cmd_rw(&cmd, GPUMEM_NVME_OP_READ, &ns, 0, 8, 0ull - PG, 0);
-    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), GPUMEM_NVME_STATUS(0, 0x13));
-    cr_assert_eq(untr, 1, "a segment ending at 2^64");
-    gpumem_nvme_cmd_rw(&cmd, GPUMEM_NVME_OP_READ, &ns, 0, 16, 0ull - 2 * PG, 0ull - PG);
-    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), GPUMEM_NVME_STATUS(0, 0x13));
-    cr_assert_eq(untr, 1, "the second segment ends at 2^64");
-    cr_assert_eq(st.bad_prp, 0, "well-formed PRPs: not counted as bad");
-    free(list);
+    gpumem_nvme_cmd_rw(&t.cmd, GPUMEM_NVME_OP_READ, &t.ns, 0, 8, 0ull - PG, 0);
+    cr_assert_eq(translate(&t), GPUMEM_NVME_STATUS(0, 0x13));
+    cr_assert_eq(t.untr, 1, "a segment ending at 2^64");
+    gpumem_nvme_cmd_rw(&t.cmd, GPUMEM_NVME_OP_READ, &t.ns, 0, 16, 0ull - 2 * PG, 0ull - PG);
+    cr_assert_eq(translate(&t), GPUMEM_NVME_STATUS(0, 0x13));
+    cr_assert_eq(t.untr, 1, "the second segment ends at 2^64");
+    cr_assert_eq(t.st.bad_prp, 0, "well-formed PRPs: not counted as bad");
+    free(t.list);
 }
 
 Test(uring_translate, refusals_carry_a_status) {
-    unsigned char *buf = aligned_alloc(PG, 16 * PG), *list = aligned_alloc(PG, PG), *other = aligned_alloc(PG, PG);
-    gpumem__uring_xlate x = {test_ns(), (uint64_t)(uintptr_t)list, (uint64_t)(uintptr_t)list + PG, NULL, NULL};
-    gpumem_target_stats st = {0};
-    gpumem_nvme_ns ns = test_ns();
-    gpumem_nvme_cmd cmd;
-    gpumem__uring_io io;
-    struct iovec iov[20];
+    unsigned char *buf = aligned_alloc(PG, 16 * PG), *other = aligned_alloc(PG, PG);
+    xlate_rig t;
     uint64_t prp1, prp2;
-    int untr;
+    xlate_rig_init(&t);
     /* a PRP list outside the pair's pages, no translator: never read */
     cr_assert_eq(gpumem_nvme_prp_setup((uint64_t)(uintptr_t)buf, 8 * PG, (uint64_t *)other,
                                        (uint64_t)(uintptr_t)other, 512, &prp1, &prp2), GPUMEM_OK);
-    gpumem_nvme_cmd_rw(&cmd, GPUMEM_NVME_OP_READ, &ns, 0, 64, prp1, prp2);
-    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), GPUMEM_NVME_STATUS(0, 0x13));
-    cr_assert_eq(untr, 1);
+    gpumem_nvme_cmd_rw(&t.cmd, GPUMEM_NVME_OP_READ, &t.ns, 0, 64, prp1, prp2);
+    cr_assert_eq(translate(&t), GPUMEM_NVME_STATUS(0, 0x13));
+    cr_assert_eq(t.untr, 1);
     /* a list that would run off its page (the walk would follow a chain) */
-    gpumem_nvme_cmd_rw(&cmd, GPUMEM_NVME_OP_READ, &ns, 0, 64, (uint64_t)(uintptr_t)buf,
-                       (uint64_t)(uintptr_t)list + PG - 16);
-    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), GPUMEM_NVME_STATUS(0, 0x13));
-    cr_assert_eq(untr, 0);
-    cr_assert_eq(st.bad_prp, 1);
+    gpumem_nvme_cmd_rw(&t.cmd, GPUMEM_NVME_OP_READ, &t.ns, 0, 64, (uint64_t)(uintptr_t)buf,
+                       (uint64_t)(uintptr_t)t.list + PG - 16);
+    cr_assert_eq(translate(&t), GPUMEM_NVME_STATUS(0, 0x13));
+    cr_assert_eq(t.untr, 0);
+    cr_assert_eq(t.st.bad_prp, 1);
     /* a misaligned PRP1 */
-    gpumem_nvme_cmd_rw(&cmd, GPUMEM_NVME_OP_READ, &ns, 0, 1, (uint64_t)(uintptr_t)buf + 2, 0);
-    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), GPUMEM_NVME_STATUS(0, 0x13));
-    cr_assert_eq(st.bad_prp, 2);
+    gpumem_nvme_cmd_rw(&t.cmd, GPUMEM_NVME_OP_READ, &t.ns, 0, 1, (uint64_t)(uintptr_t)buf + 2, 0);
+    cr_assert_eq(translate(&t), GPUMEM_NVME_STATUS(0, 0x13));
+    cr_assert_eq(t.st.bad_prp, 2);
     /* a data page the translator refuses */
-    x.translate = refuse_upper_half;
-    x.translate_ctx = (void *)(uintptr_t)((uint64_t)(uintptr_t)buf + 8 * PG);
-    gpumem_nvme_cmd_rw(&cmd, GPUMEM_NVME_OP_READ, &ns, 0, 8, (uint64_t)(uintptr_t)buf + 7 * PG, 0);
-    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), 0, "inside: accepted");
-    gpumem_nvme_cmd_rw(&cmd, GPUMEM_NVME_OP_READ, &ns, 0, 16, (uint64_t)(uintptr_t)buf + 7 * PG,
+    t.x.translate = refuse_upper_half;
+    t.x.translate_ctx = (void *)(uintptr_t)((uint64_t)(uintptr_t)buf + 8 * PG);
+    gpumem_nvme_cmd_rw(&t.cmd, GPUMEM_NVME_OP_READ, &t.ns, 0, 8, (uint64_t)(uintptr_t)buf + 7 * PG, 0);
+    cr_assert_eq(translate(&t), 0, "inside: accepted");
+    gpumem_nvme_cmd_rw(&t.cmd, GPUMEM_NVME_OP_READ, &t.ns, 0, 16, (uint64_t)(uintptr_t)buf + 7 * PG,
                        (uint64_t)(uintptr_t)buf + 8 * PG);
-    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), GPUMEM_NVME_STATUS(0, 0x13));
-    cr_assert_eq(untr, 1);
+    cr_assert_eq(translate(&t), GPUMEM_NVME_STATUS(0, 0x13));
+    cr_assert_eq(t.untr, 1);
     /* the core's checks: opcode, range, namespace; and a Flush */
-    cmd.cdw0 = 0x09;
-    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), GPUMEM_NVME_STATUS(0, 0x01));
-    gpumem_nvme_cmd_rw(&cmd, GPUMEM_NVME_OP_READ, &ns, N_BLOCKS - 1, 1, (uint64_t)(uintptr_t)buf, 0);
-    cmd.cdw12 = 1; /* two blocks: past the end */
-    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), GPUMEM_NVME_STATUS(0, 0x80));
-    cmd.nsid = 2;
-    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), GPUMEM_NVME_STATUS(0, 0x0B));
-    gpumem_nvme_cmd_flush(&cmd, &ns);
-    cr_assert_eq(gpumem__uring_translate(&x, &st, &cmd, &io, iov, 20, &untr), 0);
-    cr_assert_eq(io.len, 0);
-    cr_assert_eq(io.n_iov, 0);
+    t.cmd.cdw0 = 0x09;
+    cr_assert_eq(translate(&t), GPUMEM_NVME_STATUS(0, 0x01));
+    gpumem_nvme_cmd_rw(&t.cmd, GPUMEM_NVME_OP_READ, &t.ns, N_BLOCKS - 1, 1, (uint64_t)(uintptr_t)buf, 0);
+    t.cmd.cdw12 = 1; /* two blocks: past the end */
+    cr_assert_eq(translate(&t), GPUMEM_NVME_STATUS(0, 0x80));
+    t.cmd.nsid = 2;
+    cr_assert_eq(translate(&t), GPUMEM_NVME_STATUS(0, 0x0B));
+    gpumem_nvme_cmd_flush(&t.cmd, &t.ns);
+    cr_assert_eq(translate(&t), 0);
+    cr_assert_eq(t.io.len, 0);
+    cr_assert_eq(t.io.n_iov, 0);
     free(buf);
-    free(list);
+    free(t.list);
     free(other);
 }
 

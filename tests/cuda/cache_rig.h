@@ -1,8 +1,8 @@
 // A gpumem cache in managed memory for the CUDA tests and benchmarks, the
 // content its data starts with (initial_word) or is written with
 // (written_word), and the counted, content-checked element read and write
-// steps the cache and tier tests share (RigCounts, rig_read_word,
-// rig_own_writes).
+// steps the cache and tier tests share (RigCounts, RigRun, rig_flush_wrong,
+// rig_read_word, rig_own_writes).
 #ifndef GPUMEM_TEST_CACHE_RIG_H
 #define GPUMEM_TEST_CACHE_RIG_H
 #include "gpumem_cache.h"
@@ -80,6 +80,34 @@ struct Rig {
 struct RigCounts {
     unsigned long long ok, bad, eagain, other;
 };
+
+// What a kernel over all of a Rig's words takes: an array handle (8-byte
+// elements, in managed memory) and zeroed counts, freed with it.
+struct RigRun {
+    gpumem_cache_array *a = nullptr;
+    RigCounts *n = nullptr;
+    explicit RigRun(const Rig &r) {
+        CHECK(cudaMallocManaged(&a, sizeof *a));
+        CHECK(cudaMallocManaged(&n, sizeof *n));
+        *a = gpumem_cache_array_make(r.cache, 8, 0, r.n_words);
+        memset(n, 0, sizeof *n);
+    }
+    ~RigRun() {
+        cudaFree(a);
+        cudaFree(n);
+    }
+    RigRun(const RigRun &) = delete;
+    RigRun &operator=(const RigRun &) = delete;
+};
+
+// Flushes r's cache (what: the check's name) and returns how many words of
+// its backing then differ from written_word; *written: the lines written.
+static inline uint64_t rig_flush_wrong(const Rig &r, uint64_t *written, const char *what) {
+    uint64_t wrong = 0;
+    EXPECT(gpumem_cache_flush(r.cache, written) == GPUMEM_OK, "%s", what);
+    for (uint64_t w = 0; w < r.n_words; w++) wrong += r.backing[w] != written_word(w);
+    return wrong;
+}
 
 #if defined(__CUDACC__)
 // Read word w through r and count it, checked against initial_word. EAGAIN

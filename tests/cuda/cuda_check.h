@@ -155,6 +155,12 @@ static const double kTestWaitS = test_wait_s();
 /* Kernels launched on the legacy default stream (no persistent kernel runs
  * there: a GPU controller always has a stream of its own). */
 static inline void wait_kernels(double seconds, const char *what) { wait_stream(0, seconds, what); }
+// A kernel just launched: its launch error, then its end within the test's
+// bound (kTestWaitS; what names the step when it hangs).
+static inline void wait_launched(const char *what) {
+    CHECK(cudaGetLastError());
+    wait_kernels(kTestWaitS, what);
+}
 
 #if defined(__CUDACC__)
 /* A device-side retry of a call that answered GPUMEM_EAGAIN (a full cache,

@@ -127,8 +127,7 @@ static void test_coalesced_reads() {
     CHECK(cudaMallocManaged(&n, sizeof *n));
     memset(n, 0, sizeof *n);
     coalesced_reads<<<(unsigned)((r.n_words + 255) / 256), 256>>>(r.cache, r.n_words, n);
-    CHECK(cudaGetLastError());
-    wait_kernels(kTestWaitS, "coalesced misses");
+    wait_launched("coalesced misses");
     gpumem_cache_stats s;
     gpumem_cache_get_stats(r.cache, &s);
     EXPECT(n->ok == r.n_words && n->bad == 0 && n->eagain == 0 && n->other == 0,
@@ -148,8 +147,7 @@ static void test_coalesced_reads() {
     test_begin();
     memset(n, 0, sizeof *n);
     coalesced_reads<<<(unsigned)((r.n_words + 255) / 256), 256>>>(r.cache, r.n_words, n);
-    CHECK(cudaGetLastError());
-    wait_kernels(kTestWaitS, "warm hits");
+    wait_launched("warm hits");
     gpumem_cache_stats s2;
     gpumem_cache_get_stats(r.cache, &s2);
     EXPECT(n->ok == r.n_words && n->bad == 0 && n->eagain == 0 && n->other == 0, "second pass: ok %llu bad %llu",
@@ -190,15 +188,10 @@ static void test_eviction(uint32_t policy) {
     // a GPU. 4,096 threads (128 warps) still contend for it.
     const bool one_lock = policy >= GPUMEM_POLICY_SLOT_KINDS;
     const uint32_t threads = one_lock ? scaled(4096, 1024) : scaled(65536, 1024), per = 8;
-    gpumem_cache_array *a;
-    RigCounts *n;
-    CHECK(cudaMallocManaged(&a, sizeof *a));
-    CHECK(cudaMallocManaged(&n, sizeof *n));
-    *a = gpumem_cache_array_make(r.cache, 8, 0, r.n_words);
-    memset(n, 0, sizeof *n);
-    random_reads<<<threads / 256, 256>>>(a, r.n_words, per, n);
-    CHECK(cudaGetLastError());
-    wait_kernels(kTestWaitS, "eviction under contention");
+    RigRun run(r);
+    RigCounts *n = run.n;
+    random_reads<<<threads / 256, 256>>>(run.a, r.n_words, per, n);
+    wait_launched("eviction under contention");
     gpumem_cache_stats s;
     gpumem_cache_get_stats(r.cache, &s);
     EXPECT(n->ok == (unsigned long long)threads * per && n->bad == 0 && n->other == 0,
@@ -211,8 +204,6 @@ static void test_eviction(uint32_t policy) {
              gpumem_policy_name(policy), threads, per, (unsigned long long)s.fills, (unsigned long long)s.evictions,
              n->eagain);
     test_end("eviction under contention (array reference)", detail);
-    cudaFree(a);
-    cudaFree(n);
 }
 
 // ---- 4. writes through cache_array_ref, then flush --------------------------
@@ -225,18 +216,11 @@ static void test_writes_flush() {
     test_begin();
     Rig r(4096, scaled(2048, 128), scaled(256, 16));  // 8 MiB of data, 1 MiB of cache (or 1/16 of each)
     const uint32_t threads = scaled(32768, 2048);
-    gpumem_cache_array *a;
-    RigCounts *n;
-    CHECK(cudaMallocManaged(&a, sizeof *a));
-    CHECK(cudaMallocManaged(&n, sizeof *n));
-    *a = gpumem_cache_array_make(r.cache, 8, 0, r.n_words);
-    memset(n, 0, sizeof *n);
-    own_writes<<<threads / 256, 256>>>(a, r.n_words, threads, n);
-    CHECK(cudaGetLastError());
-    wait_kernels(kTestWaitS, "writes and flush");
-    uint64_t written = 0, wrong = 0;
-    EXPECT(gpumem_cache_flush(r.cache, &written) == GPUMEM_OK, "flush");
-    for (uint64_t w = 0; w < r.n_words; w++) wrong += r.backing[w] != written_word(w);
+    RigRun run(r);
+    RigCounts *n = run.n;
+    own_writes<<<threads / 256, 256>>>(run.a, r.n_words, threads, n);
+    wait_launched("writes and flush");
+    uint64_t written = 0, wrong = rig_flush_wrong(r, &written, "flush");
     gpumem_cache_stats s;
     gpumem_cache_get_stats(r.cache, &s);
     EXPECT(n->ok == r.n_words && n->other == 0, "writes ok %llu other %llu", n->ok, n->other);
@@ -246,8 +230,6 @@ static void test_writes_flush() {
     snprintf(detail, sizeof detail, "%llu words, %llu write-backs (%llu at flush)", (unsigned long long)r.n_words,
              (unsigned long long)s.writebacks, (unsigned long long)written);
     test_end("writes and flush (cache_array_ref)", detail);
-    cudaFree(a);
-    cudaFree(n);
 }
 
 // ---- 6. the cache in front of the GPU-resident controller --------------------

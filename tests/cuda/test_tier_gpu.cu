@@ -85,15 +85,10 @@ static void test_tier(uint32_t placement, bool small) {
     Rig r(4096, small ? 256 : 2048, small ? 16 : 64);
     TierRig tr(r.cache, small ? 64 : 512, placement);
     const uint32_t threads = small ? 2048 : 65536, per = 8;
-    gpumem_cache_array *a;
-    RigCounts *n;
-    CHECK(cudaMallocManaged(&a, sizeof *a));
-    CHECK(cudaMallocManaged(&n, sizeof *n));
-    *a = gpumem_cache_array_make(r.cache, 8, 0, r.n_words);
-    memset(n, 0, sizeof *n);
-    random_reads<<<threads / 256, 256>>>(a, r.n_words, per, n);
-    CHECK(cudaGetLastError());
-    wait_kernels(kTestWaitS, "three tiers: reads");
+    RigRun run(r);
+    RigCounts *n = run.n;
+    random_reads<<<threads / 256, 256>>>(run.a, r.n_words, per, n);
+    wait_launched("three tiers: reads");
     gpumem_tier_stats ts;
     gpumem_tier_get_stats(tr.tier, &ts);
     EXPECT(n->ok == (unsigned long long)threads * per && n->bad == 0 && n->other == 0, "reads: ok %llu bad %llu other %llu",
@@ -103,12 +98,9 @@ static void test_tier(uint32_t placement, bool small) {
     EXPECT(gpumem_tier_check_quiescent(tr.tier) == 0, "structure after the reads");
     unsigned long long read_hits = ts.host_hits;
     memset(n, 0, sizeof *n);
-    own_writes<<<threads / 256, 256>>>(a, r.n_words, threads, n);
-    CHECK(cudaGetLastError());
-    wait_kernels(kTestWaitS, "three tiers: writes");
-    uint64_t written = 0, wrong = 0;
-    EXPECT(gpumem_cache_flush(r.cache, &written) == GPUMEM_OK, "flush of both tiers");
-    for (uint64_t w = 0; w < r.n_words; w++) wrong += r.backing[w] != written_word(w);
+    own_writes<<<threads / 256, 256>>>(run.a, r.n_words, threads, n);
+    wait_launched("three tiers: writes");
+    uint64_t written = 0, wrong = rig_flush_wrong(r, &written, "flush of both tiers");
     gpumem_cache_stats cs;
     gpumem_cache_get_stats(r.cache, &cs);
     gpumem_tier_get_stats(tr.tier, &ts);
@@ -125,8 +117,6 @@ static void test_tier(uint32_t placement, bool small) {
              gpumem_tier_placement_name(placement), threads, read_hits, (unsigned long long)ts.moves,
              (unsigned long long)ts.dirty_moves, (unsigned long long)cs.reads);
     test_end("three tiers: reads, writes, flush", detail);
-    cudaFree(a);
-    cudaFree(n);
 }
 
 int main(int argc, char **argv) {

@@ -43,17 +43,9 @@ static char base[200], root[256], into[256], tgz[256];
 
 /* ---- building the machine -------------------------------------------------------- */
 
-static void mkdirs(const char *rel) {
-    char path[600], *p;
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    for (p = path + strlen(root) + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            mkdir(path, 0755);
-            *p = '/';
-        }
-    mkdir(path, 0755);
-}
+static void put(const char *rel, const char *text);
+#define DOCTOR_MACHINE_CHECK(ok, ...) FUZZ_CHECK(ok, __VA_ARGS__)
+#include "tests/doctor_machine.h"
 
 static void put_n(const char *rel, const void *p, size_t n) {
     char path[600], dir[600];
@@ -79,19 +71,6 @@ static void edit_put(const char *rel, const void *p, size_t n) {
     put_n(rel, p, n);
 }
 
-/* A link at rel to ROOT/target (absolute, as the tests make them: the
- * snapshot must make it relative). */
-static void link_to(const char *rel, const char *target) {
-    char path[600], to[600], dir[600];
-    snprintf(dir, sizeof dir, "%s", rel);
-    *strrchr(dir, '/') = 0;
-    mkdirs(dir);
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    snprintf(to, sizeof to, "%s/%s", root, target);
-    unlink(path);
-    FUZZ_CHECK(symlink(to, path) == 0, "symlink %s", path);
-}
-
 static void bridge(const char *chain, unsigned control) {
     unsigned char cs[512];
     char rel[300];
@@ -107,33 +86,10 @@ static void bridge(const char *chain, unsigned control) {
 }
 
 static void pci_device(const char *dev, const char *addr, const char *cls, const char *driver, const char *group) {
-    char rel[400];
-    mkdirs(dev);
-    snprintf(rel, sizeof rel, "sys/bus/pci/devices/%s", addr);
-    link_to(rel, dev);
-    snprintf(rel, sizeof rel, "%s/class", dev);
-    put(rel, cls);
-    snprintf(rel, sizeof rel, "%s/vendor", dev);
-    put(rel, cls[3] == '3' ? "0x10de\n" : "0x144d\n");
-    snprintf(rel, sizeof rel, "%s/resource", dev);
-    put(rel, "0x00000000fe000000 0x00000000fe003fff 0x0000000000140204\n"
-             "0x0000000000000000 0x0000000000000000 0x0000000000000000\n");
-    if (driver) {
-        char target[128];
-        snprintf(target, sizeof target, "sys/bus/pci/drivers/%s", driver);
-        mkdirs(target);
-        snprintf(rel, sizeof rel, "%s/driver", dev);
-        link_to(rel, target);
-    }
-    if (group) {
-        char target[128];
-        snprintf(target, sizeof target, "sys/kernel/iommu_groups/%s", group);
-        mkdirs(target);
-        snprintf(rel, sizeof rel, "%s/iommu_group", dev);
-        link_to(rel, target);
-        snprintf(rel, sizeof rel, "sys/kernel/iommu_groups/%s/devices/%s", group, addr);
-        link_to(rel, dev);
-    }
+    doctor_pci_device(dev, addr, cls,
+                      "0x00000000fe000000 0x00000000fe003fff 0x0000000000140204\n"
+                      "0x0000000000000000 0x0000000000000000 0x0000000000000000\n",
+                      driver, group);
 }
 
 static void machine(void) {

@@ -27,33 +27,17 @@
 static const char *const ext[2] = {"sg", "wsg"};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    char in[300], out[300], err[1024], inname[16], where[64];
-    unsigned sel = size ? data[0] : 0;
-    int f = sel & 1, rs;
-    gpumem_status st;
+    char in[300], out[300], err[1024], inname[16];
+    int f, rs;
     ref_graph ref;
-    once();
-    if (size) data++, size--;
-    st = rig_convert(data, size, ext[f], sel, inname, in, out, err, sizeof err);
+    gpumem_status st = rig_convert_input(&data, &size, ext, 1, &f, inname, in, out, err, sizeof err);
     rs = ref_read_sg(f ? 8 : 4, data, size, &ref);
     if (st != GPUMEM_OK) {
-        const char *names[1] = {inname};
-        expect_dir(names, 1, err);
-        rig_check_refusal(err, in, out);
-        if (!strstr(err, "nothing written")) {
-            FUZZ_CHECK(rs == REF_BAD, "refused what the reference reads (%llu vertices, %zu entries): %s",
-                       (unsigned long long)ref.n, ref.n_keys, err);
-            snprintf(where, sizeof where, ": byte %llu: ", (unsigned long long)ref.bad_at);
-            FUZZ_CHECK(strstr(err, where) != NULL, "the reference finds the first error at byte %llu: %s",
-                       (unsigned long long)ref.bad_at, err);
-        }
+        rig_check_refused(err, in, out, inname, rs, &ref, "byte", 1);
     } else {
         graph_csr g;
-        char lerr[256];
         const char *names[2] = {inname, "out.graph"};
-        expect_dir(names, 2, "after a conversion");
-        FUZZ_CHECK(rs != REF_BAD, "accepted what the reference refuses at byte %llu", (unsigned long long)ref.bad_at);
-        FUZZ_CHECK(graph_load(out, &g, lerr, sizeof lerr) == GPUMEM_OK, "the output does not load: %s", lerr);
+        rig_load_accepted(out, names, 2, rs, &ref, "byte", &g);
         if (rs == REF_OK) {
             rig_check_same(&g, &ref);
         }

@@ -30,34 +30,19 @@ static const char *const ext[4] = {"el", "wel", "txt", "mtx"};
 static const int ref_fmt[4] = {REF_EL, REF_WEL, REF_SNAP, REF_MTX};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    char in[300], out[300], ids[320], err[1024], inname[16], where[64];
-    unsigned sel = size ? data[0] : 0;
-    int f = sel & 3, rs;
-    gpumem_status st;
+    char in[300], out[300], ids[320], err[1024], inname[16];
+    int f, rs;
     ref_graph ref;
-    once();
-    if (size) data++, size--;
-    st = rig_convert(data, size, ext[f], sel, inname, in, out, err, sizeof err);
+    gpumem_status st = rig_convert_input(&data, &size, ext, 3, &f, inname, in, out, err, sizeof err);
     snprintf(ids, sizeof ids, "%s.ids", out);
     rs = ref_read_text(ref_fmt[f], (const char *)data, size, &ref);
     if (st != GPUMEM_OK) {
-        const char *names[1] = {inname};
-        expect_dir(names, 1, err);
-        rig_check_refusal(err, in, out);
-        if (!strstr(err, "nothing written") && rs != REF_UNSURE) {
-            FUZZ_CHECK(rs == REF_BAD, "refused what the reference reads (%llu vertices, %zu entries): %s",
-                       (unsigned long long)ref.n, ref.n_keys, err);
-            snprintf(where, sizeof where, ": line %llu: ", (unsigned long long)ref.bad_at);
-            FUZZ_CHECK(strstr(err, where) != NULL, "the reference finds the first error at line %llu: %s",
-                       (unsigned long long)ref.bad_at, err);
-        }
+        rig_check_refused(err, in, out, inname, rs, &ref, "line", rs != REF_UNSURE);
     } else {
         graph_csr g;
         char lerr[256];
         const char *names[3] = {inname, "out.graph", "out.graph.ids"};
-        expect_dir(names, f == 2 ? 3 : 2, "after a conversion");
-        FUZZ_CHECK(rs != REF_BAD, "accepted what the reference refuses at line %llu", (unsigned long long)ref.bad_at);
-        FUZZ_CHECK(graph_load(out, &g, lerr, sizeof lerr) == GPUMEM_OK, "the output does not load: %s", lerr);
+        rig_load_accepted(out, names, f == 2 ? 3 : 2, rs, &ref, "line", &g);
         if (rs == REF_OK) {
             rig_check_same(&g, &ref);
             if (f == 2) {

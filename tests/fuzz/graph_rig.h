@@ -72,6 +72,20 @@ static gpumem_status rig_convert(const uint8_t *data, size_t size, const char *e
     return st;
 }
 
+/* An input's first byte picks the format (its bits format_mask: an index
+ * into exts) and the import's options (rig_convert's sel); the rest is the
+ * file, converted. data and size are left at the file, *format at the
+ * index picked. */
+static gpumem_status rig_convert_input(const uint8_t **data, size_t *size, const char *const *exts,
+                                       unsigned format_mask, int *format, char *inname, char *in, char *out,
+                                       char *err, size_t errn) {
+    unsigned sel = *size ? (*data)[0] : 0;
+    once();
+    if (*size) ++*data, --*size;
+    *format = (int)(sel & format_mask);
+    return rig_convert(*data, *size, exts[*format], sel, inname, in, out, err, errn);
+}
+
 /* A refusal names the input and what was expected, or the output when it
  * is the output that does not fit. */
 static void rig_check_refusal(const char *err, const char *in, const char *out) {
@@ -93,6 +107,37 @@ static void rig_check_same(const graph_csr *g, const ref_graph *ref) {
                        "entry %llu: %llu-%u, the reference %llu-%llu", (unsigned long long)k, (unsigned long long)v,
                        g->edges[i], (unsigned long long)(ref->keys[k] >> 32),
                        (unsigned long long)(ref->keys[k] & 0xFFFFFFFFu));
+}
+
+/* A refused input: only the input is left in the directory, the refusal
+ * names the file and what was expected, and - where the reference judges
+ * (judged) and the output was not what did not fit - the reference refuses
+ * it too, its first error at the `unit` ("byte", "line") the refusal names. */
+static void rig_check_refused(const char *err, const char *in, const char *out, const char *inname, int rs,
+                              const ref_graph *ref, const char *unit, int judged) {
+    char where[64];
+    const char *names[1] = {inname};
+    expect_dir(names, 1, err);
+    rig_check_refusal(err, in, out);
+    if (!strstr(err, "nothing written") && judged) {
+        FUZZ_CHECK(rs == REF_BAD, "refused what the reference reads (%llu vertices, %zu entries): %s",
+                   (unsigned long long)ref->n, ref->n_keys, err);
+        snprintf(where, sizeof where, ": %s %llu: ", unit, (unsigned long long)ref->bad_at);
+        FUZZ_CHECK(strstr(err, where) != NULL, "the reference finds the first error at %s %llu: %s", unit,
+                   (unsigned long long)ref->bad_at, err);
+    }
+}
+
+/* An accepted input: the directory holds exactly `names`, the reference
+ * does not refuse it (its first error would be at the `unit` it names), and
+ * the output loads into g. */
+static void rig_load_accepted(const char *out, const char *const *names, int n, int rs, const ref_graph *ref,
+                              const char *unit, graph_csr *g) {
+    char lerr[256];
+    expect_dir(names, n, "after a conversion");
+    FUZZ_CHECK(rs != REF_BAD, "accepted what the reference refuses at %s %llu", unit,
+               (unsigned long long)ref->bad_at);
+    FUZZ_CHECK(graph_load(out, g, lerr, sizeof lerr) == GPUMEM_OK, "the output does not load: %s", lerr);
 }
 
 #endif
