@@ -246,8 +246,10 @@ Test(cache_errors, bad_descriptions) {
     d.n_slots = 0;
     cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_EINVAL, "no slots");
     d.n_slots = 1;
-    d.policy = 9;
+    d.policy = GPUMEM_POLICY_KINDS;
     cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_EINVAL, "unknown policy");
+    d.policy = GPUMEM_POLICY_LRU; /* a sequential kind, and no seq_policy given */
+    cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_EINVAL, "a sequential kind as a slot policy");
     d.policy = GPUMEM_CACHE_CLOCK;
     d.backing.mem = NULL;
     cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_ENULL);
