@@ -138,13 +138,7 @@ static inline void share_rig_sleep_ns(long ns) {
 /* Retries give up after this long, not after a count: a count can run out
  * in a fraction of a second while the thread it waits for is not scheduled
  * (ThreadSanitizer on 2 busy cores), and a time still reports a hang. */
-#define SHARE_RIG_PATIENCE_S 30.0
-
-static inline double share_rig_now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#define SHARE_RIG_PATIENCE_NS 30000000000ull
 
 /* Take a line, retrying while the owner's cache is full of its own pinned
  * writes or no base is free: a host thread merges its writes (flush), then
@@ -153,10 +147,10 @@ static inline double share_rig_now_s(void) {
  * after ETIMEDOUT (a queue with a short timeout: its request was withdrawn). */
 static gpumem_status share_rig_get(share_rig *r, uint32_t o, uint32_t l, int write, unsigned char **p) {
     gpumem_status st;
-    double give_up = share_rig_now_s() + SHARE_RIG_PATIENCE_S;
+    uint64_t give_up = gpumem_clock_ns() + SHARE_RIG_PATIENCE_NS;
     while (((st = gpumem_share_get(r->share, o, l, write, (void **)p)) == GPUMEM_EAGAIN ||
             (st == GPUMEM_ETIMEDOUT && gpumem__share_posts())) &&
-           share_rig_now_s() < give_up) {
+           gpumem_clock_ns() < give_up) {
         if (gpumem__share_posts()) share_rig_sleep_ns(20000);
         else gpumem_share_flush(r->share, o);
     }
@@ -168,9 +162,9 @@ static gpumem_status share_rig_get(share_rig *r, uint32_t o, uint32_t l, int wri
  * (withdrawn, a queue with a short timeout). */
 static gpumem_status share_rig_release(share_rig *r, uint32_t o, uint32_t first, uint32_t n) {
     gpumem_status st;
-    double give_up = share_rig_now_s() + SHARE_RIG_PATIENCE_S;
+    uint64_t give_up = gpumem_clock_ns() + SHARE_RIG_PATIENCE_NS;
     while (((st = gpumem_share_release(r->share, o, first, n)) == GPUMEM_EAGAIN || st == GPUMEM_ETIMEDOUT) &&
-           share_rig_now_s() < give_up)
+           gpumem_clock_ns() < give_up)
         share_rig_sleep_ns(20000);
     return st;
 }
@@ -179,8 +173,8 @@ static gpumem_status share_rig_release(share_rig *r, uint32_t o, uint32_t first,
  * owner's request). */
 static inline gpumem_status share_rig_flush(share_rig *r, uint32_t o) {
     gpumem_status st;
-    double give_up = share_rig_now_s() + SHARE_RIG_PATIENCE_S;
-    while ((st = gpumem_share_flush(r->share, o)) == GPUMEM_EAGAIN && share_rig_now_s() < give_up)
+    uint64_t give_up = gpumem_clock_ns() + SHARE_RIG_PATIENCE_NS;
+    while ((st = gpumem_share_flush(r->share, o)) == GPUMEM_EAGAIN && gpumem_clock_ns() < give_up)
         share_rig_sleep_ns(20000);
     return st;
 }
