@@ -1405,17 +1405,25 @@ GPUMEM_API gpumem_status gpumem_cache_epoch(gpumem_cache *c, uint64_t epoch) {
  * recorded) whatever the statuses; the first status that is not OK is
  * returned. EINVAL: an array gpumem_cache_array_make refused; ERANGE:
  * elements past its end (nothing hinted). */
-GPUMEM_API gpumem_status gpumem_cache_array_hint(const gpumem_cache_array *a, uint64_t first, uint64_t count,
-                                                 uint64_t when) {
-    gpumem_status st = GPUMEM_OK, one;
-    uint64_t line, last;
+/* The lines [*line, *end) that elements [first, first + count) of array
+ * `a` lie on (none for count 0), or the status of a bad request. */
+GPUMEM_API gpumem_status gpumem__cache_array_lines(const gpumem_cache_array *a, uint64_t first, uint64_t count,
+                                                   uint64_t *line, uint64_t *end) {
+    *line = *end = 0;
     if (!a || !a->cache) return GPUMEM_ENULL;
     if (!a->valid) return GPUMEM_EINVAL;
     if (first > a->n || count > a->n - first) return GPUMEM_ERANGE;
     if (count == 0) return GPUMEM_OK;
-    line = (a->offset + first * a->elem_bytes) >> a->cache->line_shift;
-    last = (a->offset + (first + count) * a->elem_bytes - 1) >> a->cache->line_shift;
-    for (; line <= last; line++)
+    *line = (a->offset + first * a->elem_bytes) >> a->cache->line_shift;
+    *end = ((a->offset + (first + count) * a->elem_bytes - 1) >> a->cache->line_shift) + 1;
+    return GPUMEM_OK;
+}
+
+GPUMEM_API gpumem_status gpumem_cache_array_hint(const gpumem_cache_array *a, uint64_t first, uint64_t count,
+                                                 uint64_t when) {
+    uint64_t line, end;
+    gpumem_status st = gpumem__cache_array_lines(a, first, count, &line, &end), one;
+    for (; line < end; line++) /* none on a bad request: then line == end == 0 */
         if ((one = gpumem_cache_hint(a->cache, line, when)) != GPUMEM_OK && st == GPUMEM_OK) st = one;
     return st;
 }
@@ -1505,15 +1513,9 @@ GPUMEM_API gpumem_status gpumem_cache_prefetch(gpumem_cache *c, uint64_t line, u
  * gpumem_cache_array_hint. */
 GPUMEM_API gpumem_status gpumem_cache_array_prefetch(const gpumem_cache_array *a, uint64_t first, uint64_t count,
                                                      uint64_t when) {
-    gpumem_status st = GPUMEM_OK, one;
-    uint64_t line, last;
-    if (!a || !a->cache) return GPUMEM_ENULL;
-    if (!a->valid) return GPUMEM_EINVAL;
-    if (first > a->n || count > a->n - first) return GPUMEM_ERANGE;
-    if (count == 0) return GPUMEM_OK;
-    line = (a->offset + first * a->elem_bytes) >> a->cache->line_shift;
-    last = (a->offset + (first + count) * a->elem_bytes - 1) >> a->cache->line_shift;
-    for (; line <= last; line++)
+    uint64_t line, end;
+    gpumem_status st = gpumem__cache_array_lines(a, first, count, &line, &end), one;
+    for (; line < end; line++) /* none on a bad request: then line == end == 0 */
         if ((one = gpumem_cache_prefetch(a->cache, line, when)) != GPUMEM_OK && st == GPUMEM_OK) st = one;
     return st;
 }
