@@ -633,6 +633,7 @@ gpu-examples: $(call gpu_needs,$(CUDA_EXAMPLE_BINS) $(GPU_GRAPH))
 	GPUMEM_REQUIRE_GPU=1 sh tools/gpu-runs.sh -n gpu-examples -d $(GPU_EXAMPLES_DEADLINE) -g $(GPU_RUN_GRACE) \
 	  "hello 1:120 $(BUILD)/cuda/examples/hello" "array_sum 2:300 $(BUILD)/cuda/examples/array_sum 256" \
 	  "graph 4:600 $(BUILD)/cuda/examples/graph $(GPU_GRAPH)" \
+	  "graph_hints 2:300 $(BUILD)/cuda/examples/graph $(GPU_GRAPH) --hints" \
 	  "gnn 2:300 $(BUILD)/cuda/examples/gnn $(GPU_GRAPH) 8 1024" \
 	  "own_kernel 2:300 $(BUILD)/cuda/examples/own_kernel 64" \
 	  "analytics 2:300 $(BUILD)/cuda/examples/analytics $(BUILD)/taxi-gpu.table"

@@ -45,6 +45,8 @@
  *   gpumem_cache_hint(c, line, 9);             // `line` is next used at epoch 9
  *   gpumem_cache_array_hint(&a, i, 16, 8);     // elements i .. i+15 at epoch 8
  *   gpumem_cache_demote(c, line);              // done with it
+ *   gpumem_cache_prefetch(c, line, 8);         // needed at epoch 8: read it ahead now
+ *                                              // (EAGAIN: gave way to demand misses)
  *
  *   gpumem_cache_flush(c, NULL);               // write back the dirty lines, durably
  *                                              // (EAGAIN: some were still held)
@@ -379,10 +381,32 @@ GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, 
     return GPUMEM__CLAIM_OK;
 }
 
+/* The hinted next use of slot k's line (locked by the caller, its line
+ * claimed): the epoch, or GPUMEM_POLICY_UNHINTED (no hint stands, or the
+ * policy takes none). A prefetch's sweep asks it (gpumem_cache_prefetch).
+ * Lock order as a fill's: the slot, then the sequential policy. */
+GPUMEM_API uint64_t gpumem__slot_next_use(gpumem_cache *c, uint32_t k) {
+    uint64_t when = GPUMEM_POLICY_UNHINTED;
+    if (!c->seq) {
+        if (c->policy == GPUMEM_POLICY_HINTED_RRIP)
+            when = gpumem_policy_slot_next_use(
+                &c->slot_hints, gpumem_atomic_load_u32(&c->slots[k].ref, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV));
+    } else if (GPUMEM__HINT_HOOKS) {
+        gpumem__seq_lock(c);
+        when = gpumem_policy_next_use(c->seq, k);
+        gpumem__seq_unlock(c);
+    }
+    return when;
+}
+
 /* One sweep for a slot: cold slots first, then the policy's hand. Returns
  * OK with *slot claimed (see gpumem__slot_claim), EAGAIN if no candidate
- * was free. *skips: the host tier's keeps left to this search. */
-GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint32_t *slot, uint32_t *skips, uint32_t *where) {
+ * was free. *skips: the host tier's keeps left to this search. `spare`: 0
+ * for a demand miss; a prefetch's epoch + 1, and then a candidate whose
+ * line is hinted for use before it is given back, not taken (a constant 0
+ * on the demand path, so that test folds away there). */
+GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint32_t *slot, uint32_t *skips, uint32_t *where,
+                                             uint64_t spare) {
     uint32_t i, n = gpumem__policy_sweep_len(c);
     /* Step 0 is a cold slot (if any are left), steps 1..n the policy's
      * candidates: one claim site for both (its code is inlined). */
@@ -395,8 +419,14 @@ GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint32_t *slot, ui
             k = gpumem_atomic_fetch_add_u32(&c->cold.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
         if (k >= c->n_slots) continue;
         if (gpumem__slot_claim(c, k, skips, where) == GPUMEM__CLAIM_OK) {
-            *slot = k;
-            return GPUMEM_OK;
+            uint64_t victim = gpumem__slot_tag(c->slots, k);
+            if (!spare || victim == GPUMEM_CACHE_EMPTY || gpumem__slot_next_use(c, k) >= spare) {
+                *slot = k;
+                return GPUMEM_OK;
+            }
+            /* needed sooner than the prefetched line: the claim undone */
+            gpumem__line_end_claim(c, gpumem__line_state(c, victim), ~GPUMEM_CACHE_BUSY);
+            gpumem__slot_unlock(c->slots, k, &c->event);
         }
         if (i > 0) gpumem__policy_refused(c, k);
     }
@@ -408,12 +438,15 @@ GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint32_t *slot, ui
  * keep GPUMEM_TIER_MAX_SKIPS candidates in the whole search (not per sweep:
  * a sweep of a small cache could keep every slot, every time). *where: the
  * host tier's placement of the claimed slot's line. The search's counters
- * are dead once a slot is claimed: the eviction's I/O runs without them. */
-GPUMEM_API gpumem_status gpumem__cache_find_slot(gpumem_cache *c, uint32_t *slot, uint32_t *where) {
+ * are dead once a slot is claimed: the eviction's I/O runs without them.
+ * A prefetch (spare != 0, see gpumem__cache_sweep) makes one sweep and
+ * never waits: it gives way to demand misses. */
+GPUMEM_API gpumem_status gpumem__cache_find_slot(gpumem_cache *c, uint32_t *slot, uint32_t *where, uint64_t spare) {
     gpumem_status st = GPUMEM_EAGAIN;
     uint32_t sweeps = 0, skips = GPUMEM_TIER_MAX_SKIPS;
     *where = GPUMEM_PLACE_BYPASS;
-    GPUMEM_WAIT_UNTIL(&c->event, (st = gpumem__cache_sweep(c, slot, &skips, where)) != GPUMEM_EAGAIN ||
+    if (spare) return gpumem__cache_sweep(c, slot, &skips, where, spare);
+    GPUMEM_WAIT_UNTIL(&c->event, (st = gpumem__cache_sweep(c, slot, &skips, where, 0)) != GPUMEM_EAGAIN ||
                                      ++sweeps >= c->full_sweeps);
     return st;
 }
@@ -603,7 +636,8 @@ GPUMEM_API int gpumem__miss_step(gpumem_cache *c, volatile gpumem__miss *m, gpum
      * reference is withdrawn, both in one fetch_sub (BUSY is known set and
      * the count is known to include ours, so nothing borrows across
      * fields). */
-    if (m->status == GPUMEM_EAGAIN) gpumem__cache_count(c, m->line, GPUMEM__ST_FULL, 1);
+    if (m->status == GPUMEM_EAGAIN && m->count) /* count 0: a prefetch that gave way */
+        gpumem__cache_count(c, m->line, GPUMEM__ST_FULL, 1);
     gpumem_atomic_fetch_sub_u32(gpumem__line_state(c, m->line), GPUMEM_CACHE_BUSY + m->count, GPUMEM_ORDER_RELEASE,
                                 GPUMEM__CDEV);
     gpumem_event_notify(&c->event);
@@ -615,9 +649,11 @@ GPUMEM_API int gpumem__miss_step(gpumem_cache *c, volatile gpumem__miss *m, gpum
  * it. With `cp` given (a warp's leader) the copy from the host tier is left
  * to the caller (cp->pending), who makes it and calls
  * gpumem__cache_fill_finish. On failure the line goes back to "not cached"
- * and the caller's reference is withdrawn. */
+ * and the caller's reference is withdrawn. A prefetch fills with count 0
+ * (no reference: the line is left to the policy once published) and
+ * `spare` its epoch + 1 (gpumem__cache_sweep); a demand miss, spare 0. */
 GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint32_t count, int write,
-                                            void **data, gpumem__tier_copy *cp) {
+                                            void **data, gpumem__tier_copy *cp, uint64_t spare) {
     gpumem__miss rec;
     volatile gpumem__miss *m = &rec;
     gpumem_status st;
@@ -630,7 +666,7 @@ GPUMEM_API gpumem_status gpumem__cache_fill(gpumem_cache *c, uint64_t line, uint
     m->write = (uint32_t)write;
     m->in_host = 0;
     if (GPUMEM__TIER_ALONE(c)) m->in_host = (uint32_t)gpumem__tier_lookup(c->tier, line, cp ? cp : &rec.own);
-    st = gpumem__cache_find_slot(c, &k, &where);
+    st = gpumem__cache_find_slot(c, &k, &where, spare);
     m->k = k;
     m->where = where;
     m->status = st;
@@ -705,7 +741,7 @@ GPUMEM_API gpumem_status gpumem__cache_acquire(gpumem_cache *c, uint64_t line, u
                     gpumem_event_notify(&c->event);
                     continue;
                 }
-                return gpumem__cache_fill(c, line, count, write, data, cp);
+                return gpumem__cache_fill(c, line, count, write, data, cp, 0);
             }
         }
         /* Busy: wait with our reference counted, so the line cannot be chosen
@@ -1099,6 +1135,7 @@ GPUMEM_API gpumem_status gpumem_cache_init(gpumem_cache *c, const gpumem_cache_d
     c->trace = d->trace;
     c->seq = d->seq_policy;
     c->full_sweeps = d->full_sweeps;
+    c->prefetch_budget = d->prefetch_budget;
     c->blocks_per_line = bpl;
     for (i = 0; i < d->n_lines; i++) c->lines[i].state = c->lines[i].slot = 0;
     for (k = 0; k < d->n_slots; k++) {
@@ -1368,17 +1405,25 @@ GPUMEM_API gpumem_status gpumem_cache_epoch(gpumem_cache *c, uint64_t epoch) {
  * recorded) whatever the statuses; the first status that is not OK is
  * returned. EINVAL: an array gpumem_cache_array_make refused; ERANGE:
  * elements past its end (nothing hinted). */
-GPUMEM_API gpumem_status gpumem_cache_array_hint(const gpumem_cache_array *a, uint64_t first, uint64_t count,
-                                                 uint64_t when) {
-    gpumem_status st = GPUMEM_OK, one;
-    uint64_t line, last;
+/* The lines [*line, *end) that elements [first, first + count) of array
+ * `a` lie on (none for count 0), or the status of a bad request. */
+GPUMEM_API gpumem_status gpumem__cache_array_lines(const gpumem_cache_array *a, uint64_t first, uint64_t count,
+                                                   uint64_t *line, uint64_t *end) {
+    *line = *end = 0;
     if (!a || !a->cache) return GPUMEM_ENULL;
     if (!a->valid) return GPUMEM_EINVAL;
     if (first > a->n || count > a->n - first) return GPUMEM_ERANGE;
     if (count == 0) return GPUMEM_OK;
-    line = (a->offset + first * a->elem_bytes) >> a->cache->line_shift;
-    last = (a->offset + (first + count) * a->elem_bytes - 1) >> a->cache->line_shift;
-    for (; line <= last; line++)
+    *line = (a->offset + first * a->elem_bytes) >> a->cache->line_shift;
+    *end = ((a->offset + (first + count) * a->elem_bytes - 1) >> a->cache->line_shift) + 1;
+    return GPUMEM_OK;
+}
+
+GPUMEM_API gpumem_status gpumem_cache_array_hint(const gpumem_cache_array *a, uint64_t first, uint64_t count,
+                                                 uint64_t when) {
+    uint64_t line, end;
+    gpumem_status st = gpumem__cache_array_lines(a, first, count, &line, &end), one;
+    for (; line < end; line++) /* none on a bad request: then line == end == 0 */
         if ((one = gpumem_cache_hint(a->cache, line, when)) != GPUMEM_OK && st == GPUMEM_OK) st = one;
     return st;
 }
@@ -1399,6 +1444,80 @@ GPUMEM_API gpumem_status gpumem_cache_hint_coalesced(gpumem_cache *c, uint64_t l
 #else
     return gpumem_cache_hint(c, line, when);
 #endif
+}
+
+/* ---- hinted prefetch --------------------------------------------------------- */
+
+/* `line` is needed soon, at epoch `when`: the hint (recorded as a "soon"
+ * hint, GPUMEM_POLICY_TRACE_SOON), and the line read ahead if it is not
+ * cached, by the calling thread, through the same pairs as any miss. A
+ * thread that runs ahead of the ones that use the lines (a prefetcher, or a
+ * warp that has nothing else to do) turns their misses into hits.
+ *
+ * It ranks below demand misses: it never waits. At most desc.prefetch_budget
+ * prefetch fills are in flight at once (more: EAGAIN, counted in
+ * stats.prefetch_declined), and a prefetch makes one sweep for a slot, not
+ * full_sweeps, and takes no slot whose line is hinted for use at `when` or
+ * sooner (with a hinted policy; with another every line is unhinted, and
+ * the policy's victim goes): EAGAIN when none was free of them, nothing
+ * evicted. A prefetch takes no reference: the line is the policy's once it
+ * is in (a fill, counted in stats.fills, reads and prefetches, not in
+ * misses); demand accesses that arrive while it is read wait for it as for
+ * any fill. Hints are advice, and so is this: the answer a read gives is
+ * the same with or without it.
+ *
+ * Statuses: OK (read ahead, or already cached or being filled), ENULL,
+ * ERANGE (a line past the end, or `when` behind a hinted policy's clock),
+ * EOVERFLOW (`when` UINT64_MAX), EAGAIN (gave way, see above), ESTATE (a
+ * tier or share this file cannot serve), EIO (the read failed: nothing
+ * cached, the status the demand miss would have had). */
+GPUMEM_API gpumem_status gpumem_cache_prefetch(gpumem_cache *c, uint64_t line, uint64_t when) {
+    uint32_t *st_word, prev;
+    void *data = 0;
+    gpumem_status st;
+    if (!c) return GPUMEM_ENULL;
+    if (line >= c->n_lines) return GPUMEM_ERANGE;
+    if (when == UINT64_MAX) return GPUMEM_EOVERFLOW;
+    if ((!GPUMEM_CACHE_TIER && c->tier) || (!GPUMEM_CACHE_SHARE && c->share)) return GPUMEM_ESTATE;
+    st = gpumem__cache_hint(c, GPUMEM_POLICY_TRACE_SOON, line, when);
+    if (st != GPUMEM_OK && st != GPUMEM_ESTATE) return st; /* ESTATE: a policy without hints reads ahead all the same */
+    st_word = gpumem__line_state(c, line);
+    if (gpumem_atomic_load_u32(st_word, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) & (GPUMEM_CACHE_VALID | GPUMEM_CACHE_BUSY))
+        return GPUMEM_OK; /* cached, or on its way */
+    if (gpumem_atomic_fetch_add_u32(&c->prefetching.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) >= c->prefetch_budget) {
+        gpumem_atomic_fetch_sub_u32(&c->prefetching.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+        gpumem__cache_count(c, line, GPUMEM__ST_PREFETCH_DECLINED, 1);
+        return GPUMEM_EAGAIN;
+    }
+    /* The miss winner's claim, as in acquire, with no reference taken.
+     * Acquire: if VALID is set meanwhile, the filler's writes are visible. */
+    prev = gpumem_atomic_fetch_or_u32(st_word, GPUMEM_CACHE_BUSY, GPUMEM_ORDER_ACQUIRE, GPUMEM__CDEV);
+    if (prev & GPUMEM_CACHE_BUSY) {
+        st = GPUMEM_OK; /* another thread fills it */
+    } else if (prev & GPUMEM_CACHE_VALID) { /* filled meanwhile: our BUSY undone */
+        gpumem_atomic_fetch_and_u32(st_word, ~GPUMEM_CACHE_BUSY, GPUMEM_ORDER_RELEASE, GPUMEM__CDEV);
+        gpumem_event_notify(&c->event);
+        st = GPUMEM_OK;
+    } else {
+        st = gpumem__cache_fill(c, line, 0, 0, &data, (gpumem__tier_copy *)0, when + 1);
+        if (st == GPUMEM_OK) gpumem__cache_count(c, line, GPUMEM__ST_PREFETCHES, 1);
+        else if (st == GPUMEM_EAGAIN) gpumem__cache_count(c, line, GPUMEM__ST_PREFETCH_DECLINED, 1);
+    }
+    gpumem_atomic_fetch_sub_u32(&c->prefetching.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+    return st;
+}
+
+/* gpumem_cache_prefetch for the lines that elements [first, first + count)
+ * of array `a` lie on, in order. Every line is tried whatever the
+ * statuses; the first that is not OK is returned. EINVAL and ERANGE as
+ * gpumem_cache_array_hint. */
+GPUMEM_API gpumem_status gpumem_cache_array_prefetch(const gpumem_cache_array *a, uint64_t first, uint64_t count,
+                                                     uint64_t when) {
+    uint64_t line, end;
+    gpumem_status st = gpumem__cache_array_lines(a, first, count, &line, &end), one;
+    for (; line < end; line++) /* none on a bad request: then line == end == 0 */
+        if ((one = gpumem_cache_prefetch(a->cache, line, when)) != GPUMEM_OK && st == GPUMEM_OK) st = one;
+    return st;
 }
 
 /* ======================================================================== */

@@ -123,6 +123,7 @@ typedef struct gpumem_cache_desc {
     uint32_t policy;       /* a slot policy: GPUMEM_POLICY_BRRIP, _CLOCK, _FIFO (= GPUMEM_CACHE_ROUND_ROBIN)
                               or _SRRIP (0, GPUMEM_POLICY_DEFAULT: GPUMEM_POLICY_DEFAULT_KIND, BRRIP) */
     uint32_t full_sweeps;  /* sweeps of a full cache before GPUMEM_EAGAIN (0: default) */
+    uint32_t prefetch_budget; /* gpumem_cache_prefetch fills in flight at once (0: n_slots / 8, at least 1) */
     gpumem_cache_backing backing;
     gpumem_policy_trace *trace; /* NULL, or every acquire is recorded there (kept, not copied) */
     gpumem_policy *seq_policy;  /* NULL, or a sequential policy of any kind (LRU, HPE, ...) set up by
@@ -140,7 +141,7 @@ typedef struct gpumem_cache_desc {
 #define GPUMEM_CACHE_DEFAULT_LINE 4096u
 
 /* Zero means default: the description with every field that has a default
- * and is 0 given it (line_bytes, policy, full_sweeps), which is what
+ * and is 0 given it (line_bytes, policy, full_sweeps, prefetch_budget), which is what
  * gpumem_cache_init and gpumem_cache_create use. A way to see the values a
  * description resolves to (a NULL one resolves as all zero). Fields with
  * no default (n_lines, n_slots, the backing, the memory) stay as given. */
@@ -151,6 +152,10 @@ GPUMEM_API gpumem_cache_desc gpumem_cache_desc_resolved(const gpumem_cache_desc 
     if (!d.line_bytes) d.line_bytes = GPUMEM_CACHE_DEFAULT_LINE;
     if (d.policy == GPUMEM_POLICY_DEFAULT) d.policy = GPUMEM_POLICY_DEFAULT_KIND;
     if (!d.full_sweeps) d.full_sweeps = GPUMEM_CACHE_DEFAULT_SWEEPS;
+    /* n_slots / 8: a prefetcher keeps some pairs' slots and some free
+     * slots for demand misses. With no n_slots yet (gpumem_cache_desc_default)
+     * it stays 0 and is resolved when n_slots is known. */
+    if (!d.prefetch_budget && d.n_slots) d.prefetch_budget = d.n_slots / 8 ? d.n_slots / 8 : 1;
     return d;
 }
 
@@ -184,6 +189,8 @@ typedef struct gpumem_cache_stats {
     uint64_t io_errors;   /* backing reads or writes that failed */
     uint64_t full;        /* acquires refused with GPUMEM_EAGAIN: every slot in use */
     uint64_t violations;  /* broken invariants seen (always 0 unless there is a bug) */
+    uint64_t prefetches;  /* lines read ahead by gpumem_cache_prefetch (also in fills and reads) */
+    uint64_t prefetch_declined; /* prefetches that gave way: over budget, or no slot free of sooner lines */
 } gpumem_cache_stats;
 
 #define GPUMEM__CACHE_N_STATS (sizeof(gpumem_cache_stats) / sizeof(uint64_t))
@@ -197,7 +204,7 @@ enum { /* indices into a shard, in gpumem_cache_stats order */
     GPUMEM__ST_HITS, GPUMEM__ST_MISSES, GPUMEM__ST_FILLS, GPUMEM__ST_EVICTIONS, GPUMEM__ST_INVALIDATIONS,
     GPUMEM__ST_WRITEBACKS,
     GPUMEM__ST_READS, GPUMEM__ST_WRITES, GPUMEM__ST_BYTES_READ, GPUMEM__ST_IO_ERRORS, GPUMEM__ST_FULL,
-    GPUMEM__ST_VIOLATIONS
+    GPUMEM__ST_VIOLATIONS, GPUMEM__ST_PREFETCHES, GPUMEM__ST_PREFETCH_DECLINED
 };
 
 /* Line-sized slots and where the controller finds them: the cache's, and
@@ -224,6 +231,7 @@ typedef struct gpumem_cache {
     uint32_t line_shift;
     uint32_t policy;
     uint32_t full_sweeps;
+    uint32_t prefetch_budget;
     uint32_t blocks_per_line; /* NVMe: logical blocks per line */
     void *owned_;             /* gpumem_cache_create's allocation, NULL after init */
     gpumem_policy_trace *trace;
@@ -235,6 +243,7 @@ typedef struct gpumem_cache {
     gpumem__nvme_word fills;  /* fills so far (BRRIP's bimodal throttle) */
     gpumem__nvme_word seq_lock; /* serialises calls into seq */
     gpumem__nvme_word cold;   /* next never-used slot */
+    gpumem__nvme_word prefetching; /* prefetch fills in flight (at most prefetch_budget) */
     /* GPUMEM_POLICY_HINTED_RRIP's clock and trust (gpumem_policy.h): hints and
      * sweeps change them, never a hit, so they share a line with no hit word */
     gpumem_policy_slot_hints slot_hints;

@@ -459,6 +459,25 @@ GPUMEM_API void gpumem_policy_slot_fill_hinted(uint32_t kind, uint32_t *w, uint3
     if (ahead < (GPUMEM__SLOT_EPOCH_MASK >> 1)) (void)gpumem_policy_slot_hint(h, w, e + ahead, 0);
 }
 
+/* The hinted next use of the line whose slot word is w (HINTED_RRIP), for
+ * a prefetch that must not evict a line needed sooner than its own
+ * (gpumem_cache_prefetch): the hinted epoch, or UINT64_MAX
+ * (GPUMEM_POLICY_UNHINTED) for a line with no hint standing: none, one
+ * already met (a hit clears the near flag), one whose epoch has passed, or
+ * a demote (far flag, RRPV 3, the epoch the clock had). The word holds the
+ * epoch mod 2^24, read against the clock: a stale word costs a choice. */
+GPUMEM_API uint64_t gpumem_policy_slot_next_use(gpumem_policy_slot_hints *h, uint32_t w) {
+    uint64_t now;
+    uint32_t ahead;
+    if (!h || !(w & (GPUMEM__SLOT_HINT_FAR | GPUMEM__SLOT_HINT_NEAR))) return UINT64_MAX;
+    now = gpumem_atomic_load_u64(&h->epoch, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
+    ahead = ((w >> GPUMEM__SLOT_EPOCH_SHIFT) - (uint32_t)now) & GPUMEM__SLOT_EPOCH_MASK;
+    if (ahead >= (GPUMEM__SLOT_EPOCH_MASK >> 1)) return UINT64_MAX; /* behind the clock */
+    if ((w & GPUMEM__SLOT_HINT_FAR) && (w & GPUMEM__SLOT_RRPV) == GPUMEM_POLICY_RRPV_MAX && ahead == 0)
+        return UINT64_MAX; /* demoted */
+    return now + ahead;
+}
+
 /* ======================================================================== */
 /* 2. Sequential policies                                                   */
 /* ======================================================================== */
@@ -1450,6 +1469,20 @@ GPUMEM_API void gpumem__hint_on_evict(gpumem_policy *p, uint32_t k, uint64_t lin
     h->w1[k] = h->w2[k] = GPUMEM_POLICY_UNHINTED;
     h->met[k] = 0;
     gpumem__hint_rekey(p, k);
+}
+
+/* The hinted next use of slot k's line (HINTED; the caller serialises, as
+ * for every call into a sequential policy): the epoch, or
+ * GPUMEM_POLICY_UNHINTED when no hint stands (none, passed, or demoted:
+ * the first to go). Any other kind: GPUMEM_POLICY_UNHINTED. */
+GPUMEM_API uint64_t gpumem_policy_next_use(const gpumem_policy *p, uint32_t k) {
+    const gpumem__phint *h;
+    uint64_t next;
+    if (!p || p->d.kind != GPUMEM_POLICY_HINTED || k >= p->d.n_slots) return GPUMEM_POLICY_UNHINTED;
+    h = &p->hint;
+    if (h->demoted[k]) return GPUMEM_POLICY_UNHINTED;
+    next = h->met[k] && h->w2[k] != GPUMEM_POLICY_UNHINTED ? h->w2[k] : h->w1[k];
+    return gpumem__hint_past(p, next) ? GPUMEM_POLICY_UNHINTED : next;
 }
 
 GPUMEM_API uint32_t gpumem__hint_victim(gpumem_policy *p, const uint8_t *pinned) {

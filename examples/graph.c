@@ -41,6 +41,9 @@
  *            next uses; off by default; with no --policy the policy is
  *            then hinted (sequential, one lock), --policy hinted-rrip the
  *            lock-free slot kind; it prints what the hints proved)
+ *            --prefetch on|off (bfs, cc, pagerank: one more thread reads
+ *            each round's lines ahead of the workers, gpumem_cache_prefetch;
+ *            implies --hints on, whose plan says which lines and when)
  *
  * Every run prints its rounds as they finish, then hit rate, I/O
  * amplification (bytes read from storage / bytes the algorithm needed) and
@@ -82,6 +85,7 @@ typedef struct options {
     graph_gnn_plan plan;                /* hops and fanouts */
     const char *features;               /* the feature table's file, or NULL: one in cache_dir */
     int hints;          /* tell the cache each round's next uses (--hints, default off) */
+    int prefetch;       /* read each round's lines ahead (--prefetch, default off; implies hints) */
     uint32_t lookahead; /* gnn: mini-batches sampled ahead, their rows' next uses hinted (--lookahead) */
 } options;
 /* --lookahead's bound: GIDS's window buffer looks a few batches ahead; past
@@ -161,6 +165,9 @@ typedef struct run {
         uint32_t *next, *wave_of;
     } plan;               /* this round's next uses (hint_plan_round) */
     const graph_csr *g;   /* the host's copy of the offsets, for the plan */
+    int prefetch;         /* --prefetch: a thread reads the plan's lines ahead of the workers */
+    uint64_t pf_late;     /* prefetches whose epoch the workers had passed (ERANGE): left to them */
+    uint64_t pf_failed;   /* prefetches that failed otherwise (the demand miss sees it too) */
     /* Other work (GNN mini-batches): item i of the round, by thread `id` */
     void (*item)(struct run *r, uint32_t id, uint64_t i, graph_refs *refs, graph_counts *c);
     void *ctx;
@@ -294,6 +301,45 @@ static void print_hints(const graph_store *s) {
            gpumem_policy_name(s->seq.d.hint_fallback));
 }
 
+/* --prefetch: the round's plan read ahead of the workers, at most
+ * PREFETCH_WAVES waves past the shared cursor (farther, a line read ahead
+ * could push out one needed before it), each line with the epoch of the
+ * wave that reads it, so that the cache keeps it for then and never evicts
+ * a line needed sooner for it (gpumem_cache_prefetch). A prefetch that
+ * gives way (EAGAIN) or comes too late leaves its line to the demand miss:
+ * the answers do not depend on it. */
+#define PREFETCH_WAVES 1
+
+static void *prefetcher(void *p) {
+    run *r = (run *)p;
+    const hint_plan *h = &r->plan;
+    const uint64_t ahead = (uint64_t)CHUNK * r->n_threads * PREFETCH_WAVES;
+    uint64_t j = 0;
+    while (j < r->n_items && __atomic_load_n(&r->done, __ATOMIC_RELAXED) < r->n_items) {
+        uint64_t cur = __atomic_load_n(&r->cursor, __ATOMIC_RELAXED), q, prev = UINT64_MAX;
+        uint32_t v;
+        if (j < cur) j = cur; /* the workers are there already */
+        if (j >= r->n_items) break;
+        if (j >= cur + ahead) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        v = hint_vertex_of(r, j);
+        for (q = 0; q < h->first[j + 1] - h->first[j]; q++) {
+            uint64_t line = hint_line(r->store, r->g, v, q);
+            gpumem_status st;
+            if (line == prev) continue;
+            prev = line;
+            st = gpumem_cache_prefetch(r->store->cache, line, hint_epoch(r->epoch_base, j, r->n_threads));
+            if (st == GPUMEM_ERANGE) r->pf_late++;
+            else if (st != GPUMEM_OK && st != GPUMEM_EAGAIN) r->pf_failed++;
+        }
+        j++;
+    }
+    return NULL;
+}
+
 static void *worker(void *p) {
     worker_arg *a = (worker_arg *)p;
     run *r = a->r;
@@ -333,7 +379,13 @@ static int run_round(run *r, const char *what) {
     double t0 = graph_now_s(), last = t0;
     int ticker = isatty(1);
     uint32_t i, started = 0;
+    pthread_t pf;
+    int pf_started = 0;
     r->cursor = r->done = 0;
+    /* The prefetcher needs this round's plan (--hints' first uses; none
+     * without memory for it): without one the round runs unprefetched. */
+    if (r->prefetch && r->hinted && r->plan.next && r->item == NULL)
+        pf_started = pthread_create(&pf, NULL, prefetcher, r) == 0;
     for (i = 0; i < r->n_threads; i++) {
         args[i].r = r;
         args[i].id = i;
@@ -353,6 +405,10 @@ static int run_round(run *r, const char *what) {
         }
     }
     for (i = 0; i < started; i++) pthread_join(t[i], NULL);
+    if (pf_started) {
+        __atomic_store_n(&r->done, r->n_items, __ATOMIC_RELAXED); /* ends it, even after a worker's error */
+        pthread_join(pf, NULL);
+    }
     if (ticker && last > t0) printf("\r");
     return started == r->n_threads ? 0 : -1;
 }
@@ -389,6 +445,7 @@ typedef struct result {
     uint64_t wrong, rounds;
     int ok;
     double plain_seconds; /* the same traversal over plain memory (plain_traverse), 0: not run */
+    uint64_t pf_late, pf_failed; /* --prefetch: see struct run */
 } result;
 
 /* Line acquires that found the line cached, in percent (0 with none). */
@@ -412,6 +469,11 @@ static void print_result(const result *x) {
            " wrong answers: %llu\n",
            amp, (double)x->cs.bytes_read / 1048576.0, (double)x->counts.bytes_needed / 1048576.0,
            (unsigned long long)x->ctl.reads, (unsigned long long)x->ctl.violations, (unsigned long long)x->wrong);
+    if (x->cs.prefetches || x->cs.prefetch_declined || x->pf_late || x->pf_failed)
+        printf("    prefetch: %llu lines read ahead, %llu gave way (budget, or no slot free of lines needed"
+               " sooner), %llu too late, %llu failed (left to the demand miss)\n",
+               (unsigned long long)x->cs.prefetches, (unsigned long long)x->cs.prefetch_declined,
+               (unsigned long long)x->pf_late, (unsigned long long)x->pf_failed);
     if (x->host_mib > 0)
         printf("    host tier %.1f MiB (%s): %llu misses served from host memory, %llu lines moved there;"
                " %llu reads reached storage\n",
@@ -516,6 +578,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     r.kind = kind;
     r.n_threads = o->threads;
     r.hinted = o->hints ? s.cache : NULL;
+    r.prefetch = o->prefetch;
     r.counts = (graph_counts *)calloc(o->threads, sizeof *r.counts);
     t0 = graph_now_s();
     if (kind == RUN_BFS) {
@@ -643,6 +706,8 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     x->seconds = graph_now_s() - t0;
     print_hints(&s);
     gpumem_cache_get_stats(s.cache, &x->cs);
+    x->pf_late = r.pf_late;
+    x->pf_failed = r.pf_failed;
     if (s.tier) gpumem_tier_get_stats(s.tier, &x->ts);
     if (s.tier ? gpumem_tier_check_quiescent(s.tier) != 0 : gpumem_cache_check_quiescent(s.cache) != 0) {
         fprintf(stderr, "graph: %s: the cache is not quiescent after the run\n", name);
@@ -797,7 +862,7 @@ enum {
     O_POLICY = 1 << 11, O_TRACE = 1 << 12, O_HOST = 1 << 13, O_PLACEMENT = 1 << 14, O_FORMAT = 1 << 15,
     O_CACHE_DIR = 1 << 16, O_MEM = 1 << 17, O_ITERATIONS = 1 << 18, O_ROW_BYTES = 1 << 19, O_BATCH = 1 << 20,
     O_BATCHES = 1 << 21, O_FANOUTS = 1 << 22, O_FEATURES = 1 << 23, O_OUT = 1 << 24, O_HINTS = 1 << 25,
-    O_LOOKAHEAD = 1 << 26
+    O_LOOKAHEAD = 1 << 26, O_PREFETCH = 1 << 27
 };
 static const cli_option option_docs[] = {
     {"--scale", "S", "generate 2^S vertices, S in 10..30 (default 20)", O_SCALE},
@@ -842,6 +907,9 @@ static const cli_option option_docs[] = {
     {"--hints", "on|off", "tell the cache each round's next uses (default off; with no --policy, the cache's policy\n"
                           "                       is then hinted, gpumem_policy.h; --policy hinted-rrip: the lock-free\n"
                           "                       slot kind)", O_HINTS},
+    {"--prefetch", "on|off", "one more thread reads each round's lines ahead of the workers, at most two waves\n"
+                             "                       ahead, never evicting a line needed sooner (default off;\n"
+                             "                       implies --hints on, whose plan it reads)", O_PREFETCH},
     {"--lookahead", "K", "gnn: sample the next K mini-batches ahead, 0..64 (default 0), and hint the feature cache\n"
                          "                       with each row's next use among them (with no --policy, its policy is\n"
                          "                       then hinted); the batches and rows are the same for every K",
@@ -855,12 +923,12 @@ static const cli_command commands[] = {
      0, 1, O_SCALE | O_EDGE_FACTOR | O_SEED | O_SOURCE | RUN_OPTS},
     {"gen", "FILE", "write a Kronecker graph (GAP-kron parameters) to FILE", 1, 1, O_SCALE | O_EDGE_FACTOR | O_SEED},
     {"bfs", "FILE", "one BFS through cache, queue pairs and controller, checked (--source in the file's ids)", 1, 1,
-     O_SEED | O_SOURCE | O_ORDERED | O_TRACE | O_OUT | O_HINTS | RUN_OPTS | INPUT_OPTS},
+     O_SEED | O_SOURCE | O_ORDERED | O_TRACE | O_OUT | O_HINTS | O_PREFETCH | RUN_OPTS | INPUT_OPTS},
     {"cc", "FILE", "connected components (label propagation), checked; ends with \"N components\" and the\n"
-                   "  largest one's size", 1, 1, O_TRACE | O_OUT | O_HINTS | RUN_OPTS | INPUT_OPTS},
+                   "  largest one's size", 1, 1, O_TRACE | O_OUT | O_HINTS | O_PREFETCH | RUN_OPTS | INPUT_OPTS},
     {"pagerank", "FILE", "PageRank, pull, damping 0.85, a fixed number of iterations, checked against the\n"
                          "  in-memory reference (each rank within 1e-9 of it, relative); prints the five highest", 1, 1,
-     O_ITERATIONS | O_TRACE | O_OUT | O_HINTS | RUN_OPTS | INPUT_OPTS},
+     O_ITERATIONS | O_TRACE | O_OUT | O_HINTS | O_PREFETCH | RUN_OPTS | INPUT_OPTS},
     {"policies", "FILE", "BFS and CC with a cache an eighth of the graph (or --cache-mib) under CLOCK and under\n"
                          "  --policy, one after the other: hit rate and line reads of each", 1, 1,
      O_SEED | O_SOURCE | RUN_OPTS | INPUT_OPTS},
@@ -930,6 +998,9 @@ static int parse(int argc, char **argv, options *o, const cli_command **cmd_out,
         } else if (od->bit == O_HINTS) {
             if (strcmp(a, "on") && strcmp(a, "off")) return bad_args(cmd, "--hints %s: want on or off", a);
             o->hints = !strcmp(a, "on");
+        } else if (od->bit == O_PREFETCH) {
+            if (strcmp(a, "on") && strcmp(a, "off")) return bad_args(cmd, "--prefetch %s: want on or off", a);
+            o->prefetch = !strcmp(a, "on");
         } else if (od->bit == O_FANOUTS) {
             const char *q = a;
             o->plan.n_hops = 0;
@@ -2072,6 +2143,11 @@ int main(int argc, char **argv) {
     o.hints = 0;
     if ((rc = parse(argc, argv, &o, &cmd, &help)) != 0) return rc;
     if (!cmd || !(cmd->opts & O_HINTS)) o.hints = 0; /* the commands that hint take --hints */
+    if (cmd && o.prefetch && (o.given & O_HINTS) && !o.hints) {
+        fprintf(stderr, "graph %s: --prefetch on reads the plan of --hints: not with --hints off\n", cmd->name);
+        return 2;
+    }
+    if (o.prefetch) o.hints = 1;
     if (o.hints && !(o.given & O_POLICY)) o.policy = GPUMEM_POLICY_HINTED;
     if (help) {
         cli_print_usage(&tool, stdout, cmd);

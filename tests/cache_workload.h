@@ -60,6 +60,7 @@ typedef struct cache_cfg {
     int hold_check;
     int use_ref;
     int flusher;             /* one more thread writes back and invalidates all the time */
+    int prefetcher;          /* one more thread prefetches random lines all the time (instead of a flusher) */
     uint32_t full_sweeps;
     /* NVMe backing (n_ctrls 0: memory) */
     uint32_t n_ctrls;
@@ -88,6 +89,7 @@ typedef struct cache_result {
     uint64_t backing_mismatches; /* words in the backing that differ from expect */
     uint64_t ctl_violations, ctl_reads, ctl_writes;
     uint64_t flusher_rounds, flusher_errors;
+    uint64_t prefetch_ok, prefetch_eagain; /* the prefetcher's calls, by status */
     gpumem_tier_stats tier;
 } cache_result;
 
@@ -279,18 +281,42 @@ static void op_ref(cache_worker *wk, uint64_t *rng, const gpumem_cache_array *a)
 }
 
 /* The flusher: write back and invalidate every slot, over and over, while
- * the workers run (lines in use, being filled and being evicted meanwhile). */
+ * the workers run (lines in use, being filled and being evicted meanwhile).
+ * Or the prefetcher: a random line, needed soon, read ahead, over and
+ * over, with the clock moved now and then (hints for a hinted policy; with
+ * another, ESTATE is not a failure: the prefetch reads ahead all the same). */
 typedef struct cache_flusher {
     gpumem_cache *cache;
+    int prefetch;   /* the prefetcher, not the flusher */
     int stop;       /* set by the main thread, atomically */
     int started;    /* set by the flusher before its first round: the workers start after it */
     uint64_t rounds, errors; /* rounds: read by the main thread, atomically */
+    uint64_t ok, eagain;     /* the prefetcher's calls that gave them */
 } cache_flusher;
+
+static void cache_prefetch_round(cache_flusher *f) {
+    uint64_t r = 0x9E3779B97F4A7C15ull * (f->rounds + 1), epoch = f->rounds / 64;
+    gpumem_status st;
+    r ^= r >> 29;
+    if (f->rounds % 64 == 0) {
+        st = gpumem_cache_epoch(f->cache, epoch);
+        if (st != GPUMEM_OK && st != GPUMEM_ESTATE) f->errors++;
+    }
+    st = gpumem_cache_prefetch(f->cache, r % f->cache->n_lines, epoch + (r >> 40) % 3);
+    if (st == GPUMEM_OK) f->ok++;
+    else if (st == GPUMEM_EAGAIN) f->eagain++;
+    else f->errors++;
+}
 
 static void *cache_flusher_main(void *arg) {
     cache_flusher *f = (cache_flusher *)arg;
     __atomic_store_n(&f->started, 1, __ATOMIC_RELEASE);
     while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
+        if (f->prefetch) {
+            cache_prefetch_round(f);
+            __atomic_store_n(&f->rounds, f->rounds + 1, __ATOMIC_RELEASE);
+            continue;
+        }
         /* With a host tier, the flush of both tiers (and the Flush command). */
         gpumem_status st = f->cache->tier ? gpumem_cache_flush(f->cache, NULL)
                                           : gpumem_cache_writeback(f->cache, 0, f->cache->n_slots, NULL);
@@ -349,21 +375,24 @@ static gpumem_status cache_run(const cache_cfg *cfg, cache_result *res) {
     for (round = 0; round < rounds; round++) {
         memset(&fl, 0, sizeof fl);
         fl.cache = s.cache;
+        fl.prefetch = cfg->prefetcher;
         /* The flusher runs while the workers do: they start once it has (on a
          * loaded machine it could otherwise first run after they ended), and
          * it is stopped only after a whole round. */
-        if (cfg->flusher) {
+        if (cfg->flusher || cfg->prefetcher) {
             pthread_create(&flusher, NULL, cache_flusher_main, &fl);
             while (!__atomic_load_n(&fl.started, __ATOMIC_ACQUIRE)) sched_yield();
         }
         for (t = 0; t < cfg->threads; t++) pthread_create(&th[t], NULL, cache_worker_main, &wk[t]);
         for (t = 0; t < cfg->threads; t++) pthread_join(th[t], NULL);
-        if (cfg->flusher) {
+        if (cfg->flusher || cfg->prefetcher) {
             while (__atomic_load_n(&fl.rounds, __ATOMIC_ACQUIRE) == 0) sched_yield();
             __atomic_store_n(&fl.stop, 1, __ATOMIC_RELEASE);
             pthread_join(flusher, NULL);
             res->flusher_rounds += fl.rounds;
             res->flusher_errors += fl.errors;
+            res->prefetch_ok += fl.ok;
+            res->prefetch_eagain += fl.eagain;
         }
         res->quiescent_problems += cache_between_rounds(&s, round);
     }
@@ -434,9 +463,17 @@ static const char *cache_check(const cache_cfg *cfg, const cache_result *r, char
                 (unsigned long long)st->bytes_read, (unsigned long long)storage_fills);
     CACHE_CHECK(st->fills - st->evictions - st->invalidations <= cfg->n_slots, "more lines resident than slots");
     CACHE_CHECK(st->io_errors == 0, "%llu I/O errors", (unsigned long long)st->io_errors);
-    if (cfg->flusher)
+    if (cfg->flusher || cfg->prefetcher)
         CACHE_CHECK(r->flusher_rounds > 0 && r->flusher_errors == 0, "flusher: %llu rounds, %llu errors",
                     (unsigned long long)r->flusher_rounds, (unsigned long long)r->flusher_errors);
+    /* Every prefetch that read a line returned OK, and every one that gave
+     * way EAGAIN and was counted (one prefetcher: the counts are its own). */
+    CACHE_CHECK(st->prefetches <= r->prefetch_ok && st->prefetch_declined == r->prefetch_eagain,
+                "prefetches %llu of %llu OK, declined %llu of %llu EAGAIN", (unsigned long long)st->prefetches,
+                (unsigned long long)r->prefetch_ok, (unsigned long long)st->prefetch_declined,
+                (unsigned long long)r->prefetch_eagain);
+    if (cfg->prefetcher)
+        CACHE_CHECK(st->prefetches + st->prefetch_declined > 0, "the prefetcher never read ahead or gave way");
     if (cfg->n_slots >= cfg->n_lines && !cfg->flusher)
         CACHE_CHECK(st->evictions == 0 && st->fills <= cfg->n_lines, "evictions %llu, fills %llu with room for all",
                     (unsigned long long)st->evictions, (unsigned long long)st->fills);
@@ -543,7 +580,7 @@ static cache_cfg cache_cfg_base(uint32_t line_bytes, uint64_t n_lines, uint32_t 
     return c;
 }
 
-/* Fills w[] (room for 20); returns the count. */
+/* Fills w[] (room for 24); returns the count. */
 static inline int cache_workloads(cache_workload *w) {
     int n = 0;
 #define WL(nm) (snprintf(w[n].name, sizeof w[n].name, "%s", (nm)), &w[n++].cfg)
@@ -581,6 +618,14 @@ static inline int cache_workloads(cache_workload *w) {
     c = WL("writes, NVMe, 512 B lines, array reference, concurrent flusher");
     *c = cache_cfg_base(512, 1024, 48, 32, 200), c->n_ctrls = 1, c->use_ref = 1, c->write_permille = 500,
     c->flusher = 1;
+    /* Read-ahead racing the writers and the evictions: a prefetch fills a
+     * line that nobody holds, and no write may be lost to it. */
+    c = WL("writes, memory, 4 KiB lines, hinted-rrip, concurrent prefetcher");
+    *c = cache_cfg_base(4096, 256, 32, 32, 300), c->write_permille = 400, c->policy = GPUMEM_POLICY_HINTED_RRIP,
+    c->prefetcher = 1;
+    c = WL("writes, NVMe, 512 B lines, hinted (sequential), concurrent prefetcher");
+    *c = cache_cfg_base(512, 1024, 32, 16, 200), c->n_ctrls = 1, c->write_permille = 300,
+    c->policy = GPUMEM_POLICY_HINTED, c->prefetcher = 1;
     c = WL("reads, cache larger than the data");
     *c = cache_cfg_base(4096, 100, 256, 32, 400), c->n_ctrls = 1;
     c = WL("writes, 2 slots, 64 threads, array reference (full cache retried)");

@@ -24,7 +24,7 @@ TestSuite(cache_errors, .timeout = 60);
 
 /* ---- the workloads: random reads and writes by 16-64 threads on 2 cores ---- */
 
-CACHE_WORKLOAD_PARAMETERS(cache, 20, cache_workloads)
+CACHE_WORKLOAD_PARAMETERS(cache, 24, cache_workloads)
 
 ParameterizedTest(cache_workload *w, cache, workload) {
     cache_result r;
@@ -455,4 +455,191 @@ Test(cache, zero_means_default) {
     for (i = 0; i < 64; i++)
         cr_assert_eq(mem[i * 4096 + 5], (unsigned char)(((i * 4096 + 5) * 7 + 1) ^ 0xFF), "line %u written back", i);
     cr_assert_eq(gpumem_cache_destroy(c), GPUMEM_OK);
+}
+
+/* ---- hinted prefetch (gpumem_cache_prefetch, issue 43) ------------------------ */
+
+TestSuite(prefetch, .timeout = 60);
+
+/* Whether `line` is cached now (no reference taken). */
+static int cached(gpumem_cache *c, uint64_t line) { return gpumem__cache_resident_slot(c, line) < c->n_slots; }
+
+/* Acquire `line` once, check every word by content, release. */
+static void use_line(cache_setup *s, uint64_t line) {
+    void *d = NULL;
+    uint64_t w, n = s->cfg.line_bytes / 8;
+    cr_assert_eq(gpumem_cache_acquire(s->cache, line, 1, 0, &d), GPUMEM_OK, "acquire %lu", (unsigned long)line);
+    for (w = 0; w < n; w++)
+        cr_assert_eq(((uint64_t *)d)[w], s->expect[line * n + w], "line %lu word %lu", (unsigned long)line,
+                     (unsigned long)w);
+    cr_assert_eq(gpumem_cache_release(s->cache, line, 1), GPUMEM_OK);
+}
+
+/* A line read ahead is cached, counted as a prefetch and a fill, not a
+ * miss, and its use is a hit with the right bytes: for a policy without
+ * hints, the slot kind with them and the sequential one, from memory and
+ * through a pair. */
+Test(prefetch, reads_ahead_and_the_use_is_a_hit) {
+    static const uint32_t kinds[] = {GPUMEM_POLICY_BRRIP, GPUMEM_POLICY_HINTED_RRIP, GPUMEM_POLICY_HINTED};
+    uint32_t i, ctrls;
+    for (ctrls = 0; ctrls < 2; ctrls++)
+        for (i = 0; i < 3; i++) {
+            cache_cfg c = cache_cfg_base(512, 16, 4, 1, 0);
+            cache_setup s;
+            gpumem_cache_stats st;
+            c.policy = kinds[i];
+            c.n_ctrls = ctrls;
+            cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+            cr_assert_eq(gpumem_cache_prefetch(s.cache, 5, 0), GPUMEM_OK, "kind %u", kinds[i]);
+            cr_assert(cached(s.cache, 5));
+            gpumem_cache_get_stats(s.cache, &st);
+            cr_assert(st.prefetches == 1 && st.fills == 1 && st.reads == 1 && st.bytes_read == 512,
+                      "prefetches %lu fills %lu reads %lu", (unsigned long)st.prefetches, (unsigned long)st.fills,
+                      (unsigned long)st.reads);
+            cr_assert_eq(st.hits + st.misses, 0, "a prefetch is no access");
+            use_line(&s, 5);
+            cr_assert_eq(gpumem_cache_prefetch(s.cache, 5, 0), GPUMEM_OK, "cached already: nothing to do");
+            gpumem_cache_get_stats(s.cache, &st);
+            cr_assert(st.hits == 1 && st.misses == 0 && st.prefetches == 1 && st.fills == 1,
+                      "hits %lu misses %lu prefetches %lu", (unsigned long)st.hits, (unsigned long)st.misses,
+                      (unsigned long)st.prefetches);
+            cr_assert_eq(s.cache->lines[5].state, GPUMEM_CACHE_VALID, "no reference left behind");
+            cr_assert_eq(gpumem_cache_check_quiescent(s.cache), 0);
+            cache_setup_free(&s);
+        }
+}
+
+/* Two slots: line 0 hinted for epoch 1, line 1 for epoch 9. A prefetch
+ * for epoch 5 takes line 1's slot, never line 0's; the next one for epoch
+ * 5 gives way (EAGAIN, nothing evicted: line 0 is needed sooner, line 2 in
+ * the same epoch); one for epoch 1 takes the slot of the line prefetched
+ * for 5, never line 0's (the same epoch is not given up either). Both
+ * hinted kinds. (A hint adds a use: the sequential kind keeps a line's two
+ * soonest, so a later hint does not make a line hinted sooner evictable.) */
+Test(prefetch, never_evicts_a_line_hinted_for_sooner_use) {
+    static const uint32_t kinds[] = {GPUMEM_POLICY_HINTED_RRIP, GPUMEM_POLICY_HINTED};
+    uint32_t i;
+    for (i = 0; i < 2; i++) {
+        cache_cfg c = cache_cfg_base(512, 8, 2, 1, 0);
+        cache_setup s;
+        gpumem_cache_stats st;
+        c.policy = kinds[i];
+        cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+        cr_assert_eq(gpumem_cache_epoch(s.cache, 0), GPUMEM_OK);
+        use_line(&s, 0);
+        use_line(&s, 1);
+        cr_assert_eq(gpumem_cache_hint(s.cache, 0, 1), GPUMEM_OK);
+        cr_assert_eq(gpumem_cache_hint(s.cache, 1, 9), GPUMEM_OK);
+        cr_assert_eq(gpumem_cache_prefetch(s.cache, 2, 5), GPUMEM_OK, "kind %u: line 1 is needed later", kinds[i]);
+        cr_assert(cached(s.cache, 0) && !cached(s.cache, 1) && cached(s.cache, 2), "kind %u", kinds[i]);
+        cr_assert_eq(gpumem_cache_prefetch(s.cache, 3, 5), GPUMEM_EAGAIN, "kind %u: both needed as soon", kinds[i]);
+        cr_assert(cached(s.cache, 0) && cached(s.cache, 2) && !cached(s.cache, 3), "kind %u", kinds[i]);
+        gpumem_cache_get_stats(s.cache, &st);
+        cr_assert(st.evictions == 1 && st.prefetch_declined == 1 && st.full == 0, "evictions %lu declined %lu",
+                  (unsigned long)st.evictions, (unsigned long)st.prefetch_declined);
+        cr_assert_eq(gpumem_cache_prefetch(s.cache, 4, 1), GPUMEM_OK);
+        cr_assert(cached(s.cache, 0) && !cached(s.cache, 2) && cached(s.cache, 4), "kind %u", kinds[i]);
+        use_line(&s, 0);
+        use_line(&s, 4);
+        gpumem_cache_get_stats(s.cache, &st);
+        cr_assert(st.prefetches == 2 && st.evictions == 2 && st.hits == 2, "prefetches %lu evictions %lu hits %lu",
+                  (unsigned long)st.prefetches, (unsigned long)st.evictions, (unsigned long)st.hits);
+        cr_assert_eq(gpumem_cache_check_quiescent(s.cache), 0);
+        cache_setup_free(&s);
+    }
+}
+
+typedef struct prefetch_arg {
+    gpumem_cache *cache;
+    uint64_t line;
+    gpumem_status st;
+} prefetch_arg;
+
+static void *prefetch_main(void *arg) {
+    prefetch_arg *a = (prefetch_arg *)arg;
+    a->st = gpumem_cache_prefetch(a->cache, a->line, 0);
+    return NULL;
+}
+
+/* Below demand misses: with every slot held a prefetch gives way at once
+ * (it neither waits nor counts as a full cache), and only prefetch_budget
+ * of them are out at once (8 slots: the default budget is 1) while a
+ * demand miss beside them goes ahead. */
+Test(prefetch, gives_way_to_demand_within_its_budget) {
+    cache_cfg c = cache_cfg_base(512, 64, 8, 1, 0);
+    cache_setup s;
+    gpumem_cache_stats st;
+    gpumem_cache_desc d = gpumem_cache_desc_default();
+    prefetch_arg a;
+    pthread_t th;
+    void *p = NULL;
+    uint64_t i, t0;
+    d.n_slots = 64;
+    cr_assert_eq(gpumem_cache_desc_resolved(&d).prefetch_budget, 8, "n_slots / 8");
+    d.n_slots = 4;
+    cr_assert_eq(gpumem_cache_desc_resolved(&d).prefetch_budget, 1, "at least 1");
+    c.n_ctrls = 1;
+    c.latency_ns = 20 * 1000 * 1000; /* 20 ms a command: the prefetch below is still out */
+    cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+    cr_assert_eq(s.cache->prefetch_budget, 1);
+    for (i = 0; i < 8; i++) cr_assert_eq(gpumem_cache_acquire(s.cache, i, 1, 0, &p), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_prefetch(s.cache, 9, 0), GPUMEM_EAGAIN, "every slot held");
+    gpumem_cache_get_stats(s.cache, &st);
+    cr_assert(st.full == 0 && st.prefetch_declined == 1, "full %lu declined %lu", (unsigned long)st.full,
+              (unsigned long)st.prefetch_declined);
+    for (i = 0; i < 8; i++) cr_assert_eq(gpumem_cache_release(s.cache, i, 1), GPUMEM_OK);
+    a = (prefetch_arg){s.cache, 20, GPUMEM_EINVAL};
+    pthread_create(&th, NULL, prefetch_main, &a);
+    t0 = gpumem_clock_ns();
+    while (!(__atomic_load_n(&s.cache->lines[20].state, __ATOMIC_ACQUIRE) & GPUMEM_CACHE_BUSY) &&
+           gpumem_clock_ns() - t0 < 10ull * 1000 * 1000 * 1000)
+        sched_yield();
+    cr_assert_eq(gpumem_cache_prefetch(s.cache, 21, 0), GPUMEM_EAGAIN, "the budget's one prefetch is out");
+    use_line(&s, 30); /* a demand miss meanwhile */
+    pthread_join(th, NULL);
+    cr_assert_eq(a.st, GPUMEM_OK);
+    use_line(&s, 20);
+    gpumem_cache_get_stats(s.cache, &st);
+    cr_assert(st.prefetches == 1 && st.prefetch_declined == 2 && st.hits == 1 && st.misses == 9,
+              "prefetches %lu declined %lu hits %lu misses %lu", (unsigned long)st.prefetches,
+              (unsigned long)st.prefetch_declined, (unsigned long)st.hits, (unsigned long)st.misses);
+    cr_assert_eq(s.cache->prefetching.v, 0, "the budget given back");
+    cr_assert_eq(gpumem_cache_check_quiescent(s.cache), 0);
+    cache_setup_free(&s);
+}
+
+/* Bad input gets a status and caches nothing; a failed read ends in EIO
+ * with the line uncached and no reference or BUSY left on it. */
+Test(prefetch, bad_input_and_failed_reads_get_a_status) {
+    cache_cfg c = cache_cfg_base(512, 16, 4, 1, 0);
+    cache_setup s;
+    gpumem_cache_stats st;
+    gpumem_cache_array a;
+    c.policy = GPUMEM_POLICY_HINTED_RRIP;
+    c.n_ctrls = 1;
+    cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_prefetch(NULL, 1, 0), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_cache_prefetch(s.cache, 16, 0), GPUMEM_ERANGE, "a line past the end");
+    cr_assert_eq(gpumem_cache_prefetch(s.cache, 1, UINT64_MAX), GPUMEM_EOVERFLOW);
+    cr_assert_eq(gpumem_cache_epoch(s.cache, 5), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_prefetch(s.cache, 1, 4), GPUMEM_ERANGE, "an epoch already past");
+    a = gpumem_cache_array_make(s.cache, 8, 0, 16 * 64);
+    cr_assert_eq(gpumem_cache_array_prefetch(&a, 16 * 64 - 1, 2, 5), GPUMEM_ERANGE, "elements past the end");
+    cr_assert_eq(gpumem_cache_array_prefetch(&a, 0, 0, 5), GPUMEM_OK, "nothing asked");
+    cr_assert_eq(gpumem_cache_array_prefetch(NULL, 0, 1, 5), GPUMEM_ENULL);
+    gpumem_cache_get_stats(s.cache, &st);
+    cr_assert_eq(st.fills + st.prefetches + st.prefetch_declined, 0, "nothing read");
+    cr_assert_eq(gpumem_cache_array_prefetch(&a, 64 + 1, 2 * 64, 6), GPUMEM_OK, "elements of lines 1..3");
+    cr_assert(cached(s.cache, 1) && cached(s.cache, 2) && cached(s.cache, 3) && !cached(s.cache, 4));
+    gpumem_swctl_stop(s.ctls[0]);
+    s.ctls[0]->cfg.error_ppm = 1000000; /* every command fails from now on */
+    gpumem_swctl_start(s.ctls[0]);
+    cr_assert_eq(gpumem_cache_prefetch(s.cache, 9, 6), GPUMEM_EIO);
+    cr_assert_eq(s.cache->lines[9].state, 0u, "no reference, no BUSY left on the line");
+    gpumem_cache_get_stats(s.cache, &st);
+    cr_assert(st.prefetches == 3 && st.io_errors == 1 && st.misses == 0 && st.full == 0,
+              "prefetches %lu io_errors %lu", (unsigned long)st.prefetches, (unsigned long)st.io_errors);
+    cr_assert_eq(s.cache->prefetching.v, 0);
+    cr_assert_eq(gpumem_cache_check_quiescent(s.cache), 0);
+    cache_setup_free(&s);
 }

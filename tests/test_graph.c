@@ -193,8 +193,12 @@ Test(graph, program_answers_match_references) {
                           "bfs %s --cache-mib 0.0625 --threads 8 --hints on", "cc %s --cache-mib 0.0625 --threads 8 --hints on",
                           "pagerank %s --cache-mib 0.0625 --threads 8 --iterations 3",
                           "pagerank %s --cache-mib 0.0625 --threads 8 --iterations 3 --hints on",
-                          "bfs %s --cache-mib 0.0625 --threads 8 --policy brrip --hints on"};
-    size_t i;
+                          "bfs %s --cache-mib 0.0625 --threads 8 --policy brrip --hints on",
+                          /* read ahead (implies the hints): advice too */
+                          "bfs %s --cache-mib 0.0625 --threads 8 --prefetch on",
+                          "cc %s --cache-mib 0.0625 --threads 8 --prefetch on --policy hinted-rrip",
+                          "pagerank %s --cache-mib 0.0625 --threads 8 --iterations 3 --prefetch on --policy brrip"};
+    size_t i, read_ahead = 0;
     temp_path(path, sizeof path, "answers");
     make_graph_file(path, 14); /* 2 MiB */
     for (i = 0; i < sizeof runs / sizeof runs[0]; i++) {
@@ -204,9 +208,13 @@ Test(graph, program_answers_match_references) {
         cr_assert(strstr(out, "0 violations; wrong answers: 0"), "graph %s:\n%s", args, out);
         cr_assert(strstr(out, "the same over plain memory, 8 threads: matches in"), "graph %s:\n%s", args, out);
         /* the hinted policy runs exactly when hints are asked for and no other policy is */
-        cr_assert_eq(strstr(out, " proven right, ") != NULL, strstr(args, "--hints on") && !strstr(args, "--policy"),
+        cr_assert_eq(strstr(out, " proven right, ") != NULL,
+                     (strstr(args, "--hints on") || strstr(args, "--prefetch on")) && !strstr(args, "--policy"),
                      "graph %s:\n%s", args, out);
+        cr_assert(strstr(args, "--prefetch on") || !strstr(out, "lines read ahead"), "graph %s:\n%s", args, out);
+        read_ahead += strstr(out, "lines read ahead") != NULL;
     }
+    cr_assert_gt(read_ahead, 0, "no --prefetch run read a line ahead");
     unlink(path);
 }
 
@@ -242,6 +250,9 @@ Test(graph, program_bad_arguments_table) {
         {"cc %G --source 1", "cc does not take --source"},
         {"bfs %G --hints maybe", "--hints maybe: want on or off"},
         {"gnn %G --hints on", "gnn does not take --hints"},
+        {"bfs %G --prefetch maybe", "--prefetch maybe: want on or off"},
+        {"bfs %G --prefetch on --hints off", "--prefetch on reads the plan of --hints: not with --hints off"},
+        {"gnn %G --prefetch on", "gnn does not take --prefetch"},
         {"sweep %G", "sweep: name FILE OUT.tsv"},
         {"sweep %G /nonexistent-dir/out.tsv", "directory /nonexistent-dir"},
         {"sweep %G %M --cache-mib 1", "sweep does not take --cache-mib"},

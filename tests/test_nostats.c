@@ -37,7 +37,7 @@ Test(nostats, cache_reads_by_content_and_reports_no_counts) {
  * content, a flush, the backing compared afterwards) with the counters gone:
  * every check of cache_check but its statistics ones. */
 Test(nostats, cache_workload_without_counters, .timeout = 300) {
-    cache_workload w[20];
+    cache_workload w[24];
     cache_result r;
     cr_assert_gt(cache_workloads(w), 0);
     (void)cache_check; /* its statistics checks do not apply here */

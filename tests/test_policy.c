@@ -583,7 +583,7 @@ Test(policy, cache_under_every_policy) {
     uint32_t kind;
     for (kind = GPUMEM_POLICY_FIRST; kind < GPUMEM_POLICY_KINDS; kind++) {
         cache_cfg cfg = cache_cfg_base(4096, 512, 24, 16, 150);
-        cache_workload unused[20];
+        cache_workload unused[24];
         (void)(kind == 0 && cache_workloads(unused) == 0); /* the shared list, not run here */
         cache_result r;
         char why[256];

@@ -4,8 +4,16 @@
 // The traversal steps are the host version's (examples/graph.h), run by one
 // GPU thread per frontier vertex (BFS) or per vertex (CC).
 //
+// With --hints the cache's policy is GPUMEM_POLICY_HINTED_RRIP and BFS tells
+// it, from device code, what it knows: once a level has found the next
+// frontier, a kernel hints the lines each of its vertices will read (its
+// offsets and its neighbour list, found in a copy of the offsets in GPU
+// memory, so planning reads nothing through the cache) for the next level's
+// epoch, one warp-coalesced hint per line (gpumem_cache_hint_coalesced).
+// Hints are advice: the answers are checked the same way.
+//
 //   build/graph gen build/kron.graph                      (host: make the graph)
-//   build/cuda/examples/graph build/kron.graph [cache MiB]   (needs a GPU; make gpu-examples)
+//   build/cuda/examples/graph build/kron.graph [cache MiB] [--hints]   (needs a GPU; make gpu-examples)
 //
 // Exit status: 0 if both answers match, 1 if not, 2 for an unusable graph.
 #define _POSIX_C_SOURCE 200809L
@@ -43,6 +51,25 @@ __global__ void bfs_level(const gpumem_cache_array *arrays, uint32_t n_nodes, ui
     add_counts(total, &c);
 }
 
+// The next frontier's reads, hinted for epoch `when` (the level that
+// expands it): vertex u reads offsets[u], offsets[u + 1] and its neighbours.
+// A thread per vertex; lanes whose lines meet send one hint a line.
+__global__ void bfs_hint_next(const gpumem_cache_array *arrays, const uint64_t *offsets, const uint32_t *frontier,
+                              uint64_t n, uint64_t when, unsigned long long *refused) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint32_t u = frontier[i];
+        const gpumem_cache_array *a = &arrays[0], *e = &arrays[1];
+        const uint64_t first = (a->offset + 8ull * u) >> a->cache->line_shift;
+        const uint64_t last = (a->offset + 8ull * u + 15) >> a->cache->line_shift;
+        uint64_t line;
+        for (line = first; line <= last; line++)
+            if (gpumem_cache_hint_coalesced(a->cache, line, when) != GPUMEM_OK) atomicAdd(refused, 1ull);
+        if (offsets[u + 1] > offsets[u] &&
+            gpumem_cache_array_hint(e, offsets[u], offsets[u + 1] - offsets[u], when) != GPUMEM_OK)
+            atomicAdd(refused, 1ull);
+    }
+}
+
 __global__ void cc_round(const gpumem_cache_array *arrays, uint32_t n_nodes, uint64_t n_edges, uint32_t *comp,
                          uint32_t *active, uint32_t *next_active, uint32_t *changed, graph_counts *total) {
     graph_refs r = graph_refs_make(&arrays[0], &arrays[1], n_nodes, n_edges);
@@ -59,7 +86,7 @@ __global__ void cc_round(const gpumem_cache_array *arrays, uint32_t n_nodes, uin
 }
 
 // Opens a fresh store, runs BFS (source given) or CC (source GRAPH_NONE), checks.
-static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uint32_t source) {
+static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uint32_t source, int hints) {
     graph_store_config sc = {8, 1024, cache_bytes, 0, 0};
     graph_store s;
     char err[512];
@@ -71,6 +98,9 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
     gpumem_swctl_stats ctl;
     const char *name = source == GRAPH_NONE ? "CC" : "BFS";
     double t0;
+    uint64_t *offsets = nullptr;       // --hints: the offsets, in GPU memory, to plan the hints
+    unsigned long long *refused = nullptr;
+    sc.policy = hints ? GPUMEM_POLICY_HINTED_RRIP : GPUMEM_POLICY_DEFAULT;
     if (graph_store_open(&s, path, &sc, err, sizeof err) != GPUMEM_OK) {
         fprintf(stderr, "graph: %s\n", err);
         return 2;
@@ -92,6 +122,12 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
     CHECK(cudaMallocManaged(&b, n * 4));
     CHECK(cudaMallocManaged(&c, n * 4));
     CHECK(cudaMallocManaged(&flag, 4));
+    if (hints && source != GRAPH_NONE) {
+        CHECK(cudaMallocManaged(&offsets, (n + 1) * 8));
+        memcpy(offsets, ref->offsets, (n + 1) * 8);
+        CHECK(cudaMallocManaged(&refused, sizeof *refused));
+        *refused = 0;
+    }
     t0 = graph_now_s();
     if (source != GRAPH_NONE) { // a = levels, b = frontier, c = next
         uint64_t n_items = 1;
@@ -101,6 +137,8 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
         while (n_items && !total->errors) {
             uint32_t *t;
             *flag = 0;
+            // The clock at this level, set between kernels (the cache is in managed memory).
+            if (offsets) gpumem_cache_epoch(s.cache, rounds);
             bfs_level<<<blocks, 128>>>(arrays, (uint32_t)n, ref->h.n_edges, b, n_items, (uint32_t)rounds + 1, a, c, flag,
                                        total);
             CHECK(cudaGetLastError());
@@ -108,6 +146,11 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
             printf("    level %2llu: %9llu vertices expanded, %9u found\n", (unsigned long long)rounds,
                    (unsigned long long)n_items, *flag);
             n_items = *flag;
+            if (offsets && n_items) {
+                bfs_hint_next<<<blocks, 128>>>(arrays, offsets, c, n_items, rounds + 1, refused);
+                CHECK(cudaGetLastError());
+                wait_kernels(300, "BFS hints");
+            }
             t = b;
             b = c;
             c = t;
@@ -147,7 +190,11 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
            100.0 * (double)cs.hits / (double)(cs.hits + cs.misses + (cs.hits + cs.misses == 0)),
            total->bytes_needed ? (double)cs.bytes_read / (double)total->bytes_needed : 0.0, total->errors,
            (unsigned long long)ctl.violations);
-    int ok = !wrong && !total->errors && !ctl.violations && !cs.violations;
+    if (offsets)
+        printf("  hints from device code: %u judged right, %u wrong (trust %u of %u), %u applied; %llu refused\n",
+               s.cache->slot_hints.right, s.cache->slot_hints.wrong, s.cache->slot_hints.trust,
+               GPUMEM_POLICY_TRUST_MAX, s.cache->slot_hints.applied, *refused);
+    int ok = !wrong && !total->errors && !ctl.violations && !cs.violations && (!refused || *refused == 0);
     graph_store_close(&s);
     cudaFree(arrays);
     cudaFree(total);
@@ -155,6 +202,8 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
     cudaFree(b);
     cudaFree(c);
     cudaFree(flag);
+    cudaFree(offsets);
+    cudaFree(refused);
     free(expect);
     return !ok;
 }
@@ -162,11 +211,16 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
 int main(int argc, char **argv) {
     graph_csr g;
     char err[512];
-    double mib = argc > 2 ? atof(argv[2]) : 0;
+    double mib = 0;
     uint64_t cache_bytes;
-    int rc;
-    if (argc < 2 || argc > 3 || (argc > 2 && !(mib > 0))) {
-        fprintf(stderr, "usage: %s GRAPH_FILE [cache MiB > 0]   (make one with: build/graph gen FILE)\n", argv[0]);
+    int rc, hints = 0, bad = argc < 2, i;
+    for (i = 2; i < argc && !bad; i++) {
+        if (!strcmp(argv[i], "--hints")) hints = 1;
+        else if (mib > 0 || !((mib = atof(argv[i])) > 0)) bad = 1;
+    }
+    if (bad) {
+        fprintf(stderr, "usage: %s GRAPH_FILE [cache MiB > 0] [--hints]   (make one with: build/graph gen FILE)\n",
+                argv[0]);
         return 2;
     }
     need_gpu("graph");
@@ -175,8 +229,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     cache_bytes = mib > 0 ? (uint64_t)(mib * 1048576.0) : GPUMEM_ALIGN_UP(g.h.file_bytes / 4, GRAPH_LINE);
-    rc = run(argv[1], &g, cache_bytes, graph_pick_source(&g, GRAPH_SEED));
-    if (rc < 2) rc |= run(argv[1], &g, cache_bytes, GRAPH_NONE);
+    rc = run(argv[1], &g, cache_bytes, graph_pick_source(&g, GRAPH_SEED), hints);
+    if (rc < 2) rc |= run(argv[1], &g, cache_bytes, GRAPH_NONE, hints);
     graph_free(&g);
     printf("graph: %s\n", rc ? "FAILED" : "ok");
     return rc;
