@@ -189,12 +189,14 @@ static uint64_t hint_epoch(uint64_t base, uint64_t item, uint32_t n_threads) {
 }
 
 /* The lines item v reads: its two offsets, then its neighbour list; line q
- * of them (q < hint_n_lines). The offsets come from the host's copy (the
+ * of them (q < hint_n_lines; offsets_only: the offsets' lines alone, what
+ * PageRank's degrees round reads). The offsets come from the host's copy (the
  * reference graph: 8 bytes a vertex, as an application would keep in GPU
  * memory), so planning reads nothing through the cache. */
-static uint64_t hint_n_lines(const graph_store *s, const graph_csr *g, uint32_t v) {
+static uint64_t hint_n_lines(const graph_store *s, const graph_csr *g, uint32_t v, int offsets_only) {
     uint64_t at = s->h.offsets_at + 8ull * v, b = g->offsets[v], e = g->offsets[v + 1];
     uint64_t n = (at + 15) / GRAPH_LINE - at / GRAPH_LINE + 1;
+    if (offsets_only) return n;
     return e > b ? n + (s->h.edges_at + 4 * e - 1) / GRAPH_LINE - (s->h.edges_at + 4 * b) / GRAPH_LINE + 1 : n;
 }
 
@@ -235,7 +237,8 @@ static void hint_plan_round(run *r, const graph_csr *g, uint64_t base, int also)
     for (j = 0; j < r->n_items; j++) {
         uint32_t v = hint_vertex_of(r, j);
         h->first[j] = n_pairs;
-        if (r->kind != RUN_CC || r->active[v]) n_pairs += hint_n_lines(s, g, v);
+        /* PageRank's first round reads the degrees: the offsets alone */
+        if (r->kind != RUN_CC || r->active[v]) n_pairs += hint_n_lines(s, g, v, r->kind == RUN_PR && r->pr_start);
     }
     h->first[r->n_items] = n_pairs;
     h->next = (uint32_t *)malloc(n_pairs * 4 + 4);

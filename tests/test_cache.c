@@ -643,3 +643,96 @@ Test(prefetch, bad_input_and_failed_reads_get_a_status) {
     cr_assert_eq(gpumem_cache_check_quiescent(s.cache), 0);
     cache_setup_free(&s);
 }
+
+/* A prefetch that gives way changes nothing it passed over: the slot
+ * kind's words, its trust and verdicts; the sequential kind's pins, trust
+ * and verdicts (its count of victims chosen by hint counts the one victim
+ * it named and the prefetch refused; a sweep of refusals counted 8). */
+Test(prefetch, a_declined_prefetch_leaves_the_policy_as_it_was) {
+    static const uint32_t kinds[] = {GPUMEM_POLICY_HINTED_RRIP, GPUMEM_POLICY_HINTED};
+    uint32_t i, k;
+    for (i = 0; i < 2; i++) {
+        cache_cfg c = cache_cfg_base(512, 16, 4, 1, 0);
+        cache_setup s;
+        uint32_t words[4];
+        gpumem_policy_slot_hints sh;
+        gpumem__phint ph;
+        uint32_t n_pin;
+        c.policy = kinds[i];
+        cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+        cr_assert_eq(gpumem_cache_epoch(s.cache, 0), GPUMEM_OK);
+        for (k = 0; k < 4; k++) {
+            use_line(&s, k);
+            cr_assert_eq(gpumem_cache_hint(s.cache, k, 1), GPUMEM_OK);
+        }
+        for (k = 0; k < 4; k++) words[k] = s.cache->slots[k].ref;
+        sh = s.cache->slot_hints;
+        ph = s.seq.hint;
+        n_pin = s.seq.n_pin;
+        cr_assert_eq(gpumem_cache_prefetch(s.cache, 9, 3), GPUMEM_EAGAIN, "kind %u: every line needed sooner", kinds[i]);
+        for (k = 0; k < 4; k++) {
+            cr_assert(cached(s.cache, k), "kind %u: line %u kept", kinds[i], k);
+            if (kinds[i] == GPUMEM_POLICY_HINTED_RRIP)
+                cr_assert_eq(s.cache->slots[k].ref, words[k], "slot %u's word: %#x, was %#x", k, s.cache->slots[k].ref,
+                             words[k]);
+        }
+        cr_assert(s.cache->slot_hints.trust == sh.trust && s.cache->slot_hints.right == sh.right &&
+                      s.cache->slot_hints.wrong == sh.wrong,
+                  "slot kind: trust %u (was %u), wrong %u (was %u)", s.cache->slot_hints.trust, sh.trust,
+                  s.cache->slot_hints.wrong, sh.wrong);
+        cr_assert(s.seq.n_pin == n_pin && s.seq.hint.trust == ph.trust && s.seq.hint.wrong == ph.wrong &&
+                      s.seq.hint.right == ph.right && s.seq.hint.hinted_victims <= ph.hinted_victims + 1 &&
+                      s.seq.hint.fallback_victims == ph.fallback_victims,
+                  "sequential: pins %u (were %u), trust %u (was %u), victims %lu+%lu (were %lu+%lu)", s.seq.n_pin,
+                  n_pin, s.seq.hint.trust, ph.trust, (unsigned long)s.seq.hint.hinted_victims,
+                  (unsigned long)s.seq.hint.fallback_victims, (unsigned long)ph.hinted_victims,
+                  (unsigned long)ph.fallback_victims);
+        cache_setup_free(&s);
+    }
+}
+
+/* A line read ahead is not a use: the sequential hinted policy judges its
+ * hint when the line is used at its epoch (right), not at the prefetch
+ * (which, an epoch early, would be wrong); the slot kind keeps a sooner
+ * hint standing against a prefetch's later one; a policy without hints
+ * inserts the line "long" (RRPV 2), not BRRIP's "distant" 3. */
+Test(prefetch, a_line_read_ahead_is_not_a_use) {
+    cache_cfg c = cache_cfg_base(512, 16, 4, 1, 0);
+    cache_setup s;
+    uint32_t k;
+    c.policy = GPUMEM_POLICY_HINTED;
+    cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_epoch(s.cache, 0), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_prefetch(s.cache, 5, 1), GPUMEM_OK);
+    cr_assert(s.seq.hint.right == 0 && s.seq.hint.wrong == 0, "judged at the prefetch: %lu right, %lu wrong",
+              (unsigned long)s.seq.hint.right, (unsigned long)s.seq.hint.wrong);
+    cr_assert_eq(gpumem_cache_epoch(s.cache, 1), GPUMEM_OK);
+    use_line(&s, 5);
+    cr_assert(s.seq.hint.right == 1 && s.seq.hint.wrong == 0, "at its use: %lu right, %lu wrong",
+              (unsigned long)s.seq.hint.right, (unsigned long)s.seq.hint.wrong);
+    cache_setup_free(&s);
+
+    c.policy = GPUMEM_POLICY_HINTED_RRIP;
+    cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+    use_line(&s, 5);
+    cr_assert_eq(gpumem_cache_hint(s.cache, 5, 3), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_prefetch(s.cache, 5, 9), GPUMEM_OK);
+    k = s.cache->lines[5].slot;
+    cr_assert_eq(gpumem__slot_next_use(s.cache, k), 3, "the sooner hint stands");
+    cr_assert_eq(gpumem_cache_hint(s.cache, 6, 2), GPUMEM_OK, "line 6 not cached: pending");
+    cr_assert_eq(gpumem_cache_prefetch(s.cache, 6, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem__slot_next_use(s.cache, s.cache->lines[6].slot), 2, "the pending sooner hint applied");
+    cr_assert_eq(gpumem_cache_epoch(s.cache, 3), GPUMEM_OK);
+    cr_assert_eq(gpumem__slot_next_use(s.cache, k), 3, "a far hint whose epoch has come is not a demote");
+    cr_assert_eq(gpumem_cache_demote(s.cache, 5), GPUMEM_OK);
+    cr_assert_eq(gpumem__slot_next_use(s.cache, k), GPUMEM_POLICY_UNHINTED, "demoted");
+    cache_setup_free(&s);
+
+    c.policy = GPUMEM_POLICY_BRRIP;
+    cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+    for (k = 0; k < 4; k++) {
+        cr_assert_eq(gpumem_cache_prefetch(s.cache, k, 0), GPUMEM_OK);
+        cr_assert_leq(s.cache->slots[s.cache->lines[k].slot].ref & 3u, 2, "line %u inserted distant", k);
+    }
+    cache_setup_free(&s);
+}
