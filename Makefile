@@ -379,6 +379,7 @@ FUZZ_TARGETS += trace
 FUZZ_TARGETS += doctor
 FUZZ_TARGETS += uring_prp
 FUZZ_TARGETS += share_api
+FUZZ_TARGETS += cache_hints
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 $(WARN) -O1 -g -fno-omit-frame-pointer \
@@ -888,7 +889,7 @@ Tests (no GPU needed)
   make stress        the soak: workloads, then random mixes for GPUMEM_SOAK_SECONDS (60) each
   make share-soak    the share's served random mixes, SOAK_ROUNDS (40) runs of each shape
   make fuzz          the libFuzzer harnesses (graph readers, trace reader, doctor, CQ validation,
-                     forwarder PRP translation, share API)
+                     forwarder PRP translation, share API, cache API with hints)
                      over their seeds, then FUZZ_SECONDS (60) each
   make share-cuda    the share's CPU tests built by nvcc (part of make test)
   make spin          Spin models of the lock-free protocols, each exhausted, each shown to find

@@ -269,18 +269,29 @@ GPUMEM_API uint32_t gpumem__policy_candidate(gpumem_cache *c, uint64_t spare) {
 
 /* The candidate k could not be taken: its line is in use (or another thread
  * has the slot). A sequential policy gets it pinned, so its next victim is
- * another slot, without a change to its order. The pins are a hint that ages
- * out: once half the slots are pinned they are all cleared (amortised O(1)),
- * so a line released since is a candidate again. */
+ * another slot, without a change to its order. */
 GPUMEM_API void gpumem__policy_refused(gpumem_cache *c, uint32_t k) {
     if (!c->seq) return;
     gpumem__seq_lock(c);
     if (!c->seq->pin[k]) {
         c->seq->pin[k] = 1;
-        if (++c->seq->n_pin > c->n_slots / 2) {
-            gpumem__pzero(c->seq->pin, c->n_slots);
-            c->seq->n_pin = 0;
-        }
+        c->seq->n_pin++;
+    }
+    gpumem__seq_unlock(c);
+}
+
+/* The pins are a hint that ages out, so that a line released since is a
+ * candidate again: once half the slots are pinned they are all cleared
+ * (amortised O(1)), at the start of a search, never inside one. Cleared
+ * inside one, a search whose policy names the held lines first went round
+ * them for ever and answered EAGAIN with a slot free (fuzz_cache_hints
+ * found it; tests/test_cache.c, cache_full). Off the hit path, as the
+ * tier's hooks. */
+GPUMEM__CACHE_HOOK void gpumem__policy_age_pins(gpumem_cache *c) {
+    gpumem__seq_lock(c);
+    if (c->seq->n_pin > c->n_slots / 2) {
+        gpumem__pzero(c->seq->pin, c->n_slots);
+        c->seq->n_pin = 0;
     }
     gpumem__seq_unlock(c);
 }
@@ -466,6 +477,7 @@ GPUMEM_API gpumem_status gpumem__cache_find_slot(gpumem_cache *c, uint32_t *slot
     gpumem_status st = GPUMEM_EAGAIN;
     uint32_t sweeps = 0, skips = GPUMEM_TIER_MAX_SKIPS;
     *where = GPUMEM_PLACE_BYPASS;
+    if (c->seq) gpumem__policy_age_pins(c); /* called, not inlined, on the device: 2 registers inlined */
     if (spare) return gpumem__cache_sweep(c, slot, &skips, where, spare);
     GPUMEM_WAIT_UNTIL(&c->event, (st = gpumem__cache_sweep(c, slot, &skips, where, 0)) != GPUMEM_EAGAIN ||
                                      ++sweeps >= c->full_sweeps);

@@ -118,6 +118,34 @@ Test(cache_full, every_slot_in_use_answers_eagain_then_recovers) {
     cache_setup_free(&s);
 }
 
+/* A sequential policy whose victims come in order of the held lines first
+ * (LRU: the oldest three are held) still finds the one free slot in a
+ * single sweep. fuzz_cache_hints found it: the pins of refused candidates
+ * were all cleared as soon as half the slots were pinned, so the sweep
+ * went round the held lines and answered EAGAIN with a slot free. */
+Test(cache_full, a_sequential_policy_finds_the_free_slot_in_one_sweep) {
+    static const uint32_t kinds[] = {GPUMEM_POLICY_LRU, GPUMEM_POLICY_HINTED, GPUMEM_POLICY_LFU};
+    uint32_t i, j;
+    for (j = 0; j < 3; j++) {
+        cache_cfg c = cache_cfg_base(512, 16, 4, 1, 0);
+        cache_setup s;
+        void *d[5];
+        c.policy = kinds[j];
+        c.full_sweeps = 1;
+        cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+        for (i = 0; i < 4; i++) cr_assert_eq(gpumem_cache_acquire(s.cache, i, 1, 0, &d[i]), GPUMEM_OK);
+        cr_assert_eq(gpumem_cache_release(s.cache, 3, 1), GPUMEM_OK); /* the newest: the last victim */
+        for (i = 0; i < 3; i++) {
+            cr_assert_eq(gpumem_cache_acquire(s.cache, 8 + i, 1, 0, &d[4]), GPUMEM_OK,
+                         "kind %u: line %u with a slot free", kinds[j], 8 + i);
+            cr_assert_eq(gpumem_cache_release(s.cache, 8 + i, 1), GPUMEM_OK);
+        }
+        for (i = 0; i < 3; i++) cr_assert_eq(gpumem_cache_release(s.cache, i, 1), GPUMEM_OK);
+        cr_assert_eq(gpumem_cache_check_quiescent(s.cache), 0);
+        cache_setup_free(&s);
+    }
+}
+
 /* A dirty line still held is left for later (EAGAIN), then written once free. */
 Test(cache_full, flush_leaves_held_lines_dirty_then_writes_them) {
     cache_cfg c = cache_cfg_base(4096, 8, 4, 1, 0);
