@@ -307,8 +307,11 @@ GPUMEM_API uint32_t gpumem__policy_sweep_len(const gpumem_cache *c) {
  * is read ahead (a prefetch), not used. */
 GPUMEM_API void gpumem__policy_fill(gpumem_cache *c, uint32_t k, uint64_t line, int ahead) {
     if (!c->seq) {
+        /* A line read ahead goes in as a miss does: inserted "long" instead
+         * of BRRIP's "distant" it made no difference beyond the noise to
+         * the lines BFS read with --prefetch on
+         * (bench/results/policy-prefetch-vm.md). */
         gpumem_policy_slot_fill_hinted(c->policy, &c->slots[k].ref, &c->fills.v, &c->slot_hints, line);
-        if (ahead) gpumem_policy_slot_fill_ahead(c->policy, &c->slots[k].ref);
         return;
     }
     gpumem__seq_lock(c);
@@ -1507,9 +1510,9 @@ GPUMEM_API gpumem_status gpumem_cache_hint_coalesced(gpumem_cache *c, uint64_t l
  * them or of holders, nothing evicted. Both EAGAINs are counted in
  * stats.prefetch_declined. The search changes nothing it passes over: no
  * slot aged or judged for a line kept, no pin. A prefetch takes no
- * reference: the line is the policy's once it is in, inserted as a line to
- * be used (RRIP kinds: "long", not BRRIP's "distant"; the sequential hinted
- * policy does not count it as a use; in device code, as any fill). It is a fill (stats.fills, and reads
+ * reference: the line is the policy's once it is in, inserted as a miss
+ * is (the sequential hinted policy does not count it as a use; in device
+ * code it does). It is a fill (stats.fills, and reads
  * unless the host tier had it) and a prefetch, not a miss; demand accesses
  * that arrive while it is read wait for it as for any fill. Its hint never
  * replaces one for a sooner use. Hints are advice, and so is this: the

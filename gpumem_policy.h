@@ -460,22 +460,6 @@ GPUMEM_API void gpumem_policy_slot_fill_hinted(uint32_t kind, uint32_t *w, uint3
     if (ahead < (GPUMEM__SLOT_EPOCH_MASK >> 1)) (void)gpumem_policy_slot_hint(h, w, e + ahead, 0);
 }
 
-/* A line read ahead into the slot whose word is w, after its fill
- * (gpumem_cache_prefetch). An RRIP kind inserts a miss "distant" (BRRIP:
- * mostly RRPV 3, the first to go), so a line read ahead for a use to come
- * would mostly be evicted before it: "long" instead (RRPV_MAX - 1, SRRIP's
- * insertion). A hint applied at the fill (HINTED_RRIP, trusted) has set it
- * lower already; the hint flags are kept. */
-GPUMEM_API void gpumem_policy_slot_fill_ahead(uint32_t kind, uint32_t *w) {
-    uint32_t v;
-    if (!w || !(kind == GPUMEM_POLICY_SRRIP || kind == GPUMEM_POLICY_BRRIP || kind == GPUMEM_POLICY_HINTED_RRIP))
-        return;
-    v = gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
-    if ((v & GPUMEM__SLOT_RRPV) == GPUMEM_POLICY_RRPV_MAX)
-        gpumem_atomic_store_u32(w, (v & ~GPUMEM__SLOT_RRPV) | (GPUMEM_POLICY_RRPV_MAX - 1), GPUMEM_ORDER_RELAXED,
-                                GPUMEM__PSCOPE);
-}
-
 /* The epoch of the pending hint kept for `line` (not resident,
  * HINTED_RRIP), or UINT64_MAX: none kept for it, a demote, or passed. */
 GPUMEM_API uint64_t gpumem_policy_slot_pending_next_use(gpumem_policy_slot_hints *h, uint64_t line) {
