@@ -254,11 +254,11 @@ $(BUILD)/fake_statvfs.so: tests/fake_statvfs.c | $(BUILD)
 # The lock-free protocols as Spin models (tests/spin/*.pml, docs/models.md):
 # the submission queue's turns and tail markers, the completion queue's
 # harvest, head markers and command-ID reuse, the reset gate, the share's
-# miss-queue cells. tests/spin/run.sh exhausts every real configuration
-# (0 errors, the search complete) and checks that pan finds every seeded
-# bug, and prints states, depth and time for each run, two at a time
-# (SPIN_JOBS); 21 runs, about 37 s of CPU in all (92 s wall on 2 cores
-# shared with other jobs at a load of 13-15). In make test, through a stamp:
+# miss-queue cells, the cache's line protocol with a prefetcher.
+# tests/spin/run.sh exhausts every real configuration (0 errors, the
+# search complete) and checks that pan finds every seeded bug, and prints
+# states, depth and time for each run, two at a time (SPIN_JOBS); 25 runs,
+# about 45 s of CPU in all (49 s wall on 2 cores). In make test, through a stamp:
 # run again when a model or the script changes. Each run's pan, output
 # and trail stay in $(BUILD)/spin/<run>.
 SPIN_JOBS ?= 2
@@ -379,6 +379,7 @@ FUZZ_TARGETS += trace
 FUZZ_TARGETS += doctor
 FUZZ_TARGETS += uring_prp
 FUZZ_TARGETS += share_api
+FUZZ_TARGETS += cache_hints
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_FLAGS := -std=c11 $(WARN) -O1 -g -fno-omit-frame-pointer \
@@ -888,7 +889,7 @@ Tests (no GPU needed)
   make stress        the soak: workloads, then random mixes for GPUMEM_SOAK_SECONDS (60) each
   make share-soak    the share's served random mixes, SOAK_ROUNDS (40) runs of each shape
   make fuzz          the libFuzzer harnesses (graph readers, trace reader, doctor, CQ validation,
-                     forwarder PRP translation, share API)
+                     forwarder PRP translation, share API, cache API with hints)
                      over their seeds, then FUZZ_SECONDS (60) each
   make share-cuda    the share's CPU tests built by nvcc (part of make test)
   make spin          Spin models of the lock-free protocols, each exhausted, each shown to find

@@ -216,14 +216,43 @@ GPUMEM_API void gpumem__policy_touch(gpumem_cache *c, uint32_t k, uint64_t line)
     }
 }
 
+/* The hinted next use of slot k's line: the epoch, or
+ * GPUMEM_POLICY_UNHINTED (no hint stands, or the policy takes none). A
+ * prefetch's sweep asks it (gpumem_cache_prefetch). The sequential policy
+ * is locked here: the caller must not hold its lock (a slot's may be held:
+ * the lock order is a fill's, slot then policy). */
+GPUMEM_API uint64_t gpumem__slot_next_use(gpumem_cache *c, uint32_t k) {
+    uint64_t when = GPUMEM_POLICY_UNHINTED;
+    if (!c->seq) {
+        if (c->policy == GPUMEM_POLICY_HINTED_RRIP)
+            when = gpumem_policy_slot_next_use(
+                &c->slot_hints, gpumem_atomic_load_u32(&c->slots[k].ref, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV));
+    } else if (GPUMEM__HINT_HOOKS && c->seq->d.kind == GPUMEM_POLICY_HINTED) {
+        gpumem__seq_lock(c);
+        when = gpumem_policy_next_use(c->seq, k);
+        gpumem__seq_unlock(c);
+    }
+    return when;
+}
+
+/* gpumem__policy_candidate's "stop the search": a prefetch's victim is
+ * needed sooner than the prefetched line (see below). */
+#define GPUMEM__CANDIDATE_STOP 0xFFFFFFFEu /* not GPUMEM_POLICY_NONE */
+
 /* The next slot to consider, or n_slots to skip this turn. A sequential
  * policy names its victim among the slots not pinned in seq->pin (the ones
  * found in use lately, see gpumem__policy_refused); when every slot is
- * pinned the pins are forgotten and it names one anyway. */
-GPUMEM_API uint32_t gpumem__policy_candidate(gpumem_cache *c) {
+ * pinned the pins are forgotten and it names one anyway. `spare` (0 for a
+ * demand miss: the test folds away) is a prefetch's epoch + 1: a slot kind
+ * passes over a slot whose line is hinted before it without aging or
+ * judging it, and the sequential hinted policy, whose victim is the
+ * farthest hinted line, ends the search (STOP) when even that one is
+ * sooner (no pin: a refusal must not reorder a demand miss's victims). */
+GPUMEM_API uint32_t gpumem__policy_candidate(gpumem_cache *c, uint64_t spare) {
     uint32_t k;
     if (!c->seq) {
         k = gpumem_policy_slot_next(&c->hand.v, c->n_slots);
+        if (spare && gpumem__slot_next_use(c, k) < spare) return c->n_slots;
         return gpumem_policy_slot_consider_hinted(c->policy, &c->slots[k].ref, &c->slot_hints) ? k : c->n_slots;
     }
     gpumem__seq_lock(c);
@@ -233,24 +262,36 @@ GPUMEM_API uint32_t gpumem__policy_candidate(gpumem_cache *c) {
         c->seq->n_pin = 0;
         k = gpumem_policy_victim(c->seq, c->seq->pin);
     }
+    if (spare && k != GPUMEM_POLICY_NONE && gpumem_policy_next_use(c->seq, k) < spare) k = GPUMEM__CANDIDATE_STOP;
     gpumem__seq_unlock(c);
     return k == GPUMEM_POLICY_NONE ? c->n_slots : k;
 }
 
 /* The candidate k could not be taken: its line is in use (or another thread
  * has the slot). A sequential policy gets it pinned, so its next victim is
- * another slot, without a change to its order. The pins are a hint that ages
- * out: once half the slots are pinned they are all cleared (amortised O(1)),
- * so a line released since is a candidate again. */
+ * another slot, without a change to its order. */
 GPUMEM_API void gpumem__policy_refused(gpumem_cache *c, uint32_t k) {
     if (!c->seq) return;
     gpumem__seq_lock(c);
     if (!c->seq->pin[k]) {
         c->seq->pin[k] = 1;
-        if (++c->seq->n_pin > c->n_slots / 2) {
-            gpumem__pzero(c->seq->pin, c->n_slots);
-            c->seq->n_pin = 0;
-        }
+        c->seq->n_pin++;
+    }
+    gpumem__seq_unlock(c);
+}
+
+/* The pins are a hint that ages out, so that a line released since is a
+ * candidate again: once half the slots are pinned they are all cleared
+ * (amortised O(1)), at the start of a search, never inside one. Cleared
+ * inside one, a search whose policy names the held lines first went round
+ * them for ever and answered EAGAIN with a slot free (fuzz_cache_hints
+ * found it; tests/test_cache.c, cache_full). Off the hit path, as the
+ * tier's hooks. */
+GPUMEM__CACHE_HOOK void gpumem__policy_age_pins(gpumem_cache *c) {
+    gpumem__seq_lock(c);
+    if (c->seq->n_pin > c->n_slots / 2) {
+        gpumem__pzero(c->seq->pin, c->n_slots);
+        c->seq->n_pin = 0;
     }
     gpumem__seq_unlock(c);
 }
@@ -262,15 +303,21 @@ GPUMEM_API uint32_t gpumem__policy_sweep_len(const gpumem_cache *c) {
     return c->seq ? 2 * c->n_slots : gpumem_policy_slot_sweep_len(c->policy, c->n_slots);
 }
 
-/* Slot k now holds `line` (the caller holds the slot's lock). */
-GPUMEM_API void gpumem__policy_fill(gpumem_cache *c, uint32_t k, uint64_t line) {
+/* Slot k now holds `line` (the caller holds the slot's lock); `ahead`: it
+ * is read ahead (a prefetch), not used. */
+GPUMEM_API void gpumem__policy_fill(gpumem_cache *c, uint32_t k, uint64_t line, int ahead) {
     if (!c->seq) {
+        /* A line read ahead goes in as a miss does: inserted "long" instead
+         * of BRRIP's "distant" it made no difference beyond the noise to
+         * the lines BFS read with --prefetch on
+         * (bench/results/policy-prefetch-vm.md). */
         gpumem_policy_slot_fill_hinted(c->policy, &c->slots[k].ref, &c->fills.v, &c->slot_hints, line);
         return;
     }
     gpumem__seq_lock(c);
     if (c->slots[k].ref) gpumem_policy_on_evict(c->seq, k, c->seq->line_of[k]);
-    gpumem_policy_on_fill(c->seq, k, line);
+    if (ahead) gpumem_policy_on_fill_ahead(c->seq, k, line);
+    else gpumem_policy_on_fill(c->seq, k, line);
     c->slots[k].ref = 1;
     if (c->seq->pin[k]) c->seq->pin[k] = 0, c->seq->n_pin--;
     gpumem__seq_unlock(c);
@@ -355,7 +402,7 @@ GPUMEM_API int gpumem__sweep_take(gpumem_cache *c, uint32_t k, int wait, uint32_
  * is its placement for the victim (GPUMEM_PLACE_*, BYPASS without a tier).
  * On CLAIM_OK the slot is locked and its line, if any, claimed with count 0:
  * the miss's steps finish. */
-GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, uint32_t *where) {
+GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, uint32_t *where, uint64_t spare) {
     uint64_t victim;
     uint32_t prev;
     if (!gpumem__slot_trylock(c->slots, k)) return GPUMEM__CLAIM_NO; /* any slot will do: try the next */
@@ -368,6 +415,14 @@ GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, 
     if (GPUMEM_CACHE_CHECK &&
         gpumem_atomic_load_u32(&c->lines[victim].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != k)
         gpumem__cache_count(c, victim, GPUMEM__ST_VIOLATIONS, 1);
+    /* A prefetch's victim hinted for use before it since the candidate was
+     * chosen (spare: see gpumem__policy_candidate): the claim undone, as
+     * TAKE_HELD's, before the placement has recorded anything. */
+    if (spare && gpumem__slot_next_use(c, k) < spare) {
+        gpumem__line_end_claim(c, gpumem__line_state(c, victim), ~GPUMEM_CACHE_BUSY);
+        gpumem__slot_unlock(c->slots, k, &c->event);
+        return GPUMEM__CLAIM_NO;
+    }
     /* The placement decides while the line is ours and nobody can use it. */
     if (GPUMEM__HAS_TIER(c) &&
         (*where = gpumem__tier_place(c->tier, victim, skips ? *skips : 0)) == GPUMEM_PLACE_KEEP) {
@@ -381,30 +436,14 @@ GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, 
     return GPUMEM__CLAIM_OK;
 }
 
-/* The hinted next use of slot k's line (locked by the caller, its line
- * claimed): the epoch, or GPUMEM_POLICY_UNHINTED (no hint stands, or the
- * policy takes none). A prefetch's sweep asks it (gpumem_cache_prefetch).
- * Lock order as a fill's: the slot, then the sequential policy. */
-GPUMEM_API uint64_t gpumem__slot_next_use(gpumem_cache *c, uint32_t k) {
-    uint64_t when = GPUMEM_POLICY_UNHINTED;
-    if (!c->seq) {
-        if (c->policy == GPUMEM_POLICY_HINTED_RRIP)
-            when = gpumem_policy_slot_next_use(
-                &c->slot_hints, gpumem_atomic_load_u32(&c->slots[k].ref, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV));
-    } else if (GPUMEM__HINT_HOOKS) {
-        gpumem__seq_lock(c);
-        when = gpumem_policy_next_use(c->seq, k);
-        gpumem__seq_unlock(c);
-    }
-    return when;
-}
-
 /* One sweep for a slot: cold slots first, then the policy's hand. Returns
  * OK with *slot claimed (see gpumem__slot_claim), EAGAIN if no candidate
  * was free. *skips: the host tier's keeps left to this search. `spare`: 0
- * for a demand miss; a prefetch's epoch + 1, and then a candidate whose
- * line is hinted for use before it is given back, not taken (a constant 0
- * on the demand path, so that test folds away there). */
+ * for a demand miss; a prefetch's epoch + 1, and then no line hinted for
+ * use before it is taken (gpumem__policy_candidate, gpumem__slot_claim),
+ * nothing is pinned, and with a sequential policy the first refusal ends
+ * the search (its victim would come back each time: a prefetch gives way).
+ * A constant 0 on the demand path, so those tests fold away there. */
 GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint32_t *slot, uint32_t *skips, uint32_t *where,
                                              uint64_t spare) {
     uint32_t i, n = gpumem__policy_sweep_len(c);
@@ -412,23 +451,19 @@ GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint32_t *slot, ui
      * candidates: one claim site for both (its code is inlined). */
     for (i = 0; i <= n; i++) {
         uint32_t k = c->n_slots;
-        if (i > 0) k = gpumem__policy_candidate(c);
+        if (i > 0) k = gpumem__policy_candidate(c, spare);
         else if (gpumem_atomic_load_u32(&c->cold.v, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) < c->n_slots)
             /* The hand may have taken this cold slot already: then it is not
              * empty and slot_claim treats it as any other candidate. */
             k = gpumem_atomic_fetch_add_u32(&c->cold.v, 1, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
+        if (k == GPUMEM__CANDIDATE_STOP) break;
         if (k >= c->n_slots) continue;
-        if (gpumem__slot_claim(c, k, skips, where) == GPUMEM__CLAIM_OK) {
-            uint64_t victim = gpumem__slot_tag(c->slots, k);
-            if (!spare || victim == GPUMEM_CACHE_EMPTY || gpumem__slot_next_use(c, k) >= spare) {
-                *slot = k;
-                return GPUMEM_OK;
-            }
-            /* needed sooner than the prefetched line: the claim undone */
-            gpumem__line_end_claim(c, gpumem__line_state(c, victim), ~GPUMEM_CACHE_BUSY);
-            gpumem__slot_unlock(c->slots, k, &c->event);
+        if (gpumem__slot_claim(c, k, skips, where, spare) == GPUMEM__CLAIM_OK) {
+            *slot = k;
+            return GPUMEM_OK;
         }
-        if (i > 0) gpumem__policy_refused(c, k);
+        if (spare && c->seq) break;
+        if (i > 0 && !spare) gpumem__policy_refused(c, k);
     }
     return GPUMEM_EAGAIN;
 }
@@ -445,6 +480,7 @@ GPUMEM_API gpumem_status gpumem__cache_find_slot(gpumem_cache *c, uint32_t *slot
     gpumem_status st = GPUMEM_EAGAIN;
     uint32_t sweeps = 0, skips = GPUMEM_TIER_MAX_SKIPS;
     *where = GPUMEM_PLACE_BYPASS;
+    if (c->seq) gpumem__policy_age_pins(c); /* called, not inlined, on the device: 2 registers inlined */
     if (spare) return gpumem__cache_sweep(c, slot, &skips, where, spare);
     GPUMEM_WAIT_UNTIL(&c->event, (st = gpumem__cache_sweep(c, slot, &skips, where, 0)) != GPUMEM_EAGAIN ||
                                      ++sweeps >= c->full_sweeps);
@@ -592,7 +628,9 @@ GPUMEM_API int gpumem__miss_step(gpumem_cache *c, volatile gpumem__miss *m, gpum
     }
     if (m->step == GPUMEM__MISS_TAKE) {
         gpumem__slot_set_tag(c->slots, k, m->line);
-        gpumem__policy_fill(c, k, m->line);
+        /* count 0: a prefetch, inserted as read ahead; on the device as any
+         * fill (telling them apart there cost the share's write 2 registers) */
+        gpumem__policy_fill(c, k, m->line, !GPUMEM_ON_DEVICE && m->count == 0);
         gpumem__slot_unlock(c->slots, k, &c->event);
         if (!m->in_host) return gpumem__miss_io(m, 0, m->line, &c->pool, k, GPUMEM__MISS_READ);
         {
@@ -1347,6 +1385,15 @@ GPUMEM_API gpumem_status gpumem__cache_slot_hint(gpumem_cache *c, uint32_t op, u
     }
     if (c->trace) gpumem_policy_trace_hint(c->trace, op, line, when);
     k = gpumem__cache_resident_slot(c, line);
+    /* The slot kind keeps one hint a line: a prefetch's ("soon") never
+     * replaces one for a sooner use (a line read by two items keeps the
+     * first one's epoch). */
+    if (op == GPUMEM_POLICY_TRACE_SOON && when >= e &&
+        (k < c->n_slots ? gpumem_policy_slot_next_use(&c->slot_hints, gpumem_atomic_load_u32(&c->slots[k].ref,
+                                                                                          GPUMEM_ORDER_RELAXED,
+                                                                                          GPUMEM__CDEV))
+                        : gpumem_policy_slot_pending_next_use(&c->slot_hints, line)) <= when)
+        return GPUMEM_OK;
     if (k >= c->n_slots) /* kept for its fill */
         return gpumem_policy_slot_hint_later(&c->slot_hints, line, when, op == GPUMEM_POLICY_TRACE_DEMOTE);
     return gpumem_policy_slot_hint(&c->slot_hints, &c->slots[k].ref, when, op == GPUMEM_POLICY_TRACE_DEMOTE);
@@ -1454,23 +1501,29 @@ GPUMEM_API gpumem_status gpumem_cache_hint_coalesced(gpumem_cache *c, uint64_t l
  * thread that runs ahead of the ones that use the lines (a prefetcher, or a
  * warp that has nothing else to do) turns their misses into hits.
  *
- * It ranks below demand misses: it never waits. At most desc.prefetch_budget
- * prefetch fills are in flight at once (more: EAGAIN, counted in
- * stats.prefetch_declined), and a prefetch makes one sweep for a slot, not
- * full_sweeps, and takes no slot whose line is hinted for use at `when` or
- * sooner (with a hinted policy; with another every line is unhinted, and
- * the policy's victim goes): EAGAIN when none was free of them, nothing
- * evicted. A prefetch takes no reference: the line is the policy's once it
- * is in (a fill, counted in stats.fills, reads and prefetches, not in
- * misses); demand accesses that arrive while it is read wait for it as for
- * any fill. Hints are advice, and so is this: the answer a read gives is
- * the same with or without it.
+ * It ranks below demand misses: it never waits for a slot (only, briefly,
+ * for the locks a fill takes). At most desc.prefetch_budget prefetch fills
+ * are in flight at once (more: EAGAIN), and a prefetch makes one sweep for
+ * a slot, not full_sweeps, and takes no slot whose line is hinted for use
+ * at `when` or sooner (with a hinted policy; with another every line is
+ * unhinted, and the policy's victim goes): EAGAIN when none was free of
+ * them or of holders, nothing evicted. Both EAGAINs are counted in
+ * stats.prefetch_declined. The search changes nothing it passes over: no
+ * slot aged or judged for a line kept, no pin. A prefetch takes no
+ * reference: the line is the policy's once it is in, inserted as a miss
+ * is (the sequential hinted policy does not count it as a use; in device
+ * code it does). It is a fill (stats.fills, and reads
+ * unless the host tier had it) and a prefetch, not a miss; demand accesses
+ * that arrive while it is read wait for it as for any fill. Its hint never
+ * replaces one for a sooner use. Hints are advice, and so is this: the
+ * answer a read gives is the same with or without it.
  *
- * Statuses: OK (read ahead, or already cached or being filled), ENULL,
- * ERANGE (a line past the end, or `when` behind a hinted policy's clock),
- * EOVERFLOW (`when` UINT64_MAX), EAGAIN (gave way, see above), ESTATE (a
- * tier or share this file cannot serve), EIO (the read failed: nothing
- * cached, the status the demand miss would have had). */
+ * Statuses: OK (read ahead, or already cached, being filled or being
+ * evicted), ENULL, ERANGE (a line past the end, or `when` behind a hinted
+ * policy's clock), EOVERFLOW (`when` UINT64_MAX), EAGAIN (gave way, see
+ * above), ESTATE (a tier or share this file cannot serve), EIO (the read,
+ * or the victim's write-back, failed: the line not cached, the status the
+ * demand miss would have had). */
 GPUMEM_API gpumem_status gpumem_cache_prefetch(gpumem_cache *c, uint64_t line, uint64_t when) {
     uint32_t *st_word, prev;
     void *data = 0;

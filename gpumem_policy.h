@@ -244,7 +244,7 @@ GPUMEM_API const char *gpumem_policy_name(uint32_t kind) {
  * for lines not resident wait in a small direct-mapped table for their
  * fill (gpumem_policy_slot_hint_later; a collision keeps the newer). */
 #define GPUMEM__SLOT_RRPV 3u       /* the word's RRPV bits */
-#define GPUMEM__SLOT_HINT_FAR 4u   /* hinted far or demoted, not yet judged */
+#define GPUMEM__SLOT_HINT_FAR 4u   /* hinted far, or demoted (with NEAR too), not yet judged */
 #define GPUMEM__SLOT_HINT_NEAR 8u  /* hinted near, not yet used */
 #define GPUMEM__SLOT_EPOCH_SHIFT 8u /* bits 8..31: the hinted epoch, mod 2^24 */
 #define GPUMEM__SLOT_EPOCH_MASK 0xFFFFFFu
@@ -400,7 +400,8 @@ GPUMEM_API gpumem_status gpumem_policy_slot_hint(gpumem_policy_slot_hints *h, ui
     if (!demote && (when < e || when == UINT64_MAX)) return GPUMEM_ERANGE;
     v = gpumem_atomic_load_u32(w, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
     rrpv = v & GPUMEM__SLOT_RRPV;
-    if (demote) when = e, rrpv = GPUMEM_POLICY_RRPV_MAX, flag = GPUMEM__SLOT_HINT_FAR;
+    /* A demote sets both flags: told apart from a far hint whose epoch has come */
+    if (demote) when = e, rrpv = GPUMEM_POLICY_RRPV_MAX, flag = GPUMEM__SLOT_HINT_FAR | GPUMEM__SLOT_HINT_NEAR;
     else if (when - e > 1) flag = GPUMEM__SLOT_HINT_FAR;
     else rrpv = 0, flag = GPUMEM__SLOT_HINT_NEAR;
     if (gpumem_atomic_load_u32(&h->trust, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE) < GPUMEM_POLICY_TRUST_USE)
@@ -459,12 +460,26 @@ GPUMEM_API void gpumem_policy_slot_fill_hinted(uint32_t kind, uint32_t *w, uint3
     if (ahead < (GPUMEM__SLOT_EPOCH_MASK >> 1)) (void)gpumem_policy_slot_hint(h, w, e + ahead, 0);
 }
 
+/* The epoch of the pending hint kept for `line` (not resident,
+ * HINTED_RRIP), or UINT64_MAX: none kept for it, a demote, or passed. */
+GPUMEM_API uint64_t gpumem_policy_slot_pending_next_use(gpumem_policy_slot_hints *h, uint64_t line) {
+    uint64_t p, now;
+    uint32_t ahead;
+    if (!h || line + 1 >= 1ull << GPUMEM__PEND_LINE_BITS) return UINT64_MAX;
+    p = gpumem_atomic_load_u64(gpumem__slot_pending_at(h, line), GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
+    if ((p & ((1ull << GPUMEM__PEND_LINE_BITS) - 1)) != line + 1 || (p >> GPUMEM__PEND_LINE_BITS & 1))
+        return UINT64_MAX;
+    now = gpumem_atomic_load_u64(&h->epoch, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
+    ahead = ((uint32_t)(p >> (GPUMEM__PEND_LINE_BITS + 1)) - (uint32_t)now) & GPUMEM__SLOT_EPOCH_MASK;
+    return ahead >= (GPUMEM__SLOT_EPOCH_MASK >> 1) ? UINT64_MAX : now + ahead;
+}
+
 /* The hinted next use of the line whose slot word is w (HINTED_RRIP), for
  * a prefetch that must not evict a line needed sooner than its own
  * (gpumem_cache_prefetch): the hinted epoch, or UINT64_MAX
  * (GPUMEM_POLICY_UNHINTED) for a line with no hint standing: none, one
  * already met (a hit clears the near flag), one whose epoch has passed, or
- * a demote (far flag, RRPV 3, the epoch the clock had). The word holds the
+ * a demote (both flags). The word holds the
  * epoch mod 2^24, read against the clock: a stale word costs a choice. */
 GPUMEM_API uint64_t gpumem_policy_slot_next_use(gpumem_policy_slot_hints *h, uint32_t w) {
     uint64_t now;
@@ -473,8 +488,7 @@ GPUMEM_API uint64_t gpumem_policy_slot_next_use(gpumem_policy_slot_hints *h, uin
     now = gpumem_atomic_load_u64(&h->epoch, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
     ahead = ((w >> GPUMEM__SLOT_EPOCH_SHIFT) - (uint32_t)now) & GPUMEM__SLOT_EPOCH_MASK;
     if (ahead >= (GPUMEM__SLOT_EPOCH_MASK >> 1)) return UINT64_MAX; /* behind the clock */
-    if ((w & GPUMEM__SLOT_HINT_FAR) && (w & GPUMEM__SLOT_RRPV) == GPUMEM_POLICY_RRPV_MAX && ahead == 0)
-        return UINT64_MAX; /* demoted */
+    if ((w & GPUMEM__SLOT_HINT_FAR) && (w & GPUMEM__SLOT_HINT_NEAR)) return UINT64_MAX; /* demoted */
     return now + ahead;
 }
 
@@ -1437,7 +1451,7 @@ GPUMEM_API void gpumem__hint_on_access(gpumem_policy *p, uint32_t k) {
     gpumem__hint_rekey(p, k);
 }
 
-GPUMEM_API void gpumem__hint_on_fill(gpumem_policy *p, uint32_t k, uint64_t line) {
+GPUMEM_API void gpumem__hint_on_fill(gpumem_policy *p, uint32_t k, uint64_t line, int use) {
     gpumem__phint *h = &p->hint;
     uint32_t i = gpumem__hint_pending(h, line);
     h->since_sweep++;
@@ -1449,7 +1463,8 @@ GPUMEM_API void gpumem__hint_on_fill(gpumem_policy *p, uint32_t k, uint64_t line
         h->met[k] = h->pmet[i];
         h->ptag[i] = 0;
     }
-    gpumem__hint_use(p, &h->w1[k], &h->w2[k], &h->met[k]);
+    if (use) gpumem__hint_use(p, &h->w1[k], &h->w2[k], &h->met[k]);
+    else gpumem__hint_expire(p, &h->w1[k], &h->w2[k], &h->met[k]);
     gpumem__hint_rekey(p, k);
 }
 
@@ -1481,7 +1496,9 @@ GPUMEM_API uint64_t gpumem_policy_next_use(const gpumem_policy *p, uint32_t k) {
     if (!p || p->d.kind != GPUMEM_POLICY_HINTED || k >= p->d.n_slots) return GPUMEM_POLICY_UNHINTED;
     h = &p->hint;
     if (h->demoted[k]) return GPUMEM_POLICY_UNHINTED;
-    next = h->met[k] && h->w2[k] != GPUMEM_POLICY_UNHINTED ? h->w2[k] : h->w1[k];
+    /* as gpumem__hint_expire would leave it, without changing it: a w1
+     * passed unmet (not yet swept) gives way to w2 */
+    next = (h->met[k] || gpumem__hint_past(p, h->w1[k])) && h->w2[k] != GPUMEM_POLICY_UNHINTED ? h->w2[k] : h->w1[k];
     return gpumem__hint_past(p, next) ? GPUMEM_POLICY_UNHINTED : next;
 }
 
@@ -1594,11 +1611,22 @@ GPUMEM_API void gpumem_policy_on_access(gpumem_policy *p, uint32_t k, uint64_t l
 
 /* `line` was missed and is now in slot k (free, or just evicted). HINTED
  * counts the fill as a use of the line (its hints are judged on it). */
-GPUMEM_API void gpumem_policy_on_fill(gpumem_policy *p, uint32_t k, uint64_t line) {
+GPUMEM_API void gpumem__policy_fill_as(gpumem_policy *p, uint32_t k, uint64_t line, int use) {
     if (!p) return;
     if (p->line_of) p->line_of[k] = line;
     gpumem__pbase_fill(p, gpumem__pbase(p), k, line);
-    if (GPUMEM__HINT_HOOKS && p->d.kind == GPUMEM_POLICY_HINTED) gpumem__hint_on_fill(p, k, line);
+    if (GPUMEM__HINT_HOOKS && p->d.kind == GPUMEM_POLICY_HINTED) gpumem__hint_on_fill(p, k, line, use);
+}
+
+GPUMEM_API void gpumem_policy_on_fill(gpumem_policy *p, uint32_t k, uint64_t line) {
+    gpumem__policy_fill_as(p, k, line, 1);
+}
+
+/* `line` was read ahead into slot k (gpumem_cache_prefetch): a fill that is
+ * not a use, so HINTED judges none of its hints on it (a hint for a later
+ * epoch would be proved wrong by its own prefetch). */
+GPUMEM_API void gpumem_policy_on_fill_ahead(gpumem_policy *p, uint32_t k, uint64_t line) {
+    gpumem__policy_fill_as(p, k, line, 0);
 }
 
 /* The line in slot k leaves it (chosen by gpumem_policy_victim or not). */

@@ -38,9 +38,10 @@
  *            --policy P (the cache's replacement policy, gpumem_policy.h)
  *            --trace OUT (record the cache's accesses for bench/policy_sim)
  *            --hints on|off (bfs, cc, pagerank: tell the cache each round's
- *            next uses; off by default; with no --policy the policy is
- *            then hinted (sequential, one lock), --policy hinted-rrip the
- *            lock-free slot kind; it prints what the hints proved)
+ *            next uses; on by default where the policy takes hints (the
+ *            default, then the lock-free slot kind hinted-rrip, or
+ *            --policy hinted, the sequential one) or --trace records them;
+ *            it prints what the hints proved)
  *            --prefetch on|off (bfs, cc, pagerank: one more thread reads
  *            each round's lines ahead of the workers, gpumem_cache_prefetch;
  *            implies --hints on, whose plan says which lines and when)
@@ -84,7 +85,7 @@ typedef struct options {
     uint32_t row_bytes, batch, batches; /* feature row size; seeds a mini-batch; mini-batches */
     graph_gnn_plan plan;                /* hops and fanouts */
     const char *features;               /* the feature table's file, or NULL: one in cache_dir */
-    int hints;          /* tell the cache each round's next uses (--hints, default off) */
+    int hints;          /* tell the cache each round's next uses (--hints; -1 until resolved: see main) */
     int prefetch;       /* read each round's lines ahead (--prefetch, default off; implies hints) */
     uint32_t lookahead; /* gnn: mini-batches sampled ahead, their rows' next uses hinted (--lookahead) */
 } options;
@@ -188,12 +189,14 @@ static uint64_t hint_epoch(uint64_t base, uint64_t item, uint32_t n_threads) {
 }
 
 /* The lines item v reads: its two offsets, then its neighbour list; line q
- * of them (q < hint_n_lines). The offsets come from the host's copy (the
+ * of them (q < hint_n_lines; offsets_only: the offsets' lines alone, what
+ * PageRank's degrees round reads). The offsets come from the host's copy (the
  * reference graph: 8 bytes a vertex, as an application would keep in GPU
  * memory), so planning reads nothing through the cache. */
-static uint64_t hint_n_lines(const graph_store *s, const graph_csr *g, uint32_t v) {
+static uint64_t hint_n_lines(const graph_store *s, const graph_csr *g, uint32_t v, int offsets_only) {
     uint64_t at = s->h.offsets_at + 8ull * v, b = g->offsets[v], e = g->offsets[v + 1];
     uint64_t n = (at + 15) / GRAPH_LINE - at / GRAPH_LINE + 1;
+    if (offsets_only) return n;
     return e > b ? n + (s->h.edges_at + 4 * e - 1) / GRAPH_LINE - (s->h.edges_at + 4 * b) / GRAPH_LINE + 1 : n;
 }
 
@@ -234,7 +237,8 @@ static void hint_plan_round(run *r, const graph_csr *g, uint64_t base, int also)
     for (j = 0; j < r->n_items; j++) {
         uint32_t v = hint_vertex_of(r, j);
         h->first[j] = n_pairs;
-        if (r->kind != RUN_CC || r->active[v]) n_pairs += hint_n_lines(s, g, v);
+        /* PageRank's first round reads the degrees: the offsets alone */
+        if (r->kind != RUN_CC || r->active[v]) n_pairs += hint_n_lines(s, g, v, r->kind == RUN_PR && r->pr_start);
     }
     h->first[r->n_items] = n_pairs;
     h->next = (uint32_t *)malloc(n_pairs * 4 + 4);
@@ -904,10 +908,11 @@ static const cli_option option_docs[] = {
                       "                       (bfs; - unreached), \"vertex component\" (cc: its smallest vertex) or\n"
                       "                       \"vertex rank\" (pagerank), a tab between; written whole or not at all",
      O_OUT},
-    {"--hints", "on|off", "tell the cache each round's next uses (default off; with no --policy, the cache's policy\n"
-                          "                       is then hinted, gpumem_policy.h; --policy hinted-rrip: the lock-free\n"
-                          "                       slot kind)", O_HINTS},
-    {"--prefetch", "on|off", "one more thread reads each round's lines ahead of the workers, at most two waves\n"
+    {"--hints", "on|off", "tell the cache each round's next uses (default on where the policy takes them or\n"
+                          "                       --trace records them; with no --policy the cache's policy is then\n"
+                          "                       hinted-rrip, the lock-free slot kind; --policy hinted: the sequential\n"
+                          "                       one, gpumem_policy.h)", O_HINTS},
+    {"--prefetch", "on|off", "one more thread reads each round's lines ahead of the workers, at most one wave\n"
                              "                       ahead, never evicting a line needed sooner (default off;\n"
                              "                       implies --hints on, whose plan it reads)", O_PREFETCH},
     {"--lookahead", "K", "gnn: sample the next K mini-batches ahead, 0..64 (default 0), and hint the feature cache\n"
@@ -2134,21 +2139,26 @@ int main(int argc, char **argv) {
     o.plan.fanout[0] = 10;
     o.plan.fanout[1] = 5;
     o.plan.per_seed = graph_gnn_per_seed(&o.plan);
-    /* Off by default: the hinted policy is sequential (one lock), and on
-     * the live cache with 16 threads it read 15% more and ran 5x longer
-     * than BRRIP (bench/results/policy-hints-vm.md), while the simulator
-     * shows what the hints are worth; the lock-free slot kind (--policy
-     * hinted-rrip) read as many lines as BRRIP, no fewer
-     * (bench/results/policy-hints-slot-vm.md). */
-    o.hints = 0;
+    /* Hints by default where they can steer something: no --policy (the
+     * slot kind hinted-rrip is then the policy: lock-free, and on BFS, CC
+     * and PageRank at 1/8 it read within 2.5 % of BRRIP's lines in about
+     * BRRIP's time, bench/results/policy-prefetch-vm.md), a hinted --policy, or a
+     * --trace that records them for bench/policy_sim. The sequential
+     * hinted kind (--policy hinted) is the better one in the simulator but
+     * holds one lock: on the live cache with 16 threads it read 15 % more
+     * and ran 5-10x longer (bench/results/policy-hints-vm.md). */
+    o.hints = -1;
     if ((rc = parse(argc, argv, &o, &cmd, &help)) != 0) return rc;
     if (!cmd || !(cmd->opts & O_HINTS)) o.hints = 0; /* the commands that hint take --hints */
-    if (cmd && o.prefetch && (o.given & O_HINTS) && !o.hints) {
+    if (cmd && o.prefetch && o.hints == 0) {
         fprintf(stderr, "graph %s: --prefetch on reads the plan of --hints: not with --hints off\n", cmd->name);
         return 2;
     }
     if (o.prefetch) o.hints = 1;
-    if (o.hints && !(o.given & O_POLICY)) o.policy = GPUMEM_POLICY_HINTED;
+    if (o.hints < 0)
+        o.hints = !(o.given & O_POLICY) || o.policy == GPUMEM_POLICY_HINTED ||
+                  o.policy == GPUMEM_POLICY_HINTED_RRIP || o.trace != NULL;
+    if (o.hints && !(o.given & O_POLICY)) o.policy = GPUMEM_POLICY_HINTED_RRIP;
     if (help) {
         cli_print_usage(&tool, stdout, cmd);
         return 0;

@@ -118,6 +118,34 @@ Test(cache_full, every_slot_in_use_answers_eagain_then_recovers) {
     cache_setup_free(&s);
 }
 
+/* A sequential policy whose victims come in order of the held lines first
+ * (LRU: the oldest three are held) still finds the one free slot in a
+ * single sweep. fuzz_cache_hints found it: the pins of refused candidates
+ * were all cleared as soon as half the slots were pinned, so the sweep
+ * went round the held lines and answered EAGAIN with a slot free. */
+Test(cache_full, a_sequential_policy_finds_the_free_slot_in_one_sweep) {
+    static const uint32_t kinds[] = {GPUMEM_POLICY_LRU, GPUMEM_POLICY_HINTED, GPUMEM_POLICY_LFU};
+    uint32_t i, j;
+    for (j = 0; j < 3; j++) {
+        cache_cfg c = cache_cfg_base(512, 16, 4, 1, 0);
+        cache_setup s;
+        void *d[5];
+        c.policy = kinds[j];
+        c.full_sweeps = 1;
+        cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+        for (i = 0; i < 4; i++) cr_assert_eq(gpumem_cache_acquire(s.cache, i, 1, 0, &d[i]), GPUMEM_OK);
+        cr_assert_eq(gpumem_cache_release(s.cache, 3, 1), GPUMEM_OK); /* the newest: the last victim */
+        for (i = 0; i < 3; i++) {
+            cr_assert_eq(gpumem_cache_acquire(s.cache, 8 + i, 1, 0, &d[4]), GPUMEM_OK,
+                         "kind %u: line %u with a slot free", kinds[j], 8 + i);
+            cr_assert_eq(gpumem_cache_release(s.cache, 8 + i, 1), GPUMEM_OK);
+        }
+        for (i = 0; i < 3; i++) cr_assert_eq(gpumem_cache_release(s.cache, i, 1), GPUMEM_OK);
+        cr_assert_eq(gpumem_cache_check_quiescent(s.cache), 0);
+        cache_setup_free(&s);
+    }
+}
+
 /* A dirty line still held is left for later (EAGAIN), then written once free. */
 Test(cache_full, flush_leaves_held_lines_dirty_then_writes_them) {
     cache_cfg c = cache_cfg_base(4096, 8, 4, 1, 0);
@@ -641,5 +669,90 @@ Test(prefetch, bad_input_and_failed_reads_get_a_status) {
               "prefetches %lu io_errors %lu", (unsigned long)st.prefetches, (unsigned long)st.io_errors);
     cr_assert_eq(s.cache->prefetching.v, 0);
     cr_assert_eq(gpumem_cache_check_quiescent(s.cache), 0);
+    cache_setup_free(&s);
+}
+
+/* A prefetch that gives way changes nothing it passed over: the slot
+ * kind's words, its trust and verdicts; the sequential kind's pins, trust
+ * and verdicts (its count of victims chosen by hint counts the one victim
+ * it named and the prefetch refused; a sweep of refusals counted 8). */
+Test(prefetch, a_declined_prefetch_leaves_the_policy_as_it_was) {
+    static const uint32_t kinds[] = {GPUMEM_POLICY_HINTED_RRIP, GPUMEM_POLICY_HINTED};
+    uint32_t i, k;
+    for (i = 0; i < 2; i++) {
+        cache_cfg c = cache_cfg_base(512, 16, 4, 1, 0);
+        cache_setup s;
+        uint32_t words[4];
+        gpumem_policy_slot_hints sh;
+        gpumem__phint ph;
+        uint32_t n_pin;
+        c.policy = kinds[i];
+        cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+        cr_assert_eq(gpumem_cache_epoch(s.cache, 0), GPUMEM_OK);
+        for (k = 0; k < 4; k++) {
+            use_line(&s, k);
+            cr_assert_eq(gpumem_cache_hint(s.cache, k, 1), GPUMEM_OK);
+        }
+        for (k = 0; k < 4; k++) words[k] = s.cache->slots[k].ref;
+        sh = s.cache->slot_hints;
+        ph = s.seq.hint;
+        n_pin = s.seq.n_pin;
+        cr_assert_eq(gpumem_cache_prefetch(s.cache, 9, 3), GPUMEM_EAGAIN, "kind %u: every line needed sooner", kinds[i]);
+        for (k = 0; k < 4; k++) {
+            cr_assert(cached(s.cache, k), "kind %u: line %u kept", kinds[i], k);
+            if (kinds[i] == GPUMEM_POLICY_HINTED_RRIP)
+                cr_assert_eq(s.cache->slots[k].ref, words[k], "slot %u's word: %#x, was %#x", k, s.cache->slots[k].ref,
+                             words[k]);
+        }
+        cr_assert(s.cache->slot_hints.trust == sh.trust && s.cache->slot_hints.right == sh.right &&
+                      s.cache->slot_hints.wrong == sh.wrong,
+                  "slot kind: trust %u (was %u), wrong %u (was %u)", s.cache->slot_hints.trust, sh.trust,
+                  s.cache->slot_hints.wrong, sh.wrong);
+        cr_assert(s.seq.n_pin == n_pin && s.seq.hint.trust == ph.trust && s.seq.hint.wrong == ph.wrong &&
+                      s.seq.hint.right == ph.right && s.seq.hint.hinted_victims <= ph.hinted_victims + 1 &&
+                      s.seq.hint.fallback_victims == ph.fallback_victims,
+                  "sequential: pins %u (were %u), trust %u (was %u), victims %lu+%lu (were %lu+%lu)", s.seq.n_pin,
+                  n_pin, s.seq.hint.trust, ph.trust, (unsigned long)s.seq.hint.hinted_victims,
+                  (unsigned long)s.seq.hint.fallback_victims, (unsigned long)ph.hinted_victims,
+                  (unsigned long)ph.fallback_victims);
+        cache_setup_free(&s);
+    }
+}
+
+/* A line read ahead is not a use: the sequential hinted policy judges its
+ * hint when the line is used at its epoch (right), not at the prefetch
+ * (which, an epoch early, would be wrong); the slot kind keeps a sooner
+ * hint standing against a prefetch's later one, and tells a demote from a
+ * far hint whose epoch has come. */
+Test(prefetch, a_line_read_ahead_is_not_a_use) {
+    cache_cfg c = cache_cfg_base(512, 16, 4, 1, 0);
+    cache_setup s;
+    uint32_t k;
+    c.policy = GPUMEM_POLICY_HINTED;
+    cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_epoch(s.cache, 0), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_prefetch(s.cache, 5, 1), GPUMEM_OK);
+    cr_assert(s.seq.hint.right == 0 && s.seq.hint.wrong == 0, "judged at the prefetch: %lu right, %lu wrong",
+              (unsigned long)s.seq.hint.right, (unsigned long)s.seq.hint.wrong);
+    cr_assert_eq(gpumem_cache_epoch(s.cache, 1), GPUMEM_OK);
+    use_line(&s, 5);
+    cr_assert(s.seq.hint.right == 1 && s.seq.hint.wrong == 0, "at its use: %lu right, %lu wrong",
+              (unsigned long)s.seq.hint.right, (unsigned long)s.seq.hint.wrong);
+    cache_setup_free(&s);
+
+    c.policy = GPUMEM_POLICY_HINTED_RRIP;
+    cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+    use_line(&s, 5);
+    cr_assert_eq(gpumem_cache_hint(s.cache, 5, 3), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_prefetch(s.cache, 5, 9), GPUMEM_OK);
+    k = s.cache->lines[5].slot;
+    cr_assert_eq(gpumem__slot_next_use(s.cache, k), 3, "the sooner hint stands");
+    cr_assert_eq(gpumem_cache_hint(s.cache, 6, 2), GPUMEM_OK, "line 6 not cached: pending");
+    cr_assert_eq(gpumem_cache_prefetch(s.cache, 6, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem__slot_next_use(s.cache, s.cache->lines[6].slot), 2, "the pending sooner hint applied");
+    cr_assert_eq(gpumem_cache_epoch(s.cache, 3), GPUMEM_OK);
+    cr_assert_eq(gpumem__slot_next_use(s.cache, k), 3, "a far hint whose epoch has come is not a demote");
+    cr_assert_eq(gpumem_cache_demote(s.cache, 5), GPUMEM_OK);
+    cr_assert_eq(gpumem__slot_next_use(s.cache, k), GPUMEM_POLICY_UNHINTED, "demoted");
     cache_setup_free(&s);
 }

@@ -188,11 +188,14 @@ Test(graph, program_answers_match_references) {
     const char *runs[] = {"bfs %s --cache-mib 0.25 --threads 8", "bfs %s --cache-mib 0.25 --threads 8 --ordered",
                           "cc %s --cache-mib 0.25 --threads 8", "bfs %s --cache-mib 0.0625 --threads 8 --pairs 1",
                           "cc %s --cache-mib 0.0625 --threads 8 --depth 2",
-                          /* hints (off by default) are advice: the same answers with them, and when the
-                           * policy takes none (recorded, refused) */
-                          "bfs %s --cache-mib 0.0625 --threads 8 --hints on", "cc %s --cache-mib 0.0625 --threads 8 --hints on",
+                          /* hints (on by default: hinted-rrip) are advice: the same answers without them,
+                           * with the sequential hinted policy, and when the policy takes none (recorded,
+                           * refused) */
+                          "bfs %s --cache-mib 0.0625 --threads 8 --hints off",
+                          "cc %s --cache-mib 0.0625 --threads 8 --policy hinted --hints on",
                           "pagerank %s --cache-mib 0.0625 --threads 8 --iterations 3",
-                          "pagerank %s --cache-mib 0.0625 --threads 8 --iterations 3 --hints on",
+                          "pagerank %s --cache-mib 0.0625 --threads 8 --iterations 3 --hints off",
+                          "bfs %s --cache-mib 0.0625 --threads 8 --policy hinted",
                           "bfs %s --cache-mib 0.0625 --threads 8 --policy brrip --hints on",
                           /* read ahead (implies the hints): advice too */
                           "bfs %s --cache-mib 0.0625 --threads 8 --prefetch on",
@@ -207,9 +210,13 @@ Test(graph, program_answers_match_references) {
         cr_assert(strstr(out, "matches the in-memory reference"), "graph %s:\n%s", args, out);
         cr_assert(strstr(out, "0 violations; wrong answers: 0"), "graph %s:\n%s", args, out);
         cr_assert(strstr(out, "the same over plain memory, 8 threads: matches in"), "graph %s:\n%s", args, out);
-        /* the hinted policy runs exactly when hints are asked for and no other policy is */
+        /* the sequential hinted policy runs when asked for (and takes hints by default); the slot
+         * kind hinted-rrip when no --policy is given and hints are not turned off, or when asked for */
         cr_assert_eq(strstr(out, " proven right, ") != NULL,
-                     (strstr(args, "--hints on") || strstr(args, "--prefetch on")) && !strstr(args, "--policy"),
+                     strstr(args, "--policy hinted") && !strstr(args, "--policy hinted-"),
+                     "graph %s:\n%s", args, out);
+        cr_assert_eq(strstr(out, "applied (hinted-rrip)") != NULL,
+                     strstr(args, "--policy hinted-rrip") || (!strstr(args, "--policy") && !strstr(args, "--hints off")),
                      "graph %s:\n%s", args, out);
         cr_assert(strstr(args, "--prefetch on") || !strstr(out, "lines read ahead"), "graph %s:\n%s", args, out);
         read_ahead += strstr(out, "lines read ahead") != NULL;

@@ -352,3 +352,28 @@ Test(hints, slot_kind_simulated_as_the_cache_runs_it) {
     psim_free(&s);
     free(next);
 }
+
+/* The hinted next use of a slot, as a prefetch asks it: the second hint
+ * once the first passed unmet (before any sweep expired it), none once both
+ * passed or for a demoted line. */
+Test(hints, next_use_skips_a_passed_hint) {
+    gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_HINTED, 4);
+    gpumem_policy p;
+    void *mem;
+    d.hint_slack = 0;
+    mem = malloc(gpumem_policy_bytes(&d));
+    cr_assert_eq(gpumem_policy_init(&p, &d, mem), GPUMEM_OK);
+    gpumem_policy_on_fill(&p, 0, 7);
+    cr_assert_eq(gpumem_policy_next_use(&p, 0), GPUMEM_POLICY_UNHINTED);
+    cr_assert_eq(gpumem_policy_hint(&p, 0, 7, 5), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_hint(&p, 0, 7, 8), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_next_use(&p, 0), 5);
+    cr_assert_eq(gpumem_policy_epoch(&p, 7), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_next_use(&p, 0), 8, "5 passed unused: 8 stands");
+    cr_assert_eq(gpumem_policy_epoch(&p, 9), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_next_use(&p, 0), GPUMEM_POLICY_UNHINTED, "both passed");
+    cr_assert_eq(gpumem_policy_hint(&p, 0, 7, 12), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_demote(&p, 0, 7), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_next_use(&p, 0), GPUMEM_POLICY_UNHINTED, "demoted");
+    free(mem);
+}

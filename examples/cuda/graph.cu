@@ -10,7 +10,9 @@
 // offsets and its neighbour list, found in a copy of the offsets in GPU
 // memory, so planning reads nothing through the cache) for the next level's
 // epoch, one warp-coalesced hint per line (gpumem_cache_hint_coalesced).
-// Hints are advice: the answers are checked the same way.
+// Hints are advice: the answers are checked the same way. A next frontier
+// whose lines outnumber the cache's slots cannot all be kept: those hints
+// prove wrong, the cache's trust in them falls, and it stops applying them.
 //
 //   build/graph gen build/kron.graph                      (host: make the graph)
 //   build/cuda/examples/graph build/kron.graph [cache MiB] [--hints]   (needs a GPU; make gpu-examples)
@@ -40,10 +42,14 @@ __device__ void add_counts(graph_counts *total, const graph_counts *c) {
 
 __global__ void bfs_level(const gpumem_cache_array *arrays, uint32_t n_nodes, uint64_t n_edges,
                           const uint32_t *frontier, uint64_t n, uint32_t next_level, uint32_t *levels, uint32_t *next,
-                          uint32_t *next_count, graph_counts *total) {
+                          uint32_t *next_count, graph_counts *total, int hints) {
     graph_refs r = graph_refs_make(&arrays[0], &arrays[1], n_nodes, n_edges);
     graph_counts c;
     memset(&c, 0, sizeof c);
+    // --hints: the clock at this level, moved from device code (a host call
+    // between kernels would move the managed cache object's page to the host
+    // and back each level); a CAS maximum, so one thread is enough.
+    if (hints && blockIdx.x == 0 && threadIdx.x == 0) (void)gpumem_cache_epoch(arrays[0].cache, next_level - 1);
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n && !c.errors;
          i += (uint64_t)gridDim.x * blockDim.x)
         graph_bfs_expand(&r, frontier[i], next_level, levels, next, next_count, &c);
@@ -137,10 +143,8 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
         while (n_items && !total->errors) {
             uint32_t *t;
             *flag = 0;
-            // The clock at this level, set between kernels (the cache is in managed memory).
-            if (offsets) gpumem_cache_epoch(s.cache, rounds);
             bfs_level<<<blocks, 128>>>(arrays, (uint32_t)n, ref->h.n_edges, b, n_items, (uint32_t)rounds + 1, a, c, flag,
-                                       total);
+                                       total, offsets != nullptr);
             CHECK(cudaGetLastError());
             wait_kernels(300, "BFS level");
             printf("    level %2llu: %9llu vertices expanded, %9u found\n", (unsigned long long)rounds,

@@ -39,6 +39,10 @@ share-catchup|share|-DCATCHUP_RUN=1|exhaust
 share-bug1-take-aba|share|-DSEEDED_BUG=1|fail
 share-bug2-no-catchup|share|-DCATCHUP_RUN=1 -DSEEDED_BUG=2|fail
 share-bug3-no-fence|share|-DSEEDED_BUG=3|fail
+line|line||exhaust
+line-bug1-no-recount|line|-DSEEDED_BUG=1|fail
+line-bug2-prefetch-holds|line|-DSEEDED_BUG=2|fail
+line-bug3-undo-evicts|line|-DSEEDED_BUG=3|fail
 EOF
 }
 
