@@ -1466,13 +1466,14 @@ GPUMEM_API gpumem_status gpumem__cache_array_lines(const gpumem_cache_array *a, 
     return GPUMEM_OK;
 }
 
+/* Hint (prefetch 0) or prefetch each line of elements [first, first + count)
+ * of `a`, in order, whatever the statuses; the first that is not OK. */
+GPUMEM_API gpumem_status gpumem__cache_array_each(const gpumem_cache_array *a, uint64_t first, uint64_t count,
+                                                  uint64_t when, int prefetch);
+
 GPUMEM_API gpumem_status gpumem_cache_array_hint(const gpumem_cache_array *a, uint64_t first, uint64_t count,
                                                  uint64_t when) {
-    uint64_t line, end;
-    gpumem_status st = gpumem__cache_array_lines(a, first, count, &line, &end), one;
-    for (; line < end; line++) /* none on a bad request: then line == end == 0 */
-        if ((one = gpumem_cache_hint(a->cache, line, when)) != GPUMEM_OK && st == GPUMEM_OK) st = one;
-    return st;
+    return gpumem__cache_array_each(a, first, count, when, 0);
 }
 
 /* gpumem_cache_hint for a warp: the active lanes hinting the same line of
@@ -1566,10 +1567,17 @@ GPUMEM_API gpumem_status gpumem_cache_prefetch(gpumem_cache *c, uint64_t line, u
  * gpumem_cache_array_hint. */
 GPUMEM_API gpumem_status gpumem_cache_array_prefetch(const gpumem_cache_array *a, uint64_t first, uint64_t count,
                                                      uint64_t when) {
+    return gpumem__cache_array_each(a, first, count, when, 1);
+}
+
+GPUMEM_API gpumem_status gpumem__cache_array_each(const gpumem_cache_array *a, uint64_t first, uint64_t count,
+                                                  uint64_t when, int prefetch) {
     uint64_t line, end;
     gpumem_status st = gpumem__cache_array_lines(a, first, count, &line, &end), one;
-    for (; line < end; line++) /* none on a bad request: then line == end == 0 */
-        if ((one = gpumem_cache_prefetch(a->cache, line, when)) != GPUMEM_OK && st == GPUMEM_OK) st = one;
+    for (; line < end; line++) { /* none on a bad request: then line == end == 0 */
+        one = prefetch ? gpumem_cache_prefetch(a->cache, line, when) : gpumem_cache_hint(a->cache, line, when);
+        if (one != GPUMEM_OK && st == GPUMEM_OK) st = one;
+    }
     return st;
 }
 

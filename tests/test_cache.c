@@ -492,6 +492,15 @@ TestSuite(prefetch, .timeout = 60);
 /* Whether `line` is cached now (no reference taken). */
 static int cached(gpumem_cache *c, uint64_t line) { return gpumem__cache_resident_slot(c, line) < c->n_slots; }
 
+/* The prefetch tests' cache: n_slots slots of 512 B over n_lines lines
+ * under `policy`, in memory (ctrls 0) or behind one controller. */
+static void prefetch_cache(cache_setup *s, uint64_t n_lines, uint32_t n_slots, uint32_t policy, uint32_t ctrls) {
+    cache_cfg c = cache_cfg_base(512, n_lines, n_slots, 1, 0);
+    c.policy = policy;
+    c.n_ctrls = ctrls;
+    cr_assert_eq(cache_setup_make(s, &c), GPUMEM_OK);
+}
+
 /* Acquire `line` once, check every word by content, release. */
 static void use_line(cache_setup *s, uint64_t line) {
     void *d = NULL;
@@ -512,12 +521,9 @@ Test(prefetch, reads_ahead_and_the_use_is_a_hit) {
     uint32_t i, ctrls;
     for (ctrls = 0; ctrls < 2; ctrls++)
         for (i = 0; i < 3; i++) {
-            cache_cfg c = cache_cfg_base(512, 16, 4, 1, 0);
             cache_setup s;
             gpumem_cache_stats st;
-            c.policy = kinds[i];
-            c.n_ctrls = ctrls;
-            cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+            prefetch_cache(&s, 16, 4, kinds[i], ctrls);
             cr_assert_eq(gpumem_cache_prefetch(s.cache, 5, 0), GPUMEM_OK, "kind %u", kinds[i]);
             cr_assert(cached(s.cache, 5));
             gpumem_cache_get_stats(s.cache, &st);
@@ -548,11 +554,9 @@ Test(prefetch, never_evicts_a_line_hinted_for_sooner_use) {
     static const uint32_t kinds[] = {GPUMEM_POLICY_HINTED_RRIP, GPUMEM_POLICY_HINTED};
     uint32_t i;
     for (i = 0; i < 2; i++) {
-        cache_cfg c = cache_cfg_base(512, 8, 2, 1, 0);
         cache_setup s;
         gpumem_cache_stats st;
-        c.policy = kinds[i];
-        cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+        prefetch_cache(&s, 8, 2, kinds[i], 0);
         cr_assert_eq(gpumem_cache_epoch(s.cache, 0), GPUMEM_OK);
         use_line(&s, 0);
         use_line(&s, 1);
@@ -577,15 +581,10 @@ Test(prefetch, never_evicts_a_line_hinted_for_sooner_use) {
     }
 }
 
-typedef struct prefetch_arg {
-    gpumem_cache *cache;
-    uint64_t line;
-    gpumem_status st;
-} prefetch_arg;
-
-static void *prefetch_main(void *arg) {
-    prefetch_arg *a = (prefetch_arg *)arg;
-    a->st = gpumem_cache_prefetch(a->cache, a->line, 0);
+/* The budget test's prefetch in flight, on a thread of its own. */
+static gpumem_status out_status;
+static void *prefetch_line_20(void *cache) {
+    out_status = gpumem_cache_prefetch((gpumem_cache *)cache, 20, 0);
     return NULL;
 }
 
@@ -598,7 +597,6 @@ Test(prefetch, gives_way_to_demand_within_its_budget) {
     cache_setup s;
     gpumem_cache_stats st;
     gpumem_cache_desc d = gpumem_cache_desc_default();
-    prefetch_arg a;
     pthread_t th;
     void *p = NULL;
     uint64_t i, t0;
@@ -616,8 +614,8 @@ Test(prefetch, gives_way_to_demand_within_its_budget) {
     cr_assert(st.full == 0 && st.prefetch_declined == 1, "full %lu declined %lu", (unsigned long)st.full,
               (unsigned long)st.prefetch_declined);
     for (i = 0; i < 8; i++) cr_assert_eq(gpumem_cache_release(s.cache, i, 1), GPUMEM_OK);
-    a = (prefetch_arg){s.cache, 20, GPUMEM_EINVAL};
-    pthread_create(&th, NULL, prefetch_main, &a);
+    out_status = GPUMEM_EINVAL;
+    pthread_create(&th, NULL, prefetch_line_20, s.cache);
     t0 = gpumem_clock_ns();
     while (!(__atomic_load_n(&s.cache->lines[20].state, __ATOMIC_ACQUIRE) & GPUMEM_CACHE_BUSY) &&
            gpumem_clock_ns() - t0 < 10ull * 1000 * 1000 * 1000)
@@ -625,7 +623,7 @@ Test(prefetch, gives_way_to_demand_within_its_budget) {
     cr_assert_eq(gpumem_cache_prefetch(s.cache, 21, 0), GPUMEM_EAGAIN, "the budget's one prefetch is out");
     use_line(&s, 30); /* a demand miss meanwhile */
     pthread_join(th, NULL);
-    cr_assert_eq(a.st, GPUMEM_OK);
+    cr_assert_eq(out_status, GPUMEM_OK);
     use_line(&s, 20);
     gpumem_cache_get_stats(s.cache, &st);
     cr_assert(st.prefetches == 1 && st.prefetch_declined == 2 && st.hits == 1 && st.misses == 9,
@@ -639,13 +637,10 @@ Test(prefetch, gives_way_to_demand_within_its_budget) {
 /* Bad input gets a status and caches nothing; a failed read ends in EIO
  * with the line uncached and no reference or BUSY left on it. */
 Test(prefetch, bad_input_and_failed_reads_get_a_status) {
-    cache_cfg c = cache_cfg_base(512, 16, 4, 1, 0);
     cache_setup s;
     gpumem_cache_stats st;
     gpumem_cache_array a;
-    c.policy = GPUMEM_POLICY_HINTED_RRIP;
-    c.n_ctrls = 1;
-    cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+    prefetch_cache(&s, 16, 4, GPUMEM_POLICY_HINTED_RRIP, 1);
     cr_assert_eq(gpumem_cache_prefetch(NULL, 1, 0), GPUMEM_ENULL);
     cr_assert_eq(gpumem_cache_prefetch(s.cache, 16, 0), GPUMEM_ERANGE, "a line past the end");
     cr_assert_eq(gpumem_cache_prefetch(s.cache, 1, UINT64_MAX), GPUMEM_EOVERFLOW);
@@ -680,14 +675,12 @@ Test(prefetch, a_declined_prefetch_leaves_the_policy_as_it_was) {
     static const uint32_t kinds[] = {GPUMEM_POLICY_HINTED_RRIP, GPUMEM_POLICY_HINTED};
     uint32_t i, k;
     for (i = 0; i < 2; i++) {
-        cache_cfg c = cache_cfg_base(512, 16, 4, 1, 0);
         cache_setup s;
         uint32_t words[4];
         gpumem_policy_slot_hints sh;
         gpumem__phint ph;
         uint32_t n_pin;
-        c.policy = kinds[i];
-        cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+        prefetch_cache(&s, 16, 4, kinds[i], 0);
         cr_assert_eq(gpumem_cache_epoch(s.cache, 0), GPUMEM_OK);
         for (k = 0; k < 4; k++) {
             use_line(&s, k);
@@ -725,11 +718,9 @@ Test(prefetch, a_declined_prefetch_leaves_the_policy_as_it_was) {
  * hint standing against a prefetch's later one, and tells a demote from a
  * far hint whose epoch has come. */
 Test(prefetch, a_line_read_ahead_is_not_a_use) {
-    cache_cfg c = cache_cfg_base(512, 16, 4, 1, 0);
     cache_setup s;
     uint32_t k;
-    c.policy = GPUMEM_POLICY_HINTED;
-    cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+    prefetch_cache(&s, 16, 4, GPUMEM_POLICY_HINTED, 0);
     cr_assert_eq(gpumem_cache_epoch(s.cache, 0), GPUMEM_OK);
     cr_assert_eq(gpumem_cache_prefetch(s.cache, 5, 1), GPUMEM_OK);
     cr_assert(s.seq.hint.right == 0 && s.seq.hint.wrong == 0, "judged at the prefetch: %lu right, %lu wrong",
@@ -740,8 +731,7 @@ Test(prefetch, a_line_read_ahead_is_not_a_use) {
               (unsigned long)s.seq.hint.right, (unsigned long)s.seq.hint.wrong);
     cache_setup_free(&s);
 
-    c.policy = GPUMEM_POLICY_HINTED_RRIP;
-    cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+    prefetch_cache(&s, 16, 4, GPUMEM_POLICY_HINTED_RRIP, 0);
     use_line(&s, 5);
     cr_assert_eq(gpumem_cache_hint(s.cache, 5, 3), GPUMEM_OK);
     cr_assert_eq(gpumem_cache_prefetch(s.cache, 5, 9), GPUMEM_OK);

@@ -68,6 +68,28 @@ static int line_held(uint64_t line) {
     return 0;
 }
 
+/* A call on `line`: past the end it must have been ERANGE, and then it
+ * returns 1 (nothing more to check). */
+static int past_end(gpumem_status s, uint64_t line, const char *what) {
+    if (line < LINES) return 0;
+    FUZZ_CHECK(s == GPUMEM_ERANGE, "%s of line %llu, past the end: %s", what, (unsigned long long)line,
+               gpumem_status_str(s));
+    return 1;
+}
+
+/* Whether s is what a hint (op 6), demote (7) or prefetch (9) of a line
+ * inside the data may return: a hint to BRRIP is ESTATE, a demote OK; a
+ * prefetch for UINT64_MAX is EOVERFLOW, one behind the clock may be
+ * ERANGE, else it reads ahead or gives way. */
+static int line_status_ok(unsigned op, gpumem_status s, uint32_t kind, uint64_t when, uint64_t clock) {
+    if (op == 7) return s == (kind == GPUMEM_POLICY_BRRIP ? GPUMEM_ESTATE : GPUMEM_OK);
+    if (op == 9)
+        return when == UINT64_MAX ? s == GPUMEM_EOVERFLOW
+                                  : s == GPUMEM_OK || s == GPUMEM_EAGAIN || (s == GPUMEM_ERANGE && when < clock);
+    return kind == GPUMEM_POLICY_BRRIP ? s == GPUMEM_ESTATE
+                                       : s == GPUMEM_OK || s == GPUMEM_ERANGE || s == GPUMEM_EOVERFLOW;
+}
+
 static void check_line(const unsigned char *p, uint64_t line, const char *what) {
     FUZZ_CHECK(memcmp(p, cur[line], LINE) == 0, "%s of line %llu: not the newest bytes", what,
                (unsigned long long)line);
@@ -115,11 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 1:
             if (n_held == MAX_HELD) break;
             s = gpumem_cache_acquire(c, line, 1, op == 1, &p);
-            if (line >= LINES) {
-                FUZZ_CHECK(s == GPUMEM_ERANGE, "acquire of line %llu: %s", (unsigned long long)line,
-                           gpumem_status_str(s));
-                break;
-            }
+            if (past_end(s, line, "acquire")) break;
             FUZZ_CHECK(s == GPUMEM_OK || s == GPUMEM_EAGAIN, "acquire: %s", gpumem_status_str(s));
             if (s == GPUMEM_EAGAIN) {
                 uint32_t lines_held = 0, j, k;
@@ -155,23 +173,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 5: /* release a line nobody holds (misuse) */
             if (line < LINES && line_held(line)) break;
             s = gpumem_cache_release(c, line, 1);
-            FUZZ_CHECK(s == (line < LINES ? GPUMEM_ESTATE : GPUMEM_ERANGE), "release of line %llu, not held: %s",
-                       (unsigned long long)line, gpumem_status_str(s));
-            misuses += s == GPUMEM_ESTATE;
+            if (past_end(s, line, "release")) break;
+            FUZZ_CHECK(s == GPUMEM_ESTATE, "release of line %llu, not held: %s", (unsigned long long)line,
+                       gpumem_status_str(s));
+            misuses++;
             break;
-        case 6: /* hint */
-            s = gpumem_cache_hint(c, line, when);
-            if (line >= LINES) FUZZ_CHECK(s == GPUMEM_ERANGE, "hint past the end: %s", gpumem_status_str(s));
-            else if (kind == GPUMEM_POLICY_BRRIP) FUZZ_CHECK(s == GPUMEM_ESTATE, "hint to brrip: %s", gpumem_status_str(s));
-            else
-                FUZZ_CHECK(s == GPUMEM_OK || s == GPUMEM_ERANGE || s == GPUMEM_EOVERFLOW, "hint: %s",
-                           gpumem_status_str(s));
-            break;
-        case 7: /* demote */
-            s = gpumem_cache_demote(c, line);
-            FUZZ_CHECK(line < LINES ? (kind == GPUMEM_POLICY_BRRIP ? s == GPUMEM_ESTATE : s == GPUMEM_OK)
-                                    : s == GPUMEM_ERANGE,
-                       "demote of line %llu: %s", (unsigned long long)line, gpumem_status_str(s));
+        case 6: /* hint, demote or prefetch of a line */
+        case 7:
+        case 9:
+            s = op == 6 ? gpumem_cache_hint(c, line, when)
+                : op == 7 ? gpumem_cache_demote(c, line)
+                          : gpumem_cache_prefetch(c, line, when);
+            if (past_end(s, line, op == 6 ? "hint" : op == 7 ? "demote" : "prefetch")) break;
+            FUZZ_CHECK(line_status_ok(op, s, kind, when, clock), "op %u on line %llu for %llu (clock %llu): %s", op,
+                       (unsigned long long)line, (unsigned long long)when, (unsigned long long)clock,
+                       gpumem_status_str(s));
             break;
         case 8: /* move the clock */
             s = gpumem_cache_epoch(c, when);
@@ -179,15 +195,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 FUZZ_CHECK(s == GPUMEM_EOVERFLOW || s == GPUMEM_ESTATE, "epoch UINT64_MAX: %s", gpumem_status_str(s));
             else FUZZ_CHECK(s == GPUMEM_OK || s == GPUMEM_ESTATE, "epoch: %s", gpumem_status_str(s));
             if (s == GPUMEM_OK && when > clock) clock = when;
-            break;
-        case 9: /* prefetch */
-            s = gpumem_cache_prefetch(c, line, when);
-            if (line >= LINES) FUZZ_CHECK(s == GPUMEM_ERANGE, "prefetch past the end: %s", gpumem_status_str(s));
-            else if (when == UINT64_MAX) FUZZ_CHECK(s == GPUMEM_EOVERFLOW, "prefetch for UINT64_MAX: %s", gpumem_status_str(s));
-            else
-                FUZZ_CHECK(s == GPUMEM_OK || s == GPUMEM_EAGAIN || (s == GPUMEM_ERANGE && when < clock),
-                           "prefetch of line %llu for %llu (clock %llu): %s", (unsigned long long)line,
-                           (unsigned long long)when, (unsigned long long)clock, gpumem_status_str(s));
             break;
         case 10: /* array hint or prefetch over any range */
         case 11:
