@@ -216,11 +216,9 @@ GPUMEM_API void gpumem__policy_touch(gpumem_cache *c, uint32_t k, uint64_t line)
     }
 }
 
-/* The hinted next use of slot k's line: the epoch, or
- * GPUMEM_POLICY_UNHINTED (no hint stands, or the policy takes none). A
- * prefetch's sweep asks it (gpumem_cache_prefetch). The sequential policy
- * is locked here: the caller must not hold its lock (a slot's may be held:
- * the lock order is a fill's, slot then policy). */
+/* The hinted next use of slot k's line, or GPUMEM_POLICY_UNHINTED (none
+ * stands, or the policy takes none), for a prefetch's sweep. It locks the
+ * sequential policy: a slot's lock may be held, not the policy's. */
 GPUMEM_API uint64_t gpumem__slot_next_use(gpumem_cache *c, uint32_t k) {
     uint64_t when = GPUMEM_POLICY_UNHINTED;
     if (!c->seq) {
@@ -235,19 +233,16 @@ GPUMEM_API uint64_t gpumem__slot_next_use(gpumem_cache *c, uint32_t k) {
     return when;
 }
 
-/* gpumem__policy_candidate's "stop the search": a prefetch's victim is
- * needed sooner than the prefetched line (see below). */
-#define GPUMEM__CANDIDATE_STOP 0xFFFFFFFEu /* not GPUMEM_POLICY_NONE */
+#define GPUMEM__CANDIDATE_STOP 0xFFFFFFFEu /* the candidate's "end the search" (not GPUMEM_POLICY_NONE) */
 
 /* The next slot to consider, or n_slots to skip this turn. A sequential
  * policy names its victim among the slots not pinned in seq->pin (the ones
  * found in use lately, see gpumem__policy_refused); when every slot is
- * pinned the pins are forgotten and it names one anyway. `spare` (0 for a
- * demand miss: the test folds away) is a prefetch's epoch + 1: a slot kind
- * passes over a slot whose line is hinted before it without aging or
- * judging it, and the sequential hinted policy, whose victim is the
- * farthest hinted line, ends the search (STOP) when even that one is
- * sooner (no pin: a refusal must not reorder a demand miss's victims). */
+ * pinned the pins are forgotten and it names one anyway. `spare`: 0 for a
+ * demand miss (folded away), a prefetch's epoch + 1: a slot kind passes
+ * over a line hinted before it without aging or judging it; the sequential
+ * kind, whose victim is its farthest hinted line, ends the search (STOP)
+ * when even that one is sooner, unpinned. */
 GPUMEM_API uint32_t gpumem__policy_candidate(gpumem_cache *c, uint64_t spare) {
     uint32_t k;
     if (!c->seq) {
@@ -280,13 +275,10 @@ GPUMEM_API void gpumem__policy_refused(gpumem_cache *c, uint32_t k) {
     gpumem__seq_unlock(c);
 }
 
-/* The pins are a hint that ages out, so that a line released since is a
- * candidate again: once half the slots are pinned they are all cleared
- * (amortised O(1)), at the start of a search, never inside one. Cleared
- * inside one, a search whose policy names the held lines first went round
- * them for ever and answered EAGAIN with a slot free (fuzz_cache_hints
- * found it; tests/test_cache.c, cache_full). Off the hit path, as the
- * tier's hooks. */
+/* Pins age out (a line released since is a candidate again): past half the
+ * slots they are all cleared, amortised O(1), at a search's start, never
+ * inside one: there a search whose policy names the held lines first went
+ * round them and answered EAGAIN with a slot free (fuzz_cache_hints). */
 GPUMEM__CACHE_HOOK void gpumem__policy_age_pins(gpumem_cache *c) {
     gpumem__seq_lock(c);
     if (c->seq->n_pin > c->n_slots / 2) {
@@ -307,10 +299,8 @@ GPUMEM_API uint32_t gpumem__policy_sweep_len(const gpumem_cache *c) {
  * is read ahead (a prefetch), not used. */
 GPUMEM_API void gpumem__policy_fill(gpumem_cache *c, uint32_t k, uint64_t line, int ahead) {
     if (!c->seq) {
-        /* A line read ahead goes in as a miss does: inserted "long" instead
-         * of BRRIP's "distant" it made no difference beyond the noise to
-         * the lines BFS read with --prefetch on
-         * (bench/results/policy-prefetch-vm.md). */
+        /* read ahead or not, as a miss ("long" for a prefetch: no better,
+         * bench/results/policy-prefetch-vm.md) */
         gpumem_policy_slot_fill_hinted(c->policy, &c->slots[k].ref, &c->fills.v, &c->slot_hints, line);
         return;
     }
@@ -415,9 +405,8 @@ GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, 
     if (GPUMEM_CACHE_CHECK &&
         gpumem_atomic_load_u32(&c->lines[victim].slot, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV) != k)
         gpumem__cache_count(c, victim, GPUMEM__ST_VIOLATIONS, 1);
-    /* A prefetch's victim hinted for use before it since the candidate was
-     * chosen (spare: see gpumem__policy_candidate): the claim undone, as
-     * TAKE_HELD's, before the placement has recorded anything. */
+    /* A prefetch's victim hinted sooner (since its candidate was chosen):
+     * undone as TAKE_HELD's, before the placement records anything. */
     if (spare && gpumem__slot_next_use(c, k) < spare) {
         gpumem__line_end_claim(c, gpumem__line_state(c, victim), ~GPUMEM_CACHE_BUSY);
         gpumem__slot_unlock(c->slots, k, &c->event);
@@ -438,12 +427,10 @@ GPUMEM_API int gpumem__slot_claim(gpumem_cache *c, uint32_t k, uint32_t *skips, 
 
 /* One sweep for a slot: cold slots first, then the policy's hand. Returns
  * OK with *slot claimed (see gpumem__slot_claim), EAGAIN if no candidate
- * was free. *skips: the host tier's keeps left to this search. `spare`: 0
- * for a demand miss; a prefetch's epoch + 1, and then no line hinted for
- * use before it is taken (gpumem__policy_candidate, gpumem__slot_claim),
- * nothing is pinned, and with a sequential policy the first refusal ends
- * the search (its victim would come back each time: a prefetch gives way).
- * A constant 0 on the demand path, so those tests fold away there. */
+ * was free. *skips: the host tier's keeps left to this search. `spare`
+ * (0 on the demand path: folded away): a prefetch's epoch + 1; then no
+ * line hinted before it is taken, nothing pinned, and a sequential
+ * policy's first refusal ends the search (a prefetch gives way). */
 GPUMEM_API gpumem_status gpumem__cache_sweep(gpumem_cache *c, uint32_t *slot, uint32_t *skips, uint32_t *where,
                                              uint64_t spare) {
     uint32_t i, n = gpumem__policy_sweep_len(c);
@@ -1385,9 +1372,7 @@ GPUMEM_API gpumem_status gpumem__cache_slot_hint(gpumem_cache *c, uint32_t op, u
     }
     if (c->trace) gpumem_policy_trace_hint(c->trace, op, line, when);
     k = gpumem__cache_resident_slot(c, line);
-    /* The slot kind keeps one hint a line: a prefetch's ("soon") never
-     * replaces one for a sooner use (a line read by two items keeps the
-     * first one's epoch). */
+    /* One hint a line: a prefetch's never replaces one for a sooner use. */
     if (op == GPUMEM_POLICY_TRACE_SOON && when >= e &&
         (k < c->n_slots ? gpumem_policy_slot_next_use(&c->slot_hints, gpumem_atomic_load_u32(&c->slots[k].ref,
                                                                                           GPUMEM_ORDER_RELAXED,
@@ -1496,35 +1481,22 @@ GPUMEM_API gpumem_status gpumem_cache_hint_coalesced(gpumem_cache *c, uint64_t l
 
 /* ---- hinted prefetch --------------------------------------------------------- */
 
-/* `line` is needed soon, at epoch `when`: the hint (recorded as a "soon"
- * hint, GPUMEM_POLICY_TRACE_SOON), and the line read ahead if it is not
- * cached, by the calling thread, through the same pairs as any miss. A
- * thread that runs ahead of the ones that use the lines (a prefetcher, or a
- * warp that has nothing else to do) turns their misses into hits.
- *
- * It ranks below demand misses: it never waits for a slot (only, briefly,
- * for the locks a fill takes). At most desc.prefetch_budget prefetch fills
- * are in flight at once (more: EAGAIN), and a prefetch makes one sweep for
- * a slot, not full_sweeps, and takes no slot whose line is hinted for use
- * at `when` or sooner (with a hinted policy; with another every line is
- * unhinted, and the policy's victim goes): EAGAIN when none was free of
- * them or of holders, nothing evicted. Both EAGAINs are counted in
- * stats.prefetch_declined. The search changes nothing it passes over: no
- * slot aged or judged for a line kept, no pin. A prefetch takes no
- * reference: the line is the policy's once it is in, inserted as a miss
- * is (the sequential hinted policy does not count it as a use; in device
- * code it does). It is a fill (stats.fills, and reads
- * unless the host tier had it) and a prefetch, not a miss; demand accesses
- * that arrive while it is read wait for it as for any fill. Its hint never
- * replaces one for a sooner use. Hints are advice, and so is this: the
- * answer a read gives is the same with or without it.
- *
- * Statuses: OK (read ahead, or already cached, being filled or being
- * evicted), ENULL, ERANGE (a line past the end, or `when` behind a hinted
- * policy's clock), EOVERFLOW (`when` UINT64_MAX), EAGAIN (gave way, see
- * above), ESTATE (a tier or share this file cannot serve), EIO (the read,
- * or the victim's write-back, failed: the line not cached, the status the
- * demand miss would have had). */
+/* `line` is needed soon, at epoch `when`: hinted so (a "soon" record) and
+ * read ahead now, if not cached, by the calling thread through the pairs:
+ * a thread ahead of the users (a prefetcher, an idle warp) turns their
+ * misses into hits. Below demand misses: at most desc.prefetch_budget
+ * prefetch fills at once, one sweep for a slot and no wait, no slot taken
+ * whose line is hinted for `when` or sooner, nothing changed in what the
+ * sweep passes over (no aging, judging or pin); else EAGAIN, nothing
+ * evicted (stats.prefetch_declined). No reference is taken: the line is
+ * the policy's once in (a fill, not a use of it; on the device, a use). It
+ * counts in fills, reads (unless from the host tier) and prefetches, not
+ * misses. Its hint never replaces one for a sooner use. Advice: no read
+ * returns other bytes with or without it. Statuses: OK (read ahead, or
+ * already cached, filled or evicted by another), ENULL, ERANGE (a line
+ * past the end, `when` behind a hinted clock), EOVERFLOW (`when`
+ * UINT64_MAX), EAGAIN (gave way), ESTATE (a tier or share this file cannot
+ * serve), EIO (the read or the victim's write-back failed: not cached). */
 GPUMEM_API gpumem_status gpumem_cache_prefetch(gpumem_cache *c, uint64_t line, uint64_t when) {
     uint32_t *st_word, prev;
     void *data = 0;
