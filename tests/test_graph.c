@@ -756,6 +756,8 @@ Test(graph, bad_input_is_refused_with_where_and_what, .timeout = 120) {
          0},
         {"nul2.el", "0 1\n1 2\0\n", 9, "line 2", "expected \"u v\"", "found a NUL byte at column 4", 0},
         {"nul.wel", "0 1 5\0junk\n", 11, "line 1", "expected \"u v weight\"", "found a NUL byte at column 6", 0},
+        /* strtod skipped a vertical tab before the weight: "0 2 \v0" was read as 0-2, weight 0 (fuzzing) */
+        {"vtab.wel", "0 1 5\n0 2 \v0\n", 0, "line 2", "expected \"u v weight\"", "found \"0 2 ", 0},
         {"nul.txt", "# SNAP\n1\t2\0junk\n", 16, "line 2", "expected \"u v\"", "found a NUL byte at column 4", 0},
         {"nul.mtx", "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2\0junk\n", 64, "line 3",
          "expected \"row column\" (the header says pattern)", "found a NUL byte at column 4", 0},

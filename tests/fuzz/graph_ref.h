@@ -101,10 +101,14 @@ static inline int ref_id(const char *w, size_t n, uint64_t *out) {
 }
 
 /* A weight or value: a number as the C library reads one (strtod, or
- * strtoll for Matrix Market's integer field), the whole word. */
+ * strtoll for Matrix Market's integer field), the whole word, starting at
+ * its first byte (the library would skip a vertical tab or form feed
+ * first: those are not separators, and a word starting with one is no
+ * number). */
 static inline int ref_number(const char *w, size_t n, int integer) {
     char buf[128], *end;
     if (n >= sizeof buf) return -1; /* not settled here: leave it */
+    if (n && isspace((unsigned char)w[0])) return 0;
     memcpy(buf, w, n);
     buf[n] = 0;
     if (integer) (void)strtoll(buf, &end, 10);
