@@ -1432,11 +1432,6 @@ GPUMEM_API gpumem_status gpumem_cache_epoch(gpumem_cache *c, uint64_t epoch) {
     return gpumem__cache_hint(c, GPUMEM_POLICY_TRACE_EPOCH, 0, epoch);
 }
 
-/* Elements [first, first + count) of array `a` will next be used at epoch
- * `when`: a hint for each line they lie on. Every line is hinted (and
- * recorded) whatever the statuses; the first status that is not OK is
- * returned. EINVAL: an array gpumem_cache_array_make refused; ERANGE:
- * elements past its end (nothing hinted). */
 /* The lines [*line, *end) that elements [first, first + count) of array
  * `a` lie on (none for count 0), or the status of a bad request. */
 GPUMEM_API gpumem_status gpumem__cache_array_lines(const gpumem_cache_array *a, uint64_t first, uint64_t count,
@@ -1456,6 +1451,11 @@ GPUMEM_API gpumem_status gpumem__cache_array_lines(const gpumem_cache_array *a, 
 GPUMEM_API gpumem_status gpumem__cache_array_each(const gpumem_cache_array *a, uint64_t first, uint64_t count,
                                                   uint64_t when, int prefetch);
 
+/* Elements [first, first + count) of array `a` will next be used at epoch
+ * `when`: a hint for each line they lie on. Every line is hinted (and
+ * recorded) whatever the statuses; the first status that is not OK is
+ * returned. EINVAL: an array gpumem_cache_array_make refused; ERANGE:
+ * elements past its end (nothing hinted). */
 GPUMEM_API gpumem_status gpumem_cache_array_hint(const gpumem_cache_array *a, uint64_t first, uint64_t count,
                                                  uint64_t when) {
     return gpumem__cache_array_each(a, first, count, when, 0);
