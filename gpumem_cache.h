@@ -36,6 +36,7 @@
  *   gpumem_cache_array a = gpumem_cache_array_make(c, sizeof(double), 0, n);
  *   gpumem_cache_ref r = gpumem_cache_ref_make(&a);
  *   double x; gpumem_cache_ref_get(&r, i, &x); gpumem_cache_ref_put(&r, j, &x);
+ *   uint64_t k; gpumem_cache_ref_span(&r, i, n, 0, &p, &k);   // elements i .. i+k-1 at p: one line
  *   gpumem_cache_ref_drop(&r);                 // releases the line it keeps
  *
  *   // With desc.policy = GPUMEM_POLICY_HINTED_RRIP (lock-free, host or device),
@@ -86,14 +87,14 @@
  * hand (FIFO). Or any sequential policy of gpumem_policy.h (LRU, LFU, cyclic
  * protection, HPE, the tournament) through desc.seq_policy: its calls are
  * serialised by one lock, hits update it only when the lock is free, and
- * slots found in use are pinned so it names another victim. A candidate is taken only if
- * its line has count 0 and is not busy, checked before and again in the
- * fetch_or(BUSY) that claims it: a thread that acquired the line in between
- * either raised the count (the evictor backs off) or sees BUSY and waits, and
- * is then the one that fills the line again. A dirty victim is written back
- * before the slot is reused; if the write fails, the line stays cached and
- * dirty and the acquire that needed the slot returns GPUMEM_EIO (no data is
- * dropped).
+ * slots found in use are pinned so it names another victim. A candidate is
+ * taken only if its line has count 0 and is not busy, checked before and again
+ * in the fetch_or(BUSY) that claims it: a thread that acquired the line in
+ * between either raised the count (the evictor backs off) or sees BUSY and
+ * waits, and is then the one that fills the line again. A dirty victim is
+ * written back before the slot is reused; if the write fails, the line stays
+ * cached and dirty and the acquire that needed the slot returns GPUMEM_EIO (no
+ * data is dropped).
  *
  * A full cache. When every slot holds a line in use, the filler sweeps the
  * slots, waits (back-off on the GPU, parking on the host), and sweeps again,
@@ -131,10 +132,9 @@
  * Hints (issue 43, the section "Next-use hints"): the application's next
  * uses go to the slot kind HINTED_RRIP without a lock (they set a slot's
  * RRPV word, or wait in its pending table for the line's fill), or to a
- * hinted sequential policy under the policy's lock. Hits update
- * it only when the lock is free, as for any sequential policy: a use it does
- * not see leaves its hint standing until the epoch passes, judged wrong then
- * (so heavy contention costs trust in the hints, never an answer).
+ * hinted sequential policy under its lock, which a hit skips when taken: a
+ * use it misses leaves its hint standing until the epoch passes, judged wrong
+ * then (heavy contention costs trust in the hints, never an answer).
  *
  * Statistics: counted per SM on the device (GPUMEM_CACHE_STAT_SHARDS shards,
  * summed by gpumem_cache_get_stats), or not at all with GPUMEM_NO_STATS.
@@ -142,13 +142,11 @@
  * Configuration: GPUMEM_CACHE_CHECK (default 0) adds a check on every hit
  * that the slot still holds the line, counted in stats.violations.
  * GPUMEM_CACHE_TIER (default 1) compiles in the host tier's hooks
- * (gpumem_tier_path.h, included here; the tier's API is gpumem_tier.h). 0 compiles them out
- * for kernels that never use a host tier: their calls may cost registers
- * even when no tier is attached (sm_90, bench/registers/kernels.cu: 48
- * registers per thread for one element read through acquire_coalesced, 47
- * without them; bench/results/registers-sm_90.md). A cache with a tier
- * attached is then refused (GPUMEM_ESTATE), never silently bypassed; every
- * file that uses such a cache needs the hooks.
+ * (gpumem_tier_path.h, included here; the tier's API is gpumem_tier.h). 0
+ * compiles them out for kernels that never use a host tier: their calls may
+ * cost a register even with no tier attached (bench/results/registers-*.md).
+ * A cache with a tier attached is then refused (GPUMEM_ESTATE), never
+ * silently bypassed; every file that uses such a cache needs the hooks.
  */
 #ifndef GPUMEM_CACHE_H
 #define GPUMEM_CACHE_H
@@ -1266,11 +1264,7 @@ typedef struct gpumem_cache_ref {
 } gpumem_cache_ref;
 
 GPUMEM_API gpumem_cache_ref gpumem_cache_ref_make(const gpumem_cache_array *a) {
-    gpumem_cache_ref r;
-    r.array = a;
-    r.line = GPUMEM_CACHE_EMPTY;
-    r.base = 0;
-    r.dirty = 0;
+    gpumem_cache_ref r = {a, GPUMEM_CACHE_EMPTY, 0, 0};
     return r;
 }
 
@@ -1282,21 +1276,23 @@ GPUMEM_API gpumem_status gpumem_cache_ref_drop(gpumem_cache_ref *r) {
         if (r->dirty) (void)gpumem_cache_mark_dirty(r->array->cache, r->line); /* held: cannot fail */
         st = gpumem_cache_release_coalesced(r->array->cache, r->line);
     }
-    r->line = GPUMEM_CACHE_EMPTY;
-    r->base = 0;
-    r->dirty = 0;
+    *r = gpumem_cache_ref_make(r->array);
     return st;
 }
 
-/* Address of element i in the cache, valid until the reference moves to
- * another line or is dropped. The held line is released before the next is
- * acquired, so a thread never holds two lines here. */
-GPUMEM_API gpumem_status gpumem_cache_ref_at(gpumem_cache_ref *r, uint64_t i, int write, void **elem) {
+/* Address of element i in the cache (*elems), valid until the reference
+ * moves to another line or is dropped, and in *count (0 on failure) how many
+ * elements from i on, at most n, lie in that line: a loop over a range makes
+ * one call a line, not one an element. The held line is released before the
+ * next is acquired, so a thread never holds two lines here. */
+GPUMEM_API gpumem_status gpumem_cache_ref_span(gpumem_cache_ref *r, uint64_t i, uint64_t n, int write, void **elems,
+                                               uint64_t *count) {
     const gpumem_cache_array *a;
-    uint64_t byte, line;
-    if (!r || !elem || !r->array) return GPUMEM_ENULL;
+    uint64_t byte, line, in_line;
+    if (count) *count = 0;
+    if (!r || !elems || !count || !r->array) return GPUMEM_ENULL;
     a = r->array;
-    if (!a->valid) return GPUMEM_EINVAL;
+    if (!a->valid || n == 0) return GPUMEM_EINVAL;
     if (i >= a->n) return GPUMEM_ERANGE;
     byte = a->offset + i * a->elem_bytes;
     line = byte >> a->cache->line_shift;
@@ -1310,8 +1306,17 @@ GPUMEM_API gpumem_status gpumem_cache_ref_at(gpumem_cache_ref *r, uint64_t i, in
         r->base = (unsigned char *)p;
     }
     if (write) r->dirty = 1;
-    *elem = r->base + (byte & (a->cache->line_bytes - 1));
+    byte &= a->cache->line_bytes - 1;
+    *elems = r->base + byte;
+    in_line = (a->cache->line_bytes - byte) / a->elem_bytes;
+    *count = n < in_line && n < a->n - i ? n : in_line < a->n - i ? in_line : a->n - i;
     return GPUMEM_OK;
+}
+
+/* Address of element i: a span of one. */
+GPUMEM_API gpumem_status gpumem_cache_ref_at(gpumem_cache_ref *r, uint64_t i, int write, void **elem) {
+    uint64_t one;
+    return gpumem_cache_ref_span(r, i, 1, write, elem, &one);
 }
 
 /* Copy element i out of / into the cache: typed copies where the element's

@@ -690,14 +690,27 @@ GPUMEM_API int graph_retry_full(gpumem_backoff *b, uint32_t *tries, unsigned lon
     return 1;
 }
 
-GPUMEM_API gpumem_status graph_get(gpumem_cache_ref *ref, gpumem_cache_ref *other, uint64_t i, void *out,
-                                   graph_counts *c) {
+/* Elements i onwards through `ref`, in place: at most n, those in i's line
+ * (*at, *k; gpumem_cache_ref_span). */
+GPUMEM_API gpumem_status graph_span(gpumem_cache_ref *ref, gpumem_cache_ref *other, uint64_t i, uint64_t n,
+                                    const void **at, uint64_t *k, graph_counts *c) {
     gpumem_backoff b = gpumem_backoff_start();
     uint32_t tries = 0;
+    void *p = 0;
     gpumem_status st;
-    while ((st = gpumem_cache_ref_get(ref, i, out)) == GPUMEM_EAGAIN &&
+    while ((st = gpumem_cache_ref_span(ref, i, n, 0, &p, k)) == GPUMEM_EAGAIN &&
            ((void)gpumem_cache_ref_drop(other), graph_retry_full(&b, &tries, &c->full_retries))) {
     }
+    *at = p;
+    return st;
+}
+
+GPUMEM_API gpumem_status graph_get(gpumem_cache_ref *ref, gpumem_cache_ref *other, uint64_t i, void *out,
+                                   graph_counts *c) {
+    const void *p = 0;
+    uint64_t k;
+    gpumem_status st = graph_span(ref, other, i, 1, &p, &k, c);
+    if (st == GPUMEM_OK) gpumem_copy_value(out, p, ref->array->elem_bytes);
     return st;
 }
 
@@ -707,15 +720,36 @@ GPUMEM_API gpumem_status graph_fail_count(graph_counts *c, gpumem_status st) {
 }
 
 /* The neighbour range [*begin, *end) of v, checked against the graph's size
- * (a damaged file must not send a thread out of range). */
+ * (a damaged file must not send a thread out of range): both offsets from
+ * one span unless v + 1 starts the next line. */
 GPUMEM_API gpumem_status graph_neighbours(graph_refs *r, uint32_t v, uint64_t *begin, uint64_t *end,
                                           graph_counts *c) {
-    gpumem_status st = graph_get(&r->off, &r->adj, v, begin, c);
-    if (st == GPUMEM_OK) st = graph_get(&r->off, &r->adj, (uint64_t)v + 1, end, c);
+    const void *p = 0;
+    uint64_t k = 0;
+    gpumem_status st = graph_span(&r->off, &r->adj, v, 2, &p, &k, c);
+    if (st == GPUMEM_OK) *begin = ((const uint64_t *)p)[0];
+    if (st == GPUMEM_OK && k == 2) *end = ((const uint64_t *)p)[1];
+    else if (st == GPUMEM_OK) st = graph_get(&r->off, &r->adj, (uint64_t)v + 1, end, c);
     if (st == GPUMEM_OK && (*begin > *end || *end > r->n_edges)) st = GPUMEM_ERANGE;
     if (st != GPUMEM_OK) return graph_fail_count(c, st);
     c->vertices++;
     c->bytes_needed += 8 + 4 * (*end - *begin);
+    return GPUMEM_OK;
+}
+
+/* Neighbours i .. i + *k - 1 of a list that ends at `end`, in place at *us:
+ * those in edge i's line, each checked against the graph's size. A loop
+ * over a list makes one call a line, not one an edge. */
+GPUMEM_API gpumem_status graph_neighbour_run(graph_refs *r, uint64_t i, uint64_t end, const uint32_t **us,
+                                             uint64_t *k, graph_counts *c) {
+    const void *p = 0;
+    uint64_t j;
+    gpumem_status st = graph_span(&r->adj, &r->off, i, end - i, &p, k, c);
+    *us = (const uint32_t *)p;
+    for (j = 0; st == GPUMEM_OK && j < *k; j++)
+        if ((*us)[j] >= r->n_nodes) st = GPUMEM_ERANGE;
+    if (st != GPUMEM_OK) return graph_fail_count(c, st);
+    c->edges += *k;
     return GPUMEM_OK;
 }
 
@@ -734,17 +768,19 @@ GPUMEM_API gpumem_status graph_neighbour(graph_refs *r, uint64_t i, uint32_t *u,
  * after a barrier (thread join or kernel boundary). */
 GPUMEM_API gpumem_status graph_bfs_expand(graph_refs *r, uint32_t v, uint32_t next_level, uint32_t *levels,
                                           uint32_t *next, uint32_t *next_count, graph_counts *c) {
-    uint64_t b, e, i;
+    uint64_t b, e, i, k = 0, j;
     gpumem_status st = graph_neighbours(r, v, &b, &e, c);
-    for (i = b; st == GPUMEM_OK && i < e; i++) {
-        uint32_t u, seen;
-        if ((st = graph_neighbour(r, i, &u, c)) != GPUMEM_OK) break;
-        seen = gpumem_atomic_load_u32(&levels[u], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
-        if (seen == GRAPH_NONE &&
-            gpumem_atomic_cas_u32(&levels[u], &seen, next_level, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE)) {
-            uint32_t at = gpumem_atomic_fetch_add_u32(next_count, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
-            next[at] = u;
-            c->updates++;
+    for (i = b; st == GPUMEM_OK && i < e; i += k) {
+        const uint32_t *us;
+        if ((st = graph_neighbour_run(r, i, e, &us, &k, c)) != GPUMEM_OK) break;
+        for (j = 0; j < k; j++) {
+            uint32_t u = us[j], seen = gpumem_atomic_load_u32(&levels[u], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+            if (seen == GRAPH_NONE &&
+                gpumem_atomic_cas_u32(&levels[u], &seen, next_level, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE)) {
+                uint32_t at = gpumem_atomic_fetch_add_u32(next_count, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+                next[at] = u;
+                c->updates++;
+            }
         }
     }
     return st;
@@ -757,19 +793,21 @@ GPUMEM_API gpumem_status graph_bfs_expand(graph_refs *r, uint32_t v, uint32_t ne
  * its component, whatever the interleaving. */
 GPUMEM_API gpumem_status graph_cc_push(graph_refs *r, uint32_t v, uint32_t *comp, uint32_t *next_active,
                                        uint32_t *changed, graph_counts *c) {
-    uint64_t b, e, i;
+    uint64_t b, e, i, k = 0, j;
     uint32_t label = gpumem_atomic_load_u32(&comp[v], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
     gpumem_status st = graph_neighbours(r, v, &b, &e, c);
-    for (i = b; st == GPUMEM_OK && i < e; i++) {
-        uint32_t u, cur;
-        if ((st = graph_neighbour(r, i, &u, c)) != GPUMEM_OK) break;
-        cur = gpumem_atomic_load_u32(&comp[u], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
-        while (label < cur) {
-            if (gpumem_atomic_cas_u32(&comp[u], &cur, label, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE)) {
-                gpumem_atomic_store_u32(&next_active[u], 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
-                gpumem_atomic_store_u32(changed, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
-                c->updates++;
-                break;
+    for (i = b; st == GPUMEM_OK && i < e; i += k) {
+        const uint32_t *us;
+        if ((st = graph_neighbour_run(r, i, e, &us, &k, c)) != GPUMEM_OK) break;
+        for (j = 0; j < k; j++) {
+            uint32_t u = us[j], cur = gpumem_atomic_load_u32(&comp[u], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+            while (label < cur) {
+                if (gpumem_atomic_cas_u32(&comp[u], &cur, label, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE)) {
+                    gpumem_atomic_store_u32(&next_active[u], 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+                    gpumem_atomic_store_u32(changed, 1, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+                    c->updates++;
+                    break;
+                }
             }
         }
     }
@@ -791,13 +829,13 @@ GPUMEM_API gpumem_status graph_pagerank_start(graph_refs *r, uint32_t v, double 
  * (thread join or kernel boundary) before the two share arrays swap. */
 GPUMEM_API gpumem_status graph_pagerank_pull(graph_refs *r, uint32_t v, const double *contrib, double damping,
                                              double *rank, double *contrib_next, graph_counts *c) {
-    uint64_t b, e, i;
+    uint64_t b, e, i, k = 0, j;
     double sum = 0;
     gpumem_status st = graph_neighbours(r, v, &b, &e, c);
-    for (i = b; st == GPUMEM_OK && i < e; i++) {
-        uint32_t u;
-        if ((st = graph_neighbour(r, i, &u, c)) != GPUMEM_OK) break;
-        sum += contrib[u];
+    for (i = b; st == GPUMEM_OK && i < e; i += k) {
+        const uint32_t *us;
+        if ((st = graph_neighbour_run(r, i, e, &us, &k, c)) != GPUMEM_OK) break;
+        for (j = 0; j < k; j++) sum += contrib[us[j]]; /* in list order: the reference's sums, bit for bit */
     }
     if (st != GPUMEM_OK) return st;
     rank[v] = (1.0 - damping) / (double)r->n_nodes + damping * sum;

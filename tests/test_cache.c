@@ -201,6 +201,67 @@ Test(cache_ref, sequential_scan_acquires_once_per_line) {
     cache_setup_free(&s);
 }
 
+/* A span is element i and the ones after it in the same line, at most n,
+ * and no further than the array's end. The array here starts 3 words into
+ * line 0 and ends 5 words before the data does, so the first and last spans
+ * are short; each element is checked by content, and a span written in
+ * place reaches the backing on a flush. */
+Test(cache_ref, span_covers_each_line_once_and_stops_at_its_end) {
+    cache_cfg c = cache_cfg_base(4096, 12, 4, 1, 0);
+    cache_setup s;
+    gpumem_cache_stats st;
+    gpumem_cache_array a;
+    gpumem_cache_ref r;
+    const uint64_t per_line = 4096 / 8, first = 3, wants[3] = {1, 7, 100000};
+    uint64_t i, j, k, w, calls, written = 0;
+    void *p = NULL;
+    cr_assert_eq(cache_setup_make(&s, &c), GPUMEM_OK);
+    a = gpumem_cache_array_make(s.cache, 8, first * 8, s.n_words - first - 5);
+    cr_assert(a.valid);
+    for (w = 0; w < 3; w++) {
+        r = gpumem_cache_ref_make(&a);
+        for (i = 0, calls = 0; i < a.n; i += k, calls++) {
+            uint64_t in_line = per_line - (first + i) % per_line, want = wants[w];
+            want = want < in_line ? want : in_line;
+            want = want < a.n - i ? want : a.n - i;
+            cr_assert_eq(gpumem_cache_ref_span(&r, i, wants[w], 0, &p, &k), GPUMEM_OK);
+            cr_assert_eq(k, want, "span at %lu asking %lu: %lu elements, want %lu", (unsigned long)i,
+                         (unsigned long)wants[w], (unsigned long)k, (unsigned long)want);
+            for (j = 0; j < k; j++)
+                cr_assert_eq(((const uint64_t *)p)[j], initial_word(first + i + j), "element %lu",
+                             (unsigned long)(i + j));
+        }
+        if (wants[w] > per_line) cr_assert_eq(calls, c.n_lines, "one span a line: %lu calls", (unsigned long)calls);
+        cr_assert_eq(gpumem_cache_ref_drop(&r), GPUMEM_OK);
+    }
+    /* statuses, with *count 0 on each failure */
+    r = gpumem_cache_ref_make(&a);
+    k = 9;
+    cr_assert_eq(gpumem_cache_ref_span(&r, 0, 0, 0, &p, &k), GPUMEM_EINVAL);
+    cr_assert_eq(k, 0);
+    k = 9;
+    cr_assert_eq(gpumem_cache_ref_span(&r, a.n, 1, 0, &p, &k), GPUMEM_ERANGE);
+    cr_assert_eq(k, 0);
+    k = 9;
+    cr_assert_eq(gpumem_cache_ref_span(&r, 0, 1, 0, NULL, &k), GPUMEM_ENULL);
+    cr_assert_eq(k, 0);
+    cr_assert_eq(gpumem_cache_ref_span(&r, 0, 1, 0, &p, NULL), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_cache_ref_span(NULL, 0, 1, 0, &p, &k), GPUMEM_ENULL);
+    /* written in place: the whole of line 1, then flushed */
+    cr_assert_eq(gpumem_cache_ref_span(&r, per_line - first, 100000, 1, &p, &k), GPUMEM_OK);
+    cr_assert_eq(k, per_line);
+    for (j = 0; j < k; j++) ((uint64_t *)p)[j] = ~initial_word(per_line + j);
+    cr_assert_eq(gpumem_cache_ref_drop(&r), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_flush(s.cache, &written), GPUMEM_OK);
+    cr_assert_eq(written, 1);
+    for (j = 0; j < per_line; j++) cr_assert_eq(*backing_word(&s, 0, per_line + j), ~initial_word(per_line + j));
+    gpumem_cache_get_stats(s.cache, &st);
+    cr_assert_eq(st.hits + st.misses, 3 * c.n_lines + 1, "one acquire a line a scan, one for the write: %lu",
+                 (unsigned long)(st.hits + st.misses));
+    cr_assert_eq(gpumem_cache_check_quiescent(s.cache), 0);
+    cache_setup_free(&s);
+}
+
 /* ---- statistics: sharded, summed exactly ----------------------------------------- */
 
 typedef struct stat_arg {

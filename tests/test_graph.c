@@ -200,7 +200,12 @@ Test(graph, program_answers_match_references) {
                           /* read ahead (implies the hints): advice too */
                           "bfs %s --cache-mib 0.0625 --threads 8 --prefetch on",
                           "cc %s --cache-mib 0.0625 --threads 8 --prefetch on --policy hinted-rrip",
-                          "pagerank %s --cache-mib 0.0625 --threads 8 --iterations 3 --prefetch on --policy brrip"};
+                          "pagerank %s --cache-mib 0.0625 --threads 8 --iterations 3 --prefetch on --policy brrip",
+                          /* a second pass on the filled cache: all hits where it holds the graph, and
+                           * checked like the first where it does not */
+                          "bfs %s --cache-mib 4 --threads 8 --warm on",
+                          "cc %s --cache-mib 4 --threads 8 --warm on --hints off",
+                          "pagerank %s --cache-mib 0.0625 --threads 8 --iterations 3 --warm on"};
     size_t i, read_ahead = 0;
     temp_path(path, sizeof path, "answers");
     make_graph_file(path, 14); /* 2 MiB */
@@ -220,6 +225,10 @@ Test(graph, program_answers_match_references) {
                      "graph %s:\n%s", args, out);
         cr_assert(strstr(args, "--prefetch on") || !strstr(out, "lines read ahead"), "graph %s:\n%s", args, out);
         read_ahead += strstr(out, "lines read ahead") != NULL;
+        cr_assert_eq(strstr(out, "again on the cache it filled (--warm): matches in") != NULL,
+                     strstr(args, "--warm on") != NULL, "graph %s:\n%s", args, out);
+        if (strstr(args, "--cache-mib 4 ")) /* the whole graph cached: the second pass reads nothing */
+            cr_assert(strstr(out, "100.0 % hits, 0 lines read"), "graph %s:\n%s", args, out);
     }
     cr_assert_gt(read_ahead, 0, "no --prefetch run read a line ahead");
     unlink(path);
@@ -258,6 +267,8 @@ Test(graph, program_bad_arguments_table) {
         {"bfs %G --hints maybe", "--hints maybe: want on or off"},
         {"gnn %G --hints on", "gnn does not take --hints"},
         {"bfs %G --prefetch maybe", "--prefetch maybe: want on or off"},
+        {"bfs %G --warm maybe", "--warm maybe: want on or off"},
+        {"gnn %G --warm on", "gnn does not take --warm"},
         {"bfs %G --prefetch on --hints off", "--prefetch on reads the plan of --hints: not with --hints off"},
         {"gnn %G --prefetch on", "gnn does not take --prefetch"},
         {"sweep %G", "sweep: name FILE OUT.tsv"},

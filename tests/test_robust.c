@@ -402,6 +402,8 @@ Test(robust, null_and_out_of_range_table) {
             {"cache_ref_drop(NULL)", gpumem_cache_ref_drop(NULL), GPUMEM_ENULL},
             {"cache_ref_at(NULL ref)", gpumem_cache_ref_at(NULL, 0, 0, &vp), GPUMEM_ENULL},
             {"cache_ref_at(ref of NULL array)", gpumem_cache_ref_at(&ref, 0, 0, &vp), GPUMEM_ENULL},
+            {"cache_ref_span(NULL ref)", gpumem_cache_ref_span(NULL, 0, 1, 0, &vp, &u64), GPUMEM_ENULL},
+            {"cache_ref_span(ref of NULL array)", gpumem_cache_ref_span(&ref, 0, 1, 0, &vp, &u64), GPUMEM_ENULL},
             {"cache_ref_get(NULL out)", gpumem_cache_ref_get(&ref, 0, NULL), GPUMEM_ENULL},
             {"cache_ref_put(NULL in)", gpumem_cache_ref_put(&ref, 0, NULL), GPUMEM_ENULL},
             {"cache_create(NULL desc)", gpumem_cache_create(NULL, (gpumem_cache **)&vp), GPUMEM_ENULL},
