@@ -737,19 +737,23 @@ GPUMEM_API gpumem_status graph_neighbours(graph_refs *r, uint32_t v, uint64_t *b
     return GPUMEM_OK;
 }
 
-/* Neighbours i .. i + *k - 1 of a list that ends at `end`, in place at *us:
- * those in edge i's line, each checked against the graph's size. A loop
- * over a list makes one call a line, not one an edge. */
-GPUMEM_API gpumem_status graph_neighbour_run(graph_refs *r, uint64_t i, uint64_t end, const uint32_t **us,
+/* The next run of a neighbour list [*i, end), in place: the *k neighbours
+ * at *us, those in edge *i's line, each checked against the graph's size;
+ * *i moves past them (*k 0 at the list's end). A loop over a list makes
+ * one call a line, not one an edge. */
+GPUMEM_API gpumem_status graph_neighbour_run(graph_refs *r, uint64_t *i, uint64_t end, const uint32_t **us,
                                              uint64_t *k, graph_counts *c) {
     const void *p = 0;
     uint64_t j;
-    gpumem_status st = graph_span(&r->adj, &r->off, i, end - i, &p, k, c);
+    gpumem_status st = GPUMEM_OK;
+    *k = 0;
+    if (*i < end) st = graph_span(&r->adj, &r->off, *i, end - *i, &p, k, c);
     *us = (const uint32_t *)p;
     for (j = 0; st == GPUMEM_OK && j < *k; j++)
         if ((*us)[j] >= r->n_nodes) st = GPUMEM_ERANGE;
     if (st != GPUMEM_OK) return graph_fail_count(c, st);
     c->edges += *k;
+    *i += *k;
     return GPUMEM_OK;
 }
 
@@ -768,11 +772,10 @@ GPUMEM_API gpumem_status graph_neighbour(graph_refs *r, uint64_t i, uint32_t *u,
  * after a barrier (thread join or kernel boundary). */
 GPUMEM_API gpumem_status graph_bfs_expand(graph_refs *r, uint32_t v, uint32_t next_level, uint32_t *levels,
                                           uint32_t *next, uint32_t *next_count, graph_counts *c) {
-    uint64_t b, e, i, k = 0, j;
+    uint64_t b, e, k, j;
+    const uint32_t *us;
     gpumem_status st = graph_neighbours(r, v, &b, &e, c);
-    for (i = b; st == GPUMEM_OK && i < e; i += k) {
-        const uint32_t *us;
-        if ((st = graph_neighbour_run(r, i, e, &us, &k, c)) != GPUMEM_OK) break;
+    while (st == GPUMEM_OK && (st = graph_neighbour_run(r, &b, e, &us, &k, c)) == GPUMEM_OK && k > 0)
         for (j = 0; j < k; j++) {
             uint32_t u = us[j], seen = gpumem_atomic_load_u32(&levels[u], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
             if (seen == GRAPH_NONE &&
@@ -782,7 +785,6 @@ GPUMEM_API gpumem_status graph_bfs_expand(graph_refs *r, uint32_t v, uint32_t ne
                 c->updates++;
             }
         }
-    }
     return st;
 }
 
@@ -793,12 +795,11 @@ GPUMEM_API gpumem_status graph_bfs_expand(graph_refs *r, uint32_t v, uint32_t ne
  * its component, whatever the interleaving. */
 GPUMEM_API gpumem_status graph_cc_push(graph_refs *r, uint32_t v, uint32_t *comp, uint32_t *next_active,
                                        uint32_t *changed, graph_counts *c) {
-    uint64_t b, e, i, k = 0, j;
     uint32_t label = gpumem_atomic_load_u32(&comp[v], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
+    const uint32_t *us;
+    uint64_t b, e, k, j;
     gpumem_status st = graph_neighbours(r, v, &b, &e, c);
-    for (i = b; st == GPUMEM_OK && i < e; i += k) {
-        const uint32_t *us;
-        if ((st = graph_neighbour_run(r, i, e, &us, &k, c)) != GPUMEM_OK) break;
+    while (st == GPUMEM_OK && (st = graph_neighbour_run(r, &b, e, &us, &k, c)) == GPUMEM_OK && k > 0)
         for (j = 0; j < k; j++) {
             uint32_t u = us[j], cur = gpumem_atomic_load_u32(&comp[u], GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_DEVICE);
             while (label < cur) {
@@ -810,7 +811,6 @@ GPUMEM_API gpumem_status graph_cc_push(graph_refs *r, uint32_t v, uint32_t *comp
                 }
             }
         }
-    }
     return st;
 }
 
@@ -829,17 +829,15 @@ GPUMEM_API gpumem_status graph_pagerank_start(graph_refs *r, uint32_t v, double 
  * (thread join or kernel boundary) before the two share arrays swap. */
 GPUMEM_API gpumem_status graph_pagerank_pull(graph_refs *r, uint32_t v, const double *contrib, double damping,
                                              double *rank, double *contrib_next, graph_counts *c) {
-    uint64_t b, e, i, k = 0, j;
+    uint64_t b = 0, e = 0, k, j, at;
+    const uint32_t *us;
     double sum = 0;
     gpumem_status st = graph_neighbours(r, v, &b, &e, c);
-    for (i = b; st == GPUMEM_OK && i < e; i += k) {
-        const uint32_t *us;
-        if ((st = graph_neighbour_run(r, i, e, &us, &k, c)) != GPUMEM_OK) break;
+    for (at = b; st == GPUMEM_OK && (st = graph_neighbour_run(r, &at, e, &us, &k, c)) == GPUMEM_OK && k > 0;)
         for (j = 0; j < k; j++) sum += contrib[us[j]]; /* in list order: the reference's sums, bit for bit */
-    }
     if (st != GPUMEM_OK) return st;
     rank[v] = (1.0 - damping) / (double)r->n_nodes + damping * sum;
-    contrib_next[v] = e > b ? rank[v] / (double)(e - b) : 0.0;
+    contrib_next[v] = e > b ? rank[v] / (double)(e - b) : 0.0; /* b: the list's start, `at` its end now */
     c->updates++;
     return GPUMEM_OK;
 }
