@@ -463,7 +463,6 @@ typedef struct result {
     unsigned long long warm_edges, warm_hits, warm_misses, warm_reads, warm_wrong;
 } result;
 
-
 /* Line acquires that found the line cached, in percent (0 with none). */
 static double hit_percent(unsigned long long hits, unsigned long long misses) {
     return hits + misses ? 100.0 * (double)hits / (double)(hits + misses) : 0.0;
