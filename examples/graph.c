@@ -551,14 +551,17 @@ static void graph_train(graph_store *s) {
 /* The algorithm itself, on the store `s` that traverse opened: BFS from
  * `source`, CC or PageRank, each round printed as it ends, the answer
  * checked against the reference (x->wrong counts the vertices that differ).
- * x->counts and x->rounds sum what the threads did. 0, or 1 if a round
- * failed. */
+ * x->counts and x->rounds sum what the threads did (the threads' counters
+ * and BFS's level start from 0 here, so a second pass starts clean). 0, or
+ * 1 if a round failed. */
 static int run_algorithm(const options *o, reference *answers, int kind, uint32_t source, const char *name, run *r,
                          graph_store *s, result *x) {
     const graph_csr *ref = answers->g;
     const uint32_t *expect;
     uint64_t n = ref->h.n_nodes, v;
     int rc = 0;
+    memset(r->counts, 0, o->threads * sizeof *r->counts);
+    r->level = 0;
     if (kind == RUN_BFS) {
         uint32_t *tmp;
         r->levels = (uint32_t *)malloc(n * 4);
@@ -703,10 +706,8 @@ static int warm_pass(const options *o, reference *answers, int kind, uint32_t so
     memset(&w, 0, sizeof w);
     snprintf(name, sizeof name, "%s, again on the cache it filled", x->name);
     w.cache_mib = x->cache_mib;
-    memset(r->counts, 0, o->threads * sizeof *r->counts);
     r->hinted = NULL;
     r->prefetch = 0;
-    r->level = 0;
     gpumem_cache_get_stats(s->cache, &before);
     t0 = graph_now_s();
     rc = run_algorithm(o, answers, kind, source, name, r, s, &w);
@@ -776,7 +777,8 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     x->seconds = graph_now_s() - t0;
     print_hints(&s);
     gpumem_cache_get_stats(s.cache, &x->cs);
-    if (o->warm && rc == 0 && x->wrong == 0 && x->counts.errors == 0) rc = warm_pass(o, answers, kind, source, &r, &s, x);
+    if (o->warm && rc == 0 && x->wrong == 0 && x->counts.errors == 0)
+        rc = warm_pass(o, answers, kind, source, &r, &s, x);
     x->pf_late = r.pf_late;
     x->pf_failed = r.pf_failed;
     if (s.tier) gpumem_tier_get_stats(s.tier, &x->ts);
@@ -914,7 +916,8 @@ static int plain_traverse(const options *o, reference *answers, int kind, uint32
            "%.2fx as long", o->threads, wrong ? "DOES NOT MATCH" : "matches", secs, (double)edges / secs / 1e6,
            x->seconds / secs);
     if (x->warm_seconds > 0)
-        printf(", %.2fx again on the cache it filled (%.1f %% hits)", x->warm_seconds / secs, hit_percent(x->warm_hits, x->warm_misses));
+        printf(", %.2fx again on the cache it filled (%.1f %% hits)", x->warm_seconds / secs,
+               hit_percent(x->warm_hits, x->warm_misses));
     printf("\n");
     x->plain_seconds = secs;
 out:
@@ -1003,7 +1006,8 @@ static const cli_command commands[] = {
     {"bfs", "FILE", "one BFS through cache, queue pairs and controller, checked (--source in the file's ids)", 1, 1,
      O_SEED | O_SOURCE | O_ORDERED | O_TRACE | O_OUT | O_HINTS | O_PREFETCH | O_WARM | RUN_OPTS | INPUT_OPTS},
     {"cc", "FILE", "connected components (label propagation), checked; ends with \"N components\" and the\n"
-                   "  largest one's size", 1, 1, O_TRACE | O_OUT | O_HINTS | O_PREFETCH | O_WARM | RUN_OPTS | INPUT_OPTS},
+                   "  largest one's size", 1, 1,
+     O_TRACE | O_OUT | O_HINTS | O_PREFETCH | O_WARM | RUN_OPTS | INPUT_OPTS},
     {"pagerank", "FILE", "PageRank, pull, damping 0.85, a fixed number of iterations, checked against the\n"
                          "  in-memory reference (each rank within 1e-9 of it, relative); prints the five highest", 1, 1,
      O_ITERATIONS | O_TRACE | O_OUT | O_HINTS | O_PREFETCH | O_WARM | RUN_OPTS | INPUT_OPTS},
