@@ -1344,14 +1344,21 @@ GPUMEM_API void gpumem__hint_judge(gpumem__phint *h, int right) {
 }
 
 /* Add the hint `when` to a line's two soonest (w1 <= w2; `met` is w1's). A
- * hint for the epoch of a w1 already met promises one more use in it. */
+ * hint for the epoch of a w1 already met promises one more use in it. One
+ * past both, when w1 was met, is the use after w2's: w1 has served (a line
+ * used in epochs close together got its third hint before w2's use, and
+ * lost it, which made it the first to go before that use). */
 GPUMEM_API void gpumem__hint_put(uint64_t *w1, uint64_t *w2, uint8_t *met, uint64_t when) {
     if (when == *w1) {
         *met = 0;
         return;
     }
     if (when == *w2) return;
-    if (when < *w1) {
+    if (*met && *w2 != GPUMEM_POLICY_UNHINTED && when > *w2) {
+        *w1 = *w2;
+        *w2 = when;
+        *met = 0;
+    } else if (when < *w1) {
         *w2 = *w1;
         *w1 = when;
         *met = 0;
