@@ -636,6 +636,7 @@ gpu-examples: $(call gpu_needs,$(CUDA_EXAMPLE_BINS) $(GPU_GRAPH))
 	  "graph 4:600 $(BUILD)/cuda/examples/graph $(GPU_GRAPH)" \
 	  "graph_hints 2:300 $(BUILD)/cuda/examples/graph $(GPU_GRAPH) --hints" \
 	  "gnn 2:300 $(BUILD)/cuda/examples/gnn $(GPU_GRAPH) 8 1024" \
+	  "gnn_hints 2:300 $(BUILD)/cuda/examples/gnn $(GPU_GRAPH) 8 1024 --hints" \
 	  "own_kernel 2:300 $(BUILD)/cuda/examples/own_kernel 64" \
 	  "analytics 2:300 $(BUILD)/cuda/examples/analytics $(BUILD)/taxi-gpu.table"
 

@@ -1118,6 +1118,21 @@ GPUMEM_API gpumem_status graph_gather_cached(gpumem_cache *fc, uint64_t row, uin
     return GPUMEM_OK;
 }
 
+/* Row `row`'s lines in the feature cache hinted for epoch `when` (a batch
+ * to come: gpumem_cache_hint), warp-coalesced on the device (lanes on one
+ * line send one hint). OK, or the first other status: hints are advice, so
+ * a refused one changes what the cache keeps, never a row. */
+GPUMEM_API gpumem_status graph_gather_hint(gpumem_cache *fc, uint64_t row, uint32_t row_bytes, uint64_t when) {
+    const uint64_t at = row * row_bytes, last = (at + row_bytes - 1) / GRAPH_LINE;
+    gpumem_status st = GPUMEM_OK;
+    uint64_t line;
+    for (line = at / GRAPH_LINE; line <= last; line++) {
+        gpumem_status one = gpumem_cache_hint_coalesced(fc, line, when);
+        if (st == GPUMEM_OK) st = one;
+    }
+    return st;
+}
+
 /* Row `row` read straight from storage through queue pair `qp` (of the
  * feature table's controller, GRAPH_GNN_LBA blocks): one command for the
  * blocks the row covers. A row on block boundaries is read into `out`

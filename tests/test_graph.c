@@ -969,6 +969,40 @@ Test(graph, feature_rows_are_generated_and_checked_by_byte) {
     cr_assert_neq(graph_features_row_problem(16640), NULL);
 }
 
+/* graph_gather_hint hints each line a row lies on, and no other: rows
+ * inside a line, across two, and of four lines; its status is the cache's
+ * (a policy that takes no hints, a row past the table). */
+Test(graph, gather_hint_names_the_lines_of_the_row) {
+    static unsigned char mem[8 * GRAPH_LINE];
+    gpumem_cache_desc d = gpumem_cache_desc_default();
+    gpumem_cache *c;
+    struct { uint64_t row; uint32_t bytes; uint64_t first, last; } rows[] = {
+        {1, 768, 0, 0}, {5, 768, 0, 1}, {1, 16384, 4, 7}};
+    uint32_t i;
+    uint64_t line;
+    d.n_lines = 8;
+    d.line_bytes = GRAPH_LINE;
+    d.n_slots = 4;
+    d.backing = gpumem_cache_backing_memory(mem);
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        d.policy = GPUMEM_POLICY_HINTED_RRIP;
+        cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_OK);
+        cr_assert_eq(graph_gather_hint(c, rows[i].row, rows[i].bytes, 3), GPUMEM_OK);
+        for (line = 0; line < 8; line++) {
+            uint64_t want = line >= rows[i].first && line <= rows[i].last ? 3 : UINT64_MAX;
+            cr_assert_eq(gpumem_policy_slot_pending_next_use(&c->slot_hints, line), want,
+                         "row %llu of %u bytes: line %llu", (unsigned long long)rows[i].row, rows[i].bytes,
+                         (unsigned long long)line);
+        }
+        cr_assert_eq(graph_gather_hint(c, 2, 16384, 3), GPUMEM_ERANGE, "a row past the table's 8 lines");
+        gpumem_cache_destroy(c);
+    }
+    d.policy = GPUMEM_POLICY_BRRIP;
+    cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_OK);
+    cr_assert_eq(graph_gather_hint(c, 1, 768, 3), GPUMEM_ESTATE, "a policy that takes no hints");
+    gpumem_cache_destroy(c);
+}
+
 /* Sampling through a small cache, checked against the in-memory graph by
  * what a sample must be: the seed at the root, each child a neighbour of
  * its parent, all of a parent's neighbours when it has at most the fanout,

@@ -356,14 +356,21 @@ Test(hints, slot_kind_simulated_as_the_cache_runs_it) {
 /* The hinted next use of a slot, as a prefetch asks it: the second hint
  * once the first passed unmet (before any sweep expired it), none once both
  * passed or for a demoted line. */
-Test(hints, next_use_skips_a_passed_hint) {
+/* A hinted policy of 4 slots (hint_slack `slack`) with line 7 in slot 0,
+ * unhinted; free the memory it returns. */
+static void *line_7_in_slot_0(gpumem_policy *p, uint32_t slack) {
     gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_HINTED, 4);
-    gpumem_policy p;
     void *mem;
-    d.hint_slack = 0;
+    d.hint_slack = slack;
     mem = malloc(gpumem_policy_bytes(&d));
-    cr_assert_eq(gpumem_policy_init(&p, &d, mem), GPUMEM_OK);
-    gpumem_policy_on_fill(&p, 0, 7);
+    cr_assert_eq(gpumem_policy_init(p, &d, mem), GPUMEM_OK);
+    gpumem_policy_on_fill(p, 0, 7);
+    return mem;
+}
+
+Test(hints, next_use_skips_a_passed_hint) {
+    gpumem_policy p;
+    void *mem = line_7_in_slot_0(&p, 0);
     cr_assert_eq(gpumem_policy_next_use(&p, 0), GPUMEM_POLICY_UNHINTED);
     cr_assert_eq(gpumem_policy_hint(&p, 0, 7, 5), GPUMEM_OK);
     cr_assert_eq(gpumem_policy_hint(&p, 0, 7, 8), GPUMEM_OK);
@@ -384,13 +391,8 @@ Test(hints, next_use_skips_a_passed_hint) {
  * and must survive it (it was dropped, and the line became the first to go
  * before that use: graph BFS's hinted misses were 1.5x OPT, 1.16x after). */
 Test(hints, hint_after_the_second_survives_its_use) {
-    gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_HINTED, 4);
     gpumem_policy p;
-    void *mem;
-    d.hint_slack = 2;
-    mem = malloc(gpumem_policy_bytes(&d));
-    cr_assert_eq(gpumem_policy_init(&p, &d, mem), GPUMEM_OK);
-    gpumem_policy_on_fill(&p, 0, 7);
+    void *mem = line_7_in_slot_0(&p, 2);
     cr_assert_eq(gpumem_policy_hint(&p, 0, 7, 5), GPUMEM_OK);
     cr_assert_eq(gpumem_policy_epoch(&p, 5), GPUMEM_OK);
     cr_assert_eq(gpumem_policy_hint(&p, 0, 7, 6), GPUMEM_OK); /* before the use at 5: the next is at 6 */
