@@ -436,14 +436,22 @@ GPUMEM_API gpumem_status gpumem_policy_slot_hint_later(gpumem_policy_slot_hints 
     return GPUMEM_OK;
 }
 
+/* A hint's epoch as a slot word or a pending entry keeps it (mod 2^24),
+ * read against the clock: the epoch, or UINT64_MAX when it lies behind the
+ * clock (up to half the range back: a stale word costs a choice, no more). */
+GPUMEM_API uint64_t gpumem__slot_epoch_of(gpumem_policy_slot_hints *h, uint32_t stored) {
+    const uint64_t now = gpumem_atomic_load_u64(&h->epoch, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
+    const uint32_t ahead = (stored - (uint32_t)now) & GPUMEM__SLOT_EPOCH_MASK;
+    return ahead < (GPUMEM__SLOT_EPOCH_MASK >> 1) ? now + ahead : UINT64_MAX;
+}
+
 /* A line placed in the slot whose word is w: the kind's fill, then, for
  * HINTED_RRIP, the line's pending hint if one is kept (taken by a CAS, so
  * two fills of one line apply it once; one whose epoch has passed is
  * dropped). Off the hit path: a miss's fill. */
 GPUMEM_API void gpumem_policy_slot_fill_hinted(uint32_t kind, uint32_t *w, uint32_t *fills,
                                                gpumem_policy_slot_hints *h, uint64_t line) {
-    uint64_t *at, p, e;
-    uint32_t ahead;
+    uint64_t *at, p, when;
     gpumem_policy_slot_fill(kind, w, fills);
     if (kind != GPUMEM_POLICY_HINTED_RRIP || !h || !w) return;
     at = gpumem__slot_pending_at(h, line);
@@ -455,23 +463,19 @@ GPUMEM_API void gpumem_policy_slot_fill_hinted(uint32_t kind, uint32_t *w, uint3
         (void)gpumem_policy_slot_hint(h, w, 0, 1);
         return;
     }
-    e = gpumem_atomic_load_u64(&h->epoch, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
-    ahead = ((uint32_t)(p >> (GPUMEM__PEND_LINE_BITS + 1)) - (uint32_t)e) & GPUMEM__SLOT_EPOCH_MASK;
-    if (ahead < (GPUMEM__SLOT_EPOCH_MASK >> 1)) (void)gpumem_policy_slot_hint(h, w, e + ahead, 0);
+    when = gpumem__slot_epoch_of(h, (uint32_t)(p >> (GPUMEM__PEND_LINE_BITS + 1)));
+    if (when != UINT64_MAX) (void)gpumem_policy_slot_hint(h, w, when, 0);
 }
 
 /* The epoch of the pending hint kept for `line` (not resident,
  * HINTED_RRIP), or UINT64_MAX: none kept for it, a demote, or passed. */
 GPUMEM_API uint64_t gpumem_policy_slot_pending_next_use(gpumem_policy_slot_hints *h, uint64_t line) {
-    uint64_t p, now;
-    uint32_t ahead;
+    uint64_t p;
     if (!h || line + 1 >= 1ull << GPUMEM__PEND_LINE_BITS) return UINT64_MAX;
     p = gpumem_atomic_load_u64(gpumem__slot_pending_at(h, line), GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
     if ((p & ((1ull << GPUMEM__PEND_LINE_BITS) - 1)) != line + 1 || (p >> GPUMEM__PEND_LINE_BITS & 1))
         return UINT64_MAX;
-    now = gpumem_atomic_load_u64(&h->epoch, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
-    ahead = ((uint32_t)(p >> (GPUMEM__PEND_LINE_BITS + 1)) - (uint32_t)now) & GPUMEM__SLOT_EPOCH_MASK;
-    return ahead >= (GPUMEM__SLOT_EPOCH_MASK >> 1) ? UINT64_MAX : now + ahead;
+    return gpumem__slot_epoch_of(h, (uint32_t)(p >> (GPUMEM__PEND_LINE_BITS + 1)));
 }
 
 /* The hinted next use of the line whose slot word is w (HINTED_RRIP), for
@@ -482,14 +486,9 @@ GPUMEM_API uint64_t gpumem_policy_slot_pending_next_use(gpumem_policy_slot_hints
  * a demote (both flags). The word holds the
  * epoch mod 2^24, read against the clock: a stale word costs a choice. */
 GPUMEM_API uint64_t gpumem_policy_slot_next_use(gpumem_policy_slot_hints *h, uint32_t w) {
-    uint64_t now;
-    uint32_t ahead;
     if (!h || !(w & (GPUMEM__SLOT_HINT_FAR | GPUMEM__SLOT_HINT_NEAR))) return UINT64_MAX;
-    now = gpumem_atomic_load_u64(&h->epoch, GPUMEM_ORDER_RELAXED, GPUMEM__PSCOPE);
-    ahead = ((w >> GPUMEM__SLOT_EPOCH_SHIFT) - (uint32_t)now) & GPUMEM__SLOT_EPOCH_MASK;
-    if (ahead >= (GPUMEM__SLOT_EPOCH_MASK >> 1)) return UINT64_MAX; /* behind the clock */
     if ((w & GPUMEM__SLOT_HINT_FAR) && (w & GPUMEM__SLOT_HINT_NEAR)) return UINT64_MAX; /* demoted */
-    return now + ahead;
+    return gpumem__slot_epoch_of(h, w >> GPUMEM__SLOT_EPOCH_SHIFT);
 }
 
 /* ======================================================================== */
