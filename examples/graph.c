@@ -422,6 +422,9 @@ static int run_round(run *r, const char *what) {
         pthread_join(pf, NULL);
     }
     if (ticker && last > t0) printf("\r");
+    if (started < r->n_threads)
+        fprintf(stderr, "graph: %s: could start only %u of %u threads (out of memory or a process limit)\n", what,
+                started, r->n_threads);
     return started == r->n_threads ? 0 : -1;
 }
 
@@ -521,12 +524,16 @@ typedef struct reference {
     double *ranks;                   /* PageRank (o->iterations), or NULL */
 } reference;
 
+/* BFS's levels from `source`, or CC's labels; NULL without memory for them. */
 static const uint32_t *reference_answer(reference *r, int kind, uint32_t source) {
     uint32_t **answer = kind == RUN_BFS ? &r->levels : &r->labels;
     if (*answer && (kind != RUN_BFS || r->levels_source == source)) return *answer;
-    if (!*answer) *answer = (uint32_t *)malloc(r->g->h.n_nodes * 4);
+    if (!*answer && !(*answer = (uint32_t *)malloc(r->g->h.n_nodes * 4))) return NULL;
     if (kind == RUN_BFS) {
-        graph_reference_bfs(r->g, source, *answer);
+        if (graph_reference_bfs(r->g, source, *answer) != GPUMEM_OK) {
+            free(*answer);
+            return *answer = NULL;
+        }
         r->levels_source = source;
     } else {
         graph_reference_cc(r->g, *answer);
@@ -540,6 +547,13 @@ static void reference_free(reference *r) {
     free(r->ranks);
     r->levels = r->labels = NULL;
     r->ranks = NULL;
+}
+
+/* A run's own arrays could not be had: say so, and fail the run (1). */
+static int no_memory(const char *name, uint64_t bytes) {
+    fprintf(stderr, "graph: %s: no memory for its %.1f MiB of per-vertex and per-thread arrays\n", name,
+            (double)bytes / 1048576.0);
+    return 1;
 }
 
 /* Between rounds (no thread in the cache): GMT-Reuse's CPU side refits the
@@ -567,6 +581,10 @@ static int run_algorithm(const options *o, reference *answers, int kind, uint32_
         r->levels = (uint32_t *)malloc(n * 4);
         r->frontier = (uint32_t *)malloc(n * 4);
         r->next = (uint32_t *)malloc(n * 4);
+        if (!r->levels || !r->frontier || !r->next) {
+            free(r->levels), free(r->frontier), free(r->next);
+            return no_memory(name, 3 * n * 4);
+        }
         for (v = 0; v < n; v++) r->levels[v] = GRAPH_NONE;
         r->levels[source] = 0;
         r->frontier[0] = source;
@@ -598,8 +616,8 @@ static int run_algorithm(const options *o, reference *answers, int kind, uint32_
             r->level++;
             x->rounds++;
         }
-        expect = reference_answer(answers, RUN_BFS, source);
-        for (v = 0; v < n; v++) x->wrong += r->levels[v] != expect[v];
+        if (!(expect = reference_answer(answers, RUN_BFS, source))) rc = no_memory("the BFS reference", n * 4);
+        for (v = 0; expect && v < n; v++) x->wrong += r->levels[v] != expect[v];
         free(r->levels);
         free(r->frontier);
         free(r->next);
@@ -609,6 +627,10 @@ static int run_algorithm(const options *o, reference *answers, int kind, uint32_
         r->rank = (double *)malloc(n * sizeof(double));
         r->contrib = (double *)malloc(n * sizeof(double));
         r->contrib_next = (double *)malloc(n * sizeof(double));
+        if (!r->rank || !r->contrib || !r->contrib_next) {
+            free(r->rank), free(r->contrib), free(r->contrib_next);
+            return no_memory(name, 3 * n * sizeof(double));
+        }
         r->damping = GRAPH_DAMPING;
         r->n_items = n;
         printf("  %s: pull, %u iterations, damping %.2f, cache %.1f MiB, %u threads, %u queue pairs of depth %u\n",
@@ -633,13 +655,15 @@ static int run_algorithm(const options *o, reference *answers, int kind, uint32_
             }
             x->rounds++;
         }
-        if (!answers->ranks) {
-            answers->ranks = (double *)malloc(n * sizeof(double));
-            graph_reference_pagerank(ref, o->iterations, GRAPH_DAMPING, answers->ranks);
+        if (!answers->ranks && (answers->ranks = (double *)malloc(n * sizeof(double))) &&
+            graph_reference_pagerank(ref, o->iterations, GRAPH_DAMPING, answers->ranks) != GPUMEM_OK) {
+            free(answers->ranks);
+            answers->ranks = NULL;
         }
+        if (!answers->ranks) rc = no_memory("the PageRank reference", n * sizeof(double));
         /* The same sums in the same order: host threads agree bit for bit;
          * the tolerance leaves room for a compiler's fused multiply-adds. */
-        for (v = 0; v < n; v++) {
+        for (v = 0; answers->ranks && v < n; v++) {
             double off = r->rank[v] - answers->ranks[v];
             x->wrong += !((off < 0 ? -off : off) <= GRAPH_PR_TOLERANCE * answers->ranks[v]);
         }
@@ -651,6 +675,10 @@ static int run_algorithm(const options *o, reference *answers, int kind, uint32_
         r->comp = (uint32_t *)malloc(n * 4);
         r->active = (uint32_t *)malloc(n * 4);
         r->next_active = (uint32_t *)calloc(n, 4);
+        if (!r->comp || !r->active || !r->next_active) {
+            free(r->comp), free(r->active), free(r->next_active);
+            return no_memory(name, 3 * n * 4);
+        }
         for (v = 0; v < n; v++) {
             r->comp[v] = (uint32_t)v;
             r->active[v] = 1;
@@ -678,8 +706,8 @@ static int run_algorithm(const options *o, reference *answers, int kind, uint32_
             r->next_active = tmp; /* all zero again: worker cleared each active flag it used */
             x->rounds++;
         } while (r->changed);
-        expect = reference_answer(answers, RUN_CC, 0);
-        for (v = 0; v < n; v++) x->wrong += r->comp[v] != expect[v];
+        if (!(expect = reference_answer(answers, RUN_CC, 0))) rc = no_memory("the CC reference", n * 4);
+        for (v = 0; expect && v < n; v++) x->wrong += r->comp[v] != expect[v];
         free(r->comp);
         free(r->active);
         free(r->next_active);
@@ -749,7 +777,6 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     sc.trace = NULL;
     sc.host_bytes = o->host_bytes;
     sc.host_placement = o->host_placement;
-    if (o->trace && !(sc.trace = trace_new())) return 2;
     if ((uint64_t)o->cache_bytes / GRAPH_LINE < 2ull * o->threads) {
         fprintf(stderr, "graph: a cache of %llu lines is too small to make progress with %u threads, which hold up to"
                         " 2 lines each: give it at least %u lines (--cache-mib %.2f) or use fewer threads\n",
@@ -757,6 +784,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
                 2.0 * o->threads * GRAPH_LINE / 1048576.0);
         return 2;
     }
+    if (o->trace && !(sc.trace = trace_new())) return 2;
     if (graph_store_open(&s, o->path, &sc, err, sizeof err) != GPUMEM_OK) {
         fprintf(stderr, "graph: %s\n", err);
         trace_free(sc.trace);
@@ -773,7 +801,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     r.prefetch = o->prefetch;
     r.counts = (graph_counts *)calloc(o->threads, sizeof *r.counts);
     t0 = graph_now_s();
-    rc = run_algorithm(o, answers, kind, source, name, &r, &s, x);
+    rc = r.counts ? run_algorithm(o, answers, kind, source, name, &r, &s, x) : no_memory(name, o->threads * 64ull);
     x->seconds = graph_now_s() - t0;
     print_hints(&s);
     gpumem_cache_get_stats(s.cache, &x->cs);
@@ -910,7 +938,8 @@ static int plain_traverse(const options *o, reference *answers, int kind, uint32
         }
     } else {
         const uint32_t *want = reference_answer(answers, kind, source), *got = kind == RUN_BFS ? r.levels : r.comp;
-        for (v = 0; v < n; v++) wrong += got[v] != want[v];
+        wrong += !want; /* the cached run's reference, so there already */
+        for (v = 0; want && v < n; v++) wrong += got[v] != want[v];
     }
     printf("    the same over plain memory, %u threads: %s in %.2f s (%.2f M edges/s); through the cache it took "
            "%.2fx as long", o->threads, wrong ? "DOES NOT MATCH" : "matches", secs, (double)edges / secs / 1e6,

@@ -374,10 +374,12 @@ GRAPH_API void graph_sort_u32(uint32_t *a, uint64_t n) {
 /* 3. In-memory references                                                  */
 /* ======================================================================== */
 
-/* Serial level-synchronous BFS: levels[v] = hops from src, GRAPH_NONE if unreached. */
-GRAPH_API void graph_reference_bfs(const graph_csr *g, uint32_t src, uint32_t *levels) {
+/* Serial level-synchronous BFS: levels[v] = hops from src, GRAPH_NONE if
+ * unreached. ENOMEM (levels untouched) without memory for its queue. */
+GRAPH_API gpumem_status graph_reference_bfs(const graph_csr *g, uint32_t src, uint32_t *levels) {
     uint64_t n = g->h.n_nodes, head = 0, tail = 0, i;
     uint32_t *queue = (uint32_t *)malloc(n * 4);
+    if (!queue) return GPUMEM_ENOMEM;
     for (i = 0; i < n; i++) levels[i] = GRAPH_NONE;
     levels[src] = 0;
     queue[tail++] = src;
@@ -392,6 +394,7 @@ GRAPH_API void graph_reference_bfs(const graph_csr *g, uint32_t src, uint32_t *l
         }
     }
     free(queue);
+    return GPUMEM_OK;
 }
 
 /* A vertex with more than 2 neighbours, picked pseudo-randomly (BaM's BFS
@@ -433,10 +436,12 @@ GRAPH_API void graph_reference_cc(const graph_csr *g, uint32_t *comp) {
  * summed in neighbour-list order. Isolated vertices keep (1 - d)/n and give
  * nothing (no redistribution of their mass, as in GAP). */
 #define GRAPH_DAMPING 0.85
-GRAPH_API void graph_reference_pagerank(const graph_csr *g, uint32_t iterations, double damping, double *rank) {
+GRAPH_API gpumem_status graph_reference_pagerank(const graph_csr *g, uint32_t iterations, double damping,
+                                                 double *rank) {
     uint64_t n = g->h.n_nodes, v, i;
     double *contrib = (double *)malloc(n * sizeof(double)), base = (1.0 - damping) / (double)n;
     uint32_t it;
+    if (!contrib) return GPUMEM_ENOMEM; /* rank untouched */
     for (v = 0; v < n; v++) {
         uint64_t deg = g->offsets[v + 1] - g->offsets[v];
         rank[v] = 1.0 / (double)n;
@@ -454,6 +459,7 @@ GRAPH_API void graph_reference_pagerank(const graph_csr *g, uint32_t iterations,
         }
     }
     free(contrib);
+    return GPUMEM_OK;
 }
 
 /* ======================================================================== */

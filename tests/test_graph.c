@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "examples/graph.h"
+#include "tests/under_asan.h"
 
 #ifndef GPUMEM_BUILD_DIR
 #define GPUMEM_BUILD_DIR "build"
@@ -99,7 +100,7 @@ Test(graph, references_on_a_known_graph) {
     const uint32_t want_comp[7] = {0, 0, 0, 0, 4, 4, 6};
     int v;
     small_graph(&g);
-    graph_reference_bfs(&g, 1, levels);
+    cr_assert_eq(graph_reference_bfs(&g, 1, levels), GPUMEM_OK);
     graph_reference_cc(&g, comp);
     for (v = 0; v < 7; v++) {
         cr_assert_eq(levels[v], want_levels[v], "level of %d", v);
@@ -883,6 +884,35 @@ static int run_graph_limited(const char *env, const char *args, char *out, size_
         cr_assert(WIFEXITED(status) && !WIFSIGNALED(status), "graph %s: status %#x (killed?):\n%s", args, status, out);
         return WEXITSTATUS(status);
     }
+}
+
+/* Short of memory anywhere (address space capped from where the program
+ * cannot start to where it runs whole), a traversal exits 0, or 1 or 2 with
+ * a "graph:" line saying what it lacked: never a signal. (The BFS
+ * reference's queue was used unchecked and crashed it at one such cap.) */
+Test(graph, short_of_memory_a_run_says_so_and_never_crashes, .timeout = 240) {
+    char dir[256], path[300], args[600], env[64], out[16384];
+    const char *kinds[] = {"bfs", "cc", "pagerank"};
+    uint32_t k, mib, ok = 0, refused = 0;
+    if (UNDER_ASAN) cr_skip_test("an address-space limit cannot be set under AddressSanitizer");
+    fmt_dir(dir, sizeof dir, "oom");
+    snprintf(path, sizeof path, "%s/k16.graph", dir);
+    make_graph_file(path, 16);
+    for (k = 0; k < 3; k++)
+        for (mib = 24; mib <= 72; mib += 3) {
+            int rc;
+            snprintf(env, sizeof env, "ulimit -v %u;", mib * 1024);
+            snprintf(args, sizeof args, "%s %s --cache-mib 1 --threads 4 --warm off", kinds[k], path);
+            rc = run_graph_limited(env, args, out, sizeof out);
+            cr_assert(rc == 0 || rc == 1 || rc == 2, "graph %s at %u MiB: exit %d:\n%s", args, mib, rc, out);
+            if (rc) cr_assert(strstr(out, "graph:"), "graph %s at %u MiB: exit %d and no message:\n%s", args, mib,
+                              rc, out);
+            ok += rc == 0;
+            refused += rc != 0;
+        }
+    cr_assert(ok > 0 && refused > 0, "%u runs whole, %u refused: the caps did not span both", ok, refused);
+    snprintf(args, sizeof args, "rm -rf %s", dir);
+    cr_assert_eq(system(args), 0);
 }
 
 static void expect_only_file(const char *dir, const char *name, const char *what) {

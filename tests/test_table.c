@@ -17,18 +17,7 @@
 #define GPUMEM_BUILD_DIR "build"
 #endif
 
-/* Built with AddressSanitizer (make asan builds the program the same way):
- * it reserves terabytes of shadow, so no address-space limit can be set. */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
+#include "tests/under_asan.h"
 
 /* A directory of its own for each test (Criterion runs tests in parallel). */
 static void temp_dir(char *buf, size_t n, const char *tag) {

@@ -160,7 +160,10 @@ static int run(const char *path, const graph_csr *ref, uint64_t cache_bytes, uin
             c = t;
             rounds++;
         }
-        graph_reference_bfs(ref, source, expect);
+        if (graph_reference_bfs(ref, source, expect) != GPUMEM_OK) {
+            fprintf(stderr, "graph: no memory for the BFS reference\n");
+            wrong++;
+        }
     } else { // a = labels, b = active, c = next active
         for (v = 0; v < n; v++) {
             a[v] = (uint32_t)v;
