@@ -541,6 +541,29 @@ static const uint32_t *reference_answer(reference *r, int kind, uint32_t source)
     return *answer;
 }
 
+/* PageRank's ranks after `iterations`; NULL without memory for them. */
+static const double *reference_ranks(reference *r, uint32_t iterations) {
+    if (r->ranks) return r->ranks;
+    if (!(r->ranks = (double *)malloc(r->g->h.n_nodes * sizeof(double)))) return NULL;
+    if (graph_reference_pagerank(r->g, iterations, GRAPH_DAMPING, r->ranks) != GPUMEM_OK) {
+        free(r->ranks);
+        r->ranks = NULL;
+    }
+    return r->ranks;
+}
+
+/* The ranks not within GRAPH_PR_TOLERANCE of the reference's. The same sums
+ * in the same order: host threads agree bit for bit; the tolerance leaves
+ * room for a compiler's fused multiply-adds. */
+static uint64_t ranks_wrong(const double *got, const double *want, uint64_t n) {
+    uint64_t v, wrong = 0;
+    for (v = 0; v < n; v++) {
+        double off = got[v] - want[v];
+        wrong += !((off < 0 ? -off : off) <= GRAPH_PR_TOLERANCE * want[v]);
+    }
+    return wrong;
+}
+
 static void reference_free(reference *r) {
     free(r->levels);
     free(r->labels);
@@ -655,18 +678,9 @@ static int run_algorithm(const options *o, reference *answers, int kind, uint32_
             }
             x->rounds++;
         }
-        if (!answers->ranks && (answers->ranks = (double *)malloc(n * sizeof(double))) &&
-            graph_reference_pagerank(ref, o->iterations, GRAPH_DAMPING, answers->ranks) != GPUMEM_OK) {
-            free(answers->ranks);
-            answers->ranks = NULL;
-        }
-        if (!answers->ranks) rc = no_memory("the PageRank reference", n * sizeof(double));
-        /* The same sums in the same order: host threads agree bit for bit;
-         * the tolerance leaves room for a compiler's fused multiply-adds. */
-        for (v = 0; answers->ranks && v < n; v++) {
-            double off = r->rank[v] - answers->ranks[v];
-            x->wrong += !((off < 0 ? -off : off) <= GRAPH_PR_TOLERANCE * answers->ranks[v]);
-        }
+        const double *ranks = reference_ranks(answers, o->iterations);
+        if (ranks) x->wrong += ranks_wrong(r->rank, ranks, n);
+        else rc = no_memory("the PageRank reference", n * sizeof(double));
         free(r->rank);
         free(r->contrib);
         free(r->contrib_next);
@@ -801,7 +815,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     r.prefetch = o->prefetch;
     r.counts = (graph_counts *)calloc(o->threads, sizeof *r.counts);
     t0 = graph_now_s();
-    rc = r.counts ? run_algorithm(o, answers, kind, source, name, &r, &s, x) : no_memory(name, o->threads * 64ull);
+    rc = r.counts ? run_algorithm(o, answers, kind, source, name, &r, &s, x) : no_memory(name, o->threads * sizeof *r.counts);
     x->seconds = graph_now_s() - t0;
     print_hints(&s);
     gpumem_cache_get_stats(s.cache, &x->cs);
@@ -932,10 +946,8 @@ static int plain_traverse(const options *o, reference *answers, int kind, uint32
     secs = graph_now_s() - t0;
     for (i = 0; i < o->threads; i++) edges += r.counts[i].edges;
     if (kind == RUN_PR) {
-        for (v = 0; v < n; v++) {
-            double off = r.rank[v] - answers->ranks[v];
-            wrong += !((off < 0 ? -off : off) <= GRAPH_PR_TOLERANCE * answers->ranks[v]);
-        }
+        const double *want = reference_ranks(answers, o->iterations); /* the cached run's, so there already */
+        wrong += want ? ranks_wrong(r.rank, want, n) : 1;
     } else {
         const uint32_t *want = reference_answer(answers, kind, source), *got = kind == RUN_BFS ? r.levels : r.comp;
         wrong += !want; /* the cached run's reference, so there already */

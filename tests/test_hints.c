@@ -353,9 +353,6 @@ Test(hints, slot_kind_simulated_as_the_cache_runs_it) {
     free(next);
 }
 
-/* The hinted next use of a slot, as a prefetch asks it: the second hint
- * once the first passed unmet (before any sweep expired it), none once both
- * passed or for a demoted line. */
 /* A hinted policy of 4 slots (hint_slack `slack`) with line 7 in slot 0,
  * unhinted; free the memory it returns. */
 static void *line_7_in_slot_0(gpumem_policy *p, uint32_t slack) {
@@ -368,6 +365,9 @@ static void *line_7_in_slot_0(gpumem_policy *p, uint32_t slack) {
     return mem;
 }
 
+/* The hinted next use of a slot, as a prefetch asks it: the second hint
+ * once the first passed unmet (before any sweep expired it), none once both
+ * passed or for a demoted line. */
 Test(hints, next_use_skips_a_passed_hint) {
     gpumem_policy p;
     void *mem = line_7_in_slot_0(&p, 0);

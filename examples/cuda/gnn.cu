@@ -100,7 +100,7 @@ __global__ void gather_batch(int direct, gpumem_cache *fc, gpumem_nvme_qp *const
     add_gather(t, &k, st);
 }
 
-// --hints, before batch `when - 1` is gathered: the clock to it, from device
+// --hints, before batch `epoch` is gathered: the clock to it, from device
 // code (a host call would move the managed cache object's page to the host
 // and back each batch), in a kernel of its own so that it is there before
 // any hint (HINTED_RRIP acts on a hint for this epoch or the next).
