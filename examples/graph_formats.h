@@ -469,7 +469,10 @@ GRAPH_API gpumem_status graph__read_text(graph_import *im, int pass) {
         t.want = "the banner \"%%MatrixMarket matrix coordinate <field> <symmetry>\"";
         got = graph_text_line(im, &t, &line);
         if (got < 0) goto fail_quiet;
-        if (got == 0 || sscanf(line, "%%%%MatrixMarket %31s %31s %31s %31s", obj, layout, field, sym) != 4) {
+        /* The keyword is matched by hand: scanf's "%%" skips white space
+         * before it, so "%\r%MatrixMarket" (fuzzing) passed as a banner. */
+        if (got == 0 || strncmp(line, "%%MatrixMarket", 14) != 0 || !isspace((unsigned char)line[14]) ||
+            sscanf(line + 14, "%31s %31s %31s %31s", obj, layout, field, sym) != 4) {
             st = GRAPH__AT_LINE(im, 1, "expected the banner \"%%%%MatrixMarket matrix coordinate <field> <symmetry>\","
                                        " found \"%s\": not a Matrix Market file",
                                 got ? graph__excerpt(line, ex, sizeof ex) : "");

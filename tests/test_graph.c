@@ -773,6 +773,12 @@ Test(graph, bad_input_is_refused_with_where_and_what, .timeout = 120) {
         {"nul.txt", "# SNAP\n1\t2\0junk\n", 16, "line 2", "expected \"u v\"", "found a NUL byte at column 4", 0},
         {"nul.mtx", "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 2\0junk\n", 64, "line 3",
          "expected \"row column\" (the header says pattern)", "found a NUL byte at column 4", 0},
+        /* scanf's "%%" skipped white space before the keyword: a '%', carriage
+         * returns and "%MatrixMarket" passed as a banner (fuzzing) */
+        {"crbanner.mtx", "%\r\r%MatrixMarket matrix coordinate real general\n3 3 1\n1 2 1\n", 0, "line 1",
+         "expected the banner", "found \"%\\r\\r%MatrixMarket", 0},
+        {"spacebanner.mtx", " %%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 2\n", 0, "line 1",
+         "expected the banner", "not a Matrix Market file", 0},
         {"nulbanner.mtx", "%%Matrix\0Market matrix coordinate pattern general\n", 50, "line 1", "expected the banner",
          "found a NUL byte at column 9", 0},
         /* Offsets going backwards: vertex 1's is -1, which passed as a huge

@@ -46,6 +46,16 @@ for name in "$@"; do
 done
 echo "== fuzz: ${seconds} s a harness$summary"
 if [ -n "$failed" ]; then
+    # Said again last, where a CI log's tail shows it: each failure's first
+    # report line and its input as base64 (up to 3 KiB), so that a finding on
+    # a machine whose build/ is gone can still be run again here.
+    for name in $failed; do
+        input=$(ls -t "$dir/artifacts/$name-"* 2>/dev/null | head -n 1)
+        echo "fuzz: $name: $(grep -m 1 -A 1 'property violated\|ERROR:\|runtime error' "$dir/$name.log" | tr '\n' ' ')"
+        if [ -n "$input" ] && [ "$(wc -c < "$input")" -le 3072 ]; then
+            echo "fuzz: $name: input (base64 -d > FILE): $(base64 -w 0 "$input")"
+        fi
+    done
     echo "fuzz: FAILED:$failed (inputs in $dir/artifacts; run one again with $dir/fuzz_NAME INPUT)"
     exit 1
 fi

@@ -53,6 +53,8 @@ static inline const uint8_t *fuzz_span(fuzz_bytes *b, size_t want, size_t *got) 
  * /dev/shm where it can be written (a tmpfs: the harnesses make and remove
  * files by the thousand, and a disk's metadata writes and fsyncs slowed
  * the doctor's to a few inputs a second), else /tmp. */
+static char fuzz_tmpdir_made[300];
+static void fuzz_tmpdir_remove(void) { (void)rmdir(fuzz_tmpdir_made); } /* emptied by each input; left if not */
 static inline void fuzz_tmpdir(char *out, size_t cap, const char *tag) {
     const char *where = getenv("FUZZ_TMPDIR");
     if (!where || !*where) where = access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm" : "/tmp";
@@ -61,6 +63,9 @@ static inline void fuzz_tmpdir(char *out, size_t cap, const char *tag) {
         fprintf(stderr, "fuzz: cannot make %s\n", out);
         abort();
     }
+    /* libFuzzer ends a campaign with exit(): the directory goes with it */
+    snprintf(fuzz_tmpdir_made, sizeof fuzz_tmpdir_made, "%s", out);
+    atexit(fuzz_tmpdir_remove);
 }
 
 /* Write n bytes to path (replacing it); 0 on success. */

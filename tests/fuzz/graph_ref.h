@@ -141,13 +141,8 @@ static inline int ref_read_text(int fmt, const char *p, size_t size, ref_graph *
         if (!banner) { /* "%%MatrixMarket matrix coordinate FIELD SYMMETRY", words case-insensitive */
             char word[4][32];
             int k;
-            if (len < 14 || memcmp(s, "%%MatrixMarket", 14) != 0) {
-                /* sscanf's reading of the banner skips leading white space and needs none after the
-                 * keyword: a banner that is not plain is not judged here */
-                if (len && isspace((unsigned char)s[0])) return REF_UNSURE;
-                goto bad;
-            }
-            if (len == 14 || !isspace((unsigned char)s[14])) return REF_UNSURE;
+            /* the keyword starts the line and white space follows it */
+            if (len < 15 || memcmp(s, "%%MatrixMarket", 14) != 0 || !isspace((unsigned char)s[14])) goto bad;
             for (i = 14, k = 0; k < 4; k++) {
                 size_t j, m;
                 while (i < len && isspace((unsigned char)s[i])) i++;
