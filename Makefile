@@ -516,7 +516,7 @@ bench-doorbell:
 # the plot to $(RESULTS)/policy-sim.{tsv,md,png} (about a minute here, more
 # the first time, when the GNN trace writes its 256 MiB feature table; `make
 # results` commits them). The graph traces are recorded from examples/graph.c's
-# BFS, CC and PageRank (scale 18, a 4 MiB cache, 5 iterations) and GNN's feature
+# BFS, CC and PageRank (scale 18, a 4 MiB cache, 16 threads, 5 iterations) and GNN's feature
 # cache (scale 16, --lookahead 4) through the
 # cache's trace hook, with the hints each round gives (--hints on, issue 43;
 # re-recorded when build/graph changes); the hinted policy replays them, every
@@ -536,7 +536,7 @@ build/traces/graph-gnn.trace: $(BUILD)/graph | $(BUILD)/kron16.graph
 	$(BUILD)/graph gnn $(BUILD)/kron16.graph --threads 8 --batches 100 --lookahead 4 --trace $@
 build/traces/graph-%.trace: $(BUILD)/graph | $(BUILD)/kron18.graph
 	mkdir -p build/traces
-	$(BUILD)/graph $* $(BUILD)/kron18.graph --cache-mib 4 --hints on $(if $(filter pagerank,$*),--iterations 5) \
+	$(BUILD)/graph $* $(BUILD)/kron18.graph --cache-mib 4 --threads 16 --hints on $(if $(filter pagerank,$*),--iterations 5) \
 	  --trace $@
 policy-sim: $(BUILD)/policy_sim $(BUILD)/graph $(GRAPH_TRACES)
 	@$(DEPS) cc python3 gnuplot

@@ -185,11 +185,16 @@ typedef struct worker_arg {
 
 /* ---- next-use hints (--hints): what each round knows of the next ---------- */
 
-/* Round `round`'s epochs start at round << 32; an epoch is one wave of the
- * round's items (a chunk for each thread), so the threads' clocks are at most
- * a wave or two apart (the cache's hinted policy allows GRAPH_HINT_SLACK). */
-static uint64_t hint_epoch(uint64_t base, uint64_t item, uint32_t n_threads) {
-    return base | item / ((uint64_t)CHUNK * n_threads);
+/* Round `round`'s epochs start at round << 32; an epoch is one chunk of the
+ * round's items, whatever the thread count. Threads claim chunks in order
+ * but finish them out of order (a hub's chunk takes long), so their clocks
+ * drift apart by a number of chunks that hardly depends on how many there
+ * are: the cache's hinted policy allows graph_hint_slack(T). An epoch
+ * of a wave (a chunk for each thread) made the slack's reach in items
+ * shrink with fewer threads: hinted / OPT on BFS was 1.27 at 2 threads,
+ * 1.18 at 16 (bench/results/policy-hints-vm.md). */
+static uint64_t hint_epoch(uint64_t base, uint64_t item) {
+    return base | item / CHUNK;
 }
 
 /* The lines item v reads: its two offsets, then its neighbour list; line q
@@ -253,7 +258,7 @@ static void hint_plan_round(run *r, const graph_csr *g, uint64_t base, int also)
     }
     memset(h->wave_of, 0xff, n_file * 4);
     for (j = r->n_items; j-- > 0;) { /* backwards: each line's next reader is the one seen last */
-        uint32_t v = hint_vertex_of(r, j), wave = (uint32_t)(hint_epoch(0, j, r->n_threads));
+        uint32_t v = hint_vertex_of(r, j), wave = (uint32_t)(hint_epoch(0, j));
         uint64_t q;
         for (q = 0; q < h->first[j + 1] - h->first[j]; q++) {
             uint64_t line = hint_line(s, g, v, q);
@@ -339,7 +344,7 @@ static void *prefetcher(void *p) {
             gpumem_status st;
             if (line == prev) continue;
             prev = line;
-            st = gpumem_cache_prefetch(r->store->cache, line, hint_epoch(r->epoch_base, j, r->n_threads));
+            st = gpumem_cache_prefetch(r->store->cache, line, hint_epoch(r->epoch_base, j));
             if (st == GPUMEM_ERANGE) r->pf_late++;
             else if (st != GPUMEM_OK && st != GPUMEM_EAGAIN) r->pf_failed++;
         }
@@ -361,7 +366,7 @@ static void *worker(void *p) {
         uint64_t first = __atomic_fetch_add(&r->cursor, CHUNK, __ATOMIC_RELAXED), i, end;
         if (first >= r->n_items) break;
         end = first + CHUNK < r->n_items ? first + CHUNK : r->n_items;
-        if (r->hinted) (void)gpumem_cache_epoch(r->hinted, hint_epoch(r->epoch_base, first, r->n_threads));
+        if (r->hinted) (void)gpumem_cache_epoch(r->hinted, hint_epoch(r->epoch_base, first));
         for (i = first; i < end && !c->errors; i++) {
             if (r->hinted && !r->item) hint_item_next(r, r->g, i);
             if (r->item) {
@@ -791,6 +796,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     sc.trace = NULL;
     sc.host_bytes = o->host_bytes;
     sc.host_placement = o->host_placement;
+    sc.hint_slack = graph_hint_slack(o->threads);
     if ((uint64_t)o->cache_bytes / GRAPH_LINE < 2ull * o->threads) {
         fprintf(stderr, "graph: a cache of %llu lines is too small to make progress with %u threads, which hold up to"
                         " 2 lines each: give it at least %u lines (--cache-mib %.2f) or use fewer threads\n",
@@ -1831,8 +1837,8 @@ typedef struct gnn_window {
 } gnn_window;
 
 /* Batch j's epoch. The store's hinted policy proves a use right within
- * GRAPH_HINT_SLACK epochs of its hint (the slack bfs/cc/pagerank's threads
- * need); batches that many epochs apart keep one batch's hint from being
+ * GRAPH_HINT_SLACK epochs of its hint (the store's default slack, which gnn
+ * keeps); batches that many epochs apart keep one batch's hint from being
  * proven by another's use, and a line used in a batch and not hinted again
  * falls to the fallback as soon as the next batch starts. */
 static uint64_t gnn_epoch(uint64_t batch) {

@@ -467,9 +467,17 @@ GRAPH_API gpumem_status graph_reference_pagerank(const graph_csr *g, uint32_t it
 /* ======================================================================== */
 
 #define GRAPH_MAX_PAIRS 64u
-/* The hinted policy's slack, in epochs: graph.c's epoch is a wave of work
- * (a chunk a thread), and threads run up to this many waves apart. */
-#define GRAPH_HINT_SLACK 2u
+/* The hinted policy's slack, in epochs (a use this far from its hint still
+ * proves it right): GNN's epochs are batches spaced GRAPH_HINT_SLACK + 1
+ * apart; bfs, cc and pagerank's are chunks of work (64 items, graph.c),
+ * and T threads finish theirs up to graph_hint_slack(T) chunks apart. */
+#define GRAPH_HINT_SLACK 32u
+/* Measured on kron18 with a 4 MiB cache (bench/results/policy-hints-vm.md):
+ * BFS came closest to OPT with 32 chunks at 2 and 4 threads and 64 at 16;
+ * CC and PageRank move little between 32 and 64. */
+GRAPH_API uint32_t graph_hint_slack(uint32_t n_threads) {
+    return 4 * n_threads > GRAPH_HINT_SLACK ? 4 * n_threads : GRAPH_HINT_SLACK;
+}
 
 typedef struct graph_store_config {
     uint32_t n_pairs;     /* queue pairs the cache spreads its reads over */
@@ -482,6 +490,7 @@ typedef struct graph_store_config {
     uint64_t host_bytes;  /* a host tier below the cache (gpumem_tier.h) of this many bytes; 0: none */
     uint32_t host_placement; /* its placement, GPUMEM_TIER_* (GMT-Reuse: call graph_store_train between rounds) */
     uint32_t line_bytes;  /* the cache's line, a power of two; 0: GRAPH_LINE (the table tool varies it) */
+    uint32_t hint_slack;  /* the hinted policy's slack in epochs; 0: GRAPH_HINT_SLACK */
 } graph_store_config;
 
 typedef struct graph_store {
@@ -576,7 +585,7 @@ GRAPH_API gpumem_status graph_store_serve(graph_store *s, uint64_t file_bytes, u
         d.policy = cfg->policy;
     } else { /* a sequential policy (LRU, HPE, ...) behind the cache's lock */
         gpumem_policy_desc pd = gpumem_policy_desc_default(cfg->policy, s->n_slots);
-        pd.hint_slack = GRAPH_HINT_SLACK;
+        pd.hint_slack = cfg->hint_slack ? cfg->hint_slack : GRAPH_HINT_SLACK;
         /* Room for every line's hints up to 64 per slot (25 bytes each): a
          * graph of a few times the cache loses none. */
         pd.hint_lines = (uint32_t)(d.n_lines < 16ull * s->n_slots ? 4 * d.n_lines

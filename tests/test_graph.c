@@ -159,7 +159,7 @@ Test(graph, file_round_trip_and_damage_refused) {
 Test(graph, store_refuses_bad_configuration) {
     char path[256], err[256];
     graph_store s;
-    graph_store_config c = {4, 64, 1 << 20, 0, 0, GPUMEM_POLICY_BRRIP, NULL, 0, 0, 0};
+    graph_store_config c = {4, 64, 1 << 20, 0, 0, GPUMEM_POLICY_BRRIP, NULL, 0, 0, 0, 0};
     temp_path(path, sizeof path, "store");
     make_graph_file(path, 10);
     c.n_pairs = 0;
@@ -1048,7 +1048,7 @@ Test(graph, sampling_gives_distinct_neighbours_and_is_deterministic) {
     char path[256], err[256];
     graph_csr g;
     graph_store s;
-    graph_store_config c = {2, 64, 16 * GRAPH_LINE, 0, 0, GPUMEM_POLICY_CLOCK, NULL, 0, 0, 0};
+    graph_store_config c = {2, 64, 16 * GRAPH_LINE, 0, 0, GPUMEM_POLICY_CLOCK, NULL, 0, 0, 0, 0};
     graph_gnn_plan p = {3, {4, 3, 2, 0}, 0};
     graph_counts counts;
     uint32_t out[64], again[64], level_at[4] = {0, 1, 5, 17}, seed;
