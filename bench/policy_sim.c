@@ -15,6 +15,9 @@
  *       --two-tier F            also GMT's two tiers: a host tier of F x footprint lines
  *                               behind CLOCK, placements tier-order, random and reuse
  *       --prefetch readahead|fdp  prefetch on every demand miss (one-tier runs)
+ *       --prefetch hints        the trace's "soon" records read their lines ahead (as
+ *                               gpumem_cache_prefetch: never in place of a line hinted
+ *                               for that epoch or sooner); every policy, one-tier runs
  *       --hint-fallback P       the hinted policy's fallback (default brrip)
  *       --hint-slack N          epochs a use may miss its hint by and prove it right (default 0)
  *       --oracle Q              hinted and hinted-rrip get the true next uses instead of the trace's
@@ -163,7 +166,7 @@ static int trace_parse_id(const char *s, uint64_t *out, const char **why) {
 static int trace_parse_hint(const char *s, uint32_t *op, uint64_t *line, uint64_t *value, const char **why) {
     char c = *s++;
     *line = *value = 0;
-    *op = c == 'e' ? PSIM_EPOCH : c == 'd' ? PSIM_DEMOTE : PSIM_HINT;
+    *op = c == 'e' ? PSIM_EPOCH : c == 'd' ? PSIM_DEMOTE : c == 's' ? PSIM_SOON : PSIM_HINT;
     s += strspn(s, " \t");
     if (c != 'e' && trace_parse_num(&s, GPUMEM_POLICY_TRACE_HINT_LINES, line, why,
                                     "a hinted line number below 2^56") != 0)
@@ -289,8 +292,10 @@ static size_t trace_read_hinted(trace_in *t, uint64_t *out, size_t max) {
             }
         }
         if (op == GPUMEM_POLICY_TRACE_NOP) continue;
-        trace_event(t, op == GPUMEM_POLICY_TRACE_EPOCH ? PSIM_EPOCH : op == GPUMEM_POLICY_TRACE_DEMOTE ? PSIM_DEMOTE
-                                                                                                     : PSIM_HINT,
+        trace_event(t, op == GPUMEM_POLICY_TRACE_EPOCH    ? PSIM_EPOCH
+                       : op == GPUMEM_POLICY_TRACE_DEMOTE ? PSIM_DEMOTE
+                       : op == GPUMEM_POLICY_TRACE_SOON   ? PSIM_SOON
+                                                          : PSIM_HINT,
                     w & (GPUMEM_POLICY_TRACE_HINT_LINES - 1), value, t->accesses + n);
     }
     t->accesses += n;
@@ -666,7 +671,7 @@ static int run(const char *path, const run_opts *o) {
                             if (next[x] == PSIM_NEVER) psim_hint_event(s, PSIM_DEMOTE, ids[x], 0);
                             else psim_hint_event(s, PSIM_HINT, ids[x], next[x] / o->oracle);
                         }
-                    } else if (hinted) { /* the hint records between the accesses */
+                    } else if (hinted || s->prefetch == PSIM_HINTS) { /* the hint records between the accesses */
                         size_t v = ev_at;
                         for (x = j; x < e; x++) {
                             for (; v < n_ev && evs[v].at <= from + x; v++)
@@ -704,6 +709,7 @@ static int run(const char *path, const run_opts *o) {
         const char *pl = placement_name(s->placement);
         const char *pol = o->prefetch == PSIM_READAHEAD && !s->placement ? "+readahead"
                           : o->prefetch == PSIM_FDP && !s->placement   ? "+fdp"
+                          : o->prefetch == PSIM_HINTS && !s->placement ? "+soon"
                                                                         : "";
         char pname[32];
         snprintf(pname, sizeof pname, "%s%s", gpumem_policy_name(sims[k].kind), pol);
@@ -720,6 +726,12 @@ static int run(const char *path, const run_opts *o) {
                     psim_time_us(s) / 1000.0, (unsigned long long)opt[ci].misses, (unsigned long long)n,
                     (unsigned long long)s->prefetch_reads, (double)n / sims[k].secs / 1e6);
     }
+    for (k = 0; k < n_sims; k++) /* what the soon records read ahead */
+        if (sims[k].s.prefetch == PSIM_HINTS)
+            printf("# %s+soon at %llu lines: %llu lines read ahead, %llu of them used before eviction, %llu declined "
+                   "(the victim hinted for that epoch or sooner)\n", gpumem_policy_name(sims[k].kind),
+                   (unsigned long long)caps[sims[k].cap_i], (unsigned long long)sims[k].s.prefetch_reads,
+                   (unsigned long long)sims[k].s.prefetch_used, (unsigned long long)sims[k].s.prefetch_declined);
     for (k = 0; k < n_sims; k++) { /* what the hints proved, who chose */
         const gpumem__phint *h = &sims[k].s.pol.hint;
         if (sims[k].s.pol.d.kind != GPUMEM_POLICY_HINTED) continue;
@@ -842,7 +854,7 @@ static int table(const char *dir) {
 
 static int usage(void) {
     fprintf(stderr, "usage: policy_sim gen KIND FILE [SIZE] | run TRACE [--policies P,..|all] [--fracs F,..] "
-                    "[--lines N,..] [--two-tier F] [--prefetch readahead|fdp] [--hint-fallback P] [--hint-slack N] "
+                    "[--lines N,..] [--two-tier F] [--prefetch readahead|fdp|hints] [--hint-fallback P] [--hint-slack N] "
                     "[--oracle Q] [--name N] [--tsv FILE] | table DIR\n");
     return 2;
 }
@@ -896,7 +908,13 @@ int main(int argc, char **argv) {
             }
             o.n_caps = (uint32_t)n, o.caps_are_lines = 1;
         } else if (!strcmp(a, "--two-tier")) o.t2_frac = atof(v);
-        else if (!strcmp(a, "--prefetch")) o.prefetch = !strcmp(v, "fdp") ? PSIM_FDP : PSIM_READAHEAD;
+        else if (!strcmp(a, "--prefetch")) {
+            o.prefetch = !strcmp(v, "fdp") ? PSIM_FDP : !strcmp(v, "hints") ? PSIM_HINTS : PSIM_READAHEAD;
+            if (strcmp(v, "fdp") && strcmp(v, "hints") && strcmp(v, "readahead")) {
+                fprintf(stderr, "policy_sim: --prefetch: expected readahead, fdp or hints, found %s\n", v);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--hint-fallback")) {
             int k = kind_of(v);
             if (k < 0 || k == GPUMEM_POLICY_HINTED) {

@@ -27,7 +27,9 @@
 #define PSIM_NEVER UINT64_MAX
 
 enum { PSIM_ONE_TIER = 0, PSIM_TIER_ORDER = 1, PSIM_RANDOM = 2, PSIM_REUSE = 3 };
-enum { PSIM_NO_PREFETCH = 0, PSIM_READAHEAD = 1, PSIM_FDP = 2 };
+/* HINTS: a "soon" record reads its line ahead (gpumem_cache_prefetch's rule: never
+ * in place of a line hinted for that epoch or sooner), not on a miss. */
+enum { PSIM_NO_PREFETCH = 0, PSIM_READAHEAD = 1, PSIM_FDP = 2, PSIM_HINTS = 3 };
 #define PSIM_FDP_SHIFT 5u /* FDP's regions: 32 lines (2 MiB of 64 KiB pages, as in UVM) */
 
 /* GMT's tier latencies per page (notes/gmt.md): host ~50 us, SSD ~130 us. */
@@ -60,6 +62,7 @@ typedef struct psim {
     gpumem_policy_fdp fdp;
     void *fdp_mem;
     uint64_t prefetch_reads, prefetch_used;
+    uint64_t prefetch_declined; /* HINTS: soon records whose victim was hinted for that epoch or sooner */
     const uint64_t *raw_of; /* per line: its number in the trace (prefetch works on those) */
     const void *raw_map;    /* psim_map, to find the dense id of a raw line */
     const void *fdp_regions; /* NULL: FDP's regions are line >> PSIM_FDP_SHIFT; else a psim_map of those to
@@ -230,6 +233,21 @@ static inline uint64_t psim_splitmix(uint64_t *state) {
  * page sets); the simulator indexes its arrays by dense id. */
 static inline uint64_t psim_raw(const psim *s, uint64_t line) { return s->raw_of ? s->raw_of[line] : line; }
 
+/* Slot k's line leaves tier 1 (to tier 2 as the placement says). */
+static inline uint32_t psim_evict_slot(psim *s, uint32_t k) {
+    uint64_t old = s->line_of[k];
+    if (s->placement == PSIM_TIER_ORDER) psim_t2_put(s, old, 1);
+    if (s->placement == PSIM_RANDOM && (psim_splitmix(&s->rng) & 1)) psim_t2_put(s, old, 1);
+    if (s->prefetched[k]) {
+        if (s->prefetch == PSIM_FDP) gpumem_policy_fdp_feedback(&s->fdp, 0);
+        s->prefetched[k] = 0;
+    }
+    gpumem_policy_on_evict(&s->pol, k, psim_raw(s, old));
+    s->slot_of[old] = PSIM_NONE;
+    if (s->log && s->log_n < s->log_cap) s->log[s->log_n++] = old;
+    return k;
+}
+
 /* Free a tier-1 slot (the cache is full): the policy's victim, placed. */
 static inline uint32_t psim_evict(psim *s) {
     uint32_t k, skips = PSIM_MAX_SKIPS;
@@ -249,24 +267,41 @@ static inline uint32_t psim_evict(psim *s) {
         skips--;
         gpumem_policy_on_access(&s->pol, k, psim_raw(s, old)); /* kept: as if used again */
     }
-    if (s->placement == PSIM_TIER_ORDER) psim_t2_put(s, old, 1);
-    if (s->placement == PSIM_RANDOM && (psim_splitmix(&s->rng) & 1)) psim_t2_put(s, old, 1);
-    if (s->prefetched[k]) {
-        if (s->prefetch == PSIM_FDP) gpumem_policy_fdp_feedback(&s->fdp, 0);
-        s->prefetched[k] = 0;
-    }
-    gpumem_policy_on_evict(&s->pol, k, psim_raw(s, old));
-    s->slot_of[old] = PSIM_NONE;
-    if (s->log && s->log_n < s->log_cap) s->log[s->log_n++] = old;
-    return k;
+    return psim_evict_slot(s, k);
 }
 
-static inline uint32_t psim_place(psim *s, uint32_t line) {
-    uint32_t k = s->used < s->n_slots ? s->used++ : psim_evict(s);
+/* `line` into slot k (free or just emptied). */
+static inline uint32_t psim_fill_slot(psim *s, uint32_t k, uint32_t line) {
     s->slot_of[line] = k;
     s->line_of[k] = line;
     gpumem_policy_on_fill(&s->pol, k, psim_raw(s, line));
     return k;
+}
+
+static inline uint32_t psim_place(psim *s, uint32_t line) {
+    return psim_fill_slot(s, s->used < s->n_slots ? s->used++ : psim_evict(s), line);
+}
+
+/* HINTS: `line` is needed at epoch `when`: read ahead unless held, into a
+ * free slot or in place of the policy's victim, unless the victim's line is
+ * hinted for `when` or sooner (then declined, nothing evicted). The victim
+ * is asked as for a miss, so a policy with a hand (CLOCK, RRIP) has moved
+ * it; the live cache's one sweep changes nothing it passes over. */
+static inline void psim_prefetch_soon(psim *s, uint32_t line, uint64_t when) {
+    uint32_t k;
+    if (s->slot_of[line] != PSIM_NONE) return;
+    if (s->used < s->n_slots) {
+        k = s->used++;
+    } else {
+        k = gpumem_policy_victim(&s->pol, NULL);
+        if (gpumem_policy_next_use(&s->pol, k) <= when) {
+            s->prefetch_declined++;
+            return;
+        }
+        psim_evict_slot(s, k);
+    }
+    s->prefetch_reads++;
+    s->prefetched[psim_fill_slot(s, k, line)] = 1;
 }
 
 static inline void psim_prefetch(psim *s, uint32_t line) {
@@ -321,24 +356,28 @@ static inline int psim_access(psim *s, uint32_t line) {
         gpumem_policy_gmt_on_fetch(&s->gmt, line, s->accesses);
     }
     psim_place(s, line);
-    if (s->prefetch != PSIM_NO_PREFETCH) psim_prefetch(s, line);
+    if (s->prefetch == PSIM_READAHEAD || s->prefetch == PSIM_FDP) psim_prefetch(s, line);
     return 0;
 }
 
 /* ---- hints: replayed into HINTED and HINTED_RRIP simulations, ignored by the others - */
 
-enum { PSIM_HINT = 1, PSIM_DEMOTE = 2, PSIM_EPOCH = 3 };
+enum { PSIM_HINT = 1, PSIM_DEMOTE = 2, PSIM_EPOCH = 3, PSIM_SOON = 4 };
 
 /* One hint record (gpumem_policy.h's trace format) for dense line `line`;
  * what the policy refuses (a hint for a past epoch, epochs going back) is
  * counted in hints_refused, as the cache would return its status. */
 static inline void psim_hint_event(psim *s, uint32_t op, uint32_t line, uint64_t value) {
     gpumem_status st = GPUMEM_OK;
-    if (s->pol.d.kind != GPUMEM_POLICY_HINTED && s->pol.d.kind != GPUMEM_POLICY_HINTED_RRIP) return;
-    if (op == PSIM_EPOCH) st = gpumem_policy_epoch(&s->pol, value);
-    else if (op == PSIM_HINT) st = gpumem_policy_hint(&s->pol, s->slot_of[line], psim_raw(s, line), value);
-    else if (op == PSIM_DEMOTE) st = gpumem_policy_demote(&s->pol, s->slot_of[line], psim_raw(s, line));
-    if (st != GPUMEM_OK) s->hints_refused++;
+    if (s->pol.d.kind == GPUMEM_POLICY_HINTED || s->pol.d.kind == GPUMEM_POLICY_HINTED_RRIP) {
+        if (op == PSIM_EPOCH) st = gpumem_policy_epoch(&s->pol, value);
+        else if (op == PSIM_HINT || op == PSIM_SOON)
+            st = gpumem_policy_hint(&s->pol, s->slot_of[line], psim_raw(s, line), value);
+        else if (op == PSIM_DEMOTE) st = gpumem_policy_demote(&s->pol, s->slot_of[line], psim_raw(s, line));
+        if (st != GPUMEM_OK) s->hints_refused++;
+    }
+    /* as gpumem_cache_prefetch: the read ahead whatever the policy made of the hint */
+    if (op == PSIM_SOON && s->prefetch == PSIM_HINTS) psim_prefetch_soon(s, line, value);
 }
 
 static inline double psim_time_us(const psim *s) {

@@ -410,3 +410,43 @@ Test(hints, hint_after_the_second_survives_its_use) {
     cr_assert_eq(p.hint.right, 3, "%llu judged right", (unsigned long long)p.hint.right);
     free(mem);
 }
+
+/* The simulator's --prefetch hints: a "soon" record reads its line ahead
+ * into a free slot or in place of the policy's victim, and is declined when
+ * that victim is hinted for the same epoch or sooner (gpumem_cache_prefetch's
+ * rule); the read is not a miss, and its use is counted. Two slots, the
+ * sequential hinted policy, slack 0. */
+Test(hints, soon_records_read_ahead_never_for_a_line_needed_sooner) {
+    gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_HINTED, 2);
+    psim s;
+    cr_assert_eq(psim_init(&s, &d, 8, PSIM_ONE_TIER, 0, PSIM_HINTS, 8), 0);
+    psim_hint_event(&s, PSIM_EPOCH, 0, 0);
+    psim_hint_event(&s, PSIM_SOON, 1, 2); /* a free slot: read ahead */
+    cr_expect_neq(s.slot_of[1], PSIM_NONE);
+    cr_expect_eq(s.prefetch_reads, 1);
+    cr_expect_eq(psim_access(&s, 0), 0); /* the demand miss fills the other slot */
+    psim_hint_event(&s, PSIM_HINT, 0, 6);
+    /* line 2 needed at 4: the victim is line 0 (next use 6, farther than 1's 2) */
+    psim_hint_event(&s, PSIM_SOON, 2, 4);
+    cr_expect_eq(s.slot_of[0], PSIM_NONE, "the line needed at 6 gave way to the one needed at 4");
+    cr_expect_neq(s.slot_of[2], PSIM_NONE);
+    cr_expect_eq(s.prefetch_reads, 2);
+    /* line 3 needed at 5: both lines held are needed sooner (2 and 4): declined */
+    psim_hint_event(&s, PSIM_SOON, 3, 5);
+    cr_expect_eq(s.slot_of[3], PSIM_NONE);
+    cr_expect_eq(s.prefetch_declined, 1);
+    cr_expect_eq(s.prefetch_reads, 2);
+    psim_hint_event(&s, PSIM_EPOCH, 0, 2);
+    cr_expect_eq(psim_access(&s, 1), 1, "read ahead: a hit");
+    psim_hint_event(&s, PSIM_EPOCH, 0, 4);
+    cr_expect_eq(psim_access(&s, 2), 1);
+    cr_expect_eq(s.misses, 1);
+    cr_expect_eq(s.prefetch_used, 2);
+    /* without --prefetch hints a soon record is a hint only */
+    psim_free(&s);
+    cr_assert_eq(psim_init(&s, &d, 8, PSIM_ONE_TIER, 0, PSIM_NO_PREFETCH, 8), 0);
+    psim_hint_event(&s, PSIM_SOON, 1, 2);
+    cr_expect_eq(s.slot_of[1], PSIM_NONE);
+    cr_expect_eq(s.prefetch_reads, 0);
+    psim_free(&s);
+}

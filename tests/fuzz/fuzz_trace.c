@@ -3,7 +3,7 @@
  * reader of the two trace formats written here from their description.
  *
  * Input: a byte choosing the run's options (policies, the hinted one among
- * them, capacities, prefetch readahead or fdp, two tiers), then the trace
+ * them, capacities, prefetch readahead, fdp or hints, two tiers), then the trace
  * file. A binary trace is "GPMTRC01" and 8-byte records (bit 63 the write
  * flag), or "GPMTRC02": records with bit 62 clear are accesses (line in
  * bits 0..61), with it set hint records of kind bits 56..61 (0 nothing,
@@ -238,6 +238,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     else o.lines[0] = 1 + (sel >> 6), o.n_caps = 1, o.caps_are_lines = 1;
     o.prefetch = sel & 3; /* none, readahead, fdp (3: fdp too, with two tiers) */
     if (o.prefetch == 3) o.prefetch = PSIM_FDP, o.t2_frac = 0.5;
+    if (o.prefetch == PSIM_READAHEAD && (sel & 0x20)) o.prefetch = PSIM_HINTS; /* the soon records read ahead */
     if (sel & 0x10) o.t2_frac = 0.25;
     FUZZ_CHECK((fuzz_out = open_memstream(&out, &out_n)) && (fuzz_err = open_memstream(&err, &err_n)), "memstream");
     rc = run(path, &o);
