@@ -131,6 +131,18 @@ Test(trace_input, capacity_zero_is_refused) {
     }
 }
 
+/* An unknown --prefetch was read as readahead; a soon record with --prefetch
+ * hints reads its line ahead (policy_sim's report says so). */
+Test(trace_input, prefetch_kind_is_checked_and_hints_read_ahead) {
+    char path[256], out[4096], err[4096];
+    put("pf.txt", "e 0\ns 7 1\n1\n2\ne 1\n7\n", 20, path, sizeof path);
+    cr_assert_eq(run_sim(path, "--lines 2 --prefetch maybe", out, err, sizeof out), 2);
+    cr_assert(strstr(err, "--prefetch: expected readahead, fdp or hints, found maybe") != NULL, "%s", err);
+    cr_assert_eq(out[0], 0);
+    cr_assert_eq(run_sim(path, "--policies lru --lines 3 --prefetch hints", out, err, sizeof out), 0, "%s", err);
+    cr_assert(strstr(out, "lru+soon at 3 lines: 1 lines read ahead, 1 of them used") != NULL, "%s", out);
+}
+
 Test(trace_input, partial_binary_record_is_refused) {
     char path[256], out[4096], err[4096];
     static const char bin[] = "GPMTRC01\1\0\0\0\0\0\0\0\2\0";
