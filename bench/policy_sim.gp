@@ -15,5 +15,7 @@ set ylabel "misses / Belady OPT (log scale)"
 set title "Replacement policies against OPT (workload@capacity as a fraction of its footprint)"
 set key outside right top
 set xtics rotate by -40 scale 0
-colors = "#7e2f8e #009e73 #56b4e9 #e69f00 #f0e442 #0072b2 #d55e00 #000000 #cc79a7 #e41a1c"
-plot for [i=2:11] in using i:xtic(1) title columnheader(i) lc rgb word(colors, i - 1)
+# Every column the pivot has: the hinted policies too (the last, "hinted",
+# only differs from its fallback BRRIP where a trace carries hints).
+colors = "#7e2f8e #009e73 #56b4e9 #e69f00 #f0e442 #0072b2 #d55e00 #000000 #cc79a7 #e41a1c #4daf4a"
+plot for [i=2:12] in using i:xtic(1) title columnheader(i) lc rgb word(colors, i - 1)
