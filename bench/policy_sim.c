@@ -709,7 +709,11 @@ static int run(const char *path, const run_opts *o) {
         const char *pl = placement_name(s->placement);
         const char *pol = o->prefetch == PSIM_READAHEAD && !s->placement ? "+readahead"
                           : o->prefetch == PSIM_FDP && !s->placement   ? "+fdp"
-                          : o->prefetch == PSIM_HINTS && !s->placement ? "+soon"
+                          /* --oracle's hinted runs take the true next uses, no soon records */
+                          : o->prefetch == PSIM_HINTS && !s->placement &&
+                                    !(o->oracle && (s->pol.d.kind == GPUMEM_POLICY_HINTED ||
+                                                    s->pol.d.kind == GPUMEM_POLICY_HINTED_RRIP))
+                              ? "+soon"
                                                                         : "";
         char pname[32];
         snprintf(pname, sizeof pname, "%s%s", gpumem_policy_name(sims[k].kind), pol);

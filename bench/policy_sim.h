@@ -282,6 +282,14 @@ static inline uint32_t psim_place(psim *s, uint32_t line) {
     return psim_fill_slot(s, s->used < s->n_slots ? s->used++ : psim_evict(s), line);
 }
 
+/* The hinted next use of slot k's line (either hinted kind), UINT64_MAX
+ * when none stands: what a prefetch must not evict for a later use. */
+static inline uint64_t psim_slot_next_use(const psim *s, uint32_t k) {
+    if (s->pol.d.kind == GPUMEM_POLICY_HINTED_RRIP)
+        return gpumem_policy_slot_next_use(s->pol.slot.hints, s->pol.slot.words[k]);
+    return gpumem_policy_next_use(&s->pol, k);
+}
+
 /* HINTS: `line` is needed at epoch `when`: read ahead unless held, into a
  * free slot or in place of the policy's victim, unless the victim's line is
  * hinted for `when` or sooner (then declined, nothing evicted). The victim
@@ -294,7 +302,7 @@ static inline void psim_prefetch_soon(psim *s, uint32_t line, uint64_t when) {
         k = s->used++;
     } else {
         k = gpumem_policy_victim(&s->pol, NULL);
-        if (gpumem_policy_next_use(&s->pol, k) <= when) {
+        if (psim_slot_next_use(s, k) <= when) {
             s->prefetch_declined++;
             return;
         }
@@ -371,13 +379,18 @@ static inline void psim_hint_event(psim *s, uint32_t op, uint32_t line, uint64_t
     gpumem_status st = GPUMEM_OK;
     if (s->pol.d.kind == GPUMEM_POLICY_HINTED || s->pol.d.kind == GPUMEM_POLICY_HINTED_RRIP) {
         if (op == PSIM_EPOCH) st = gpumem_policy_epoch(&s->pol, value);
+        else if (op == PSIM_SOON && s->pol.d.kind == GPUMEM_POLICY_HINTED_RRIP && value >= s->pol.slot.hints->epoch &&
+                 (s->slot_of[line] != PSIM_NONE ? psim_slot_next_use(s, s->slot_of[line])
+                                                : gpumem_policy_slot_pending_next_use(s->pol.slot.hints,
+                                                                                      psim_raw(s, line))) <= value)
+            st = GPUMEM_OK; /* as the cache: a prefetch's hint never replaces one for a sooner use */
         else if (op == PSIM_HINT || op == PSIM_SOON)
             st = gpumem_policy_hint(&s->pol, s->slot_of[line], psim_raw(s, line), value);
         else if (op == PSIM_DEMOTE) st = gpumem_policy_demote(&s->pol, s->slot_of[line], psim_raw(s, line));
         if (st != GPUMEM_OK) s->hints_refused++;
     }
-    /* as gpumem_cache_prefetch: the read ahead whatever the policy made of the hint */
-    if (op == PSIM_SOON && s->prefetch == PSIM_HINTS) psim_prefetch_soon(s, line, value);
+    /* as gpumem_cache_prefetch: read ahead unless the hint was for a past epoch */
+    if (op == PSIM_SOON && s->prefetch == PSIM_HINTS && st != GPUMEM_ERANGE) psim_prefetch_soon(s, line, value);
 }
 
 static inline double psim_time_us(const psim *s) {

@@ -92,6 +92,7 @@ typedef struct options {
     int prefetch;       /* read each round's lines ahead (--prefetch, default off; implies hints) */
     uint32_t lookahead; /* gnn: mini-batches sampled ahead, their rows' next uses hinted (--lookahead) */
     int warm;           /* run the traversal again on the cache it filled (--warm; the demo's whole-graph run) */
+    uint32_t hint_slack; /* the hinted policy's slack in chunks (--hint-slack; 0: graph_hint_slack(threads)) */
 } options;
 /* --lookahead's bound: GIDS's window buffer looks a few batches ahead; past
  * 64 the sampled batches' rows outgrow what a cache of 1/8 can hold. */
@@ -188,11 +189,13 @@ typedef struct worker_arg {
 /* Round `round`'s epochs start at round << 32; an epoch is one chunk of the
  * round's items, whatever the thread count. Threads claim chunks in order
  * but finish them out of order (a hub's chunk takes long), so their clocks
- * drift apart by a number of chunks that hardly depends on how many there
- * are: the cache's hinted policy allows graph_hint_slack(T). An epoch
+ * drift apart by many chunks (more with more threads): the cache's hinted
+ * policy allows graph_hint_slack(T), or --hint-slack. An epoch
  * of a wave (a chunk for each thread) made the slack's reach in items
  * shrink with fewer threads: hinted / OPT on BFS was 1.27 at 2 threads,
- * 1.18 at 16 (bench/results/policy-hints-vm.md). */
+ * 1.18 at 16 on kron18 (bench/results/policy-hints-vm.md). The lock-free
+ * slot kind keeps an epoch's low 24 bits: a round would need 2^29 items
+ * (2^23 chunks) before two of its epochs alias. */
 static uint64_t hint_epoch(uint64_t base, uint64_t item) {
     return base | item / CHUNK;
 }
@@ -316,8 +319,9 @@ static void print_hints(const graph_store *s) {
 
 /* --prefetch: the round's plan read ahead of the workers, at most
  * PREFETCH_WAVES waves past the shared cursor (farther, a line read ahead
- * could push out one needed before it), each line with the epoch of the
- * wave that reads it, so that the cache keeps it for then and never evicts
+ * could push out one needed before it; a wave is a chunk a thread), each
+ * line with the epoch of the chunk that reads it, so that the cache keeps
+ * it for then and never evicts
  * a line needed sooner for it (gpumem_cache_prefetch). A prefetch that
  * gives way (EAGAIN) or comes too late leaves its line to the demand miss:
  * the answers do not depend on it. */
@@ -796,7 +800,7 @@ static int traverse(const options *o, reference *answers, int kind, uint32_t sou
     sc.trace = NULL;
     sc.host_bytes = o->host_bytes;
     sc.host_placement = o->host_placement;
-    sc.hint_slack = graph_hint_slack(o->threads);
+    sc.hint_slack = o->hint_slack ? o->hint_slack : graph_hint_slack(o->threads);
     if ((uint64_t)o->cache_bytes / GRAPH_LINE < 2ull * o->threads) {
         fprintf(stderr, "graph: a cache of %llu lines is too small to make progress with %u threads, which hold up to"
                         " 2 lines each: give it at least %u lines (--cache-mib %.2f) or use fewer threads\n",
@@ -986,7 +990,7 @@ enum {
     O_POLICY = 1 << 11, O_TRACE = 1 << 12, O_HOST = 1 << 13, O_PLACEMENT = 1 << 14, O_FORMAT = 1 << 15,
     O_CACHE_DIR = 1 << 16, O_MEM = 1 << 17, O_ITERATIONS = 1 << 18, O_ROW_BYTES = 1 << 19, O_BATCH = 1 << 20,
     O_BATCHES = 1 << 21, O_FANOUTS = 1 << 22, O_FEATURES = 1 << 23, O_OUT = 1 << 24, O_HINTS = 1 << 25,
-    O_LOOKAHEAD = 1 << 26, O_PREFETCH = 1 << 27, O_WARM = 1 << 28
+    O_LOOKAHEAD = 1 << 26, O_PREFETCH = 1 << 27, O_WARM = 1 << 28, O_HINT_SLACK = 1 << 29
 };
 static const cli_option option_docs[] = {
     {"--scale", "S", "generate 2^S vertices, S in 10..30 (default 20)", O_SCALE},
@@ -1039,6 +1043,10 @@ static const cli_option option_docs[] = {
                          "                       with each row's next use among them (with no --policy, its policy is\n"
                          "                       then hinted); the batches and rows are the same for every K",
      O_LOOKAHEAD},
+    {"--hint-slack", "N", "bfs, cc, pagerank: chunks of 64 items a use may come before or after its hint and\n"
+                          "                       still prove it right (--policy hinted; 1..1048576, default\n"
+                          "                       max(32, 4 x threads), chosen on kron18 with a 4 MiB cache: a smaller\n"
+                          "                       graph and cache may want less, docs/graph.md)", O_HINT_SLACK},
     {"--warm", "on|off", "run the traversal once more on the cache the first pass filled, and say what that pass\n"
                          "                       cost against plain memory (default off; with a cache that holds the\n"
                          "                       graph, what the cache's hits cost)", O_WARM},
@@ -1051,13 +1059,14 @@ static const cli_command commands[] = {
      0, 1, O_SCALE | O_EDGE_FACTOR | O_SEED | O_SOURCE | RUN_OPTS},
     {"gen", "FILE", "write a Kronecker graph (GAP-kron parameters) to FILE", 1, 1, O_SCALE | O_EDGE_FACTOR | O_SEED},
     {"bfs", "FILE", "one BFS through cache, queue pairs and controller, checked (--source in the file's ids)", 1, 1,
-     O_SEED | O_SOURCE | O_ORDERED | O_TRACE | O_OUT | O_HINTS | O_PREFETCH | O_WARM | RUN_OPTS | INPUT_OPTS},
+     O_SEED | O_SOURCE | O_ORDERED | O_TRACE | O_OUT | O_HINTS | O_PREFETCH | O_HINT_SLACK | O_WARM | RUN_OPTS |
+         INPUT_OPTS},
     {"cc", "FILE", "connected components (label propagation), checked; ends with \"N components\" and the\n"
                    "  largest one's size", 1, 1,
-     O_TRACE | O_OUT | O_HINTS | O_PREFETCH | O_WARM | RUN_OPTS | INPUT_OPTS},
+     O_TRACE | O_OUT | O_HINTS | O_PREFETCH | O_HINT_SLACK | O_WARM | RUN_OPTS | INPUT_OPTS},
     {"pagerank", "FILE", "PageRank, pull, damping 0.85, a fixed number of iterations, checked against the\n"
                          "  in-memory reference (each rank within 1e-9 of it, relative); prints the five highest", 1, 1,
-     O_ITERATIONS | O_TRACE | O_OUT | O_HINTS | O_PREFETCH | O_WARM | RUN_OPTS | INPUT_OPTS},
+     O_ITERATIONS | O_TRACE | O_OUT | O_HINTS | O_PREFETCH | O_HINT_SLACK | O_WARM | RUN_OPTS | INPUT_OPTS},
     {"policies", "FILE", "BFS and CC with a cache an eighth of the graph (or --cache-mib) under CLOCK and under\n"
                          "  --policy, one after the other: hit rate and line reads of each", 1, 1,
      O_SEED | O_SOURCE | RUN_OPTS | INPUT_OPTS},
@@ -1177,6 +1186,10 @@ static int parse(int argc, char **argv, options *o, const cli_command **cmd_out,
                 return bad_args(cmd, "%s %s: want a size in MiB, %s", od->name, a, od->bit == O_HOST ? ">= 0" : "> 0");
             if (od->bit == O_CACHE) o->cache_bytes = (uint64_t)(mib * 1048576.0);
             else o->host_bytes = (uint64_t)(mib * 1048576.0);
+        } else if (od->bit == O_HINT_SLACK) {
+            if (cli_parse_u64(a, 1, 1u << 20, &v) != 0)
+                return bad_args(cmd, "--hint-slack %s: want 1..1048576 chunks", a);
+            o->hint_slack = (uint32_t)v;
         } else if (od->bit == O_LOOKAHEAD) {
             if (cli_parse_u64(a, 0, GRAPH_GNN_MAX_LOOKAHEAD, &v) != 0)
                 return bad_args(cmd, "--lookahead %s: want 0..%u mini-batches", a, GRAPH_GNN_MAX_LOOKAHEAD);

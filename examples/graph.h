@@ -473,8 +473,10 @@ GRAPH_API gpumem_status graph_reference_pagerank(const graph_csr *g, uint32_t it
  * and T threads finish theirs up to graph_hint_slack(T) chunks apart. */
 #define GRAPH_HINT_SLACK 32u
 /* Measured on kron18 with a 4 MiB cache (bench/results/policy-hints-vm.md):
- * BFS came closest to OPT with 32 chunks at 2 and 4 threads and 64 at 16;
- * CC and PageRank move little between 32 and 64. */
+ * of the slacks tried (16, 32 at 2 threads; 16-64 at 4 and 16) BFS came
+ * closest to OPT with 32 at 2 and 4 threads and 64 at 16; CC and PageRank
+ * move little between 32 and 64. On kron16 with 1 MiB less did better (8 at
+ * 2 threads, 32 at 16): graph --hint-slack sets it. */
 GRAPH_API uint32_t graph_hint_slack(uint32_t n_threads) {
     return 4 * n_threads > GRAPH_HINT_SLACK ? 4 * n_threads : GRAPH_HINT_SLACK;
 }

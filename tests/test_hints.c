@@ -442,8 +442,28 @@ Test(hints, soon_records_read_ahead_never_for_a_line_needed_sooner) {
     cr_expect_eq(psim_access(&s, 2), 1);
     cr_expect_eq(s.misses, 1);
     cr_expect_eq(s.prefetch_used, 2);
+    /* a soon record for an epoch behind the clock is refused, and not read ahead (as the cache's ERANGE) */
+    psim_hint_event(&s, PSIM_SOON, 5, 1);
+    cr_expect_eq(s.slot_of[5], PSIM_NONE);
+    cr_expect_eq(s.prefetch_reads, 2);
+    psim_free(&s);
+    /* the slot kind: both lines hinted for epoch 1, a soon record for 5 is declined */
+    d = gpumem_policy_desc_default(GPUMEM_POLICY_HINTED_RRIP, 2);
+    cr_assert_eq(psim_init(&s, &d, 8, PSIM_ONE_TIER, 0, PSIM_HINTS, 8), 0);
+    psim_hint_event(&s, PSIM_EPOCH, 0, 0);
+    cr_expect_eq(psim_access(&s, 0), 0);
+    cr_expect_eq(psim_access(&s, 1), 0);
+    psim_hint_event(&s, PSIM_HINT, 0, 1);
+    psim_hint_event(&s, PSIM_HINT, 1, 1);
+    psim_hint_event(&s, PSIM_SOON, 2, 5);
+    cr_expect_eq(s.slot_of[2], PSIM_NONE, "hinted-rrip evicted a line needed at 1 for one needed at 5");
+    cr_expect_eq(s.prefetch_declined, 1);
+    /* and a soon record never replaces a sooner hint: line 0 stays needed at 1 */
+    psim_hint_event(&s, PSIM_SOON, 0, 5);
+    cr_expect_eq(gpumem_policy_slot_next_use(s.pol.slot.hints, s.pol.slot.words[s.slot_of[0]]), 1);
     /* without --prefetch hints a soon record is a hint only */
     psim_free(&s);
+    d = gpumem_policy_desc_default(GPUMEM_POLICY_HINTED, 2);
     cr_assert_eq(psim_init(&s, &d, 8, PSIM_ONE_TIER, 0, PSIM_NO_PREFETCH, 8), 0);
     psim_hint_event(&s, PSIM_SOON, 1, 2);
     cr_expect_eq(s.slot_of[1], PSIM_NONE);

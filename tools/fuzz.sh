@@ -53,7 +53,7 @@ if [ -n "$failed" ]; then
         input=$(ls -t "$dir/artifacts/$name-"* 2>/dev/null | head -n 1)
         echo "fuzz: $name: $(grep -m 1 -A 1 'property violated\|ERROR:\|runtime error' "$dir/$name.log" | tr '\n' ' ')"
         if [ -n "$input" ] && [ "$(wc -c < "$input")" -le 3072 ]; then
-            echo "fuzz: $name: input (base64 -d > FILE): $(base64 -w 0 "$input")"
+            echo "fuzz: $name: input (base64 -d > FILE): $(base64 < "$input" | tr -d '\n')"
         fi
     done
     echo "fuzz: FAILED:$failed (inputs in $dir/artifacts; run one again with $dir/fuzz_NAME INPUT)"

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* libFuzzer's entry point: every harness defines it. */
@@ -54,7 +56,27 @@ static inline const uint8_t *fuzz_span(fuzz_bytes *b, size_t want, size_t *got) 
  * files by the thousand, and a disk's metadata writes and fsyncs slowed
  * the doctor's to a few inputs a second), else /tmp. */
 static char fuzz_tmpdir_made[300];
-static void fuzz_tmpdir_remove(void) { (void)rmdir(fuzz_tmpdir_made); } /* emptied by each input; left if not */
+/* Remove `path` and, if it is a directory, all below it (never following a
+ * link: a link is removed, not what it names). Errors are ignored: this is
+ * the harness's own scratch space, cleaned at exit. */
+static inline void fuzz_remove_tree(const char *path) {
+    struct stat sb;
+    DIR *d;
+    struct dirent *e;
+    char sub[4096];
+    if (lstat(path, &sb) != 0) return;
+    if (S_ISDIR(sb.st_mode) && (d = opendir(path)) != NULL) {
+        while ((e = readdir(d)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            if (snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) < (int)sizeof sub) fuzz_remove_tree(sub);
+        }
+        closedir(d);
+        (void)rmdir(path);
+    } else {
+        (void)unlink(path);
+    }
+}
+static void fuzz_tmpdir_remove(void) { fuzz_remove_tree(fuzz_tmpdir_made); }
 static inline void fuzz_tmpdir(char *out, size_t cap, const char *tag) {
     const char *where = getenv("FUZZ_TMPDIR");
     if (!where || !*where) where = access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm" : "/tmp";

@@ -238,7 +238,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     else o.lines[0] = 1 + (sel >> 6), o.n_caps = 1, o.caps_are_lines = 1;
     o.prefetch = sel & 3; /* none, readahead, fdp (3: fdp too, with two tiers) */
     if (o.prefetch == 3) o.prefetch = PSIM_FDP, o.t2_frac = 0.5;
-    if (o.prefetch == PSIM_READAHEAD && (sel & 0x20)) o.prefetch = PSIM_HINTS; /* the soon records read ahead */
+    /* the soon records read ahead: with capacities from the footprint, bit 6 (else part of the line count) */
+    if (o.prefetch == PSIM_READAHEAD && (sel & 4) && (sel & 0x40)) o.prefetch = PSIM_HINTS;
     if (sel & 0x10) o.t2_frac = 0.25;
     FUZZ_CHECK((fuzz_out = open_memstream(&out, &out_n)) && (fuzz_err = open_memstream(&err, &err_n)), "memstream");
     rc = run(path, &o);
