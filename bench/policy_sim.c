@@ -662,7 +662,7 @@ static int run(const char *path, const run_opts *o) {
                 for (k = 0; k < n_sims; k++) {
                     double t1 = now_s();
                     psim *s = &sims[k].s;
-                    int hinted = s->pol.d.kind == GPUMEM_POLICY_HINTED || s->pol.d.kind == GPUMEM_POLICY_HINTED_RRIP;
+                    int hinted = psim_hinted(s);
                     if (hinted && o->oracle) { /* hints from the future */
                         for (x = j; x < e; x++) {
                             uint64_t t = from + x;
@@ -710,10 +710,7 @@ static int run(const char *path, const run_opts *o) {
         const char *pol = o->prefetch == PSIM_READAHEAD && !s->placement ? "+readahead"
                           : o->prefetch == PSIM_FDP && !s->placement   ? "+fdp"
                           /* --oracle's hinted runs take the true next uses, no soon records */
-                          : o->prefetch == PSIM_HINTS && !s->placement &&
-                                    !(o->oracle && (s->pol.d.kind == GPUMEM_POLICY_HINTED ||
-                                                    s->pol.d.kind == GPUMEM_POLICY_HINTED_RRIP))
-                              ? "+soon"
+                          : o->prefetch == PSIM_HINTS && !s->placement && !(o->oracle && psim_hinted(s)) ? "+soon"
                                                                         : "";
         char pname[32];
         snprintf(pname, sizeof pname, "%s%s", gpumem_policy_name(sims[k].kind), pol);
@@ -858,8 +855,8 @@ static int table(const char *dir) {
 
 static int usage(void) {
     fprintf(stderr, "usage: policy_sim gen KIND FILE [SIZE] | run TRACE [--policies P,..|all] [--fracs F,..] "
-                    "[--lines N,..] [--two-tier F] [--prefetch readahead|fdp|hints] [--hint-fallback P] [--hint-slack N] "
-                    "[--oracle Q] [--name N] [--tsv FILE] | table DIR\n");
+                    "[--lines N,..] [--two-tier F] [--prefetch readahead|fdp|hints] [--hint-fallback P] "
+                    "[--hint-slack N] [--oracle Q] [--name N] [--tsv FILE] | table DIR\n");
     return 2;
 }
 
@@ -913,8 +910,10 @@ int main(int argc, char **argv) {
             o.n_caps = (uint32_t)n, o.caps_are_lines = 1;
         } else if (!strcmp(a, "--two-tier")) o.t2_frac = atof(v);
         else if (!strcmp(a, "--prefetch")) {
-            o.prefetch = !strcmp(v, "fdp") ? PSIM_FDP : !strcmp(v, "hints") ? PSIM_HINTS : PSIM_READAHEAD;
-            if (strcmp(v, "fdp") && strcmp(v, "hints") && strcmp(v, "readahead")) {
+            if (!strcmp(v, "readahead")) o.prefetch = PSIM_READAHEAD;
+            else if (!strcmp(v, "fdp")) o.prefetch = PSIM_FDP;
+            else if (!strcmp(v, "hints")) o.prefetch = PSIM_HINTS;
+            else {
                 fprintf(stderr, "policy_sim: --prefetch: expected readahead, fdp or hints, found %s\n", v);
                 return 2;
             }

@@ -282,6 +282,11 @@ static inline uint32_t psim_place(psim *s, uint32_t line) {
     return psim_fill_slot(s, s->used < s->n_slots ? s->used++ : psim_evict(s), line);
 }
 
+/* Whether the simulation's policy takes hints (HINTED, HINTED_RRIP). */
+static inline int psim_hinted(const psim *s) {
+    return s->pol.d.kind == GPUMEM_POLICY_HINTED || s->pol.d.kind == GPUMEM_POLICY_HINTED_RRIP;
+}
+
 /* The hinted next use of slot k's line (either hinted kind), UINT64_MAX
  * when none stands: what a prefetch must not evict for a later use. */
 static inline uint64_t psim_slot_next_use(const psim *s, uint32_t k) {
@@ -377,7 +382,7 @@ enum { PSIM_HINT = 1, PSIM_DEMOTE = 2, PSIM_EPOCH = 3, PSIM_SOON = 4 };
  * counted in hints_refused, as the cache would return its status. */
 static inline void psim_hint_event(psim *s, uint32_t op, uint32_t line, uint64_t value) {
     gpumem_status st = GPUMEM_OK;
-    if (s->pol.d.kind == GPUMEM_POLICY_HINTED || s->pol.d.kind == GPUMEM_POLICY_HINTED_RRIP) {
+    if (psim_hinted(s)) {
         if (op == PSIM_EPOCH) st = gpumem_policy_epoch(&s->pol, value);
         else if (op == PSIM_SOON && s->pol.d.kind == GPUMEM_POLICY_HINTED_RRIP && value >= s->pol.slot.hints->epoch &&
                  (s->slot_of[line] != PSIM_NONE ? psim_slot_next_use(s, s->slot_of[line])

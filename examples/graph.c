@@ -321,8 +321,8 @@ static void print_hints(const graph_store *s) {
  * PREFETCH_WAVES waves past the shared cursor (farther, a line read ahead
  * could push out one needed before it; a wave is a chunk a thread), each
  * line with the epoch of the chunk that reads it, so that the cache keeps
- * it for then and never evicts
- * a line needed sooner for it (gpumem_cache_prefetch). A prefetch that
+ * it for then and never evicts a line needed sooner for it
+ * (gpumem_cache_prefetch). A prefetch that
  * gives way (EAGAIN) or comes too late leaves its line to the demand miss:
  * the answers do not depend on it. */
 #define PREFETCH_WAVES 1

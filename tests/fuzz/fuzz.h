@@ -51,14 +51,9 @@ static inline const uint8_t *fuzz_span(fuzz_bytes *b, size_t want, size_t *got) 
     return p;
 }
 
-/* A directory of the harness's own, made once: under $FUZZ_TMPDIR, else
- * /dev/shm where it can be written (a tmpfs: the harnesses make and remove
- * files by the thousand, and a disk's metadata writes and fsyncs slowed
- * the doctor's to a few inputs a second), else /tmp. */
-static char fuzz_tmpdir_made[300];
 /* Remove `path` and, if it is a directory, all below it (never following a
  * link: a link is removed, not what it names). Errors are ignored: this is
- * the harness's own scratch space, cleaned at exit. */
+ * a harness's own scratch space. */
 static inline void fuzz_remove_tree(const char *path) {
     struct stat sb;
     DIR *d;
@@ -76,7 +71,14 @@ static inline void fuzz_remove_tree(const char *path) {
         (void)unlink(path);
     }
 }
+
+static char fuzz_tmpdir_made[300];
 static void fuzz_tmpdir_remove(void) { fuzz_remove_tree(fuzz_tmpdir_made); }
+
+/* A directory of the harness's own, made once: under $FUZZ_TMPDIR, else
+ * /dev/shm where it can be written (a tmpfs: the harnesses make and remove
+ * files by the thousand, and a disk's metadata writes and fsyncs slowed
+ * the doctor's to a few inputs a second), else /tmp. */
 static inline void fuzz_tmpdir(char *out, size_t cap, const char *tag) {
     const char *where = getenv("FUZZ_TMPDIR");
     if (!where || !*where) where = access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm" : "/tmp";

@@ -22,10 +22,8 @@
  *     findings, word for word (vfio.open aside, never tried under a root);
  *   - a snapshot of nothing is an empty archive. */
 #define _POSIX_C_SOURCE 200809L
-#define _XOPEN_SOURCE 700 /* nftw */
 #define GPUMEM_IMPLEMENTATION
 #include <ctype.h>
-#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -187,14 +185,6 @@ static void edit(fuzz_bytes *in, options *o) {
         break;
     }
 }
-
-static int rm_one(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
-    (void)sb;
-    (void)ftw;
-    return type == FTW_DP ? rmdir(path) : unlink(path);
-}
-
-static void rm_rf(const char *path) { nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* ---- JSON, checked -------------------------------------------------------------------- */
 
@@ -512,8 +502,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         snprintf(into, sizeof into, "%s/unpacked", base);
         snprintf(tgz, sizeof tgz, "%s/snap.tgz", base);
     }
-    rm_rf(root);
-    rm_rf(into);
+    fuzz_remove_tree(root);
+    fuzz_remove_tree(into);
     unlink(tgz);
     mkdir(root, 0755);
     machine();
