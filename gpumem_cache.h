@@ -46,6 +46,7 @@
  *   gpumem_cache_hint(c, line, 9);             // `line` is next used at epoch 9
  *   gpumem_cache_array_hint(&a, i, 16, 8);     // elements i .. i+15 at epoch 8
  *   gpumem_cache_demote(c, line);              // done with it
+ *   gpumem_cache_weight(c, line, 40);          // worth 40 beyond its hints (hinted sequential policy)
  *   gpumem_cache_prefetch(c, line, 8);         // needed at epoch 8: read it ahead now
  *                                              // (EAGAIN: gave way to demand misses)
  *
@@ -1341,19 +1342,18 @@ GPUMEM_API gpumem_status gpumem_cache_ref_put(gpumem_cache_ref *r, uint64_t i, c
 
 /* The application says what it knows of its future: the epoch of a line's
  * next use on a clock of its own (a BFS level, a PageRank sweep, a
- * mini-batch, or finer), that it is done with a line (demote), and where
- * its clock is. Any thread, host or device; gpumem_cache_hint_coalesced
- * sends one hint per group of lanes. The slot kind GPUMEM_POLICY_HINTED_RRIP
- * (desc.policy) takes hints from host and device alike. The hinted
- * sequential policy is host code: from device code a hint to it is
- * recorded in the trace and answers ESTATE (gpumem_policy.h says why).
- * Hints are advice: they change which lines are kept, never what a read
- * returns. The cache's policy must be GPUMEM_POLICY_HINTED_RRIP or
- * GPUMEM_POLICY_HINTED (desc.seq_policy); every hint is recorded in
- * desc.trace whatever the policy, so that bench/policy_sim replays it.
- * Statuses: ENULL, ERANGE (a line past the end; the policy's ERANGE: a hint
- * for an epoch already past), EOVERFLOW (an epoch of UINT64_MAX), ESTATE
- * (the cache's policy takes no hints: the hint was recorded, and that is
+ * mini-batch, or finer), that it is done with a line (demote), its weight
+ * beyond that (the hinted sequential policy only), and where its clock is.
+ * Any thread, host or device; gpumem_cache_hint_coalesced sends one hint
+ * per group of lanes. The slot kind GPUMEM_POLICY_HINTED_RRIP (desc.policy)
+ * takes hints from host and device alike; the hinted sequential policy
+ * (desc.seq_policy) is host code: from device code a hint to it is
+ * recorded and answers ESTATE (gpumem_policy.h says why). Hints are advice:
+ * they change which lines are kept, never what a read returns. Every hint
+ * is recorded in desc.trace whatever the policy (bench/policy_sim replays
+ * it). Statuses: ENULL, ERANGE (a line past the end; the policy's ERANGE:
+ * a hint for an epoch already past), EOVERFLOW (an epoch of UINT64_MAX),
+ * ESTATE (the cache's policy takes no such hint: recorded, and that is
  * all). */
 /* The slot holding `line`, if it is cached and not in flux, or NONE. */
 GPUMEM_API uint32_t gpumem__cache_resident_slot(gpumem_cache *c, uint64_t line) {
@@ -1363,11 +1363,9 @@ GPUMEM_API uint32_t gpumem__cache_resident_slot(gpumem_cache *c, uint64_t line) 
                : GPUMEM_POLICY_NONE;
 }
 
-/* A hint to a cache of the slot kind GPUMEM_POLICY_HINTED_RRIP: no lock,
- * host or device. The line's slot is read without one (relaxed: the slot
- * word steers replacement only, the line's data is guarded by its state and
- * the slot lock as ever); a hint for a line not resident waits for its
- * fill in the policy's pending table. */
+/* A hint to a cache of the slot kind GPUMEM_POLICY_HINTED_RRIP: no lock, host or device. The line's slot
+ * is read without one (relaxed: the slot word steers replacement only, the line's data is guarded by its
+ * state and the slot lock as ever); a hint for a line not resident waits for its fill in the pending table. */
 GPUMEM_API gpumem_status gpumem__cache_slot_hint(gpumem_cache *c, uint32_t op, uint64_t line, uint64_t when) {
     uint64_t e = gpumem_atomic_load_u64(&c->slot_hints.epoch, GPUMEM_ORDER_RELAXED, GPUMEM__CDEV);
     uint32_t k;
@@ -1376,12 +1374,11 @@ GPUMEM_API gpumem_status gpumem__cache_slot_hint(gpumem_cache *c, uint32_t op, u
         return gpumem_policy_slot_epoch(&c->slot_hints, when);
     }
     if (c->trace) gpumem_policy_trace_hint(c->trace, op, line, when);
+    if (op == GPUMEM_POLICY_TRACE_WEIGHT) return GPUMEM_ESTATE; /* the sequential kind's alone */
     k = gpumem__cache_resident_slot(c, line);
     /* One hint a line: a prefetch's never replaces one for a sooner use. */
     if (op == GPUMEM_POLICY_TRACE_SOON && when >= e &&
-        (k < c->n_slots ? gpumem_policy_slot_next_use(&c->slot_hints, gpumem_atomic_load_u32(&c->slots[k].ref,
-                                                                                          GPUMEM_ORDER_RELAXED,
-                                                                                          GPUMEM__CDEV))
+        (k < c->n_slots ? gpumem__slot_next_use(c, k)
                         : gpumem_policy_slot_pending_next_use(&c->slot_hints, line)) <= when)
         return GPUMEM_OK;
     if (k >= c->n_slots) /* kept for its fill */
@@ -1414,8 +1411,9 @@ GPUMEM_API gpumem_status gpumem__cache_hint(gpumem_cache *c, uint32_t op, uint64
          * policy's own record of the slot's line has the last word. */
         uint32_t k = gpumem__cache_resident_slot(c, line);
         if (k != GPUMEM_POLICY_NONE && (k >= c->n_slots || c->seq->line_of[k] != line)) k = GPUMEM_POLICY_NONE;
-        st = op == GPUMEM_POLICY_TRACE_DEMOTE ? gpumem_policy_demote(c->seq, k, line)
-                                              : gpumem_policy_hint(c->seq, k, line, when);
+        st = op == GPUMEM_POLICY_TRACE_DEMOTE   ? gpumem_policy_demote(c->seq, k, line)
+             : op == GPUMEM_POLICY_TRACE_WEIGHT ? gpumem_policy_weight(c->seq, k, line, when)
+                                                : gpumem_policy_hint(c->seq, k, line, when);
     }
     gpumem__seq_unlock(c);
     return st;
@@ -1429,6 +1427,11 @@ GPUMEM_API gpumem_status gpumem_cache_hint(gpumem_cache *c, uint64_t line, uint6
 /* The application is done with `line`: it is the first to go. */
 GPUMEM_API gpumem_status gpumem_cache_demote(gpumem_cache *c, uint64_t line) {
     return gpumem__cache_hint(c, GPUMEM_POLICY_TRACE_DEMOTE, line, 0);
+}
+
+/* `line` weighs `weight` beyond its hints (gpumem_policy_weight); EOVERFLOW at 2^63 (no trace holds it). */
+GPUMEM_API gpumem_status gpumem_cache_weight(gpumem_cache *c, uint64_t line, uint64_t weight) {
+    return weight >> 63 ? GPUMEM_EOVERFLOW : gpumem__cache_hint(c, GPUMEM_POLICY_TRACE_WEIGHT, line, weight);
 }
 
 /* The application's clock is at `epoch` now: it only moves forward, so a
@@ -1449,21 +1452,6 @@ GPUMEM_API gpumem_status gpumem__cache_array_lines(const gpumem_cache_array *a, 
     *line = (a->offset + first * a->elem_bytes) >> a->cache->line_shift;
     *end = ((a->offset + (first + count) * a->elem_bytes - 1) >> a->cache->line_shift) + 1;
     return GPUMEM_OK;
-}
-
-/* Hint (prefetch 0) or prefetch each line of elements [first, first + count)
- * of `a`, in order, whatever the statuses; the first that is not OK. */
-GPUMEM_API gpumem_status gpumem__cache_array_each(const gpumem_cache_array *a, uint64_t first, uint64_t count,
-                                                  uint64_t when, int prefetch);
-
-/* Elements [first, first + count) of array `a` will next be used at epoch
- * `when`: a hint for each line they lie on. Every line is hinted (and
- * recorded) whatever the statuses; the first status that is not OK is
- * returned. EINVAL: an array gpumem_cache_array_make refused; ERANGE:
- * elements past its end (nothing hinted). */
-GPUMEM_API gpumem_status gpumem_cache_array_hint(const gpumem_cache_array *a, uint64_t first, uint64_t count,
-                                                 uint64_t when) {
-    return gpumem__cache_array_each(a, first, count, when, 0);
 }
 
 /* gpumem_cache_hint for a warp: the active lanes hinting the same line of
@@ -1538,15 +1526,8 @@ GPUMEM_API gpumem_status gpumem_cache_prefetch(gpumem_cache *c, uint64_t line, u
     return st;
 }
 
-/* gpumem_cache_prefetch for the lines that elements [first, first + count)
- * of array `a` lie on, in order. Every line is tried whatever the
- * statuses; the first that is not OK is returned. EINVAL and ERANGE as
- * gpumem_cache_array_hint. */
-GPUMEM_API gpumem_status gpumem_cache_array_prefetch(const gpumem_cache_array *a, uint64_t first, uint64_t count,
-                                                     uint64_t when) {
-    return gpumem__cache_array_each(a, first, count, when, 1);
-}
-
+/* Hint (prefetch 0) or prefetch each line of elements [first, first + count)
+ * of `a`, in order, whatever the statuses; the first that is not OK. */
 GPUMEM_API gpumem_status gpumem__cache_array_each(const gpumem_cache_array *a, uint64_t first, uint64_t count,
                                                   uint64_t when, int prefetch) {
     uint64_t line, end;
@@ -1556,6 +1537,25 @@ GPUMEM_API gpumem_status gpumem__cache_array_each(const gpumem_cache_array *a, u
         if (one != GPUMEM_OK && st == GPUMEM_OK) st = one;
     }
     return st;
+}
+
+/* Elements [first, first + count) of array `a` will next be used at epoch
+ * `when`: a hint for each line they lie on. Every line is hinted (and
+ * recorded) whatever the statuses; the first status that is not OK is
+ * returned. EINVAL: an array gpumem_cache_array_make refused; ERANGE:
+ * elements past its end (nothing hinted). */
+GPUMEM_API gpumem_status gpumem_cache_array_hint(const gpumem_cache_array *a, uint64_t first, uint64_t count,
+                                                 uint64_t when) {
+    return gpumem__cache_array_each(a, first, count, when, 0);
+}
+
+/* gpumem_cache_prefetch for the lines that elements [first, first + count)
+ * of array `a` lie on, in order. Every line is tried whatever the
+ * statuses; the first that is not OK is returned. EINVAL and ERANGE as
+ * gpumem_cache_array_hint. */
+GPUMEM_API gpumem_status gpumem_cache_array_prefetch(const gpumem_cache_array *a, uint64_t first, uint64_t count,
+                                                     uint64_t when) {
+    return gpumem__cache_array_each(a, first, count, when, 1);
 }
 
 /* ======================================================================== */

@@ -58,6 +58,7 @@
  *   gpumem_policy_hint(&h, k, line, 5);                   // slot k's line: next used at epoch 5
  *   gpumem_policy_hint(&h, GPUMEM_POLICY_NONE, old_line, 4); // a line not cached: kept for its fill
  *   gpumem_policy_demote(&h, k, line);                    // done with it: the first to go
+ *   gpumem_policy_weight(&h, k, line, 40);                // beyond its hints: worth 40 (the lightest go first)
  *   free(hmem);
  *
  *   // 3. GMT placement of an evicted line (keep / host tier / bypass):
@@ -116,8 +117,9 @@
  *           with bit 62 clear is an access (line in bits 0..61, bit 63 the
  *           write flag), one with bit 62 set a hint record of the kind in
  *           bits 56..61 (GPUMEM_POLICY_TRACE_*: 0 nothing, 1 hint, 2 demote,
- *           3 epoch, 4 soon) about the line in bits 0..55; hint, epoch and
- *           soon take a second word, the epoch (below 2^63). A record of
+ *           3 epoch, 4 soon, 5 weight) about the line in bits 0..55; hint,
+ *           epoch and soon take a second word, the epoch (below 2^63),
+ *           weight its weight (below 2^63). A record of
  *           another kind, or without its epoch word, is refused. So a
  *           trace with hints names accessed lines below 2^62, hinted ones
  *           below 2^56 (the cache's lines are).
@@ -126,7 +128,8 @@
  *           optionally followed by " w" for a write; '#' starts a comment;
  *           or a hint record: "h LINE EPOCH" (next used at EPOCH), "s LINE
  *           EPOCH" (soon), "d LINE" (done with), "e EPOCH" (the clock),
- *           LINE below 2^56, EPOCH below 2^63.
+ *           "w LINE WEIGHT" (its weight), LINE below 2^56, EPOCH and WEIGHT
+ *           below 2^63.
  *           Anything else (a sign, a number of 2^63 or more, other words,
  *           a line over 254 characters) is refused.
  * The simulator refuses a malformed or empty trace, and a capacity of 0
@@ -737,22 +740,33 @@ GPUMEM_API void gpumem__pheap_remove(gpumem__pheap *h, uint32_t item) {
 /* HINTED: the application's next uses (section 2b). Per slot its hinted next
  * use and the one after (a line shared by two hinted uses keeps both), a
  * max-heap of the hinted slots on their next use, a list of the demoted
- * ones; hints for lines not resident wait in a table of pending hints. */
+ * ones, and a heap of the weighted ones with no hint standing (lightest on
+ * top); hints and weights for lines not resident wait in a pending table. */
 typedef struct gpumem__phint {
     uint64_t *w1, *w2;        /* per slot: hinted next use and the one after; GPUMEM_POLICY_UNHINTED: none */
     gpumem__pheap heap;       /* the hinted slots, not demoted, keyed on w1 */
     uint32_t *dprev, *dnext;  /* the demoted list */
     uint8_t *held;            /* per slot: hinted or demoted (kept from the fallback's choice) */
+    uint64_t *weight;         /* per slot: the application's weight of its line (0: none) */
+    gpumem__pheap wheap;      /* the weighted slots not held, keyed on UINT64_MAX - weight */
+    uint8_t *wheld;           /* per slot: held or weighted (kept from the fallback while weights are trusted) */
     uint8_t *mask;            /* scratch: held or pinned by the caller */
     uint8_t *demoted;         /* per slot: on the demoted list */
     uint8_t *met;             /* per slot: w1 has seen its use (the line's next use is w1 again or w2) */
     uint64_t *ptag, *pw1, *pw2; /* pending hints of lines not resident: line + 1 (0: empty), w1, w2 */
+    uint64_t *pweight, *pgone;  /* and weight; a weighted line evicted: 1 + the fill count then, bit 63 if by the
+                                 * fallback (GPUMEM__GONE_FALLBACK); 0: not measured */
     uint8_t *pmet;
     gpumem__plist dlist;
-    uint32_t pmask, n_held, since_sweep;
-    uint64_t epoch;
+    uint32_t pmask, n_held, n_wheld, since_sweep;
+    uint8_t *arm;             /* per slot, as the last victim call that named it: GPUMEM__ARM_* */
+    uint64_t epoch, fills, decisions;
     uint32_t trust;           /* 0 .. GPUMEM_POLICY_TRUST_MAX; hints decide while >= GPUMEM_POLICY_TRUST_USE */
     uint64_t right, wrong, hinted_victims, fallback_victims; /* what the hints proved, who chose */
+    /* Weights against the fallback: weighted lines each evicted, and of them those back within a cache's worth of
+     * fills (halved as they grow: a recent rate) */
+    uint64_t weight_out, weight_back, fallback_out, fallback_back;
+    uint64_t weight_victims;  /* victims the lightest */
 } gpumem__phint;
 
 typedef struct gpumem_policy {
@@ -829,23 +843,34 @@ GPUMEM_API size_t gpumem__policy_layout(const gpumem_policy_desc *d, gpumem_poli
         uint32_t pend = gpumem__pow2_at_least(d->hint_lines > (1u << 31) ? (1u << 31) : d->hint_lines);
         GPUMEM__TAKE(p->hint.w1, uint64_t, n);
         GPUMEM__TAKE(p->hint.w2, uint64_t, n);
-        GPUMEM__TAKE(p->hint.heap.key, uint64_t, n);
-        GPUMEM__TAKE(p->hint.heap.item, uint32_t, n);
-        GPUMEM__TAKE(p->hint.heap.pos, uint32_t, n);
+#define GPUMEM__TAKE_HEAP(hp)                   \
+    do {                                        \
+        GPUMEM__TAKE((hp).key, uint64_t, n);    \
+        GPUMEM__TAKE((hp).item, uint32_t, n);   \
+        GPUMEM__TAKE((hp).pos, uint32_t, n);    \
+    } while (0)
+        GPUMEM__TAKE_HEAP(p->hint.heap);
         GPUMEM__TAKE(p->hint.dprev, uint32_t, n);
         GPUMEM__TAKE(p->hint.dnext, uint32_t, n);
         GPUMEM__TAKE(p->hint.held, uint8_t, n);
+        GPUMEM__TAKE(p->hint.weight, uint64_t, n);
+        GPUMEM__TAKE_HEAP(p->hint.wheap);
+        GPUMEM__TAKE(p->hint.wheld, uint8_t, n);
+        GPUMEM__TAKE(p->hint.arm, uint8_t, n);
         GPUMEM__TAKE(p->hint.mask, uint8_t, n);
         GPUMEM__TAKE(p->hint.demoted, uint8_t, n);
         GPUMEM__TAKE(p->hint.met, uint8_t, n);
         GPUMEM__TAKE(p->hint.ptag, uint64_t, pend);
         GPUMEM__TAKE(p->hint.pw1, uint64_t, pend);
         GPUMEM__TAKE(p->hint.pw2, uint64_t, pend);
+        GPUMEM__TAKE(p->hint.pweight, uint64_t, pend);
+        GPUMEM__TAKE(p->hint.pgone, uint64_t, pend);
         GPUMEM__TAKE(p->hint.pmet, uint8_t, pend);
         if (p) p->hint.pmask = pend - 1;
     }
     GPUMEM__TAKE(p->line_of, uint64_t, n); /* every kind: a caller may need the line a slot holds */
     GPUMEM__TAKE(p->pin, uint8_t, n);
+#undef GPUMEM__TAKE_HEAP
 #undef GPUMEM__TAKE
     if (p) p->hpe.index_mask = idx - 1;
     return at;
@@ -1323,7 +1348,25 @@ GPUMEM_API uint32_t gpumem__pbase(const gpumem_policy *p) {
  * GPUMEM_POLICY_TRUST_WRONG right ones: below GPUMEM_POLICY_TRUST_USE the
  * fallback alone chooses (the hints are still judged, so trust comes back).
  * So hints under 80% right cost what the fallback costs, plus the misses
- * before the first wrong ones are seen. */
+ * before the first wrong ones are seen.
+ *
+ * Weights (gpumem_policy_weight) say what the application expects beyond
+ * its next-use hints: a line's weight is how much it expects to use it (a
+ * sampled vertex's expected draws a batch, a degree; larger is kept
+ * longer). Among lines with no hint standing the fallback takes the
+ * unweighted ones first, then the lightest weighted one goes: so the
+ * order is demoted, unhinted by the fallback, lightest, farthest hinted.
+ * A line's weight is its own until the application gives another (it
+ * waits in the pending table while the line is away). The ordering is
+ * Belady's on expectations: a line hinted for a known use is needed sooner
+ * than one whose next use lies beyond what the application knows, however
+ * heavy. A single weight cannot be proven wrong (a light line may well come
+ * back), so weights are judged against the fallback, on the weighted lines
+ * each evicts: the share that came back within a cache's worth of fills.
+ * One victim choice in 16 goes to the arm not in use, so both are
+ * measured; weights choose while their share is at most 1.25x the
+ * fallback's (+1 point), else the fallback takes weighted lines as
+ * unweighted (gpumem__weights_trusted). */
 #define GPUMEM_POLICY_UNHINTED UINT64_MAX
 /* The hinted sequential policy is host code: in device code it runs as its
  * fallback and takes no hints (ESTATE). Compiled into the device's hooks,
@@ -1340,6 +1383,20 @@ GPUMEM_API void gpumem__hint_judge(gpumem__phint *h, int right) {
         h->wrong++;
         h->trust = h->trust > GPUMEM_POLICY_TRUST_WRONG ? h->trust - GPUMEM_POLICY_TRUST_WRONG : 0;
     }
+}
+
+#define GPUMEM__GONE_FALLBACK (1ull << 63) /* pgone: the fallback evicted the line, not its weight */
+/* Who named a slot the victim, kept per slot until it is evicted: a caller
+ * may unlock between the choice and the eviction (the cache does) */
+enum { GPUMEM__ARM_NONE = 0, GPUMEM__ARM_WEIGHT = 1, GPUMEM__ARM_FALLBACK = 2 };
+
+/* Whether weights choose: the weighted lines they evict come back early
+ * (within a cache's worth of fills) at most 1.25x as often as those the
+ * fallback evicts, plus one point (two rates near zero agree); trusted
+ * until both arms have 32 evictions counted. */
+GPUMEM_API int gpumem__weights_trusted(const gpumem__phint *h) {
+    if (h->weight_out < 32 || h->fallback_out < 32) return 1;
+    return 100 * h->weight_back * h->fallback_out <= (125 * h->fallback_back + h->fallback_out) * h->weight_out;
 }
 
 /* Add the hint `when` to a line's two soonest (w1 <= w2; `met` is w1's). A
@@ -1410,12 +1467,22 @@ GPUMEM_API void gpumem__hint_rekey(gpumem_policy *p, uint32_t k) {
      * and that has no later hint keeps its epoch (it may be used again in
      * it) until the epoch passes; then it is the fallback's. */
     uint64_t next = h->met[k] && h->w2[k] != GPUMEM_POLICY_UNHINTED ? h->w2[k] : h->w1[k];
-    uint8_t held = (uint8_t)(h->demoted[k] || h->w1[k] != GPUMEM_POLICY_UNHINTED);
+    uint8_t held = (uint8_t)(h->demoted[k] || h->w1[k] != GPUMEM_POLICY_UNHINTED), wheld = held;
     if (h->w1[k] != GPUMEM_POLICY_UNHINTED && !h->demoted[k]) gpumem__pheap_set(&h->heap, k, next);
     else gpumem__pheap_remove(&h->heap, k);
+    if (!held && h->weight[k]) { /* the lightest on top of a max-heap */
+        gpumem__pheap_set(&h->wheap, k, GPUMEM_POLICY_UNHINTED - h->weight[k]);
+        wheld = 1;
+    } else {
+        gpumem__pheap_remove(&h->wheap, k);
+    }
     if (held != h->held[k]) {
         h->n_held = held ? h->n_held + 1 : h->n_held - 1;
         h->held[k] = held;
+    }
+    if (wheld != h->wheld[k]) {
+        h->n_wheld = wheld ? h->n_wheld + 1 : h->n_wheld - 1;
+        h->wheld[k] = wheld;
     }
 }
 
@@ -1463,12 +1530,17 @@ GPUMEM_API void gpumem__hint_on_fill(gpumem_policy *p, uint32_t k, uint64_t line
     h->since_sweep++;
     h->w1[k] = h->w2[k] = GPUMEM_POLICY_UNHINTED;
     h->met[k] = 0;
-    if (h->ptag[i] == line + 1) { /* hinted while away */
+    h->weight[k] = 0;
+    if (h->ptag[i] == line + 1) { /* hinted or weighted while away */
         h->w1[k] = h->pw1[i];
         h->w2[k] = h->pw2[i];
         h->met[k] = h->pmet[i];
+        h->weight[k] = h->pweight[i];
+        if (h->pgone[i] && h->fills - ((h->pgone[i] & ~GPUMEM__GONE_FALLBACK) - 1) < p->d.n_slots) /* back early */
+            ++*(h->pgone[i] & GPUMEM__GONE_FALLBACK ? &h->fallback_back : &h->weight_back);
         h->ptag[i] = 0;
     }
+    h->fills++;
     if (use) gpumem__hint_use(p, &h->w1[k], &h->w2[k], &h->met[k]);
     else gpumem__hint_expire(p, &h->w1[k], &h->w2[k], &h->met[k]);
     gpumem__hint_rekey(p, k);
@@ -1480,15 +1552,28 @@ GPUMEM_API void gpumem__hint_on_evict(gpumem_policy *p, uint32_t k, uint64_t lin
     gpumem__phint *h = &p->hint;
     gpumem__hint_undemote(p, k);
     gpumem__hint_expire(p, &h->w1[k], &h->w2[k], &h->met[k]);
-    if (h->w1[k] != GPUMEM_POLICY_UNHINTED) {
+    if (h->w1[k] != GPUMEM_POLICY_UNHINTED || h->weight[k]) {
         uint32_t i = gpumem__hint_pending(h, line);
         h->ptag[i] = line + 1;
         h->pw1[i] = h->w1[k];
         h->pw2[i] = h->w2[k];
         h->pmet[i] = h->met[k];
+        h->pweight[i] = h->weight[k];
+        h->pgone[i] = 0;
+        if (h->arm[k] != GPUMEM__ARM_NONE) { /* measured: which arm evicted it, and when */
+            const int by_fallback = h->arm[k] == GPUMEM__ARM_FALLBACK;
+            h->pgone[i] = (h->fills + 1) | (by_fallback ? GPUMEM__GONE_FALLBACK : 0);
+            ++*(by_fallback ? &h->fallback_out : &h->weight_out);
+            if (h->weight_out + h->fallback_out >= 4ull * p->d.n_slots + 1024) { /* a recent rate */
+                h->weight_out /= 2, h->weight_back /= 2;
+                h->fallback_out /= 2, h->fallback_back /= 2;
+            }
+        }
     }
+    h->arm[k] = GPUMEM__ARM_NONE;
     h->w1[k] = h->w2[k] = GPUMEM_POLICY_UNHINTED;
     h->met[k] = 0;
+    h->weight[k] = 0;
     gpumem__hint_rekey(p, k);
 }
 
@@ -1508,39 +1593,55 @@ GPUMEM_API uint64_t gpumem_policy_next_use(const gpumem_policy *p, uint32_t k) {
     return gpumem__hint_past(p, next) ? GPUMEM_POLICY_UNHINTED : next;
 }
 
+/* The top of heap `hp` that is not pinned (a scan when the top is), or NONE. */
+GPUMEM_API uint32_t gpumem__pheap_top_free(const gpumem__pheap *hp, const uint8_t *pinned) {
+    uint32_t i, best = GPUMEM_POLICY_NONE;
+    if (hp->n == 0) return GPUMEM_POLICY_NONE;
+    if (!pinned || !pinned[hp->item[0]]) return hp->item[0];
+    for (i = 0; i < hp->n; i++)
+        if (!pinned[hp->item[i]] && (best == GPUMEM_POLICY_NONE || hp->key[i] > hp->key[best])) best = i;
+    return best == GPUMEM_POLICY_NONE ? GPUMEM_POLICY_NONE : hp->item[best];
+}
+
 GPUMEM_API uint32_t gpumem__hint_victim(gpumem_policy *p, const uint8_t *pinned) {
     gpumem__phint *h = &p->hint;
-    const uint8_t *mask = h->held;
-    uint32_t k, i, n = p->d.n_slots, best = GPUMEM_POLICY_NONE;
+    const int weighted = h->wheap.n > 0;
+    /* one choice in 16 to the arm not in use, so that both stay measured */
+    const int weights = weighted && gpumem__weights_trusted(h) != ((++h->decisions & 15) == 0);
+    const uint8_t *mask = weights ? h->wheld : h->held;
+    uint32_t k, i, n = p->d.n_slots;
     if (h->trust < GPUMEM_POLICY_TRUST_USE) {
         h->fallback_victims++;
-        return gpumem__pbase_victim(p, p->d.hint_fallback, pinned);
+        k = gpumem__pbase_victim(p, p->d.hint_fallback, pinned);
+        if (k != GPUMEM_POLICY_NONE) h->arm[k] = GPUMEM__ARM_NONE;
+        return k;
     }
     if ((k = gpumem__plist_first_free(h->dnext, h->dlist.head, pinned)) != GPUMEM_POLICY_NONE) {
         h->hinted_victims++;
+        h->arm[k] = GPUMEM__ARM_NONE;
         return k;
     }
-    if (h->n_held < n) { /* the fallback, among the unhinted (O(n) to merge a caller's pins) */
+    if ((weights ? h->n_wheld : h->n_held) < n) { /* the fallback, among the rest (O(n) to merge a caller's pins) */
         if (pinned) {
-            for (i = 0; i < n; i++) h->mask[i] = (uint8_t)(h->held[i] | pinned[i]);
+            for (i = 0; i < n; i++) h->mask[i] = (uint8_t)(mask[i] | pinned[i]);
             mask = h->mask;
         }
         if ((k = gpumem__pbase_victim(p, p->d.hint_fallback, mask)) != GPUMEM_POLICY_NONE) {
             h->fallback_victims++;
+            h->arm[k] = h->weight[k] ? GPUMEM__ARM_FALLBACK : GPUMEM__ARM_NONE; /* a weighted line: measured */
             return k;
         }
     }
-    if (h->heap.n == 0) return GPUMEM_POLICY_NONE;
-    if (!pinned || !pinned[h->heap.item[0]]) {
-        best = 0;
-    } else {
-        for (i = 0; i < h->heap.n; i++)
-            if (!pinned[h->heap.item[i]] && (best == GPUMEM_POLICY_NONE || h->heap.key[i] > h->heap.key[best]))
-                best = i;
-        if (best == GPUMEM_POLICY_NONE) return GPUMEM_POLICY_NONE;
+    if (weights && (k = gpumem__pheap_top_free(&h->wheap, pinned)) != GPUMEM_POLICY_NONE) {
+        h->weight_victims++;
+        h->arm[k] = GPUMEM__ARM_WEIGHT;
+        return k;
     }
-    h->hinted_victims++;
-    return h->heap.item[best];
+    if ((k = gpumem__pheap_top_free(&h->heap, pinned)) != GPUMEM_POLICY_NONE) {
+        h->hinted_victims++;
+        h->arm[k] = GPUMEM__ARM_NONE;
+    }
+    return k;
 }
 
 /* ---- the hooks ---------------------------------------------------------------- */
@@ -1566,9 +1667,12 @@ GPUMEM_API gpumem_status gpumem_policy_init(gpumem_policy *p, const gpumem_polic
         gpumem__phint *h = &p->hint;
         for (i = 0; i < n; i++) {
             h->w1[i] = h->w2[i] = GPUMEM_POLICY_UNHINTED;
-            h->heap.pos[i] = GPUMEM_POLICY_NONE;
+            h->heap.pos[i] = h->wheap.pos[i] = GPUMEM_POLICY_NONE;
         }
         gpumem__pzero(h->held, n);
+        gpumem__pzero(h->wheld, n);
+        gpumem__pzero(h->arm, n);
+        gpumem__pzero(h->weight, (size_t)n * 8);
         gpumem__pzero(h->demoted, n);
         gpumem__pzero(h->met, n);
         gpumem__pzero(h->ptag, ((size_t)h->pmask + 1) * 8);
@@ -1673,6 +1777,14 @@ GPUMEM_API gpumem_status gpumem__slot_kind_hint(gpumem_policy *p, uint32_t k, ui
     return gpumem_policy_slot_hint(p->slot.hints, &p->slot.words[k], when, demote);
 }
 
+/* Pending entry i taken for `line`, empty: no hint, no weight. */
+GPUMEM_API void gpumem__hint_pending_claim(gpumem__phint *h, uint32_t i, uint64_t line) {
+    h->ptag[i] = line + 1;
+    h->pw1[i] = h->pw2[i] = GPUMEM_POLICY_UNHINTED;
+    h->pmet[i] = 0;
+    h->pweight[i] = h->pgone[i] = 0;
+}
+
 GPUMEM_API gpumem_status gpumem_policy_hint(gpumem_policy *p, uint32_t k, uint64_t line, uint64_t when) {
     gpumem__phint *h;
     gpumem_status st;
@@ -1686,9 +1798,7 @@ GPUMEM_API gpumem_status gpumem_policy_hint(gpumem_policy *p, uint32_t k, uint64
         if (h->ptag[i] != line + 1) {
             if (h->ptag[i] && h->pw1[i] < when && !gpumem__hint_past(p, h->pw1[i]))
                 return GPUMEM_OK; /* the table keeps the sooner of two lines' hints */
-            h->ptag[i] = line + 1;
-            h->pw1[i] = h->pw2[i] = GPUMEM_POLICY_UNHINTED;
-            h->pmet[i] = 0;
+            gpumem__hint_pending_claim(h, i, line);
         }
         gpumem__hint_put(&h->pw1[i], &h->pw2[i], &h->pmet[i], when);
         return GPUMEM_OK;
@@ -1719,6 +1829,30 @@ GPUMEM_API gpumem_status gpumem_policy_demote(gpumem_policy *p, uint32_t k, uint
         h->demoted[k] = 1;
         gpumem__plist_append(&h->dlist, h->dprev, h->dnext, k);
     }
+    gpumem__hint_rekey(p, k);
+    return GPUMEM_OK;
+}
+
+/* HINTED: the line in slot k (or NONE) weighs `weight` (0: no weight):
+ * how much the application expects to use it beyond its next-use hints;
+ * among lines with no hint standing the lightest goes first, unweighted
+ * ones before any. Statuses as gpumem_policy_hint (no epoch to refuse). */
+GPUMEM_API gpumem_status gpumem_policy_weight(gpumem_policy *p, uint32_t k, uint64_t line, uint64_t weight) {
+    gpumem__phint *h;
+    gpumem_status st = gpumem__hint_check(p, k, line); /* HINTED only: the slot kind takes no weights (ESTATE) */
+    if (st != GPUMEM_OK) return st;
+    h = &p->hint;
+    if (k == GPUMEM_POLICY_NONE) {
+        uint32_t i = gpumem__hint_pending(h, line);
+        if (h->ptag[i] != line + 1) {
+            if (h->ptag[i] && h->pw1[i] != GPUMEM_POLICY_UNHINTED && !gpumem__hint_past(p, h->pw1[i]))
+                return GPUMEM_OK; /* the table keeps another line's standing hint over a weight */
+            gpumem__hint_pending_claim(h, i, line);
+        }
+        h->pweight[i] = weight;
+        return GPUMEM_OK;
+    }
+    h->weight[k] = weight;
     gpumem__hint_rekey(p, k);
     return GPUMEM_OK;
 }
@@ -2245,7 +2379,8 @@ enum {
     GPUMEM_POLICY_TRACE_HINT = 1,   /* the line's next use is at the epoch in the next word */
     GPUMEM_POLICY_TRACE_DEMOTE = 2, /* done with the line */
     GPUMEM_POLICY_TRACE_EPOCH = 3,  /* the clock is at the epoch in the next word */
-    GPUMEM_POLICY_TRACE_SOON = 4    /* the line is needed soon, at that epoch: a prefetch hint */
+    GPUMEM_POLICY_TRACE_SOON = 4,   /* the line is needed soon, at that epoch: a prefetch hint */
+    GPUMEM_POLICY_TRACE_WEIGHT = 5  /* the line's weight is in the next word */
 };
 
 /* Caller memory for `cap` accesses; accesses past it are counted in
@@ -2263,13 +2398,13 @@ GPUMEM_API void gpumem_policy_trace_record(gpumem_policy_trace *t, uint64_t line
     if (i < t->cap) t->buf[i] = line | (write ? GPUMEM_POLICY_TRACE_WRITE : 0);
 }
 
-/* A hint record (GPUMEM_POLICY_TRACE_HINT .. _SOON) about `line` (below
- * 2^56; ignored for EPOCH) with `value` (the epoch; ignored for DEMOTE),
+/* A hint record (GPUMEM_POLICY_TRACE_HINT .. _WEIGHT) about `line` (below
+ * 2^56; ignored for EPOCH) with `value` (the epoch or the weight; ignored for DEMOTE),
  * in its two words at once. A record the capacity cuts becomes a NOP. */
 GPUMEM_API void gpumem_policy_trace_hint(gpumem_policy_trace *t, uint32_t op, uint64_t line, uint64_t value) {
     uint32_t words = op == GPUMEM_POLICY_TRACE_DEMOTE ? 1u : 2u;
     uint64_t i, head;
-    if (!t || op == GPUMEM_POLICY_TRACE_NOP || op > GPUMEM_POLICY_TRACE_SOON) return;
+    if (!t || op == GPUMEM_POLICY_TRACE_NOP || op > GPUMEM_POLICY_TRACE_WEIGHT) return;
     head = GPUMEM_POLICY_TRACE_CONTROL | ((uint64_t)op << GPUMEM_POLICY_TRACE_OP_SHIFT) |
            (op == GPUMEM_POLICY_TRACE_EPOCH ? 0 : line & (GPUMEM_POLICY_TRACE_HINT_LINES - 1));
     i = gpumem_atomic_fetch_add_u64(&t->n, words, GPUMEM_ORDER_RELAXED, GPUMEM_SCOPE_SYSTEM);

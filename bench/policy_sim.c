@@ -61,11 +61,11 @@ static double now_s(void) {
 /* ---- reading traces ------------------------------------------------------------ */
 
 /* A hint record, at the access it comes before (gpumem_policy.h's trace
- * format): op PSIM_HINT (a "soon" hint too), PSIM_DEMOTE or PSIM_EPOCH. */
+ * format): op PSIM_HINT, PSIM_SOON, PSIM_DEMOTE, PSIM_EPOCH or PSIM_WEIGHT. */
 typedef struct hint_rec {
     uint64_t at;    /* accesses before it */
     uint64_t line;  /* the raw line; pass 1 makes it the dense id */
-    uint64_t value; /* the hint's epoch, or the new epoch */
+    uint64_t value; /* the hint's epoch, the new epoch, or the weight */
     uint32_t op;
 } hint_rec;
 
@@ -134,7 +134,7 @@ static int trace_parse_num(const char **sp, uint64_t limit, uint64_t *out, const
         v = v * (hex ? 16u : 10u) + d;
     }
     if (digits == 0) {
-        *why = hex ? "hex digits after 0x" : "a line number in decimal or 0x-hex";
+        *why = hex ? "hex digits after 0x" : what; /* what was wanted here: a line number, an epoch, a weight */
         return -1;
     }
     *out = v;
@@ -148,7 +148,7 @@ static int trace_parse_num(const char **sp, uint64_t limit, uint64_t *out, const
  * optionally a '#' comment. Returns 0 and the number, or -1 with `why`. */
 static int trace_parse_id(const char *s, uint64_t *out, const char **why) {
     if (trace_parse_num(&s, GPUMEM_POLICY_TRACE_WRITE, out, why,
-                        "a line number below 2^63 (bit 63 is the binary format's write flag)") != 0)
+                        "a line number in decimal or 0x-hex below 2^63 (bit 63: the write flag)") != 0)
         return -1;
     s += strspn(s, " \t");
     if (*s == 'w') s += 1 + strspn(s + 1, " \t");
@@ -161,23 +161,25 @@ static int trace_parse_id(const char *s, uint64_t *out, const char **why) {
 
 /* A text hint record (gpumem_policy.h): "h LINE EPOCH" or "s LINE EPOCH"
  * (will be used at EPOCH; soon), "d LINE" (done with), "e EPOCH" (the
- * clock), then optionally a '#' comment; LINE below 2^56, EPOCH below 2^63,
- * as in the binary format. 0, or -1 with `why`. */
+ * clock), "w LINE WEIGHT", then optionally a '#' comment; LINE below 2^56,
+ * EPOCH and WEIGHT below 2^63, as in the binary format. 0, or -1 with `why`. */
 static int trace_parse_hint(const char *s, uint32_t *op, uint64_t *line, uint64_t *value, const char **why) {
     char c = *s++;
     *line = *value = 0;
-    *op = c == 'e' ? PSIM_EPOCH : c == 'd' ? PSIM_DEMOTE : c == 's' ? PSIM_SOON : PSIM_HINT;
+    *op = c == 'e' ? PSIM_EPOCH : c == 'd' ? PSIM_DEMOTE : c == 's' ? PSIM_SOON : c == 'w' ? PSIM_WEIGHT : PSIM_HINT;
     s += strspn(s, " \t");
     if (c != 'e' && trace_parse_num(&s, GPUMEM_POLICY_TRACE_HINT_LINES, line, why,
                                     "a hinted line number below 2^56") != 0)
         return -1;
     s += strspn(s, " \t");
-    if (c != 'd' && trace_parse_num(&s, GPUMEM_POLICY_TRACE_WRITE, value, why, "an epoch below 2^63") != 0)
+    if (c != 'd' && trace_parse_num(&s, GPUMEM_POLICY_TRACE_WRITE, value, why,
+                                    c == 'w' ? "a weight below 2^63" : "an epoch below 2^63") != 0)
         return -1;
     s += strspn(s, " \t");
     if (*s != '#' && *s != 0) {
-        *why = c == 'd' ? "only a '#' comment after \"d LINE\""
+        *why = c == 'd'   ? "only a '#' comment after \"d LINE\""
                : c == 'e' ? "only a '#' comment after \"e EPOCH\""
+               : c == 'w' ? "only a '#' comment after \"w LINE WEIGHT\""
                           : "only a '#' comment after \"h LINE EPOCH\"";
         return -1;
     }
@@ -269,24 +271,27 @@ static size_t trace_read_hinted(trace_in *t, uint64_t *out, size_t max) {
             out[n++] = w & (GPUMEM_POLICY_TRACE_CONTROL - 1);
             continue;
         }
-        if (op > GPUMEM_POLICY_TRACE_SOON) {
+        if (op > GPUMEM_POLICY_TRACE_WEIGHT) {
             fprintf(stderr, "policy_sim: %s: byte %llu: expected a hint record of kind 0..%u, found kind %u\n", t->path,
-                    (unsigned long long)at, GPUMEM_POLICY_TRACE_SOON, op);
+                    (unsigned long long)at, GPUMEM_POLICY_TRACE_WEIGHT, op);
             t->bad = 1;
             return 0;
         }
-        if (op == GPUMEM_POLICY_TRACE_HINT || op == GPUMEM_POLICY_TRACE_SOON || op == GPUMEM_POLICY_TRACE_EPOCH) {
+        if (op != GPUMEM_POLICY_TRACE_NOP && op != GPUMEM_POLICY_TRACE_DEMOTE) {
+            const char *what = op == GPUMEM_POLICY_TRACE_WEIGHT ? "weight" : "epoch";
             if ((got = trace_word(t, &value)) <= 0) {
                 if (got == 0) {
-                    fprintf(stderr, "policy_sim: %s: byte %llu: expected the epoch word of the hint record at "
-                                    "byte %llu, found the end\n", t->path, (unsigned long long)(at + 8), (unsigned long long)at);
+                    fprintf(stderr, "policy_sim: %s: byte %llu: expected the %s word of the hint record at "
+                                    "byte %llu, found the end\n", t->path, (unsigned long long)(at + 8), what,
+                            (unsigned long long)at);
                     t->bad = 1;
                 }
                 return 0;
             }
             if (value >= GPUMEM_POLICY_TRACE_WRITE) {
-                fprintf(stderr, "policy_sim: %s: byte %llu: expected an epoch below 2^63, found %llu\n", t->path,
-                        (unsigned long long)(at + 8), (unsigned long long)value);
+                fprintf(stderr, "policy_sim: %s: byte %llu: expected %s %s below 2^63, found %llu\n", t->path,
+                        (unsigned long long)(at + 8), op == GPUMEM_POLICY_TRACE_WEIGHT ? "a" : "an", what,
+                        (unsigned long long)value);
                 t->bad = 1;
                 return 0;
             }
@@ -295,6 +300,7 @@ static size_t trace_read_hinted(trace_in *t, uint64_t *out, size_t max) {
         trace_event(t, op == GPUMEM_POLICY_TRACE_EPOCH    ? PSIM_EPOCH
                        : op == GPUMEM_POLICY_TRACE_DEMOTE ? PSIM_DEMOTE
                        : op == GPUMEM_POLICY_TRACE_SOON   ? PSIM_SOON
+                       : op == GPUMEM_POLICY_TRACE_WEIGHT ? PSIM_WEIGHT
                                                           : PSIM_HINT,
                     w & (GPUMEM_POLICY_TRACE_HINT_LINES - 1), value, t->accesses + n);
     }
@@ -333,7 +339,7 @@ static size_t trace_read(trace_in *t, uint64_t *out, size_t max) {
         if (got == 0) break;
         start = line + strspn(line, " \t");
         if (*start == '#' || *start == 0) continue;
-        if (strchr("hsde", *start) && (start[1] == ' ' || start[1] == '\t')) {
+        if (strchr("hsdew", *start) && (start[1] == ' ' || start[1] == '\t')) {
             uint32_t op;
             uint64_t hl, hv;
             if (trace_parse_hint(start, &op, &hl, &hv, &why) != 0) {
@@ -741,6 +747,13 @@ static int run(const char *path, const run_opts *o) {
                (unsigned long long)n_events, (unsigned long long)sims[k].s.hints_refused, (unsigned long long)h->right,
                (unsigned long long)h->wrong, h->trust, GPUMEM_POLICY_TRUST_MAX, (unsigned long long)h->hinted_victims,
                (unsigned long long)h->fallback_victims, gpumem_policy_name(sims[k].s.pol.d.hint_fallback));
+        if (h->weight_victims || h->fallback_out)
+            printf("# hinted at %llu lines: %llu victims the lightest; weighted lines evicted back within a cache's fills:"
+                   " %llu of %llu by weight, %llu of %llu by the fallback (recent); weights %s at the end\n",
+                   (unsigned long long)caps[sims[k].cap_i], (unsigned long long)h->weight_victims,
+                   (unsigned long long)h->weight_back, (unsigned long long)h->weight_out,
+                   (unsigned long long)h->fallback_back, (unsigned long long)h->fallback_out,
+                   gpumem__weights_trusted(h) ? "trusted" : "not trusted");
     }
     for (c = 0; c < o->n_caps; c++)
         printf("%-12s %8llu %5.2f %-11s %-10s %12llu %7.2f %7.3f %7.3f\n", o->name ? o->name : "trace",

@@ -375,7 +375,7 @@ static inline int psim_access(psim *s, uint32_t line) {
 
 /* ---- hints: replayed into HINTED and HINTED_RRIP simulations, ignored by the others - */
 
-enum { PSIM_HINT = 1, PSIM_DEMOTE = 2, PSIM_EPOCH = 3, PSIM_SOON = 4 };
+enum { PSIM_HINT = 1, PSIM_DEMOTE = 2, PSIM_EPOCH = 3, PSIM_SOON = 4, PSIM_WEIGHT = 5 };
 
 /* One hint record (gpumem_policy.h's trace format) for dense line `line`;
  * what the policy refuses (a hint for a past epoch, epochs going back) is
@@ -392,6 +392,7 @@ static inline void psim_hint_event(psim *s, uint32_t op, uint32_t line, uint64_t
         else if (op == PSIM_HINT || op == PSIM_SOON)
             st = gpumem_policy_hint(&s->pol, s->slot_of[line], psim_raw(s, line), value);
         else if (op == PSIM_DEMOTE) st = gpumem_policy_demote(&s->pol, s->slot_of[line], psim_raw(s, line));
+        else if (op == PSIM_WEIGHT) st = gpumem_policy_weight(&s->pol, s->slot_of[line], psim_raw(s, line), value);
         if (st != GPUMEM_OK) s->hints_refused++;
     }
     /* as gpumem_cache_prefetch: read ahead unless the hint was for a past epoch */

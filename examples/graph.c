@@ -91,6 +91,7 @@ typedef struct options {
     int hints;          /* tell the cache each round's next uses (--hints; -1 until resolved: see main) */
     int prefetch;       /* read each round's lines ahead (--prefetch, default off; implies hints) */
     uint32_t lookahead; /* gnn: mini-batches sampled ahead, their rows' next uses hinted (--lookahead) */
+    int weights;        /* gnn: each feature line's weight told the cache (--weights; -1 until resolved: main) */
     int warm;           /* run the traversal again on the cache it filled (--warm; the demo's whole-graph run) */
     uint32_t hint_slack; /* the hinted policy's slack in chunks (--hint-slack; 0: graph_hint_slack(threads)) */
 } options;
@@ -315,6 +316,12 @@ static void print_hints(const graph_store *s) {
            (unsigned long long)h->right, (unsigned long long)h->wrong, h->trust, GPUMEM_POLICY_TRUST_MAX,
            (unsigned long long)h->hinted_victims, (unsigned long long)h->fallback_victims,
            gpumem_policy_name(s->seq.d.hint_fallback));
+    if (h->weight_victims || h->fallback_out)
+        printf("  weights: %llu victims the lightest; of the weighted lines evicted, %.1f %% (by weight) and %.1f %% (by "
+               "the fallback) came back within a cache's worth of fills: weights %s\n",
+               (unsigned long long)h->weight_victims, 100.0 * (double)h->weight_back / (double)(h->weight_out + !h->weight_out),
+               100.0 * (double)h->fallback_back / (double)(h->fallback_out + !h->fallback_out),
+               gpumem__weights_trusted(h) ? "trusted" : "not trusted");
 }
 
 /* --prefetch: the round's plan read ahead of the workers, at most
@@ -990,7 +997,7 @@ enum {
     O_POLICY = 1 << 11, O_TRACE = 1 << 12, O_HOST = 1 << 13, O_PLACEMENT = 1 << 14, O_FORMAT = 1 << 15,
     O_CACHE_DIR = 1 << 16, O_MEM = 1 << 17, O_ITERATIONS = 1 << 18, O_ROW_BYTES = 1 << 19, O_BATCH = 1 << 20,
     O_BATCHES = 1 << 21, O_FANOUTS = 1 << 22, O_FEATURES = 1 << 23, O_OUT = 1 << 24, O_HINTS = 1 << 25,
-    O_LOOKAHEAD = 1 << 26, O_PREFETCH = 1 << 27, O_WARM = 1 << 28, O_HINT_SLACK = 1 << 29
+    O_LOOKAHEAD = 1 << 26, O_PREFETCH = 1 << 27, O_WARM = 1 << 28, O_HINT_SLACK = 1 << 29, O_WEIGHTS = 1 << 30
 };
 static const cli_option option_docs[] = {
     {"--scale", "S", "generate 2^S vertices, S in 10..30 (default 20)", O_SCALE},
@@ -1043,6 +1050,11 @@ static const cli_option option_docs[] = {
                          "                       with each row's next use among them (with no --policy, its policy is\n"
                          "                       then hinted); the batches and rows are the same for every K",
      O_LOOKAHEAD},
+    {"--weights", "on|off", "gnn: tell the feature cache each line's weight, how often the sampler draws its rows\n"
+                            "                       a batch (graph_gnn_expected_draws): the hinted policy keeps the\n"
+                            "                       heavier of the lines no batch in the window names (default on with\n"
+                            "                       --lookahead K > 0; on with K = 0: weights alone; policy hinted)",
+     O_WEIGHTS},
     {"--hint-slack", "N", "bfs, cc, pagerank: chunks of 64 items a use may come before or after its hint and\n"
                           "                       still prove it right (--policy hinted; 1..1048576, default\n"
                           "                       max(32, 4 x threads), chosen on kron18 with a 4 MiB cache: a smaller\n"
@@ -1077,8 +1089,8 @@ static const cli_command commands[] = {
                     "  against the generator and each batch's hash compared: (a) through a cache (--cache-mib,\n"
                     "  default 1/8 of the table), (b) by direct reads on the queue pairs, (c) by host threads'\n"
                     "  pread (a GDS-like path); rows/s, bytes read against needed, hit rate", 1, 1,
-     O_SEED | O_ROW_BYTES | O_BATCH | O_BATCHES | O_FANOUTS | O_FEATURES | O_LOOKAHEAD | O_TRACE | RUN_OPTS |
-         INPUT_OPTS},
+     O_SEED | O_ROW_BYTES | O_BATCH | O_BATCHES | O_FANOUTS | O_FEATURES | O_LOOKAHEAD | O_WEIGHTS | O_TRACE |
+         RUN_OPTS | INPUT_OPTS},
     {"gnn-sweep", "FILE OUT.tsv", "gnn's rows/s in each mode against the feature cache's size (1/32 of the\n"
                                   "  table to all of it) and the row size (256 B to 16 KiB), as a table", 2, 2,
      O_SEED | O_MACHINE | O_ROW_BYTES | O_BATCH | O_BATCHES | O_FANOUTS | (RUN_OPTS & ~O_CACHE) | INPUT_OPTS},
@@ -1136,6 +1148,9 @@ static int parse(int argc, char **argv, options *o, const cli_command **cmd_out,
         } else if (od->bit == O_HINTS) {
             if (strcmp(a, "on") && strcmp(a, "off")) return bad_args(cmd, "--hints %s: want on or off", a);
             o->hints = !strcmp(a, "on");
+        } else if (od->bit == O_WEIGHTS) {
+            if (strcmp(a, "on") && strcmp(a, "off")) return bad_args(cmd, "--weights %s: want on or off", a);
+            o->weights = !strcmp(a, "on");
         } else if (od->bit == O_PREFETCH) {
             if (strcmp(a, "on") && strcmp(a, "off")) return bad_args(cmd, "--prefetch %s: want on or off", a);
             o->prefetch = !strcmp(a, "on");
@@ -1845,8 +1860,9 @@ typedef struct gnn_window {
     uint32_t n_slots;      /* K + 1 */
     uint32_t *last;        /* with hints, per feature line: 1 + the last sampled batch to read it, 0: none */
     uint32_t *last_at;     /* and the line's place in that batch's lines */
-    gpumem_cache *hinted;  /* the feature cache told the next uses (K > 0), or NULL */
-    unsigned long long hints, refused;
+    gpumem_cache *hinted;  /* the feature cache told the next uses (K > 0 or weights), or NULL */
+    uint64_t *weight;      /* with --weights, per feature line: its weight (gnn_line_weights), or NULL */
+    unsigned long long hints, weights, refused;
 } gnn_window;
 
 /* Batch j's epoch. The store's hinted policy proves a use right within
@@ -1863,8 +1879,30 @@ static void gnn_hint(gnn_window *w, uint64_t line, uint64_t batch) {
     if (gpumem_cache_hint(w->hinted, line, gnn_epoch(batch)) != GPUMEM_OK) w->refused++;
 }
 
+/* Each feature line's weight: the expected draws a batch of the rows on it
+ * (graph_gnn_expected_draws), in units of 2^-20 draws, at least 1 (0 is no
+ * weight). 0, or -1 without memory. */
+static int gnn_line_weights(gnn_window *w, const graph_csr *g, const graph_gnn_plan *p, uint32_t seeds,
+                            uint32_t row_bytes, uint64_t table_lines) {
+    const uint64_t n = g->h.n_nodes;
+    double *draws = (double *)malloc(3 * n * sizeof *draws);
+    uint64_t v, line;
+    if (!draws || !(w->weight = (uint64_t *)calloc(table_lines, 8))) {
+        free(draws);
+        return -1;
+    }
+    graph_gnn_expected_draws(g, p, seeds, draws, draws + n);
+    for (v = 0; v < n; v++)
+        for (line = v * row_bytes / GRAPH_LINE; line <= (v * row_bytes + row_bytes - 1) / GRAPH_LINE; line++)
+            w->weight[line] += (uint64_t)(draws[v] * 1048576.0);
+    for (line = 0; line < table_lines; line++) w->weight[line] += 1;
+    free(draws);
+    return 0;
+}
+
 static void gnn_window_free(gnn_window *w) {
     uint32_t i;
+    free(w->weight); /* gnn_line_weights' */
     for (i = 0; w->slot && i < w->n_slots; i++) {
         free(w->slot[i].rows);
         free(w->slot[i].lines);
@@ -1918,6 +1956,10 @@ static void gnn_window_plan(gnn_window *w, gnn_batch *bt, uint64_t j, uint64_t n
             bt->next[bt->n_lines] = GRAPH_NONE;
             if (prev && prev - 1 >= now) w->slot[(prev - 1) % w->n_slots].next[w->last_at[line]] = (uint32_t)j;
             else gnn_hint(w, line, j);
+            if (w->weight) { /* with its hint: a line not cached keeps it in the pending table until its fill */
+                w->weights++;
+                if (gpumem_cache_weight(w->hinted, line, w->weight[line]) != GPUMEM_OK) w->refused++;
+            }
             w->last[line] = (uint32_t)j + 1;
             w->last_at[line] = (uint32_t)bt->n_lines++;
         }
@@ -1997,8 +2039,8 @@ static int gnn_run(const options *o, const graph_csr *ref, const char *path, uin
     }
     sc.cache_bytes = feature_cache;
     sc.host_bytes = o->host_bytes;
-    /* Look-ahead hints the feature cache: hinted unless --policy says otherwise */
-    if (o->lookahead && !(o->given & O_POLICY)) sc.policy = GPUMEM_POLICY_HINTED;
+    /* Look-ahead and weights hint the feature cache: hinted unless --policy says otherwise */
+    if ((o->lookahead || o->weights) && !(o->given & O_POLICY)) sc.policy = GPUMEM_POLICY_HINTED;
     if (o->trace && !(sc.trace = trace_new())) {
         graph_store_close(&gs);
         return 2;
@@ -2025,7 +2067,8 @@ static int gnn_run(const options *o, const graph_csr *ref, const char *path, uin
     r.counts = (graph_counts *)calloc(o->threads, sizeof *r.counts);
     r.ctx = &g;
     if (gnn_window_init(&w, o->lookahead, (uint64_t)o->batch * o->plan.per_seed, row_bytes, table / GRAPH_LINE,
-                        o->lookahead ? fs.cache : NULL) != 0 ||
+                        o->lookahead || o->weights ? fs.cache : NULL) != 0 ||
+        (o->weights && gnn_line_weights(&w, ref, &o->plan, o->batch, row_bytes, table / GRAPH_LINE) != 0) ||
         !g.samples || !g.buf || !g.bounce || !g.gc || !hashes || !r.counts) {
         fprintf(stderr, "graph: gnn: no memory for %u batches of up to %llu rows of %u bytes\n", o->lookahead + 1,
                 (unsigned long long)max_rows, row_bytes);
@@ -2040,7 +2083,11 @@ static int gnn_run(const options *o, const graph_csr *ref, const char *path, uin
            o->threads, o->pairs, o->depth);
     if (o->lookahead)
         printf("  look-ahead: %u batches sampled ahead, each feature line's next use among them hinted to the feature"
-               " cache (policy %s)\n", o->lookahead, gpumem_policy_name(sc.policy));
+               " cache (policy %s)%s\n", o->lookahead, gpumem_policy_name(sc.policy),
+               o->weights ? "; with its weight, the sampler's expected draws of its rows" : "");
+    else if (o->weights)
+        printf("  weights: each feature line's weight, the sampler's expected draws of its rows, told the feature "
+               "cache (policy %s)\n", gpumem_policy_name(sc.policy));
     fflush(stdout);
     for (b = 0; b < o->batches && rc == 0; b++) {
         uint64_t n, want_hash = 0;
@@ -2108,9 +2155,9 @@ static int gnn_run(const options *o, const graph_csr *ref, const char *path, uin
     }
     x->digest = graph_hash(0x646967657374ull, hashes, (size_t)o->batches * 8);
     gpumem_cache_get_stats(fs.cache, &x->cs);
-    if (o->lookahead)
-        printf("  look-ahead: %llu next-use hints to the feature cache, %llu refused; its hit rate %.1f %%\n", w.hints,
-               w.refused, hit_percent(x->cs.hits, x->cs.misses));
+    if (o->lookahead || o->weights)
+        printf("  look-ahead: %llu next-use hints and %llu weights to the feature cache, %llu refused; its hit rate "
+               "%.1f %%\n", w.hints, w.weights, w.refused, hit_percent(x->cs.hits, x->cs.misses));
     print_hints(&fs);
     gpumem_cache_get_stats(gs.cache, &x->graph_cs);
     if (fs.tier) gpumem_tier_get_stats(fs.tier, &x->ts);
@@ -2291,7 +2338,7 @@ int main(int argc, char **argv) {
      * hinted kind (--policy hinted) is the better one in the simulator but
      * holds one lock: on the live cache with 16 threads it read 15 % more
      * and ran 5-10x longer (bench/results/policy-hints-vm.md). */
-    o.hints = -1;
+    o.hints = o.weights = -1;
     if ((rc = parse(argc, argv, &o, &cmd, &help)) != 0) return rc;
     if (!cmd || !(cmd->opts & O_HINTS)) o.hints = 0; /* the commands that hint take --hints */
     if (cmd && o.prefetch && o.hints == 0) {
@@ -2303,6 +2350,13 @@ int main(int argc, char **argv) {
         o.hints = !(o.given & O_POLICY) || o.policy == GPUMEM_POLICY_HINTED ||
                   o.policy == GPUMEM_POLICY_HINTED_RRIP || o.trace != NULL;
     if (o.hints && !(o.given & O_POLICY)) o.policy = GPUMEM_POLICY_HINTED_RRIP;
+    /* gnn's weights: with look-ahead unless told; only the sequential hinted policy takes them */
+    if (cmd && o.weights > 0 && (o.given & O_POLICY) && o.policy != GPUMEM_POLICY_HINTED) {
+        fprintf(stderr, "graph %s: --weights on: only --policy hinted takes weights (give none, or hinted)\n",
+                cmd->name);
+        return 2;
+    }
+    if (o.weights < 0) o.weights = o.lookahead > 0 && (!(o.given & O_POLICY) || o.policy == GPUMEM_POLICY_HINTED);
     if (help) {
         cli_print_usage(&tool, stdout, cmd);
         return 0;

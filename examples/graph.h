@@ -1092,6 +1092,36 @@ GPUMEM_API gpumem_status graph_gnn_sample(graph_refs *r, uint64_t key, uint32_t 
     return st;
 }
 
+/* How often each vertex is drawn, on average, into one mini-batch of
+ * `seeds` seed vertices sampled with plan p (graph_gnn_sample's trees over
+ * graph_gnn_seed_vertex's uniform seeds): out[v] for each of the graph's
+ * vertices, the repeats counted. A seed is each vertex with probability
+ * 1 / n; a parent of degree d draws each of its neighbours with
+ * probability min(f, d) / d, so hop h + 1's expectation is hop h's pushed
+ * along the edges with that factor (O(hops x edges), two vectors in
+ * scratch: 2 x n_nodes doubles). This is what a trainer knows of the
+ * batches past its look-ahead window: which feature rows the sampler
+ * favours (GIDS keeps rows by a reverse PageRank for the same reason; for
+ * this sampler the expectation is exact). */
+GRAPH_API void graph_gnn_expected_draws(const graph_csr *g, const graph_gnn_plan *p, uint32_t seeds, double *out,
+                                        double *scratch) {
+    const uint64_t n = g->h.n_nodes;
+    double *cur = scratch, *next = scratch + n, *t;
+    uint64_t v, e;
+    uint32_t h;
+    for (v = 0; v < n; v++) out[v] = cur[v] = n ? (double)seeds / (double)n : 0;
+    for (h = 0; h < p->n_hops; h++) {
+        for (v = 0; v < n; v++) next[v] = 0;
+        for (v = 0; v < n; v++) {
+            const uint64_t d = g->offsets[v + 1] - g->offsets[v];
+            const double give = d ? cur[v] * (double)(d < p->fanout[h] ? d : p->fanout[h]) / (double)d : 0;
+            for (e = g->offsets[v]; give > 0 && e < g->offsets[v + 1]; e++) next[g->edges[e]] += give;
+        }
+        for (v = 0; v < n; v++) out[v] += next[v];
+        t = cur, cur = next, next = t;
+    }
+}
+
 /* What gathering did: rows copied and their bytes (needed), and, for
  * direct reads, the commands sent and the bytes they read from storage. */
 typedef struct graph_gather_counts {

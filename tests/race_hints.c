@@ -67,15 +67,20 @@ static void *user(void *arg) {
     return NULL;
 }
 
-/* Hints, demotes and the clock, at random: only statuses a hint may have. */
+/* Hints, demotes, weights and the clock, at random: only statuses a hint
+ * may have (a weight to the slot kind is ESTATE: it takes none). */
 static void *hinter(void *arg) {
     uint64_t s = 101 + (uintptr_t)arg, epoch = 0;
     while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
         uint64_t r = rng(&s), line = r % LINES;
         gpumem_status st;
-        switch ((r >> 8) % 4) {
+        switch ((r >> 8) % 5) {
         case 0: st = gpumem_cache_epoch(cache, ++epoch); break;
         case 1: st = gpumem_cache_demote(cache, line); break;
+        case 2:
+            st = gpumem_cache_weight(cache, line, (r >> 16) % 100);
+            if (st == GPUMEM_ESTATE && cache->policy == GPUMEM_POLICY_HINTED_RRIP) st = GPUMEM_OK;
+            break;
         default: st = gpumem_cache_hint(cache, line, epoch + (r >> 16) % 8); break;
         }
         if (st == GPUMEM_ERANGE) __atomic_fetch_add(&refused_hints, 1, __ATOMIC_RELAXED); /* an epoch gone by */

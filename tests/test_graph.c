@@ -322,6 +322,9 @@ Test(graph, program_bad_arguments_table) {
         {"gnn %G --lookahead", "--lookahead needs a value"},
         {"bfs %G --lookahead 4", "bfs does not take --lookahead"},
         {"gnn-sweep %G %M --lookahead 1", "gnn-sweep does not take --lookahead"},
+        {"gnn %G --weights x", "--weights x: want on or off"},
+        {"gnn %G --lookahead 4 --weights on --policy lru", "--weights on: only --policy hinted takes weights"},
+        {"bfs %G --weights on", "bfs does not take --weights"},
     };
     char graph[256], missing[256], dir[256], args[1024], out[8192];
     size_t i;
@@ -1061,19 +1064,26 @@ Test(graph, gather_hint_names_the_lines_of_the_row) {
  * its parent, all of a parent's neighbours when it has at most the fanout,
  * else exactly fanout distinct ones; empty slots only after the filled ones.
  * The same key gives the same sample; another key another one. */
+/* A scale-10 graph at `path`, loaded into g and opened as s through a
+ * 16-line CLOCK cache: what the sampling tests sample. */
+static void sample_store_open(char *path, size_t n, const char *name, graph_csr *g, graph_store *s) {
+    char err[256];
+    graph_store_config c = {2, 64, 16 * GRAPH_LINE, 0, 0, GPUMEM_POLICY_CLOCK, NULL, 0, 0, 0, 0};
+    temp_path(path, n, name);
+    make_graph_file(path, 10);
+    cr_assert_eq(graph_load(path, g, err, sizeof err), GPUMEM_OK, "%s", err);
+    cr_assert_eq(graph_store_open(s, path, &c, err, sizeof err), GPUMEM_OK, "%s", err);
+}
+
 Test(graph, sampling_gives_distinct_neighbours_and_is_deterministic) {
-    char path[256], err[256];
+    char path[256];
     graph_csr g;
     graph_store s;
-    graph_store_config c = {2, 64, 16 * GRAPH_LINE, 0, 0, GPUMEM_POLICY_CLOCK, NULL, 0, 0, 0, 0};
     graph_gnn_plan p = {3, {4, 3, 2, 0}, 0};
     graph_counts counts;
     uint32_t out[64], again[64], level_at[4] = {0, 1, 5, 17}, seed;
     unsigned long long differ = 0, full = 0, partial = 0;
-    temp_path(path, sizeof path, "sample");
-    make_graph_file(path, 10);
-    cr_assert_eq(graph_load(path, &g, err, sizeof err), GPUMEM_OK, "%s", err);
-    cr_assert_eq(graph_store_open(&s, path, &c, err, sizeof err), GPUMEM_OK, "%s", err);
+    sample_store_open(path, sizeof path, "sample", &g, &s);
     p.per_seed = graph_gnn_per_seed(&p);
     cr_assert_eq(p.per_seed, 1 + 4 + 12 + 24);
     memset(&counts, 0, sizeof counts);
@@ -1120,6 +1130,61 @@ Test(graph, sampling_gives_distinct_neighbours_and_is_deterministic) {
     cr_assert_gt(partial, 100, "too few vertices at or below the fanout");
     cr_assert_gt(differ, 150, "the key hardly changes the sample (%llu of 200)", differ);
     cr_assert_eq(gpumem_cache_check_quiescent(s.cache), 0);
+    graph_store_close(&s);
+    graph_free(&g);
+    unlink(path);
+}
+
+/* graph_gnn_expected_draws against the sampler itself: 3000 batches of 16
+ * seeds sampled through a cache (two hops, fanouts 3 and 2: vertices above
+ * and below them), each vertex's draws counted, repeats too. The totals
+ * agree within 1 %, and each vertex expected at least 300 times lies within
+ * 5 standard deviations of a Poisson count (the draws are not independent,
+ * but close). */
+Test(graph, gnn_expected_draws_are_what_the_sampler_draws) {
+    enum { BATCHES = 3000, SEEDS = 16 };
+    char path[256];
+    graph_csr g;
+    graph_store s;
+    graph_gnn_plan p = {2, {3, 2, 0, 0}, 0};
+    graph_counts counts;
+    uint32_t out[16], b, i, j;
+    double *want, *scratch, *got, total_want = 0, total_got = 0;
+    unsigned long long checked = 0;
+    sample_store_open(path, sizeof path, "draws", &g, &s);
+    p.per_seed = graph_gnn_per_seed(&p);
+    want = (double *)calloc(g.h.n_nodes, sizeof *want);
+    got = (double *)calloc(g.h.n_nodes, sizeof *got);
+    scratch = (double *)calloc(2 * g.h.n_nodes, sizeof *scratch);
+    cr_assert(want && got && scratch);
+    graph_gnn_expected_draws(&g, &p, SEEDS, want, scratch);
+    memset(&counts, 0, sizeof counts);
+    for (b = 0; b < BATCHES; b++) {
+        graph_refs r = graph_refs_make(&s.offsets, &s.edges, (uint32_t)g.h.n_nodes, g.h.n_edges);
+        for (i = 0; i < SEEDS; i++) {
+            uint32_t v = graph_gnn_seed_vertex(3, b, i, (uint32_t)g.h.n_nodes);
+            cr_assert_eq(graph_gnn_sample(&r, graph_mix64(graph_mix64(3 + b) + i), v, &p, out, &counts), GPUMEM_OK);
+            for (j = 0; j < p.per_seed; j++)
+                if (out[j] != GRAPH_NONE) got[out[j]] += 1;
+        }
+        graph_refs_drop(&r);
+    }
+    for (i = 0; i < g.h.n_nodes; i++) {
+        const double e = want[i] * BATCHES;
+        total_want += e;
+        total_got += got[i];
+        if (e < 300) continue;
+        checked++;
+        cr_assert_leq((got[i] - e) * (got[i] - e), 25 * e, "vertex %u (degree %llu): drawn %.0f times, expected %.1f", i,
+                      (unsigned long long)(g.offsets[i + 1] - g.offsets[i]), got[i], e);
+    }
+    cr_assert_gt(checked, 100, "too few vertices drawn often enough to check (%llu)", checked);
+    cr_assert_leq(total_got > total_want ? total_got - total_want : total_want - total_got, 0.01 * total_want,
+                  "%.0f draws, expected %.1f", total_got, total_want);
+    cr_assert_eq(counts.errors, 0);
+    free(want);
+    free(got);
+    free(scratch);
     graph_store_close(&s);
     graph_free(&g);
     unlink(path);
@@ -1215,11 +1280,12 @@ static void gnn_batches(const char *out, char *lines, size_t n) {
  * cache: every batch must be the same as without (sample counts, rows,
  * hashes, digest: the rows all checked by the program), with rows on one
  * line and rows across lines (768 B); the hinted policy runs, and says what
- * the hints proved, only with K > 0 and no --policy; with --policy lru the
- * hints are refused and nothing else changes. */
+ * the hints proved, only with K > 0 and no --policy, or with --weights on;
+ * with --policy lru the hints are refused and nothing else changes. Weights
+ * go with look-ahead unless --weights off, and alone with K = 0. */
 Test(graph, gnn_lookahead_changes_no_batch_and_hints_only_with_k, .timeout = 240) {
-    static const char *const extra[] = {"--lookahead 0", "--lookahead 1", "--lookahead 4",
-                                        "--lookahead 4 --policy lru"};
+    static const char *const extra[] = {"--lookahead 0", "--lookahead 1", "--lookahead 4", "--lookahead 4 --policy lru",
+                                        "--lookahead 4 --weights off", "--lookahead 0 --weights on"};
     char dir[256], path[300], args[1024], out[32768], batches[8192], first[8192];
     const char *common = "--threads 4 --pairs 2 --depth 16 --batch 16 --batches 8 --cache-mib 0.125";
     uint32_t rows, k;
@@ -1228,7 +1294,7 @@ Test(graph, gnn_lookahead_changes_no_batch_and_hints_only_with_k, .timeout = 240
     make_graph_file(path, 10);
     for (rows = 0; rows < 2; rows++) {
         for (k = 0; k < sizeof extra / sizeof extra[0]; k++) {
-            const int hinted = k == 1 || k == 2;
+            const int hinted = k == 1 || k == 2 || k == 4 || k == 5, weighted = k == 1 || k == 2 || k == 5;
             snprintf(args, sizeof args, "gnn %s --cache-dir %s %s --row-bytes %u %s", path, dir, common,
                      rows ? 768 : 4096, extra[k]);
             cr_assert_eq(run_graph(args, out, sizeof out), 0, "graph %s:\n%s", args, out);
@@ -1240,6 +1306,9 @@ Test(graph, gnn_lookahead_changes_no_batch_and_hints_only_with_k, .timeout = 240
             cr_expect_eq(strstr(out, "proven right") != NULL, hinted, "graph %s: the hinted policy %s:\n%s", args,
                          hinted ? "did not run" : "ran", out);
             cr_expect_eq(strstr(out, "look-ahead: ") != NULL, k > 0, "graph %s:\n%s", args, out);
+            cr_expect_eq(strstr(out, "victims the lightest") != NULL, weighted, "graph %s: weights %s:\n%s", args,
+                         weighted ? "not given" : "given", out);
+            if (hinted && !weighted) cr_expect(strstr(out, " and 0 weights "), "graph %s:\n%s", args, out);
             if (hinted)
                 cr_expect(strstr(out, "(policy hinted)") && strstr(out, ", 0 refused"), "graph %s:\n%s", args, out);
             if (k == 3)

@@ -470,3 +470,180 @@ Test(hints, soon_records_read_ahead_never_for_a_line_needed_sooner) {
     cr_expect_eq(s.prefetch_reads, 0);
     psim_free(&s);
 }
+
+/* ---- weights: what the application expects beyond its next-use hints ---- */
+
+/* The order: demoted, unhinted and unweighted by the fallback, the lightest
+ * weighted, the farthest hinted; a pinned lightest gives way to the next;
+ * a weight given while the line is away comes with it at its fill. */
+Test(hints, weights_order_the_unhinted_lightest_first) {
+    gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_HINTED, 5);
+    void *mem;
+    gpumem_policy p;
+    uint32_t k;
+    uint8_t pinned[5] = {0, 0, 0, 0, 0};
+    d.hint_fallback = GPUMEM_POLICY_LRU;
+    mem = malloc(gpumem_policy_bytes(&d));
+    cr_assert_eq(gpumem_policy_init(&p, &d, mem), GPUMEM_OK);
+    for (k = 0; k < 5; k++) gpumem_policy_on_fill(&p, k, 100 + k); /* LRU order 0 1 2 3 4 */
+    cr_assert_eq(gpumem_policy_weight(&p, 0, 100, 30), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_weight(&p, 1, 101, 10), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_weight(&p, 2, 102, 20), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_hint(&p, 3, 103, 9), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_weight(&p, 3, 103, 1), GPUMEM_OK); /* hinted: its weight waits */
+    cr_assert_eq(gpumem_policy_victim(&p, NULL), 4, "the unweighted, unhinted line first (by LRU)");
+    gpumem_policy_on_evict(&p, 4, 104);
+    gpumem_policy_on_fill(&p, 4, 105);
+    cr_assert_eq(gpumem_policy_demote(&p, 2, 102), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_weight(&p, 4, 105, 40), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_victim(&p, NULL), 2, "a demoted line before any");
+    gpumem_policy_on_evict(&p, 2, 102);
+    gpumem_policy_on_fill(&p, 2, 106);
+    cr_assert_eq(gpumem_policy_weight(&p, 2, 106, 50), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_victim(&p, NULL), 1, "then the lightest (10), not LRU's first (0)");
+    pinned[1] = 1;
+    cr_assert_eq(gpumem_policy_victim(&p, pinned), 0, "the lightest pinned: the next (30)");
+    gpumem_policy_on_evict(&p, 1, 101);
+    cr_assert_eq(gpumem_policy_weight(&p, GPUMEM_POLICY_NONE, 101, 60), GPUMEM_OK); /* away: kept for its fill */
+    gpumem_policy_on_fill(&p, 1, 101);
+    cr_assert_eq(gpumem_policy_victim(&p, NULL), 0, "line 101 came back weighing 60: 100 (30) is the lightest");
+    cr_assert_eq(gpumem_policy_weight(&p, 0, 100, 0), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_weight(&p, 1, 101, 0), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_weight(&p, 2, 106, 0), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_weight(&p, 4, 105, 0), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_victim(&p, NULL), 0, "weight 0 is no weight: LRU's again");
+    for (k = 0; k < 5; k++) pinned[k] = k != 3;
+    cr_assert_eq(gpumem_policy_victim(&p, pinned), 3, "the hinted line last");
+    free(mem);
+}
+
+/* A trace of n accesses over `lines` lines drawn independently with
+ * Zipf(1) probabilities, the ranks shuffled over the line numbers; p[]
+ * gets each line's probability times 2^20. */
+static void make_popular_trace(uint32_t *t, uint32_t n, uint32_t lines, uint64_t seed, uint64_t *p) {
+    double *cdf = (double *)malloc(lines * sizeof *cdf), sum = 0;
+    uint32_t *perm = (uint32_t *)malloc(lines * 4), i;
+    cr_assert(cdf && perm);
+    for (i = 0; i < lines; i++) perm[i] = i;
+    for (i = lines - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)(psim_splitmix(&seed) % (i + 1)), x = perm[i];
+        perm[i] = perm[j], perm[j] = x;
+    }
+    for (i = 0; i < lines; i++) sum += cdf[i] = 1.0 / (i + 1.0);
+    for (i = 0; i < lines; i++) p[perm[i]] = 1 + (uint64_t)(cdf[i] / sum * 1048576.0);
+    for (i = 1; i < lines; i++) cdf[i] += cdf[i - 1];
+    for (i = 0; i < n; i++) {
+        double u = (double)(psim_splitmix(&seed) >> 11) / 9007199254740992.0 * sum;
+        uint32_t lo = 0, hi = lines - 1;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (cdf[mid] < u) lo = mid + 1;
+            else hi = mid;
+        }
+        t[i] = perm[lo];
+    }
+    free(cdf);
+    free(perm);
+}
+
+enum { WEIGHTS_TRUE, WEIGHTS_RANDOM, WEIGHTS_INVERTED };
+
+/* Misses of HINTED (fallback BRRIP) with each line weighed after each of its
+ * accesses: its probability (TRUE), a random weight, or the probability
+ * mirrored (INVERTED: the hottest lightest). No next-use hints. */
+static uint64_t run_weighted(const uint32_t *t, uint32_t n, uint32_t lines, uint32_t cap, const uint64_t *prob,
+                             int how, gpumem_policy *out) {
+    gpumem_policy_desc d = gpumem_policy_desc_default(GPUMEM_POLICY_HINTED, cap);
+    uint64_t seed = 4242, top = 0, misses;
+    psim s;
+    uint32_t i;
+    d.hint_fallback = GPUMEM_POLICY_BRRIP;
+    for (i = 0; i < lines; i++) top = prob[i] > top ? prob[i] : top;
+    cr_assert_eq(psim_init(&s, &d, lines, PSIM_ONE_TIER, 0, PSIM_NO_PREFETCH, lines), 0);
+    for (i = 0; i < n; i++) {
+        uint64_t w = how == WEIGHTS_TRUE ? prob[t[i]] : how == WEIGHTS_RANDOM ? 1 + psim_splitmix(&seed) % top
+                                                                                : top + 1 - prob[t[i]];
+        psim_access(&s, t[i]);
+        psim_hint_event(&s, PSIM_WEIGHT, t[i], w);
+    }
+    cr_assert_eq(s.hints_refused, 0);
+    misses = s.misses;
+    if (out) *out = s.pol; /* counters only: the memory is freed */
+    psim_free(&s);
+    return misses;
+}
+
+/* Weights that are the lines' true popularity beat the fallback; random or
+ * inverted ones are seen to evict lines that come back sooner than the
+ * fallback's, lose the choice, and cost at most 1.25x the fallback. */
+Test(hints, weights_beat_the_fallback_and_bad_ones_cost_at_most_a_quarter_more) {
+    enum { N = 200000 };
+    static uint32_t t[N];
+    static uint64_t prob[8000];
+    uint32_t round;
+    for (round = 0; round < 3; round++) {
+        uint32_t lines = 2000 + 3000 * round, cap = lines / (4 + 2 * round);
+        uint64_t f = 0, m;
+        int how;
+        gpumem_policy p;
+        make_popular_trace(t, N, lines, 31 + round, prob);
+        f = run_hinted(GPUMEM_POLICY_BRRIP, 0, t, N, lines, cap, HINTS_NONE, NULL);
+        for (how = WEIGHTS_TRUE; how <= WEIGHTS_INVERTED; how++) {
+            m = run_weighted(t, N, lines, cap, prob, how, &p);
+            cr_log_info("round %u, weights %d: %llu misses, BRRIP %llu; back early %llu of %llu by weight, %llu of %llu "
+                        "by the fallback", round, how, (unsigned long long)m, (unsigned long long)f,
+                        (unsigned long long)p.hint.weight_back, (unsigned long long)p.hint.weight_out,
+                        (unsigned long long)p.hint.fallback_back, (unsigned long long)p.hint.fallback_out);
+            if (how == WEIGHTS_TRUE) {
+                cr_assert_lt((double)m, 0.9 * (double)f, "round %u, true weights: %llu misses, BRRIP %llu", round,
+                             (unsigned long long)m, (unsigned long long)f);
+                cr_assert(gpumem__weights_trusted(&p.hint), "round %u: true weights not trusted", round);
+            } else {
+                cr_assert_leq((double)m, 1.25 * (double)f, "round %u, %s weights: %llu misses, BRRIP %llu", round,
+                              how == WEIGHTS_RANDOM ? "random" : "inverted", (unsigned long long)m,
+                              (unsigned long long)f);
+            }
+            if (how == WEIGHTS_INVERTED)
+                cr_assert(!gpumem__weights_trusted(&p.hint), "round %u: inverted weights still trusted", round);
+        }
+    }
+}
+
+Test(hints, weights_bad_input_gets_a_status) {
+    static uint64_t mem[8 * GPUMEM_CACHE_MIN_LINE / 8];
+    gpumem_policy_desc pd = gpumem_policy_desc_default(GPUMEM_POLICY_HINTED, 2), ld = gpumem_policy_desc_default(
+                                                                                     GPUMEM_POLICY_LRU, 2);
+    void *pmem = malloc(gpumem_policy_bytes(&pd)), *lmem = malloc(gpumem_policy_bytes(&ld));
+    gpumem_policy p, q;
+    gpumem_cache_desc d = gpumem_cache_desc_default();
+    gpumem_cache *c;
+    void *data;
+    cr_assert_eq(gpumem_policy_init(&p, &pd, pmem), GPUMEM_OK);
+    cr_assert_eq(gpumem_policy_init(&q, &ld, lmem), GPUMEM_OK);
+    gpumem_policy_on_fill(&q, 0, 3);
+    cr_assert_eq(gpumem_policy_weight(&q, 0, 3, 5), GPUMEM_ESTATE, "LRU takes no weights");
+    cr_assert_eq(gpumem_policy_weight(NULL, 0, 3, 5), GPUMEM_ENULL);
+    d.n_lines = 8;
+    d.line_bytes = GPUMEM_CACHE_MIN_LINE;
+    d.n_slots = 2;
+    d.backing = gpumem_cache_backing_memory(mem);
+    d.policy = GPUMEM_POLICY_HINTED_RRIP;
+    cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_weight(c, 1, 5), GPUMEM_ESTATE, "the slot kind takes no weights");
+    gpumem_cache_destroy(c);
+    d.policy = GPUMEM_POLICY_DEFAULT;
+    d.seq_policy = &p;
+    cr_assert_eq(gpumem_cache_create(&d, &c), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_weight(c, 8, 5), GPUMEM_ERANGE, "a line past the end");
+    cr_assert_eq(gpumem_cache_weight(c, 1, 1ull << 63), GPUMEM_EOVERFLOW, "no trace could hold it");
+    cr_assert_eq(gpumem_cache_weight(NULL, 1, 5), GPUMEM_ENULL);
+    cr_assert_eq(gpumem_cache_weight(c, 1, 5), GPUMEM_OK, "not resident: kept for its fill");
+    cr_assert_eq(gpumem_cache_acquire(c, 1, 1, 0, &data), GPUMEM_OK);
+    cr_assert_eq(gpumem_cache_release(c, 1, 1), GPUMEM_OK);
+    cr_assert_eq(p.hint.weight[c->lines[1].slot], 5, "the weight came with the fill");
+    cr_assert_eq(gpumem_cache_weight(c, 1, 7), GPUMEM_OK);
+    cr_assert_eq(p.hint.weight[c->lines[1].slot], 7);
+    gpumem_cache_destroy(c);
+    free(pmem);
+    free(lmem);
+}

@@ -11,14 +11,15 @@
  * whole, release a held reference, release a line not held (misuse),
  * hint, demote, move the clock, prefetch, the array forms of hint and
  * prefetch over any element range (empty, whole, past the end), flush,
- * write back, invalidate.
+ * write back, invalidate, weigh a line (the epoch as its weight).
  *
  * Properties, for every input:
  *   - no crash, hang or undefined behaviour; nothing leaked;
  *   - every call returns one of its documented statuses; a line past the
  *     end is ERANGE and an array range past the end ERANGE, exactly; a
- *     prefetch for epoch UINT64_MAX is EOVERFLOW; a hint to BRRIP is
- *     ESTATE; a release of a line nobody holds is ESTATE and changes
+ *     prefetch for epoch UINT64_MAX is EOVERFLOW, and so is a weight of
+ *     2^63 or more; a hint to BRRIP is ESTATE, a weight to any policy but
+ *     the sequential hinted one; a release of a line nobody holds is ESTATE and changes
  *     nothing;
  *   - hints and prefetches are advice: every acquire and every read of a
  *     held line returns the newest bytes written (the model), whatever was
@@ -129,7 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(gpumem_cache_create(&d, &c) == GPUMEM_OK, "cache setup");
     a = gpumem_cache_array_make(c, 8, 0, LINES * LINE / 8);
     while (fuzz_more(&b) && ops++ < 4096) {
-        unsigned op = fuzz_u8(&b) % 14;
+        unsigned op = fuzz_u8(&b) % 15;
         uint64_t line = pick_line(&b), when = pick_epoch(&b, clock), first, count;
         void *p = NULL;
         switch (op) {
@@ -217,6 +218,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 13: /* invalidate */
             s = gpumem_cache_invalidate(c, 0, SLOTS, NULL);
             FUZZ_CHECK(s == GPUMEM_OK || s == GPUMEM_EAGAIN, "invalidate: %s", gpumem_status_str(s));
+            break;
+        case 14: /* weigh a line: the sequential hinted policy's alone */
+            s = gpumem_cache_weight(c, line, when);
+            if (when >> 63) FUZZ_CHECK(s == GPUMEM_EOVERFLOW, "weight %llu: %s", (unsigned long long)when,
+                                       gpumem_status_str(s));
+            else if (!past_end(s, line, "weight"))
+                FUZZ_CHECK(s == (kind == GPUMEM_POLICY_HINTED ? GPUMEM_OK : GPUMEM_ESTATE), "weight of line %llu: %s",
+                           (unsigned long long)line, gpumem_status_str(s));
             break;
         }
     }

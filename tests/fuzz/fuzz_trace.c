@@ -7,10 +7,11 @@
  * file. A binary trace is "GPMTRC01" and 8-byte records (bit 63 the write
  * flag), or "GPMTRC02": records with bit 62 clear are accesses (line in
  * bits 0..61), with it set hint records of kind bits 56..61 (0 nothing,
- * 1 hint, 2 demote, 3 epoch, 4 soon; 1, 3 and 4 take a second word, an
- * epoch below 2^63). A text trace is a line number a line, decimal or
- * 0x-hex below 2^63, then optionally "w", or a hint record ("h LINE EPOCH",
- * "s LINE EPOCH", "d LINE", "e EPOCH"; LINE below 2^56, EPOCH below 2^63),
+ * 1 hint, 2 demote, 3 epoch, 4 soon, 5 weight; all but 0 and 2 take a
+ * second word, an epoch or weight below 2^63). A text trace is a line
+ * number a line, decimal or 0x-hex below 2^63, then optionally "w", or a
+ * hint record ("h LINE EPOCH", "s LINE EPOCH", "d LINE", "e EPOCH", "w LINE
+ * WEIGHT"; LINE below 2^56, EPOCH and WEIGHT below 2^63),
  * then optionally a '#' comment; blank and '#' lines are skipped; a line
  * ends in "\n" or "\r\n", holds no NUL and at most 254 characters.
  *
@@ -91,7 +92,7 @@ static int ref_line(const char *s, size_t n, uint64_t *out) {
     uint64_t v = 0;
     ref_blanks(s, n, &i);
     if (i == n || s[i] == '#') return 0;
-    if (n - i >= 2 && strchr("hsde", s[i]) && (s[i + 1] == ' ' || s[i + 1] == '\t')) {
+    if (n - i >= 2 && strchr("hsdew", s[i]) && (s[i + 1] == ' ' || s[i + 1] == '\t')) {
         char c = s[i];
         i += 1;
         ref_blanks(s, n, &i);
@@ -142,12 +143,12 @@ static void ref_read(const uint8_t *p, size_t size, ref_trace *r, uint64_t **lin
                 PUSH(v & ((1ull << 62) - 1));
                 continue;
             }
-            if (op > 4) { /* a kind that does not exist */
+            if (op > 5) { /* a kind that does not exist */
                 r->bad = 1;
                 r->at = 8 + 8 * k;
                 break;
             }
-            if (op == 1 || op == 3 || op == 4) { /* its epoch word */
+            if (op != 0 && op != 2) { /* its epoch or weight word */
                 if (++k == words || ref_word(p, k) >> 63) {
                     r->bad = 1;
                     r->at = 8 + 8 * k;
